@@ -1,0 +1,83 @@
+// Command legate is the single binary of legate: the manager, the
+// delegate, the all-in-one dev mode and the CLI.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/legate-dev/legate/internal/cli"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = ""
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// stopper turns signals into a graceful stop (first SIGINT/SIGTERM cancels
+// the context) and a forced stop (the second closes Force).
+type stopper struct {
+	Force <-chan struct{}
+}
+
+func main() {
+	ctx, cancel := context.WithCancel(context.Background())
+	force := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		cancel()
+		<-sigs
+		close(force)
+	}()
+	st := &stopper{Force: force}
+
+	root := &cobra.Command{
+		Use:   "legate",
+		Short: "legate: a manager and delegates that run work inside your network",
+		Long: `legate runs work where your infrastructure is. A manager (control plane)
+queues tasks; delegates run inside your networks, connect out to the manager,
+and run scripts and API calls there.
+
+  legate dev                      manager + one delegate in one process, for trying it out
+  legate manager --data DIR       the manager (SQLite under DIR)
+  legate delegate                 a delegate, configured by ACCOUNT_ID, DELEGATE_TOKEN,
+                                  MANAGER_HOST_AND_PORT, DELEGATE_NAME, DELEGATE_TAGS …
+  legate task run --script 'echo hi'   run a task and watch it`,
+		Version:       buildVersion(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newManagerCmd(), newDelegateCmd(st), newDevCmd(st))
+	cli.AddCommands(root)
+
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return
+	}
+	var ee *cli.ExitError
+	if errors.As(err, &ee) {
+		if ee.Msg != "" {
+			fmt.Fprintln(os.Stderr, "legate:", ee.Msg)
+		}
+		os.Exit(ee.Code)
+	}
+	fmt.Fprintln(os.Stderr, "legate:", err)
+	os.Exit(2)
+}

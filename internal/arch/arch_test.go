@@ -1,0 +1,113 @@
+package arch
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/legate-dev/legate/"
+
+// forbidden lists, per package, the project packages it must not import.
+var forbidden = map[string][]string{
+	"internal/protocol": {"internal/"},
+	"internal/store":    {"internal/manager", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
+	"internal/client":   {"internal/manager", "internal/store", "internal/delegate", "internal/cli", "internal/executor"},
+	"internal/delegate": {"internal/manager", "internal/store", "internal/cli"},
+	"internal/executor": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli"},
+	"internal/mask":     {"internal/"},
+	"internal/config":   {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
+	"internal/manager":  {"internal/delegate", "internal/cli", "internal/executor"},
+	"internal/cli":      {"internal/manager", "internal/store", "internal/delegate"},
+}
+
+type pkgInfo struct {
+	hasDoc  bool
+	imports map[string]bool
+}
+
+func loadPackages(t *testing.T) map[string]*pkgInfo {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs := map[string]*pkgInfo{}
+	fset := token.NewFileSet()
+	for _, top := range []string{"internal", "cmd"} {
+		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly|parser.ParseComments)
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, filepath.Dir(path))
+			p := pkgs[rel]
+			if p == nil {
+				p = &pkgInfo{imports: map[string]bool{}}
+				pkgs[rel] = p
+			}
+			if f.Doc != nil && strings.TrimSpace(f.Doc.Text()) != "" {
+				p.hasDoc = true
+			}
+			for _, imp := range f.Imports {
+				s, _ := strconv.Unquote(imp.Path.Value)
+				p.imports[s] = true
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return pkgs
+}
+
+func TestEveryPackageHasADocComment(t *testing.T) {
+	for name, p := range loadPackages(t) {
+		if !p.hasDoc {
+			t.Errorf("package %s has no package doc comment", name)
+		}
+	}
+}
+
+func TestImportRules(t *testing.T) {
+	pkgs := loadPackages(t)
+	for name, rules := range forbidden {
+		p := pkgs[name]
+		if p == nil {
+			t.Errorf("package %s is gone; update the rules", name)
+			continue
+		}
+		for imp := range p.imports {
+			for _, bad := range rules {
+				full := module + bad
+				hit := imp == full || strings.HasPrefix(imp, full+"/")
+				if strings.HasSuffix(bad, "/") {
+					hit = strings.HasPrefix(imp, full)
+				}
+				if hit {
+					t.Errorf("%s imports %s, which DESIGN §9 forbids", name, imp)
+				}
+			}
+		}
+	}
+	// protocol is standard library only.
+	for imp := range pkgs["internal/protocol"].imports {
+		if strings.Contains(strings.Split(imp, "/")[0], ".") {
+			t.Errorf("internal/protocol imports %s; it must use the standard library only", imp)
+		}
+	}
+}

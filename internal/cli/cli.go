@@ -1,0 +1,159 @@
+// Package cli implements legate's admin commands (token, delegates, task)
+// with cobra. They talk to a manager through internal/client, write to the
+// command's output streams (so tests capture them) and report process exit
+// codes as *ExitError values for main to act on.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/legate-dev/legate/internal/client"
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// Environment variables read when the matching flag is not given.
+const (
+	EnvURL    = "LEGATE_URL"
+	EnvAPIKey = "LEGATE_API_KEY"
+)
+
+// Exit codes of `legate task run` besides the task's own exit code.
+const (
+	ExitFailure     = 1   // failed without an exit code, or a runtime error
+	ExitUsage       = 2   // bad flags or missing configuration
+	ExitNotAssigned = 3   // no delegate took the task in time
+	ExitTimedOut    = 124 // like timeout(1)
+	ExitInterrupted = 130 // cancelled task, or Ctrl-C while following
+)
+
+// ExitError asks main to exit with Code. A command returns it when the
+// process's exit status carries meaning (a task's exit code, a failure that
+// was already explained on stderr). Msg is printed by main when not empty;
+// the commands of this package print their messages themselves and leave
+// Msg empty.
+type ExitError struct {
+	Code int
+	Msg  string
+}
+
+func (e *ExitError) Error() string {
+	if e.Msg != "" {
+		return e.Msg
+	}
+	return fmt.Sprintf("exit status %d", e.Code)
+}
+
+// usageError is a bad flag or argument: returned to cobra as an ordinary
+// error (main exits 2 and cobra shows the usage).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// app holds the values shared by the commands of one root command.
+type app struct {
+	url    string // --url
+	apiKey string // --api-key
+
+	getenv     func(string) string
+	now        func() time.Time
+	loc        *time.Location // for absolute times
+	httpClient *http.Client   // nil = the client package's default
+}
+
+// AddCommands adds the admin commands (token, delegates, task) and the
+// persistent flags --url and --api-key to root. The flags fall back to
+// LEGATE_URL and LEGATE_API_KEY.
+func AddCommands(root *cobra.Command) {
+	addCommands(root, &app{getenv: os.Getenv, now: time.Now, loc: time.Local})
+}
+
+func addCommands(root *cobra.Command, a *app) {
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.url, "url", "", "manager URL, e.g. http://127.0.0.1:8080 (env "+EnvURL+")")
+	pf.StringVar(&a.apiKey, "api-key", "", "admin API key (env "+EnvAPIKey+")")
+	root.AddCommand(a.tokenCmd(), a.delegatesCmd(), a.taskCmd())
+}
+
+// adminEnvHint says where a local manager's settings are.
+const adminEnvHint = "a local manager writes both to DATA/admin.env: set -a; . DATA/admin.env; set +a"
+
+// client returns a client for the configured manager and API key.
+func (a *app) client() (*client.Client, error) {
+	u := a.url
+	if u == "" {
+		u = a.getenv(EnvURL)
+	}
+	if u == "" {
+		return nil, &ExitError{Code: ExitUsage, Msg: "legate: no manager URL: set " + EnvURL + " or pass --url (" + adminEnvHint + ")"}
+	}
+	key := a.apiKey
+	if key == "" {
+		key = a.getenv(EnvAPIKey)
+	}
+	if key == "" {
+		return nil, &ExitError{Code: ExitUsage, Msg: "legate: no API key: set " + EnvAPIKey + " or pass --api-key (" + adminEnvHint + ")"}
+	}
+	c, err := client.New(u, a.httpClient)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Msg: "legate: " + err.Error() + " (check " + EnvURL + " or --url)"}
+	}
+	c.SetSecret(key)
+	return c, nil
+}
+
+// run adapts a command body to cobra. Usage errors go back to cobra as
+// they are; everything else is explained on stderr in one line and turned
+// into an *ExitError (with an empty Msg: it was printed), with cobra's own
+// error and usage printing switched off for it.
+func (a *app) run(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		err := fn(cmd, args)
+		if err == nil {
+			return nil
+		}
+		var ue usageError
+		if errors.As(err, &ue) {
+			return err
+		}
+		cmd.SilenceErrors = true
+		cmd.SilenceUsage = true
+		stderr := cmd.ErrOrStderr()
+		var ee *ExitError
+		switch {
+		case errors.As(err, &ee):
+			if ee.Msg != "" {
+				fmt.Fprintln(stderr, ee.Msg)
+			}
+			return &ExitError{Code: ee.Code}
+		case errors.Is(err, context.Canceled) && cmd.Context().Err() != nil:
+			fmt.Fprintln(stderr, "legate: interrupted")
+			return &ExitError{Code: ExitInterrupted}
+		}
+		fmt.Fprintln(stderr, "legate: "+err.Error()+a.hint(err))
+		return &ExitError{Code: ExitFailure}
+	}
+}
+
+// hint suggests a fix for common runtime errors.
+func (a *app) hint(err error) string {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		if pe.Code == protocol.CodeUnauthenticated {
+			return " (check " + EnvAPIKey + " or --api-key)"
+		}
+		return ""
+	}
+	if errors.Is(err, context.DeadlineExceeded) || isNetError(err) {
+		return " (is the manager running? check " + EnvURL + " or --url)"
+	}
+	return ""
+}

@@ -1,0 +1,283 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// testNow is the fixed clock of the tests.
+var testNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+const testKey = "adm_key"
+
+// outcomeSpec says how the fake manager runs submitted tasks.
+type outcomeSpec struct {
+	chunks   []string
+	status   string
+	exitCode *int
+	errText  string
+	// block makes the log stream hang after the chunks until the client
+	// goes away (for Ctrl-C tests).
+	block bool
+}
+
+// fakeManager implements the admin endpoints the CLI uses, on a real
+// loopback socket.
+type fakeManager struct {
+	t   *testing.T
+	srv *httptest.Server
+
+	mu        sync.Mutex
+	outcome   outcomeSpec
+	tokens    []protocol.Token
+	delegates []protocol.Delegate
+	tasks     map[string]protocol.Task
+	specs     []protocol.TaskSpec
+	cancels   []string
+	listQuery string
+}
+
+func newFakeManager(t *testing.T, o outcomeSpec) *fakeManager {
+	t.Helper()
+	m := &fakeManager{t: t, outcome: o, tasks: map[string]protocol.Task{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/tokens", m.createToken)
+	mux.HandleFunc("GET /api/v1/tokens", func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		writeJSON(w, 200, protocol.TokenList{Tokens: m.tokens})
+	})
+	mux.HandleFunc("POST /api/v1/tokens/{name}/revoke", m.revokeToken)
+	mux.HandleFunc("GET /api/v1/delegates", func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		writeJSON(w, 200, protocol.DelegateList{Delegates: m.delegates})
+	})
+	mux.HandleFunc("POST /api/v1/tasks", m.submit)
+	mux.HandleFunc("GET /api/v1/tasks", m.list)
+	mux.HandleFunc("GET /api/v1/tasks/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if t, ok := m.task(w, r); ok {
+			writeJSON(w, 200, t)
+		}
+	})
+	mux.HandleFunc("POST /api/v1/tasks/{id}/cancel", m.cancel)
+	mux.HandleFunc("GET /api/v1/tasks/{id}/logs", m.logs)
+	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(protocol.HeaderProtocolVersion) != strconv.Itoa(protocol.Version) {
+			writeError(w, 400, protocol.CodeVersion, "no protocol version")
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer "+testKey {
+			writeError(w, 401, protocol.CodeUnauthenticated, "invalid API key")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(m.srv.Close)
+	return m
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code protocol.Code, msg string) {
+	writeJSON(w, status, protocol.ErrorBody{Error: protocol.Error{Code: code, Message: msg}})
+}
+
+func (m *fakeManager) createToken(w http.ResponseWriter, r *http.Request) {
+	var req protocol.CreateTokenRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Name == "" {
+		writeError(w, 400, protocol.CodeBadRequest, "name required")
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range m.tokens {
+		if t.Name == req.Name {
+			writeError(w, 409, protocol.CodeConflict, "token "+req.Name+" already exists")
+			return
+		}
+	}
+	tok := protocol.Token{Name: req.Name, CreatedAt: testNow.Add(-time.Minute), Status: protocol.TokenActive}
+	m.tokens = append(m.tokens, tok)
+	tok.Value = "tok_secret_" + req.Name
+	writeJSON(w, 201, tok)
+}
+
+func (m *fakeManager) revokeToken(w http.ResponseWriter, r *http.Request) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, t := range m.tokens {
+		if t.Name == r.PathValue("name") {
+			at := testNow
+			m.tokens[i].RevokedAt, m.tokens[i].Status = &at, protocol.TokenRevoked
+			writeJSON(w, 200, m.tokens[i])
+			return
+		}
+	}
+	writeError(w, 404, protocol.CodeNotFound, "token not found")
+}
+
+func (m *fakeManager) submit(w http.ResponseWriter, r *http.Request) {
+	var spec protocol.TaskSpec
+	if err := json.NewDecoder(r.Body).Decode(&spec); err != nil {
+		writeError(w, 400, protocol.CodeBadRequest, err.Error())
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.specs = append(m.specs, spec)
+	id := fmt.Sprintf("t_%d", len(m.specs))
+	t := protocol.Task{ID: id, Type: spec.Type, Status: protocol.StatusQueued, Shell: spec.Shell, HTTP: spec.HTTP,
+		Selectors: spec.Selectors, CreatedAt: testNow}
+	m.tasks[id] = t
+	writeJSON(w, 201, t)
+}
+
+func (m *fakeManager) list(w http.ResponseWriter, r *http.Request) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.listQuery = r.URL.RawQuery
+	var out protocol.TaskList
+	for i := range len(m.tasks) {
+		t := m.tasks[fmt.Sprintf("t_%d", len(m.tasks)-i)]
+		if s := r.URL.Query().Get("status"); s == "" || s == t.Status {
+			out.Tasks = append(out.Tasks, t)
+		}
+	}
+	writeJSON(w, 200, out)
+}
+
+func (m *fakeManager) task(w http.ResponseWriter, r *http.Request) (protocol.Task, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tasks[r.PathValue("id")]
+	if !ok {
+		writeError(w, 404, protocol.CodeNotFound, "task "+r.PathValue("id")+" not found")
+	}
+	return t, ok
+}
+
+func (m *fakeManager) cancel(w http.ResponseWriter, r *http.Request) {
+	t, ok := m.task(w, r)
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cancels = append(m.cancels, t.ID)
+	t.Status = protocol.StatusCancelled
+	m.tasks[t.ID] = t
+	writeJSON(w, 200, t)
+}
+
+// logs streams the outcome's chunks one by one, then the finished task.
+func (m *fakeManager) logs(w http.ResponseWriter, r *http.Request) {
+	t, ok := m.task(w, r)
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	o := m.outcome
+	m.mu.Unlock()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	enc := json.NewEncoder(w)
+	for i, data := range o.chunks {
+		_ = enc.Encode(protocol.LogStreamLine{Chunk: &protocol.LogChunk{Seq: int64(i + 1), Attempt: 1, Time: testNow, Data: data}})
+		_, _ = io.WriteString(w, "\n") // keep-alive
+		w.(http.Flusher).Flush()
+	}
+	if o.block {
+		<-r.Context().Done()
+		return
+	}
+	start, end := testNow.Add(time.Second), testNow.Add(2500*time.Millisecond)
+	t.Status, t.ExitCode, t.Error = o.status, o.exitCode, o.errText
+	t.StartedAt, t.FinishedAt = &start, &end
+	t.DelegateName, t.DelegateHostname = "d1", "host1"
+	m.mu.Lock()
+	m.tasks[t.ID] = t
+	m.mu.Unlock()
+	_ = enc.Encode(protocol.LogStreamLine{Task: &t})
+}
+
+func (m *fakeManager) submitted() []protocol.TaskSpec {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]protocol.TaskSpec(nil), m.specs...)
+}
+
+// env returns an environment that points the CLI at the fake manager.
+func (m *fakeManager) env() map[string]string {
+	return map[string]string{EnvURL: m.srv.URL, EnvAPIKey: testKey}
+}
+
+// result is what one CLI run produced.
+type result struct {
+	stdout, stderr string
+	err            error
+}
+
+// runCLI runs the CLI in-process with the given environment and arguments.
+func runCLI(ctx context.Context, env map[string]string, stdin string, args ...string) result {
+	return runCLIOut(ctx, env, stdin, newNotifyBuffer(), args...)
+}
+
+// runCLIOut is runCLI with a given stdout.
+func runCLIOut(ctx context.Context, env map[string]string, stdin string, out *notifyBuffer, args ...string) result {
+	root := &cobra.Command{Use: "legate", SilenceUsage: true, SilenceErrors: true}
+	addCommands(root, &app{
+		getenv: func(k string) string { return env[k] },
+		now:    func() time.Time { return testNow },
+		loc:    time.UTC,
+	})
+	var errb bytes.Buffer
+	root.SetArgs(args)
+	root.SetOut(out)
+	root.SetErr(&errb)
+	root.SetIn(bytes.NewBufferString(stdin))
+	err := root.ExecuteContext(ctx)
+	return result{stdout: out.String(), stderr: errb.String(), err: err}
+}
+
+func intp(i int) *int { return &i }
+
+// notifyBuffer is a concurrency-safe buffer that tells when it was first
+// written to.
+type notifyBuffer struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	once  sync.Once
+	wrote chan struct{}
+}
+
+func newNotifyBuffer() *notifyBuffer { return &notifyBuffer{wrote: make(chan struct{})} }
+
+func (b *notifyBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	defer b.once.Do(func() { close(b.wrote) })
+	return b.buf.Write(p)
+}
+
+func (b *notifyBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,248 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// allStatuses lists the task statuses for help and error messages.
+func allStatuses() string {
+	return strings.Join([]string{
+		protocol.StatusQueued, protocol.StatusRunning, protocol.StatusSucceeded, protocol.StatusFailed,
+		protocol.StatusTimedOut, protocol.StatusNotAssigned, protocol.StatusCancelled,
+	}, ", ")
+}
+
+func (a *app) taskCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "task",
+		Aliases: []string{"tasks"},
+		Short:   "Run, inspect and cancel tasks",
+		Long: `Tasks are units of work that a delegate runs: a shell script or an HTTP call.
+"legate task run" submits one and shows its output live.`,
+		Example: `  legate task run --script 'echo hello from $(hostname)'
+  legate task list --status running
+  legate task logs t_123 --follow`,
+	}
+	cmd.AddCommand(a.taskRunCmd(), a.taskGetCmd(), a.taskLogsCmd(), a.taskCancelCmd(), a.taskListCmd())
+	return cmd
+}
+
+func (a *app) taskGetCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "get ID",
+		Short: "Show one task",
+		Long:  `Show a task's status, exit code, error, delegate, timings and payload.`,
+		Example: `  legate task get t_123
+  legate task get t_123 --json | jq .exit_code`,
+		Args: cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			t, err := c.GetTask(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), t)
+			}
+			return a.printTask(cmd.OutOrStdout(), t)
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the task object as JSON")
+	return cmd
+}
+
+// printTask writes one task as aligned "Key: value" lines.
+func (a *app) printTask(w io.Writer, t protocol.Task) error {
+	tb := newTable(w, "ID:", t.ID)
+	tb.row("Status:", t.Status)
+	tb.row("Type:", t.Type)
+	tb.row("Exit code:", exitCode(t))
+	if t.Error != "" {
+		tb.row("Error:", t.Error)
+	}
+	delegate := t.DelegateName
+	if t.DelegateHostname != "" {
+		delegate += " (" + t.DelegateHostname + ")"
+	}
+	tb.row("Delegate:", delegate)
+	tb.row("Selectors:", strings.Join(t.Selectors, ", "))
+	tb.row("Attempts:", fmt.Sprintf("%d (retries allowed: %d)", t.Attempts, t.Retries))
+	tb.row("Created:", a.timestamp(&t.CreatedAt))
+	tb.row("Acquired:", a.timestamp(t.AcquiredAt))
+	tb.row("Started:", a.timestamp(t.StartedAt))
+	tb.row("Finished:", a.timestamp(t.FinishedAt))
+	tb.row("Duration:", taskDuration(a.now(), t))
+	if t.Shell != nil {
+		script := t.Shell.Script
+		if i := strings.IndexByte(script, '\n'); i >= 0 {
+			script = script[:i] + " ..."
+		}
+		tb.row("Script:", script)
+	}
+	if t.HTTP != nil {
+		tb.row("Request:", t.HTTP.Method+" "+t.HTTP.URL)
+	}
+	if t.HTTPResult != nil {
+		tb.row("HTTP status:", strconv.Itoa(t.HTTPResult.Status))
+	}
+	if len(t.Env) > 0 {
+		names := make([]string, 0, len(t.Env))
+		for k := range t.Env {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		tb.row("Env:", strings.Join(names, ", "))
+	}
+	if len(t.SecretEnvNames) > 0 {
+		tb.row("Secret env:", strings.Join(t.SecretEnvNames, ", "))
+	}
+	return tb.flush()
+}
+
+func (a *app) taskLogsCmd() *cobra.Command {
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "logs ID",
+		Short: "Print a task's output",
+		Long: `Print the output of a task as the delegate captured it (secrets masked).
+With --follow, keep printing new output until the task finishes.`,
+		Example: `  legate task logs t_123
+  legate task logs t_123 --follow`,
+		Args: cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			_, err = c.StreamLogs(ctx, args[0], follow, rawOutput(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0]))
+			if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
+				return &ExitError{Code: ExitInterrupted}
+			}
+			return err
+		}),
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep streaming until the task finishes")
+	return cmd
+}
+
+// rawOutput returns a StreamLogs callback that writes chunk data as it is
+// and notes on stderr where a new attempt's output starts.
+func rawOutput(out, stderr io.Writer, id string) func(protocol.LogStreamLine) error {
+	attempt := 0
+	return func(l protocol.LogStreamLine) error {
+		if l.Chunk == nil {
+			return nil
+		}
+		if l.Chunk.Attempt > attempt {
+			if attempt > 0 {
+				fmt.Fprintf(stderr, "legate: task %s: output of attempt %d follows\n", id, l.Chunk.Attempt)
+			}
+			attempt = l.Chunk.Attempt
+		}
+		if _, err := io.WriteString(out, l.Chunk.Data); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
+		return nil
+	}
+}
+
+func (a *app) taskCancelCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a queued or running task",
+		Long: `Cancel a task. A queued task is cancelled at once; a running task's delegate
+is told to stop it.`,
+		Example: `  legate task cancel t_123`,
+		Args:    cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			t, err := c.CancelTask(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), t)
+			}
+			if protocol.Terminal(t.Status) {
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "Task %s is %s.\n", t.ID, t.Status)
+			} else {
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "Cancellation of task %s requested (status: %s).\n", t.ID, t.Status)
+			}
+			return err
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the task object as JSON")
+	return cmd
+}
+
+func (a *app) taskListCmd() *cobra.Command {
+	var (
+		asJSON bool
+		status string
+		limit  int
+	)
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List recent tasks",
+		Long:    `List tasks, newest first, optionally only those in one status.`,
+		Example: `  legate task list
+  legate task list --status failed --limit 10`,
+		Args: cobra.NoArgs,
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			if status != "" && !protocol.ValidStatus(status) {
+				return usagef("--status %q: want one of %s", status, allStatuses())
+			}
+			if limit < 0 {
+				return usagef("--limit %d: want 0 (the manager's default) or more", limit)
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.ListTasks(cmd.Context(), status, limit)
+			if err != nil {
+				return err
+			}
+			if list.Tasks == nil {
+				list.Tasks = []protocol.Task{}
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), list)
+			}
+			if len(list.Tasks) == 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "No tasks.")
+				return nil
+			}
+			now := a.now()
+			t := newTable(cmd.OutOrStdout(), "ID", "STATUS", "TYPE", "EXIT", "DELEGATE", "CREATED", "DURATION")
+			for _, task := range list.Tasks {
+				t.row(task.ID, task.Status, task.Type, exitCode(task), task.DelegateName, age(now, task.CreatedAt), taskDuration(now, task))
+			}
+			return t.flush()
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the task list as JSON")
+	cmd.Flags().StringVar(&status, "status", "", "only tasks in this status ("+allStatuses()+")")
+	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many tasks (0 = the manager's default)")
+	return cmd
+}

@@ -1,0 +1,322 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// runFlags are the flags of `legate task run`.
+type runFlags struct {
+	selectors    []string
+	timeout      time.Duration
+	queueTimeout time.Duration
+	retries      int
+	env          []string
+	secretEnv    []string
+	typ          string
+
+	script string
+	file   string
+
+	httpURL      string
+	method       string
+	headers      []string
+	body         string
+	expectStatus int
+
+	asJSON bool
+	detach bool
+}
+
+func (a *app) taskRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run (--script TEXT | --file PATH | --http-url URL) [flags]",
+		Short: "Run a task on a delegate and show its output live",
+		Long: `Submit a task, stream its output as the delegate produces it, and exit with
+the task's exit code.
+
+A shell task runs a script (--script, or --file; --file - reads stdin). An
+http task (--http-url, or --type http) makes an HTTP call from the
+delegate's network. --selector picks delegates that have all the given tags
+(or that name or hostname); without a match the task waits and then ends
+not_assigned.
+
+Exit status: the script's exit code; 1 if the task failed without one,
+124 if it timed out, 130 if it was cancelled, 3 if no delegate took it.
+Ctrl-C stops following but leaves the task running.`,
+		Example: `  legate task run --script 'echo hello from $(hostname)'
+  legate task run --selector linux --timeout 10m --file ./deploy.sh --env STAGE=prod --secret-env API_TOKEN
+  legate task run --http-url https://internal.example.com/health --expect-status 200
+  legate task run --detach --script 'sleep 600'`,
+		Args: cobra.NoArgs,
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			spec, err := a.buildSpec(cmd, &f)
+			if err != nil {
+				return err
+			}
+			return a.runTask(cmd, spec, f.asJSON, f.detach)
+		}),
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&f.selectors, "selector", nil, "run only on a delegate with this tag, name or hostname (repeatable; all must match)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "stop the task after this long, e.g. 90s or 10m (0 = the manager's default)")
+	fl.DurationVar(&f.queueTimeout, "queue-timeout", 0, "give up (not_assigned) if no delegate takes the task within this long (0 = the manager's default)")
+	fl.IntVar(&f.retries, "retries", 0, "run again on another delegate this many times if the delegate is lost")
+	fl.StringArrayVar(&f.env, "env", nil, "set an environment variable of the task, KEY=VALUE (repeatable)")
+	fl.StringArrayVar(&f.secretEnv, "secret-env", nil, "set a secret environment variable, KEY=VALUE, or KEY to take the value from your environment; masked in the output (repeatable)")
+	fl.StringVar(&f.typ, "type", "", "task type: shell or http (default: http with --http-url, else shell)")
+	fl.StringVar(&f.script, "script", "", "shell script to run")
+	fl.StringVar(&f.file, "file", "", "file with the shell script to run (- for stdin)")
+	fl.StringVar(&f.httpURL, "http-url", "", "URL for an http task (--url is the manager's URL)")
+	fl.StringVar(&f.method, "method", "GET", "HTTP method of an http task")
+	fl.StringArrayVar(&f.headers, "header", nil, "HTTP header of an http task, NAME:VALUE (repeatable)")
+	fl.StringVar(&f.body, "body", "", "HTTP request body of an http task")
+	fl.IntVar(&f.expectStatus, "expect-status", 0, "HTTP status that counts as success (0 = any 2xx)")
+	fl.BoolVar(&f.asJSON, "json", false, "print only the final task object as JSON, not the output")
+	fl.BoolVar(&f.detach, "detach", false, "print the task ID (with --json: the queued task) and exit at once; the task keeps running")
+	return cmd
+}
+
+// buildSpec turns the flags into a TaskSpec; every error is a usage error.
+func (a *app) buildSpec(cmd *cobra.Command, f *runFlags) (protocol.TaskSpec, error) {
+	fl := cmd.Flags()
+	spec := protocol.TaskSpec{Selectors: protocol.NormalizeSelectors(f.selectors)}
+	if len(spec.Selectors) == 0 {
+		spec.Selectors = nil
+	}
+	var err error
+	if spec.TimeoutMS, err = millis("--timeout", f.timeout); err != nil {
+		return spec, err
+	}
+	if spec.QueueTimeoutMS, err = millis("--queue-timeout", f.queueTimeout); err != nil {
+		return spec, err
+	}
+	if f.retries < 0 {
+		return spec, usagef("--retries %d: want 0 or more", f.retries)
+	}
+	spec.Retries = f.retries
+	if spec.Env, err = parseKV("--env", f.env, nil); err != nil {
+		return spec, err
+	}
+	if spec.SecretEnv, err = parseKV("--secret-env", f.secretEnv, a.getenv); err != nil {
+		return spec, err
+	}
+
+	typ := f.typ
+	if typ == "" {
+		typ = protocol.TaskShell
+		if fl.Changed("http-url") {
+			typ = protocol.TaskHTTP
+		}
+	}
+	spec.Type = typ
+	switch typ {
+	case protocol.TaskShell:
+		for _, name := range []string{"http-url", "method", "header", "body", "expect-status"} {
+			if fl.Changed(name) {
+				return spec, usagef("--%s is for http tasks (--type http)", name)
+			}
+		}
+		hasScript, hasFile := fl.Changed("script"), fl.Changed("file")
+		if hasScript == hasFile {
+			msg := "a shell task needs exactly one of --script or --file"
+			if !hasScript && fl.Changed("url") {
+				msg += " (for an http task use --http-url; --url is the manager's URL)"
+			}
+			return spec, usageError{msg}
+		}
+		script := f.script
+		if hasFile {
+			if script, err = readScript(cmd.InOrStdin(), f.file); err != nil {
+				return spec, err
+			}
+		}
+		if strings.TrimSpace(script) == "" {
+			return spec, usagef("the script is empty")
+		}
+		spec.Shell = &protocol.ShellSpec{Script: script}
+	case protocol.TaskHTTP:
+		for _, name := range []string{"script", "file"} {
+			if fl.Changed(name) {
+				return spec, usagef("--%s is for shell tasks", name)
+			}
+		}
+		if f.httpURL == "" {
+			return spec, usagef("an http task needs --http-url")
+		}
+		u, err := url.Parse(f.httpURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return spec, usagef("--http-url %q: want an http:// or https:// URL", f.httpURL)
+		}
+		method := strings.ToUpper(strings.TrimSpace(f.method))
+		if method == "" || strings.ContainsAny(method, " \t/:") {
+			return spec, usagef("--method %q: want an HTTP method such as GET or POST", f.method)
+		}
+		if f.expectStatus != 0 && (f.expectStatus < 100 || f.expectStatus > 599) {
+			return spec, usagef("--expect-status %d: want an HTTP status between 100 and 599", f.expectStatus)
+		}
+		headers, err := parseHeaders(f.headers)
+		if err != nil {
+			return spec, err
+		}
+		spec.HTTP = &protocol.HTTPSpec{Method: method, URL: f.httpURL, Headers: headers, Body: f.body, ExpectStatus: f.expectStatus}
+	default:
+		return spec, usagef("--type %q: want shell or http", typ)
+	}
+	return spec, nil
+}
+
+func millis(flag string, d time.Duration) (int64, error) {
+	if d < 0 {
+		return 0, usagef("%s %s: want a positive duration such as 90s or 10m", flag, d)
+	}
+	ms := d.Milliseconds()
+	if d > 0 && ms == 0 {
+		ms = 1
+	}
+	return ms, nil
+}
+
+// parseKV parses KEY=VALUE flags. With getenv set, a bare KEY takes its
+// value from the environment.
+func parseKV(flag string, vals []string, getenv func(string) string) (map[string]string, error) {
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(vals))
+	for _, v := range vals {
+		k, val, ok := strings.Cut(v, "=")
+		k = strings.TrimSpace(k)
+		if k == "" || strings.ContainsAny(k, " \t\n") {
+			return nil, usagef("%s %q: want KEY=VALUE", flag, v)
+		}
+		if !ok {
+			if getenv == nil {
+				return nil, usagef("%s %q: want KEY=VALUE", flag, v)
+			}
+			if val = getenv(k); val == "" {
+				return nil, usagef("%s %s: %s is not set in your environment (or pass %s=VALUE)", flag, k, k, k)
+			}
+		}
+		m[k] = val
+	}
+	return m, nil
+}
+
+func parseHeaders(vals []string) (map[string]string, error) {
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(vals))
+	for _, v := range vals {
+		k, val, ok := strings.Cut(v, ":")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" || strings.ContainsAny(k, " \t") {
+			return nil, usagef("--header %q: want NAME:VALUE", v)
+		}
+		m[k] = strings.TrimSpace(val)
+	}
+	return m, nil
+}
+
+func readScript(stdin io.Reader, path string) (string, error) {
+	var (
+		b   []byte
+		err error
+	)
+	if path == "-" {
+		b, err = io.ReadAll(io.LimitReader(stdin, 8<<20))
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return "", usagef("--file %s: %v", path, err)
+	}
+	return string(b), nil
+}
+
+// runTask submits spec, follows its output and turns its outcome into the
+// exit status.
+func (a *app) runTask(cmd *cobra.Command, spec protocol.TaskSpec, asJSON, detach bool) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	task, err := c.SubmitTask(ctx, spec)
+	if err != nil {
+		return err
+	}
+	if detach {
+		if asJSON {
+			return printJSON(out, task)
+		}
+		_, err := fmt.Fprintln(out, task.ID)
+		return err
+	}
+	fn := rawOutput(out, stderr, task.ID)
+	if asJSON {
+		fn = func(protocol.LogStreamLine) error { return nil }
+	}
+	final, err := c.StreamLogs(ctx, task.ID, true, fn)
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(stderr, "legate: stopped following task %s; it keeps running (legate task cancel %s to stop it)\n", task.ID, task.ID)
+			return &ExitError{Code: ExitInterrupted}
+		}
+		return fmt.Errorf("task %s was submitted, but following it failed (legate task logs --follow %s): %w", task.ID, task.ID, err)
+	}
+	if asJSON {
+		if err := printJSON(out, final); err != nil {
+			return err
+		}
+	}
+	code, reason := outcome(final)
+	if reason != "" && !asJSON {
+		fmt.Fprintln(stderr, reason)
+	}
+	if code == 0 {
+		return nil
+	}
+	return &ExitError{Code: code}
+}
+
+// outcome maps a finished task to an exit status and, unless it succeeded,
+// a one-line explanation.
+func outcome(t protocol.Task) (code int, reason string) {
+	switch t.Status {
+	case protocol.StatusSucceeded:
+		return 0, ""
+	case protocol.StatusFailed:
+		code = ExitFailure
+		if t.ExitCode != nil && *t.ExitCode > 0 && *t.ExitCode < 256 {
+			code = *t.ExitCode
+		}
+	case protocol.StatusTimedOut:
+		code = ExitTimedOut
+	case protocol.StatusCancelled:
+		code = ExitInterrupted
+	case protocol.StatusNotAssigned:
+		code = ExitNotAssigned
+	default:
+		return ExitFailure, fmt.Sprintf("legate: task %s is still %s", t.ID, t.Status)
+	}
+	reason = fmt.Sprintf("legate: task %s %s", t.ID, t.Status)
+	if t.ExitCode != nil {
+		reason += fmt.Sprintf(" (exit code %d)", *t.ExitCode)
+	}
+	if t.Error != "" {
+		reason += ": " + strings.ReplaceAll(t.Error, "\n", " ")
+	}
+	return code, reason
+}

@@ -1,0 +1,430 @@
+// Package client is the typed Go client of the legate manager's HTTP API. The
+// delegate uses its delegate methods (register, poll, heartbeat, acquire,
+// logs, result) and the CLI its admin methods (tokens, delegates, tasks, log
+// streams). Every request carries the protocol version header and, when a
+// secret is set, "Authorization: Bearer <secret>". Error answers of the
+// manager are returned as wrapped *protocol.Error values, so callers decide
+// with errors.As and Code.Recoverable.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// MaxBodyBytes bounds every answer body (and every log stream line) the
+// client reads.
+const MaxBodyBytes = 16 << 20
+
+// maxErrorBody bounds how much of an error answer is read.
+const maxErrorBody = 64 << 10
+
+// DefaultRequestTimeout bounds one ordinary API call. Long polls get this
+// much on top of their wait; log streams are bounded by their context only
+// (and by an idle watchdog, see StreamLogs).
+const DefaultRequestTimeout = 30 * time.Second
+
+// Client talks to one manager. It is safe for concurrent use.
+type Client struct {
+	base string // scheme://host[/prefix], escaped, no trailing slash
+	hc   *http.Client
+
+	// timeout bounds ordinary calls; streamIdle is how long a log stream
+	// may stay silent (not even a keep-alive line) before it is reopened;
+	// backoffMin and backoffMax bound the stream's reconnect delays. Tests
+	// of this package shorten them.
+	timeout    time.Duration
+	streamIdle time.Duration
+	backoffMin time.Duration
+	backoffMax time.Duration
+
+	mu     sync.Mutex
+	secret string
+}
+
+// New returns a client for the manager at baseURL ("http://host:port" or
+// "https://host/prefix"; a path prefix is kept). A nil httpClient means a
+// default one with connect and TLS handshake timeouts, proxy settings from
+// the environment and no overall timeout (which would cut long polls and log
+// streams); each call bounds itself with its own context.
+func New(baseURL string, httpClient *http.Client) (*Client, error) {
+	u, err := url.Parse(strings.TrimSpace(baseURL))
+	if err != nil {
+		return nil, fmt.Errorf("manager URL %q: %w", baseURL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("manager URL %q must start with http:// or https://", baseURL)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("manager URL %q has no host", baseURL)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("manager URL %q must not have credentials, a query or a fragment", baseURL)
+	}
+	if httpClient == nil {
+		httpClient = defaultHTTPClient()
+	}
+	base := u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/")
+	return &Client{
+		base:       base,
+		hc:         httpClient,
+		timeout:    DefaultRequestTimeout,
+		streamIdle: 2 * time.Minute,
+		backoffMin: 200 * time.Millisecond,
+		backoffMax: 5 * time.Second,
+	}, nil
+}
+
+func defaultHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSHandshakeTimeout = 10 * time.Second
+	t.MaxIdleConnsPerHost = 16
+	t.ResponseHeaderTimeout = 0 // long polls answer late by design
+	return &http.Client{Transport: t}
+}
+
+// BaseURL returns the manager URL the client talks to, without a trailing slash.
+func (c *Client) BaseURL() string { return c.base }
+
+// SetSecret sets the credential sent as "Authorization: Bearer <secret>":
+// an API key for admin calls, a delegate session for delegate calls. An
+// empty secret sends no Authorization header. Safe for concurrent use.
+func (c *Client) SetSecret(secret string) {
+	c.mu.Lock()
+	c.secret = secret
+	c.mu.Unlock()
+}
+
+func (c *Client) getSecret() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.secret
+}
+
+// call describes one request.
+type call struct {
+	op      string // for error messages, e.g. "create token"
+	method  string
+	path    string // escaped, starting with "/"
+	query   url.Values
+	in      any // JSON body; nil = none
+	out     any // decoded from a 2xx answer; nil = discarded
+	noAuth  bool
+	timeout time.Duration // 0 = c.timeout; <0 = none (context only)
+	accept  string
+}
+
+// newRequest builds the HTTP request of a call.
+func (c *Client) newRequest(ctx context.Context, k *call) (*http.Request, error) {
+	u := c.base + k.path
+	if len(k.query) > 0 {
+		u += "?" + k.query.Encode()
+	}
+	var body io.Reader
+	if k.in != nil {
+		b, err := json.Marshal(k.in)
+		if err != nil {
+			return nil, fmt.Errorf("%s: encode request: %w", k.op, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, k.method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", k.op, err)
+	}
+	req.Header.Set(protocol.HeaderProtocolVersion, strconv.Itoa(protocol.Version))
+	if k.in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	accept := k.accept
+	if accept == "" {
+		accept = "application/json"
+	}
+	req.Header.Set("Accept", accept)
+	req.Header.Set("User-Agent", "legate-client/"+strconv.Itoa(protocol.Version))
+	if !k.noAuth {
+		if s := c.getSecret(); s != "" {
+			req.Header.Set("Authorization", "Bearer "+s)
+		}
+	}
+	return req, nil
+}
+
+// do performs a call and decodes its answer.
+func (c *Client) do(ctx context.Context, k *call) error {
+	timeout := k.timeout
+	if timeout == 0 {
+		timeout = c.timeout
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	req, err := c.newRequest(ctx, k)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", k.op, err)
+	}
+	defer closeBody(resp.Body)
+	if err := checkStatus(resp); err != nil {
+		return fmt.Errorf("%s: %w", k.op, err)
+	}
+	if k.out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
+	if err != nil {
+		return fmt.Errorf("%s: read answer: %w", k.op, err)
+	}
+	if len(b) > MaxBodyBytes {
+		return fmt.Errorf("%s: answer larger than %d bytes", k.op, MaxBodyBytes)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil // an empty 2xx answer leaves out at its zero value
+	}
+	if err := json.Unmarshal(b, k.out); err != nil {
+		return fmt.Errorf("%s: decode answer (HTTP %d): %w", k.op, resp.StatusCode, err)
+	}
+	return nil
+}
+
+// checkStatus turns a non-2xx answer into a *protocol.Error.
+func checkStatus(resp *http.Response) error {
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	return protocol.DecodeError(resp.StatusCode, bytes.TrimSpace(b))
+}
+
+// closeBody drains a little of the body so the connection can be reused,
+// then closes it.
+func closeBody(rc io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(rc, 64<<10))
+	_ = rc.Close()
+}
+
+// seg escapes one path segment.
+func seg(s string) string { return url.PathEscape(s) }
+
+// requireID refuses an empty path parameter before it turns into a
+// request for a different endpoint.
+func requireID(op, what, v string) error {
+	if v == "" {
+		return fmt.Errorf("%s: empty %s", op, what)
+	}
+	return nil
+}
+
+// IsCode reports whether err is (or wraps) a *protocol.Error with code.
+func IsCode(err error, code protocol.Code) bool {
+	var pe *protocol.Error
+	return errors.As(err, &pe) && pe.Code == code
+}
+
+// ---------------------------------------------------------------------------
+// Admin API (secret = API key)
+
+// Health checks that the manager answers on its health endpoint.
+func (c *Client) Health(ctx context.Context) error {
+	return c.do(ctx, &call{op: "health check", method: http.MethodGet, path: protocol.PathHealth, noAuth: true})
+}
+
+// WhoAmI returns the account the API key belongs to.
+func (c *Client) WhoAmI(ctx context.Context) (protocol.WhoAmI, error) {
+	var out protocol.WhoAmI
+	err := c.do(ctx, &call{op: "who am I", method: http.MethodGet, path: protocol.PathWhoAmI, out: &out})
+	return out, err
+}
+
+// CreateToken creates a delegate token; the answer carries its value, which
+// the manager never shows again.
+func (c *Client) CreateToken(ctx context.Context, name string) (protocol.Token, error) {
+	var out protocol.Token
+	err := c.do(ctx, &call{op: "create token", method: http.MethodPost, path: protocol.PathTokens,
+		in: protocol.CreateTokenRequest{Name: name}, out: &out})
+	return out, err
+}
+
+// ListTokens lists the account's delegate tokens (without values).
+func (c *Client) ListTokens(ctx context.Context) (protocol.TokenList, error) {
+	var out protocol.TokenList
+	err := c.do(ctx, &call{op: "list tokens", method: http.MethodGet, path: protocol.PathTokens, out: &out})
+	return out, err
+}
+
+// RevokeToken revokes a delegate token; delegates that use it are disconnected.
+func (c *Client) RevokeToken(ctx context.Context, name string) (protocol.Token, error) {
+	const op = "revoke token"
+	if err := requireID(op, "token name", name); err != nil {
+		return protocol.Token{}, err
+	}
+	var out protocol.Token
+	err := c.do(ctx, &call{op: op, method: http.MethodPost,
+		path: protocol.PathTokens + "/" + seg(name) + "/revoke", out: &out})
+	return out, err
+}
+
+// ListDelegates lists the account's delegate instances.
+func (c *Client) ListDelegates(ctx context.Context) (protocol.DelegateList, error) {
+	var out protocol.DelegateList
+	err := c.do(ctx, &call{op: "list delegates", method: http.MethodGet, path: protocol.PathDelegates, out: &out})
+	return out, err
+}
+
+// SubmitTask queues a task.
+func (c *Client) SubmitTask(ctx context.Context, spec protocol.TaskSpec) (protocol.Task, error) {
+	var out protocol.Task
+	err := c.do(ctx, &call{op: "submit task", method: http.MethodPost, path: protocol.PathTasks, in: spec, out: &out})
+	return out, err
+}
+
+// ListTasks lists tasks, newest first as the manager orders them. An empty
+// status lists all statuses; limit <= 0 means the manager's default.
+func (c *Client) ListTasks(ctx context.Context, status string, limit int) (protocol.TaskList, error) {
+	q := url.Values{}
+	if status != "" {
+		q.Set("status", status)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out protocol.TaskList
+	err := c.do(ctx, &call{op: "list tasks", method: http.MethodGet, path: protocol.PathTasks, query: q, out: &out})
+	return out, err
+}
+
+// GetTask returns one task.
+func (c *Client) GetTask(ctx context.Context, id string) (protocol.Task, error) {
+	const op = "get task"
+	if err := requireID(op, "task ID", id); err != nil {
+		return protocol.Task{}, err
+	}
+	var out protocol.Task
+	err := c.do(ctx, &call{op: op, method: http.MethodGet, path: protocol.PathTasks + "/" + seg(id), out: &out})
+	return out, err
+}
+
+// CancelTask cancels a queued or running task and returns it.
+func (c *Client) CancelTask(ctx context.Context, id string) (protocol.Task, error) {
+	const op = "cancel task"
+	if err := requireID(op, "task ID", id); err != nil {
+		return protocol.Task{}, err
+	}
+	var out protocol.Task
+	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: protocol.PathTasks + "/" + seg(id) + "/cancel", out: &out})
+	return out, err
+}
+
+// ---------------------------------------------------------------------------
+// Delegate API (secret = session; Register sends the token in its body)
+
+// Register registers a delegate instance. A zero req.ProtocolVersion is
+// sent as protocol.Version. It sends no Authorization header and does not
+// change the client's secret: the caller passes the answer's Session to
+// SetSecret.
+func (c *Client) Register(ctx context.Context, req protocol.RegisterRequest) (protocol.RegisterResponse, error) {
+	if req.ProtocolVersion == 0 {
+		req.ProtocolVersion = protocol.Version
+	}
+	var out protocol.RegisterResponse
+	err := c.do(ctx, &call{op: "register", method: http.MethodPost, path: protocol.PathRegister, in: req, out: &out, noAuth: true})
+	return out, err
+}
+
+// RefreshSession exchanges the current session for a fresh one. It does not
+// change the client's secret: the caller passes the answer to SetSecret.
+func (c *Client) RefreshSession(ctx context.Context) (protocol.SessionResponse, error) {
+	var out protocol.SessionResponse
+	err := c.do(ctx, &call{op: "refresh session", method: http.MethodPost, path: protocol.PathSession, out: &out})
+	return out, err
+}
+
+// Poll long-polls for events: the manager answers as soon as it has events,
+// or after wait with none. The request's own timeout is wait plus
+// DefaultRequestTimeout, so a slow answer is not mistaken for a dead manager.
+func (c *Client) Poll(ctx context.Context, wait time.Duration) (protocol.EventsResponse, error) {
+	if wait < 0 {
+		wait = 0
+	}
+	q := url.Values{"wait_ms": {strconv.FormatInt(wait.Milliseconds(), 10)}}
+	var out protocol.EventsResponse
+	err := c.do(ctx, &call{op: "poll events", method: http.MethodGet, path: protocol.PathEvents, query: q,
+		out: &out, timeout: wait + c.timeout})
+	return out, err
+}
+
+// Heartbeat sends a heartbeat over HTTP; the answer lists tasks to abort.
+func (c *Client) Heartbeat(ctx context.Context, hb protocol.Heartbeat) (protocol.HeartbeatResponse, error) {
+	var out protocol.HeartbeatResponse
+	err := c.do(ctx, &call{op: "heartbeat", method: http.MethodPost, path: protocol.PathHeartbeat, in: hb, out: &out})
+	return out, err
+}
+
+func delegateTaskPath(id, action string) string {
+	return protocol.PathDelegateTask + "/" + seg(id) + "/" + action
+}
+
+// Acquire claims a task. Exactly one claimer wins; the others get a
+// *protocol.Error with CodeAlreadyClaimed (or CodeNoCapacity, CodeNotEligible).
+func (c *Client) Acquire(ctx context.Context, taskID string) (protocol.AcquireResponse, error) {
+	const op = "acquire task"
+	if err := requireID(op, "task ID", taskID); err != nil {
+		return protocol.AcquireResponse{}, err
+	}
+	var out protocol.AcquireResponse
+	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: delegateTaskPath(taskID, "acquire"),
+		in: protocol.AcquireRequest{}, out: &out})
+	return out, err
+}
+
+// Started reports that a task's process started.
+func (c *Client) Started(ctx context.Context, taskID string, req protocol.StartedRequest) error {
+	const op = "report task started"
+	if err := requireID(op, "task ID", taskID); err != nil {
+		return err
+	}
+	return c.do(ctx, &call{op: op, method: http.MethodPost, path: delegateTaskPath(taskID, "started"), in: req})
+}
+
+// SendLogs sends numbered log chunks of a task.
+func (c *Client) SendLogs(ctx context.Context, taskID string, req protocol.LogsRequest) error {
+	const op = "send task logs"
+	if err := requireID(op, "task ID", taskID); err != nil {
+		return err
+	}
+	return c.do(ctx, &call{op: op, method: http.MethodPost, path: delegateTaskPath(taskID, "logs"), in: req})
+}
+
+// Result reports a task's outcome. It is idempotent; a result from a stale
+// lease is refused with CodeStaleLease.
+func (c *Client) Result(ctx context.Context, taskID string, req protocol.ResultRequest) (protocol.Task, error) {
+	const op = "report task result"
+	if err := requireID(op, "task ID", taskID); err != nil {
+		return protocol.Task{}, err
+	}
+	var out protocol.Task
+	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: delegateTaskPath(taskID, "result"), in: req, out: &out})
+	return out, err
+}
+
+// Deregister ends the delegate's session (on clean shutdown).
+func (c *Client) Deregister(ctx context.Context) error {
+	return c.do(ctx, &call{op: "deregister", method: http.MethodPost, path: protocol.PathDeregister})
+}

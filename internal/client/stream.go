@@ -1,0 +1,217 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// errStreamIdle cancels a log stream connection that stayed silent too long.
+var errStreamIdle = errors.New("log stream idle")
+
+// errLineTooLong reports a log stream line above MaxBodyBytes.
+var errLineTooLong = fmt.Errorf("log stream line longer than %d bytes", MaxBodyBytes)
+
+// streamPos is the last chunk a stream delivered.
+type streamPos struct {
+	seen    bool
+	attempt int
+	seq     int64
+}
+
+// after reports whether chunk k comes after the position.
+func (p streamPos) after(k *protocol.LogChunk) bool {
+	if !p.seen {
+		return true
+	}
+	return k.Attempt > p.attempt || (k.Attempt == p.attempt && k.Seq > p.seq)
+}
+
+// permanentError marks a stream failure that reconnecting cannot fix.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// StreamLogs reads the output of task id from the manager's NDJSON log
+// stream and calls fn for every line: the chunks in order (attempt by
+// attempt), then, last, the line that carries the task. It returns that
+// final task.
+//
+// Without follow the stream ends after the chunks stored so far and the
+// task line reflects the task's current state. With follow it lasts until
+// the task is terminal and its log complete, and chunks arrive as the
+// delegate sends them.
+//
+// If the stream breaks before the task line, StreamLogs reconnects with
+// jittered exponential backoff, asking only for chunks after the last one
+// fn saw, and skips any chunk the manager repeats, so fn never sees a chunk
+// twice. It keeps reconnecting until ctx ends, except that a failure of
+// the very first request and error answers that retrying cannot fix (see
+// protocol.Code.Recoverable, e.g. not_found) are returned at once. An error
+// returned by fn stops the stream and is returned wrapped.
+func (c *Client) StreamLogs(ctx context.Context, id string, follow bool, fn func(protocol.LogStreamLine) error) (protocol.Task, error) {
+	op := "stream logs of task " + id
+	if err := requireID("stream logs", "task ID", id); err != nil {
+		return protocol.Task{}, err
+	}
+	var pos streamPos
+	delay := c.backoffMin
+	for first := true; ; first = false {
+		task, st, err := c.streamOnce(ctx, id, follow, &pos, fn)
+		if err == nil {
+			return task, nil
+		}
+		if ctx.Err() != nil {
+			return protocol.Task{}, fmt.Errorf("%s: %w", op, context.Cause(ctx))
+		}
+		var perm permanentError
+		if errors.As(err, &perm) {
+			return protocol.Task{}, fmt.Errorf("%s: %w", op, perm.err)
+		}
+		if first && st == notConnected {
+			return protocol.Task{}, fmt.Errorf("%s: %w", op, err)
+		}
+		if st == delivered {
+			delay = c.backoffMin
+		}
+		sleep := delay/2 + rand.N(delay/2+1)
+		delay = min(delay*2, c.backoffMax)
+		t := time.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return protocol.Task{}, fmt.Errorf("%s: %w", op, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// streamState is how far one stream connection got.
+type streamState int
+
+const (
+	notConnected streamState = iota // no 2xx answer
+	connected                       // a 2xx answer, no line yet
+	delivered                       // at least one line (a keep-alive counts)
+)
+
+// streamOnce opens the log stream once and reads it until the task line,
+// an error or its end.
+func (c *Client) streamOnce(ctx context.Context, id string, follow bool, pos *streamPos,
+	fn func(protocol.LogStreamLine) error) (protocol.Task, streamState, error) {
+	q := url.Values{}
+	if follow {
+		q.Set("follow", "1")
+	}
+	if pos.seen {
+		q.Set("after_attempt", strconv.Itoa(pos.attempt))
+		q.Set("after_seq", strconv.FormatInt(pos.seq, 10))
+	}
+	connCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	idle := time.AfterFunc(c.streamIdle, func() { cancel(errStreamIdle) })
+	defer idle.Stop()
+
+	req, err := c.newRequest(connCtx, &call{op: "stream logs", method: http.MethodGet,
+		path: protocol.PathTasks + "/" + seg(id) + "/logs", query: q, accept: "application/x-ndjson"})
+	if err != nil {
+		return protocol.Task{}, notConnected, permanentError{err}
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return protocol.Task{}, notConnected, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if err := checkStatus(resp); err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) && !pe.Code.Recoverable() {
+			return protocol.Task{}, notConnected, permanentError{err}
+		}
+		return protocol.Task{}, notConnected, err
+	}
+	st := connected
+
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	for {
+		line, rerr := readLine(br)
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			if errors.Is(rerr, errLineTooLong) {
+				return protocol.Task{}, st, permanentError{rerr}
+			}
+			if cause := context.Cause(connCtx); cause != nil && ctx.Err() == nil {
+				rerr = cause // idle watchdog
+			}
+			return protocol.Task{}, st, fmt.Errorf("read log stream: %w", rerr)
+		}
+		complete := rerr == nil // newline-terminated
+		trimmed := bytes.TrimSpace(line)
+		if len(trimmed) > 0 {
+			var l protocol.LogStreamLine
+			if err := json.Unmarshal(trimmed, &l); err != nil {
+				if !complete {
+					// The connection broke in the middle of a line.
+					return protocol.Task{}, st, fmt.Errorf("read log stream: %w", io.ErrUnexpectedEOF)
+				}
+				return protocol.Task{}, st, permanentError{fmt.Errorf("decode log stream line: %w", err)}
+			}
+			st = delivered
+			idle.Reset(c.streamIdle)
+			if l.Chunk != nil {
+				if !pos.after(l.Chunk) {
+					continue // a repeat after a reconnect
+				}
+				if err := fn(protocol.LogStreamLine{Chunk: l.Chunk}); err != nil {
+					return protocol.Task{}, st, permanentError{err}
+				}
+				*pos = streamPos{seen: true, attempt: l.Chunk.Attempt, seq: l.Chunk.Seq}
+			}
+			if l.Task != nil {
+				if err := fn(protocol.LogStreamLine{Task: l.Task}); err != nil {
+					return protocol.Task{}, st, permanentError{err}
+				}
+				return *l.Task, st, nil
+			}
+		} else if complete {
+			st = delivered // keep-alive
+			idle.Reset(c.streamIdle)
+		}
+		if !complete {
+			return protocol.Task{}, st, fmt.Errorf("read log stream: ended before the task line: %w", io.ErrUnexpectedEOF)
+		}
+	}
+}
+
+// readLine reads one line including its '\n'. At the end of the stream it
+// returns what is left and io.EOF; a line longer than MaxBodyBytes is an
+// error. The result is valid until the next read.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var buf []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		switch {
+		case err == nil && buf == nil:
+			return frag, nil
+		case err == nil:
+			return append(buf, frag...), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			buf = append(buf, frag...)
+			if len(buf) > MaxBodyBytes {
+				return nil, errLineTooLong
+			}
+		default:
+			return append(buf, frag...), err
+		}
+	}
+}

@@ -1,0 +1,518 @@
+// Package config reads a delegate's configuration from the environment
+// variables of both seed generations (ACCOUNT_ID, DELEGATE_TOKEN,
+// MANAGER_HOST_AND_PORT, ... and HARNESS_ACCOUNT_ID, HARNESS_TOKEN,
+// HARNESS_URL, ...), so that a task definition or manifest copied from the
+// seed documents works unchanged, and validates it with errors that name
+// the variable to fix.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// Defaults.
+const (
+	DefaultName = "legate-delegate"
+	DefaultType = "SHELL"
+)
+
+// Delegate is a delegate's configuration.
+type Delegate struct {
+	AccountID string
+	Token     string
+	// ManagerURLs are one or more base URLs, "http://" or "https://", with
+	// no trailing slash.
+	ManagerURLs []string
+	// Name defaults to DefaultName.
+	Name string
+	// Hostname is DELEGATE_HOSTNAME; "" means the caller detects it.
+	Hostname string
+	// Tags are normalized with protocol.SplitTags.
+	Tags []string
+	// Type is DELEGATE_TYPE upper-cased; it defaults to DefaultType.
+	Type string
+	// DeployMode is DEPLOY_MODE (informational).
+	DeployMode string
+	// NextGen is NEXT_GEN.
+	NextGen bool
+	// LogStreamingURL is LOG_STREAMING_SERVICE_URL: accepted and not used
+	// (logs go to the manager).
+	LogStreamingURL string
+	// PollForTasks is POLL_FOR_TASKS: use long polling, not the WebSocket.
+	PollForTasks bool
+	// Capacity is DELEGATE_TASK_CAPACITY; 0 means unlimited.
+	Capacity int
+	// Description is DELEGATE_DESCRIPTION.
+	Description string
+	// InitScript is INIT_SCRIPT (accepted; run by a later issue).
+	InitScript string
+	// IdentityByHostname is true when DELEGATE_TYPE is KUBERNETES or
+	// HELM_DELEGATE or KUBERNETES_SERVICE_HOST is set: the instance is
+	// identified by hostname alone.
+	IdentityByHostname bool
+}
+
+// Environment variables with a name in each seed generation (first
+// generation first).
+const (
+	envAccountID  = "ACCOUNT_ID"
+	envAccountID2 = "HARNESS_ACCOUNT_ID"
+	envToken      = "DELEGATE_TOKEN"
+	envToken2     = "HARNESS_TOKEN"
+	envTokenOld   = "ACCOUNT_SECRET" // older alias of DELEGATE_TOKEN
+	envURL        = "MANAGER_HOST_AND_PORT"
+	envURL2       = "HARNESS_URL"
+	envName       = "DELEGATE_NAME"
+	envName2      = "HARNESS_NAME"
+	envTags       = "DELEGATE_TAGS"
+	envTags2      = "HARNESS_TAGS"
+)
+
+// Descriptions used in error messages ("set it to ...").
+const (
+	accountWhat = "your account ID"
+	tokenWhat   = "your delegate token"
+	urlWhat     = "your manager URL, such as https://legate.example.com"
+	nameWhat    = "the name of your delegate"
+)
+
+// SecretEnvNames lists the environment variables that hold delegate
+// credentials and must never be passed to task processes.
+func SecretEnvNames() []string {
+	return []string{
+		"DELEGATE_TOKEN",
+		"HARNESS_TOKEN",
+		"ACCOUNT_SECRET",
+		"PROXY_PASSWORD",
+		"PROXY_USER",
+		"LEGATE_API_KEY", // the CLI's admin key, e.g. exported where `legate dev` runs
+	}
+}
+
+// FromEnv reads the variables of both seed generations through lookup
+// (os.LookupEnv in production), applies defaults and validates the result:
+// it is ReadEnv followed by Validate.
+func FromEnv(lookup func(string) (string, bool)) (Delegate, error) {
+	d, err := ReadEnv(lookup)
+	if err != nil {
+		return Delegate{}, err
+	}
+	if err := d.Validate(); err != nil {
+		return Delegate{}, err
+	}
+	return d, nil
+}
+
+// ReadEnv reads the variables like FromEnv but requires none of them: a
+// caller that fills in missing settings from flags calls Validate after.
+// Every variable that is set is still checked. Values are trimmed; an empty
+// value counts as unset. A setting given under both generations' names with
+// different values is an error, as is a placeholder left over from the seed
+// examples. The error is one line and names the variable.
+func ReadEnv(lookup func(string) (string, bool)) (Delegate, error) {
+	var d Delegate
+	get := func(name string) string {
+		v, _ := lookup(name)
+		return strings.TrimSpace(v)
+	}
+
+	name, v, err := pick(lookup, false, envAccountID, envAccountID2)
+	if err != nil {
+		return Delegate{}, err
+	}
+	if v != "" {
+		if err := checkAccountID(name, v); err != nil {
+			return Delegate{}, err
+		}
+	}
+	d.AccountID = v
+
+	name, v, err = pick(lookup, true, envToken, envToken2, envTokenOld)
+	if err != nil {
+		return Delegate{}, err
+	}
+	if v != "" {
+		if err := checkToken(name, v); err != nil {
+			return Delegate{}, err
+		}
+	}
+	d.Token = v
+
+	name, v, err = pick(lookup, false, envURL, envURL2)
+	if err != nil {
+		return Delegate{}, err
+	}
+	if v != "" {
+		if d.ManagerURLs, err = parseURLs(name, v); err != nil {
+			return Delegate{}, err
+		}
+	}
+
+	name, v, err = pick(lookup, false, envName, envName2)
+	if err != nil {
+		return Delegate{}, err
+	}
+	if v == "" {
+		v = DefaultName
+	} else if err := checkName(name, v); err != nil {
+		return Delegate{}, err
+	}
+	d.Name = v
+
+	name, v, err = pick(lookup, false, envTags, envTags2)
+	if err != nil {
+		return Delegate{}, err
+	}
+	if placeholder(v) {
+		return Delegate{}, placeholderErr(name, v, "a comma-separated list of tags, or leave it empty")
+	}
+	d.Tags = protocol.SplitTags(v)
+	if err := checkTags(name, d.Tags); err != nil {
+		return Delegate{}, err
+	}
+
+	d.Hostname = get("DELEGATE_HOSTNAME")
+	if err := checkHostname("DELEGATE_HOSTNAME", d.Hostname); err != nil {
+		return Delegate{}, err
+	}
+
+	d.Type = strings.ToUpper(get("DELEGATE_TYPE"))
+	if d.Type == "" {
+		d.Type = DefaultType
+	} else if err := checkType("DELEGATE_TYPE", d.Type); err != nil {
+		return Delegate{}, err
+	}
+
+	d.DeployMode = get("DEPLOY_MODE")
+	if placeholder(d.DeployMode) {
+		return Delegate{}, placeholderErr("DEPLOY_MODE", d.DeployMode, "the deploy mode, or leave it empty")
+	}
+	if d.NextGen, err = parseBool("NEXT_GEN", get("NEXT_GEN")); err != nil {
+		return Delegate{}, err
+	}
+	if d.PollForTasks, err = parseBool("POLL_FOR_TASKS", get("POLL_FOR_TASKS")); err != nil {
+		return Delegate{}, err
+	}
+	if d.Capacity, err = parseCapacity("DELEGATE_TASK_CAPACITY", get("DELEGATE_TASK_CAPACITY")); err != nil {
+		return Delegate{}, err
+	}
+	// Not used by legate, so never a reason to refuse to start.
+	d.LogStreamingURL = get("LOG_STREAMING_SERVICE_URL")
+	d.Description = get("DELEGATE_DESCRIPTION")
+	d.InitScript = get("INIT_SCRIPT")
+	d.IdentityByHostname = d.Type == "KUBERNETES" || d.Type == "HELM_DELEGATE" ||
+		get("KUBERNETES_SERVICE_HOST") != ""
+	return d, nil
+}
+
+// Validate checks a Delegate (also one built from flags) and returns one
+// error naming the first missing or malformed setting by its environment
+// variable name(s).
+func (d Delegate) Validate() error {
+	if err := checkAccountID(envAccountID, d.AccountID); err != nil {
+		return err
+	}
+	if err := checkToken(envToken, d.Token); err != nil {
+		return err
+	}
+	if len(d.ManagerURLs) == 0 {
+		return missingURL()
+	}
+	for _, u := range d.ManagerURLs {
+		norm, err := parseURL(envURL, u)
+		if err != nil {
+			return err
+		}
+		if norm != u {
+			return fmt.Errorf("%s=%q: must be written as %q (lower-case scheme, no trailing slash)", envURL, u, norm)
+		}
+	}
+	if d.Name == "" {
+		return fmt.Errorf("missing %s (or %s): the delegate name", envName, envName2)
+	}
+	if err := checkName(envName, d.Name); err != nil {
+		return err
+	}
+	if err := checkTags(envTags, d.Tags); err != nil {
+		return err
+	}
+	if err := checkHostname("DELEGATE_HOSTNAME", d.Hostname); err != nil {
+		return err
+	}
+	if d.Type == "" {
+		return errors.New("missing DELEGATE_TYPE: the delegate type, such as SHELL or DOCKER")
+	}
+	if err := checkType("DELEGATE_TYPE", d.Type); err != nil {
+		return err
+	}
+	if d.Capacity < 0 {
+		return fmt.Errorf("DELEGATE_TASK_CAPACITY=%d: not a non-negative integer", d.Capacity)
+	}
+	return nil
+}
+
+// pick returns the one value set (non-empty after trimming) among names and
+// the name it came from. Several names with the same value are fine;
+// different values are an error. Secret values are not echoed.
+func pick(lookup func(string) (string, bool), secret bool, names ...string) (name, value string, err error) {
+	var setNames, setValues []string
+	for _, n := range names {
+		v, ok := lookup(n)
+		v = strings.TrimSpace(v)
+		if !ok || v == "" {
+			continue
+		}
+		setNames = append(setNames, n)
+		setValues = append(setValues, v)
+	}
+	if len(setNames) == 0 {
+		return "", "", nil
+	}
+	for i := 1; i < len(setValues); i++ {
+		if setValues[i] != setValues[0] {
+			if secret {
+				return "", "", fmt.Errorf("%s and %s are both set, to different values; set only one", setNames[0], setNames[i])
+			}
+			return "", "", fmt.Errorf("%s=%q and %s=%q are both set, to different values; set only one",
+				setNames[0], setValues[0], setNames[i], setValues[i])
+		}
+	}
+	return setNames[0], setValues[0], nil
+}
+
+func missingURL() error {
+	return fmt.Errorf("missing %s (or %s): the manager URL to connect to, such as https://legate.example.com", envURL, envURL2)
+}
+
+func placeholderErr(name, v, what string) error {
+	return fmt.Errorf("%s is still the placeholder %q from the example; set it to %s", name, v, what)
+}
+
+// placeholder reports whether v looks like a placeholder copied from the
+// seed examples: "<ACCOUNT_ID>", "PUT_YOUR_ACCOUNT_ID", "YOUR_AWS_REGION",
+// "${HARNESS_TOKEN}", "{{ .Values.token }}", or a value containing a
+// "<NAME>" part such as "https://<HOST>".
+func placeholder(v string) bool {
+	if v == "" {
+		return false
+	}
+	u := strings.ToUpper(v)
+	if strings.Contains(u, "PUT_YOUR_") || strings.HasPrefix(u, "YOUR_") {
+		return true
+	}
+	if strings.HasPrefix(v, "${") && strings.HasSuffix(v, "}") {
+		return true
+	}
+	if strings.HasPrefix(v, "{{") && strings.HasSuffix(v, "}}") {
+		return true
+	}
+	// A "<NAME>" part: a letter, then letters, digits, '_', '-' or '.'.
+	for rest := v; ; {
+		i := strings.IndexByte(rest, '<')
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+1:]
+		j := strings.IndexByte(rest, '>')
+		if j < 0 {
+			return false
+		}
+		inner := rest[:j]
+		if inner != "" && isAlnum(rune(inner[0])) && (inner[0] < '0' || inner[0] > '9') &&
+			strings.IndexFunc(inner, func(r rune) bool {
+				return !(isAlnum(r) || r == '_' || r == '-' || r == '.')
+			}) < 0 {
+			return true
+		}
+	}
+}
+
+func isAlnum(r rune) bool {
+	return r < unicode.MaxASCII && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+}
+
+// hasSpaceOrControl reports whether s contains white space or control
+// characters (or invalid UTF-8).
+func hasSpaceOrControl(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar
+	}) >= 0
+}
+
+func checkAccountID(name, v string) error {
+	switch {
+	case v == "":
+		return fmt.Errorf("missing %s (or %s): the account ID to register with", envAccountID, envAccountID2)
+	case placeholder(v):
+		return placeholderErr(name, v, accountWhat)
+	case len(v) > 256 || hasSpaceOrControl(v):
+		return fmt.Errorf("%s=%q: not an account ID (no spaces or control characters, at most 256 bytes)", name, v)
+	}
+	return nil
+}
+
+func checkToken(name, v string) error {
+	switch {
+	case v == "":
+		return fmt.Errorf("missing %s (or %s): the delegate token to register with", envToken, envToken2)
+	case placeholder(v):
+		return placeholderErr(name, v, tokenWhat)
+	case len(v) > 4096 || hasSpaceOrControl(v):
+		// Never echo a token.
+		return fmt.Errorf("%s is malformed: it contains spaces or control characters or is longer than 4096 bytes", name)
+	}
+	return nil
+}
+
+// parseURLs splits a comma-separated list of manager URLs, normalizes each
+// and drops duplicates.
+func parseURLs(name, v string) ([]string, error) {
+	if placeholder(v) {
+		return nil, placeholderErr(name, v, urlWhat)
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		u, err := parseURL(name, part)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[u] {
+			seen[u] = true
+			out = append(out, u)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s=%q: no URL in the list", name, v)
+	}
+	return out, nil
+}
+
+// parseURL checks one manager URL and returns it without trailing slashes
+// and with a lower-case scheme.
+func parseURL(name, raw string) (string, error) {
+	if placeholder(raw) {
+		return "", placeholderErr(name, raw, urlWhat)
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	scheme = strings.ToLower(scheme)
+	if !ok || (scheme != "http" && scheme != "https") {
+		return "", fmt.Errorf("%s=%q: must start with http:// or https://", name, raw)
+	}
+	s := scheme + "://" + strings.TrimRight(rest, "/")
+	if hasSpaceOrControl(s) {
+		return "", fmt.Errorf("%s=%q: must not contain spaces or control characters", name, raw)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return "", fmt.Errorf("%s=%q: not a valid URL: %v", name, raw, err)
+	}
+	switch {
+	case u.Host == "" || u.Hostname() == "":
+		return "", fmt.Errorf("%s=%q: has no host", name, raw)
+	case u.User != nil:
+		return "", fmt.Errorf("%s=%q: must not contain credentials", name, raw)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(s, "?#"):
+		return "", fmt.Errorf("%s=%q: must not have a query or fragment", name, raw)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("%s=%q: port %q out of range", name, raw, p)
+		}
+	}
+	return s, nil
+}
+
+// checkName checks a delegate name: 1–63 letters, digits, '-', '_' or '.'.
+func checkName(name, v string) error {
+	if placeholder(v) {
+		return placeholderErr(name, v, nameWhat)
+	}
+	if len(v) > 63 || v == "" || strings.IndexFunc(v, func(r rune) bool {
+		return !(isAlnum(r) || r == '-' || r == '_' || r == '.')
+	}) >= 0 {
+		return fmt.Errorf("%s=%q: must be 1-63 letters, digits, '-', '_' or '.'", name, v)
+	}
+	return nil
+}
+
+func checkHostname(name, v string) error {
+	if v == "" {
+		return nil
+	}
+	if placeholder(v) {
+		return placeholderErr(name, v, "the delegate's host name, or leave it unset to detect it")
+	}
+	if len(v) > 253 || strings.IndexFunc(v, func(r rune) bool {
+		return !(isAlnum(r) || r == '-' || r == '_' || r == '.')
+	}) >= 0 {
+		return fmt.Errorf("%s=%q: must be at most 253 letters, digits, '-', '_' or '.'", name, v)
+	}
+	return nil
+}
+
+func checkType(name, v string) error {
+	if placeholder(v) {
+		return placeholderErr(name, v, "the delegate type, such as SHELL or DOCKER")
+	}
+	if len(v) > 63 || v == "" || strings.IndexFunc(v, func(r rune) bool {
+		return !(isAlnum(r) || r == '-' || r == '_')
+	}) >= 0 {
+		return fmt.Errorf("%s=%q: must be 1-63 letters, digits, '-' or '_' (such as SHELL or DOCKER)", name, v)
+	}
+	return nil
+}
+
+func checkTags(name string, tags []string) error {
+	for _, t := range tags {
+		if t == "" || len(t) > 128 || strings.Contains(t, ",") || strings.IndexFunc(t, func(r rune) bool {
+			return unicode.IsControl(r) || r == unicode.ReplacementChar
+		}) >= 0 {
+			return fmt.Errorf("%s: tag %q must be 1-128 characters without commas or control characters", name, t)
+		}
+	}
+	return nil
+}
+
+// parseBool accepts true or false in any case; empty means false.
+func parseBool(name, v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "":
+		return false, nil
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("%s=%q: must be true or false", name, v)
+}
+
+func parseCapacity(name, v string) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	bad := fmt.Errorf("%s=%q: not a non-negative integer", name, v)
+	if strings.IndexFunc(v, func(r rune) bool { return r < '0' || r > '9' }) >= 0 {
+		return 0, bad
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, bad
+	}
+	return n, nil
+}

@@ -1,0 +1,537 @@
+// Package delegate is the agent loop of a legate delegate: it registers
+// with the manager, heartbeats, receives task events over a WebSocket (or
+// long-polls for them when the WebSocket is unavailable), acquires tasks,
+// runs them with the executors, streams masked output and reports results.
+package delegate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/legate-dev/legate/internal/client"
+	"github.com/legate-dev/legate/internal/config"
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// Options configures an Agent. Zero values mean the documented defaults.
+type Options struct {
+	// Config is the delegate's configuration (from the environment and flags).
+	Config config.Delegate
+	// WorkDir holds per-task directories; "" = the current directory.
+	WorkDir string
+	// Grace bounds how long running tasks may finish after a stop request
+	// before they are cancelled; 0 = 5m.
+	Grace time.Duration
+	// Version is reported to the manager.
+	Version string
+	// Logger; nil = slog.Default().
+	Logger *slog.Logger
+	// HTTPClient for every call to the manager; nil = a default client.
+	HTTPClient *http.Client
+	// IP overrides the detected IP address.
+	IP string
+	// TaskEnv is the base environment of task processes; nil = this
+	// process's environment without the delegate's credentials.
+	TaskEnv []string
+	// ForceStop, when closed, cancels running tasks at once (second signal).
+	ForceStop <-chan struct{}
+}
+
+// Agent is one running delegate. Create it with New and run it with Run.
+type Agent struct {
+	opts     Options
+	cfg      config.Delegate
+	log      *slog.Logger
+	clients  []*client.Client
+	cur      atomic.Int32 // index of the manager URL in use
+	hostname string
+	ip       string
+
+	mu         sync.Mutex
+	instanceID string
+	interval   time.Duration
+	sessionExp time.Time
+	tasks      map[string]*runningTask
+	reserved   int // slots held by acquires in flight
+	draining   bool
+
+	session  atomic.Value // string: the current session credential
+	hbSeq    atomic.Int64
+	wsMu     sync.Mutex
+	ws       wsSender // nil when the WebSocket is down
+	conn     connState
+	regMu    sync.Mutex
+	regGen   atomic.Int64
+	fatal    chan error
+	fatalOne sync.Once
+	wg       sync.WaitGroup
+	tasksCtx context.Context
+	killAll  context.CancelFunc
+	taskWG   sync.WaitGroup
+	idle     chan struct{} // signalled when a task ends
+}
+
+type runningTask struct {
+	epoch  int64
+	cancel context.CancelCauseFunc
+}
+
+// errAborted is the cause of a task cancelled by the manager.
+var errAborted = errors.New("aborted by the manager")
+
+// New checks the options and prepares an agent.
+func New(opts Options) (*Agent, error) {
+	if err := opts.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = 5 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if opts.WorkDir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("working directory: %w", err)
+		}
+		opts.WorkDir = wd
+	}
+	a := &Agent{
+		opts:  opts,
+		cfg:   opts.Config,
+		log:   opts.Logger,
+		tasks: map[string]*runningTask{},
+		fatal: make(chan error, 1),
+		idle:  make(chan struct{}, 1),
+	}
+	for _, u := range opts.Config.ManagerURLs {
+		c, err := client.New(u, opts.HTTPClient)
+		if err != nil {
+			return nil, fmt.Errorf("manager URL %q: %w", u, err)
+		}
+		a.clients = append(a.clients, c)
+	}
+	a.hostname = opts.Config.Hostname
+	if a.hostname == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("detect hostname (set DELEGATE_HOSTNAME): %w", err)
+		}
+		a.hostname = h
+	}
+	a.ip = opts.IP
+	if a.ip == "" {
+		a.ip = detectIP(opts.Config.ManagerURLs[0])
+	}
+	if opts.TaskEnv == nil {
+		a.opts.TaskEnv = taskEnv(os.Environ(), config.SecretEnvNames())
+	}
+	a.conn.init()
+	return a, nil
+}
+
+// taskEnv removes the delegate's credentials from env: task scripts must
+// never see the delegate token.
+func taskEnv(env, secret []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(secret, k) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// detectIP finds the local address used to reach the manager. Dialing UDP
+// sends no packet; it only asks the kernel for a route.
+func detectIP(managerURL string) string {
+	u, err := url.Parse(managerURL)
+	if err == nil {
+		host := u.Hostname()
+		port := u.Port()
+		if port == "" {
+			port = "443"
+		}
+		if c, err := net.Dial("udp", net.JoinHostPort(host, port)); err == nil {
+			defer c.Close()
+			if a, ok := c.LocalAddr().(*net.UDPAddr); ok {
+				return a.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
+}
+
+func (a *Agent) client() *client.Client { return a.clients[int(a.cur.Load())%len(a.clients)] }
+
+// rotateManager moves to the next manager URL (several may be configured).
+func (a *Agent) rotateManager() {
+	if len(a.clients) > 1 {
+		a.cur.Add(1)
+	}
+}
+
+func (a *Agent) fail(err error) {
+	a.fatalOne.Do(func() { a.fatal <- err })
+}
+
+// Run registers and serves until ctx is cancelled, then drains: it stops
+// acquiring, keeps heartbeating, lets running tasks finish within the
+// grace period (cancelling them after it, or at once on ForceStop),
+// reports them, deregisters and returns nil. It returns an error when the
+// delegate cannot go on (refused token, revoked token).
+func (a *Agent) Run(ctx context.Context) error {
+	// Loops outlive ctx: they keep heartbeating while tasks drain.
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoops()
+	tasksCtx, killAll := context.WithCancelCause(context.WithoutCancel(ctx))
+	a.tasksCtx = tasksCtx
+	a.killAll = func() { killAll(errors.New("delegate stopping")) }
+	defer a.killAll()
+
+	if err := a.register(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	a.wg.Add(3)
+	go func() { defer a.wg.Done(); a.heartbeatLoop(loopCtx) }()
+	go func() { defer a.wg.Done(); a.eventLoop(loopCtx) }()
+	go func() { defer a.wg.Done(); a.sessionLoop(loopCtx) }()
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		a.log.Info("stop requested: draining (no new tasks; running tasks may finish)", "grace", a.opts.Grace, "running", a.runningCount())
+	case runErr = <-a.fatal:
+		a.log.Error("delegate cannot continue", "err", runErr)
+	}
+	a.drain(runErr != nil)
+	stopLoops()
+	a.wg.Wait()
+	if runErr == nil {
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := a.client().Deregister(dctx); err != nil {
+			a.log.Warn("deregister", "err", err)
+		}
+		cancel()
+		a.log.Info("delegate stopped")
+	}
+	return runErr
+}
+
+// drain waits for running tasks to finish, cancelling them after the grace
+// period, on ForceStop, or at once when the delegate cannot continue.
+func (a *Agent) drain(now bool) {
+	a.mu.Lock()
+	a.draining = true
+	a.mu.Unlock()
+	a.sendHeartbeat(context.Background())
+	done := make(chan struct{})
+	go func() { a.taskWG.Wait(); close(done) }()
+	if now {
+		a.killAll()
+	} else {
+		grace := time.NewTimer(a.opts.Grace)
+		defer grace.Stop()
+		select {
+		case <-done:
+			return
+		case <-grace.C:
+			a.log.Warn("grace period over: cancelling running tasks", "running", a.runningCount())
+		case <-a.opts.ForceStop:
+			a.log.Warn("second stop request: cancelling running tasks now", "running", a.runningCount())
+		}
+		a.killAll()
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		a.log.Error("tasks did not report after cancellation")
+	}
+}
+
+func (a *Agent) runningCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.tasks)
+}
+
+// register registers (or re-registers) with the manager, retrying with
+// jittered backoff while a retry can help.
+func (a *Agent) register(ctx context.Context) error {
+	a.regMu.Lock()
+	defer a.regMu.Unlock()
+	b := backoff{min: 250 * time.Millisecond, max: 30 * time.Second}
+	for {
+		req := protocol.RegisterRequest{
+			ProtocolVersion:    protocol.Version,
+			AccountID:          a.cfg.AccountID,
+			Token:              a.cfg.Token,
+			Name:               a.cfg.Name,
+			Hostname:           a.hostname,
+			IP:                 a.ip,
+			Tags:               a.cfg.Tags,
+			Version:            a.opts.Version,
+			Type:               a.cfg.Type,
+			DeployMode:         a.cfg.DeployMode,
+			Capacity:           a.cfg.Capacity,
+			IdentityByHostname: a.cfg.IdentityByHostname,
+			Running:            a.runningList(),
+		}
+		resp, err := a.client().Register(ctx, req)
+		if err == nil {
+			a.session.Store(resp.Session)
+			for _, c := range a.clients {
+				c.SetSecret(resp.Session)
+			}
+			a.mu.Lock()
+			a.instanceID = resp.InstanceID
+			a.interval = time.Duration(resp.HeartbeatIntervalMS) * time.Millisecond
+			if a.interval <= 0 {
+				a.interval = 10 * time.Second
+			}
+			a.sessionExp = resp.SessionExpiresAt
+			a.mu.Unlock()
+			a.regGen.Add(1)
+			a.log.Info("registered with the manager", "manager", a.client().BaseURL(), "instance", resp.InstanceID,
+				"name", a.cfg.Name, "hostname", a.hostname, "heartbeat_interval", a.interval)
+			return nil
+		}
+		var pe *protocol.Error
+		if errors.As(err, &pe) && !pe.Code.Recoverable() {
+			return fmt.Errorf("registration refused by %s: %s", a.client().BaseURL(), pe.Message)
+		}
+		d := b.next()
+		a.log.Warn("cannot register yet; retrying", "manager", a.client().BaseURL(), "err", err, "retry_in", d.Round(time.Millisecond))
+		a.rotateManager()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
+}
+
+// reauth re-registers after the session was lost, once for all callers
+// that noticed at the same time.
+func (a *Agent) reauth(ctx context.Context, seenGen int64) {
+	if a.regGen.Load() != seenGen {
+		return // someone already did
+	}
+	if err := a.register(ctx); err != nil && ctx.Err() == nil {
+		a.fail(err)
+	}
+}
+
+// handleCallError decides what a failed manager call means for the agent.
+// It returns true when the call may be retried.
+func (a *Agent) handleCallError(ctx context.Context, err error, gen int64) bool {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case protocol.CodeTokenRevoked:
+			a.fail(fmt.Errorf("the delegate token was revoked: %s", pe.Message))
+			return false
+		case protocol.CodeSessionExpired, protocol.CodeUnauthenticated:
+			a.reauth(ctx, gen)
+			return true
+		}
+		return pe.Code.Recoverable()
+	}
+	return ctx.Err() == nil
+}
+
+func (a *Agent) runningList() []protocol.RunningTask {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]protocol.RunningTask, 0, len(a.tasks))
+	for id, t := range a.tasks {
+		if t.epoch == 0 {
+			continue // still acquiring
+		}
+		out = append(out, protocol.RunningTask{ID: id, Epoch: t.epoch})
+	}
+	slices.SortFunc(out, func(x, y protocol.RunningTask) int { return strings.Compare(x.ID, y.ID) })
+	return out
+}
+
+func (a *Agent) heartbeatInterval() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.interval
+}
+
+// sessionLoop refreshes the session credential at half its lifetime.
+func (a *Agent) sessionLoop(ctx context.Context) {
+	for {
+		a.mu.Lock()
+		exp := a.sessionExp
+		a.mu.Unlock()
+		wait := time.Until(exp) / 2
+		if wait < time.Second {
+			wait = time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		gen := a.regGen.Load()
+		resp, err := a.client().RefreshSession(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.log.Warn("refresh session", "err", err)
+			if !a.handleCallError(ctx, err, gen) {
+				return
+			}
+			continue
+		}
+		a.session.Store(resp.Session)
+		for _, c := range a.clients {
+			c.SetSecret(resp.Session)
+		}
+		a.mu.Lock()
+		a.sessionExp = resp.SessionExpiresAt
+		a.mu.Unlock()
+	}
+}
+
+// heartbeatLoop heartbeats every interval, over the WebSocket when it is
+// up and over HTTP otherwise.
+func (a *Agent) heartbeatLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(a.heartbeatInterval()):
+		}
+		a.sendHeartbeat(ctx)
+	}
+}
+
+func (a *Agent) heartbeat() protocol.Heartbeat {
+	a.mu.Lock()
+	draining := a.draining
+	a.mu.Unlock()
+	return protocol.Heartbeat{Seq: a.hbSeq.Add(1), Running: a.runningList(), Capacity: a.cfg.Capacity, Draining: draining}
+}
+
+func (a *Agent) sendHeartbeat(ctx context.Context) {
+	hb := a.heartbeat()
+	a.wsMu.Lock()
+	ws := a.ws
+	a.wsMu.Unlock()
+	if ws != nil {
+		if err := ws.sendHeartbeat(ctx, hb); err == nil {
+			return
+		}
+	}
+	gen := a.regGen.Load()
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := a.client().Heartbeat(hctx, hb)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("heartbeat failed", "err", err)
+			a.handleCallError(ctx, err, gen)
+		}
+		return
+	}
+	a.abort(resp.Abort)
+}
+
+// abort cancels tasks the manager no longer assigns to this delegate.
+func (a *Agent) abort(ids []string) {
+	for _, id := range ids {
+		a.mu.Lock()
+		t := a.tasks[id]
+		a.mu.Unlock()
+		if t != nil {
+			a.log.Info("manager aborted task", "task", id)
+			t.cancel(errAborted)
+		}
+	}
+}
+
+// handleEvent reacts to one event from the manager.
+func (a *Agent) handleEvent(ctx context.Context, ev protocol.Event) {
+	switch ev.Kind {
+	case protocol.EventTaskAvailable:
+		a.offered(ev.TaskID)
+	case protocol.EventAbort:
+		a.abort([]string{ev.TaskID})
+	case protocol.EventHeartbeatAck:
+		a.abort(ev.Abort)
+	case protocol.EventTokenRevoked:
+		a.fail(fmt.Errorf("the delegate token was revoked (%s); create a new token and restart the delegate", ev.Reason))
+	case protocol.EventReconnect:
+		a.log.Info("manager asked delegates to reconnect", "reason", ev.Reason)
+	default:
+		a.log.Debug("ignoring unknown event", "kind", ev.Kind)
+	}
+}
+
+// offered tries to acquire a task the manager announced, if there is room.
+func (a *Agent) offered(id string) {
+	if id == "" {
+		return
+	}
+	a.mu.Lock()
+	if a.draining || a.tasks[id] != nil {
+		a.mu.Unlock()
+		return
+	}
+	if a.cfg.Capacity > 0 && len(a.tasks)+a.reserved >= a.cfg.Capacity {
+		a.mu.Unlock()
+		return
+	}
+	a.reserved++
+	// Placeholder so a second offer of the same task is ignored.
+	a.tasks[id] = &runningTask{epoch: 0, cancel: func(error) {}}
+	a.taskWG.Add(1)
+	a.mu.Unlock()
+	go a.runTask(id)
+}
+
+// backoff is jittered exponential backoff.
+type backoff struct {
+	min, max time.Duration
+	n        int
+}
+
+func (b *backoff) next() time.Duration {
+	d := b.min << min(b.n, 20)
+	if d > b.max || d <= 0 {
+		d = b.max
+	}
+	b.n++
+	// Full jitter in [d/2, d).
+	return d/2 + rand.N(d/2+1)
+}
+
+func (b *backoff) reset() { b.n = 0 }
+
+func taskDir(workDir, id string) string { return filepath.Join(workDir, "tasks", id) }

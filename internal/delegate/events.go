@@ -1,0 +1,233 @@
+package delegate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// connState says whether the WebSocket is up, and wakes whoever waits for
+// a change (the poller stops polling when the WebSocket comes back).
+type connState struct {
+	mu      sync.Mutex
+	wsUp    bool
+	tried   bool // the first WebSocket attempt has finished
+	changed chan struct{}
+}
+
+func (c *connState) init() { c.changed = make(chan struct{}) }
+
+func (c *connState) get() (up, tried bool, changed <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.wsUp, c.tried, c.changed
+}
+
+func (c *connState) set(up bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.wsUp == up && c.tried {
+		return
+	}
+	c.wsUp, c.tried = up, true
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// wsSender sends heartbeats over an open WebSocket.
+type wsSender interface {
+	sendHeartbeat(ctx context.Context, hb protocol.Heartbeat) error
+}
+
+type wsConn struct {
+	mu sync.Mutex
+	c  *websocket.Conn
+}
+
+func (w *wsConn) sendHeartbeat(ctx context.Context, hb protocol.Heartbeat) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return wsjson.Write(wctx, w.c, protocol.Frame{Kind: protocol.FrameHeartbeat, Heartbeat: &hb})
+}
+
+// eventLoop keeps an event channel open: the WebSocket when it can, with
+// long polling whenever it cannot (or always, with POLL_FOR_TASKS=true).
+func (a *Agent) eventLoop(ctx context.Context) {
+	if a.cfg.PollForTasks {
+		a.conn.set(false)
+		a.log.Info("polling for tasks (POLL_FOR_TASKS=true)")
+		a.pollLoop(ctx)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); a.pollLoop(ctx) }()
+	defer wg.Wait()
+	b := backoff{min: 500 * time.Millisecond, max: 30 * time.Second}
+	for {
+		connected, err := a.runWebSocket(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if connected {
+			b.reset()
+		}
+		d := b.next()
+		a.log.Warn("websocket unavailable; polling meanwhile", "err", err, "retry_in", d.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+	}
+}
+
+func wsURL(base string) string {
+	switch {
+	case strings.HasPrefix(base, "https://"):
+		return "wss://" + strings.TrimPrefix(base, "https://") + protocol.PathWebSocket
+	case strings.HasPrefix(base, "http://"):
+		return "ws://" + strings.TrimPrefix(base, "http://") + protocol.PathWebSocket
+	}
+	return base + protocol.PathWebSocket
+}
+
+// runWebSocket dials and serves one WebSocket until it fails. It reports
+// whether the connection was established.
+func (a *Agent) runWebSocket(ctx context.Context) (bool, error) {
+	gen := a.regGen.Load()
+	cl := a.client()
+	h := http.Header{}
+	sess, _ := a.session.Load().(string)
+	h.Set("Authorization", "Bearer "+sess)
+	h.Set(protocol.HeaderProtocolVersion, fmt.Sprint(protocol.Version))
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	c, resp, err := websocket.Dial(dctx, wsURL(cl.BaseURL()), &websocket.DialOptions{HTTPClient: a.opts.HTTPClient, HTTPHeader: h})
+	cancel()
+	if err != nil {
+		a.conn.set(false)
+		if resp != nil && resp.StatusCode >= 400 {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+			pe := protocol.DecodeError(resp.StatusCode, body)
+			a.handleCallError(ctx, pe, gen)
+			return false, pe
+		}
+		a.rotateManager()
+		return false, err
+	}
+	c.SetReadLimit(1 << 20)
+	conn := &wsConn{c: c}
+	a.wsMu.Lock()
+	a.ws = conn
+	a.wsMu.Unlock()
+	a.conn.set(true)
+	a.log.Info("connected to the manager", "connection", protocol.ConnWebSocket, "manager", cl.BaseURL())
+	defer func() {
+		a.wsMu.Lock()
+		a.ws = nil
+		a.wsMu.Unlock()
+		a.conn.set(false)
+		_ = c.CloseNow()
+	}()
+	// Heartbeat at once so the manager sees current state on this channel.
+	_ = conn.sendHeartbeat(ctx, a.heartbeat())
+	// A missing ack for three intervals means a half-open connection.
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, 3*a.heartbeatInterval()+5*time.Second)
+		var ev protocol.Event
+		err := wsjson.Read(rctx, c, &ev)
+		rcancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				_ = c.Close(websocket.StatusGoingAway, "delegate stopping")
+				return true, ctx.Err()
+			}
+			var ce websocket.CloseError
+			if errors.As(err, &ce) && ce.Code == websocket.StatusPolicyViolation {
+				// The manager ended this session (superseded or revoked).
+				a.handleCallError(ctx, &protocol.Error{Code: protocol.CodeSessionExpired, Message: ce.Reason}, gen)
+			}
+			return true, err
+		}
+		a.handleEvent(ctx, ev)
+	}
+}
+
+// pollLoop long-polls for events whenever the WebSocket is down. It never
+// sleeps after an empty poll; it only backs off after errors.
+func (a *Agent) pollLoop(ctx context.Context) {
+	b := backoff{min: 250 * time.Millisecond, max: 15 * time.Second}
+	logged := false
+	for {
+		up, tried, changed := a.conn.get()
+		if !a.cfg.PollForTasks && (up || !tried) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+				continue
+			}
+		}
+		if !logged && !a.cfg.PollForTasks {
+			a.log.Info("connected to the manager", "connection", protocol.ConnPolling, "manager", a.client().BaseURL())
+		}
+		logged = true
+		pctx, cancel := context.WithCancel(ctx)
+		stop := make(chan struct{})
+		if !a.cfg.PollForTasks {
+			go func() {
+				select {
+				case <-changed:
+					cancel()
+				case <-stop:
+				}
+			}()
+		}
+		gen := a.regGen.Load()
+		evs, err := a.client().Poll(pctx, 25*time.Second)
+		close(stop)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if pctx.Err() != nil {
+				continue // the WebSocket came back
+			}
+			if !a.handleCallError(ctx, err, gen) {
+				var pe *protocol.Error
+				if errors.As(err, &pe) && pe.Code == protocol.CodeTokenRevoked {
+					return
+				}
+			}
+			d := b.next()
+			a.log.Warn("poll failed", "err", err, "retry_in", d.Round(time.Millisecond))
+			var pe *protocol.Error
+			if !errors.As(err, &pe) {
+				a.rotateManager()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d):
+			}
+			continue
+		}
+		b.reset()
+		for _, ev := range evs.Events {
+			a.handleEvent(ctx, ev)
+		}
+	}
+}

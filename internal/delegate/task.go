@@ -1,0 +1,252 @@
+package delegate
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/legate-dev/legate/internal/executor"
+	"github.com/legate-dev/legate/internal/mask"
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// runTask acquires an offered task and, if this delegate wins it, runs it,
+// streams its output and reports the result.
+func (a *Agent) runTask(id string) {
+	defer a.taskWG.Done()
+	release := func() {
+		a.mu.Lock()
+		delete(a.tasks, id)
+		a.mu.Unlock()
+		select {
+		case a.idle <- struct{}{}:
+		default:
+		}
+	}
+	ctx := a.tasksCtx
+	gen := a.regGen.Load()
+	acq, err := a.client().Acquire(ctx, id)
+	a.mu.Lock()
+	a.reserved--
+	a.mu.Unlock()
+	if err != nil {
+		var pe *protocol.Error
+		if errors.As(err, &pe) && (pe.Code == protocol.CodeAlreadyClaimed || pe.Code == protocol.CodeTaskTerminal) {
+			a.log.Debug("task taken by another delegate", "task", id)
+		} else {
+			a.log.Warn("acquire failed", "task", id, "err", err)
+			a.handleCallError(ctx, err, gen)
+		}
+		release()
+		return
+	}
+	taskCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	a.mu.Lock()
+	a.tasks[id] = &runningTask{epoch: acq.Epoch, cancel: cancel}
+	a.mu.Unlock()
+	defer release()
+	log := a.log.With("task", id, "epoch", acq.Epoch, "type", acq.Spec.Type)
+	log.Info("task acquired")
+
+	ship := newShipper(a, id, acq.Epoch, cancel)
+	secrets := make([]string, 0, len(acq.Spec.SecretEnv))
+	for _, v := range acq.Spec.SecretEnv {
+		secrets = append(secrets, v)
+	}
+	out := mask.New(ship, secrets)
+	dir := taskDir(a.opts.WorkDir, id)
+	env := append(append([]string{}, a.opts.TaskEnv...), "LEGATE_TASK_ID="+id)
+	outcome := executor.Run(taskCtx, acq.Spec, executor.Options{
+		WorkDir: dir,
+		Env:     env,
+		Timeout: time.Duration(acq.TimeoutMS) * time.Millisecond,
+		OnStart: func() {
+			go func() {
+				sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+				defer scancel()
+				if err := a.client().Started(sctx, id, protocol.StartedRequest{Epoch: acq.Epoch}); err != nil {
+					log.Debug("report started", "err", err)
+				}
+			}()
+		},
+	}, out)
+	_ = out.Flush()
+	lastSeq := ship.close()
+	if errors.Is(context.Cause(taskCtx), errAborted) {
+		outcome.Status = protocol.StatusCancelled
+		if outcome.Error == "" {
+			outcome.Error = "aborted by the manager"
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		log.Warn("remove task directory", "dir", dir, "err", err)
+	}
+	res := protocol.ResultRequest{
+		Epoch: acq.Epoch, Status: outcome.Status, ExitCode: outcome.ExitCode,
+		Error: mask.String(outcome.Error, secrets), HTTPResult: outcome.HTTPResult, LastSeq: lastSeq,
+	}
+	if res.HTTPResult != nil {
+		h := *res.HTTPResult
+		h.BodyExcerpt = mask.String(h.BodyExcerpt, secrets)
+		res.HTTPResult = &h
+	}
+	a.deliverResult(log, id, res)
+	log.Info("task finished", "status", outcome.Status, "exit_code", derefInt(outcome.ExitCode))
+}
+
+func derefInt(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// deliverResult sends the result until the manager answers (or refuses it
+// for good). It gives up only when the delegate is forced to stop.
+func (a *Agent) deliverResult(log interface {
+	Warn(string, ...any)
+}, id string, res protocol.ResultRequest) {
+	b := backoff{min: 200 * time.Millisecond, max: 15 * time.Second}
+	deadline := time.Now().Add(24 * time.Hour)
+	for time.Now().Before(deadline) {
+		gen := a.regGen.Load()
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		_, err := a.client().Result(ctx, id, res)
+		cancel()
+		if err == nil {
+			return
+		}
+		var pe *protocol.Error
+		if errors.As(err, &pe) && (pe.Code == protocol.CodeStaleLease || pe.Code == protocol.CodeNotFound || pe.Code == protocol.CodeTaskTerminal) {
+			log.Warn("manager refused the result", "err", err)
+			return
+		}
+		if !a.handleCallError(context.Background(), err, gen) {
+			log.Warn("result not delivered", "err", err)
+			return
+		}
+		d := b.next()
+		log.Warn("result not delivered yet; retrying", "err", err, "retry_in", d.Round(time.Millisecond))
+		select {
+		case <-time.After(d):
+		case <-a.opts.ForceStop:
+			return
+		}
+	}
+}
+
+// shipper collects output and sends it to the manager in numbered chunks,
+// one request at a time: while a request is in flight new output gathers
+// into the next chunk, so output flows with the least delay and no request
+// storm.
+type shipper struct {
+	a      *Agent
+	id     string
+	epoch  int64
+	cancel context.CancelCauseFunc
+
+	mu     sync.Mutex
+	buf    []byte
+	seq    int64
+	closed bool
+	dead   bool // the manager refused the output: discard the rest
+	wake   chan struct{}
+	done   chan struct{}
+}
+
+const maxChunk = 256 << 10
+
+func newShipper(a *Agent, id string, epoch int64, cancel context.CancelCauseFunc) *shipper {
+	s := &shipper{a: a, id: id, epoch: epoch, cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go s.loop()
+	return s
+}
+
+func (s *shipper) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	if !s.dead {
+		s.buf = append(s.buf, p...)
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+// close sends what is left and returns the number of the last chunk.
+func (s *shipper) close() int64 {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seq
+}
+
+func (s *shipper) loop() {
+	defer close(s.done)
+	b := backoff{min: 100 * time.Millisecond, max: 10 * time.Second}
+	var pending *protocol.LogChunk
+	for {
+		if pending == nil {
+			s.mu.Lock()
+			if len(s.buf) > 0 {
+				n := min(len(s.buf), maxChunk)
+				s.seq++
+				pending = &protocol.LogChunk{Seq: s.seq, Time: time.Now().UTC(), Data: string(s.buf[:n])}
+				s.buf = s.buf[n:]
+				if len(s.buf) == 0 {
+					s.buf = nil
+				}
+			}
+			closed := s.closed
+			s.mu.Unlock()
+			if pending == nil {
+				if closed {
+					return
+				}
+				<-s.wake
+				continue
+			}
+		}
+		gen := s.a.regGen.Load()
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		err := s.a.client().SendLogs(ctx, s.id, protocol.LogsRequest{Epoch: s.epoch, Chunks: []protocol.LogChunk{*pending}})
+		cancel()
+		if err == nil {
+			pending = nil
+			b.reset()
+			continue
+		}
+		var pe *protocol.Error
+		if errors.As(err, &pe) && (pe.Code == protocol.CodeStaleLease || pe.Code == protocol.CodeNotFound) {
+			// The task is no longer ours: stop it and drop its output.
+			s.a.log.Warn("manager refused output: task no longer held by this delegate", "task", s.id, "err", err)
+			s.cancel(errAborted)
+			s.mu.Lock()
+			s.buf, s.dead = nil, true
+			s.mu.Unlock()
+			pending = nil
+			continue
+		}
+		if !s.a.handleCallError(context.Background(), err, gen) {
+			pending = nil
+			continue
+		}
+		select {
+		case <-time.After(b.next()):
+		case <-s.a.opts.ForceStop:
+			return
+		}
+	}
+}

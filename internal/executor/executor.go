@@ -1,0 +1,196 @@
+// Package executor runs tasks on the delegate: shell scripts (bash, in their
+// own process group) and HTTP requests. It turns every way a run can end,
+// including bad specs, timeouts and cancellation, into an Outcome; it never
+// panics and never leaves a cancelled or timed-out process group behind.
+//
+// Output goes to the writer the caller passes; masking secrets is the
+// caller's job (see package mask).
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// Outcome is what running a task produced.
+type Outcome struct {
+	// Status is protocol.StatusSucceeded, StatusFailed, StatusTimedOut or
+	// StatusCancelled.
+	Status string
+	// ExitCode is the shell script's exit code when it exited by itself.
+	ExitCode *int
+	// Error is one line, empty on success.
+	Error string
+	// HTTPResult is set for http tasks that got a response.
+	HTTPResult *protocol.HTTPResult
+}
+
+// Options configures one run. Zero values mean the documented defaults.
+type Options struct {
+	// WorkDir is the directory for this task, created (0700) if missing.
+	// Required for shell tasks.
+	WorkDir string
+	// Env is the base environment ("K=V") of a shell task; the task's Env
+	// and then its SecretEnv are added on top (the task wins). Nil means an
+	// empty base: the delegate's own environment is never inherited
+	// implicitly, so the caller decides what tasks see (and must leave out
+	// the delegate's credentials, see config.SecretEnvNames).
+	Env []string
+	// Timeout bounds the run; 0 (or negative) means no timeout.
+	Timeout time.Duration
+	// KillGrace is how long a cancelled or timed-out process group gets
+	// between SIGTERM and SIGKILL; 0 means 5s.
+	KillGrace time.Duration
+	// HTTPClient sends http tasks; nil means a client with dial, TLS and
+	// response-header timeouts that honors the proxy environment variables.
+	HTTPClient *http.Client
+	// OnStart, if set, is called once the process started or the request
+	// is about to be sent. It is not called when the task fails before.
+	OnStart func()
+}
+
+// DefaultKillGrace is the SIGTERM → SIGKILL grace when Options.KillGrace is 0.
+const DefaultKillGrace = 5 * time.Second
+
+// errTimedOut is the context cause of a run whose Timeout passed.
+var errTimedOut = errors.New("task timed out")
+
+// Run executes spec, writing its output to out, until it ends, ctx is
+// cancelled (→ StatusCancelled) or the timeout passes (→ StatusTimedOut).
+// It never panics on bad specs: they end StatusFailed with a clear Error.
+// Nothing is written to out after Run returns.
+func Run(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.Writer) (o Outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			o = failed(fmt.Sprintf("internal error running %s task: %v", spec.Type, r))
+		}
+	}()
+	if out == nil {
+		out = io.Discard
+	}
+	sw := &syncWriter{w: out}
+	if err := validateEnv(spec); err != nil {
+		return failed(err.Error())
+	}
+	switch spec.Type {
+	case protocol.TaskShell:
+		o = runShell(ctx, spec, opts, sw)
+	case protocol.TaskHTTP:
+		o = runHTTP(ctx, spec, opts, sw)
+	default:
+		return failed(fmt.Sprintf("unknown task type %q", spec.Type))
+	}
+	o.Error = oneLine(o.Error)
+	return o
+}
+
+// withTimeout derives the run's context; context.Cause reports errTimedOut
+// when the timeout, not the caller, ended it.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeoutCause(ctx, d, errTimedOut)
+}
+
+// stopped returns the outcome of a run that ctx or its timeout ended, and
+// writes the matching notice to out. what describes what was stopped.
+func stopped(parent context.Context, timeout time.Duration, out io.Writer, what string) Outcome {
+	if parent.Err() != nil {
+		fmt.Fprintf(out, "\n[legate: task cancelled; %s]\n", what)
+		return Outcome{Status: protocol.StatusCancelled, Error: "task cancelled"}
+	}
+	fmt.Fprintf(out, "\n[legate: task timed out after %s; %s]\n", timeout, what)
+	return Outcome{Status: protocol.StatusTimedOut, Error: fmt.Sprintf("task timed out after %s", timeout)}
+}
+
+func failed(msg string) Outcome {
+	return Outcome{Status: protocol.StatusFailed, Error: oneLine(msg)}
+}
+
+func succeeded() Outcome {
+	return Outcome{Status: protocol.StatusSucceeded}
+}
+
+// oneLine folds a message onto one line.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// validateEnv rejects environment names and values that cannot be passed to
+// a process. Values are never echoed: they may be secret.
+func validateEnv(spec protocol.TaskSpec) error {
+	check := func(kind string, m map[string]string) error {
+		for k, v := range m {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				return fmt.Errorf("invalid %s name %q: must be non-empty without '=' or NUL", kind, k)
+			}
+			if strings.ContainsRune(v, 0) {
+				return fmt.Errorf("invalid %s %s: value contains NUL", kind, k)
+			}
+		}
+		return nil
+	}
+	if err := check("env", spec.Env); err != nil {
+		return err
+	}
+	return check("secret_env", spec.SecretEnv)
+}
+
+// buildEnv returns base with env and then secret applied on top, one entry
+// per name (later wins). It never returns nil, so a process never inherits
+// the delegate's environment by accident.
+func buildEnv(base []string, env, secret map[string]string) []string {
+	out := make([]string, 0, len(base)+len(env)+len(secret))
+	idx := make(map[string]int, cap(out))
+	add := func(kv string) {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := idx[k]; ok {
+			out[i] = kv
+			return
+		}
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	for _, kv := range base {
+		add(kv)
+	}
+	for _, m := range []map[string]string{env, secret} {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			add(k + "=" + m[k])
+		}
+	}
+	return out
+}
+
+// syncWriter serializes writes from the process output copier and Run. It
+// never fails: if out fails, a task must not stall on a full pipe, so the
+// output is dropped (the caller's writer reports its own errors).
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, _ = s.w.Write(p)
+	return len(p), nil
+}

@@ -1,0 +1,181 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// ScriptName is the file a shell task's script is written to in WorkDir.
+const ScriptName = "script.sh"
+
+// pipeWait is how long Run keeps reading output after the script exited,
+// for background processes that still hold the output pipe.
+const pipeWait = time.Second
+
+// groupPoll is how often a terminating process group is checked for exit.
+const groupPoll = 20 * time.Millisecond
+
+func runShell(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.Writer) Outcome {
+	if spec.Shell == nil {
+		return failed(`shell task has no "shell" section`)
+	}
+	if opts.WorkDir == "" {
+		return failed("shell task needs a work directory (none configured)")
+	}
+	if err := ctx.Err(); err != nil {
+		return Outcome{Status: protocol.StatusCancelled, Error: "task cancelled before it started"}
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return failed(fmt.Sprintf("bash not found on the delegate's PATH: %v", err))
+	}
+	if err := os.MkdirAll(opts.WorkDir, 0o700); err != nil {
+		return failed(fmt.Sprintf("create work directory: %v", err))
+	}
+	script := filepath.Join(opts.WorkDir, ScriptName)
+	if err := writeScript(script, spec.Shell.Script); err != nil {
+		return failed(err.Error())
+	}
+
+	cmd := &exec.Cmd{
+		Path:        bash,
+		Args:        []string{"bash", ScriptName},
+		Dir:         opts.WorkDir,
+		Env:         buildEnv(opts.Env, spec.Env, spec.SecretEnv),
+		Stdout:      out, // the same writer for both: one pipe, order preserved
+		Stderr:      out,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		WaitDelay:   pipeWait,
+	}
+	if err := cmd.Start(); err != nil {
+		return failed(fmt.Sprintf("start bash: %v", err))
+	}
+	pgid := cmd.Process.Pid
+	if opts.OnStart != nil {
+		opts.OnStart()
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	var timeout <-chan time.Time
+	if opts.Timeout > 0 {
+		t := time.NewTimer(opts.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case err := <-done:
+		return exited(cmd, err, out)
+	case <-ctx.Done():
+		terminate(pgid, done, opts.killGrace())
+		fmt.Fprint(out, "\n[legate: task cancelled; killed process group]\n")
+		return Outcome{Status: protocol.StatusCancelled, Error: "task cancelled"}
+	case <-timeout:
+		terminate(pgid, done, opts.killGrace())
+		fmt.Fprintf(out, "\n[legate: task timed out after %s; killed process group]\n", opts.Timeout)
+		return Outcome{Status: protocol.StatusTimedOut, Error: fmt.Sprintf("task timed out after %s", opts.Timeout)}
+	}
+}
+
+func (o Options) killGrace() time.Duration {
+	if o.KillGrace > 0 {
+		return o.KillGrace
+	}
+	return DefaultKillGrace
+}
+
+func writeScript(path, script string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o700)
+	if err != nil {
+		return fmt.Errorf("write script: %w", err)
+	}
+	if _, err := f.WriteString(script); err != nil {
+		f.Close()
+		return fmt.Errorf("write script: %w", err)
+	}
+	if err := f.Chmod(0o700); err != nil { // an old file keeps its mode otherwise
+		f.Close()
+		return fmt.Errorf("write script: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write script: %w", err)
+	}
+	return nil
+}
+
+// exited turns the result of a script that ended by itself into an Outcome.
+func exited(cmd *exec.Cmd, err error, out io.Writer) Outcome {
+	if errors.Is(err, exec.ErrWaitDelay) {
+		// The script exited 0 but background processes still hold the
+		// output pipe; they are left running (only cancel and timeout
+		// kill the group).
+		fmt.Fprintf(out, "\n[legate: stopped reading output %s after the script exited; background processes still hold it]\n", pipeWait)
+		err = nil
+	}
+	st := cmd.ProcessState
+	if err == nil {
+		code := 0
+		return Outcome{Status: protocol.StatusSucceeded, ExitCode: &code}
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && st != nil {
+		o := failed(ee.Error()) // "exit status 3" or "signal: killed"
+		if code := st.ExitCode(); code >= 0 {
+			o.ExitCode = &code
+		}
+		return o
+	}
+	o := failed(fmt.Sprintf("wait for bash: %v", err))
+	if st != nil && st.ExitCode() >= 0 {
+		code := st.ExitCode()
+		o.ExitCode = &code
+	}
+	return o
+}
+
+// terminate stops the process group pgid: SIGTERM, then SIGKILL once grace
+// passed unless the whole group is gone by then. It returns when the main
+// process has been waited for.
+func terminate(pgid int, done <-chan error, grace time.Duration) {
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	tick := time.NewTicker(groupPoll)
+	defer tick.Stop()
+	mainDone := false
+	for {
+		select {
+		case <-done:
+			mainDone = true
+			done = nil
+			if groupGone(pgid) {
+				return
+			}
+		case <-tick.C:
+			if mainDone && groupGone(pgid) {
+				return
+			}
+		case <-deadline.C:
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			if !mainDone {
+				<-done
+			}
+			return
+		}
+	}
+}
+
+// groupGone reports whether no process of group pgid is left.
+func groupGone(pgid int) bool {
+	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+}

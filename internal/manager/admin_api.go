@@ -1,0 +1,515 @@
+package manager
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+type adminHandler func(w http.ResponseWriter, r *http.Request, accountID string)
+
+// adminAuth resolves the API key to its account. Every admin handler works
+// within that account only.
+func (m *Manager) adminAuth(next adminHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := bearer(r)
+		if key == "" {
+			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "missing API key (Authorization: Bearer <key>; the CLI reads LEGATE_API_KEY)")
+			return
+		}
+		h := hashSecret(key)
+		if acct, ok := m.apiKeys.Load(h); ok {
+			next(w, r, acct.(string))
+			return
+		}
+		acct, err := m.st.AccountForAPIKey(r.Context(), h)
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "invalid API key")
+				return
+			}
+			storeError(w, err, "API key")
+			return
+		}
+		m.apiKeys.Store(h, acct)
+		next(w, r, acct)
+	}
+}
+
+func (m *Manager) handleWhoAmI(w http.ResponseWriter, r *http.Request, acct string) {
+	writeJSON(w, http.StatusOK, protocol.WhoAmI{AccountID: acct, Version: m.cfg.Version})
+}
+
+var tokenNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+func tokenView(t store.Token) protocol.Token {
+	v := protocol.Token{Name: t.Name, CreatedAt: t.CreatedAt.UTC(), RevokedAt: utcPtr(t.RevokedAt), Status: protocol.TokenActive}
+	if t.RevokedAt != nil {
+		v.Status = protocol.TokenRevoked
+	}
+	return v
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func (m *Manager) handleCreateToken(w http.ResponseWriter, r *http.Request, acct string) {
+	var req protocol.CreateTokenRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	req.Name = strings.TrimSpace(req.Name)
+	if !tokenNameRE.MatchString(req.Name) {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "token name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name)
+		return
+	}
+	value := newSecret("", 24)
+	t := store.Token{ID: newID("k_"), AccountID: acct, Name: req.Name, Hash: hashSecret(value), CreatedAt: m.cfg.Now()}
+	if err := m.st.CreateToken(r.Context(), t); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			writeError(w, http.StatusConflict, protocol.CodeConflict, "a token named %q already exists (revoked tokens keep their name); choose another name", req.Name)
+			return
+		}
+		storeError(w, err, "token")
+		return
+	}
+	v := tokenView(t)
+	v.Value = value
+	writeJSON(w, http.StatusCreated, v)
+}
+
+func (m *Manager) handleListTokens(w http.ResponseWriter, r *http.Request, acct string) {
+	ts, err := m.st.ListTokens(r.Context(), acct)
+	if err != nil {
+		storeError(w, err, "tokens")
+		return
+	}
+	out := protocol.TokenList{Tokens: make([]protocol.Token, 0, len(ts))}
+	for _, t := range ts {
+		out.Tokens = append(out.Tokens, tokenView(t))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (m *Manager) handleRevokeToken(w http.ResponseWriter, r *http.Request, acct string) {
+	name := r.PathValue("name")
+	t, err := m.st.RevokeToken(r.Context(), acct, name, m.cfg.Now())
+	if err != nil {
+		storeError(w, err, "token "+strconv.Quote(name))
+		return
+	}
+	m.markTokenRevoked(t.ID)
+	// Disconnect every delegate that registered with it, promptly.
+	n := 0
+	for _, d := range m.hub.account(acct) {
+		if d.tokenID == t.ID {
+			d.push(protocol.Event{Kind: protocol.EventTokenRevoked, Reason: "the delegate token " + strconv.Quote(t.Name) + " was revoked"})
+			m.hub.remove(d.id)
+			n++
+		}
+	}
+	m.log.Info("token revoked", "account", acct, "token", t.Name, "disconnected", n)
+	writeJSON(w, http.StatusOK, tokenView(t))
+}
+
+func (m *Manager) handleListDelegates(w http.ResponseWriter, r *http.Request, acct string) {
+	ins, err := m.st.ListInstances(r.Context(), acct)
+	if err != nil {
+		storeError(w, err, "delegates")
+		return
+	}
+	tokens, err := m.st.ListTokens(r.Context(), acct)
+	if err != nil {
+		storeError(w, err, "tokens")
+		return
+	}
+	tokenNames := map[string]string{}
+	for _, t := range tokens {
+		tokenNames[t.ID] = t.Name
+	}
+	now := m.cfg.Now()
+	out := protocol.DelegateList{Delegates: make([]protocol.Delegate, 0, len(ins))}
+	for _, in := range ins {
+		v := protocol.Delegate{
+			InstanceID: in.ID, Name: in.Name, Hostname: in.Hostname, IP: in.IP, Tags: in.Tags,
+			Version: in.Version, Type: in.Type, TokenName: tokenNames[in.TokenID],
+			Status: protocol.DelegateDisconnected, Connection: in.Connection,
+			LastHeartbeat: utcPtr(in.LastHeartbeat), Capacity: in.Capacity, Draining: in.Draining,
+			RegisteredAt: in.RegisteredAt.UTC(),
+		}
+		if v.Tags == nil {
+			v.Tags = []string{}
+		}
+		if d := m.hub.get(in.ID); d != nil && !d.isGone() && in.DeregisteredAt == nil {
+			seen := time.Unix(0, d.lastSeen.Load()).UTC()
+			v.LastHeartbeat = &seen
+			running, capacity, draining := d.load()
+			v.RunningTasks, v.Capacity, v.Draining = running, capacity, draining
+			v.Connection = d.connectionKind()
+			if now.Sub(seen) <= m.window() {
+				v.Status = protocol.DelegateConnected
+			}
+		}
+		if v.Status == protocol.DelegateDisconnected {
+			v.Connection = ""
+		}
+		out.Delegates = append(out.Delegates, v)
+	}
+	sort.SliceStable(out.Delegates, func(i, j int) bool {
+		a, b := out.Delegates[i], out.Delegates[j]
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Hostname < b.Hostname
+	})
+	writeJSON(w, http.StatusOK, out)
+}
+
+// taskView is the API form of a task: secret values never leave the manager.
+func (m *Manager) taskView(t store.Task) protocol.Task {
+	v := protocol.Task{
+		ID: t.ID, AccountID: t.AccountID, Type: t.Spec.Type, Status: t.Status, ExitCode: t.ExitCode,
+		Error: t.Error, Selectors: t.Spec.Selectors, Env: t.Spec.Env, Shell: t.Spec.Shell,
+		HTTP: t.Spec.HTTP, HTTPResult: t.HTTPResult, TimeoutMS: t.TimeoutMS,
+		QueueTimeoutMS: t.QueueTimeoutMS, Retries: t.Retries, Attempts: t.Attempts,
+		DelegateName: t.DelegateName, DelegateHostname: t.DelegateHostname, InstanceID: t.InstanceID,
+		CreatedAt: t.CreatedAt.UTC(), AcquiredAt: utcPtr(t.AcquiredAt), StartedAt: utcPtr(t.StartedAt),
+		FinishedAt: utcPtr(t.FinishedAt),
+	}
+	if v.Selectors == nil {
+		v.Selectors = []string{}
+	}
+	for k := range t.Spec.SecretEnv {
+		v.SecretEnvNames = append(v.SecretEnvNames, k)
+	}
+	sort.Strings(v.SecretEnvNames)
+	if v.HTTP != nil && len(t.Spec.SecretEnv) > 0 {
+		// Header values may carry secrets by reference only; nothing to hide here.
+		h := *v.HTTP
+		v.HTTP = &h
+	}
+	return v
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// validateSpec checks and normalizes a submitted task.
+func (m *Manager) validateSpec(s *protocol.TaskSpec) error {
+	if s.Type == "" {
+		switch {
+		case s.HTTP != nil:
+			s.Type = protocol.TaskHTTP
+		default:
+			s.Type = protocol.TaskShell
+		}
+	}
+	switch s.Type {
+	case protocol.TaskShell:
+		if s.Shell == nil || strings.TrimSpace(s.Shell.Script) == "" {
+			return errors.New("a shell task needs a non-empty script")
+		}
+		if len(s.Shell.Script) > 1<<20 {
+			return errors.New("script is larger than 1 MiB")
+		}
+		s.HTTP = nil
+	case protocol.TaskHTTP:
+		if s.HTTP == nil {
+			return errors.New("an http task needs an http section with a url")
+		}
+		u, err := url.Parse(s.HTTP.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errors.New("http url must be an absolute http:// or https:// URL")
+		}
+		if s.HTTP.Method == "" {
+			s.HTTP.Method = http.MethodGet
+		}
+		s.HTTP.Method = strings.ToUpper(s.HTTP.Method)
+		if s.HTTP.ExpectStatus != 0 && (s.HTTP.ExpectStatus < 100 || s.HTTP.ExpectStatus > 599) {
+			return errors.New("expect_status must be between 100 and 599")
+		}
+		s.Shell = nil
+	default:
+		return errors.New("unknown task type " + strconv.Quote(s.Type) + " (use shell or http)")
+	}
+	for k := range s.Env {
+		if !envNameRE.MatchString(k) {
+			return errors.New("invalid environment variable name " + strconv.Quote(k))
+		}
+	}
+	for k, v := range s.SecretEnv {
+		if !envNameRE.MatchString(k) {
+			return errors.New("invalid secret environment variable name " + strconv.Quote(k))
+		}
+		if v == "" {
+			return errors.New("secret " + k + " is empty")
+		}
+	}
+	if len(s.Selectors) > 50 {
+		return errors.New("too many selectors (at most 50)")
+	}
+	s.Selectors = protocol.NormalizeSelectors(s.Selectors)
+	if s.TimeoutMS < 0 || s.QueueTimeoutMS < 0 {
+		return errors.New("timeouts must not be negative")
+	}
+	if s.TimeoutMS == 0 {
+		s.TimeoutMS = m.cfg.DefaultTaskTimeout.Milliseconds()
+	}
+	if s.QueueTimeoutMS == 0 {
+		s.QueueTimeoutMS = m.cfg.DefaultQueueTimeout.Milliseconds()
+	}
+	if s.Retries < 0 || s.Retries > 100 {
+		return errors.New("retries must be between 0 and 100")
+	}
+	return nil
+}
+
+func (m *Manager) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct string) {
+	var spec protocol.TaskSpec
+	if !decodeBody(w, r, &spec) {
+		return
+	}
+	if err := m.validateSpec(&spec); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
+	now := m.cfg.Now()
+	t := store.Task{
+		ID: newID("t_"), AccountID: acct, Spec: spec, Status: protocol.StatusQueued,
+		TimeoutMS: spec.TimeoutMS, QueueTimeoutMS: spec.QueueTimeoutMS, Retries: spec.Retries,
+		CreatedAt: now, QueueDeadline: now.Add(time.Duration(spec.QueueTimeoutMS) * time.Millisecond),
+	}
+	if err := m.st.CreateTask(r.Context(), t); err != nil {
+		m.log.Error("create task", "err", err)
+		storeError(w, err, "task")
+		return
+	}
+	m.offerTask(t)
+	writeJSON(w, http.StatusCreated, m.taskView(t))
+}
+
+func (m *Manager) handleListTasks(w http.ResponseWriter, r *http.Request, acct string) {
+	q := r.URL.Query()
+	f := store.TaskFilter{AccountID: acct, Status: q.Get("status")}
+	if f.Status != "" && !protocol.ValidStatus(f.Status) {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "unknown status %q", f.Status)
+		return
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "limit must be between 1 and 1000")
+			return
+		}
+		f.Limit = n
+	}
+	ts, err := m.st.ListTasks(r.Context(), f)
+	if err != nil {
+		storeError(w, err, "tasks")
+		return
+	}
+	out := protocol.TaskList{Tasks: make([]protocol.Task, 0, len(ts))}
+	for _, t := range ts {
+		out.Tasks = append(out.Tasks, m.taskView(t))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (m *Manager) handleGetTask(w http.ResponseWriter, r *http.Request, acct string) {
+	t, err := m.st.GetTask(r.Context(), acct, r.PathValue("id"))
+	if err != nil {
+		storeError(w, err, "task "+r.PathValue("id"))
+		return
+	}
+	writeJSON(w, http.StatusOK, m.taskView(t))
+}
+
+func (m *Manager) handleCancelTask(w http.ResponseWriter, r *http.Request, acct string) {
+	id := r.PathValue("id")
+	t, err := m.st.FinishTask(r.Context(), acct, id, store.Result{Status: protocol.StatusCancelled, Error: "cancelled by user"}, m.cfg.Now())
+	if err != nil {
+		if errors.Is(err, store.ErrTaskTerminal) {
+			if cur, gerr := m.st.GetTask(r.Context(), acct, id); gerr == nil {
+				writeError(w, http.StatusConflict, protocol.CodeTaskTerminal, "task %s already finished (%s)", id, cur.Status)
+				return
+			}
+		}
+		storeError(w, err, "task "+id)
+		return
+	}
+	m.afterManagerFinish(t)
+	writeJSON(w, http.StatusOK, m.taskView(t))
+}
+
+// afterManagerFinish tells the delegate holding a task the manager ended
+// (cancel, timeout) to stop it, and wakes the task's followers.
+func (m *Manager) afterManagerFinish(t store.Task) {
+	if t.InstanceID != "" {
+		if d := m.hub.get(t.InstanceID); d != nil {
+			d.dropRunning(t.ID)
+			d.push(protocol.Event{Kind: protocol.EventAbort, TaskID: t.ID, Reason: t.Status})
+		}
+	}
+	m.logs.finish(t.ID)
+}
+
+// handleTaskLogs streams a task's output as NDJSON: stored chunks first,
+// then (with follow=1) live chunks, and last the task once it is terminal.
+func (m *Manager) handleTaskLogs(w http.ResponseWriter, r *http.Request, acct string) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	q := r.URL.Query()
+	follow := q.Get("follow") == "1" || q.Get("follow") == "true"
+	var cur store.LogCursor
+	if v := q.Get("after_attempt"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "after_attempt must be a non-negative integer")
+			return
+		}
+		cur.Attempt = n
+	}
+	if v := q.Get("after_seq"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "after_seq must be a non-negative integer")
+			return
+		}
+		cur.Seq = n
+	}
+	if _, err := m.st.GetTask(ctx, acct, id); err != nil {
+		storeError(w, err, "task "+id)
+		return
+	}
+	var sub *follower
+	if follow {
+		sub = m.logs.subscribe(id)
+		defer m.logs.unsubscribe(id, sub)
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	send := func(c store.StoredChunk) bool {
+		ch := c.Chunk
+		ch.Attempt = c.Attempt
+		if err := enc.Encode(protocol.LogStreamLine{Chunk: &ch}); err != nil {
+			return false
+		}
+		cur = store.LogCursor{Attempt: c.Attempt, Seq: c.Chunk.Seq}
+		return true
+	}
+	after := func(c store.StoredChunk) bool {
+		return c.Attempt > cur.Attempt || (c.Attempt == cur.Attempt && c.Chunk.Seq > cur.Seq)
+	}
+	// drain copies everything stored after the cursor.
+	drain := func() bool {
+		for {
+			cs, err := m.st.ReadLogs(ctx, id, cur, 500)
+			if err != nil {
+				m.log.Error("read logs", "task", id, "err", err)
+				return false
+			}
+			for _, c := range cs {
+				if !send(c) {
+					return false
+				}
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+			if len(cs) < 500 {
+				return true
+			}
+		}
+	}
+	finish := func() {
+		t, err := m.st.GetTask(ctx, acct, id)
+		if err != nil {
+			return
+		}
+		v := m.taskView(t)
+		_ = enc.Encode(protocol.LogStreamLine{Task: &v})
+	}
+	if !drain() {
+		return
+	}
+	if !follow {
+		finish()
+		return
+	}
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	keepAlive := time.NewTicker(15 * time.Second)
+	defer keepAlive.Stop()
+	for {
+		// A terminal task whose stored log is drained is complete.
+		t, err := m.st.GetTask(ctx, acct, id)
+		if err == nil && protocol.Terminal(t.Status) {
+			if drain() {
+				finish()
+			}
+			return
+		}
+		select {
+		case c := <-sub.ch:
+			if after(c) {
+				if !send(c) {
+					return
+				}
+			}
+		batch:
+			for {
+				select {
+				case c := <-sub.ch:
+					if after(c) && !send(c) {
+						return
+					}
+				default:
+					break batch
+				}
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+			continue // check for terminal only on the other paths
+		case <-sub.lagged:
+			// Fell behind: read from the store and resubscribe.
+			m.logs.unsubscribe(id, sub)
+			sub = m.logs.subscribe(id)
+			if !drain() {
+				return
+			}
+		case <-sub.done:
+		case <-poll.C:
+			if !drain() {
+				return
+			}
+		case <-keepAlive.C:
+			if _, err := w.Write([]byte("\n")); err != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		case <-m.stopping:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}

@@ -1,0 +1,567 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/coder/websocket/wsjson"
+
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+type delegateHandler func(w http.ResponseWriter, r *http.Request, d *live)
+
+// delegateAuth checks the session credential and finds (or, after a
+// manager restart, revives) the live state of the calling instance.
+func (m *Manager) delegateAuth(next delegateHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		c, err := verifySession(m.sessionKey, bearer(r), m.cfg.Now())
+		if errors.Is(err, errSessionExpired) {
+			writeError(w, http.StatusUnauthorized, protocol.CodeSessionExpired, "session expired; register again")
+			return
+		}
+		if err != nil {
+			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "invalid delegate session")
+			return
+		}
+		revoked, err := m.tokenRevoked(ctx, c.TokenID)
+		if err != nil {
+			m.log.Error("check token", "err", err)
+			writeError(w, http.StatusServiceUnavailable, protocol.CodeUnavailable, "cannot check the delegate token now")
+			return
+		}
+		if revoked {
+			writeError(w, http.StatusUnauthorized, protocol.CodeTokenRevoked, "the delegate token was revoked; create a new token and restart the delegate with it")
+			return
+		}
+		d := m.hub.get(c.InstanceID)
+		if d == nil || d.isGone() {
+			in, err := m.st.GetInstance(ctx, c.InstanceID)
+			if err != nil {
+				if errors.Is(err, store.ErrNotFound) {
+					writeError(w, http.StatusUnauthorized, protocol.CodeSessionExpired, "unknown delegate instance; register again")
+					return
+				}
+				storeError(w, err, "delegate instance")
+				return
+			}
+			if in.DeregisteredAt != nil || in.Generation != c.Generation {
+				writeError(w, http.StatusUnauthorized, protocol.CodeSessionExpired, "this delegate session was superseded or deregistered; register again")
+				return
+			}
+			d = newLive(in)
+			d.touch(m.cfg.Now())
+			m.hub.put(d)
+		}
+		if d.generation != c.Generation || d.accountID != c.AccountID {
+			writeError(w, http.StatusUnauthorized, protocol.CodeSessionExpired, "this delegate session was superseded by a newer registration with the same identity; register again")
+			return
+		}
+		d.touch(m.cfg.Now())
+		next(w, r, d)
+	}
+}
+
+func (m *Manager) issueSession(d *live) (string, time.Time) {
+	exp := m.cfg.Now().Add(m.cfg.SessionTTL)
+	return signSession(m.sessionKey, sessionClaims{
+		InstanceID: d.id, AccountID: d.accountID, TokenID: d.tokenID,
+		Generation: d.generation, Expires: exp.Unix(),
+	}), exp.UTC()
+}
+
+// identityKey is how the manager recognises the same instance across
+// restarts: name + hostname (+ IP for VM-style delegates; Kubernetes-style
+// delegates are identified by hostname alone so a rescheduled pod with a
+// new IP stays the same instance). The name is part of the key so that two
+// differently named delegates on one host stay distinct groups.
+func identityKey(req protocol.RegisterRequest) string {
+	name := protocol.NormalizeSelector(req.Name)
+	host := protocol.NormalizeSelector(req.Hostname)
+	if req.IdentityByHostname {
+		return name + "|" + host
+	}
+	return name + "|" + host + "|" + strings.TrimSpace(req.IP)
+}
+
+func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	var req protocol.RegisterRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if req.ProtocolVersion != 0 && (req.ProtocolVersion < protocol.MinVersion) {
+		writeError(w, http.StatusBadRequest, protocol.CodeVersion, "delegate protocol version %d is too old (need %d..%d); upgrade the delegate", req.ProtocolVersion, protocol.MinVersion, protocol.Version)
+		return
+	}
+	req.AccountID = strings.TrimSpace(req.AccountID)
+	req.Name = strings.TrimSpace(req.Name)
+	req.Hostname = strings.TrimSpace(req.Hostname)
+	switch {
+	case req.AccountID == "":
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "account_id is required")
+		return
+	case req.Token == "":
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "token is required")
+		return
+	case req.Name == "" || len(req.Name) > 63:
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "name is required (1-63 characters)")
+		return
+	case req.Hostname == "" || len(req.Hostname) > 253:
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "hostname is required (1-253 characters)")
+		return
+	case req.Capacity < 0:
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "capacity must not be negative")
+		return
+	case len(req.Tags) > 100:
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "too many tags (at most 100)")
+		return
+	}
+	const refused = "the delegate token is not valid for account %q: check ACCOUNT_ID and DELEGATE_TOKEN (legate token list shows the account's tokens)"
+	if _, err := m.st.GetAccount(ctx, req.AccountID); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, refused, req.AccountID)
+			return
+		}
+		storeError(w, err, "account")
+		return
+	}
+	tok, err := m.st.TokenByHash(ctx, req.AccountID, hashSecret(req.Token))
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, refused, req.AccountID)
+			return
+		}
+		storeError(w, err, "token")
+		return
+	}
+	if tok.RevokedAt != nil {
+		writeError(w, http.StatusUnauthorized, protocol.CodeTokenRevoked, "the delegate token %q was revoked; create a new token and restart the delegate with it", tok.Name)
+		return
+	}
+	now := m.cfg.Now()
+	in, err := m.st.UpsertInstance(ctx, store.Instance{
+		ID:           newID("d_"),
+		AccountID:    req.AccountID,
+		IdentityKey:  identityKey(req),
+		Name:         req.Name,
+		Hostname:     req.Hostname,
+		IP:           strings.TrimSpace(req.IP),
+		Tags:         protocol.NormalizeSelectors(req.Tags),
+		Version:      req.Version,
+		Type:         req.Type,
+		TokenID:      tok.ID,
+		Capacity:     req.Capacity,
+		RegisteredAt: now,
+	})
+	if err != nil {
+		m.log.Error("register delegate", "err", err)
+		storeError(w, err, "delegate instance")
+		return
+	}
+	d := newLive(in)
+	d.touch(now)
+	// Tasks the delegate says it still runs: adopt those the store agrees on.
+	for _, rt := range req.Running {
+		t, err := m.st.GetTask(ctx, req.AccountID, rt.ID)
+		if err == nil && t.Status == protocol.StatusRunning && t.InstanceID == in.ID && t.Epoch == rt.Epoch {
+			d.setRunning(rt.ID, rt.Epoch)
+		}
+	}
+	m.hub.put(d)
+	sess, exp := m.issueSession(d)
+	m.log.Info("delegate registered", "account", in.AccountID, "instance", in.ID, "name", in.Name, "hostname", in.Hostname, "generation", in.Generation)
+	writeJSON(w, http.StatusOK, protocol.RegisterResponse{
+		ProtocolVersion:     protocol.Version,
+		InstanceID:          in.ID,
+		Session:             sess,
+		SessionExpiresAt:    exp,
+		HeartbeatIntervalMS: m.cfg.HeartbeatInterval.Milliseconds(),
+		MissedHeartbeats:    m.cfg.MissedHeartbeats,
+	})
+}
+
+func (m *Manager) handleSession(w http.ResponseWriter, r *http.Request, d *live) {
+	sess, exp := m.issueSession(d)
+	writeJSON(w, http.StatusOK, protocol.SessionResponse{Session: sess, SessionExpiresAt: exp})
+}
+
+func (m *Manager) handleDeregister(w http.ResponseWriter, r *http.Request, d *live) {
+	if err := m.st.DeregisterInstance(r.Context(), d.id, m.cfg.Now()); err != nil {
+		storeError(w, err, "delegate instance")
+		return
+	}
+	m.hub.remove(d.id)
+	m.log.Info("delegate deregistered", "instance", d.id, "name", d.name, "hostname", d.hostname)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// heartbeat records a heartbeat and returns the tasks the delegate must
+// abort: those it lists that the manager does not consider running on it
+// at that epoch.
+func (m *Manager) heartbeat(ctx context.Context, d *live, hb protocol.Heartbeat) protocol.HeartbeatResponse {
+	now := m.cfg.Now()
+	d.touch(now)
+	d.mu.Lock()
+	if hb.Capacity >= 0 && hb.Capacity != d.capacity && hb.Capacity != 0 {
+		d.capacity = hb.Capacity
+	}
+	wasDraining := d.draining
+	d.draining = hb.Draining
+	var unknown []protocol.RunningTask
+	listed := make(map[string]bool, len(hb.Running))
+	var abort []string
+	for _, rt := range hb.Running {
+		listed[rt.ID] = true
+		if ep, ok := d.running[rt.ID]; ok {
+			if ep != rt.Epoch {
+				abort = append(abort, rt.ID)
+			}
+			continue
+		}
+		unknown = append(unknown, rt)
+	}
+	d.mu.Unlock()
+	// Tasks this manager did not hand out (restart, another replica): ask the store.
+	for _, rt := range unknown {
+		t, err := m.st.GetTask(ctx, d.accountID, rt.ID)
+		if err == nil && t.Status == protocol.StatusRunning && t.InstanceID == d.id && t.Epoch == rt.Epoch {
+			d.setRunning(rt.ID, rt.Epoch)
+			continue
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			continue // cannot tell now; ask again next heartbeat
+		}
+		abort = append(abort, rt.ID)
+	}
+	_ = wasDraining
+	return protocol.HeartbeatResponse{Seq: hb.Seq, Abort: abort}
+}
+
+func (m *Manager) handleHeartbeat(w http.ResponseWriter, r *http.Request, d *live) {
+	var hb protocol.Heartbeat
+	if !decodeBody(w, r, &hb) {
+		return
+	}
+	d.setConnectionIfEmpty(protocol.ConnPolling)
+	writeJSON(w, http.StatusOK, m.heartbeat(r.Context(), d, hb))
+}
+
+func (l *live) setConnectionIfEmpty(kind string) {
+	l.mu.Lock()
+	if l.connection == "" {
+		l.connection = kind
+	}
+	l.mu.Unlock()
+}
+
+// handleEvents is the long-poll fallback: it answers as soon as an event is
+// queued for the delegate, or with an empty list after the wait.
+func (m *Manager) handleEvents(w http.ResponseWriter, r *http.Request, d *live) {
+	wait := m.cfg.LongPollWait
+	if v := r.URL.Query().Get("wait_ms"); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms < 0 {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "wait_ms must be a non-negative integer")
+			return
+		}
+		if time.Duration(ms)*time.Millisecond < wait {
+			wait = time.Duration(ms) * time.Millisecond
+		}
+	}
+	first := d.connectionKind() != protocol.ConnPolling
+	d.setConnection(protocol.ConnPolling)
+	if first {
+		m.offerQueued(r.Context(), d)
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		if ev := d.take(); len(ev) > 0 {
+			writeJSON(w, http.StatusOK, protocol.EventsResponse{Events: ev})
+			return
+		}
+		select {
+		case <-d.notify:
+		case <-d.kick:
+			writeJSON(w, http.StatusOK, protocol.EventsResponse{Events: d.takeOrRevoked()})
+			return
+		case <-timer.C:
+			writeJSON(w, http.StatusOK, protocol.EventsResponse{Events: []protocol.Event{}})
+			return
+		case <-m.stopping:
+			writeJSON(w, http.StatusOK, protocol.EventsResponse{Events: []protocol.Event{{Kind: protocol.EventReconnect, Reason: "manager shutting down"}}})
+			return
+		case <-r.Context().Done():
+			return
+		}
+		d.touch(m.cfg.Now())
+	}
+}
+
+func (l *live) connectionKind() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.connection
+}
+
+// takeOrRevoked returns pending events, which end with the reason the
+// channel was closed when there is one.
+func (l *live) takeOrRevoked() []protocol.Event {
+	ev := l.take()
+	if ev == nil {
+		ev = []protocol.Event{}
+	}
+	return ev
+}
+
+// handleWebSocket upgrades to the event channel: manager → delegate events,
+// delegate → manager heartbeats (acknowledged as events).
+func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *live) {
+	select {
+	case <-m.stopping:
+		writeError(w, http.StatusServiceUnavailable, protocol.CodeUnavailable, "manager shutting down")
+		return
+	default:
+	}
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		m.log.Debug("websocket accept", "err", err)
+		return
+	}
+	m.wsWG.Add(1)
+	defer m.wsWG.Done()
+	c.SetReadLimit(1 << 20)
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	d.setConnection(protocol.ConnWebSocket)
+	m.log.Debug("websocket open", "instance", d.id, "name", d.name)
+
+	// Reader: heartbeats in, acks queued for the writer.
+	readErr := make(chan error, 1)
+	go func() {
+		for {
+			var f protocol.Frame
+			if err := wsjson.Read(ctx, c, &f); err != nil {
+				readErr <- err
+				return
+			}
+			d.touch(m.cfg.Now())
+			if f.Kind == protocol.FrameHeartbeat && f.Heartbeat != nil {
+				resp := m.heartbeat(ctx, d, *f.Heartbeat)
+				d.push(protocol.Event{Kind: protocol.EventHeartbeatAck, Seq: resp.Seq, Abort: resp.Abort})
+			}
+		}
+	}()
+	m.offerQueued(ctx, d)
+
+	closeWith := func(code websocket.StatusCode, reason string) {
+		cancel()
+		_ = c.Close(code, reason)
+	}
+	for {
+		if ev := d.take(); len(ev) > 0 {
+			wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+			for i, e := range ev {
+				if err := wsjson.Write(wctx, c, e); err != nil {
+					wcancel()
+					d.requeue(ev[i:])
+					closeWith(websocket.StatusInternalError, "write failed")
+					m.lostWebSocket(d)
+					return
+				}
+			}
+			wcancel()
+			continue
+		}
+		select {
+		case <-d.notify:
+		case <-d.kick:
+			ev := d.take()
+			for _, e := range ev {
+				wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+				_ = wsjson.Write(wctx, c, e)
+				wcancel()
+			}
+			closeWith(websocket.StatusPolicyViolation, "session ended")
+			return
+		case <-m.stopping:
+			closeWith(websocket.StatusGoingAway, "manager shutting down")
+			return
+		case err := <-readErr:
+			m.log.Debug("websocket closed", "instance", d.id, "err", err)
+			closeWith(websocket.StatusNormalClosure, "")
+			m.lostWebSocket(d)
+			return
+		}
+	}
+}
+
+// lostWebSocket records that the event channel dropped; the delegate falls
+// back to polling and the next poll marks it as polling.
+func (m *Manager) lostWebSocket(d *live) {
+	d.mu.Lock()
+	if d.connection == protocol.ConnWebSocket {
+		d.connection = ""
+	}
+	d.mu.Unlock()
+}
+
+func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	_, _, draining := d.load()
+	if draining {
+		writeError(w, http.StatusConflict, protocol.CodeNotEligible, "delegate is draining")
+		return
+	}
+	t, err := m.st.GetTask(ctx, d.accountID, id)
+	if err != nil {
+		storeError(w, err, "task "+id)
+		return
+	}
+	if t.Status != protocol.StatusQueued {
+		if protocol.Terminal(t.Status) {
+			writeError(w, http.StatusConflict, protocol.CodeTaskTerminal, "task %s already finished", id)
+		} else {
+			writeError(w, http.StatusConflict, protocol.CodeAlreadyClaimed, "task %s was claimed by another delegate", id)
+		}
+		return
+	}
+	if missing := protocol.MissingSelectors(t.Spec.Selectors, d.tags, d.name, d.hostname); len(missing) > 0 {
+		writeError(w, http.StatusForbidden, protocol.CodeNotEligible, "delegate lacks selectors %s", strings.Join(missing, ", "))
+		return
+	}
+	for _, den := range t.DeniedInstances {
+		if den == d.id {
+			writeError(w, http.StatusForbidden, protocol.CodeNotEligible, "delegate is denied this task (it was lost while running it before)")
+			return
+		}
+	}
+	_, capacity, _ := d.load()
+	t, err = m.st.ClaimTask(ctx, store.Claim{
+		TaskID: id, InstanceID: d.id, DelegateName: d.name, DelegateHostname: d.hostname,
+		Capacity: capacity, LeaseDuration: m.leaseDuration(),
+	}, m.cfg.Now())
+	if err != nil {
+		storeError(w, err, "task "+id)
+		return
+	}
+	d.setRunning(t.ID, t.Epoch)
+	timeout := time.Duration(t.TimeoutMS) * time.Millisecond
+	m.log.Debug("task acquired", "task", t.ID, "instance", d.id, "epoch", t.Epoch)
+	writeJSON(w, http.StatusOK, protocol.AcquireResponse{TaskID: t.ID, Epoch: t.Epoch, Spec: t.Spec, TimeoutMS: timeout.Milliseconds()})
+}
+
+func (m *Manager) handleStarted(w http.ResponseWriter, r *http.Request, d *live) {
+	var req protocol.StartedRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	id := r.PathValue("id")
+	if !m.ownsTask(w, r, d, id) {
+		return
+	}
+	if err := m.st.MarkStarted(r.Context(), id, req.Epoch, m.cfg.Now()); err != nil {
+		storeError(w, err, "task "+id)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// ownsTask checks that the task belongs to the delegate's account (and
+// answers 404 otherwise, so other accounts' task IDs leak nothing).
+func (m *Manager) ownsTask(w http.ResponseWriter, r *http.Request, d *live, id string) bool {
+	t, err := m.st.GetTask(r.Context(), d.accountID, id)
+	if err != nil {
+		storeError(w, err, "task "+id)
+		return false
+	}
+	if t.InstanceID != d.id {
+		m.log.Warn("refused report from a delegate that does not hold the task", "task", id, "instance", d.id, "holder", t.InstanceID)
+		writeError(w, http.StatusConflict, protocol.CodeStaleLease, "task %s is not held by this delegate", id)
+		return false
+	}
+	return true
+}
+
+func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
+	var req protocol.LogsRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	id := r.PathValue("id")
+	if !m.ownsTask(w, r, d, id) {
+		return
+	}
+	if len(req.Chunks) == 0 {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	for i := range req.Chunks {
+		if req.Chunks[i].Seq <= 0 {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "log chunk seq must be positive")
+			return
+		}
+		if req.Chunks[i].Time.IsZero() {
+			req.Chunks[i].Time = m.cfg.Now()
+		}
+	}
+	if err := m.st.AppendLogs(r.Context(), id, req.Epoch, req.Chunks, m.cfg.LogCap); err != nil {
+		if errors.Is(err, store.ErrStaleLease) {
+			m.log.Warn("refused logs from a stale lease", "task", id, "instance", d.id, "epoch", req.Epoch)
+		}
+		storeError(w, err, "task "+id)
+		return
+	}
+	out := make([]store.StoredChunk, len(req.Chunks))
+	for i, c := range req.Chunks {
+		c.Attempt = int(req.Epoch)
+		out[i] = store.StoredChunk{Attempt: int(req.Epoch), Chunk: c}
+	}
+	m.logs.publish(id, out)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) {
+	var req protocol.ResultRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	id := r.PathValue("id")
+	switch req.Status {
+	case protocol.StatusSucceeded, protocol.StatusFailed, protocol.StatusTimedOut, protocol.StatusCancelled:
+	default:
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "result status %q is not a delegate outcome", req.Status)
+		return
+	}
+	if !m.ownsTask(w, r, d, id) {
+		return
+	}
+	if len(req.Error) > 4096 {
+		req.Error = req.Error[:4096]
+	}
+	t, err := m.st.CompleteTask(r.Context(), id, req.Epoch, store.Result{
+		Status: req.Status, ExitCode: req.ExitCode, Error: req.Error, HTTPResult: req.HTTPResult,
+	}, m.cfg.Now())
+	if err != nil {
+		if errors.Is(err, store.ErrStaleLease) {
+			m.log.Warn("refused result from a stale lease", "task", id, "instance", d.id, "epoch", req.Epoch)
+		}
+		storeError(w, err, "task "+id)
+		return
+	}
+	d.dropRunning(id)
+	m.logs.finish(id)
+	m.log.Info("task finished", "task", id, "status", t.Status, "instance", d.id)
+	// Capacity freed: offer what is waiting.
+	m.offerQueued(r.Context(), d)
+	writeJSON(w, http.StatusOK, m.taskView(t))
+}

@@ -1,0 +1,101 @@
+package manager
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+// maxBody bounds every request body the manager reads.
+const maxBody = 8 << 20
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code protocol.Code, format string, args ...any) {
+	writeJSON(w, status, protocol.ErrorBody{Error: protocol.Error{Code: code, Message: fmt.Sprintf(format, args...)}})
+}
+
+// decodeBody reads a JSON body into v; on failure it writes a bad_request
+// answer and returns false. An empty body decodes as the zero value.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, protocol.CodeBadRequest, "request body larger than %d bytes", maxBody)
+			return false
+		}
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "read body: %v", err)
+		return false
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return true
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "invalid JSON body: %v", err)
+		return false
+	}
+	return true
+}
+
+// storeError maps a store error to an HTTP answer.
+func storeError(w http.ResponseWriter, err error, what string) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "%s not found", what)
+	case errors.Is(err, store.ErrConflict):
+		writeError(w, http.StatusConflict, protocol.CodeConflict, "%s already exists", what)
+	case errors.Is(err, store.ErrAlreadyClaimed):
+		writeError(w, http.StatusConflict, protocol.CodeAlreadyClaimed, "%s was claimed by another delegate", what)
+	case errors.Is(err, store.ErrNoCapacity):
+		writeError(w, http.StatusConflict, protocol.CodeNoCapacity, "delegate is at capacity")
+	case errors.Is(err, store.ErrStaleLease):
+		writeError(w, http.StatusConflict, protocol.CodeStaleLease, "%s: lease is stale (the task was reassigned or finished)", what)
+	case errors.Is(err, store.ErrTaskTerminal):
+		writeError(w, http.StatusConflict, protocol.CodeTaskTerminal, "%s already finished", what)
+	default:
+		writeError(w, http.StatusInternalServerError, protocol.CodeInternal, "%s: internal error", what)
+	}
+}
+
+// newID returns a random identifier with a prefix, e.g. "t_k3j...".
+func newID(prefix string) string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+// newSecret returns a random secret of n bytes, hex-encoded, with a prefix.
+func newSecret(prefix string, n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// hashSecret is how tokens and API keys are stored.
+func hashSecret(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}

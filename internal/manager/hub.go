@@ -1,0 +1,293 @@
+package manager
+
+import (
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+// mailboxCap bounds the events waiting for one delegate. When full, the
+// oldest task_available events are dropped: the rebroadcast loop offers
+// queued tasks again, so nothing is lost.
+const mailboxCap = 1024
+
+// live is the in-memory state of one registered delegate instance. Liveness
+// is kept here, not in the database: heartbeats cost no write; a flusher
+// records them in batches.
+type live struct {
+	id         string
+	accountID  string
+	name       string
+	hostname   string
+	tokenID    string
+	tags       []string
+	generation int64
+
+	lastSeen atomic.Int64 // Unix nanoseconds of last contact
+
+	mu         sync.Mutex
+	capacity   int
+	connection string
+	draining   bool
+	gone       bool             // deregistered, superseded or revoked
+	running    map[string]int64 // task ID -> epoch
+	events     []protocol.Event
+	notify     chan struct{} // cap 1: something is in events
+	kick       chan struct{} // closed to end the event channel (revoked/superseded)
+	flushedAt  int64         // lastSeen value at the last flush
+}
+
+func newLive(in store.Instance) *live {
+	l := &live{
+		id:         in.ID,
+		accountID:  in.AccountID,
+		name:       in.Name,
+		hostname:   in.Hostname,
+		tokenID:    in.TokenID,
+		tags:       in.Tags,
+		generation: in.Generation,
+		capacity:   in.Capacity,
+		running:    map[string]int64{},
+		notify:     make(chan struct{}, 1),
+		kick:       make(chan struct{}),
+	}
+	return l
+}
+
+func (l *live) touch(now time.Time) { l.lastSeen.Store(now.UnixNano()) }
+
+// push queues an event for the delegate.
+func (l *live) push(ev protocol.Event) {
+	l.mu.Lock()
+	if len(l.events) >= mailboxCap {
+		// Drop the oldest task_available; keep aborts and acks.
+		for i, e := range l.events {
+			if e.Kind == protocol.EventTaskAvailable {
+				l.events = append(l.events[:i], l.events[i+1:]...)
+				break
+			}
+		}
+	}
+	if len(l.events) < mailboxCap {
+		l.events = append(l.events, ev)
+	}
+	l.mu.Unlock()
+	select {
+	case l.notify <- struct{}{}:
+	default:
+	}
+}
+
+// take removes and returns all queued events.
+func (l *live) take() []protocol.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ev := l.events
+	l.events = nil
+	return ev
+}
+
+// requeue puts events back at the front (a write failed).
+func (l *live) requeue(ev []protocol.Event) {
+	if len(ev) == 0 {
+		return
+	}
+	l.mu.Lock()
+	l.events = append(append([]protocol.Event{}, ev...), l.events...)
+	if len(l.events) > mailboxCap {
+		l.events = l.events[:mailboxCap]
+	}
+	l.mu.Unlock()
+	select {
+	case l.notify <- struct{}{}:
+	default:
+	}
+}
+
+// end closes the event channel of this instance for good.
+func (l *live) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.gone {
+		l.gone = true
+		close(l.kick)
+	}
+}
+
+func (l *live) isGone() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.gone
+}
+
+// load returns the number of running tasks and the capacity.
+func (l *live) load() (running, capacity int, draining bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.running), l.capacity, l.draining
+}
+
+func (l *live) setRunning(id string, epoch int64) {
+	l.mu.Lock()
+	l.running[id] = epoch
+	l.mu.Unlock()
+}
+
+func (l *live) dropRunning(id string) {
+	l.mu.Lock()
+	delete(l.running, id)
+	l.mu.Unlock()
+}
+
+func (l *live) setConnection(kind string) {
+	l.mu.Lock()
+	l.connection = kind
+	l.mu.Unlock()
+}
+
+// hub indexes the live instances of every account.
+type hub struct {
+	mu        sync.RWMutex
+	instances map[string]*live
+	byAccount map[string]map[string]*live
+}
+
+func newHub() *hub {
+	return &hub{instances: map[string]*live{}, byAccount: map[string]map[string]*live{}}
+}
+
+func (h *hub) get(id string) *live {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.instances[id]
+}
+
+// put installs l, ending any older incarnation of the same instance.
+func (h *hub) put(l *live) {
+	h.mu.Lock()
+	old := h.instances[l.id]
+	h.instances[l.id] = l
+	m := h.byAccount[l.accountID]
+	if m == nil {
+		m = map[string]*live{}
+		h.byAccount[l.accountID] = m
+	}
+	m[l.id] = l
+	h.mu.Unlock()
+	if old != nil && old != l {
+		old.end()
+	}
+}
+
+func (h *hub) remove(id string) *live {
+	h.mu.Lock()
+	l := h.instances[id]
+	if l != nil {
+		delete(h.instances, id)
+		if m := h.byAccount[l.accountID]; m != nil {
+			delete(m, id)
+			if len(m) == 0 {
+				delete(h.byAccount, l.accountID)
+			}
+		}
+	}
+	h.mu.Unlock()
+	if l != nil {
+		l.end()
+	}
+	return l
+}
+
+func (h *hub) account(accountID string) []*live {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	m := h.byAccount[accountID]
+	out := make([]*live, 0, len(m))
+	for _, l := range m {
+		out = append(out, l)
+	}
+	return out
+}
+
+func (h *hub) all() []*live {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([]*live, 0, len(h.instances))
+	for _, l := range h.instances {
+		out = append(out, l)
+	}
+	return out
+}
+
+func (h *hub) accounts() []string {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([]string, 0, len(h.byAccount))
+	for a := range h.byAccount {
+		out = append(out, a)
+	}
+	return out
+}
+
+// eligible reports whether l may run a task right now (issue 2 rules:
+// connected, not draining, all selectors, not denied, free capacity).
+func eligible(l *live, t store.Task, now time.Time, window time.Duration) bool {
+	if now.Sub(time.Unix(0, l.lastSeen.Load())) > window {
+		return false
+	}
+	running, capacity, draining := l.load()
+	if draining || l.isGone() {
+		return false
+	}
+	if capacity > 0 && running >= capacity {
+		return false
+	}
+	for _, d := range t.DeniedInstances {
+		if d == l.id {
+			return false
+		}
+	}
+	return len(protocol.MissingSelectors(t.Spec.Selectors, l.tags, l.name, l.hostname)) == 0
+}
+
+// pickTargets chooses up to k eligible instances for a task, least loaded
+// first, ties broken at random so replicas share work.
+func (h *hub) pickTargets(t store.Task, now time.Time, window time.Duration, k int) []*live {
+	cands := h.account(t.AccountID)
+	type scored struct {
+		l    *live
+		load float64
+		tie  uint32
+	}
+	var ok []scored
+	for _, l := range cands {
+		if !eligible(l, t, now, window) {
+			continue
+		}
+		running, capacity, _ := l.load()
+		load := float64(running)
+		if capacity > 0 {
+			load = float64(running) / float64(capacity)
+		}
+		ok = append(ok, scored{l: l, load: load, tie: rand.Uint32()})
+	}
+	sort.Slice(ok, func(i, j int) bool {
+		if ok[i].load != ok[j].load {
+			return ok[i].load < ok[j].load
+		}
+		return ok[i].tie < ok[j].tie
+	})
+	if k > 0 && len(ok) > k {
+		ok = ok[:k]
+	}
+	out := make([]*live, len(ok))
+	for i, s := range ok {
+		out[i] = s.l
+	}
+	return out
+}

@@ -1,0 +1,182 @@
+package manager
+
+import (
+	"context"
+	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+// offerTask tells the least loaded eligible delegates that t is available.
+func (m *Manager) offerTask(t store.Task) {
+	for _, d := range m.hub.pickTargets(t, m.cfg.Now(), m.window(), m.cfg.OfferFanout) {
+		d.push(protocol.Event{Kind: protocol.EventTaskAvailable, TaskID: t.ID})
+	}
+}
+
+// offerQueued tells d about queued tasks it could run (when its event
+// channel opens and when it frees capacity).
+func (m *Manager) offerQueued(ctx context.Context, d *live) {
+	running, capacity, draining := d.load()
+	if draining {
+		return
+	}
+	free := 64
+	if capacity > 0 {
+		free = capacity - running
+	}
+	if free <= 0 {
+		return
+	}
+	ts, err := m.st.QueuedTasks(ctx, d.accountID, 256)
+	if err != nil {
+		m.log.Warn("list queued tasks", "err", err)
+		return
+	}
+	now := m.cfg.Now()
+	n := 0
+	for _, t := range ts {
+		if n >= free {
+			break
+		}
+		if eligible(d, t, now, m.window()) {
+			d.push(protocol.Event{Kind: protocol.EventTaskAvailable, TaskID: t.ID})
+			n++
+		}
+	}
+}
+
+// flushLoop records liveness and extends leases in batches, once per
+// heartbeat interval, so heartbeats cost no database write each.
+func (m *Manager) flushLoop(ctx context.Context) {
+	every := m.cfg.HeartbeatInterval / 2
+	if every < 100*time.Millisecond {
+		every = 100 * time.Millisecond
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.flush(ctx)
+		}
+	}
+}
+
+func (m *Manager) flush(ctx context.Context) {
+	var touches []store.InstanceTouch
+	var ext []store.LeaseExtension
+	lease := m.leaseDuration()
+	for _, d := range m.hub.all() {
+		seen := d.lastSeen.Load()
+		d.mu.Lock()
+		changed := seen != d.flushedAt
+		d.flushedAt = seen
+		conn, draining := d.connection, d.draining
+		at := time.Unix(0, seen)
+		if changed {
+			for id, ep := range d.running {
+				ext = append(ext, store.LeaseExtension{TaskID: id, Epoch: ep, ExpiresAt: at.Add(lease)})
+			}
+		}
+		d.mu.Unlock()
+		if changed {
+			touches = append(touches, store.InstanceTouch{ID: d.id, LastHeartbeat: at, Connection: conn, Draining: draining})
+		}
+	}
+	if len(touches) > 0 {
+		if err := m.st.TouchInstances(ctx, touches); err != nil {
+			m.log.Warn("record delegate liveness", "err", err, "delegates", len(touches))
+		}
+	}
+	if len(ext) > 0 {
+		if err := m.st.ExtendLeases(ctx, ext); err != nil {
+			m.log.Warn("extend leases", "err", err, "tasks", len(ext))
+		}
+	}
+}
+
+// sweepLoop enforces queue timeouts, execution timeouts and lease expiry,
+// and re-offers tasks that still wait.
+func (m *Manager) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(m.cfg.SweepInterval)
+	defer t.Stop()
+	lastRebroadcast := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := m.cfg.Now()
+		m.sweep(ctx, now)
+		if now.Sub(lastRebroadcast) >= time.Second {
+			lastRebroadcast = now
+			m.rebroadcast(ctx, now)
+		}
+	}
+}
+
+func (m *Manager) sweep(ctx context.Context, now time.Time) {
+	expired, err := m.st.ExpireQueued(ctx, now, "no delegate acquired the task before its queue timeout")
+	if err != nil {
+		m.log.Warn("expire queued tasks", "err", err)
+	}
+	for _, t := range expired {
+		m.log.Info("task not assigned", "task", t.ID)
+		m.logs.finish(t.ID)
+	}
+	timedOut, err := m.st.TimeoutRunning(ctx, now, 2*m.cfg.HeartbeatInterval)
+	if err != nil {
+		m.log.Warn("enforce task timeouts", "err", err)
+	}
+	for _, t := range timedOut {
+		m.log.Info("task timed out (manager)", "task", t.ID)
+		m.afterManagerFinish(t)
+	}
+	// After a manager start, delegates get one lease period to come back
+	// before their tasks are declared lost.
+	if now.Sub(m.started) < m.leaseDuration() {
+		return
+	}
+	// A lease can only be trusted as expired once its extensions were
+	// flushed; flush first.
+	m.flush(ctx)
+	outcomes, err := m.st.ExpireLeases(ctx, now)
+	if err != nil {
+		m.log.Warn("expire leases", "err", err)
+	}
+	for _, o := range outcomes {
+		if d := m.hub.get(o.LostInstanceID); d != nil {
+			d.dropRunning(o.Task.ID)
+		}
+		if o.Requeued {
+			m.log.Info("task requeued after its delegate was lost", "task", o.Task.ID, "lost_instance", o.LostInstanceID)
+			m.offerTask(o.Task)
+		} else {
+			m.log.Info("task failed: its delegate was lost", "task", o.Task.ID, "lost_instance", o.LostInstanceID)
+			m.logs.finish(o.Task.ID)
+		}
+	}
+}
+
+// rebroadcast offers tasks that have waited more than a second to eligible
+// delegates again (an event may have been lost with a dropped connection).
+func (m *Manager) rebroadcast(ctx context.Context, now time.Time) {
+	for _, acct := range m.hub.accounts() {
+		ts, err := m.st.QueuedTasks(ctx, acct, 256)
+		if err != nil {
+			m.log.Warn("list queued tasks", "err", err)
+			return
+		}
+		for _, t := range ts {
+			if now.Sub(t.CreatedAt) < time.Second {
+				continue
+			}
+			m.offerTask(t)
+		}
+	}
+}

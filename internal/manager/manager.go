@@ -1,0 +1,284 @@
+// Package manager is legate's control plane: the HTTP API for users and
+// delegates, the WebSocket hub that notifies delegates, the long-poll
+// fallback, the scheduler that offers queued tasks to eligible delegates,
+// liveness tracking, lease and timeout enforcement, and the log store's
+// live fan-out.
+package manager
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+// Config configures a Manager. Zero values mean the documented defaults.
+type Config struct {
+	// HeartbeatInterval is how often delegates heartbeat; 0 = 10s.
+	HeartbeatInterval time.Duration
+	// MissedHeartbeats before a delegate counts as disconnected; 0 = 3.
+	MissedHeartbeats int
+	// SessionTTL is the lifetime of a delegate session credential; 0 = 1h.
+	SessionTTL time.Duration
+	// DefaultTaskTimeout applies when a task sets none; 0 = 1h.
+	DefaultTaskTimeout time.Duration
+	// DefaultQueueTimeout applies when a task sets none; 0 = 5m.
+	DefaultQueueTimeout time.Duration
+	// LongPollWait is the longest a poll for events is held open; 0 = 25s.
+	LongPollWait time.Duration
+	// LogCap bounds stored output per task attempt; zero = 4 MiB head and 4 MiB tail.
+	LogCap store.LogCap
+	// SweepInterval is how often timeouts, leases and the queue are checked; 0 = 500ms.
+	SweepInterval time.Duration
+	// OfferFanout is how many eligible delegates are told about a new task
+	// at once (least loaded first); 0 = 3.
+	OfferFanout int
+	// Version is reported to clients.
+	Version string
+	// Logger; nil = slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; nil = time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) defaults() {
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 10 * time.Second
+	}
+	if c.MissedHeartbeats <= 0 {
+		c.MissedHeartbeats = 3
+	}
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = time.Hour
+	}
+	if c.DefaultTaskTimeout <= 0 {
+		c.DefaultTaskTimeout = time.Hour
+	}
+	if c.DefaultQueueTimeout <= 0 {
+		c.DefaultQueueTimeout = 5 * time.Minute
+	}
+	if c.LongPollWait <= 0 {
+		c.LongPollWait = 25 * time.Second
+	}
+	if c.LogCap.Head <= 0 && c.LogCap.Tail <= 0 {
+		c.LogCap = store.LogCap{Head: 4 << 20, Tail: 4 << 20}
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = 500 * time.Millisecond
+	}
+	if c.OfferFanout <= 0 {
+		c.OfferFanout = 3
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Manager serves the legate API. Create it with New and run it with Run.
+type Manager struct {
+	cfg        Config
+	st         *store.Store
+	log        *slog.Logger
+	sessionKey []byte
+	hub        *hub
+	logs       *logBus
+	started    time.Time
+
+	// stopping is closed when shutdown begins; long polls and WebSockets
+	// end on it so the HTTP server can drain.
+	stopping chan struct{}
+	stopOnce sync.Once
+	wsWG     sync.WaitGroup
+	tokens   tokenCache
+	apiKeys  sync.Map // hash -> account ID
+	wake     chan struct{}
+}
+
+// New creates a manager over an open store.
+func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
+	cfg.defaults()
+	key, err := st.SettingOrInit(ctx, "session_key", newSecret("", 32))
+	if err != nil {
+		return nil, fmt.Errorf("load session key: %w", err)
+	}
+	kb, err := hex.DecodeString(key)
+	if err != nil || len(kb) < 16 {
+		return nil, fmt.Errorf("stored session key is malformed")
+	}
+	m := &Manager{
+		cfg:        cfg,
+		st:         st,
+		log:        cfg.Logger,
+		sessionKey: kb,
+		hub:        newHub(),
+		logs:       newLogBus(),
+		started:    cfg.Now(),
+		stopping:   make(chan struct{}),
+		wake:       make(chan struct{}, 1),
+	}
+	m.tokens.entries = map[string]tokenEntry{}
+	return m, nil
+}
+
+// window is how long a delegate stays connected without contact.
+func (m *Manager) window() time.Duration {
+	return time.Duration(m.cfg.MissedHeartbeats) * m.cfg.HeartbeatInterval
+}
+
+// leaseDuration is how long a task lease lasts without a heartbeat.
+func (m *Manager) leaseDuration() time.Duration { return m.window() }
+
+// Handler returns the HTTP handler of the whole API.
+func (m *Manager) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+protocol.PathHealth, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	// Delegate API.
+	mux.HandleFunc("POST "+protocol.PathRegister, m.handleRegister)
+	mux.HandleFunc("POST "+protocol.PathSession, m.delegateAuth(m.handleSession))
+	mux.HandleFunc("GET "+protocol.PathWebSocket, m.delegateAuth(m.handleWebSocket))
+	mux.HandleFunc("GET "+protocol.PathEvents, m.delegateAuth(m.handleEvents))
+	mux.HandleFunc("POST "+protocol.PathHeartbeat, m.delegateAuth(m.handleHeartbeat))
+	mux.HandleFunc("POST "+protocol.PathDeregister, m.delegateAuth(m.handleDeregister))
+	mux.HandleFunc("POST "+protocol.PathDelegateTask+"/{id}/acquire", m.delegateAuth(m.handleAcquire))
+	mux.HandleFunc("POST "+protocol.PathDelegateTask+"/{id}/started", m.delegateAuth(m.handleStarted))
+	mux.HandleFunc("POST "+protocol.PathDelegateTask+"/{id}/logs", m.delegateAuth(m.handleLogs))
+	mux.HandleFunc("POST "+protocol.PathDelegateTask+"/{id}/result", m.delegateAuth(m.handleResult))
+	// Admin API.
+	mux.HandleFunc("GET "+protocol.PathWhoAmI, m.adminAuth(m.handleWhoAmI))
+	mux.HandleFunc("POST "+protocol.PathTokens, m.adminAuth(m.handleCreateToken))
+	mux.HandleFunc("GET "+protocol.PathTokens, m.adminAuth(m.handleListTokens))
+	mux.HandleFunc("POST "+protocol.PathTokens+"/{name}/revoke", m.adminAuth(m.handleRevokeToken))
+	mux.HandleFunc("GET "+protocol.PathDelegates, m.adminAuth(m.handleListDelegates))
+	mux.HandleFunc("POST "+protocol.PathTasks, m.adminAuth(m.handleSubmitTask))
+	mux.HandleFunc("GET "+protocol.PathTasks, m.adminAuth(m.handleListTasks))
+	mux.HandleFunc("GET "+protocol.PathTasks+"/{id}", m.adminAuth(m.handleGetTask))
+	mux.HandleFunc("POST "+protocol.PathTasks+"/{id}/cancel", m.adminAuth(m.handleCancelTask))
+	mux.HandleFunc("GET "+protocol.PathTasks+"/{id}/logs", m.adminAuth(m.handleTaskLogs))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
+	})
+	return versionCheck(mux)
+}
+
+// versionCheck refuses clients that speak a protocol this manager does not.
+func versionCheck(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get(protocol.HeaderProtocolVersion); v != "" {
+			var n int
+			if _, err := fmt.Sscanf(v, "%d", &n); err != nil || n < protocol.MinVersion {
+				writeError(w, http.StatusBadRequest, protocol.CodeVersion,
+					"protocol version %q is not supported (this manager speaks %d..%d); upgrade the client", v, protocol.MinVersion, protocol.Version)
+				return
+			}
+		}
+		w.Header().Set(protocol.HeaderProtocolVersion, fmt.Sprint(protocol.Version))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Run serves the API on ln and runs the background loops until ctx ends,
+// then shuts down: WebSockets get a close frame, long polls return, and
+// in-flight requests finish (bounded by 10s).
+func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           m.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	srv.RegisterOnShutdown(m.beginStop)
+
+	loopCtx, cancelLoops := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); m.flushLoop(loopCtx) }()
+	go func() { defer wg.Done(); m.sweepLoop(loopCtx) }()
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	m.log.Info("manager listening", "addr", ln.Addr().String(), "heartbeat_interval", m.cfg.HeartbeatInterval)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	m.beginStop()
+	shCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shCtx); err != nil {
+		m.log.Warn("http shutdown", "err", err)
+	}
+	m.wsWG.Wait()
+	cancelLoops()
+	wg.Wait()
+	// Record the last liveness so a restart knows when delegates were seen.
+	m.flush(context.WithoutCancel(ctx))
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
+	m.log.Info("manager stopped")
+	return nil
+}
+
+func (m *Manager) beginStop() {
+	m.stopOnce.Do(func() { close(m.stopping) })
+}
+
+// tokenCache remembers whether tokens are revoked, so authenticating a
+// delegate request does not read the database every time.
+type tokenCache struct {
+	mu      sync.Mutex
+	entries map[string]tokenEntry
+}
+
+type tokenEntry struct {
+	revoked bool
+	at      time.Time
+}
+
+const tokenCacheTTL = 5 * time.Second
+
+func (m *Manager) tokenRevoked(ctx context.Context, tokenID string) (bool, error) {
+	now := m.cfg.Now()
+	m.tokens.mu.Lock()
+	e, ok := m.tokens.entries[tokenID]
+	m.tokens.mu.Unlock()
+	if ok && (e.revoked || now.Sub(e.at) < tokenCacheTTL) {
+		return e.revoked, nil
+	}
+	t, err := m.st.TokenByID(ctx, tokenID)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return true, nil
+		}
+		return false, err
+	}
+	revoked := t.RevokedAt != nil
+	m.tokens.mu.Lock()
+	m.tokens.entries[tokenID] = tokenEntry{revoked: revoked, at: now}
+	m.tokens.mu.Unlock()
+	return revoked, nil
+}
+
+func (m *Manager) markTokenRevoked(tokenID string) {
+	m.tokens.mu.Lock()
+	m.tokens.entries[tokenID] = tokenEntry{revoked: true, at: m.cfg.Now()}
+	m.tokens.mu.Unlock()
+}

@@ -1,0 +1,365 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/legate-dev/legate/internal/client"
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+// testManager is a real manager on a loopback port over a real SQLite file.
+type testManager struct {
+	url   string
+	admin Admin
+	st    *store.Store
+	m     *Manager
+}
+
+func startTestManager(t *testing.T, cfg Config) *testManager {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.Open(ctx, dir+"/legate.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	admin, err := Bootstrap(ctx, st, dir, url, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	m, err := New(ctx, st, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Run(runCtx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("manager Run: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("manager did not stop within 15s")
+		}
+		st.Close()
+	})
+	return &testManager{url: url, admin: admin, st: st, m: m}
+}
+
+func (tm *testManager) client(t *testing.T, secret string) *client.Client {
+	t.Helper()
+	c, err := client.New(tm.url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetSecret(secret)
+	return c
+}
+
+// newAccount creates a second account with its own API key, straight in the store.
+func (tm *testManager) newAccount(t *testing.T, id string) string {
+	t.Helper()
+	ctx := context.Background()
+	if err := tm.st.CreateAccount(ctx, store.Account{ID: id, CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	key := "lgk_other_" + id
+	if err := tm.st.CreateAPIKey(ctx, id, "admin", hashSecret(key), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// registerFake registers a delegate that speaks the protocol from the test.
+func (tm *testManager) registerFake(t *testing.T, accountID, token, name, host string, tags ...string) (*client.Client, protocol.RegisterResponse) {
+	t.Helper()
+	c := tm.client(t, "")
+	resp, err := c.Register(context.Background(), protocol.RegisterRequest{
+		ProtocolVersion: protocol.Version, AccountID: accountID, Token: token, Name: name,
+		Hostname: host, IP: "127.0.0.1", Tags: tags, Version: "test",
+	})
+	if err != nil {
+		t.Fatalf("register %s: %v", name, err)
+	}
+	c.SetSecret(resp.Session)
+	return c, resp
+}
+
+func wantCode(t *testing.T, what string, err error, code protocol.Code) {
+	t.Helper()
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("%s: want error code %s, got %v", what, code, err)
+	}
+	if pe.Code != code {
+		t.Fatalf("%s: want code %s, got %s (%s)", what, code, pe.Code, pe.Message)
+	}
+}
+
+func TestAccountsAreIsolatedOnEveryEndpoint(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	ctx := context.Background()
+	a := tm.client(t, tm.admin.APIKey)
+	keyB := tm.newAccount(t, "ACCOUNTB0000000000000B")
+	b := tm.client(t, keyB)
+
+	tokA, err := a.CreateToken(ctx, "tok-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokB, err := b.CreateToken(ctx, "tok-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	taskA, err := a.SubmitTask(ctx, protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: "echo a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Admin endpoints: B sees nothing of A.
+	if _, err := b.GetTask(ctx, taskA.ID); err == nil {
+		t.Fatal("B read A's task")
+	} else {
+		wantCode(t, "get", err, protocol.CodeNotFound)
+	}
+	_, err = b.CancelTask(ctx, taskA.ID)
+	wantCode(t, "cancel", err, protocol.CodeNotFound)
+	_, err = b.StreamLogs(ctx, taskA.ID, false, func(protocol.LogStreamLine) error { return nil })
+	wantCode(t, "logs", err, protocol.CodeNotFound)
+	_, err = b.RevokeToken(ctx, "tok-a")
+	wantCode(t, "revoke", err, protocol.CodeNotFound)
+	tl, err := b.ListTasks(ctx, "", 0)
+	if err != nil || len(tl.Tasks) != 0 {
+		t.Fatalf("B lists tasks %v, %v; want none", tl.Tasks, err)
+	}
+	toks, err := b.ListTokens(ctx)
+	if err != nil || len(toks.Tokens) != 1 || toks.Tokens[0].Name != "tok-b" {
+		t.Fatalf("B lists tokens %v, %v; want only tok-b", toks.Tokens, err)
+	}
+	// A's token does not register a delegate into B, nor B's into A.
+	_, err = tm.client(t, "").Register(ctx, protocol.RegisterRequest{AccountID: "ACCOUNTB0000000000000B", Token: tokA.Value, Name: "x", Hostname: "h"})
+	wantCode(t, "register with another account's token", err, protocol.CodeUnauthenticated)
+	_, err = tm.client(t, "").Register(ctx, protocol.RegisterRequest{AccountID: tm.admin.AccountID, Token: tokB.Value, Name: "x", Hostname: "h"})
+	wantCode(t, "register with another account's token", err, protocol.CodeUnauthenticated)
+
+	// Delegate endpoints: B's delegate cannot touch A's task.
+	dB, _ := tm.registerFake(t, "ACCOUNTB0000000000000B", tokB.Value, "del-b", "host-b")
+	_, err = dB.Acquire(ctx, taskA.ID)
+	wantCode(t, "acquire", err, protocol.CodeNotFound)
+	err = dB.Started(ctx, taskA.ID, protocol.StartedRequest{Epoch: 1})
+	wantCode(t, "started", err, protocol.CodeNotFound)
+	err = dB.SendLogs(ctx, taskA.ID, protocol.LogsRequest{Epoch: 1, Chunks: []protocol.LogChunk{{Seq: 1, Data: "x"}}})
+	wantCode(t, "logs", err, protocol.CodeNotFound)
+	_, err = dB.Result(ctx, taskA.ID, protocol.ResultRequest{Epoch: 1, Status: protocol.StatusSucceeded})
+	wantCode(t, "result", err, protocol.CodeNotFound)
+	dl, err := a.ListDelegates(ctx)
+	if err != nil || len(dl.Delegates) != 0 {
+		t.Fatalf("A lists delegates %v, %v; want none (B's delegate is not A's)", dl.Delegates, err)
+	}
+	// And A's task is untouched.
+	got, err := a.GetTask(ctx, taskA.ID)
+	if err != nil || got.Status != protocol.StatusQueued {
+		t.Fatalf("A's task: %+v, %v; want queued", got, err)
+	}
+}
+
+func TestClaimIsExclusiveAndResultsIdempotent(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	ctx := context.Background()
+	a := tm.client(t, tm.admin.APIKey)
+	tok, err := a.CreateToken(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dels []*client.Client
+	for i, host := range []string{"h1", "h2", "h3", "h4"} {
+		c, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "grp", host)
+		dels = append(dels, c)
+		_ = i
+	}
+	task, err := a.SubmitTask(ctx, protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "true"}, SecretEnv: map[string]string{"S": "hidden"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(task.SecretEnvNames) != 1 || task.SecretEnvNames[0] != "S" {
+		t.Errorf("secret names = %v", task.SecretEnvNames)
+	}
+	var mu sync.Mutex
+	var winners []int
+	var wg sync.WaitGroup
+	var acq protocol.AcquireResponse
+	for i, d := range dels {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := d.Acquire(ctx, task.ID)
+			if err == nil {
+				mu.Lock()
+				winners = append(winners, i)
+				acq = r
+				mu.Unlock()
+				return
+			}
+			var pe *protocol.Error
+			if !errors.As(err, &pe) || pe.Code != protocol.CodeAlreadyClaimed {
+				t.Errorf("loser got %v, want already_claimed", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(winners) != 1 {
+		t.Fatalf("winners = %v, want exactly one", winners)
+	}
+	if acq.Spec.SecretEnv["S"] != "hidden" || acq.Epoch != 1 {
+		t.Fatalf("acquire payload = %+v", acq)
+	}
+	w := dels[winners[0]]
+	loser := dels[(winners[0]+1)%len(dels)]
+	// A loser cannot report for the task.
+	_, err = loser.Result(ctx, task.ID, protocol.ResultRequest{Epoch: 1, Status: protocol.StatusSucceeded})
+	wantCode(t, "loser result", err, protocol.CodeStaleLease)
+	// A wrong epoch is refused.
+	_, err = w.Result(ctx, task.ID, protocol.ResultRequest{Epoch: 7, Status: protocol.StatusSucceeded})
+	wantCode(t, "stale epoch", err, protocol.CodeStaleLease)
+	zero := 0
+	res := protocol.ResultRequest{Epoch: 1, Status: protocol.StatusSucceeded, ExitCode: &zero}
+	first, err := w.Result(ctx, task.ID, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := w.Result(ctx, task.ID, res)
+	if err != nil {
+		t.Fatalf("repeated result: %v", err)
+	}
+	if first.Status != protocol.StatusSucceeded || again.Status != protocol.StatusSucceeded || !first.FinishedAt.Equal(*again.FinishedAt) {
+		t.Fatalf("results not idempotent: %+v vs %+v", first, again)
+	}
+	got, err := a.GetTask(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != protocol.StatusSucceeded || got.AcquiredAt == nil || got.FinishedAt == nil || got.Attempts != 1 {
+		t.Fatalf("final task = %+v", got)
+	}
+}
+
+func TestSelectorsAreEnforcedOnAcquire(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	ctx := context.Background()
+	a := tm.client(t, tm.admin.APIKey)
+	tok, _ := a.CreateToken(ctx, "t")
+	linux, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "builders", "lin-1", "Linux", "docker")
+	win, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "builders", "win-1", "windows")
+	task, err := a.SubmitTask(ctx, protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "true"}, Selectors: []string{" linux ", "DOCKER"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = win.Acquire(ctx, task.ID)
+	wantCode(t, "windows acquire", err, protocol.CodeNotEligible)
+	if _, err := linux.Acquire(ctx, task.ID); err != nil {
+		t.Fatalf("linux acquire: %v", err)
+	}
+	// Implicit selector: the hostname.
+	byHost, err := a.SubmitTask(ctx, protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "true"}, Selectors: []string{"WIN-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = linux.Acquire(ctx, byHost.ID)
+	wantCode(t, "linux acquire of win-1 task", err, protocol.CodeNotEligible)
+	if _, err := win.Acquire(ctx, byHost.ID); err != nil {
+		t.Fatalf("win acquire: %v", err)
+	}
+}
+
+func TestSubmitValidation(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	a := tm.client(t, tm.admin.APIKey)
+	for name, spec := range map[string]protocol.TaskSpec{
+		"empty script":     {Type: "shell", Shell: &protocol.ShellSpec{Script: "  "}},
+		"unknown type":     {Type: "docker"},
+		"http without url": {Type: "http", HTTP: &protocol.HTTPSpec{}},
+		"ftp url":          {Type: "http", HTTP: &protocol.HTTPSpec{URL: "ftp://x"}},
+		"bad env name":     {Shell: &protocol.ShellSpec{Script: "x"}, Env: map[string]string{"1A": "v"}},
+		"negative timeout": {Shell: &protocol.ShellSpec{Script: "x"}, TimeoutMS: -1},
+		"too many retries": {Shell: &protocol.ShellSpec{Script: "x"}, Retries: 1000},
+	} {
+		_, err := a.SubmitTask(context.Background(), spec)
+		var pe *protocol.Error
+		if !errors.As(err, &pe) || pe.Code != protocol.CodeBadRequest || pe.Message == "" {
+			t.Errorf("%s: got %v, want bad_request with a message", name, err)
+		}
+	}
+	// Raw garbage and a wrong API key.
+	req, _ := http.NewRequest("POST", tm.url+protocol.PathTasks, strings.NewReader("{not json"))
+	req.Header.Set("Authorization", "Bearer "+tm.admin.APIKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Errorf("garbage body: status %d", resp.StatusCode)
+	}
+	_, err = tm.client(t, "wrong").ListTasks(context.Background(), "", 0)
+	wantCode(t, "wrong key", err, protocol.CodeUnauthenticated)
+}
+
+func TestSessionRoundTripAndTamper(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	now := time.Unix(1_800_000_000, 0)
+	c := sessionClaims{InstanceID: "d_1", AccountID: "A", TokenID: "k_1", Generation: 3, Expires: now.Add(time.Hour).Unix()}
+	s := signSession(key, c)
+	got, err := verifySession(key, s, now)
+	if err != nil || got != c {
+		t.Fatalf("verify = %+v, %v", got, err)
+	}
+	if _, err := verifySession(key, s, now.Add(2*time.Hour)); !errors.Is(err, errSessionExpired) {
+		t.Errorf("expired: %v", err)
+	}
+	if _, err := verifySession([]byte("another key another key another!"), s, now); !errors.Is(err, errSessionInvalid) {
+		t.Errorf("wrong key: %v", err)
+	}
+	tampered := strings.Replace(s, s[5:9], "AAAA", 1)
+	if _, err := verifySession(key, tampered, now); err == nil {
+		t.Error("tampered session accepted")
+	}
+}
+
+// FuzzVerifySession: arbitrary credentials never panic and never verify.
+func FuzzVerifySession(f *testing.F) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	f.Add(signSession(key, sessionClaims{InstanceID: "d", AccountID: "a", Expires: 1 << 40}))
+	f.Add("s1..")
+	f.Add("s1.e30.")
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := verifySession(key, s, time.Unix(0, 0))
+		if err == nil && signSession(key, c) != s {
+			// A verified credential must be exactly one we could have signed
+			// (same claims, canonical encoding) or carry a valid MAC.
+			parts := strings.Split(s, ".")
+			if len(parts) != 3 {
+				t.Fatalf("verified malformed credential %q", s)
+			}
+		}
+	})
+}

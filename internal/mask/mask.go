@@ -1,0 +1,268 @@
+// Package mask hides secret values in task output on the delegate, before
+// the output leaves it.
+//
+// Every occurrence of a secret, and of its base64 forms (standard and URL
+// alphabets, padded and unpadded), becomes Replacement. Occurrences that
+// overlap are masked together: the masked region runs from the first byte
+// of the first occurrence to the last byte of the last overlapping one, so
+// when one secret is a prefix of another the longest match wins and no part
+// of any occurrence is shown. Occurrences that merely touch are replaced
+// one by one.
+//
+// A Writer masks a stream that may split a secret across Write calls in any
+// way; it holds back only bytes that may still turn out to be the start of
+// a secret and emits everything else at once. String masks a whole string.
+// For any chunking of the same input, a Writer followed by Flush produces
+// exactly what String produces.
+package mask
+
+import (
+	"encoding/base64"
+	"fmt"
+	"io"
+)
+
+// Replacement is what a secret becomes in output.
+const Replacement = "**************"
+
+// Writer copies to an underlying writer with secrets masked. It is not safe
+// for concurrent use; serialize calls to Write and Flush.
+type Writer struct {
+	dst io.Writer
+	m   *matcher
+	// buf holds bytes received but not yet decided (a possible secret start).
+	buf []byte
+	// inMask is how many bytes from the start of buf still lie inside a
+	// masked region whose Replacement was already written.
+	inMask int
+	out    []byte
+}
+
+// New returns a Writer that copies to dst with every occurrence of each
+// secret, and of its base64 forms (standard and URL encodings, padded and
+// unpadded), replaced by Replacement. Empty secrets are ignored.
+func New(dst io.Writer, secrets []string) *Writer {
+	return &Writer{dst: dst, m: newMatcher(secrets)}
+}
+
+// Write masks p and writes what can be decided to the underlying writer.
+// Bytes that may be the beginning of a secret are held back until more
+// input (or Flush) decides them. It returns len(p) on success.
+func (w *Writer) Write(p []byte) (int, error) {
+	if w.m.empty() {
+		if _, err := w.dst.Write(p); err != nil {
+			return 0, fmt.Errorf("mask: write: %w", err)
+		}
+		return len(p), nil
+	}
+	data := p
+	if len(w.buf) > 0 {
+		w.buf = append(w.buf, p...)
+		data = w.buf
+	}
+	var consumed int
+	w.out, consumed, w.inMask = w.m.process(w.out[:0], data, w.inMask, false)
+	rest := data[consumed:]
+	// rest may alias w.buf; copy moves it to the front safely.
+	w.buf = append(w.buf[:0], rest...)
+	if err := w.emit(); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// Flush writes any bytes held back (a trailing partial match). Call it when
+// the stream ends.
+func (w *Writer) Flush() error {
+	if len(w.buf) == 0 {
+		w.inMask = 0
+		return nil
+	}
+	w.out, _, _ = w.m.process(w.out[:0], w.buf, w.inMask, true)
+	w.buf = w.buf[:0]
+	w.inMask = 0
+	return w.emit()
+}
+
+func (w *Writer) emit() error {
+	if len(w.out) == 0 {
+		return nil
+	}
+	if _, err := w.dst.Write(w.out); err != nil {
+		return fmt.Errorf("mask: write: %w", err)
+	}
+	return nil
+}
+
+// String masks s in one go (for error messages and results).
+func String(s string, secrets []string) string {
+	m := newMatcher(secrets)
+	if m.empty() {
+		return s
+	}
+	out, _, _ := m.process(nil, []byte(s), 0, true)
+	return string(out)
+}
+
+// patterns returns the strings masked for secrets: each non-empty secret
+// and its distinct base64 forms.
+func patterns(secrets []string) []string {
+	var ps []string
+	encs := []*base64.Encoding{
+		base64.StdEncoding, base64.RawStdEncoding,
+		base64.URLEncoding, base64.RawURLEncoding,
+	}
+	for _, s := range secrets {
+		if s == "" {
+			continue
+		}
+		ps = append(ps, s)
+		for _, e := range encs {
+			ps = append(ps, e.EncodeToString([]byte(s)))
+		}
+	}
+	return ps
+}
+
+// matcher is a byte trie of all patterns.
+type matcher struct {
+	// root maps a first byte to its node index; 0 means no pattern starts
+	// with that byte (node 0 is the root itself).
+	root  [256]int32
+	nodes []node
+}
+
+type node struct {
+	children []edge
+	terminal bool // a pattern ends here
+	// maxLen is the length of the longest pattern in this subtree.
+	maxLen int
+}
+
+type edge struct {
+	b    byte
+	next int32
+}
+
+func newMatcher(secrets []string) *matcher {
+	m := &matcher{nodes: make([]node, 1)}
+	for _, p := range patterns(secrets) {
+		m.insert(p)
+	}
+	return m
+}
+
+func (m *matcher) empty() bool { return len(m.nodes) == 1 }
+
+func (m *matcher) insert(p string) {
+	n := int32(0)
+	for i := 0; i < len(p); i++ {
+		if m.nodes[n].maxLen < len(p) {
+			m.nodes[n].maxLen = len(p)
+		}
+		n = m.child(n, p[i], true)
+	}
+	m.nodes[n].terminal = true
+	if m.nodes[n].maxLen < len(p) {
+		m.nodes[n].maxLen = len(p)
+	}
+}
+
+// child returns the child of n for byte b, creating it if create is set;
+// it returns 0 when there is none.
+func (m *matcher) child(n int32, b byte, create bool) int32 {
+	if n == 0 {
+		if c := m.root[b]; c != 0 || !create {
+			return c
+		}
+	} else {
+		for _, e := range m.nodes[n].children {
+			if e.b == b {
+				return e.next
+			}
+		}
+		if !create {
+			return 0
+		}
+	}
+	c := int32(len(m.nodes))
+	m.nodes = append(m.nodes, node{})
+	if n == 0 {
+		m.root[b] = c
+	} else {
+		m.nodes[n].children = append(m.nodes[n].children, edge{b: b, next: c})
+	}
+	return c
+}
+
+// at reports the length of the longest pattern that is a prefix of b
+// (full, 0 if none) and, when b itself is a proper prefix of some longer
+// pattern, the length of the longest such pattern (partial, else 0).
+func (m *matcher) at(b []byte) (full, partial int) {
+	n := m.root[b[0]]
+	depth := 1
+	for n != 0 {
+		nd := &m.nodes[n]
+		if nd.terminal {
+			full = depth
+		}
+		if depth == len(b) {
+			if len(nd.children) > 0 {
+				partial = nd.maxLen
+			}
+			return full, partial
+		}
+		n = m.child(n, b[depth], false)
+		depth++
+	}
+	return full, 0
+}
+
+// process masks buf and appends the result to out. inMask is how many bytes
+// at the start of buf belong to a masked region already replaced. Unless
+// final is set, it stops at the first byte whose fate depends on input not
+// yet seen. It returns the extended out, how many bytes of buf it decided,
+// and how many bytes after those still belong to the current masked region.
+func (m *matcher) process(out, buf []byte, inMask int, final bool) ([]byte, int, int) {
+	end := inMask // masked region is buf[:end) (relative to buf)
+	run := 0      // start of literal bytes not yet appended
+	i := 0
+	for i < len(buf) {
+		if i >= end && m.root[buf[i]] == 0 {
+			i++ // fast path: no pattern starts with this byte
+			continue
+		}
+		full, partial := m.at(buf[i:])
+		if final {
+			partial = 0
+		}
+		if i >= end {
+			if full == 0 {
+				if partial > 0 {
+					break // may become a secret: hold back from here
+				}
+				i++
+				continue
+			}
+			out = append(out, buf[run:i]...)
+			out = append(out, Replacement...)
+			run = i
+			end = i + full
+		}
+		// Inside a masked region: wait if a longer match could extend it.
+		if partial > 0 && i+partial > end {
+			break
+		}
+		if i+full > end {
+			end = i + full
+		}
+		i++
+		run = i
+	}
+	out = append(out, buf[run:i]...)
+	rest := end - i
+	if rest < 0 {
+		rest = 0
+	}
+	return out, i, rest
+}

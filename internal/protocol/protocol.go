@@ -1,0 +1,469 @@
+// Package protocol is the single source of truth for the wire types shared by
+// the legate manager, its delegates and the CLI: request and response bodies,
+// event and heartbeat frames, task objects, and the append-only list of error
+// codes. It depends on the standard library only.
+//
+// Version history (the version only goes up):
+//
+//	1 (2026-11-22): register, session refresh, WebSocket events and heartbeats,
+//	  long-poll fallback, acquire with lease epoch, numbered log chunks,
+//	  idempotent results, deregister.
+package protocol
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Version is the protocol version spoken by this build. A manager accepts
+// delegates whose version is at most its own and at least MinVersion.
+const Version = 1
+
+// MinVersion is the oldest protocol version this build still accepts.
+const MinVersion = 1
+
+// API paths. Delegate endpoints authenticate with a session credential,
+// admin endpoints with an API key; both as "Authorization: Bearer <secret>".
+const (
+	PathRegister   = "/api/v1/delegate/register"
+	PathSession    = "/api/v1/delegate/session"
+	PathWebSocket  = "/api/v1/delegate/ws"
+	PathEvents     = "/api/v1/delegate/events"
+	PathHeartbeat  = "/api/v1/delegate/heartbeat"
+	PathDeregister = "/api/v1/delegate/deregister"
+	// PathDelegateTask is followed by "/{id}/acquire", "/started", "/logs" or "/result".
+	PathDelegateTask = "/api/v1/delegate/tasks"
+
+	PathTokens    = "/api/v1/tokens"
+	PathDelegates = "/api/v1/delegates"
+	PathTasks     = "/api/v1/tasks"
+	PathWhoAmI    = "/api/v1/whoami"
+	PathHealth    = "/healthz"
+)
+
+// HeaderProtocolVersion carries the sender's protocol version on every request.
+const HeaderProtocolVersion = "Legate-Protocol-Version"
+
+// Task types.
+const (
+	TaskShell = "shell"
+	TaskHTTP  = "http"
+)
+
+// Task statuses. Terminal statuses never change again.
+const (
+	StatusQueued      = "queued"
+	StatusRunning     = "running"
+	StatusSucceeded   = "succeeded"
+	StatusFailed      = "failed"
+	StatusTimedOut    = "timed_out"
+	StatusNotAssigned = "not_assigned"
+	StatusCancelled   = "cancelled"
+)
+
+// Terminal reports whether a task in status s will never change again.
+func Terminal(s string) bool {
+	switch s {
+	case StatusSucceeded, StatusFailed, StatusTimedOut, StatusNotAssigned, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// ValidStatus reports whether s is a known task status.
+func ValidStatus(s string) bool {
+	return s == StatusQueued || s == StatusRunning || Terminal(s)
+}
+
+// Delegate connection kinds and statuses as the manager reports them.
+const (
+	ConnWebSocket = "websocket"
+	ConnPolling   = "polling"
+
+	DelegateConnected    = "connected"
+	DelegateDisconnected = "disconnected"
+)
+
+// ---------------------------------------------------------------------------
+// Registration and sessions
+
+// RegisterRequest is sent once when a delegate starts (and again if its
+// session is lost). The raw token is sent only here.
+type RegisterRequest struct {
+	ProtocolVersion int      `json:"protocol_version"`
+	AccountID       string   `json:"account_id"`
+	Token           string   `json:"token"`
+	Name            string   `json:"name"`
+	Hostname        string   `json:"hostname"`
+	IP              string   `json:"ip"`
+	Tags            []string `json:"tags,omitempty"`
+	Version         string   `json:"version"`
+	// Type is the delegate type (SHELL, DOCKER, KUBERNETES, ECS, ...).
+	Type string `json:"type,omitempty"`
+	// DeployMode is DEPLOY_MODE from the seeds (informational).
+	DeployMode string `json:"deploy_mode,omitempty"`
+	// Capacity is the number of tasks the delegate runs at once; 0 means unlimited.
+	Capacity int `json:"capacity,omitempty"`
+	// IdentityByHostname marks Kubernetes-style delegates identified by
+	// hostname alone (a rescheduled pod with a new IP is the same instance).
+	IdentityByHostname bool `json:"identity_by_hostname,omitempty"`
+	// Running lists tasks the delegate still runs from a previous session.
+	Running []RunningTask `json:"running,omitempty"`
+}
+
+// RegisterResponse answers a successful registration.
+type RegisterResponse struct {
+	ProtocolVersion  int       `json:"protocol_version"`
+	InstanceID       string    `json:"instance_id"`
+	Session          string    `json:"session"`
+	SessionExpiresAt time.Time `json:"session_expires_at"`
+	// HeartbeatIntervalMS is how often the delegate must heartbeat.
+	HeartbeatIntervalMS int64 `json:"heartbeat_interval_ms"`
+	// MissedHeartbeats is how many intervals may pass before the manager
+	// considers the delegate disconnected.
+	MissedHeartbeats int `json:"missed_heartbeats"`
+}
+
+// SessionResponse answers a session refresh.
+type SessionResponse struct {
+	Session          string    `json:"session"`
+	SessionExpiresAt time.Time `json:"session_expires_at"`
+}
+
+// ---------------------------------------------------------------------------
+// Events and heartbeats
+
+// Event kinds sent from the manager to a delegate.
+const (
+	EventTaskAvailable = "task_available"
+	EventAbort         = "abort"
+	EventTokenRevoked  = "token_revoked"
+	EventHeartbeatAck  = "heartbeat_ack"
+	// EventReconnect asks the delegate to reconnect (the manager shuts down).
+	EventReconnect = "reconnect"
+)
+
+// Event is a notification from the manager. It never carries task payloads.
+type Event struct {
+	Kind   string `json:"kind"`
+	TaskID string `json:"task_id,omitempty"`
+	// Seq numbers heartbeat acknowledgements (the heartbeat's own Seq).
+	Seq int64 `json:"seq,omitempty"`
+	// Abort lists running tasks the delegate must stop (in heartbeat acks).
+	Abort  []string `json:"abort,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+}
+
+// EventsResponse answers a long poll: zero or more events.
+type EventsResponse struct {
+	Events []Event `json:"events"`
+}
+
+// RunningTask names a task a delegate is running and the lease it holds.
+type RunningTask struct {
+	ID    string `json:"id"`
+	Epoch int64  `json:"epoch"`
+}
+
+// Heartbeat is sent by a delegate every heartbeat interval, over the
+// WebSocket (as a Frame) or over HTTP.
+type Heartbeat struct {
+	Seq      int64         `json:"seq"`
+	Running  []RunningTask `json:"running"`
+	Capacity int           `json:"capacity,omitempty"`
+	Draining bool          `json:"draining,omitempty"`
+}
+
+// HeartbeatResponse answers an HTTP heartbeat; over the WebSocket the same
+// content arrives as an EventHeartbeatAck.
+type HeartbeatResponse struct {
+	Seq   int64    `json:"seq"`
+	Abort []string `json:"abort,omitempty"`
+}
+
+// Frame kinds sent from a delegate over the WebSocket.
+const (
+	FrameHeartbeat = "heartbeat"
+)
+
+// Frame is one message from delegate to manager on the WebSocket.
+type Frame struct {
+	Kind      string     `json:"kind"`
+	Heartbeat *Heartbeat `json:"heartbeat,omitempty"`
+}
+
+// ---------------------------------------------------------------------------
+// Tasks
+
+// HTTPSpec is the payload of an http task.
+type HTTPSpec struct {
+	Method  string            `json:"method"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Body    string            `json:"body,omitempty"`
+	// ExpectStatus is the status that counts as success; 0 means any 2xx.
+	ExpectStatus int `json:"expect_status,omitempty"`
+}
+
+// ShellSpec is the payload of a shell task.
+type ShellSpec struct {
+	Script string `json:"script"`
+}
+
+// TaskSpec is what a user submits.
+type TaskSpec struct {
+	Type      string            `json:"type"`
+	Shell     *ShellSpec        `json:"shell,omitempty"`
+	HTTP      *HTTPSpec         `json:"http,omitempty"`
+	Selectors []string          `json:"selectors,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	// SecretEnv values are passed to the task's environment and masked in
+	// its output; the API never returns them.
+	SecretEnv map[string]string `json:"secret_env,omitempty"`
+	// TimeoutMS bounds execution; 0 means the manager's default.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// QueueTimeoutMS bounds how long the task may wait for a delegate;
+	// 0 means the manager's default.
+	QueueTimeoutMS int64 `json:"queue_timeout_ms,omitempty"`
+	// Retries is how many more times the task may run after a delegate is
+	// lost while running it.
+	Retries int `json:"retries,omitempty"`
+}
+
+// HTTPResult is what an http task records.
+type HTTPResult struct {
+	Status      int    `json:"status"`
+	BodyExcerpt string `json:"body_excerpt,omitempty"`
+	// BodyTruncated is true when the body was longer than the excerpt.
+	BodyTruncated bool `json:"body_truncated,omitempty"`
+}
+
+// Task is the task object returned by the API.
+type Task struct {
+	ID               string            `json:"id"`
+	AccountID        string            `json:"account_id"`
+	Type             string            `json:"type"`
+	Status           string            `json:"status"`
+	ExitCode         *int              `json:"exit_code"`
+	Error            string            `json:"error"`
+	Selectors        []string          `json:"selectors"`
+	Env              map[string]string `json:"env,omitempty"`
+	SecretEnvNames   []string          `json:"secret_env_names,omitempty"`
+	Shell            *ShellSpec        `json:"shell,omitempty"`
+	HTTP             *HTTPSpec         `json:"http,omitempty"`
+	HTTPResult       *HTTPResult       `json:"http_result,omitempty"`
+	TimeoutMS        int64             `json:"timeout_ms"`
+	QueueTimeoutMS   int64             `json:"queue_timeout_ms"`
+	Retries          int               `json:"retries"`
+	Attempts         int               `json:"attempts"`
+	DelegateName     string            `json:"delegate_name"`
+	DelegateHostname string            `json:"delegate_hostname"`
+	InstanceID       string            `json:"instance_id,omitempty"`
+	CreatedAt        time.Time         `json:"created_at"`
+	AcquiredAt       *time.Time        `json:"acquired_at"`
+	StartedAt        *time.Time        `json:"started_at"`
+	FinishedAt       *time.Time        `json:"finished_at"`
+}
+
+// TaskList is the answer of a task listing.
+type TaskList struct {
+	Tasks []Task `json:"tasks"`
+}
+
+// AcquireRequest claims a task for a delegate.
+type AcquireRequest struct {
+	// Nothing yet: the session says who claims. Kept for forward compatibility.
+}
+
+// AcquireResponse is the winner's payload: the whole spec (with secret
+// values) and the lease.
+type AcquireResponse struct {
+	TaskID string   `json:"task_id"`
+	Epoch  int64    `json:"epoch"`
+	Spec   TaskSpec `json:"spec"`
+	// DeadlineMS is the execution timeout the delegate enforces.
+	TimeoutMS int64 `json:"timeout_ms"`
+}
+
+// StartedRequest reports that the task's process started.
+type StartedRequest struct {
+	Epoch int64 `json:"epoch"`
+}
+
+// LogChunk is one numbered piece of a task's output. Seq starts at 1 and
+// has no gaps within one attempt.
+type LogChunk struct {
+	Seq  int64     `json:"seq"`
+	Time time.Time `json:"time"`
+	Data string    `json:"data"`
+	// Attempt is filled in by the manager when it serves logs.
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// LogsRequest carries log chunks from a delegate.
+type LogsRequest struct {
+	Epoch  int64      `json:"epoch"`
+	Chunks []LogChunk `json:"chunks"`
+}
+
+// ResultRequest reports a task's outcome. Sending it twice is harmless.
+type ResultRequest struct {
+	Epoch      int64       `json:"epoch"`
+	Status     string      `json:"status"`
+	ExitCode   *int        `json:"exit_code,omitempty"`
+	Error      string      `json:"error,omitempty"`
+	HTTPResult *HTTPResult `json:"http_result,omitempty"`
+	// LastSeq is the number of the last log chunk sent, so the manager
+	// knows when the log is complete.
+	LastSeq int64 `json:"last_seq"`
+}
+
+// LogStreamLine is one line of the NDJSON log stream served to the CLI:
+// either a chunk or, last, the final task.
+type LogStreamLine struct {
+	Chunk *LogChunk `json:"chunk,omitempty"`
+	Task  *Task     `json:"task,omitempty"`
+}
+
+// ---------------------------------------------------------------------------
+// Tokens and delegates (admin API)
+
+// CreateTokenRequest creates a delegate token.
+type CreateTokenRequest struct {
+	Name string `json:"name"`
+}
+
+// Token describes a delegate token. Value is set only when it is created.
+type Token struct {
+	Name      string     `json:"name"`
+	Value     string     `json:"value,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	Status    string     `json:"status"`
+}
+
+// Token statuses.
+const (
+	TokenActive  = "active"
+	TokenRevoked = "revoked"
+)
+
+// TokenList answers a token listing.
+type TokenList struct {
+	Tokens []Token `json:"tokens"`
+}
+
+// Delegate is one delegate instance as the admin API shows it.
+type Delegate struct {
+	InstanceID    string     `json:"instance_id"`
+	Name          string     `json:"name"`
+	Hostname      string     `json:"hostname"`
+	IP            string     `json:"ip"`
+	Tags          []string   `json:"tags"`
+	Version       string     `json:"version"`
+	Type          string     `json:"type"`
+	TokenName     string     `json:"token_name"`
+	Status        string     `json:"status"`
+	Connection    string     `json:"connection"`
+	LastHeartbeat *time.Time `json:"last_heartbeat"`
+	RunningTasks  int        `json:"running_tasks"`
+	Capacity      int        `json:"capacity"`
+	Draining      bool       `json:"draining,omitempty"`
+	RegisteredAt  time.Time  `json:"registered_at"`
+}
+
+// DelegateList answers a delegate listing.
+type DelegateList struct {
+	Delegates []Delegate `json:"delegates"`
+}
+
+// WhoAmI answers who an API key belongs to.
+type WhoAmI struct {
+	AccountID string `json:"account_id"`
+	Version   string `json:"version"`
+}
+
+// ---------------------------------------------------------------------------
+// Errors
+
+// Code is a machine-readable error code. The list is append-only: codes are
+// never renumbered, renamed or reused.
+type Code string
+
+// Error codes.
+const (
+	CodeBadRequest      Code = "bad_request"
+	CodeUnauthenticated Code = "unauthenticated"
+	CodeTokenRevoked    Code = "token_revoked"
+	CodeForbidden       Code = "forbidden"
+	CodeNotFound        Code = "not_found"
+	CodeConflict        Code = "conflict"
+	CodeAlreadyClaimed  Code = "already_claimed"
+	CodeStaleLease      Code = "stale_lease"
+	CodeNoCapacity      Code = "no_capacity"
+	CodeNotEligible     Code = "not_eligible"
+	CodeSessionExpired  Code = "session_expired"
+	CodeVersion         Code = "unsupported_version"
+	CodeInternal        Code = "internal"
+	CodeUnavailable     Code = "unavailable"
+	CodeTaskTerminal    Code = "task_terminal"
+)
+
+// Recoverable reports whether an error with this code may succeed if
+// retried with backoff. This switch is the one table that decides; codes
+// not listed are recoverable.
+func (c Code) Recoverable() bool {
+	switch c {
+	case CodeBadRequest, CodeUnauthenticated, CodeTokenRevoked, CodeForbidden,
+		CodeNotFound, CodeConflict, CodeAlreadyClaimed, CodeStaleLease,
+		CodeNotEligible, CodeVersion, CodeTaskTerminal:
+		return false
+	case CodeSessionExpired: // re-register, then retry
+		return true
+	}
+	return true
+}
+
+// Error is the body of every non-2xx answer.
+type Error struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+	// Status is the HTTP status; filled in by the client, not sent.
+	Status int `json:"-"`
+}
+
+func (e *Error) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("%s (%s, HTTP %d)", e.Message, e.Code, e.Status)
+	}
+	return fmt.Sprintf("%s (%s)", e.Message, e.Code)
+}
+
+// ErrorBody wraps an Error for JSON.
+type ErrorBody struct {
+	Error Error `json:"error"`
+}
+
+// DecodeError parses an error body; when the body is not one it returns an
+// Error with CodeInternal (5xx) or CodeBadRequest (4xx) and the raw text.
+func DecodeError(status int, body []byte) *Error {
+	var eb ErrorBody
+	if err := json.Unmarshal(body, &eb); err == nil && eb.Error.Code != "" {
+		e := eb.Error
+		e.Status = status
+		return &e
+	}
+	code := CodeBadRequest
+	if status >= 500 || status == 408 || status == 429 {
+		code = CodeUnavailable // a proxy or an overloaded server: worth a retry
+	}
+	msg := string(body)
+	if len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	if msg == "" {
+		msg = fmt.Sprintf("HTTP %d", status)
+	}
+	return &Error{Code: code, Message: msg, Status: status}
+}

@@ -1,0 +1,152 @@
+package protocol
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestMissingSelectors(t *testing.T) {
+	tests := []struct {
+		name      string
+		selectors []string
+		tags      []string
+		dname     string
+		host      string
+		want      []string
+	}{
+		{"no selectors", nil, nil, "d", "h", nil},
+		{"tag match", []string{"linux"}, []string{"linux", "docker"}, "d", "h", nil},
+		{"case and space", []string{"  LINUX "}, []string{"Linux"}, "d", "h", nil},
+		{"implicit name", []string{"Build-Delegate"}, nil, "build-delegate", "h", nil},
+		{"implicit hostname", []string{"host-7"}, []string{"x"}, "d", "HOST-7", nil},
+		{"all required", []string{"linux", "gpu"}, []string{"linux"}, "d", "h", []string{"gpu"}},
+		{"none present", []string{"a", "b"}, []string{"c"}, "d", "h", []string{"a", "b"}},
+		{"empty selector ignored", []string{"", " "}, nil, "d", "h", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := MissingSelectors(tt.selectors, tt.tags, tt.dname, tt.host)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("MissingSelectors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestNormalizeSelectors(t *testing.T) {
+	got := NormalizeSelectors([]string{" B", "a", "b", "", "A "})
+	if diff := cmp.Diff([]string{"a", "b"}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"aws", "ecs", "production"}, SplitTags("aws, ECS ,production,")); diff != "" {
+		t.Errorf("SplitTags (-want +got):\n%s", diff)
+	}
+	if SplitTags("  ") != nil {
+		t.Error("SplitTags of blank should be nil")
+	}
+}
+
+func TestTerminalAndValid(t *testing.T) {
+	for _, s := range []string{StatusSucceeded, StatusFailed, StatusTimedOut, StatusNotAssigned, StatusCancelled} {
+		if !Terminal(s) || !ValidStatus(s) {
+			t.Errorf("%s should be terminal and valid", s)
+		}
+	}
+	for _, s := range []string{StatusQueued, StatusRunning} {
+		if Terminal(s) || !ValidStatus(s) {
+			t.Errorf("%s should be valid and not terminal", s)
+		}
+	}
+	if ValidStatus("done") {
+		t.Error("unknown status accepted")
+	}
+}
+
+func TestRecoverableTable(t *testing.T) {
+	for code, want := range map[Code]bool{
+		CodeUnauthenticated: false, CodeTokenRevoked: false, CodeStaleLease: false,
+		CodeInternal: true, CodeUnavailable: true, CodeSessionExpired: true, CodeNoCapacity: true,
+		Code("some_future_code"): true,
+	} {
+		if got := code.Recoverable(); got != want {
+			t.Errorf("%s.Recoverable() = %v, want %v", code, got, want)
+		}
+	}
+}
+
+func TestDecodeError(t *testing.T) {
+	e := DecodeError(409, []byte(`{"error":{"code":"stale_lease","message":"old"}}`))
+	if e.Code != CodeStaleLease || e.Message != "old" || e.Status != 409 {
+		t.Errorf("got %+v", e)
+	}
+	e = DecodeError(502, []byte("<html>bad gateway</html>"))
+	if e.Code != CodeUnavailable || e.Status != 502 {
+		t.Errorf("5xx non-JSON: got %+v", e)
+	}
+	e = DecodeError(404, nil)
+	if e.Code != CodeBadRequest || e.Message != "HTTP 404" {
+		t.Errorf("empty 4xx: got %+v", e)
+	}
+}
+
+func TestWireRoundTrip(t *testing.T) {
+	exit := 3
+	now := time.Date(2026, 11, 22, 7, 0, 0, 123456000, time.UTC)
+	values := []any{
+		&RegisterRequest{ProtocolVersion: 1, AccountID: "a", Token: "t", Name: "n", Hostname: "h", IP: "10.0.0.1", Tags: []string{"x"}, Capacity: 2, Running: []RunningTask{{ID: "t1", Epoch: 2}}},
+		&Event{Kind: EventHeartbeatAck, Seq: 9, Abort: []string{"t1"}},
+		&Frame{Kind: FrameHeartbeat, Heartbeat: &Heartbeat{Seq: 1, Running: []RunningTask{{ID: "t", Epoch: 1}}}},
+		&TaskSpec{Type: TaskHTTP, HTTP: &HTTPSpec{Method: "POST", URL: "http://x", Headers: map[string]string{"a": "b"}, ExpectStatus: 201}, Selectors: []string{"s"}, TimeoutMS: 5},
+		&ResultRequest{Epoch: 2, Status: StatusFailed, ExitCode: &exit, Error: "exit status 3", LastSeq: 7},
+		&LogsRequest{Epoch: 1, Chunks: []LogChunk{{Seq: 1, Time: now, Data: "hi\n"}}},
+		&Task{ID: "t", Status: StatusSucceeded, ExitCode: &exit, CreatedAt: now, StartedAt: &now},
+	}
+	for _, v := range values {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := reflect.New(reflect.TypeOf(v).Elem()).Interface()
+		if err := json.Unmarshal(b, back); err != nil {
+			t.Fatalf("%T: %v", v, err)
+		}
+		if diff := cmp.Diff(v, back); diff != "" {
+			t.Errorf("%T round trip (-want +got):\n%s", v, diff)
+		}
+	}
+}
+
+// FuzzDecodeWire feeds arbitrary bytes to every wire decoder: none may
+// panic, and whatever decodes must encode again.
+func FuzzDecodeWire(f *testing.F) {
+	f.Add([]byte(`{"kind":"task_available","task_id":"t_1"}`))
+	f.Add([]byte(`{"kind":"heartbeat","heartbeat":{"seq":1,"running":[{"id":"t","epoch":2}]}}`))
+	f.Add([]byte(`{"account_id":"a","token":"t","name":"n","hostname":"h","tags":["a"],"running":[{"id":"x"}]}`))
+	f.Add([]byte(`{"type":"shell","shell":{"script":"echo"},"env":{"A":"1"},"timeout_ms":-1}`))
+	f.Add([]byte(`{"epoch":1,"chunks":[{"seq":1,"time":"2026-11-22T07:00:00Z","data":"x"}]}`))
+	f.Add([]byte(`{"error":{"code":"stale_lease","message":"m"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		targets := []any{
+			&RegisterRequest{}, &RegisterResponse{}, &SessionResponse{}, &Event{}, &EventsResponse{},
+			&Heartbeat{}, &HeartbeatResponse{}, &Frame{}, &TaskSpec{}, &Task{}, &TaskList{},
+			&AcquireResponse{}, &StartedRequest{}, &LogsRequest{}, &ResultRequest{}, &LogStreamLine{},
+			&CreateTokenRequest{}, &Token{}, &TokenList{}, &Delegate{}, &DelegateList{}, &WhoAmI{},
+		}
+		for _, v := range targets {
+			if err := json.Unmarshal(data, v); err != nil {
+				continue
+			}
+			if _, err := json.Marshal(v); err != nil {
+				t.Fatalf("%T decoded but does not encode: %v", v, err)
+			}
+		}
+		e := DecodeError(400+len(data)%200, data)
+		if e == nil || e.Code == "" || e.Message == "" {
+			t.Fatalf("DecodeError returned an empty error for %q", data)
+		}
+	})
+}

@@ -1,0 +1,490 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// dialect names the SQL flavour a Store speaks.
+type dialect int
+
+const (
+	dialectSQLite dialect = iota
+	dialectPostgres
+)
+
+// busyTimeoutMS is how long a SQLite connection waits for a lock held by
+// another connection (or process) before it gives up with SQLITE_BUSY.
+const busyTimeoutMS = 10000
+
+// parseDSN turns a store DSN into a SQLite file path.
+func parseDSN(dsn string) (string, error) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return "", errors.New("PostgreSQL is not supported yet")
+	case strings.HasPrefix(dsn, "sqlite://"):
+		dsn = strings.TrimPrefix(dsn, "sqlite://")
+	}
+	switch {
+	case dsn == "":
+		return "", errors.New("empty SQLite path")
+	case dsn == ":memory:" || strings.HasPrefix(dsn, "file:"):
+		return "", fmt.Errorf("unsupported SQLite name %q: use a file path", dsn)
+	case strings.ContainsRune(dsn, '?'):
+		return "", fmt.Errorf("SQLite path %q must not contain '?'", dsn)
+	}
+	return dsn, nil
+}
+
+// openSQLite opens the writer (one connection, BEGIN IMMEDIATE) and the
+// reader pool (query_only) on the file at path, and migrates it.
+func openSQLite(ctx context.Context, path string) (*Store, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create directory of %s: %w", path, err)
+		}
+	}
+	// The database holds secret task values: create it private. SQLite
+	// gives its -wal and -shm files the permissions of the database file.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	f.Close()
+
+	common := "_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMS) + ")&_pragma=foreign_keys(1)"
+	writer, err := sql.Open("sqlite", path+"?"+common+
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxIdleTime(0)
+	writer.SetConnMaxLifetime(0)
+	s := &Store{writer: writer, dialect: dialectSQLite}
+	if err := s.migrate(ctx); err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("migrate %s: %w", path, err)
+	}
+	reader, err := sql.Open("sqlite", path+"?"+common+"&_pragma=query_only(1)")
+	if err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	reader.SetMaxOpenConns(n)
+	reader.SetMaxIdleConns(n)
+	if err := reader.PingContext(ctx); err != nil {
+		writer.Close()
+		reader.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	s.reader = reader
+	return s, nil
+}
+
+// migrate applies the embedded migrations that are not yet recorded in
+// schema_migrations, in file-name order, each in its own write transaction.
+func (s *Store) migrate(ctx context.Context) error {
+	if _, err := s.writer.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    TEXT PRIMARY KEY,
+    applied_at BIGINT NOT NULL
+)`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		version := strings.TrimSuffix(filepath.Base(name), ".sql")
+		body, err := migrationFS.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		err = s.write(ctx, func(tx *sql.Tx) error {
+			var n int
+			if err := tx.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), version).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, s.rebind(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`),
+				version, time.Now().UnixMicro())
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("apply migration %s: %w", version, err)
+		}
+	}
+	return nil
+}
+
+// rebind converts a query written with ? placeholders to the store's
+// dialect. Every query goes through it.
+func (s *Store) rebind(q string) string { return rebind(s.dialect, q) }
+
+func rebind(d dialect, q string) string {
+	if d != dialectPostgres || !strings.Contains(q, "?") {
+		return q
+	}
+	var b strings.Builder
+	b.Grow(len(q) + 8)
+	n := 0
+	inString := false
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case c == '\'':
+			inString = !inString // '' inside a literal toggles twice
+			b.WriteByte(c)
+		case c == '?' && !inString:
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// stmtCache keeps one prepared statement per query text for a *sql.DB,
+// so hot queries are parsed once per connection instead of on every call.
+// The set of query texts is fixed by the code, so the cache stays small.
+//
+// A statement can only be prepared on the pool while no connection is
+// held (the writer has one connection, which a transaction holds), so a
+// query first seen inside a transaction is prepared on the transaction
+// alone and remembered in pending; fill prepares it on the pool once the
+// transaction is over.
+type stmtCache struct {
+	mu      sync.Mutex
+	m       map[string]*sql.Stmt
+	pending map[string]bool
+}
+
+func (c *stmtCache) lookup(query string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[query]
+}
+
+func (c *stmtCache) want(query string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending == nil {
+		c.pending = make(map[string]bool)
+	}
+	c.pending[query] = true
+}
+
+// get returns the cached statement for query, preparing it on db first.
+// It must not be called while holding a connection of db.
+func (c *stmtCache) get(ctx context.Context, db *sql.DB, query string) (*sql.Stmt, error) {
+	if st := c.lookup(query); st != nil {
+		return st, nil
+	}
+	st, err := db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.m[query]; ok { // prepared concurrently
+		st.Close()
+		return old, nil
+	}
+	if c.m == nil {
+		c.m = make(map[string]*sql.Stmt)
+	}
+	c.m[query] = st
+	delete(c.pending, query)
+	return st, nil
+}
+
+// fill prepares the queries first seen inside transactions. Errors are
+// ignored: the next use of the query reports them.
+func (c *stmtCache) fill(ctx context.Context, db *sql.DB) {
+	c.mu.Lock()
+	var queries []string
+	for q := range c.pending {
+		queries = append(queries, q)
+	}
+	c.pending = nil
+	c.mu.Unlock()
+	for _, q := range queries {
+		c.get(ctx, db, q)
+	}
+}
+
+func (c *stmtCache) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, st := range c.m {
+		errs = append(errs, st.Close())
+	}
+	c.m = nil
+	return errors.Join(errs...)
+}
+
+// handle runs queries (written with ? placeholders, rebound to the
+// dialect) through the statement cache of one pool, inside tx if set.
+type handle struct {
+	s     *Store
+	db    *sql.DB
+	cache *stmtCache
+	tx    *sql.Tx
+}
+
+// w is the writer, inside tx (a write transaction) if not nil.
+func (s *Store) w(tx *sql.Tx) handle { return handle{s, s.writer, &s.wcache, tx} }
+
+// r is the reader pool, inside tx (a read transaction) if not nil.
+func (s *Store) r(tx *sql.Tx) handle { return handle{s, s.reader, &s.rcache, tx} }
+
+func (h handle) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	query = h.s.rebind(query)
+	if h.tx == nil {
+		return h.cache.get(ctx, h.db, query)
+	}
+	if st := h.cache.lookup(query); st != nil {
+		// Reuses the statement already prepared on the transaction's
+		// connection (or prepares it there); closed with the transaction.
+		return h.tx.StmtContext(ctx, st), nil
+	}
+	h.cache.want(query)
+	return h.tx.PrepareContext(ctx, query)
+}
+
+func (h handle) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := h.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+func (h handle) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	st, err := h.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// errRow is a row whose query could not even be prepared.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+func (h handle) queryRow(ctx context.Context, query string, args ...any) rowScanner {
+	st, err := h.stmt(ctx, query)
+	if err != nil {
+		return errRow{err}
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+// write runs fn in a write transaction on the single writer connection.
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.wcache.fill(ctx, s.writer)
+	return nil
+}
+
+// read runs fn in a transaction of the reader pool, so that several
+// queries see one snapshot.
+func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.reader.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	err = fn(tx)
+	tx.Rollback()
+	s.rcache.fill(ctx, s.reader)
+	return err
+}
+
+// --- value conversions -----------------------------------------------------------
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+// nullMicros is the column value of an optional timestamp.
+func nullMicros(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+func fromNullMicros(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMicros(v.Int64)
+	return &t
+}
+
+func timePtr(t time.Time) *time.Time {
+	t = fromMicros(micros(t))
+	return &t
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func nullInt(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return int64(*p)
+}
+
+func fromNullInt(v sql.NullInt64) *int {
+	if !v.Valid {
+		return nil
+	}
+	i := int(v.Int64)
+	return &i
+}
+
+// encodeStrings stores a list as a JSON array ("[]" for none).
+func encodeStrings(l []string) string {
+	if len(l) == 0 {
+		return "[]"
+	}
+	b, err := json.Marshal(l)
+	if err != nil { // cannot happen for []string
+		panic(err)
+	}
+	return string(b)
+}
+
+// decodeStrings reads a JSON array column; an empty list decodes to nil.
+func decodeStrings(s string) ([]string, error) {
+	var l []string
+	if err := json.Unmarshal([]byte(s), &l); err != nil {
+		return nil, fmt.Errorf("decode string list: %w", err)
+	}
+	if len(l) == 0 {
+		return nil, nil
+	}
+	return l, nil
+}
+
+func encodeSpec(spec protocol.TaskSpec) (string, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return "", fmt.Errorf("encode task spec: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeSpec(s string) (protocol.TaskSpec, error) {
+	var spec protocol.TaskSpec
+	if err := json.Unmarshal([]byte(s), &spec); err != nil {
+		return protocol.TaskSpec{}, fmt.Errorf("decode task spec: %w", err)
+	}
+	return spec, nil
+}
+
+func encodeHTTPResult(r *protocol.HTTPResult) (any, error) {
+	if r == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode http result: %w", err)
+	}
+	return string(b), nil
+}
+
+// decodeHTTPResult reads the http_result column; NULL (and a JSON null)
+// decode to nil.
+func decodeHTTPResult(v sql.NullString) (*protocol.HTTPResult, error) {
+	if !v.Valid {
+		return nil, nil
+	}
+	var r *protocol.HTTPResult
+	if err := json.Unmarshal([]byte(v.String), &r); err != nil {
+		return nil, fmt.Errorf("decode http result: %w", err)
+	}
+	return r, nil
+}
+
+// List limits.
+const (
+	defaultListLimit = 100
+	maxListLimit     = 1000
+)
+
+func listLimit(n int) int {
+	switch {
+	case n <= 0:
+		return defaultListLimit
+	case n > maxListLimit:
+		return maxListLimit
+	}
+	return n
+}
+
+// insert runs one INSERT ... ON CONFLICT DO NOTHING on the writer and
+// reports ErrConflict when it inserted nothing.
+func (s *Store) insert(ctx context.Context, query string, args ...any) error {
+	res, err := s.w(nil).exec(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrConflict
+	}
+	return nil
+}

@@ -1,0 +1,201 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+type rowScanner interface {
+	Scan(dest ...any) error
+}
+
+// errRowChanged reports that a guarded UPDATE found the row in another
+// state than the one it was read in (only possible with several writers,
+// as with PostgreSQL and several managers).
+var errRowChanged = errors.New("task changed concurrently")
+
+// --- tokens ------------------------------------------------------------------------
+
+const tokenCols = `id, account_id, name, hash, created_at, revoked_at`
+
+func scanToken(r rowScanner) (Token, error) {
+	var t Token
+	var created int64
+	var revoked sql.NullInt64
+	if err := r.Scan(&t.ID, &t.AccountID, &t.Name, &t.Hash, &created, &revoked); err != nil {
+		return Token{}, err
+	}
+	t.CreatedAt = fromMicros(created)
+	t.RevokedAt = fromNullMicros(revoked)
+	return t, nil
+}
+
+// --- instances ---------------------------------------------------------------------
+
+const instanceCols = `id, account_id, identity_key, name, hostname, ip, tags, version, type,
+	token_id, capacity, generation, connection, draining, registered_at, last_heartbeat, deregistered_at`
+
+func scanInstance(r rowScanner) (Instance, error) {
+	var in Instance
+	var tags string
+	var draining int
+	var registered int64
+	var heartbeat, deregistered sql.NullInt64
+	if err := r.Scan(&in.ID, &in.AccountID, &in.IdentityKey, &in.Name, &in.Hostname, &in.IP, &tags,
+		&in.Version, &in.Type, &in.TokenID, &in.Capacity, &in.Generation, &in.Connection, &draining,
+		&registered, &heartbeat, &deregistered); err != nil {
+		return Instance{}, err
+	}
+	var err error
+	if in.Tags, err = decodeStrings(tags); err != nil {
+		return Instance{}, fmt.Errorf("instance %s: %w", in.ID, err)
+	}
+	in.Draining = draining != 0
+	in.RegisteredAt = fromMicros(registered)
+	in.LastHeartbeat = fromNullMicros(heartbeat)
+	in.DeregisteredAt = fromNullMicros(deregistered)
+	return in, nil
+}
+
+func getInstance(ctx context.Context, h handle, id string) (Instance, error) {
+	in, err := scanInstance(h.queryRow(ctx, `SELECT `+instanceCols+` FROM instances WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Instance{}, ErrNotFound
+	}
+	return in, err
+}
+
+// --- tasks -------------------------------------------------------------------------
+
+const taskCols = `id, account_id, spec, status, exit_code, error, http_result, timeout_ms,
+	queue_timeout_ms, retries, attempts, epoch, instance_id, delegate_name, delegate_hostname,
+	denied_instances, created_at, acquired_at, started_at, finished_at, queue_deadline,
+	lease_expires_at, log_bytes, log_omitted`
+
+func scanTask(r rowScanner) (Task, error) {
+	var t Task
+	var spec, denied string
+	var exitCode, acquired, started, finished, lease sql.NullInt64
+	var httpResult sql.NullString
+	var created, queueDeadline int64
+	if err := r.Scan(&t.ID, &t.AccountID, &spec, &t.Status, &exitCode, &t.Error, &httpResult,
+		&t.TimeoutMS, &t.QueueTimeoutMS, &t.Retries, &t.Attempts, &t.Epoch, &t.InstanceID,
+		&t.DelegateName, &t.DelegateHostname, &denied, &created, &acquired, &started, &finished,
+		&queueDeadline, &lease, &t.LogBytes, &t.LogOmitted); err != nil {
+		return Task{}, err
+	}
+	if err := decodeTaskColumns(&t, spec, denied, httpResult); err != nil {
+		return Task{}, fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	t.ExitCode = fromNullInt(exitCode)
+	t.CreatedAt = fromMicros(created)
+	t.AcquiredAt = fromNullMicros(acquired)
+	t.StartedAt = fromNullMicros(started)
+	t.FinishedAt = fromNullMicros(finished)
+	t.QueueDeadline = fromMicros(queueDeadline)
+	t.LeaseExpiresAt = fromNullMicros(lease)
+	return t, nil
+}
+
+// decodeTaskColumns decodes the JSON columns of a task row into t.
+func decodeTaskColumns(t *Task, spec, denied string, httpResult sql.NullString) error {
+	var err error
+	if t.Spec, err = decodeSpec(spec); err != nil {
+		return err
+	}
+	if t.DeniedInstances, err = decodeStrings(denied); err != nil {
+		return fmt.Errorf("denied instances: %w", err)
+	}
+	if t.HTTPResult, err = decodeHTTPResult(httpResult); err != nil {
+		return err
+	}
+	return nil
+}
+
+func getTask(ctx context.Context, h handle, id string) (Task, error) {
+	t, err := scanTask(h.queryRow(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Task{}, ErrNotFound
+	}
+	return t, err
+}
+
+func queryTasks(ctx context.Context, h handle, query string, args ...any) ([]Task, error) {
+	rows, err := h.query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// updateTask writes the mutable state of t (everything but the spec, the
+// creation fields and the log counters), provided the row is still in
+// status prevStatus at epoch prevEpoch; errRowChanged otherwise.
+func updateTask(ctx context.Context, h handle, t Task, prevStatus string, prevEpoch int64) error {
+	httpResult, err := encodeHTTPResult(t.HTTPResult)
+	if err != nil {
+		return err
+	}
+	res, err := h.exec(ctx, `UPDATE tasks SET status = ?, exit_code = ?, error = ?,
+	http_result = ?, attempts = ?, epoch = ?, instance_id = ?, delegate_name = ?, delegate_hostname = ?,
+	denied_instances = ?, acquired_at = ?, started_at = ?, finished_at = ?, queue_deadline = ?,
+	lease_expires_at = ?
+	WHERE id = ? AND status = ? AND epoch = ?`,
+		t.Status, nullInt(t.ExitCode), t.Error, httpResult, t.Attempts, t.Epoch, t.InstanceID,
+		t.DelegateName, t.DelegateHostname, encodeStrings(t.DeniedInstances), nullMicros(t.AcquiredAt),
+		nullMicros(t.StartedAt), nullMicros(t.FinishedAt), micros(t.QueueDeadline),
+		nullMicros(t.LeaseExpiresAt), t.ID, prevStatus, prevEpoch)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return errRowChanged
+	}
+	return nil
+}
+
+// finish sets the terminal fields of t from r.
+func finish(t *Task, r Result, now time.Time) {
+	t.Status = r.Status
+	t.ExitCode = r.ExitCode
+	t.Error = r.Error
+	t.HTTPResult = r.HTTPResult
+	t.FinishedAt = timePtr(now)
+	t.LeaseExpiresAt = nil
+}
+
+// heldAt reports whether a delegate holding the lease at epoch may still
+// act on t: the task runs at epoch, or it finished while running at epoch
+// (a task that was requeued has no AcquiredAt, so a lost delegate's late
+// calls are refused even after the task ends).
+func heldAt(t Task, epoch int64) bool {
+	if epoch <= 0 || t.Epoch != epoch {
+		return false
+	}
+	return t.Status == protocol.StatusRunning || (protocol.Terminal(t.Status) && t.AcquiredAt != nil)
+}
+
+func validResult(r Result) error {
+	if !protocol.Terminal(r.Status) {
+		return fmt.Errorf("result status %q is not a terminal status", r.Status)
+	}
+	return nil
+}

@@ -1,0 +1,756 @@
+// Package store keeps legate's durable state: accounts, API keys, delegate
+// tokens, delegate instances, tasks and their logs. One Store type fronts
+// both SQLite (embedded, pure Go, WAL) and, later, PostgreSQL, with the same
+// schema and embedded migrations. Claims are compare-and-set, so exactly
+// one delegate wins a task.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// Store is the durable state of a manager. It is safe for concurrent use.
+type Store struct {
+	// writer has a single connection: every write transaction goes
+	// through it, so writers queue in Go instead of fighting over the lock.
+	writer *sql.DB
+	// reader is a pool for plain reads (WAL lets them run alongside writes).
+	reader  *sql.DB
+	dialect dialect
+	// Prepared statements of the writer and of the reader pool.
+	wcache, rcache stmtCache
+}
+
+// Open opens (creating if needed) the store named by dsn and applies
+// migrations. A dsn is a file path or "sqlite://PATH" for SQLite;
+// "postgres://..." is reserved for PostgreSQL (an error until supported).
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	path, err := parseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return openSQLite(ctx, path)
+}
+
+// Close releases the database.
+func (s *Store) Close() error {
+	errs := []error{s.rcache.close(), s.wcache.close()}
+	if s.reader != nil {
+		errs = append(errs, s.reader.Close())
+	}
+	if s.writer != nil {
+		errs = append(errs, s.writer.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// --- settings ---------------------------------------------------------------
+
+// SettingOrInit returns the value stored under key, storing value first if
+// the key is absent (atomic: concurrent callers all get the same value).
+func (s *Store) SettingOrInit(ctx context.Context, key, value string) (string, error) {
+	var stored string
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := s.w(tx).exec(ctx, `INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT DO NOTHING`, key, value); err != nil {
+			return err
+		}
+		return s.w(tx).queryRow(ctx, `SELECT value FROM settings WHERE key = ?`, key).Scan(&stored)
+	})
+	if err != nil {
+		return "", fmt.Errorf("setting %s: %w", key, err)
+	}
+	return stored, nil
+}
+
+// --- accounts and API keys -----------------------------------------------------
+
+// CreateAccount creates an account. ErrConflict if the ID exists.
+func (s *Store) CreateAccount(ctx context.Context, a Account) error {
+	err := s.insert(ctx, `INSERT INTO accounts (id, created_at) VALUES (?, ?) ON CONFLICT DO NOTHING`,
+		a.ID, micros(a.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("create account %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+// GetAccount returns an account or ErrNotFound.
+func (s *Store) GetAccount(ctx context.Context, id string) (Account, error) {
+	a := Account{ID: id}
+	var created int64
+	err := s.r(nil).queryRow(ctx, `SELECT created_at FROM accounts WHERE id = ?`, id).Scan(&created)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return Account{}, fmt.Errorf("get account %s: %w", id, err)
+	}
+	a.CreatedAt = fromMicros(created)
+	return a, nil
+}
+
+// CreateAPIKey stores the hash of an admin API key for an account.
+// ErrConflict if the hash is already stored.
+func (s *Store) CreateAPIKey(ctx context.Context, accountID, name, hash string, now time.Time) error {
+	err := s.insert(ctx, `INSERT INTO api_keys (hash, account_id, name, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		hash, accountID, name, micros(now))
+	if err != nil {
+		return fmt.Errorf("create API key %q of account %s: %w", name, accountID, err)
+	}
+	return nil
+}
+
+// AccountForAPIKey returns the account that owns the API key with this hash,
+// or ErrNotFound.
+func (s *Store) AccountForAPIKey(ctx context.Context, hash string) (string, error) {
+	var accountID string
+	err := s.r(nil).queryRow(ctx, `SELECT account_id FROM api_keys WHERE hash = ?`, hash).Scan(&accountID)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("look up API key: %w", err)
+	}
+	return accountID, nil
+}
+
+// --- delegate tokens -----------------------------------------------------------
+
+// CreateToken stores a token. ErrConflict if the account already has a token
+// with that name (revoked tokens keep their name).
+func (s *Store) CreateToken(ctx context.Context, t Token) error {
+	err := s.insert(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		t.ID, t.AccountID, t.Name, t.Hash, micros(t.CreatedAt), nullMicros(t.RevokedAt))
+	if err != nil {
+		return fmt.Errorf("create token %q: %w", t.Name, err)
+	}
+	return nil
+}
+
+// ListTokens lists an account's tokens, oldest first.
+func (s *Store) ListTokens(ctx context.Context, accountID string) ([]Token, error) {
+	rows, err := s.r(nil).query(ctx, `SELECT `+tokenCols+` FROM tokens WHERE account_id = ? ORDER BY created_at, id`, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	defer rows.Close()
+	var out []Token
+	for rows.Next() {
+		t, err := scanToken(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list tokens: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	return out, nil
+}
+
+// TokenByHash finds an account's token by hash, revoked or not; ErrNotFound.
+func (s *Store) TokenByHash(ctx context.Context, accountID, hash string) (Token, error) {
+	t, err := scanToken(s.r(nil).queryRow(ctx, `SELECT `+tokenCols+` FROM tokens WHERE account_id = ? AND hash = ? ORDER BY created_at, id LIMIT 1`, accountID, hash))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return Token{}, fmt.Errorf("look up token: %w", err)
+	}
+	return t, nil
+}
+
+// TokenByID returns a token by ID or ErrNotFound.
+func (s *Store) TokenByID(ctx context.Context, id string) (Token, error) {
+	t, err := scanToken(s.r(nil).queryRow(ctx, `SELECT `+tokenCols+` FROM tokens WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return Token{}, fmt.Errorf("get token %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// RevokeToken marks an account's token revoked (idempotent: a second revoke
+// keeps the first time) and returns it; ErrNotFound for an unknown name.
+func (s *Store) RevokeToken(ctx context.Context, accountID, name string, now time.Time) (Token, error) {
+	var t Token
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := s.w(tx).exec(ctx, `UPDATE tokens SET revoked_at = ? WHERE account_id = ? AND name = ? AND revoked_at IS NULL`,
+			micros(now), accountID, name); err != nil {
+			return err
+		}
+		var err error
+		t, err = scanToken(s.w(tx).queryRow(ctx, `SELECT `+tokenCols+` FROM tokens WHERE account_id = ? AND name = ?`, accountID, name))
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return Token{}, fmt.Errorf("revoke token %q: %w", name, err)
+	}
+	return t, nil
+}
+
+// --- delegate instances --------------------------------------------------------
+
+// UpsertInstance registers an instance. If (AccountID, IdentityKey) exists
+// it keeps that row's ID and RegisteredAt, updates every other field from
+// in, clears DeregisteredAt and increments Generation; otherwise it inserts
+// in with Generation 1. It returns the stored row.
+func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, error) {
+	var out Instance
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var id string
+		var generation int64
+		err := s.w(tx).queryRow(ctx, `SELECT id, generation FROM instances WHERE account_id = ? AND identity_key = ?`,
+			in.AccountID, in.IdentityKey).Scan(&id, &generation)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			res, err := s.w(tx).exec(ctx, `INSERT INTO instances (`+instanceCols+`)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+				in.ID, in.AccountID, in.IdentityKey, in.Name, in.Hostname, in.IP, encodeStrings(in.Tags),
+				in.Version, in.Type, in.TokenID, in.Capacity, int64(1), in.Connection, boolInt(in.Draining),
+				micros(in.RegisteredAt), nullMicros(in.LastHeartbeat), nil)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				return ErrConflict // the ID is taken by another identity
+			}
+			id = in.ID
+		case err != nil:
+			return err
+		default:
+			_, err := s.w(tx).exec(ctx, `UPDATE instances SET name = ?, hostname = ?, ip = ?, tags = ?,
+	version = ?, type = ?, token_id = ?, capacity = ?, generation = ?, connection = ?, draining = ?,
+	last_heartbeat = ?, deregistered_at = NULL WHERE id = ?`,
+				in.Name, in.Hostname, in.IP, encodeStrings(in.Tags), in.Version, in.Type, in.TokenID,
+				in.Capacity, generation+1, in.Connection, boolInt(in.Draining), nullMicros(in.LastHeartbeat), id)
+			if err != nil {
+				return err
+			}
+		}
+		out, err = getInstance(ctx, s.w(tx), id)
+		return err
+	})
+	if err != nil {
+		return Instance{}, fmt.Errorf("upsert instance %q: %w", in.IdentityKey, err)
+	}
+	return out, nil
+}
+
+// GetInstance returns an instance by ID or ErrNotFound.
+func (s *Store) GetInstance(ctx context.Context, id string) (Instance, error) {
+	in, err := getInstance(ctx, s.r(nil), id)
+	if err != nil {
+		return Instance{}, fmt.Errorf("get instance %s: %w", id, err)
+	}
+	return in, nil
+}
+
+// ListInstances lists an account's instances (deregistered ones included),
+// ordered by name then hostname.
+func (s *Store) ListInstances(ctx context.Context, accountID string) ([]Instance, error) {
+	rows, err := s.r(nil).query(ctx, `SELECT `+instanceCols+` FROM instances WHERE account_id = ? ORDER BY name, hostname, id`, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("list instances: %w", err)
+	}
+	defer rows.Close()
+	var out []Instance
+	for rows.Next() {
+		in, err := scanInstance(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list instances: %w", err)
+		}
+		out = append(out, in)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list instances: %w", err)
+	}
+	return out, nil
+}
+
+// TouchInstances records liveness for many instances in one transaction.
+// Unknown IDs are ignored.
+func (s *Store) TouchInstances(ctx context.Context, touches []InstanceTouch) error {
+	if len(touches) == 0 {
+		return nil
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		stmt, err := s.w(tx).stmt(ctx, `UPDATE instances SET last_heartbeat = ?, connection = ?, draining = ? WHERE id = ?`)
+		if err != nil {
+			return err
+		}
+		for _, t := range touches {
+			if _, err := stmt.ExecContext(ctx, micros(t.LastHeartbeat), t.Connection, boolInt(t.Draining), t.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("touch %d instances: %w", len(touches), err)
+	}
+	return nil
+}
+
+// DeregisterInstance marks an instance deregistered at now; ErrNotFound
+// for an unknown ID.
+func (s *Store) DeregisterInstance(ctx context.Context, id string, now time.Time) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := s.w(tx).exec(ctx, `UPDATE instances SET deregistered_at = ? WHERE id = ?`, micros(now), id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("deregister instance %s: %w", id, err)
+	}
+	return nil
+}
+
+// --- tasks -----------------------------------------------------------------------
+
+// CreateTask inserts a queued task. The caller fills ID, AccountID, Spec,
+// TimeoutMS, QueueTimeoutMS, Retries, CreatedAt and QueueDeadline.
+func (s *Store) CreateTask(ctx context.Context, t Task) error {
+	spec, err := encodeSpec(t.Spec)
+	if err != nil {
+		return fmt.Errorf("create task %s: %w", t.ID, err)
+	}
+	err = s.insert(ctx, `INSERT INTO tasks (id, account_id, type, spec, status, exit_code, error,
+	http_result, timeout_ms, queue_timeout_ms, retries, attempts, epoch, instance_id, delegate_name,
+	delegate_hostname, denied_instances, created_at, acquired_at, started_at, finished_at,
+	queue_deadline, lease_expires_at, log_bytes, log_omitted)
+	VALUES (?, ?, ?, ?, ?, NULL, '', NULL, ?, ?, ?, 0, 0, '', '', '', '[]', ?, NULL, NULL, NULL, ?, NULL, 0, 0)
+	ON CONFLICT DO NOTHING`,
+		t.ID, t.AccountID, t.Spec.Type, spec, protocol.StatusQueued, t.TimeoutMS, t.QueueTimeoutMS,
+		t.Retries, micros(t.CreatedAt), micros(t.QueueDeadline))
+	if err != nil {
+		return fmt.Errorf("create task %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// GetTask returns a task of an account; ErrNotFound also when the task
+// belongs to another account.
+func (s *Store) GetTask(ctx context.Context, accountID, id string) (Task, error) {
+	t, err := getTask(ctx, s.r(nil), id)
+	if err == nil && t.AccountID != accountID {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("get task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// ListTasks lists tasks, newest first (ties broken by ID, descending).
+// The limit is 100 by default and at most 1000.
+func (s *Store) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
+	var where []string
+	var args []any
+	if f.AccountID != "" {
+		where = append(where, "account_id = ?")
+		args = append(args, f.AccountID)
+	}
+	if f.Status != "" {
+		where = append(where, "status = ?")
+		args = append(args, f.Status)
+	}
+	q := `SELECT ` + taskCols + ` FROM tasks`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_at DESC, id DESC LIMIT ?"
+	args = append(args, listLimit(f.Limit))
+	tasks, err := queryTasks(ctx, s.r(nil), q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return tasks, nil
+}
+
+// QueuedTasks lists an account's queued tasks, oldest first, at most limit
+// (limit <= 0 means 100).
+func (s *Store) QueuedTasks(ctx context.Context, accountID string, limit int) ([]Task, error) {
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	tasks, err := queryTasks(ctx, s.r(nil), `SELECT `+taskCols+` FROM tasks
+	WHERE account_id = ? AND status = ? ORDER BY created_at, id LIMIT ?`,
+		accountID, protocol.StatusQueued, limit)
+	if err != nil {
+		return nil, fmt.Errorf("queued tasks: %w", err)
+	}
+	return tasks, nil
+}
+
+// ClaimTask moves a queued task to running for the claimer, in one
+// transaction: it fails with ErrNotFound (no such task), ErrAlreadyClaimed
+// (not queued any more), ErrTaskTerminal (finished) or ErrNoCapacity (the
+// claimer already runs Capacity tasks, when Capacity > 0). On success it
+// increments Epoch and Attempts, sets InstanceID, DelegateName,
+// DelegateHostname, AcquiredAt = now, clears StartedAt, and sets
+// LeaseExpiresAt = now + LeaseDuration. Exactly one concurrent claimer wins.
+func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, error) {
+	var t Task
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if c.Capacity > 0 {
+			var running int
+			if err := s.w(tx).queryRow(ctx, `SELECT COUNT(*) FROM tasks WHERE instance_id = ? AND status = ?`,
+				c.InstanceID, protocol.StatusRunning).Scan(&running); err != nil {
+				return err
+			}
+			if running >= c.Capacity {
+				return ErrNoCapacity
+			}
+		}
+		res, err := s.w(tx).exec(ctx, `UPDATE tasks SET status = ?, epoch = epoch + 1,
+	attempts = attempts + 1, instance_id = ?, delegate_name = ?, delegate_hostname = ?,
+	acquired_at = ?, started_at = NULL, lease_expires_at = ?
+	WHERE id = ? AND status = ?`,
+			protocol.StatusRunning, c.InstanceID, c.DelegateName, c.DelegateHostname, micros(now),
+			micros(now.Add(c.LeaseDuration)), c.TaskID, protocol.StatusQueued)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		t, err = getTask(ctx, s.w(tx), c.TaskID)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			if protocol.Terminal(t.Status) {
+				return ErrTaskTerminal
+			}
+			return ErrAlreadyClaimed
+		}
+		return nil
+	})
+	if err != nil {
+		return Task{}, fmt.Errorf("claim task %s: %w", c.TaskID, err)
+	}
+	return t, nil
+}
+
+// MarkStarted records that the task's process started (StartedAt = now) if
+// the task is running at epoch; ErrStaleLease otherwise (ErrNotFound for an
+// unknown task). A second call keeps the first StartedAt.
+func (s *Store) MarkStarted(ctx context.Context, id string, epoch int64, now time.Time) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := s.w(tx).exec(ctx, `UPDATE tasks SET started_at = ?
+	WHERE id = ? AND status = ? AND epoch = ? AND started_at IS NULL`,
+			micros(now), id, protocol.StatusRunning, epoch)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n > 0 {
+			return err
+		}
+		t, err := getTask(ctx, s.w(tx), id)
+		if err != nil {
+			return err
+		}
+		if t.Status != protocol.StatusRunning || t.Epoch != epoch {
+			return ErrStaleLease
+		}
+		return nil // already started at this epoch
+	})
+	if err != nil {
+		return fmt.Errorf("mark task %s started (epoch %d): %w", id, epoch, err)
+	}
+	return nil
+}
+
+// CompleteTask applies a delegate's result. If the task is running at
+// epoch it becomes r.Status with FinishedAt = now. If it is already
+// terminal and was finished at this epoch, the call is a no-op that returns
+// the stored task (results are idempotent). Otherwise ErrStaleLease
+// (ErrNotFound for an unknown task). "Finished at this epoch" means it was
+// still running at epoch when it ended: a task that was requeued and then
+// ended by the manager refuses the lost delegate's result. r.Status must be
+// terminal.
+func (s *Store) CompleteTask(ctx context.Context, id string, epoch int64, r Result, now time.Time) (Task, error) {
+	if err := validResult(r); err != nil {
+		return Task{}, fmt.Errorf("complete task %s: %w", id, err)
+	}
+	var t Task
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		t, err = getTask(ctx, s.w(tx), id)
+		if err != nil {
+			return err
+		}
+		if !heldAt(t, epoch) {
+			return ErrStaleLease
+		}
+		if t.Status != protocol.StatusRunning {
+			return nil // already finished at this epoch: idempotent
+		}
+		finish(&t, r, now)
+		if err := updateTask(ctx, s.w(tx), t, protocol.StatusRunning, epoch); err != nil {
+			if errors.Is(err, errRowChanged) {
+				return ErrStaleLease
+			}
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return Task{}, fmt.Errorf("complete task %s (epoch %d): %w", id, epoch, err)
+	}
+	return t, nil
+}
+
+// FinishTask ends a task that is queued or running (whatever its epoch) with
+// r, as the manager decides (cancel, timeout, not_assigned). ErrTaskTerminal
+// if it already finished (the stored task is returned with it);
+// ErrNotFound if unknown or of another account. r.Status must be terminal.
+func (s *Store) FinishTask(ctx context.Context, accountID, id string, r Result, now time.Time) (Task, error) {
+	if err := validResult(r); err != nil {
+		return Task{}, fmt.Errorf("finish task %s: %w", id, err)
+	}
+	var t Task
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		t, err = getTask(ctx, s.w(tx), id)
+		if err != nil {
+			return err
+		}
+		if t.AccountID != accountID {
+			t = Task{}
+			return ErrNotFound
+		}
+		if protocol.Terminal(t.Status) {
+			return ErrTaskTerminal
+		}
+		prevStatus := t.Status
+		finish(&t, r, now)
+		return updateTask(ctx, s.w(tx), t, prevStatus, t.Epoch)
+	})
+	if err != nil {
+		return t, fmt.Errorf("finish task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// ExtendLeases sets LeaseExpiresAt for tasks still running at the given
+// epochs, in one transaction; others are ignored.
+func (s *Store) ExtendLeases(ctx context.Context, ext []LeaseExtension) error {
+	if len(ext) == 0 {
+		return nil
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		stmt, err := s.w(tx).stmt(ctx, `UPDATE tasks SET lease_expires_at = ? WHERE id = ? AND epoch = ? AND status = ?`)
+		if err != nil {
+			return err
+		}
+		for _, e := range ext {
+			if _, err := stmt.ExecContext(ctx, micros(e.ExpiresAt), e.TaskID, e.Epoch, protocol.StatusRunning); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("extend %d leases: %w", len(ext), err)
+	}
+	return nil
+}
+
+// ExpireLeases handles running tasks whose LeaseExpiresAt is before now: a
+// task with Attempts <= Retries goes back to queued (its instance appended
+// to DeniedInstances, InstanceID/DelegateName/DelegateHostname/AcquiredAt/
+// StartedAt/LeaseExpiresAt cleared, QueueDeadline = now + QueueTimeoutMS);
+// otherwise it ends failed with an Error naming the delegate (name and
+// hostname) that was lost while running it.
+func (s *Store) ExpireLeases(ctx context.Context, now time.Time) ([]LeaseOutcome, error) {
+	var out []LeaseOutcome
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		out = nil
+		expired, err := queryTasks(ctx, s.w(tx), `SELECT `+taskCols+` FROM tasks
+	WHERE status = ? AND lease_expires_at < ? ORDER BY lease_expires_at, id`,
+			protocol.StatusRunning, micros(now))
+		if err != nil {
+			return err
+		}
+		for _, t := range expired {
+			o := LeaseOutcome{LostInstanceID: t.InstanceID}
+			if t.Attempts <= t.Retries {
+				o.Requeued = true
+				if t.InstanceID != "" && !slices.Contains(t.DeniedInstances, t.InstanceID) {
+					t.DeniedInstances = append(t.DeniedInstances, t.InstanceID)
+				}
+				t.Status = protocol.StatusQueued
+				t.InstanceID, t.DelegateName, t.DelegateHostname = "", "", ""
+				t.AcquiredAt, t.StartedAt, t.LeaseExpiresAt = nil, nil, nil
+				t.QueueDeadline = fromMicros(micros(now.Add(time.Duration(t.QueueTimeoutMS) * time.Millisecond)))
+			} else {
+				finish(&t, Result{
+					Status: protocol.StatusFailed,
+					Error: fmt.Sprintf("delegate %q (host %s) disconnected while running the task (lease expired)",
+						t.DelegateName, t.DelegateHostname),
+				}, now)
+			}
+			err := updateTask(ctx, s.w(tx), t, protocol.StatusRunning, t.Epoch)
+			if errors.Is(err, errRowChanged) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("task %s: %w", t.ID, err)
+			}
+			o.Task = t
+			out = append(out, o)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("expire leases: %w", err)
+	}
+	return out, nil
+}
+
+// ExpireQueued ends not_assigned every queued task whose QueueDeadline is
+// before now, with the given error text, and returns them.
+func (s *Store) ExpireQueued(ctx context.Context, now time.Time, reason string) ([]Task, error) {
+	var out []Task
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		out = nil
+		expired, err := queryTasks(ctx, s.w(tx), `SELECT `+taskCols+` FROM tasks
+	WHERE status = ? AND queue_deadline < ? ORDER BY queue_deadline, id`,
+			protocol.StatusQueued, micros(now))
+		if err != nil {
+			return err
+		}
+		for _, t := range expired {
+			finish(&t, Result{Status: protocol.StatusNotAssigned, Error: reason}, now)
+			err := updateTask(ctx, s.w(tx), t, protocol.StatusQueued, t.Epoch)
+			if errors.Is(err, errRowChanged) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("task %s: %w", t.ID, err)
+			}
+			out = append(out, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("expire queued tasks: %w", err)
+	}
+	return out, nil
+}
+
+// TimeoutRunning ends timed_out every running task whose AcquiredAt +
+// TimeoutMS + grace is before now, and returns them. This enforces
+// timeouts even when the delegate running the task is gone. A task with
+// TimeoutMS 0 has no timeout here.
+func (s *Store) TimeoutRunning(ctx context.Context, now time.Time, grace time.Duration) ([]Task, error) {
+	var out []Task
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		out = nil
+		late, err := queryTasks(ctx, s.w(tx), `SELECT `+taskCols+` FROM tasks
+	WHERE status = ? AND timeout_ms > 0 AND acquired_at + timeout_ms * 1000 < ?
+	ORDER BY acquired_at, id`,
+			protocol.StatusRunning, micros(now)-grace.Microseconds())
+		if err != nil {
+			return err
+		}
+		for _, t := range late {
+			finish(&t, Result{
+				Status: protocol.StatusTimedOut,
+				Error: fmt.Sprintf("timed out after %s (enforced by the manager; the delegate did not report)",
+					time.Duration(t.TimeoutMS)*time.Millisecond),
+			}, now)
+			err := updateTask(ctx, s.w(tx), t, protocol.StatusRunning, t.Epoch)
+			if errors.Is(err, errRowChanged) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("task %s: %w", t.ID, err)
+			}
+			out = append(out, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("time out running tasks: %w", err)
+	}
+	return out, nil
+}
+
+// RunningTasksOf lists the tasks running on an instance.
+func (s *Store) RunningTasksOf(ctx context.Context, instanceID string) ([]Task, error) {
+	tasks, err := queryTasks(ctx, s.r(nil), `SELECT `+taskCols+` FROM tasks
+	WHERE instance_id = ? AND status = ? ORDER BY acquired_at, id`, instanceID, protocol.StatusRunning)
+	if err != nil {
+		return nil, fmt.Errorf("running tasks of %s: %w", instanceID, err)
+	}
+	return tasks, nil
+}
+
+// --- logs --------------------------------------------------------------------------
+
+// AppendLogs stores chunks for the task's attempt at epoch (the attempt
+// number equals the epoch) if the task's epoch equals epoch (running, or
+// terminal within the same epoch); else ErrStaleLease (ErrNotFound for an
+// unknown task). A chunk whose (attempt, seq) is already stored is ignored
+// (delivery is idempotent). The cap keeps the first cap.Head bytes and the
+// last cap.Tail bytes of each attempt; chunks that fall between are deleted
+// and their size added to LogOmitted. LogBytes counts all bytes received.
+// A chunk that starts inside the head is kept whole; while cap.Tail > 0 the
+// newest chunk is never dropped, so the tail may exceed cap.Tail by less
+// than one chunk. A zero cap keeps everything.
+func (s *Store) AppendLogs(ctx context.Context, taskID string, epoch int64, chunks []protocol.LogChunk, cap LogCap) error {
+	if len(chunks) == 0 {
+		return nil
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		return s.appendLogs(ctx, tx, taskID, epoch, chunks, cap)
+	})
+	if err != nil {
+		return fmt.Errorf("append %d log chunks to task %s (epoch %d): %w", len(chunks), taskID, epoch, err)
+	}
+	return nil
+}
+
+// ReadLogs returns up to limit chunks after cursor, ordered by attempt then
+// seq. Where chunks were dropped by the cap, a synthetic chunk is returned
+// in their place whose Data is "\n[legate: N bytes of output omitted]\n"
+// and whose Seq is that of the first dropped chunk. limit <= 0 means 1000
+// (at most 10000). An unknown task has no chunks.
+func (s *Store) ReadLogs(ctx context.Context, taskID string, after LogCursor, limit int) ([]StoredChunk, error) {
+	var out []StoredChunk
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = s.readLogs(ctx, tx, taskID, after, limit)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read logs of task %s: %w", taskID, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,165 @@
+package store
+
+import (
+	"errors"
+	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// Sentinel errors. Callers test them with errors.Is.
+var (
+	ErrNotFound       = errors.New("not found")
+	ErrConflict       = errors.New("already exists")
+	ErrAlreadyClaimed = errors.New("task already claimed")
+	ErrNoCapacity     = errors.New("delegate at capacity")
+	ErrStaleLease     = errors.New("stale lease")
+	ErrTaskTerminal   = errors.New("task already finished")
+)
+
+// Account is a tenant. Everything else belongs to exactly one account.
+type Account struct {
+	ID        string
+	CreatedAt time.Time
+}
+
+// Token is a delegate token; only its SHA-256 hash is stored.
+type Token struct {
+	ID        string
+	AccountID string
+	Name      string
+	Hash      string
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+// Instance is one delegate process, identified within its account by
+// IdentityKey (name + hostname [+ IP]). A re-registration with the same
+// identity updates the row and increments Generation.
+type Instance struct {
+	ID          string
+	AccountID   string
+	IdentityKey string
+	Name        string
+	Hostname    string
+	IP          string
+	Tags        []string
+	Version     string
+	Type        string
+	TokenID     string
+	Capacity    int
+	Generation  int64
+	// Connection is protocol.ConnWebSocket or protocol.ConnPolling ("" before
+	// the first event channel opens).
+	Connection     string
+	Draining       bool
+	RegisteredAt   time.Time
+	LastHeartbeat  *time.Time
+	DeregisteredAt *time.Time
+}
+
+// InstanceTouch is one entry of a batched liveness flush.
+type InstanceTouch struct {
+	ID            string
+	LastHeartbeat time.Time
+	Connection    string
+	Draining      bool
+}
+
+// Task is the stored form of a task. Spec holds the full submitted spec,
+// secret values included; the API never returns Spec.SecretEnv.
+type Task struct {
+	ID               string
+	AccountID        string
+	Spec             protocol.TaskSpec
+	Status           string
+	ExitCode         *int
+	Error            string
+	HTTPResult       *protocol.HTTPResult
+	TimeoutMS        int64
+	QueueTimeoutMS   int64
+	Retries          int
+	Attempts         int
+	Epoch            int64
+	InstanceID       string
+	DelegateName     string
+	DelegateHostname string
+	// DeniedInstances are instances that must not run this task again
+	// (they were lost while running it).
+	DeniedInstances []string
+	CreatedAt       time.Time
+	AcquiredAt      *time.Time
+	StartedAt       *time.Time
+	FinishedAt      *time.Time
+	QueueDeadline   time.Time
+	LeaseExpiresAt  *time.Time
+	// LogBytes is how many bytes of output were received; LogOmitted how
+	// many of them were dropped by the head/tail cap.
+	LogBytes   int64
+	LogOmitted int64
+}
+
+// Claim is what ClaimTask needs to know about the claimer.
+type Claim struct {
+	TaskID           string
+	InstanceID       string
+	DelegateName     string
+	DelegateHostname string
+	// Capacity is the claimer's capacity; 0 means unlimited.
+	Capacity int
+	// LeaseDuration is how long the lease lasts without a heartbeat.
+	LeaseDuration time.Duration
+}
+
+// Result is a task outcome reported by a delegate (or decided by the manager).
+type Result struct {
+	Status     string
+	ExitCode   *int
+	Error      string
+	HTTPResult *protocol.HTTPResult
+}
+
+// LeaseExtension extends the lease of a running task held at Epoch.
+type LeaseExtension struct {
+	TaskID    string
+	Epoch     int64
+	ExpiresAt time.Time
+}
+
+// TaskFilter selects tasks for ListTasks. Zero fields do not filter.
+type TaskFilter struct {
+	AccountID string
+	Status    string
+	// Limit caps the number of rows (newest first); 0 means 100.
+	Limit int
+}
+
+// LogCap bounds stored output per task: the first Head bytes and the last
+// Tail bytes are kept; what lies between is dropped and counted.
+type LogCap struct {
+	Head int64
+	Tail int64
+}
+
+// LogCursor is a position in a task's log: after chunk Seq of Attempt.
+type LogCursor struct {
+	Attempt int
+	Seq     int64
+}
+
+// StoredChunk is a log chunk with the attempt it belongs to (attempt N is
+// the one that ran at epoch N).
+type StoredChunk struct {
+	Attempt int
+	Chunk   protocol.LogChunk
+}
+
+// LeaseOutcome describes what ExpireLeases did with one task.
+type LeaseOutcome struct {
+	Task Task
+	// Requeued is true when the task went back to the queue (retries left);
+	// false when it ended failed.
+	Requeued bool
+	// LostInstanceID is the instance whose lease expired.
+	LostInstanceID string
+}
