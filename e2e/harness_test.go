@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 
 // proc is a running legate process whose output is captured.
 type proc struct {
-	t    *testing.T
+	t    testing.TB
 	name string
 	cmd  *exec.Cmd
 	out  *syncBuffer
@@ -75,7 +75,7 @@ func (s *syncBuffer) String() string {
 }
 
 // start runs the binary with args and env (added to a minimal environment).
-func start(t *testing.T, name string, env []string, args ...string) *proc {
+func start(t testing.TB, name string, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(baseEnv(), env...)
@@ -141,7 +141,7 @@ func (p *proc) exited() bool {
 }
 
 // eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
@@ -155,7 +155,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 
 // cluster is a manager process plus helpers to drive it with the CLI.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	url     string
 	account string
 	apiKey  string
@@ -163,7 +163,7 @@ type cluster struct {
 	mgr     *proc
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -175,7 +175,7 @@ func freePort(t *testing.T) string {
 }
 
 // startCluster starts a manager with a short heartbeat interval.
-func startCluster(t *testing.T, extra ...string) *cluster {
+func startCluster(t testing.TB, extra ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, data: t.TempDir()}
 	c.startManager(freePort(t), extra...)
@@ -377,7 +377,7 @@ func (c *cluster) streamCLI(args ...string) (*exec.Cmd, *bufio.Reader, *bytes.Bu
 }
 
 // readLineWithin reads one line or fails after d.
-func readLineWithin(t *testing.T, r *bufio.Reader, d time.Duration) string {
+func readLineWithin(t testing.TB, r *bufio.Reader, d time.Duration) string {
 	t.Helper()
 	ch := make(chan string, 1)
 	go func() {

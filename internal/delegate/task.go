@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/legate-dev/legate/internal/executor"
@@ -59,12 +60,18 @@ func (a *Agent) runTask(id string) {
 	out := mask.New(ship, secrets)
 	dir := taskDir(a.opts.WorkDir, id)
 	env := append(append([]string{}, a.opts.TaskEnv...), "LEGATE_TASK_ID="+id)
+	// The start report must land before the result, or a fast task would
+	// finish without a started_at.
+	startedSent := make(chan struct{})
+	var startedCalled atomic.Bool
 	outcome := executor.Run(taskCtx, acq.Spec, executor.Options{
 		WorkDir: dir,
 		Env:     env,
 		Timeout: time.Duration(acq.TimeoutMS) * time.Millisecond,
 		OnStart: func() {
+			startedCalled.Store(true)
 			go func() {
+				defer close(startedSent)
 				sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 				defer scancel()
 				if err := a.client().Started(sctx, id, protocol.StartedRequest{Epoch: acq.Epoch}); err != nil {
@@ -75,6 +82,12 @@ func (a *Agent) runTask(id string) {
 	}, out)
 	_ = out.Flush()
 	lastSeq := ship.close()
+	if startedCalled.Load() {
+		select {
+		case <-startedSent:
+		case <-time.After(15 * time.Second):
+		}
+	}
 	if errors.Is(context.Cause(taskCtx), errAborted) {
 		outcome.Status = protocol.StatusCancelled
 		if outcome.Error == "" {

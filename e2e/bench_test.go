@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legate-dev/legate/internal/client"
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// Benchmarks of the core path with real processes on loopback. Run:
+//
+//	go test -run '^$' -bench . -benchtime 200x ./e2e/
+//
+// Each reports medians and tails as custom metrics; BENCHMARKS.md records
+// the figures.
+
+// delegateProc starts a delegate for a benchmark and waits until it is connected.
+func (c *cluster) delegateProc(hostname string, extra ...string) *exec.Cmd {
+	c.t.Helper()
+	tok := c.token("bench-" + hostname)
+	cmd := exec.Command(binary, "delegate")
+	cmd.Env = append(append(baseEnv(), c.seed004Env(tok, "bench", "")...), "DELEGATE_HOSTNAME="+hostname)
+	cmd.Env = append(cmd.Env, extra...)
+	cmd.Dir = c.t.TempDir()
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	c.waitConnected(hostname, "")
+	return cmd
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration{}, d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(float64(len(s)-1) * p)
+	return s[i]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// benchPickup measures queued → process started for tasks submitted one at
+// a time to one idle delegate.
+func benchPickup(b *testing.B, poll bool) {
+	env := startCluster(b)
+	extra := []string{}
+	if poll {
+		extra = append(extra, "POLL_FOR_TASKS=true")
+	}
+	env.delegateProc("bench-host", extra...)
+	ctx := context.Background()
+	c, err := client.New(env.url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.SetSecret(env.apiKey)
+	spec := protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: "true"}}
+	// Warm up.
+	for i := 0; i < 5; i++ {
+		if _, err := runAndWait(ctx, c, spec); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var pickup []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t, err := runAndWait(ctx, c, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if t.StartedAt == nil || t.Status != protocol.StatusSucceeded {
+			b.Fatalf("task %+v", t)
+		}
+		pickup = append(pickup, t.StartedAt.Sub(t.CreatedAt))
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(percentile(pickup, 0.5)), "p50-pickup-ms")
+	b.ReportMetric(ms(percentile(pickup, 0.99)), "p99-pickup-ms")
+	b.ReportMetric(ms(percentile(pickup, 1)), "max-pickup-ms")
+}
+
+func runAndWait(ctx context.Context, c *client.Client, spec protocol.TaskSpec) (protocol.Task, error) {
+	t, err := c.SubmitTask(ctx, spec)
+	if err != nil {
+		return t, err
+	}
+	return c.StreamLogs(ctx, t.ID, true, func(protocol.LogStreamLine) error { return nil })
+}
+
+func BenchmarkPickupWebSocket(b *testing.B) { benchPickup(b, false) }
+func BenchmarkPickupPolling(b *testing.B)   { benchPickup(b, true) }
+
+// BenchmarkDelegateStartToConnected measures exec of the delegate binary
+// until it logs that its event channel is connected.
+func BenchmarkDelegateStartToConnected(b *testing.B) {
+	env := startCluster(b)
+	tok := env.token("startup")
+	var took []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cmd := exec.Command(binary, "delegate")
+		cmd.Env = append(baseEnv(), "ACCOUNT_ID="+env.account, "DELEGATE_TOKEN="+tok,
+			"MANAGER_HOST_AND_PORT="+env.url, "DELEGATE_NAME=startup", "DELEGATE_HOSTNAME=startup-host")
+		cmd.Dir = b.TempDir()
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		sc := bufio.NewScanner(stderr)
+		ok := false
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "connected to the manager") {
+				took = append(took, time.Since(t0))
+				ok = true
+				break
+			}
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if !ok {
+			b.Fatal("delegate never connected")
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(percentile(took, 0.5)), "p50-start-to-connected-ms")
+	b.ReportMetric(ms(percentile(took, 1)), "max-start-to-connected-ms")
+}
+
+// BenchmarkDelegateIdleRSS reports the resident memory of a connected,
+// idle delegate after it has settled for 3 s. It measures one delegate
+// whatever b.N is.
+func BenchmarkDelegateIdleRSS(b *testing.B) {
+	env := startCluster(b)
+	p := env.delegateProc("idle")
+	time.Sleep(3 * time.Second)
+	rss := rssKB(b, p.Process.Pid)
+	b.ReportMetric(float64(rss)/1024, "idle-rss-MB")
+}
+
+func rssKB(b *testing.B, pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(line)
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
+}
