@@ -168,3 +168,74 @@ func rssKB(b *testing.B, pid int) int {
 	b.Fatal("no VmRSS")
 	return 0
 }
+
+// BenchmarkPickupBaseline3sPoller is the baseline for the pickup figures:
+// a delegate that asks for work every 3 s without holding the request open,
+// as the original's polling fallback does. It speaks the real protocol from
+// the benchmark (register, poll with wait 0, acquire, report started) and
+// starts no process, so it measures the polling cost alone. At most 20
+// tasks are measured whatever b.N is (each takes up to 3 s).
+func BenchmarkPickupBaseline3sPoller(b *testing.B) {
+	env := startCluster(b)
+	tok := env.token("baseline")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d, err := client.New(env.url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg, err := d.Register(ctx, protocol.RegisterRequest{AccountID: env.account, Token: tok, Name: "baseline", Hostname: "baseline-host", IP: "127.0.0.1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d.SetSecret(reg.Session)
+	go func() {
+		for ctx.Err() == nil {
+			evs, err := d.Poll(ctx, 0)
+			if err == nil {
+				for _, ev := range evs.Events {
+					if ev.Kind != protocol.EventTaskAvailable {
+						continue
+					}
+					acq, err := d.Acquire(ctx, ev.TaskID)
+					if err != nil {
+						continue
+					}
+					_ = d.Started(ctx, ev.TaskID, protocol.StartedRequest{Epoch: acq.Epoch})
+					zero := 0
+					_, _ = d.Result(ctx, ev.TaskID, protocol.ResultRequest{Epoch: acq.Epoch, Status: protocol.StatusSucceeded, ExitCode: &zero})
+				}
+			}
+			_, _ = d.Heartbeat(ctx, protocol.Heartbeat{})
+			select {
+			case <-ctx.Done():
+			case <-time.After(3 * time.Second):
+			}
+		}
+	}()
+	c, err := client.New(env.url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.SetSecret(env.apiKey)
+	spec := protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: "true"}}
+	n := min(b.N, 20)
+	var pickup []time.Duration
+	b.ResetTimer()
+	for i := 0; i < n; i++ {
+		t, err := runAndWait(ctx, c, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if t.StartedAt == nil {
+			b.Fatalf("task %+v", t)
+		}
+		pickup = append(pickup, t.StartedAt.Sub(t.CreatedAt))
+		// Submit at a random phase of the poll cycle.
+		time.Sleep(time.Duration(i*137%1000) * time.Millisecond)
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(percentile(pickup, 0.5)), "p50-pickup-ms")
+	b.ReportMetric(ms(percentile(pickup, 0.99)), "p99-pickup-ms")
+	b.ReportMetric(ms(percentile(pickup, 1)), "max-pickup-ms")
+}

@@ -369,3 +369,31 @@ func TestManagerRestartKeepsEverything(t *testing.T) {
 		t.Errorf("after restart: code %d %q %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+func TestSecondSignalCancelsAtOnce(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	tok := c.token("s2")
+	p := c.delegate("twice", "twice-host", c.seed004Env(tok, "twice", "")...)
+	mark := fmt.Sprintf("legate-e2e-twice-%d", time.Now().UnixNano())
+	id := strings.TrimSpace(c.mustCLI("task", "run", "--detach", "--script", fmt.Sprintf("exec -a %s sleep 303", mark)))
+	eventually(t, 10*time.Second, "task running", func() bool { return processExists(mark) })
+	p.signal(syscall.SIGTERM)
+	eventually(t, 10*time.Second, "delegate draining", func() bool {
+		d, _ := c.findDelegate("twice-host")
+		return d.Draining
+	})
+	if p.exited() {
+		t.Fatal("delegate exited on the first signal while a task ran (grace is 20s)")
+	}
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(15 * time.Second); code != 0 {
+		t.Fatalf("exit code after second signal: %d", code)
+	}
+	if processExists(mark) {
+		t.Error("task process survived the second signal")
+	}
+	if got := c.task(id); got.Status != protocol.StatusCancelled {
+		t.Errorf("task after second signal: %s (%s), want cancelled", got.Status, got.Error)
+	}
+}

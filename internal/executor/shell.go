@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -175,7 +178,45 @@ func terminate(pgid int, done <-chan error, grace time.Duration) {
 	}
 }
 
-// groupGone reports whether no process of group pgid is left.
+// groupGone reports whether no live process of group pgid is left. A
+// group whose members are all zombies counts as gone: they are dead and
+// wait only for their new parent (often a slow PID 1 in containers) to
+// reap them.
 func groupGone(pgid int) bool {
-	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+	if errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) {
+		return true
+	}
+	return !liveMember(pgid)
+}
+
+// liveMember reports whether /proc shows a process of group pgid that is
+// not a zombie. Without /proc it assumes one is alive.
+func liveMember(pgid int) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + name + "/stat")
+		if err != nil {
+			continue
+		}
+		// Format: pid (comm) state ppid pgrp ...; comm may contain spaces.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 3 || f[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		if f[0] != "Z" && f[0] != "X" {
+			return true
+		}
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -362,4 +363,48 @@ func FuzzVerifySession(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestLogCapKeepsHeadAndTailWithMarker(t *testing.T) {
+	tm := startTestManager(t, Config{LogCap: store.LogCap{Head: 100, Tail: 100}})
+	ctx := context.Background()
+	a := tm.client(t, tm.admin.APIKey)
+	tok, _ := a.CreateToken(ctx, "t")
+	d, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "d", "h")
+	task, _ := a.SubmitTask(ctx, protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "true"}})
+	acq, err := d.Acquire(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 50; i++ {
+		line := fmt.Sprintf("line %03d ----------\n", i) // 20 bytes
+		if err := d.SendLogs(ctx, task.ID, protocol.LogsRequest{Epoch: acq.Epoch, Chunks: []protocol.LogChunk{{Seq: int64(i), Data: line}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zero := 0
+	if _, err := d.Result(ctx, task.ID, protocol.ResultRequest{Epoch: acq.Epoch, Status: protocol.StatusSucceeded, ExitCode: &zero, LastSeq: 50}); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if _, err := a.StreamLogs(ctx, task.ID, false, func(l protocol.LogStreamLine) error {
+		if l.Chunk != nil {
+			out.WriteString(l.Chunk.Data)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"line 001", "line 005", "bytes of output omitted", "line 050"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("capped log lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "line 025") {
+		t.Errorf("capped log kept the middle:\n%s", s)
+	}
+	if len(s) > 400 {
+		t.Errorf("capped log is %d bytes, want about head+tail", len(s))
+	}
 }

@@ -452,6 +452,9 @@ func DecodeError(status int, body []byte) *Error {
 	if err := json.Unmarshal(body, &eb); err == nil && eb.Error.Code != "" {
 		e := eb.Error
 		e.Status = status
+		if e.Message == "" {
+			e.Message = fmt.Sprintf("HTTP %d", status)
+		}
 		return &e
 	}
 	code := CodeBadRequest
