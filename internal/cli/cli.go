@@ -1,5 +1,5 @@
-// Package cli implements legate's admin commands (token, delegates, task)
-// with cobra. They talk to a manager through internal/client, write to the
+// Package cli implements legate's admin commands (org, project, token,
+// delegates, connector, task) with cobra. They talk to a manager through internal/client, write to the
 // command's output streams (so tests capture them) and report process exit
 // codes as *ExitError values for main to act on.
 package cli
@@ -69,9 +69,9 @@ type app struct {
 	httpClient *http.Client   // nil = the client package's default
 }
 
-// AddCommands adds the admin commands (token, delegates, task) and the
-// persistent flags --url and --api-key to root. The flags fall back to
-// LEGATE_URL and LEGATE_API_KEY.
+// AddCommands adds the admin commands (org, project, token, delegates,
+// connector, task) and the persistent flags --url and --api-key to root.
+// The flags fall back to LEGATE_URL and LEGATE_API_KEY.
 func AddCommands(root *cobra.Command) {
 	addCommands(root, &app{getenv: os.Getenv, now: time.Now, loc: time.Local})
 }
@@ -80,7 +80,7 @@ func addCommands(root *cobra.Command, a *app) {
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.url, "url", "", "manager URL, e.g. http://127.0.0.1:8080 (env "+EnvURL+")")
 	pf.StringVar(&a.apiKey, "api-key", "", "admin API key (env "+EnvAPIKey+")")
-	root.AddCommand(a.tokenCmd(), a.delegatesCmd(), a.taskCmd())
+	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.delegatesCmd(), a.connectorCmd(), a.taskCmd())
 }
 
 // adminEnvHint says where a local manager's settings are.

@@ -72,9 +72,9 @@ func TestTokenListAndRevoke(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	want := "NAME  STATUS   CREATED  REVOKED\n" +
-		"ci    revoked  1m ago   0s ago\n" +
-		"prod  active   1m ago   -\n"
+	want := "NAME  SCOPE    STATUS   CREATED  REVOKED\n" +
+		"ci    account  revoked  1m ago   0s ago\n" +
+		"prod  account  active   1m ago   -\n"
 	if d := cmp.Diff(want, r.stdout); d != "" {
 		t.Errorf("table (-want +got):\n%s", d)
 	}
@@ -97,15 +97,18 @@ func TestDelegatesList(t *testing.T) {
 		{Name: "east", Hostname: "host-a", IP: "10.0.0.1", Tags: []string{"linux", "prod"}, Version: "0.1.0",
 			Status: protocol.DelegateConnected, Connection: protocol.ConnWebSocket, LastHeartbeat: &hb, RunningTasks: 2, Capacity: 4},
 		{Name: "west", Hostname: "host-b", IP: "10.0.0.2", Version: "0.1.0", Status: protocol.DelegateDisconnected,
-			Connection: protocol.ConnPolling, Draining: true},
+			Connection: protocol.ConnPolling, Draining: true, Org: "eng"},
+		{Name: "web", Hostname: "host-c", IP: "10.0.0.3", Version: "0.2.0", Status: protocol.DelegateConnected,
+			Connection: protocol.ConnWebSocket, LastHeartbeat: &hb, Org: "eng", Project: "web"},
 	}
 	r := runCLI(t.Context(), m.env(), "", "delegates", "list")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	want := "NAME  HOSTNAME  IP        TAGS        VERSION  STATUS                 CONNECTION  LAST-HEARTBEAT  RUNNING\n" +
-		"east  host-a    10.0.0.1  linux,prod  0.1.0    connected              websocket   3s ago          2/4\n" +
-		"west  host-b    10.0.0.2  -           0.1.0    disconnected,draining  polling     never           0\n"
+	want := "NAME  HOSTNAME  IP        SCOPE            TAGS        VERSION  STATUS                 CONNECTION  LAST-HEARTBEAT  RUNNING\n" +
+		"east  host-a    10.0.0.1  account          linux,prod  0.1.0    connected              websocket   3s ago          2/4\n" +
+		"west  host-b    10.0.0.2  org/eng          -           0.1.0    disconnected,draining  polling     never           0\n" +
+		"web   host-c    10.0.0.3  project/eng/web  -           0.2.0    connected              websocket   3s ago          0\n"
 	if d := cmp.Diff(want, r.stdout); d != "" {
 		t.Errorf("table (-want +got):\n%s", d)
 	}
@@ -122,7 +125,8 @@ func TestDelegatesList(t *testing.T) {
 func TestEmptyListsSayNoneOnStderr(t *testing.T) {
 	t.Parallel()
 	m := newFakeManager(t, outcomeSpec{})
-	for _, args := range [][]string{{"token", "list"}, {"delegates", "list"}, {"task", "list"}} {
+	for _, args := range [][]string{{"token", "list"}, {"delegates", "list"}, {"task", "list"}, {"org", "list"},
+		{"project", "list"}, {"connector", "list"}} {
 		r := runCLI(t.Context(), m.env(), "", args...)
 		if r.err != nil || r.stdout != "" || !strings.HasPrefix(r.stderr, "No ") {
 			t.Errorf("%v: err %v, stdout %q, stderr %q", args, r.err, r.stdout, r.stderr)
@@ -155,6 +159,13 @@ func TestTaskRunOutcomes(t *testing.T) {
 			"legate: task t_1 cancelled: cancelled by user\n"},
 		{"not assigned", outcomeSpec{status: protocol.StatusNotAssigned, errText: "no delegate has selector gpu"}, 3,
 			"legate: task t_1 not_assigned: no delegate has selector gpu\n"},
+		{"not assigned, one line per delegate", outcomeSpec{status: protocol.StatusNotAssigned,
+			errText: "no delegate can run the task:\nbuild-1 (host-a): selectors: missing selectors: gpu\n  build-2 (host-b): capacity: at capacity (2/2 tasks)\n"}, 3,
+			"legate: task t_1 not_assigned: no delegate can run the task:\n" +
+				"  build-1 (host-a): selectors: missing selectors: gpu\n" +
+				"  build-2 (host-b): capacity: at capacity (2/2 tasks)\n"},
+		{"failed with a multi-line error stays on one line", outcomeSpec{status: protocol.StatusFailed, errText: "executor error:\nfork failed"}, 1,
+			"legate: task t_1 failed: executor error: fork failed\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -270,6 +281,22 @@ func TestTaskRunBuildsSpec(t *testing.T) {
 				Headers: map[string]string{"Content-Type": "application/json", "X-Trace": "abc:def"}, Body: `{"a":1}`, ExpectStatus: 201}},
 		},
 		{
+			name: "scope, capabilities and connector",
+			args: []string{"--script", "deploy", "--org", "eng", "--project", "web", "--capability", " https://git.internal/health ",
+				"--capability", "tcp://db.internal:5432", "--capability", "binary:kubectl", "--capability", "tcp://[::1]:22",
+				"--capability", "http://a.internal/x?y=1,2", "--capability", "binary:kubectl", "--connector", "k8s-east"},
+			want: protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: "deploy"}, Org: "eng", Project: "web",
+				Capabilities: []string{"https://git.internal/health", "tcp://db.internal:5432", "binary:kubectl", "tcp://[::1]:22",
+					"http://a.internal/x?y=1,2"},
+				Connector: "k8s-east"},
+		},
+		{
+			name: "org only, connector with its own selectors",
+			args: []string{"--http-url", "https://api.internal/", "--org", "eng", "--connector", "vault", "--selector", "east"},
+			want: protocol.TaskSpec{Type: protocol.TaskHTTP, HTTP: &protocol.HTTPSpec{Method: "GET", URL: "https://api.internal/"},
+				Org: "eng", Connector: "vault", Selectors: []string{"east"}},
+		},
+		{
 			name: "explicit http type",
 			args: []string{"--type", "http", "--http-url", "http://10.0.0.5:8080/"},
 			want: protocol.TaskSpec{Type: protocol.TaskHTTP, HTTP: &protocol.HTTPSpec{Method: "GET", URL: "http://10.0.0.5:8080/"}},
@@ -324,6 +351,31 @@ func TestUsageErrors(t *testing.T) {
 		{"bad status filter", []string{"task", "list", "--status", "done"}, `--status "done"`},
 		{"negative limit", []string{"task", "list", "--limit", "-1"}, "--limit"},
 		{"missing argument", []string{"task", "get"}, "accepts 1 arg"},
+		{"task project without org", []string{"task", "run", "--script", "x", "--project", "web"}, "--project web needs --org"},
+		{"capability without scheme", []string{"task", "run", "--script", "x", "--capability", "db.internal:5432"}, `--capability "db.internal:5432": want http://URL, https://URL, tcp://HOST:PORT or binary:NAME`},
+		{"capability ftp", []string{"task", "run", "--script", "x", "--capability", "ftp://x/"}, `--capability "ftp://x/"`},
+		{"capability http without host", []string{"task", "run", "--script", "x", "--capability", "https:///path"}, "needs a URL with a host"},
+		{"capability tcp without port", []string{"task", "run", "--script", "x", "--capability", "tcp://db.internal"}, "tcp://HOST:PORT"},
+		{"capability tcp without host", []string{"task", "run", "--script", "x", "--capability", "tcp://:5432"}, "tcp://HOST:PORT"},
+		{"capability tcp port 0", []string{"task", "run", "--script", "x", "--capability", "tcp://db:0"}, `port "0": want 1-65535`},
+		{"capability tcp port too big", []string{"task", "run", "--script", "x", "--capability", "tcp://db:65536"}, `port "65536": want 1-65535`},
+		{"capability tcp port not a number", []string{"task", "run", "--script", "x", "--capability", "tcp://db:pg"}, `port "pg"`},
+		{"capability tcp with a path", []string{"task", "run", "--script", "x", "--capability", "tcp://db:5432/x"}, "port"},
+		{"capability binary empty", []string{"task", "run", "--script", "x", "--capability", "binary:"}, "binary:NAME"},
+		{"capability binary path", []string{"task", "run", "--script", "x", "--capability", "binary:/usr/bin/kubectl"}, "without '/'"},
+		{"capability uppercase scheme", []string{"task", "run", "--script", "x", "--capability", "HTTPS://x"}, "want http://URL"},
+		{"empty connector", []string{"task", "run", "--script", "x", "--connector", " "}, "--connector"},
+		{"token project without org", []string{"token", "create", "ci", "--project", "web"}, "--project web needs --org"},
+		{"project create without org", []string{"project", "create", "web"}, "project create needs --org ORG"},
+		{"project delete without org", []string{"project", "delete", "web"}, "project delete needs --org ORG"},
+		{"org create without name", []string{"org", "create"}, "accepts 1 arg"},
+		{"connector create without --url", []string{"connector", "create", "k8s"}, "connector create needs --url URL"},
+		{"connector create with a bad --url", []string{"connector", "create", "k8s", "--url", "k8s.internal:6443"}, `--url "k8s.internal:6443"`},
+		{"connector create with a bad tcp --url", []string{"connector", "create", "db", "--url", "tcp://db"}, `--url "tcp://db"`},
+		{"connector create with two --url", []string{"--url", "http://manager:8080", "connector", "create", "k8s", "--url", "https://k8s:6443"},
+			"--url given 2 times (on connector create, --url is the connector's endpoint: set the manager URL with LEGATE_URL)"},
+		{"explain without ID", []string{"task", "explain"}, "accepts 1 arg"},
+		{"describe without name", []string{"delegates", "describe"}, "accepts 1 arg"},
 		{"unknown flag", []string{"task", "run", "--nope"}, "unknown flag"},
 	}
 	for _, tt := range tests {
@@ -348,6 +400,11 @@ func TestUsageErrors(t *testing.T) {
 	}
 	if n := len(m.submitted()); n != 0 {
 		t.Errorf("%d tasks submitted by invalid commands", n)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.tokenReqs) != 0 || len(m.projects) != 0 || len(m.connReqs) != 0 {
+		t.Errorf("invalid commands reached the manager: tokens %v, projects %v, connectors %v", m.tokenReqs, m.projects, m.connReqs)
 	}
 }
 
@@ -489,6 +546,7 @@ func TestOutcome(t *testing.T) {
 		if code != tt.wantCode {
 			t.Errorf("outcome(%s, %v) = %d, want %d", tt.task.Status, tt.task.ExitCode, code, tt.wantCode)
 		}
+		// (TestTaskRunOutcomes covers the multi-line error of not_assigned.)
 		if (reason == "") != (tt.task.Status == protocol.StatusSucceeded) || strings.Contains(reason, "\n") {
 			t.Errorf("outcome(%s) reason = %q", tt.task.Status, reason)
 		}
@@ -529,5 +587,26 @@ func TestHelp(t *testing.T) {
 	r := runCLI(t.Context(), nil, "", "task", "run", "--help")
 	if r.err != nil || !strings.Contains(r.stdout, "legate task run --script") || !strings.Contains(r.stdout, "--http-url") {
 		t.Errorf("task run --help: err %v, output:\n%s", r.err, r.stdout)
+	}
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"task", "run", "--help"}, []string{"--capability tcp://db.internal:5432", "--connector", "binary:NAME"}},
+		{[]string{"task", "explain", "--help"}, []string{"legate task explain t_123", "allowlisted", "capability_denied"}},
+		{[]string{"org", "create", "--help"}, []string{"legate org create eng"}},
+		{[]string{"project", "create", "--help"}, []string{"legate project create --org eng web"}},
+		{[]string{"project", "list", "--help"}, []string{"legate project list --org eng"}},
+		{[]string{"token", "create", "--help"}, []string{"--org eng --project web", "scope"}},
+		{[]string{"connector", "create", "--help"}, []string{"legate connector create k8s-east --url https://", "LEGATE_URL"}},
+		{[]string{"connector", "--help"}, []string{"LAST-SUCCESS"}},
+		{[]string{"delegates", "describe", "--help"}, []string{"legate delegates describe build", "deny list"}},
+	} {
+		r := runCLI(t.Context(), nil, "", tt.args...)
+		for _, w := range tt.want {
+			if r.err != nil || !strings.Contains(r.stdout, w) {
+				t.Errorf("%v: err %v, output lacks %q:\n%s", tt.args, r.err, w, r.stdout)
+			}
+		}
 	}
 }

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,9 +18,10 @@ func (a *app) delegatesCmd() *cobra.Command {
 		Short: "Show the delegates connected to the manager",
 		Long: `Show delegate instances: one row per running delegate process. Replicas
 that share a name form one delegate group.`,
-		Example: `  legate delegates list`,
+		Example: `  legate delegates list
+  legate delegates describe build`,
 	}
-	cmd.AddCommand(a.delegatesListCmd())
+	cmd.AddCommand(a.delegatesListCmd(), a.delegatesDescribeCmd())
 	return cmd
 }
 
@@ -28,8 +31,10 @@ func (a *app) delegatesListCmd() *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List delegate instances and their health",
-		Long: `List delegate instances with their tags, version, connection (websocket or
-polling), time since the last heartbeat and running tasks (running/capacity).`,
+		Long: `List delegate instances with their scope (account, org/ORG or
+project/ORG/PROJECT, from their token), tags, version, connection
+(websocket or polling), time since the last heartbeat and running tasks
+(running/capacity).`,
 		Example: `  legate delegates list
   legate delegates list --json | jq '.delegates[] | select(.status == "connected") | .name'`,
 		Args: cobra.NoArgs,
@@ -53,22 +58,154 @@ polling), time since the last heartbeat and running tasks (running/capacity).`,
 				return nil
 			}
 			now := a.now()
-			t := newTable(cmd.OutOrStdout(), "NAME", "HOSTNAME", "IP", "TAGS", "VERSION", "STATUS", "CONNECTION", "LAST-HEARTBEAT", "RUNNING")
+			t := newTable(cmd.OutOrStdout(), "NAME", "HOSTNAME", "IP", "SCOPE", "TAGS", "VERSION", "STATUS", "CONNECTION", "LAST-HEARTBEAT", "RUNNING")
 			for _, d := range list.Delegates {
-				status := d.Status
-				if d.Draining {
-					status += ",draining"
-				}
-				running := strconv.Itoa(d.RunningTasks)
-				if d.Capacity > 0 {
-					running += "/" + strconv.Itoa(d.Capacity)
-				}
-				t.row(d.Name, d.Hostname, d.IP, strings.Join(d.Tags, ","), d.Version, status, d.Connection,
-					agePtr(now, d.LastHeartbeat), running)
+				t.row(d.Name, d.Hostname, d.IP, scope(d.Org, d.Project), strings.Join(d.Tags, ","), d.Version, delegateStatus(d),
+					d.Connection, agePtr(now, d.LastHeartbeat), running(d))
 			}
 			return t.flush()
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the delegate list as JSON")
 	return cmd
+}
+
+// delegateStatus is the status with ",draining" when the delegate drains.
+func delegateStatus(d protocol.Delegate) string {
+	if d.Draining {
+		return d.Status + ",draining"
+	}
+	return d.Status
+}
+
+// running renders running tasks as "running/capacity", or "running" when
+// the capacity is unlimited.
+func running(d protocol.Delegate) string {
+	r := strconv.Itoa(d.RunningTasks)
+	if d.Capacity > 0 {
+		r += "/" + strconv.Itoa(d.Capacity)
+	}
+	return r
+}
+
+func (a *app) delegatesDescribeCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Show every instance of a delegate with its capability lists",
+		Long: `Show each instance of the delegate NAME: hostname, status, connection, scope,
+tags, running tasks and capacity, why it takes no tasks when it is over a
+resource threshold, and its capability lists:
+
+  allowlist  capabilities it validated, trusted for 6h (each success resets
+             the time); allowlisted delegates are preferred
+  deny list  capabilities that failed on it, with the error; it is not
+             offered tasks that need them until the time runs out (5m)`,
+		Example: `  legate delegates describe build
+  legate delegates describe build --json | jq '.instances[].denylist'`,
+		Args: cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			d, err := c.DescribeDelegate(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if d.Instances == nil {
+				d.Instances = []protocol.DelegateDetail{}
+			}
+			for i := range d.Instances {
+				if d.Instances[i].Allowlist == nil {
+					d.Instances[i].Allowlist = []protocol.CapabilityEntry{}
+				}
+				if d.Instances[i].Denylist == nil {
+					d.Instances[i].Denylist = []protocol.CapabilityEntry{}
+				}
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), d)
+			}
+			if d.Name == "" {
+				d.Name = args[0]
+			}
+			return a.printDelegateDetails(cmd.OutOrStdout(), d)
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the delegate's instances and lists as JSON")
+	return cmd
+}
+
+// printDelegateDetails writes one block per instance.
+func (a *app) printDelegateDetails(w io.Writer, d protocol.DelegateDetails) error {
+	n := len(d.Instances)
+	noun := "instances"
+	if n == 1 {
+		noun = "instance"
+	}
+	if _, err := fmt.Fprintf(w, "Delegate %s: %d %s\n", d.Name, n, noun); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	now := a.now()
+	for _, inst := range d.Instances {
+		fmt.Fprintf(w, "\nInstance %s\n", inst.InstanceID)
+		t := newTable(w, "  Hostname:", inst.Hostname)
+		t.row("  IP:", inst.IP)
+		t.row("  Status:", delegateStatus(inst.Delegate))
+		conn := inst.Connection
+		if conn != "" {
+			conn += ", "
+		}
+		t.row("  Connection:", conn+"last heartbeat "+agePtr(now, inst.LastHeartbeat))
+		t.row("  Scope:", scope(inst.Org, inst.Project))
+		t.row("  Tags:", strings.Join(inst.Tags, ", "))
+		t.row("  Running:", running(inst.Delegate)+" tasks")
+		if inst.OverThreshold != "" {
+			t.row("  Over threshold:", inst.OverThreshold+" (takes no new tasks)")
+		}
+		t.row("  Version:", inst.Version)
+		t.row("  Type:", inst.Type)
+		t.row("  Token:", inst.TokenName)
+		t.row("  Registered:", a.timestamp(&inst.RegisteredAt))
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if err := writeEntries(w, now, "Allowlist", inst.Allowlist, false); err != nil {
+			return err
+		}
+		if err := writeEntries(w, now, "Deny list", inst.Denylist, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeEntries writes an allowlist or deny list as an indented table.
+func writeEntries(w io.Writer, now time.Time, title string, entries []protocol.CapabilityEntry, withError bool) error {
+	if len(entries) == 0 {
+		_, err := fmt.Fprintf(w, "  %s: none\n", title)
+		if err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
+		return nil
+	}
+	fmt.Fprintf(w, "  %s:\n", title)
+	header := []string{"    CRITERIA", "TIME-LEFT"}
+	if withError {
+		header = append(header, "ERROR")
+	}
+	t := newTable(w, header...)
+	for _, e := range entries {
+		ms := e.TimeLeftMS
+		if ms <= 0 && !e.ExpiresAt.IsZero() {
+			ms = e.ExpiresAt.Sub(now).Milliseconds()
+		}
+		cells := []string{"    " + e.Criteria, timeLeft(ms)}
+		if withError {
+			cells = append(cells, e.Error)
+		}
+		t.row(cells...)
+	}
+	return t.flush()
 }

@@ -48,11 +48,21 @@ type fakeManager struct {
 	specs     []protocol.TaskSpec
 	cancels   []string
 	listQuery string
+
+	orgs         []protocol.Org
+	projects     []protocol.Project
+	projectQuery []string // raw queries of project listings
+	tokenReqs    []protocol.CreateTokenRequest
+	connectors   []protocol.Connector
+	connReqs     []protocol.CreateConnectorRequest
+	explanations map[string]protocol.Explanation
+	details      map[string]protocol.DelegateDetails
 }
 
 func newFakeManager(t *testing.T, o outcomeSpec) *fakeManager {
 	t.Helper()
-	m := &fakeManager{t: t, outcome: o, tasks: map[string]protocol.Task{}}
+	m := &fakeManager{t: t, outcome: o, tasks: map[string]protocol.Task{},
+		explanations: map[string]protocol.Explanation{}, details: map[string]protocol.DelegateDetails{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v1/tokens", m.createToken)
 	mux.HandleFunc("GET /api/v1/tokens", func(w http.ResponseWriter, r *http.Request) {
@@ -74,6 +84,28 @@ func newFakeManager(t *testing.T, o outcomeSpec) *fakeManager {
 		}
 	})
 	mux.HandleFunc("POST /api/v1/tasks/{id}/cancel", m.cancel)
+	mux.HandleFunc("GET /api/v1/tasks/{id}/explain", func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		e, ok := m.explanations[r.PathValue("id")]
+		if !ok {
+			writeError(w, 404, protocol.CodeNotFound, "task "+r.PathValue("id")+" not found")
+			return
+		}
+		writeJSON(w, 200, e)
+	})
+	mux.HandleFunc("GET /api/v1/delegates/{name}", func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		d, ok := m.details[r.PathValue("name")]
+		if !ok {
+			writeError(w, 404, protocol.CodeNotFound, "no delegate named "+r.PathValue("name"))
+			return
+		}
+		writeJSON(w, 200, d)
+	})
+	m.scopeRoutes(mux)
+	m.connectorRoutes(mux)
 	mux.HandleFunc("GET /api/v1/tasks/{id}/logs", m.logs)
 	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(protocol.HeaderProtocolVersion) != strconv.Itoa(protocol.Version) {
@@ -114,7 +146,9 @@ func (m *fakeManager) createToken(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	tok := protocol.Token{Name: req.Name, CreatedAt: testNow.Add(-time.Minute), Status: protocol.TokenActive}
+	m.tokenReqs = append(m.tokenReqs, req)
+	tok := protocol.Token{Name: req.Name, CreatedAt: testNow.Add(-time.Minute), Status: protocol.TokenActive,
+		Org: req.Org, Project: req.Project}
 	m.tokens = append(m.tokens, tok)
 	tok.Value = "tok_secret_" + req.Name
 	writeJSON(w, 201, tok)
@@ -145,7 +179,8 @@ func (m *fakeManager) submit(w http.ResponseWriter, r *http.Request) {
 	m.specs = append(m.specs, spec)
 	id := fmt.Sprintf("t_%d", len(m.specs))
 	t := protocol.Task{ID: id, Type: spec.Type, Status: protocol.StatusQueued, Shell: spec.Shell, HTTP: spec.HTTP,
-		Selectors: spec.Selectors, CreatedAt: testNow}
+		Selectors: spec.Selectors, CreatedAt: testNow, Org: spec.Org, Project: spec.Project,
+		Capabilities: spec.Capabilities, Connector: spec.Connector}
 	m.tasks[id] = t
 	writeJSON(w, 201, t)
 }
@@ -215,6 +250,151 @@ func (m *fakeManager) logs(w http.ResponseWriter, r *http.Request) {
 	m.tasks[t.ID] = t
 	m.mu.Unlock()
 	_ = enc.Encode(protocol.LogStreamLine{Task: &t})
+}
+
+// scopeRoutes serves orgs and projects.
+func (m *fakeManager) scopeRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /api/v1/orgs", func(w http.ResponseWriter, r *http.Request) {
+		var req protocol.CreateOrgRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Name == "" {
+			writeError(w, 400, protocol.CodeBadRequest, "name required")
+			return
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, o := range m.orgs {
+			if o.Name == req.Name {
+				writeError(w, 409, protocol.CodeConflict, "org "+req.Name+" already exists")
+				return
+			}
+		}
+		o := protocol.Org{Name: req.Name, CreatedAt: testNow.Add(-2 * time.Minute)}
+		m.orgs = append(m.orgs, o)
+		writeJSON(w, 201, o)
+	})
+	mux.HandleFunc("GET /api/v1/orgs", func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		writeJSON(w, 200, protocol.OrgList{Orgs: m.orgs})
+	})
+	mux.HandleFunc("DELETE /api/v1/orgs/{org}", func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		name := r.PathValue("org")
+		for _, p := range m.projects {
+			if p.Org == name {
+				writeError(w, 409, protocol.CodeConflict, "org "+name+" is in use by project "+p.Name)
+				return
+			}
+		}
+		for i, o := range m.orgs {
+			if o.Name == name {
+				m.orgs = append(m.orgs[:i], m.orgs[i+1:]...)
+				w.WriteHeader(204)
+				return
+			}
+		}
+		writeError(w, 404, protocol.CodeNotFound, "org "+name+" not found")
+	})
+	mux.HandleFunc("POST /api/v1/orgs/{org}/projects", func(w http.ResponseWriter, r *http.Request) {
+		var req protocol.CreateProjectRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Name == "" {
+			writeError(w, 400, protocol.CodeBadRequest, "name required")
+			return
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		org := r.PathValue("org")
+		if !m.hasOrg(org) {
+			writeError(w, 404, protocol.CodeNotFound, "org "+org+" not found")
+			return
+		}
+		p := protocol.Project{Org: org, Name: req.Name, CreatedAt: testNow.Add(-time.Minute)}
+		m.projects = append(m.projects, p)
+		writeJSON(w, 201, p)
+	})
+	mux.HandleFunc("GET /api/v1/projects", func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.projectQuery = append(m.projectQuery, r.URL.RawQuery)
+		var out protocol.ProjectList
+		for _, p := range m.projects {
+			if org := r.URL.Query().Get("org"); org == "" || org == p.Org {
+				out.Projects = append(out.Projects, p)
+			}
+		}
+		writeJSON(w, 200, out)
+	})
+	mux.HandleFunc("DELETE /api/v1/orgs/{org}/projects/{name}", func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for i, p := range m.projects {
+			if p.Org == r.PathValue("org") && p.Name == r.PathValue("name") {
+				m.projects = append(m.projects[:i], m.projects[i+1:]...)
+				w.WriteHeader(204)
+				return
+			}
+		}
+		writeError(w, 404, protocol.CodeNotFound, "project "+r.PathValue("org")+"/"+r.PathValue("name")+" not found")
+	})
+}
+
+func (m *fakeManager) hasOrg(name string) bool {
+	for _, o := range m.orgs {
+		if o.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// connectorRoutes serves connectors.
+func (m *fakeManager) connectorRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /api/v1/connectors", func(w http.ResponseWriter, r *http.Request) {
+		var req protocol.CreateConnectorRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Name == "" || req.URL == "" {
+			writeError(w, 400, protocol.CodeBadRequest, "name and url required")
+			return
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.connReqs = append(m.connReqs, req)
+		sel := req.Selectors
+		if sel == nil {
+			sel = []string{}
+		}
+		c := protocol.Connector{Name: req.Name, URL: req.URL, Type: req.Type, Selectors: sel, CreatedAt: testNow}
+		m.connectors = append(m.connectors, c)
+		writeJSON(w, 201, c)
+	})
+	mux.HandleFunc("GET /api/v1/connectors", func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		writeJSON(w, 200, protocol.ConnectorList{Connectors: m.connectors})
+	})
+	mux.HandleFunc("GET /api/v1/connectors/{name}", func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, c := range m.connectors {
+			if c.Name == r.PathValue("name") {
+				writeJSON(w, 200, c)
+				return
+			}
+		}
+		writeError(w, 404, protocol.CodeNotFound, "connector "+r.PathValue("name")+" not found")
+	})
+	mux.HandleFunc("DELETE /api/v1/connectors/{name}", func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for i, c := range m.connectors {
+			if c.Name == r.PathValue("name") {
+				m.connectors = append(m.connectors[:i], m.connectors[i+1:]...)
+				w.WriteHeader(204)
+				return
+			}
+		}
+		writeError(w, 404, protocol.CodeNotFound, "connector "+r.PathValue("name")+" not found")
+	})
 }
 
 func (m *fakeManager) submitted() []protocol.TaskSpec {

@@ -126,3 +126,38 @@ func isNetError(err error) bool {
 	var oe *net.OpError
 	return errors.As(err, &oe) || errors.As(err, &ne)
 }
+
+// scope renders a scope as the CLI shows it: "account", "org/ORG" or
+// "project/ORG/PROJECT".
+func scope(org, project string) string {
+	switch {
+	case org == "":
+		return "account"
+	case project == "":
+		return "org/" + org
+	}
+	return "project/" + org + "/" + project
+}
+
+// timeLeft renders a remaining time, truncated, e.g. "5h59m left",
+// "4m12s left", "42s left" or "expired".
+func timeLeft(ms int64) string {
+	d := time.Duration(ms) * time.Millisecond
+	switch {
+	case d < time.Second:
+		return "expired"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds left", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%ds left", int(d/time.Minute), int(d%time.Minute/time.Second))
+	}
+	return fmt.Sprintf("%dh%dm left", int(d/time.Hour), int(d%time.Hour/time.Minute))
+}
+
+// checkScopeFlags refuses --project without --org.
+func checkScopeFlags(org, project string) error {
+	if project != "" && org == "" {
+		return usagef("--project %s needs --org: a project belongs to an organization", project)
+	}
+	return nil
+}

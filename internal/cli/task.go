@@ -31,9 +31,10 @@ func (a *app) taskCmd() *cobra.Command {
 "legate task run" submits one and shows its output live.`,
 		Example: `  legate task run --script 'echo hello from $(hostname)'
   legate task list --status running
-  legate task logs t_123 --follow`,
+  legate task logs t_123 --follow
+  legate task explain t_123`,
 	}
-	cmd.AddCommand(a.taskRunCmd(), a.taskGetCmd(), a.taskLogsCmd(), a.taskCancelCmd(), a.taskListCmd())
+	cmd.AddCommand(a.taskRunCmd(), a.taskGetCmd(), a.taskLogsCmd(), a.taskCancelCmd(), a.taskListCmd(), a.taskExplainCmd())
 	return cmd
 }
 
@@ -72,14 +73,28 @@ func (a *app) printTask(w io.Writer, t protocol.Task) error {
 	tb.row("Type:", t.Type)
 	tb.row("Exit code:", exitCode(t))
 	if t.Error != "" {
-		tb.row("Error:", t.Error)
+		// A not_assigned error has one line per delegate.
+		for i, l := range strings.Split(indentLines(t.Error), "\n") {
+			key := "Error:"
+			if i > 0 {
+				key, l = " ", strings.TrimSpace(l)
+			}
+			tb.row(key, l)
+		}
 	}
 	delegate := t.DelegateName
 	if t.DelegateHostname != "" {
 		delegate += " (" + t.DelegateHostname + ")"
 	}
 	tb.row("Delegate:", delegate)
+	tb.row("Scope:", scope(t.Org, t.Project))
 	tb.row("Selectors:", strings.Join(t.Selectors, ", "))
+	if len(t.Capabilities) > 0 {
+		tb.row("Capabilities:", strings.Join(t.Capabilities, ", "))
+	}
+	if t.Connector != "" {
+		tb.row("Connector:", t.Connector)
+	}
 	tb.row("Attempts:", fmt.Sprintf("%d (retries allowed: %d)", t.Attempts, t.Retries))
 	tb.row("Created:", a.timestamp(&t.CreatedAt))
 	tb.row("Acquired:", a.timestamp(t.AcquiredAt))
@@ -245,4 +260,82 @@ func (a *app) taskListCmd() *cobra.Command {
 	cmd.Flags().StringVar(&status, "status", "", "only tasks in this status ("+allStatuses()+")")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many tasks (0 = the manager's default)")
 	return cmd
+}
+
+func (a *app) taskExplainCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "explain ID",
+		Short: "Explain why a task runs where it runs, or waits",
+		Long: `Explain, per delegate, whether it may run the task and which rules exclude it:
+disconnected, draining, scope, selectors, task_denied, capability_denied,
+capacity or threshold (checked in that order). "allowlisted" marks a
+delegate that validated the task's capabilities recently; it is preferred.
+A task that ended not_assigned is explained the same way.`,
+		Example: `  legate task explain t_123
+  legate task explain t_123 --json | jq '.delegates[] | select(.eligible)'`,
+		Args: cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			e, err := c.ExplainTask(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if e.Delegates == nil {
+				e.Delegates = []protocol.DelegateVerdict{}
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(out, e)
+			}
+			summary := strings.TrimSpace(e.Summary)
+			if summary == "" {
+				summary = fmt.Sprintf("Task %s is %s.", e.TaskID, e.Status)
+			}
+			if _, err := fmt.Fprintln(out, summary); err != nil {
+				return fmt.Errorf("write output: %w", err)
+			}
+			if len(e.Delegates) == 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "No delegates to consider. Start one with a token: legate token create NAME, then legate delegate.")
+				return nil
+			}
+			t := newTable(out, "NAME", "HOSTNAME", "ELIGIBLE", "REASONS")
+			for _, v := range e.Delegates {
+				t.row(v.Name, v.Hostname, yesNo(v.Eligible), verdictReasons(v))
+			}
+			return t.flush()
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the explanation as JSON")
+	return cmd
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// verdictReasons renders a verdict's reasons as "rule: message" joined with
+// "; ", led by "allowlisted" for an allowlisted delegate.
+func verdictReasons(v protocol.DelegateVerdict) string {
+	parts := make([]string, 0, len(v.Reasons)+1)
+	if v.Allowlisted {
+		parts = append(parts, "allowlisted")
+	}
+	for _, r := range v.Reasons {
+		switch {
+		case r.Message == "":
+			parts = append(parts, r.Rule)
+		case r.Rule == "":
+			parts = append(parts, r.Message)
+		default:
+			parts = append(parts, r.Rule+": "+r.Message)
+		}
+	}
+	return strings.Join(parts, "; ")
 }

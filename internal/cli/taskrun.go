@@ -22,6 +22,10 @@ type runFlags struct {
 	env          []string
 	secretEnv    []string
 	typ          string
+	org          string
+	project      string
+	capabilities []string
+	connector    string
 
 	script string
 	file   string
@@ -50,12 +54,23 @@ delegate's network. --selector picks delegates that have all the given tags
 (or that name or hostname); without a match the task waits and then ends
 not_assigned.
 
+--capability names something the delegate must reach or have, checked by
+the delegate before it takes the task: an HTTP endpoint (http://… or
+https://…; any HTTP answer counts), a TCP port (tcp://HOST:PORT) or a
+program on PATH (binary:NAME). --connector NAME makes the task inherit the
+connector's selectors (unless --selector is given) and its URL as a
+capability. --org (and --project) set the task's scope: only delegates whose
+scope covers it may run it.
+
 Exit status: the script's exit code; 1 if the task failed without one,
-124 if it timed out, 130 if it was cancelled, 3 if no delegate took it.
+124 if it timed out, 130 if it was cancelled, 3 if no delegate took it (the
+reason for each delegate is printed; see also legate task explain ID).
 Ctrl-C stops following but leaves the task running.`,
 		Example: `  legate task run --script 'echo hello from $(hostname)'
   legate task run --selector linux --timeout 10m --file ./deploy.sh --env STAGE=prod --secret-env API_TOKEN
   legate task run --http-url https://internal.example.com/health --expect-status 200
+  legate task run --capability tcp://db.internal:5432 --capability binary:psql --script 'psql -h db.internal -c "select 1"'
+  legate task run --org eng --project web --connector k8s-east --script 'kubectl rollout status deploy/web'
   legate task run --detach --script 'sleep 600'`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
@@ -74,6 +89,10 @@ Ctrl-C stops following but leaves the task running.`,
 	fl.StringArrayVar(&f.env, "env", nil, "set an environment variable of the task, KEY=VALUE (repeatable)")
 	fl.StringArrayVar(&f.secretEnv, "secret-env", nil, "set a secret environment variable, KEY=VALUE, or KEY to take the value from your environment; masked in the output (repeatable)")
 	fl.StringVar(&f.typ, "type", "", "task type: shell or http (default: http with --http-url, else shell)")
+	fl.StringVar(&f.org, "org", "", "organization of the task (default: account level)")
+	fl.StringVar(&f.project, "project", "", "project of the task within --org")
+	fl.StringArrayVar(&f.capabilities, "capability", nil, "the delegate must reach or have this: "+capabilityForms+" (repeatable)")
+	fl.StringVar(&f.connector, "connector", "", "use this connector: inherit its selectors and its URL as a capability")
 	fl.StringVar(&f.script, "script", "", "shell script to run")
 	fl.StringVar(&f.file, "file", "", "file with the shell script to run (- for stdin)")
 	fl.StringVar(&f.httpURL, "http-url", "", "URL for an http task (--url is the manager's URL)")
@@ -104,6 +123,17 @@ func (a *app) buildSpec(cmd *cobra.Command, f *runFlags) (protocol.TaskSpec, err
 		return spec, usagef("--retries %d: want 0 or more", f.retries)
 	}
 	spec.Retries = f.retries
+	if err := checkScopeFlags(f.org, f.project); err != nil {
+		return spec, err
+	}
+	spec.Org, spec.Project = f.org, f.project
+	if spec.Capabilities, err = parseCapabilities(f.capabilities); err != nil {
+		return spec, err
+	}
+	spec.Connector = strings.TrimSpace(f.connector)
+	if fl.Changed("connector") && spec.Connector == "" {
+		return spec, usagef("--connector: want a connector name")
+	}
 	if spec.Env, err = parseKV("--env", f.env, nil); err != nil {
 		return spec, err
 	}
@@ -173,6 +203,24 @@ func (a *app) buildSpec(cmd *cobra.Command, f *runFlags) (protocol.TaskSpec, err
 		return spec, usagef("--type %q: want shell or http", typ)
 	}
 	return spec, nil
+}
+
+// parseCapabilities checks --capability values and drops repeats, keeping
+// the order given.
+func parseCapabilities(vals []string) ([]string, error) {
+	var out []string
+	seen := make(map[string]bool, len(vals))
+	for _, v := range vals {
+		c, err := parseCapability(v)
+		if err != nil {
+			return nil, usagef("--capability %v", err)
+		}
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 func millis(flag string, d time.Duration) (int64, error) {
@@ -292,7 +340,9 @@ func (a *app) runTask(cmd *cobra.Command, spec protocol.TaskSpec, asJSON, detach
 }
 
 // outcome maps a finished task to an exit status and, unless it succeeded,
-// a one-line explanation.
+// an explanation: one line, except for not_assigned, whose error names each
+// delegate and why it could not take the task, one per line (indented after
+// the first).
 func outcome(t protocol.Task) (code int, reason string) {
 	switch t.Status {
 	case protocol.StatusSucceeded:
@@ -315,8 +365,24 @@ func outcome(t protocol.Task) (code int, reason string) {
 	if t.ExitCode != nil {
 		reason += fmt.Sprintf(" (exit code %d)", *t.ExitCode)
 	}
-	if t.Error != "" {
-		reason += ": " + strings.ReplaceAll(t.Error, "\n", " ")
+	switch {
+	case t.Error == "":
+	case t.Status == protocol.StatusNotAssigned:
+		reason += ": " + indentLines(t.Error)
+	default:
+		reason += ": " + strings.ReplaceAll(strings.TrimSpace(t.Error), "\n", " ")
 	}
 	return code, reason
+}
+
+// indentLines trims a multi-line text, drops empty lines and indents every
+// line after the first by two spaces.
+func indentLines(s string) string {
+	var lines []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "\n  ")
 }

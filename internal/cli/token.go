@@ -14,9 +14,11 @@ func (a *app) tokenCmd() *cobra.Command {
 		Aliases: []string{"tokens"},
 		Short:   "Create, list and revoke delegate tokens",
 		Long: `Delegate tokens let delegates register with the manager. A delegate started
-with a token (DELEGATE_TOKEN) joins the token's account; revoking the token
-disconnects every delegate that uses it.`,
+with a token (DELEGATE_TOKEN) joins the token's account and gets the token's
+scope: account (the default), an organization (--org) or a project (--org and
+--project). Revoking the token disconnects every delegate that uses it.`,
 		Example: `  legate token create ci
+  legate token create eng-ci --org eng
   legate token list
   legate token revoke ci`,
 	}
@@ -25,21 +27,34 @@ disconnects every delegate that uses it.`,
 }
 
 func (a *app) tokenCreateCmd() *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON       bool
+		org, project string
+	)
 	cmd := &cobra.Command{
-		Use:   "create NAME",
+		Use:   "create NAME [--org ORG [--project PROJECT]]",
 		Short: "Create a delegate token and print its value",
 		Long: `Create a delegate token named NAME. The value is printed alone on the last
-line of the output and is shown only once: the manager stores only its hash.`,
+line of the output and is shown only once: the manager stores only its hash.
+
+Delegates that register with the token get its scope: the account (the
+default), the organization ORG (--org: they serve that org's org- and
+project-level tasks) or the project PROJECT of ORG (--org and --project:
+they serve only that project's tasks).`,
 		Example: `  legate token create ci
-  export DELEGATE_TOKEN=$(legate token create ci | tail -n1)`,
+  export DELEGATE_TOKEN=$(legate token create ci | tail -n1)
+  legate token create eng-ci --org eng
+  legate token create web-ci --org eng --project web`,
 		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			if err := checkScopeFlags(org, project); err != nil {
+				return err
+			}
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			tok, err := c.CreateToken(cmd.Context(), args[0])
+			tok, err := c.CreateScopedToken(cmd.Context(), protocol.CreateTokenRequest{Name: args[0], Org: org, Project: project})
 			if err != nil {
 				return err
 			}
@@ -50,10 +65,16 @@ line of the output and is shown only once: the manager stores only its hash.`,
 			if tok.Value == "" {
 				return fmt.Errorf("create token: the manager returned no token value")
 			}
-			_, err = fmt.Fprintf(out, "Created delegate token %q. Start delegates with DELEGATE_TOKEN set to this value; it is not shown again:\n%s\n", tok.Name, tok.Value)
+			where := ""
+			if tok.Org != "" {
+				where = " (scope " + scope(tok.Org, tok.Project) + ")"
+			}
+			_, err = fmt.Fprintf(out, "Created delegate token %q%s. Start delegates with DELEGATE_TOKEN set to this value; it is not shown again:\n%s\n", tok.Name, where, tok.Value)
 			return err
 		}),
 	}
+	cmd.Flags().StringVar(&org, "org", "", "create the token at the level of this organization")
+	cmd.Flags().StringVar(&project, "project", "", "create the token at the level of this project of --org")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the token object (with its value) as JSON")
 	return cmd
 }
@@ -64,7 +85,7 @@ func (a *app) tokenListCmd() *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List delegate tokens",
-		Long:    `List the account's delegate tokens (names and states, never values).`,
+		Long:    `List the account's delegate tokens (names, scopes and states, never values).`,
 		Example: `  legate token list
   legate token list --json`,
 		Args: cobra.NoArgs,
@@ -88,13 +109,13 @@ func (a *app) tokenListCmd() *cobra.Command {
 				return nil
 			}
 			now := a.now()
-			t := newTable(cmd.OutOrStdout(), "NAME", "STATUS", "CREATED", "REVOKED")
+			t := newTable(cmd.OutOrStdout(), "NAME", "SCOPE", "STATUS", "CREATED", "REVOKED")
 			for _, tok := range list.Tokens {
 				revoked := ""
 				if tok.RevokedAt != nil {
 					revoked = age(now, *tok.RevokedAt)
 				}
-				t.row(tok.Name, tok.Status, age(now, tok.CreatedAt), revoked)
+				t.row(tok.Name, scope(tok.Org, tok.Project), tok.Status, age(now, tok.CreatedAt), revoked)
 			}
 			return t.flush()
 		}),

@@ -1,6 +1,7 @@
 // Package client is the typed Go client of the legate manager's HTTP API. The
 // delegate uses its delegate methods (register, poll, heartbeat, acquire,
-// logs, result) and the CLI its admin methods (tokens, delegates, tasks, log
+// logs, result, capability reports) and the CLI its admin methods (orgs,
+// projects, tokens, connectors, delegates, tasks, task explanations, log
 // streams). Every request carries the protocol version header and, when a
 // secret is set, "Authorization: Bearer <secret>". Error answers of the
 // manager are returned as wrapped *protocol.Error values, so callers decide
@@ -253,12 +254,23 @@ func (c *Client) WhoAmI(ctx context.Context) (protocol.WhoAmI, error) {
 	return out, err
 }
 
-// CreateToken creates a delegate token; the answer carries its value, which
-// the manager never shows again.
+// CreateToken creates an account-level delegate token; the answer carries
+// its value, which the manager never shows again.
 func (c *Client) CreateToken(ctx context.Context, name string) (protocol.Token, error) {
+	return c.CreateScopedToken(ctx, protocol.CreateTokenRequest{Name: name})
+}
+
+// CreateScopedToken creates a delegate token at account level (no Org), org
+// level (Org) or project level (Org and Project); delegates that register
+// with it get that scope. A Project without an Org is refused before any
+// request is sent.
+func (c *Client) CreateScopedToken(ctx context.Context, req protocol.CreateTokenRequest) (protocol.Token, error) {
+	const op = "create token"
+	if req.Project != "" && req.Org == "" {
+		return protocol.Token{}, fmt.Errorf("%s: project %q needs an org", op, req.Project)
+	}
 	var out protocol.Token
-	err := c.do(ctx, &call{op: "create token", method: http.MethodPost, path: protocol.PathTokens,
-		in: protocol.CreateTokenRequest{Name: name}, out: &out})
+	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: protocol.PathTokens, in: req, out: &out})
 	return out, err
 }
 
@@ -286,6 +298,128 @@ func (c *Client) ListDelegates(ctx context.Context) (protocol.DelegateList, erro
 	var out protocol.DelegateList
 	err := c.do(ctx, &call{op: "list delegates", method: http.MethodGet, path: protocol.PathDelegates, out: &out})
 	return out, err
+}
+
+// DescribeDelegate returns every instance of the delegate called name, with
+// its capability allowlist and deny list. The manager answers not_found when
+// no instance has that name.
+func (c *Client) DescribeDelegate(ctx context.Context, name string) (protocol.DelegateDetails, error) {
+	const op = "describe delegate"
+	if err := requireID(op, "delegate name", name); err != nil {
+		return protocol.DelegateDetails{}, err
+	}
+	var out protocol.DelegateDetails
+	err := c.do(ctx, &call{op: op, method: http.MethodGet, path: protocol.PathDelegates + "/" + seg(name), out: &out})
+	return out, err
+}
+
+// CreateOrg creates an organization in the account.
+func (c *Client) CreateOrg(ctx context.Context, name string) (protocol.Org, error) {
+	const op = "create org"
+	if err := requireID(op, "org name", name); err != nil {
+		return protocol.Org{}, err
+	}
+	var out protocol.Org
+	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: protocol.PathOrgs,
+		in: protocol.CreateOrgRequest{Name: name}, out: &out})
+	return out, err
+}
+
+// ListOrgs lists the account's organizations.
+func (c *Client) ListOrgs(ctx context.Context) (protocol.OrgList, error) {
+	var out protocol.OrgList
+	err := c.do(ctx, &call{op: "list orgs", method: http.MethodGet, path: protocol.PathOrgs, out: &out})
+	return out, err
+}
+
+// DeleteOrg deletes an organization. The manager refuses (conflict) while
+// projects, tokens, delegates or tasks still use it.
+func (c *Client) DeleteOrg(ctx context.Context, name string) error {
+	const op = "delete org"
+	if err := requireID(op, "org name", name); err != nil {
+		return err
+	}
+	return c.do(ctx, &call{op: op, method: http.MethodDelete, path: protocol.PathOrgs + "/" + seg(name)})
+}
+
+func projectsPath(org string) string { return protocol.PathOrgs + "/" + seg(org) + "/projects" }
+
+// CreateProject creates project name in org; the manager answers not_found
+// when the org does not exist.
+func (c *Client) CreateProject(ctx context.Context, org, name string) (protocol.Project, error) {
+	const op = "create project"
+	if err := requireID(op, "org name", org); err != nil {
+		return protocol.Project{}, err
+	}
+	if err := requireID(op, "project name", name); err != nil {
+		return protocol.Project{}, err
+	}
+	var out protocol.Project
+	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: projectsPath(org),
+		in: protocol.CreateProjectRequest{Name: name}, out: &out})
+	return out, err
+}
+
+// ListProjects lists the projects of org, or of every org when org is empty.
+func (c *Client) ListProjects(ctx context.Context, org string) (protocol.ProjectList, error) {
+	q := url.Values{}
+	if org != "" {
+		q.Set("org", org)
+	}
+	var out protocol.ProjectList
+	err := c.do(ctx, &call{op: "list projects", method: http.MethodGet, path: protocol.PathProjects, query: q, out: &out})
+	return out, err
+}
+
+// DeleteProject deletes project name of org.
+func (c *Client) DeleteProject(ctx context.Context, org, name string) error {
+	const op = "delete project"
+	if err := requireID(op, "org name", org); err != nil {
+		return err
+	}
+	if err := requireID(op, "project name", name); err != nil {
+		return err
+	}
+	return c.do(ctx, &call{op: op, method: http.MethodDelete, path: projectsPath(org) + "/" + seg(name)})
+}
+
+// CreateConnector creates a connector: a named endpoint whose selectors and
+// URL (as a capability) the tasks that use it inherit.
+func (c *Client) CreateConnector(ctx context.Context, req protocol.CreateConnectorRequest) (protocol.Connector, error) {
+	const op = "create connector"
+	if err := requireID(op, "connector name", req.Name); err != nil {
+		return protocol.Connector{}, err
+	}
+	var out protocol.Connector
+	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: protocol.PathConnectors, in: req, out: &out})
+	return out, err
+}
+
+// ListConnectors lists the account's connectors.
+func (c *Client) ListConnectors(ctx context.Context) (protocol.ConnectorList, error) {
+	var out protocol.ConnectorList
+	err := c.do(ctx, &call{op: "list connectors", method: http.MethodGet, path: protocol.PathConnectors, out: &out})
+	return out, err
+}
+
+// GetConnector returns one connector.
+func (c *Client) GetConnector(ctx context.Context, name string) (protocol.Connector, error) {
+	const op = "get connector"
+	if err := requireID(op, "connector name", name); err != nil {
+		return protocol.Connector{}, err
+	}
+	var out protocol.Connector
+	err := c.do(ctx, &call{op: op, method: http.MethodGet, path: protocol.PathConnectors + "/" + seg(name), out: &out})
+	return out, err
+}
+
+// DeleteConnector deletes a connector.
+func (c *Client) DeleteConnector(ctx context.Context, name string) error {
+	const op = "delete connector"
+	if err := requireID(op, "connector name", name); err != nil {
+		return err
+	}
+	return c.do(ctx, &call{op: op, method: http.MethodDelete, path: protocol.PathConnectors + "/" + seg(name)})
 }
 
 // SubmitTask queues a task.
@@ -329,6 +463,18 @@ func (c *Client) CancelTask(ctx context.Context, id string) (protocol.Task, erro
 	}
 	var out protocol.Task
 	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: protocol.PathTasks + "/" + seg(id) + "/cancel", out: &out})
+	return out, err
+}
+
+// ExplainTask says, per delegate, why task id runs where it runs or waits
+// (or ended not_assigned).
+func (c *Client) ExplainTask(ctx context.Context, id string) (protocol.Explanation, error) {
+	const op = "explain task"
+	if err := requireID(op, "task ID", id); err != nil {
+		return protocol.Explanation{}, err
+	}
+	var out protocol.Explanation
+	err := c.do(ctx, &call{op: op, method: http.MethodGet, path: protocol.PathTasks + "/" + seg(id) + "/explain", out: &out})
 	return out, err
 }
 
@@ -427,4 +573,13 @@ func (c *Client) Result(ctx context.Context, taskID string, req protocol.ResultR
 // Deregister ends the delegate's session (on clean shutdown).
 func (c *Client) Deregister(ctx context.Context) error {
 	return c.do(ctx, &call{op: "deregister", method: http.MethodPost, path: protocol.PathDeregister})
+}
+
+// ReportCapabilities sends capability validation results. A nil Results is
+// sent as an empty list.
+func (c *Client) ReportCapabilities(ctx context.Context, rep protocol.CapabilityReport) error {
+	if rep.Results == nil {
+		rep.Results = []protocol.CapabilityResult{}
+	}
+	return c.do(ctx, &call{op: "report capabilities", method: http.MethodPost, path: protocol.PathCapabilities, in: rep})
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -170,6 +171,25 @@ func TestMethods(t *testing.T) {
 	hb := protocol.Heartbeat{Seq: 7, Running: []protocol.RunningTask{{ID: "t_1", Epoch: 2}}}
 	logs := protocol.LogsRequest{Epoch: 2, Chunks: []protocol.LogChunk{{Seq: 1, Time: ts, Data: "hi\n"}}}
 	res := protocol.ResultRequest{Epoch: 2, Status: protocol.StatusFailed, ExitCode: &exit, LastSeq: 1}
+	scopedSpec := protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: "deploy"},
+		Org: "eng", Project: "web", Capabilities: []string{"https://git.internal", "tcp://db:5432", "binary:kubectl"}, Connector: "k8s"}
+	org := protocol.Org{Name: "eng", CreatedAt: ts}
+	project := protocol.Project{Org: "eng", Name: "web", CreatedAt: ts}
+	connReq := protocol.CreateConnectorRequest{Name: "k8s", URL: "https://k8s.internal:6443", Type: "kubernetes", Selectors: []string{"east"}}
+	conn := protocol.Connector{Name: "k8s", URL: "https://k8s.internal:6443", Type: "kubernetes", Selectors: []string{"east"},
+		LastSuccessDelegate: "build/host-a", CreatedAt: ts}
+	explanation := protocol.Explanation{TaskID: "t_1", Status: protocol.StatusNotAssigned, Summary: "no delegate can run the task",
+		Delegates: []protocol.DelegateVerdict{
+			{InstanceID: "i_1", Name: "build", Hostname: "host-a", Reasons: []protocol.Reason{{Rule: protocol.RuleSelectors, Message: "missing selectors: gpu"}}},
+			{InstanceID: "i_2", Name: "build", Hostname: "host-b", Eligible: true, Allowlisted: true, Reasons: []protocol.Reason{}},
+		}}
+	details := protocol.DelegateDetails{Name: "build", Instances: []protocol.DelegateDetail{{
+		Delegate:  protocol.Delegate{InstanceID: "i_1", Name: "build", Hostname: "host-a", Org: "eng", RegisteredAt: ts, OverThreshold: "cpu 93% > 80%"},
+		Allowlist: []protocol.CapabilityEntry{{Criteria: "https://git.internal", ExpiresAt: ts, TimeLeftMS: 3600000}},
+		Denylist:  []protocol.CapabilityEntry{{Criteria: "tcp://db:5432", ExpiresAt: ts, TimeLeftMS: 60000, Error: "connection refused"}},
+	}}}
+	capReport := protocol.CapabilityReport{TaskID: "t_1", Results: []protocol.CapabilityResult{
+		{Criteria: "tcp://db:5432", Error: "connection refused"}, {Criteria: "binary:kubectl", OK: true}}}
 
 	tests := []struct {
 		name       string
@@ -200,6 +220,22 @@ func TestMethods(t *testing.T) {
 			wantMethod: "POST", wantPath: "/api/v1/tokens", wantBody: protocol.CreateTokenRequest{Name: "ci"},
 		},
 		{
+			name: "CreateScopedToken at project level",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return c.CreateScopedToken(ctx, protocol.CreateTokenRequest{Name: "ci", Org: "eng", Project: "web"})
+			},
+			status: 201, resp: protocol.Token{Name: "ci", Value: "tok_x", CreatedAt: ts, Status: protocol.TokenActive, Org: "eng", Project: "web"},
+			wantMethod: "POST", wantPath: "/api/v1/tokens", wantBody: protocol.CreateTokenRequest{Name: "ci", Org: "eng", Project: "web"},
+		},
+		{
+			name: "CreateScopedToken at org level",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return c.CreateScopedToken(ctx, protocol.CreateTokenRequest{Name: "ci", Org: "eng"})
+			},
+			status: 201, resp: token,
+			wantMethod: "POST", wantPath: "/api/v1/tokens", wantBody: map[string]string{"name": "ci", "org": "eng"},
+		},
+		{
 			name:   "ListTokens",
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListTokens(ctx) },
 			status: 200, resp: protocol.TokenList{Tokens: []protocol.Token{token}},
@@ -216,6 +252,87 @@ func TestMethods(t *testing.T) {
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListDelegates(ctx) },
 			status: 200, resp: protocol.DelegateList{Delegates: []protocol.Delegate{{InstanceID: "i_1", Name: "d1", Tags: []string{"x"}, LastHeartbeat: &ts, RegisteredAt: ts}}},
 			wantMethod: "GET", wantPath: "/api/v1/delegates",
+		},
+		{
+			name:   "DescribeDelegate escapes the name",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.DescribeDelegate(ctx, "build 1") },
+			status: 200, resp: details,
+			wantMethod: "GET", wantPath: "/api/v1/delegates/build%201",
+		},
+		{
+			name:   "CreateOrg",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.CreateOrg(ctx, "eng") },
+			status: 201, resp: org,
+			wantMethod: "POST", wantPath: "/api/v1/orgs", wantBody: map[string]string{"name": "eng"},
+		},
+		{
+			name:   "ListOrgs",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListOrgs(ctx) },
+			status: 200, resp: protocol.OrgList{Orgs: []protocol.Org{org}},
+			wantMethod: "GET", wantPath: "/api/v1/orgs",
+		},
+		{
+			name:   "DeleteOrg",
+			call:   func(ctx context.Context, c *Client) (any, error) { return nil, c.DeleteOrg(ctx, "eng/x") },
+			status: 204, wantMethod: "DELETE", wantPath: "/api/v1/orgs/eng%2Fx",
+		},
+		{
+			name:   "CreateProject",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.CreateProject(ctx, "eng", "web") },
+			status: 201, resp: project,
+			wantMethod: "POST", wantPath: "/api/v1/orgs/eng/projects", wantBody: map[string]string{"name": "web"},
+		},
+		{
+			name:   "ListProjects of one org",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListProjects(ctx, "eng & ops") },
+			status: 200, resp: protocol.ProjectList{Projects: []protocol.Project{project}},
+			wantMethod: "GET", wantPath: "/api/v1/projects", wantQuery: "org=eng+%26+ops",
+		},
+		{
+			name:   "ListProjects of every org",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListProjects(ctx, "") },
+			status: 200, resp: protocol.ProjectList{Projects: []protocol.Project{project}},
+			wantMethod: "GET", wantPath: "/api/v1/projects",
+		},
+		{
+			name:   "DeleteProject",
+			call:   func(ctx context.Context, c *Client) (any, error) { return nil, c.DeleteProject(ctx, "eng", "web app") },
+			status: 204, wantMethod: "DELETE", wantPath: "/api/v1/orgs/eng/projects/web%20app",
+		},
+		{
+			name:   "CreateConnector",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.CreateConnector(ctx, connReq) },
+			status: 201, resp: conn,
+			wantMethod: "POST", wantPath: "/api/v1/connectors", wantBody: connReq,
+		},
+		{
+			name:   "ListConnectors",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListConnectors(ctx) },
+			status: 200, resp: protocol.ConnectorList{Connectors: []protocol.Connector{conn}},
+			wantMethod: "GET", wantPath: "/api/v1/connectors",
+		},
+		{
+			name:   "GetConnector",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.GetConnector(ctx, "k8s") },
+			status: 200, resp: conn,
+			wantMethod: "GET", wantPath: "/api/v1/connectors/k8s",
+		},
+		{
+			name:   "DeleteConnector",
+			call:   func(ctx context.Context, c *Client) (any, error) { return nil, c.DeleteConnector(ctx, "k8s") },
+			status: 204, wantMethod: "DELETE", wantPath: "/api/v1/connectors/k8s",
+		},
+		{
+			name:   "SubmitTask with scope, capabilities and connector",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.SubmitTask(ctx, scopedSpec) },
+			status: 201, resp: task,
+			wantMethod: "POST", wantPath: "/api/v1/tasks", wantBody: scopedSpec,
+		},
+		{
+			name:   "ExplainTask",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.ExplainTask(ctx, "t_1") },
+			status: 200, resp: explanation,
+			wantMethod: "GET", wantPath: "/api/v1/tasks/t_1/explain",
 		},
 		{
 			name:   "SubmitTask",
@@ -296,6 +413,18 @@ func TestMethods(t *testing.T) {
 			wantMethod: "POST", wantPath: "/api/v1/delegate/tasks/t_1/result", wantBody: res,
 		},
 		{
+			name:   "ReportCapabilities",
+			call:   func(ctx context.Context, c *Client) (any, error) { return nil, c.ReportCapabilities(ctx, capReport) },
+			status: 204, wantMethod: "POST", wantPath: "/api/v1/delegate/capabilities", wantBody: capReport,
+		},
+		{
+			name: "ReportCapabilities sends an empty list, not null",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return nil, c.ReportCapabilities(ctx, protocol.CapabilityReport{})
+			},
+			status: 204, wantMethod: "POST", wantPath: "/api/v1/delegate/capabilities", wantBody: map[string]any{"results": []any{}},
+		},
+		{
 			name:   "Deregister",
 			call:   func(ctx context.Context, c *Client) (any, error) { return nil, c.Deregister(ctx) },
 			status: 204, wantMethod: "POST", wantPath: "/api/v1/delegate/deregister",
@@ -326,8 +455,8 @@ func TestMethods(t *testing.T) {
 			if r.Method != tt.wantMethod || r.Path != tt.wantPath || r.Query != tt.wantQuery {
 				t.Errorf("request = %s %s?%s, want %s %s?%s", r.Method, r.Path, r.Query, tt.wantMethod, tt.wantPath, tt.wantQuery)
 			}
-			if r.Version != "1" {
-				t.Errorf("%s = %q, want 1", protocol.HeaderProtocolVersion, r.Version)
+			if want := strconv.Itoa(protocol.Version); r.Version != want {
+				t.Errorf("%s = %q, want %s", protocol.HeaderProtocolVersion, r.Version, want)
 			}
 			wantAuth := "Bearer s3cret"
 			if tt.noAuth {
@@ -465,6 +594,26 @@ func TestEmptyIDRefused(t *testing.T) {
 	errs = append(errs, c.Started(ctx, "", protocol.StartedRequest{}))
 	_, err = c.RevokeToken(ctx, "")
 	errs = append(errs, err)
+	_, err = c.CreateScopedToken(ctx, protocol.CreateTokenRequest{Name: "ci", Project: "web"})
+	errs = append(errs, err)
+	_, err = c.CreateOrg(ctx, "")
+	errs = append(errs, err)
+	errs = append(errs, c.DeleteOrg(ctx, ""))
+	_, err = c.CreateProject(ctx, "", "web")
+	errs = append(errs, err)
+	_, err = c.CreateProject(ctx, "eng", "")
+	errs = append(errs, err)
+	errs = append(errs, c.DeleteProject(ctx, "", "web"))
+	errs = append(errs, c.DeleteProject(ctx, "eng", ""))
+	_, err = c.CreateConnector(ctx, protocol.CreateConnectorRequest{URL: "https://x"})
+	errs = append(errs, err)
+	_, err = c.GetConnector(ctx, "")
+	errs = append(errs, err)
+	errs = append(errs, c.DeleteConnector(ctx, ""))
+	_, err = c.ExplainTask(ctx, "")
+	errs = append(errs, err)
+	_, err = c.DescribeDelegate(ctx, "")
+	errs = append(errs, err)
 	for i, err := range errs {
 		if err == nil {
 			t.Errorf("call %d with an empty ID: no error", i)
@@ -519,5 +668,36 @@ func TestSetSecretConcurrent(t *testing.T) {
 		if !strings.HasPrefix(r.Auth, "Bearer s") {
 			t.Errorf("Authorization = %q", r.Auth)
 		}
+	}
+}
+
+// TestDeleteErrors checks that the manager's refusals of a delete come back
+// as protocol errors the caller can tell apart.
+func TestDeleteErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		call   func(context.Context, *Client) error
+		want   protocol.Code
+	}{
+		{"org in use", 409, `{"error":{"code":"conflict","message":"org eng has 2 projects"}}`,
+			func(ctx context.Context, c *Client) error { return c.DeleteOrg(ctx, "eng") }, protocol.CodeConflict},
+		{"unknown org", 404, `{"error":{"code":"not_found","message":"org eng not found"}}`,
+			func(ctx context.Context, c *Client) error { return c.DeleteOrg(ctx, "eng") }, protocol.CodeNotFound},
+		{"project of an unknown org", 404, `{"error":{"code":"not_found","message":"org eng not found"}}`,
+			func(ctx context.Context, c *Client) error { _, err := c.CreateProject(ctx, "eng", "web"); return err }, protocol.CodeNotFound},
+		{"unknown delegate", 404, `{"error":{"code":"not_found","message":"no delegate named gpu"}}`,
+			func(ctx context.Context, c *Client) error { _, err := c.DescribeDelegate(ctx, "gpu"); return err }, protocol.CodeNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, c := newFake(t, tt.status, tt.body)
+			if err := tt.call(t.Context(), c); !IsCode(err, tt.want) {
+				t.Errorf("err = %v, want code %s", err, tt.want)
+			}
+		})
 	}
 }

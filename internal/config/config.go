@@ -49,6 +49,11 @@ type Delegate struct {
 	PollForTasks bool
 	// Capacity is DELEGATE_TASK_CAPACITY; 0 means unlimited.
 	Capacity int
+	// CPUThreshold and MemoryThreshold are DELEGATE_CPU_THRESHOLD and
+	// DELEGATE_MEMORY_THRESHOLD in percent of the machine; above them the
+	// delegate takes no new tasks. 0 turns the check off.
+	CPUThreshold    int
+	MemoryThreshold int
 	// Description is DELEGATE_DESCRIPTION.
 	Description string
 	// InitScript is INIT_SCRIPT (accepted; run by a later issue).
@@ -203,6 +208,12 @@ func ReadEnv(lookup func(string) (string, bool)) (Delegate, error) {
 	if d.Capacity, err = parseCapacity("DELEGATE_TASK_CAPACITY", get("DELEGATE_TASK_CAPACITY")); err != nil {
 		return Delegate{}, err
 	}
+	if d.CPUThreshold, err = parsePercent("DELEGATE_CPU_THRESHOLD", get("DELEGATE_CPU_THRESHOLD")); err != nil {
+		return Delegate{}, err
+	}
+	if d.MemoryThreshold, err = parsePercent("DELEGATE_MEMORY_THRESHOLD", get("DELEGATE_MEMORY_THRESHOLD")); err != nil {
+		return Delegate{}, err
+	}
 	// Not used by legate, so never a reason to refuse to start.
 	d.LogStreamingURL = get("LOG_STREAMING_SERVICE_URL")
 	d.Description = get("DELEGATE_DESCRIPTION")
@@ -254,6 +265,12 @@ func (d Delegate) Validate() error {
 	}
 	if d.Capacity < 0 {
 		return fmt.Errorf("DELEGATE_TASK_CAPACITY=%d: not a non-negative integer", d.Capacity)
+	}
+	if d.CPUThreshold < 0 || d.CPUThreshold > 100 {
+		return fmt.Errorf("DELEGATE_CPU_THRESHOLD=%d: must be a percentage from 0 (off) to 100", d.CPUThreshold)
+	}
+	if d.MemoryThreshold < 0 || d.MemoryThreshold > 100 {
+		return fmt.Errorf("DELEGATE_MEMORY_THRESHOLD=%d: must be a percentage from 0 (off) to 100", d.MemoryThreshold)
 	}
 	return nil
 }
@@ -500,6 +517,15 @@ func parseBool(name, v string) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("%s=%q: must be true or false", name, v)
+}
+
+// parsePercent reads a threshold: empty or 0 is off, else 1..100.
+func parsePercent(name, v string) (int, error) {
+	n, err := parseCapacity(name, v)
+	if err != nil || n > 100 {
+		return 0, fmt.Errorf("%s=%q: must be a percentage from 0 (off) to 100", name, v)
+	}
+	return n, nil
 }
 
 func parseCapacity(name, v string) (int, error) {

@@ -451,3 +451,36 @@ func FuzzFromEnv(f *testing.F) {
 		}
 	})
 }
+
+func TestThresholds(t *testing.T) {
+	base := map[string]string{"ACCOUNT_ID": "acct", "DELEGATE_TOKEN": "tok", "MANAGER_HOST_AND_PORT": "http://m:1"}
+	for _, tt := range []struct {
+		cpu, mem     string
+		wantCPU      int
+		wantMem      int
+		wantErrNames string
+	}{
+		{"", "", 0, 0, ""},
+		{"80", "90", 80, 90, ""},
+		{"0", "100", 0, 100, ""},
+		{"101", "", 0, 0, "DELEGATE_CPU_THRESHOLD"},
+		{"", "-5", 0, 0, "DELEGATE_MEMORY_THRESHOLD"},
+		{"abc", "", 0, 0, "DELEGATE_CPU_THRESHOLD"},
+	} {
+		env := map[string]string{}
+		for k, v := range base {
+			env[k] = v
+		}
+		env["DELEGATE_CPU_THRESHOLD"], env["DELEGATE_MEMORY_THRESHOLD"] = tt.cpu, tt.mem
+		d, err := FromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		if tt.wantErrNames != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErrNames) {
+				t.Errorf("cpu=%q mem=%q: err %v, want one naming %s", tt.cpu, tt.mem, err, tt.wantErrNames)
+			}
+			continue
+		}
+		if err != nil || d.CPUThreshold != tt.wantCPU || d.MemoryThreshold != tt.wantMem {
+			t.Errorf("cpu=%q mem=%q: got %d/%d, %v", tt.cpu, tt.mem, d.CPUThreshold, d.MemoryThreshold, err)
+		}
+	}
+}

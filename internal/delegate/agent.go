@@ -82,6 +82,8 @@ type Agent struct {
 	killAll  context.CancelFunc
 	taskWG   sync.WaitGroup
 	idle     chan struct{} // signalled when a task ends
+	caps     *capabilityChecker
+	load     *loadMonitor
 }
 
 type runningTask struct {
@@ -144,6 +146,9 @@ func New(opts Options) (*Agent, error) {
 		a.opts.TaskEnv = taskEnv(os.Environ(), config.SecretEnvNames())
 	}
 	a.conn.init()
+	a.caps = newCapabilityChecker(opts.HTTPClient)
+	a.load = &loadMonitor{cpuLimit: opts.Config.CPUThreshold, memLimit: opts.Config.MemoryThreshold}
+	a.load.sample() // the first CPU sample only sets the baseline
 	return a, nil
 }
 
@@ -436,7 +441,8 @@ func (a *Agent) heartbeat() protocol.Heartbeat {
 	a.mu.Lock()
 	draining := a.draining
 	a.mu.Unlock()
-	return protocol.Heartbeat{Seq: a.hbSeq.Add(1), Running: a.runningList(), Capacity: a.cfg.Capacity, Draining: draining}
+	over := a.load.sample()
+	return protocol.Heartbeat{Seq: a.hbSeq.Add(1), Running: a.runningList(), Capacity: a.cfg.Capacity, Draining: draining, OverThreshold: over}
 }
 
 func (a *Agent) sendHeartbeat(ctx context.Context) {
@@ -480,7 +486,7 @@ func (a *Agent) abort(ids []string) {
 func (a *Agent) handleEvent(ctx context.Context, ev protocol.Event) {
 	switch ev.Kind {
 	case protocol.EventTaskAvailable:
-		a.offered(ev.TaskID)
+		a.offeredWith(ev.TaskID, ev.Capabilities)
 	case protocol.EventAbort:
 		a.abort([]string{ev.TaskID})
 	case protocol.EventHeartbeatAck:
@@ -495,8 +501,16 @@ func (a *Agent) handleEvent(ctx context.Context, ev protocol.Event) {
 }
 
 // offered tries to acquire a task the manager announced, if there is room.
-func (a *Agent) offered(id string) {
+func (a *Agent) offered(id string) { a.offeredWith(id, nil) }
+
+// offeredWith is offered for a task that needs capabilities: they are
+// validated (unless validated recently) before the task is acquired.
+func (a *Agent) offeredWith(id string, capabilities []string) {
 	if id == "" {
+		return
+	}
+	if reason := a.load.current(); reason != "" {
+		a.log.Debug("not taking task: over threshold", "task", id, "reason", reason)
 		return
 	}
 	a.mu.Lock()
@@ -513,7 +527,7 @@ func (a *Agent) offered(id string) {
 	a.tasks[id] = &runningTask{epoch: 0, cancel: func(error) {}}
 	a.taskWG.Add(1)
 	a.mu.Unlock()
-	go a.runTask(id)
+	go a.runTask(id, capabilities)
 }
 
 // backoff is jittered exponential backoff.

@@ -15,7 +15,7 @@ import (
 
 // runTask acquires an offered task and, if this delegate wins it, runs it,
 // streams its output and reports the result.
-func (a *Agent) runTask(id string) {
+func (a *Agent) runTask(id string, capabilities []string) {
 	defer a.taskWG.Done()
 	release := func() {
 		a.mu.Lock()
@@ -28,6 +28,32 @@ func (a *Agent) runTask(id string) {
 	}
 	ctx := a.tasksCtx
 	gen := a.regGen.Load()
+	if len(capabilities) > 0 {
+		results, ok := a.caps.check(ctx, capabilities)
+		if len(results) > 0 {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if r, ok := any(a.client()).(interface {
+				ReportCapabilities(context.Context, protocol.CapabilityReport) error
+			}); ok {
+				if err := r.ReportCapabilities(rctx, protocol.CapabilityReport{TaskID: id, Results: results}); err != nil {
+					a.log.Warn("report capability results", "task", id, "err", err)
+				}
+			}
+			cancel()
+		}
+		if !ok {
+			for _, r := range results {
+				if !r.OK {
+					a.log.Info("not taking task: capability not available here", "task", id, "criteria", r.Criteria, "err", r.Error)
+				}
+			}
+			a.mu.Lock()
+			a.reserved--
+			a.mu.Unlock()
+			release()
+			return
+		}
+	}
 	acq, err := a.client().Acquire(ctx, id)
 	a.mu.Lock()
 	a.reserved--
@@ -100,6 +126,7 @@ func (a *Agent) runTask(id string) {
 	res := protocol.ResultRequest{
 		Epoch: acq.Epoch, Status: outcome.Status, ExitCode: outcome.ExitCode,
 		Error: mask.String(outcome.Error, secrets), HTTPResult: outcome.HTTPResult, LastSeq: lastSeq,
+		DelegateFault: outcome.DelegateFault,
 	}
 	if res.HTTPResult != nil {
 		h := *res.HTTPResult

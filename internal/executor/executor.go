@@ -32,6 +32,17 @@ type Outcome struct {
 	Error string
 	// HTTPResult is set for http tasks that got a response.
 	HTTPResult *protocol.HTTPResult
+	// DelegateFault marks a failure caused by the delegate or its position
+	// in the network (no bash, no work directory, connection refused), not
+	// by the task itself; the task may run elsewhere.
+	DelegateFault bool
+}
+
+// faulted is failed with DelegateFault set.
+func faulted(msg string) Outcome {
+	o := failed(msg)
+	o.DelegateFault = true
+	return o
 }
 
 // Options configures one run. Zero values mean the documented defaults.

@@ -82,7 +82,9 @@ func runHTTP(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.W
 			return stopped(ctx, opts.Timeout, out, "request aborted")
 		}
 		fmt.Fprintf(out, "HTTP %s %s -> error: %v\n", method, shown, err)
-		return failed(err.Error())
+		// No answer at all: the endpoint is not reachable from here, which
+		// another delegate may do better.
+		return faulted(err.Error())
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyExcerpt+1))

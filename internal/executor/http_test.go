@@ -152,6 +152,9 @@ func TestHTTPConnectionRefused(t *testing.T) {
 	if got.Status != protocol.StatusFailed || !strings.Contains(got.Error, "connection refused") || got.HTTPResult != nil {
 		t.Errorf("outcome %+v", got)
 	}
+	if !got.DelegateFault {
+		t.Error("an unreachable endpoint is the delegate's position, not the task: want DelegateFault")
+	}
 	if !strings.HasPrefix(out.String(), "HTTP GET http://"+addr+"/ -> error: ") {
 		t.Errorf("output %q", out.String())
 	}

@@ -39,14 +39,14 @@ func runShell(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.
 	}
 	bash, err := exec.LookPath("bash")
 	if err != nil {
-		return failed(fmt.Sprintf("bash not found on the delegate's PATH: %v", err))
+		return faulted(fmt.Sprintf("bash not found on the delegate's PATH: %v", err))
 	}
 	if err := os.MkdirAll(opts.WorkDir, 0o700); err != nil {
-		return failed(fmt.Sprintf("create work directory: %v", err))
+		return faulted(fmt.Sprintf("create work directory: %v", err))
 	}
 	script := filepath.Join(opts.WorkDir, ScriptName)
 	if err := writeScript(script, spec.Shell.Script); err != nil {
-		return failed(err.Error())
+		return faulted(err.Error())
 	}
 
 	cmd := &exec.Cmd{
@@ -60,7 +60,7 @@ func runShell(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.
 		WaitDelay:   pipeWait,
 	}
 	if err := cmd.Start(); err != nil {
-		return failed(fmt.Sprintf("start bash: %v", err))
+		return faulted(fmt.Sprintf("start bash: %v", err))
 	}
 	pgid := cmd.Process.Pid
 	if opts.OnStart != nil {

@@ -165,16 +165,18 @@ func TestBadSpecs(t *testing.T) {
 		spec protocol.TaskSpec
 		opts Options
 		want string
+		// fault is true when the delegate, not the task, is to blame.
+		fault bool
 	}{
-		{"unknown type", protocol.TaskSpec{Type: "docker"}, Options{WorkDir: dir}, `unknown task type "docker"`},
-		{"empty type", protocol.TaskSpec{}, Options{WorkDir: dir}, `unknown task type ""`},
-		{"shell without section", protocol.TaskSpec{Type: protocol.TaskShell}, Options{WorkDir: dir}, `shell task has no "shell" section`},
-		{"http without section", protocol.TaskSpec{Type: protocol.TaskHTTP}, Options{}, `http task has no "http" section`},
-		{"no work dir", shellSpec("true"), Options{}, "shell task needs a work directory (none configured)"},
-		{"bad env name", protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{}, Env: map[string]string{"A=B": "x"}}, Options{WorkDir: dir}, `invalid env name "A=B": must be non-empty without '=' or NUL`},
-		{"empty env name", protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{}, Env: map[string]string{"": "x"}}, Options{WorkDir: dir}, `invalid env name "": must be non-empty without '=' or NUL`},
-		{"NUL in secret", protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{}, SecretEnv: map[string]string{"S": "a\x00b"}}, Options{WorkDir: dir}, `invalid secret_env S: value contains NUL`},
-		{"work dir is a file", shellSpec("true"), Options{WorkDir: "/dev/null/x"}, "create work directory: mkdir /dev/null: not a directory"},
+		{"unknown type", protocol.TaskSpec{Type: "docker"}, Options{WorkDir: dir}, `unknown task type "docker"`, false},
+		{"empty type", protocol.TaskSpec{}, Options{WorkDir: dir}, `unknown task type ""`, false},
+		{"shell without section", protocol.TaskSpec{Type: protocol.TaskShell}, Options{WorkDir: dir}, `shell task has no "shell" section`, false},
+		{"http without section", protocol.TaskSpec{Type: protocol.TaskHTTP}, Options{}, `http task has no "http" section`, false},
+		{"no work dir", shellSpec("true"), Options{}, "shell task needs a work directory (none configured)", false},
+		{"bad env name", protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{}, Env: map[string]string{"A=B": "x"}}, Options{WorkDir: dir}, `invalid env name "A=B": must be non-empty without '=' or NUL`, false},
+		{"empty env name", protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{}, Env: map[string]string{"": "x"}}, Options{WorkDir: dir}, `invalid env name "": must be non-empty without '=' or NUL`, false},
+		{"NUL in secret", protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{}, SecretEnv: map[string]string{"S": "a\x00b"}}, Options{WorkDir: dir}, `invalid secret_env S: value contains NUL`, false},
+		{"work dir is a file", shellSpec("true"), Options{WorkDir: "/dev/null/x"}, "create work directory: mkdir /dev/null: not a directory", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,7 +185,7 @@ func TestBadSpecs(t *testing.T) {
 			called := false
 			tt.opts.OnStart = func() { called = true }
 			got := Run(t.Context(), tt.spec, tt.opts, &out)
-			want := Outcome{Status: protocol.StatusFailed, Error: tt.want}
+			want := Outcome{Status: protocol.StatusFailed, Error: tt.want, DelegateFault: tt.fault}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("outcome mismatch (-want +got):\n%s", diff)
 			}

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -52,7 +53,7 @@ func (m *Manager) handleWhoAmI(w http.ResponseWriter, r *http.Request, acct stri
 var tokenNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
 func tokenView(t store.Token) protocol.Token {
-	v := protocol.Token{Name: t.Name, CreatedAt: t.CreatedAt.UTC(), RevokedAt: utcPtr(t.RevokedAt), Status: protocol.TokenActive}
+	v := protocol.Token{Name: t.Name, CreatedAt: t.CreatedAt.UTC(), RevokedAt: utcPtr(t.RevokedAt), Status: protocol.TokenActive, Org: t.Org, Project: t.Project}
 	if t.RevokedAt != nil {
 		v.Status = protocol.TokenRevoked
 	}
@@ -77,8 +78,12 @@ func (m *Manager) handleCreateToken(w http.ResponseWriter, r *http.Request, acct
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "token name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name)
 		return
 	}
+	if err := m.checkScope(r.Context(), acct, req.Org, req.Project); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
 	value := newSecret("", 24)
-	t := store.Token{ID: newID("k_"), AccountID: acct, Name: req.Name, Hash: hashSecret(value), CreatedAt: m.cfg.Now()}
+	t := store.Token{ID: newID("k_"), AccountID: acct, Name: req.Name, Hash: hashSecret(value), CreatedAt: m.cfg.Now(), Org: req.Org, Project: req.Project}
 	if err := m.st.CreateToken(r.Context(), t); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			writeError(w, http.StatusConflict, protocol.CodeConflict, "a token named %q already exists (revoked tokens keep their name); choose another name", req.Name)
@@ -127,38 +132,47 @@ func (m *Manager) handleRevokeToken(w http.ResponseWriter, r *http.Request, acct
 }
 
 func (m *Manager) handleListDelegates(w http.ResponseWriter, r *http.Request, acct string) {
-	ins, err := m.st.ListInstances(r.Context(), acct)
+	ds, err := m.delegateList(r.Context(), acct)
 	if err != nil {
 		storeError(w, err, "delegates")
 		return
 	}
-	tokens, err := m.st.ListTokens(r.Context(), acct)
+	writeJSON(w, http.StatusOK, protocol.DelegateList{Delegates: ds})
+}
+
+// delegateList is every instance of the account as the API shows it: the
+// stored row with the live state of this manager laid over it.
+func (m *Manager) delegateList(ctx context.Context, acct string) ([]protocol.Delegate, error) {
+	ins, err := m.st.ListInstances(ctx, acct)
 	if err != nil {
-		storeError(w, err, "tokens")
-		return
+		return nil, err
+	}
+	tokens, err := m.st.ListTokens(ctx, acct)
+	if err != nil {
+		return nil, err
 	}
 	tokenNames := map[string]string{}
 	for _, t := range tokens {
 		tokenNames[t.ID] = t.Name
 	}
 	now := m.cfg.Now()
-	out := protocol.DelegateList{Delegates: make([]protocol.Delegate, 0, len(ins))}
+	out := make([]protocol.Delegate, 0, len(ins))
 	for _, in := range ins {
 		v := protocol.Delegate{
 			InstanceID: in.ID, Name: in.Name, Hostname: in.Hostname, IP: in.IP, Tags: in.Tags,
 			Version: in.Version, Type: in.Type, TokenName: tokenNames[in.TokenID],
 			Status: protocol.DelegateDisconnected, Connection: in.Connection,
 			LastHeartbeat: utcPtr(in.LastHeartbeat), Capacity: in.Capacity, Draining: in.Draining,
-			RegisteredAt: in.RegisteredAt.UTC(),
+			RegisteredAt: in.RegisteredAt.UTC(), Org: in.Org, Project: in.Project,
 		}
 		if v.Tags == nil {
 			v.Tags = []string{}
 		}
 		if d := m.hub.get(in.ID); d != nil && !d.isGone() && in.DeregisteredAt == nil {
-			seen := time.Unix(0, d.lastSeen.Load()).UTC()
+			view := delegateView(d)
+			seen := view.LastSeen.UTC()
 			v.LastHeartbeat = &seen
-			running, capacity, draining := d.load()
-			v.RunningTasks, v.Capacity, v.Draining = running, capacity, draining
+			v.RunningTasks, v.Capacity, v.Draining, v.OverThreshold = view.Running, view.Capacity, view.Draining, view.OverThreshold
 			v.Connection = d.connectionKind()
 			if now.Sub(seen) <= m.window() {
 				v.Status = protocol.DelegateConnected
@@ -167,16 +181,16 @@ func (m *Manager) handleListDelegates(w http.ResponseWriter, r *http.Request, ac
 		if v.Status == protocol.DelegateDisconnected {
 			v.Connection = ""
 		}
-		out.Delegates = append(out.Delegates, v)
+		out = append(out, v)
 	}
-	sort.SliceStable(out.Delegates, func(i, j int) bool {
-		a, b := out.Delegates[i], out.Delegates[j]
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
 		if a.Name != b.Name {
 			return a.Name < b.Name
 		}
 		return a.Hostname < b.Hostname
 	})
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // taskView is the API form of a task: secret values never leave the manager.
@@ -186,6 +200,7 @@ func (m *Manager) taskView(t store.Task) protocol.Task {
 		Error: t.Error, Selectors: t.Spec.Selectors, Env: t.Spec.Env, Shell: t.Spec.Shell,
 		HTTP: t.Spec.HTTP, HTTPResult: t.HTTPResult, TimeoutMS: t.TimeoutMS,
 		QueueTimeoutMS: t.QueueTimeoutMS, Retries: t.Retries, Attempts: t.Attempts,
+		Org: t.Spec.Org, Project: t.Spec.Project, Capabilities: t.Spec.Capabilities, Connector: t.Spec.Connector,
 		DelegateName: t.DelegateName, DelegateHostname: t.DelegateHostname, InstanceID: t.InstanceID,
 		CreatedAt: t.CreatedAt.UTC(), AcquiredAt: utcPtr(t.AcquiredAt), StartedAt: utcPtr(t.StartedAt),
 		FinishedAt: utcPtr(t.FinishedAt),
@@ -286,6 +301,10 @@ func (m *Manager) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
+	if err := m.resolveScopeAndConnector(r.Context(), acct, &spec); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
 	now := m.cfg.Now()
 	t := store.Task{
 		ID: newID("t_"), AccountID: acct, Spec: spec, Status: protocol.StatusQueued,
@@ -297,7 +316,7 @@ func (m *Manager) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 		storeError(w, err, "task")
 		return
 	}
-	m.offerTask(t)
+	m.offerTask(r.Context(), t, false)
 	writeJSON(w, http.StatusCreated, m.taskView(t))
 }
 

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -160,6 +161,8 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 		TokenID:      tok.ID,
 		Capacity:     req.Capacity,
 		RegisteredAt: now,
+		Org:          tok.Org,
+		Project:      tok.Project,
 	})
 	if err != nil {
 		m.log.Error("register delegate", "err", err)
@@ -213,8 +216,10 @@ func (m *Manager) heartbeat(ctx context.Context, d *live, hb protocol.Heartbeat)
 	if hb.Capacity >= 0 && hb.Capacity != d.capacity && hb.Capacity != 0 {
 		d.capacity = hb.Capacity
 	}
-	wasDraining := d.draining
+	wasBlocked := d.draining || d.overThreshold != ""
 	d.draining = hb.Draining
+	d.overThreshold = hb.OverThreshold
+	unblocked := wasBlocked && !d.draining && d.overThreshold == ""
 	var unknown []protocol.RunningTask
 	listed := make(map[string]bool, len(hb.Running))
 	var abort []string
@@ -241,7 +246,10 @@ func (m *Manager) heartbeat(ctx context.Context, d *live, hb protocol.Heartbeat)
 		}
 		abort = append(abort, rt.ID)
 	}
-	_ = wasDraining
+	if unblocked {
+		// Back under its thresholds: offer what waits.
+		m.offerQueued(ctx, d)
+	}
 	return protocol.HeartbeatResponse{Seq: hb.Seq, Abort: abort}
 }
 
@@ -548,7 +556,39 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 	if len(req.Error) > 4096 {
 		req.Error = req.Error[:4096]
 	}
-	t, err := m.st.CompleteTask(r.Context(), id, req.Epoch, store.Result{
+	ctx := r.Context()
+	if req.DelegateFault && req.Status == protocol.StatusFailed {
+		// The delegate, not the task, failed: deny it the task and run the
+		// task elsewhere if it has retries left.
+		reason := fmt.Sprintf("delegate %q (host %s) could not run the task: %s", d.name, d.hostname, req.Error)
+		t, requeued, err := m.st.RequeueTask(ctx, id, req.Epoch, d.id, reason, m.cfg.Now())
+		if err != nil {
+			if !errors.Is(err, store.ErrStaleLease) {
+				storeError(w, err, "task "+id)
+				return
+			}
+			// Already applied (a repeated report) or stale: answer with the stored task.
+			cur, gerr := m.st.GetTask(ctx, d.accountID, id)
+			if gerr != nil || cur.Epoch != req.Epoch {
+				storeError(w, err, "task "+id)
+				return
+			}
+			writeJSON(w, http.StatusOK, m.taskView(cur))
+			return
+		}
+		d.dropRunning(id)
+		if requeued {
+			m.log.Info("task requeued after a delegate fault", "task", id, "instance", d.id, "err", req.Error)
+			m.offerTask(ctx, t, true)
+		} else {
+			m.logs.finish(id)
+			m.log.Info("task failed on a delegate fault, no retries left", "task", id, "instance", d.id)
+		}
+		m.offerQueued(ctx, d)
+		writeJSON(w, http.StatusOK, m.taskView(t))
+		return
+	}
+	t, err := m.st.CompleteTask(ctx, id, req.Epoch, store.Result{
 		Status: req.Status, ExitCode: req.ExitCode, Error: req.Error, HTTPResult: req.HTTPResult,
 	}, m.cfg.Now())
 	if err != nil {
@@ -561,7 +601,48 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 	d.dropRunning(id)
 	m.logs.finish(id)
 	m.log.Info("task finished", "task", id, "status", t.Status, "instance", d.id)
+	if t.Status == protocol.StatusSucceeded && t.Spec.Connector != "" {
+		if err := m.st.SetConnectorSuccess(ctx, t.AccountID, t.Spec.Connector, d.id); err != nil {
+			m.log.Warn("record connector success", "connector", t.Spec.Connector, "err", err)
+		}
+	}
 	// Capacity freed: offer what is waiting.
 	m.offerQueued(r.Context(), d)
 	writeJSON(w, http.StatusOK, m.taskView(t))
+}
+
+// handleCapabilities records a delegate's capability validation results.
+// When a validation prompted by a task failed, the task is offered to
+// other delegates at once.
+func (m *Manager) handleCapabilities(w http.ResponseWriter, r *http.Request, d *live) {
+	var rep protocol.CapabilityReport
+	if !decodeBody(w, r, &rep) {
+		return
+	}
+	if len(rep.Results) > 1000 {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "at most 1000 results per report")
+		return
+	}
+	failed := false
+	for i, res := range rep.Results {
+		if strings.TrimSpace(res.Criteria) == "" || len(res.Criteria) > 2048 {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "result %d: criteria must be 1-2048 characters", i)
+			return
+		}
+		if len(res.Error) > 1024 {
+			rep.Results[i].Error = res.Error[:1024]
+		}
+		failed = failed || !res.OK
+	}
+	if err := m.recordCapabilities(r.Context(), d.id, rep.Results); err != nil {
+		m.log.Error("record capabilities", "instance", d.id, "err", err)
+		storeError(w, err, "capability results")
+		return
+	}
+	if failed && rep.TaskID != "" {
+		if t, err := m.st.GetTask(r.Context(), d.accountID, rep.TaskID); err == nil && t.Status == protocol.StatusQueued {
+			m.offerTask(r.Context(), t, true)
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

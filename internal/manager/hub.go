@@ -1,8 +1,6 @@
 package manager
 
 import (
-	"math/rand/v2"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +25,8 @@ type live struct {
 	tokenID    string
 	tags       []string
 	generation int64
+	org        string
+	project    string
 
 	lastSeen atomic.Int64 // Unix nanoseconds of last contact
 
@@ -34,12 +34,14 @@ type live struct {
 	capacity   int
 	connection string
 	draining   bool
-	gone       bool             // deregistered, superseded or revoked
-	running    map[string]int64 // task ID -> epoch
-	events     []protocol.Event
-	notify     chan struct{} // cap 1: something is in events
-	kick       chan struct{} // closed to end the event channel (revoked/superseded)
-	flushedAt  int64         // lastSeen value at the last flush
+	// overThreshold says why the delegate is over a resource threshold.
+	overThreshold string
+	gone          bool             // deregistered, superseded or revoked
+	running       map[string]int64 // task ID -> epoch
+	events        []protocol.Event
+	notify        chan struct{} // cap 1: something is in events
+	kick          chan struct{} // closed to end the event channel (revoked/superseded)
+	flushedAt     int64         // lastSeen value at the last flush
 }
 
 func newLive(in store.Instance) *live {
@@ -51,6 +53,8 @@ func newLive(in store.Instance) *live {
 		tokenID:    in.TokenID,
 		tags:       in.Tags,
 		generation: in.Generation,
+		org:        in.Org,
+		project:    in.Project,
 		capacity:   in.Capacity,
 		running:    map[string]int64{},
 		notify:     make(chan struct{}, 1),
@@ -230,64 +234,6 @@ func (h *hub) accounts() []string {
 	out := make([]string, 0, len(h.byAccount))
 	for a := range h.byAccount {
 		out = append(out, a)
-	}
-	return out
-}
-
-// eligible reports whether l may run a task right now (issue 2 rules:
-// connected, not draining, all selectors, not denied, free capacity).
-func eligible(l *live, t store.Task, now time.Time, window time.Duration) bool {
-	if now.Sub(time.Unix(0, l.lastSeen.Load())) > window {
-		return false
-	}
-	running, capacity, draining := l.load()
-	if draining || l.isGone() {
-		return false
-	}
-	if capacity > 0 && running >= capacity {
-		return false
-	}
-	for _, d := range t.DeniedInstances {
-		if d == l.id {
-			return false
-		}
-	}
-	return len(protocol.MissingSelectors(t.Spec.Selectors, l.tags, l.name, l.hostname)) == 0
-}
-
-// pickTargets chooses up to k eligible instances for a task, least loaded
-// first, ties broken at random so replicas share work.
-func (h *hub) pickTargets(t store.Task, now time.Time, window time.Duration, k int) []*live {
-	cands := h.account(t.AccountID)
-	type scored struct {
-		l    *live
-		load float64
-		tie  uint32
-	}
-	var ok []scored
-	for _, l := range cands {
-		if !eligible(l, t, now, window) {
-			continue
-		}
-		running, capacity, _ := l.load()
-		load := float64(running)
-		if capacity > 0 {
-			load = float64(running) / float64(capacity)
-		}
-		ok = append(ok, scored{l: l, load: load, tie: rand.Uint32()})
-	}
-	sort.Slice(ok, func(i, j int) bool {
-		if ok[i].load != ok[j].load {
-			return ok[i].load < ok[j].load
-		}
-		return ok[i].tie < ok[j].tie
-	})
-	if k > 0 && len(ok) > k {
-		ok = ok[:k]
-	}
-	out := make([]*live, len(ok))
-	for i, s := range ok {
-		out[i] = s.l
 	}
 	return out
 }

@@ -4,48 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
-
-// offerTask tells the least loaded eligible delegates that t is available.
-func (m *Manager) offerTask(t store.Task) {
-	for _, d := range m.hub.pickTargets(t, m.cfg.Now(), m.window(), m.cfg.OfferFanout) {
-		d.push(protocol.Event{Kind: protocol.EventTaskAvailable, TaskID: t.ID})
-	}
-}
-
-// offerQueued tells d about queued tasks it could run (when its event
-// channel opens and when it frees capacity).
-func (m *Manager) offerQueued(ctx context.Context, d *live) {
-	running, capacity, draining := d.load()
-	if draining {
-		return
-	}
-	free := 64
-	if capacity > 0 {
-		free = capacity - running
-	}
-	if free <= 0 {
-		return
-	}
-	ts, err := m.st.QueuedTasks(ctx, d.accountID, 256)
-	if err != nil {
-		m.log.Warn("list queued tasks", "err", err)
-		return
-	}
-	now := m.cfg.Now()
-	n := 0
-	for _, t := range ts {
-		if n >= free {
-			break
-		}
-		if eligible(d, t, now, m.window()) {
-			d.push(protocol.Event{Kind: protocol.EventTaskAvailable, TaskID: t.ID})
-			n++
-		}
-	}
-}
 
 // flushLoop records liveness and extends leases in batches, once per
 // heartbeat interval, so heartbeats cost no database write each.
@@ -121,14 +81,8 @@ func (m *Manager) sweepLoop(ctx context.Context) {
 }
 
 func (m *Manager) sweep(ctx context.Context, now time.Time) {
-	expired, err := m.st.ExpireQueued(ctx, now, "no delegate acquired the task before its queue timeout")
-	if err != nil {
-		m.log.Warn("expire queued tasks", "err", err)
-	}
-	for _, t := range expired {
-		m.log.Info("task not assigned", "task", t.ID)
-		m.logs.finish(t.ID)
-	}
+	m.sweepQueue(ctx, now)
+	m.caps.Prune(now)
 	timedOut, err := m.st.TimeoutRunning(ctx, now, 2*m.cfg.HeartbeatInterval)
 	if err != nil {
 		m.log.Warn("enforce task timeouts", "err", err)
@@ -155,7 +109,7 @@ func (m *Manager) sweep(ctx context.Context, now time.Time) {
 		}
 		if o.Requeued {
 			m.log.Info("task requeued after its delegate was lost", "task", o.Task.ID, "lost_instance", o.LostInstanceID)
-			m.offerTask(o.Task)
+			m.offerTask(ctx, o.Task, false)
 		} else {
 			m.log.Info("task failed: its delegate was lost", "task", o.Task.ID, "lost_instance", o.LostInstanceID)
 			m.logs.finish(o.Task.ID)
@@ -176,7 +130,7 @@ func (m *Manager) rebroadcast(ctx context.Context, now time.Time) {
 			if now.Sub(t.CreatedAt) < time.Second {
 				continue
 			}
-			m.offerTask(t)
+			m.offerTask(ctx, t, true)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -106,6 +107,11 @@ type Manager struct {
 	tokens   tokenCache
 	apiKeys  sync.Map // hash -> account ID
 	wake     chan struct{}
+	// caps holds every delegate's allow and deny list entries.
+	caps *assign.Capabilities
+	// unrunnable remembers since when a queued task had no delegate that
+	// could ever take it (sweep loop only).
+	unrunnable map[string]time.Time
 }
 
 // New creates a manager over an open store.
@@ -131,6 +137,11 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 		wake:       make(chan struct{}, 1),
 	}
 	m.tokens.entries = map[string]tokenEntry{}
+	m.caps = assign.NewCapabilities()
+	m.unrunnable = map[string]time.Time{}
+	if err := m.loadCapabilities(ctx); err != nil {
+		return nil, fmt.Errorf("load capability lists: %w", err)
+	}
 	return m, nil
 }
 
@@ -159,6 +170,7 @@ func (m *Manager) Handler() http.Handler {
 	mux.HandleFunc("POST "+protocol.PathDelegateTask+"/{id}/started", m.delegateAuth(m.handleStarted))
 	mux.HandleFunc("POST "+protocol.PathDelegateTask+"/{id}/logs", m.delegateAuth(m.handleLogs))
 	mux.HandleFunc("POST "+protocol.PathDelegateTask+"/{id}/result", m.delegateAuth(m.handleResult))
+	mux.HandleFunc("POST "+protocol.PathCapabilities, m.delegateAuth(m.handleCapabilities))
 	// Admin API.
 	mux.HandleFunc("GET "+protocol.PathWhoAmI, m.adminAuth(m.handleWhoAmI))
 	mux.HandleFunc("POST "+protocol.PathTokens, m.adminAuth(m.handleCreateToken))
@@ -170,6 +182,18 @@ func (m *Manager) Handler() http.Handler {
 	mux.HandleFunc("GET "+protocol.PathTasks+"/{id}", m.adminAuth(m.handleGetTask))
 	mux.HandleFunc("POST "+protocol.PathTasks+"/{id}/cancel", m.adminAuth(m.handleCancelTask))
 	mux.HandleFunc("GET "+protocol.PathTasks+"/{id}/logs", m.adminAuth(m.handleTaskLogs))
+	mux.HandleFunc("GET "+protocol.PathTasks+"/{id}/explain", m.adminAuth(m.handleExplainTask))
+	mux.HandleFunc("GET "+protocol.PathDelegates+"/{name}", m.adminAuth(m.handleDescribeDelegate))
+	mux.HandleFunc("POST "+protocol.PathOrgs, m.adminAuth(m.handleCreateOrg))
+	mux.HandleFunc("GET "+protocol.PathOrgs, m.adminAuth(m.handleListOrgs))
+	mux.HandleFunc("DELETE "+protocol.PathOrgs+"/{org}", m.adminAuth(m.handleDeleteOrg))
+	mux.HandleFunc("POST "+protocol.PathOrgs+"/{org}/projects", m.adminAuth(m.handleCreateProject))
+	mux.HandleFunc("GET "+protocol.PathProjects, m.adminAuth(m.handleListProjects))
+	mux.HandleFunc("DELETE "+protocol.PathOrgs+"/{org}/projects/{name}", m.adminAuth(m.handleDeleteProject))
+	mux.HandleFunc("POST "+protocol.PathConnectors, m.adminAuth(m.handleCreateConnector))
+	mux.HandleFunc("GET "+protocol.PathConnectors, m.adminAuth(m.handleListConnectors))
+	mux.HandleFunc("GET "+protocol.PathConnectors+"/{name}", m.adminAuth(m.handleGetConnector))
+	mux.HandleFunc("DELETE "+protocol.PathConnectors+"/{name}", m.adminAuth(m.handleDeleteConnector))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
 	})

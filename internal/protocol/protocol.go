@@ -8,6 +8,10 @@
 //	1 (2026-11-22): register, session refresh, WebSocket events and heartbeats,
 //	  long-poll fallback, acquire with lease epoch, numbered log chunks,
 //	  idempotent results, deregister.
+//	2 (2026-11-22): scope (orgs, projects), capabilities with allow and deny
+//	  lists (task_available events name the task's capabilities; delegates
+//	  report validation results), connectors, resource thresholds in
+//	  heartbeats, delegate-fault results, task explanations.
 package protocol
 
 import (
@@ -18,7 +22,7 @@ import (
 
 // Version is the protocol version spoken by this build. A manager accepts
 // delegates whose version is at most its own and at least MinVersion.
-const Version = 1
+const Version = 2
 
 // MinVersion is the oldest protocol version this build still accepts.
 const MinVersion = 1
@@ -35,6 +39,14 @@ const (
 	// PathDelegateTask is followed by "/{id}/acquire", "/started", "/logs" or "/result".
 	PathDelegateTask = "/api/v1/delegate/tasks"
 
+	// PathCapabilities receives capability validation results.
+	PathCapabilities = "/api/v1/delegate/capabilities"
+
+	PathOrgs       = "/api/v1/orgs"       // + "/{org}/projects"
+	PathConnectors = "/api/v1/connectors" // + "/{name}"
+	PathProjects   = "/api/v1/projects"   // listing, ?org=ORG
+	// Task explanations are served at PathTasks + "/{id}/explain"; one
+	// delegate's details at PathDelegates + "/{name}".
 	PathTokens    = "/api/v1/tokens"
 	PathDelegates = "/api/v1/delegates"
 	PathTasks     = "/api/v1/tasks"
@@ -153,6 +165,9 @@ type Event struct {
 	// Abort lists running tasks the delegate must stop (in heartbeat acks).
 	Abort  []string `json:"abort,omitempty"`
 	Reason string   `json:"reason,omitempty"`
+	// Capabilities of the available task, which the delegate validates
+	// before acquiring it (criteria only; never payloads). Since v2.
+	Capabilities []string `json:"capabilities,omitempty"`
 }
 
 // EventsResponse answers a long poll: zero or more events.
@@ -173,6 +188,9 @@ type Heartbeat struct {
 	Running  []RunningTask `json:"running"`
 	Capacity int           `json:"capacity,omitempty"`
 	Draining bool          `json:"draining,omitempty"`
+	// OverThreshold, when not empty, says why the delegate does not take
+	// tasks now (e.g. "cpu 93% > DELEGATE_CPU_THRESHOLD 80%"). Since v2.
+	OverThreshold string `json:"over_threshold,omitempty"`
 }
 
 // HeartbeatResponse answers an HTTP heartbeat; over the WebSocket the same
@@ -229,6 +247,15 @@ type TaskSpec struct {
 	// Retries is how many more times the task may run after a delegate is
 	// lost while running it.
 	Retries int `json:"retries,omitempty"`
+	// Org and Project set the task's scope; empty means account level. Since v2.
+	Org     string `json:"org,omitempty"`
+	Project string `json:"project,omitempty"`
+	// Capabilities the delegate must have: "http://…" or "https://…" (any
+	// HTTP answer counts), "tcp://host:port", "binary:NAME". Since v2.
+	Capabilities []string `json:"capabilities,omitempty"`
+	// Connector names a connector whose selectors (unless the task has its
+	// own) and URL (as a capability) the task inherits. Since v2.
+	Connector string `json:"connector,omitempty"`
 }
 
 // HTTPResult is what an http task records.
@@ -257,6 +284,10 @@ type Task struct {
 	QueueTimeoutMS   int64             `json:"queue_timeout_ms"`
 	Retries          int               `json:"retries"`
 	Attempts         int               `json:"attempts"`
+	Org              string            `json:"org,omitempty"`
+	Project          string            `json:"project,omitempty"`
+	Capabilities     []string          `json:"capabilities,omitempty"`
+	Connector        string            `json:"connector,omitempty"`
 	DelegateName     string            `json:"delegate_name"`
 	DelegateHostname string            `json:"delegate_hostname"`
 	InstanceID       string            `json:"instance_id,omitempty"`
@@ -317,6 +348,24 @@ type ResultRequest struct {
 	// LastSeq is the number of the last log chunk sent, so the manager
 	// knows when the log is complete.
 	LastSeq int64 `json:"last_seq"`
+	// DelegateFault marks a failure caused by the delegate, not by the task
+	// itself (a capability lost, an executor error): the manager denies this
+	// delegate the task and runs it elsewhere if it has retries left. Since v2.
+	DelegateFault bool `json:"delegate_fault,omitempty"`
+}
+
+// CapabilityResult is the outcome of validating one capability.
+type CapabilityResult struct {
+	Criteria string `json:"criteria"`
+	OK       bool   `json:"ok"`
+	Error    string `json:"error,omitempty"`
+}
+
+// CapabilityReport carries validation results from a delegate. TaskID, when
+// set, is the task that prompted the validation.
+type CapabilityReport struct {
+	TaskID  string             `json:"task_id,omitempty"`
+	Results []CapabilityResult `json:"results"`
 }
 
 // LogStreamLine is one line of the NDJSON log stream served to the CLI:
@@ -329,9 +378,12 @@ type LogStreamLine struct {
 // ---------------------------------------------------------------------------
 // Tokens and delegates (admin API)
 
-// CreateTokenRequest creates a delegate token.
+// CreateTokenRequest creates a delegate token, at account level or, with
+// Org (and Project), at that level.
 type CreateTokenRequest struct {
-	Name string `json:"name"`
+	Name    string `json:"name"`
+	Org     string `json:"org,omitempty"`
+	Project string `json:"project,omitempty"`
 }
 
 // Token describes a delegate token. Value is set only when it is created.
@@ -341,6 +393,8 @@ type Token struct {
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
 	Status    string     `json:"status"`
+	Org       string     `json:"org,omitempty"`
+	Project   string     `json:"project,omitempty"`
 }
 
 // Token statuses.
@@ -371,6 +425,125 @@ type Delegate struct {
 	Capacity      int        `json:"capacity"`
 	Draining      bool       `json:"draining,omitempty"`
 	RegisteredAt  time.Time  `json:"registered_at"`
+	Org           string     `json:"org,omitempty"`
+	Project       string     `json:"project,omitempty"`
+	OverThreshold string     `json:"over_threshold,omitempty"`
+}
+
+// CapabilityEntry is one allowlist or deny-list entry of a delegate.
+type CapabilityEntry struct {
+	Criteria   string    `json:"criteria"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	TimeLeftMS int64     `json:"time_left_ms"`
+	Error      string    `json:"error,omitempty"`
+}
+
+// DelegateDetail describes one delegate instance with its capability lists.
+type DelegateDetail struct {
+	Delegate
+	Allowlist []CapabilityEntry `json:"allowlist"`
+	Denylist  []CapabilityEntry `json:"denylist"`
+}
+
+// DelegateDetails answers a describe: every instance with that name.
+type DelegateDetails struct {
+	Name      string           `json:"name"`
+	Instances []DelegateDetail `json:"instances"`
+}
+
+// Org is an organization of an account.
+type Org struct {
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// OrgList answers an org listing.
+type OrgList struct {
+	Orgs []Org `json:"orgs"`
+}
+
+// CreateOrgRequest creates an organization.
+type CreateOrgRequest struct {
+	Name string `json:"name"`
+}
+
+// Project is a project of an organization.
+type Project struct {
+	Org       string    `json:"org"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// ProjectList answers a project listing.
+type ProjectList struct {
+	Projects []Project `json:"projects"`
+}
+
+// CreateProjectRequest creates a project in the org of the URL.
+type CreateProjectRequest struct {
+	Name string `json:"name"`
+}
+
+// Connector is a named third-party endpoint. Tasks that use it inherit its
+// selectors and its URL as a capability.
+type Connector struct {
+	Name      string   `json:"name"`
+	URL       string   `json:"url"`
+	Type      string   `json:"type,omitempty"`
+	Selectors []string `json:"selectors"`
+	// LastSuccessDelegate is the delegate (name/hostname) that last
+	// succeeded for the connector; it is tried first.
+	LastSuccessDelegate string    `json:"last_success_delegate,omitempty"`
+	CreatedAt           time.Time `json:"created_at"`
+}
+
+// ConnectorList answers a connector listing.
+type ConnectorList struct {
+	Connectors []Connector `json:"connectors"`
+}
+
+// CreateConnectorRequest creates a connector.
+type CreateConnectorRequest struct {
+	Name      string   `json:"name"`
+	URL       string   `json:"url"`
+	Type      string   `json:"type,omitempty"`
+	Selectors []string `json:"selectors,omitempty"`
+}
+
+// Exclusion rules, in the order DESIGN §5 applies them.
+const (
+	RuleDisconnected     = "disconnected"
+	RuleDraining         = "draining"
+	RuleScope            = "scope"
+	RuleSelectors        = "selectors"
+	RuleTaskDenied       = "task_denied"
+	RuleCapabilityDenied = "capability_denied"
+	RuleCapacity         = "capacity"
+	RuleThreshold        = "threshold"
+)
+
+// Reason is one rule that excludes a delegate from a task.
+type Reason struct {
+	Rule    string `json:"rule"`
+	Message string `json:"message"`
+}
+
+// DelegateVerdict says whether one delegate may run a task, and why not.
+type DelegateVerdict struct {
+	InstanceID  string   `json:"instance_id"`
+	Name        string   `json:"name"`
+	Hostname    string   `json:"hostname"`
+	Eligible    bool     `json:"eligible"`
+	Allowlisted bool     `json:"allowlisted,omitempty"`
+	Reasons     []Reason `json:"reasons"`
+}
+
+// Explanation says, per delegate, why a task runs where it runs or waits.
+type Explanation struct {
+	TaskID    string            `json:"task_id"`
+	Status    string            `json:"status"`
+	Summary   string            `json:"summary"`
+	Delegates []DelegateVerdict `json:"delegates"`
 }
 
 // DelegateList answers a delegate listing.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/legate-dev/legate/internal/protocol"
@@ -21,13 +22,13 @@ var errRowChanged = errors.New("task changed concurrently")
 
 // --- tokens ------------------------------------------------------------------------
 
-const tokenCols = `id, account_id, name, hash, created_at, revoked_at`
+const tokenCols = `id, account_id, name, hash, created_at, revoked_at, org, project`
 
 func scanToken(r rowScanner) (Token, error) {
 	var t Token
 	var created int64
 	var revoked sql.NullInt64
-	if err := r.Scan(&t.ID, &t.AccountID, &t.Name, &t.Hash, &created, &revoked); err != nil {
+	if err := r.Scan(&t.ID, &t.AccountID, &t.Name, &t.Hash, &created, &revoked, &t.Org, &t.Project); err != nil {
 		return Token{}, err
 	}
 	t.CreatedAt = fromMicros(created)
@@ -38,7 +39,8 @@ func scanToken(r rowScanner) (Token, error) {
 // --- instances ---------------------------------------------------------------------
 
 const instanceCols = `id, account_id, identity_key, name, hostname, ip, tags, version, type,
-	token_id, capacity, generation, connection, draining, registered_at, last_heartbeat, deregistered_at`
+	token_id, capacity, generation, connection, draining, registered_at, last_heartbeat, deregistered_at,
+	org, project`
 
 func scanInstance(r rowScanner) (Instance, error) {
 	var in Instance
@@ -48,7 +50,7 @@ func scanInstance(r rowScanner) (Instance, error) {
 	var heartbeat, deregistered sql.NullInt64
 	if err := r.Scan(&in.ID, &in.AccountID, &in.IdentityKey, &in.Name, &in.Hostname, &in.IP, &tags,
 		&in.Version, &in.Type, &in.TokenID, &in.Capacity, &in.Generation, &in.Connection, &draining,
-		&registered, &heartbeat, &deregistered); err != nil {
+		&registered, &heartbeat, &deregistered, &in.Org, &in.Project); err != nil {
 		return Instance{}, err
 	}
 	var err error
@@ -180,6 +182,23 @@ func finish(t *Task, r Result, now time.Time) {
 	t.HTTPResult = r.HTTPResult
 	t.FinishedAt = timePtr(now)
 	t.LeaseExpiresAt = nil
+}
+
+// deny adds instanceID to the task's deny list (once).
+func deny(t *Task, instanceID string) {
+	if instanceID != "" && !slices.Contains(t.DeniedInstances, instanceID) {
+		t.DeniedInstances = append(t.DeniedInstances, instanceID)
+	}
+}
+
+// requeue puts a running task back in the queue: it clears what the claim
+// set (instance, delegate, acquired, started, lease) and restarts the queue
+// timeout at now. Epoch and Attempts keep counting.
+func requeue(t *Task, now time.Time) {
+	t.Status = protocol.StatusQueued
+	t.InstanceID, t.DelegateName, t.DelegateHostname = "", "", ""
+	t.AcquiredAt, t.StartedAt, t.LeaseExpiresAt = nil, nil, nil
+	t.QueueDeadline = fromMicros(micros(now.Add(time.Duration(t.QueueTimeoutMS) * time.Millisecond)))
 }
 
 // heldAt reports whether a delegate holding the lease at epoch may still

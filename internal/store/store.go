@@ -10,7 +10,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -127,8 +126,8 @@ func (s *Store) AccountForAPIKey(ctx context.Context, hash string) (string, erro
 // CreateToken stores a token. ErrConflict if the account already has a token
 // with that name (revoked tokens keep their name).
 func (s *Store) CreateToken(ctx context.Context, t Token) error {
-	err := s.insert(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		t.ID, t.AccountID, t.Name, t.Hash, micros(t.CreatedAt), nullMicros(t.RevokedAt))
+	err := s.insert(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		t.ID, t.AccountID, t.Name, t.Hash, micros(t.CreatedAt), nullMicros(t.RevokedAt), t.Org, t.Project)
 	if err != nil {
 		return fmt.Errorf("create token %q: %w", t.Name, err)
 	}
@@ -218,10 +217,10 @@ func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, erro
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			res, err := s.w(tx).exec(ctx, `INSERT INTO instances (`+instanceCols+`)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 				in.ID, in.AccountID, in.IdentityKey, in.Name, in.Hostname, in.IP, encodeStrings(in.Tags),
 				in.Version, in.Type, in.TokenID, in.Capacity, int64(1), in.Connection, boolInt(in.Draining),
-				micros(in.RegisteredAt), nullMicros(in.LastHeartbeat), nil)
+				micros(in.RegisteredAt), nullMicros(in.LastHeartbeat), nil, in.Org, in.Project)
 			if err != nil {
 				return err
 			}
@@ -236,9 +235,10 @@ func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, erro
 		default:
 			_, err := s.w(tx).exec(ctx, `UPDATE instances SET name = ?, hostname = ?, ip = ?, tags = ?,
 	version = ?, type = ?, token_id = ?, capacity = ?, generation = ?, connection = ?, draining = ?,
-	last_heartbeat = ?, deregistered_at = NULL WHERE id = ?`,
+	last_heartbeat = ?, deregistered_at = NULL, org = ?, project = ? WHERE id = ?`,
 				in.Name, in.Hostname, in.IP, encodeStrings(in.Tags), in.Version, in.Type, in.TokenID,
-				in.Capacity, generation+1, in.Connection, boolInt(in.Draining), nullMicros(in.LastHeartbeat), id)
+				in.Capacity, generation+1, in.Connection, boolInt(in.Draining), nullMicros(in.LastHeartbeat),
+				in.Org, in.Project, id)
 			if err != nil {
 				return err
 			}
@@ -331,7 +331,8 @@ func (s *Store) DeregisterInstance(ctx context.Context, id string, now time.Time
 // --- tasks -----------------------------------------------------------------------
 
 // CreateTask inserts a queued task. The caller fills ID, AccountID, Spec,
-// TimeoutMS, QueueTimeoutMS, Retries, CreatedAt and QueueDeadline.
+// TimeoutMS, QueueTimeoutMS, Retries, CreatedAt and QueueDeadline. The
+// scope (Spec.Org, Spec.Project) is also stored in columns of its own.
 func (s *Store) CreateTask(ctx context.Context, t Task) error {
 	spec, err := encodeSpec(t.Spec)
 	if err != nil {
@@ -340,11 +341,11 @@ func (s *Store) CreateTask(ctx context.Context, t Task) error {
 	err = s.insert(ctx, `INSERT INTO tasks (id, account_id, type, spec, status, exit_code, error,
 	http_result, timeout_ms, queue_timeout_ms, retries, attempts, epoch, instance_id, delegate_name,
 	delegate_hostname, denied_instances, created_at, acquired_at, started_at, finished_at,
-	queue_deadline, lease_expires_at, log_bytes, log_omitted)
-	VALUES (?, ?, ?, ?, ?, NULL, '', NULL, ?, ?, ?, 0, 0, '', '', '', '[]', ?, NULL, NULL, NULL, ?, NULL, 0, 0)
+	queue_deadline, lease_expires_at, log_bytes, log_omitted, org, project)
+	VALUES (?, ?, ?, ?, ?, NULL, '', NULL, ?, ?, ?, 0, 0, '', '', '', '[]', ?, NULL, NULL, NULL, ?, NULL, 0, 0, ?, ?)
 	ON CONFLICT DO NOTHING`,
 		t.ID, t.AccountID, t.Spec.Type, spec, protocol.StatusQueued, t.TimeoutMS, t.QueueTimeoutMS,
-		t.Retries, micros(t.CreatedAt), micros(t.QueueDeadline))
+		t.Retries, micros(t.CreatedAt), micros(t.QueueDeadline), t.Spec.Org, t.Spec.Project)
 	if err != nil {
 		return fmt.Errorf("create task %s: %w", t.ID, err)
 	}
@@ -601,13 +602,8 @@ func (s *Store) ExpireLeases(ctx context.Context, now time.Time) ([]LeaseOutcome
 			o := LeaseOutcome{LostInstanceID: t.InstanceID}
 			if t.Attempts <= t.Retries {
 				o.Requeued = true
-				if t.InstanceID != "" && !slices.Contains(t.DeniedInstances, t.InstanceID) {
-					t.DeniedInstances = append(t.DeniedInstances, t.InstanceID)
-				}
-				t.Status = protocol.StatusQueued
-				t.InstanceID, t.DelegateName, t.DelegateHostname = "", "", ""
-				t.AcquiredAt, t.StartedAt, t.LeaseExpiresAt = nil, nil, nil
-				t.QueueDeadline = fromMicros(micros(now.Add(time.Duration(t.QueueTimeoutMS) * time.Millisecond)))
+				deny(&t, t.InstanceID)
+				requeue(&t, now)
 			} else {
 				finish(&t, Result{
 					Status: protocol.StatusFailed,

@@ -31,6 +31,10 @@ type Token struct {
 	Hash      string
 	CreatedAt time.Time
 	RevokedAt *time.Time
+	// Org and Project give the scope of the delegates that register with
+	// the token; empty means account level.
+	Org     string
+	Project string
 }
 
 // Instance is one delegate process, identified within its account by
@@ -49,6 +53,9 @@ type Instance struct {
 	TokenID     string
 	Capacity    int
 	Generation  int64
+	// Org and Project are the scope, copied from the token at registration.
+	Org     string
+	Project string
 	// Connection is protocol.ConnWebSocket or protocol.ConnPolling ("" before
 	// the first event channel opens).
 	Connection     string

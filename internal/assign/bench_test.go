@@ -1,0 +1,95 @@
+package assign
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// benchFleet is 1,000 connected delegates with 10 allowlist entries each
+// (10,000 in all) over 50 criteria, and a task with 2 selectors and 2
+// capabilities. About 90% of the delegates have both selectors, about a
+// third are allowlisted for both capabilities, a few are at capacity or
+// deny-listed: most of the fleet is eligible, so Rank sorts ~900 delegates.
+func benchFleet() ([]Delegate, *Capabilities, Task) {
+	r := rand.New(rand.NewPCG(7, 7))
+	crit := make([]string, 50)
+	for i := range crit {
+		crit[i] = fmt.Sprintf("https://svc-%02d.internal.example.com", i)
+	}
+	task := Task{
+		ID:           "t-bench",
+		Selectors:    []string{"Linux", "docker"},
+		Capabilities: []string{crit[0], crit[1]},
+	}
+	c := NewCapabilities()
+	ds := make([]Delegate, 1000)
+	for i := range ds {
+		tags := []string{"linux", fmt.Sprintf("region-%d", i%4), fmt.Sprintf("team-%d", i%10)}
+		if i%10 != 0 {
+			tags = append(tags, "docker")
+		}
+		ds[i] = Delegate{
+			InstanceID: fmt.Sprintf("inst-%04d", i),
+			Name:       fmt.Sprintf("delegate-%d", i%20),
+			Hostname:   fmt.Sprintf("host-%04d.example.com", i),
+			Tags:       tags,
+			LastSeen:   t0.Add(-time.Duration(r.IntN(20)) * time.Second),
+			Running:    r.IntN(8),
+			Capacity:   8,
+		}
+		if i%3 == 0 {
+			c.Record(ds[i].InstanceID, crit[0], true, "", t0.Add(-time.Hour))
+			c.Record(ds[i].InstanceID, crit[1], true, "", t0.Add(-time.Hour))
+		} else {
+			c.Record(ds[i].InstanceID, crit[2+i%48], true, "", t0.Add(-time.Hour))
+			c.Record(ds[i].InstanceID, crit[2+(i+1)%48], true, "", t0.Add(-time.Hour))
+		}
+		for k := 0; k < 8; k++ {
+			c.Record(ds[i].InstanceID, crit[2+(i+2+k*5)%48], true, "", t0.Add(-time.Hour))
+		}
+		if i%50 == 0 {
+			c.Record(ds[i].InstanceID, crit[1], false, "refused", t0.Add(-time.Minute))
+		}
+	}
+	return ds, c, task
+}
+
+func BenchmarkRank1000Delegates10000Allowlist(b *testing.B) {
+	ds, c, task := benchFleet()
+	p := Policy{Window: 30 * time.Second}
+	ranked, allow := p.Rank(ds, task, c, t0, 1)
+	entries := 0
+	for _, d := range ds {
+		a, dn := c.Entries(d.InstanceID, t0)
+		entries += len(a) + len(dn)
+	}
+	b.Logf("%d delegates, %d capability entries: %d eligible, %d allowlisted", len(ds), entries, len(ranked), allow)
+	b.ReportAllocs()
+	seed := uint64(0)
+	for b.Loop() {
+		seed++
+		p.Rank(ds, task, c, t0, seed)
+	}
+}
+
+func BenchmarkExplain1000Delegates(b *testing.B) {
+	ds, c, task := benchFleet()
+	p := Policy{Window: 30 * time.Second}
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Explain(ds, task, c, t0)
+	}
+}
+
+func BenchmarkEvaluate(b *testing.B) {
+	ds, c, task := benchFleet()
+	p := Policy{Window: 30 * time.Second}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		p.Evaluate(ds[i%len(ds)], task, c, t0)
+		i++
+	}
+}

@@ -1,0 +1,265 @@
+package cli
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/spf13/cobra"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+func (a *app) connectorCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "connector",
+		Aliases: []string{"connectors"},
+		Short:   "Create, list, show and delete connectors",
+		Long: `A connector is a named third-party endpoint (a cluster API, a registry, a
+repository host) reached from the delegates' network. A task that uses one
+(legate task run --connector NAME) inherits its selectors, unless the task
+has its own, and needs its URL as a capability. The delegate that last
+succeeded for a connector is tried first (LAST-SUCCESS).`,
+		Example: `  legate connector create k8s-east --url https://k8s-east.internal:6443 --type kubernetes --selector east
+  legate connector list
+  legate task run --connector k8s-east --script 'kubectl get pods'`,
+	}
+	cmd.AddCommand(a.connectorCreateCmd(), a.connectorListCmd(), a.connectorGetCmd(), a.connectorDeleteCmd())
+	return cmd
+}
+
+// connectorTable writes connectors as a table.
+func connectorTable(c *cobra.Command, conns []protocol.Connector) error {
+	t := newTable(c.OutOrStdout(), "NAME", "URL", "TYPE", "SELECTORS", "LAST-SUCCESS")
+	for _, k := range conns {
+		t.row(k.Name, k.URL, k.Type, strings.Join(k.Selectors, ","), k.LastSuccessDelegate)
+	}
+	return t.flush()
+}
+
+// checkConnectorURL accepts the URL forms a delegate can validate as a
+// capability: http(s)://HOST[...] and tcp://HOST:PORT.
+func checkConnectorURL(raw string) error {
+	if strings.HasPrefix(raw, "tcp://") {
+		_, err := parseCapability(raw)
+		if err != nil {
+			return usagef("--url %q: want http://…, https://… or tcp://HOST:PORT", raw)
+		}
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usagef("--url %q: want http://…, https://… or tcp://HOST:PORT", raw)
+	}
+	return nil
+}
+
+// repeatFlag is a string flag that remembers every value it was given, so
+// a command whose local --url shadows the global --url (the manager's) can
+// tell when both were passed.
+type repeatFlag struct{ vals []string }
+
+func (f *repeatFlag) String() string {
+	if len(f.vals) == 0 {
+		return ""
+	}
+	return f.vals[len(f.vals)-1]
+}
+
+func (f *repeatFlag) Set(v string) error { f.vals = append(f.vals, v); return nil }
+func (f *repeatFlag) Type() string       { return "string" }
+
+// connectorURLNote explains the --url clash of connector create.
+const connectorURLNote = "on connector create, --url is the connector's endpoint: set the manager URL with " + EnvURL
+
+func (a *app) connectorCreateCmd() *cobra.Command {
+	var (
+		asJSON    bool
+		urlFlag   repeatFlag
+		typ       string
+		selectors []string
+	)
+	cmd := &cobra.Command{
+		Use:   "create NAME --url URL [--selector S]... [--type T]",
+		Short: "Create a connector",
+		Long: `Create the connector NAME for the endpoint URL (http://…, https://… or
+tcp://HOST:PORT). Tasks that use it run only on delegates with all its
+selectors (unless they set their own) that can reach URL. --type is a free
+label such as kubernetes, docker-registry or git.
+
+Here --url is the connector's endpoint, so the manager's URL comes from
+` + EnvURL + ` only.`,
+		Example: `  legate connector create k8s-east --url https://k8s-east.internal:6443 --type kubernetes --selector east
+  legate connector create db --url tcp://db.internal:5432 --selector prod,east`,
+		Args: cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			if len(urlFlag.vals) > 1 {
+				return usagef("--url given %d times (%s)", len(urlFlag.vals), connectorURLNote)
+			}
+			rawURL := strings.TrimSpace(urlFlag.String())
+			if rawURL == "" {
+				return usagef("connector create needs --url URL, the connector's endpoint")
+			}
+			if err := checkConnectorURL(rawURL); err != nil {
+				return err
+			}
+			req := protocol.CreateConnectorRequest{Name: args[0], URL: rawURL, Type: strings.TrimSpace(typ),
+				Selectors: protocol.NormalizeSelectors(selectors)}
+			if len(req.Selectors) == 0 {
+				req.Selectors = nil
+			}
+			if a.getenv(EnvURL) == "" {
+				return &ExitError{Code: ExitUsage, Msg: "legate: no manager URL (" + connectorURLNote + "; " + adminEnvHint + ")"}
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			conn, err := c.CreateConnector(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), conn)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Created connector %q for %s.\n", conn.Name, conn.URL)
+			return err
+		}),
+	}
+	fl := cmd.Flags()
+	fl.Var(&urlFlag, "url", "endpoint of the connector: http://…, https://… or tcp://HOST:PORT (required; the manager URL comes from "+EnvURL+" here)")
+	fl.StringVar(&typ, "type", "", "kind of endpoint, e.g. kubernetes or git (a label)")
+	fl.StringSliceVar(&selectors, "selector", nil, "tasks that use the connector run only on delegates with this tag (repeatable)")
+	fl.BoolVar(&asJSON, "json", false, "print the connector as JSON")
+	return cmd
+}
+
+func (a *app) connectorListCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List connectors",
+		Long: `List the account's connectors with their URL, type, selectors and the
+delegate that last succeeded for each (LAST-SUCCESS, tried first).`,
+		Example: `  legate connector list
+  legate connector list --json | jq -r '.connectors[].url'`,
+		Args: cobra.NoArgs,
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.ListConnectors(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if list.Connectors == nil {
+				list.Connectors = []protocol.Connector{}
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), list)
+			}
+			if len(list.Connectors) == 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "No connectors. Create one with: legate connector create NAME --url URL")
+				return nil
+			}
+			return connectorTable(cmd, list.Connectors)
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the connector list as JSON")
+	return cmd
+}
+
+func (a *app) connectorGetCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "get NAME",
+		Short: "Show one connector",
+		Long:  `Show the connector NAME: URL, type, selectors and the delegate that last succeeded for it.`,
+		Example: `  legate connector get k8s-east
+  legate connector get k8s-east --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			conn, err := c.GetConnector(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), conn)
+			}
+			return connectorTable(cmd, []protocol.Connector{conn})
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the connector as JSON")
+	return cmd
+}
+
+func (a *app) connectorDeleteCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "delete NAME",
+		Short:   "Delete a connector",
+		Long:    `Delete the connector NAME. Tasks already submitted keep what they inherited from it.`,
+		Example: `  legate connector delete k8s-east`,
+		Args:    cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			if err := c.DeleteConnector(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Deleted connector %q.\n", args[0])
+			return err
+		}),
+	}
+	return cmd
+}
+
+// capabilityForms names the accepted --capability forms.
+const capabilityForms = "http://URL, https://URL, tcp://HOST:PORT or binary:NAME"
+
+// parseCapability checks one capability criteria and returns it trimmed.
+// Accepted: "http://…" or "https://…" with a host, "tcp://HOST:PORT" with a
+// port from 1 to 65535, and "binary:NAME" with a NAME without '/' or spaces.
+func parseCapability(raw string) (string, error) {
+	s := strings.TrimSpace(raw)
+	switch {
+	case strings.HasPrefix(s, "http://"), strings.HasPrefix(s, "https://"):
+		u, err := url.Parse(s)
+		if err != nil || u.Host == "" || u.Hostname() == "" {
+			return "", fmt.Errorf("%q: an HTTP capability needs a URL with a host, e.g. https://git.internal/health", raw)
+		}
+		if p := u.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				return "", fmt.Errorf("%q: port %s: want 1-65535", raw, p)
+			}
+		}
+		return s, nil
+	case strings.HasPrefix(s, "tcp://"):
+		hostport := strings.TrimPrefix(s, "tcp://")
+		host, port, err := net.SplitHostPort(hostport)
+		if err != nil || host == "" || strings.ContainsAny(host, "/?#@ \t") {
+			return "", fmt.Errorf("%q: a TCP capability is tcp://HOST:PORT, e.g. tcp://db.internal:5432", raw)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("%q: port %q: want 1-65535", raw, port)
+		}
+		return s, nil
+	case strings.HasPrefix(s, "binary:"):
+		name := strings.TrimPrefix(s, "binary:")
+		if name == "" || strings.IndexFunc(name, func(r rune) bool { return r == '/' || unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+			return "", fmt.Errorf("%q: a binary capability is binary:NAME, a program name without '/' or spaces, e.g. binary:kubectl", raw)
+		}
+		return s, nil
+	}
+	return "", fmt.Errorf("%q: want %s", raw, capabilityForms)
+}

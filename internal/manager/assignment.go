@@ -1,0 +1,267 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/legate-dev/legate/internal/assign"
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+// policy is the assignment policy with this manager's liveness window.
+func (m *Manager) policy() assign.Policy { return assign.Policy{Window: m.window()} }
+
+// delegateView is what assignment needs to know about a live instance.
+func delegateView(l *live) assign.Delegate {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return assign.Delegate{
+		InstanceID: l.id, Name: l.name, Hostname: l.hostname, Tags: l.tags,
+		Org: l.org, Project: l.project, LastSeen: time.Unix(0, l.lastSeen.Load()),
+		Deregistered: l.gone, Draining: l.draining, Running: len(l.running), Capacity: l.capacity,
+		OverThreshold: l.overThreshold,
+	}
+}
+
+// instanceView is the view of an instance this manager holds no live state
+// for (disconnected, or connected to another manager).
+func instanceView(in store.Instance) assign.Delegate {
+	d := assign.Delegate{
+		InstanceID: in.ID, Name: in.Name, Hostname: in.Hostname, Tags: in.Tags,
+		Org: in.Org, Project: in.Project, Deregistered: in.DeregisteredAt != nil,
+		Draining: in.Draining, Capacity: in.Capacity,
+	}
+	if in.LastHeartbeat != nil {
+		d.LastSeen = *in.LastHeartbeat
+	}
+	return d
+}
+
+// taskView is what assignment needs to know about a task.
+func (m *Manager) assignTask(ctx context.Context, t store.Task) assign.Task {
+	at := assign.Task{
+		ID: t.ID, Org: t.Spec.Org, Project: t.Spec.Project, Selectors: t.Spec.Selectors,
+		Capabilities: t.Spec.Capabilities, DeniedInstances: t.DeniedInstances,
+	}
+	if t.Spec.Connector != "" {
+		if c, err := m.st.GetConnector(ctx, t.AccountID, t.Spec.Connector); err == nil {
+			at.PreferInstance = c.LastSuccessInstance
+		}
+	}
+	return at
+}
+
+func (m *Manager) liveViews(accountID string) ([]assign.Delegate, map[string]*live) {
+	ls := m.hub.account(accountID)
+	views := make([]assign.Delegate, 0, len(ls))
+	byID := make(map[string]*live, len(ls))
+	for _, l := range ls {
+		views = append(views, delegateView(l))
+		byID[l.id] = l
+	}
+	return views, byID
+}
+
+// offerTask tells eligible delegates that t is available: the delegate
+// that last succeeded for its connector and the delegates allowlisted for
+// all its capabilities first; with widen (the task has waited a while)
+// also the best of the others.
+func (m *Manager) offerTask(ctx context.Context, t store.Task, widen bool) {
+	views, byID := m.liveViews(t.AccountID)
+	if len(views) == 0 {
+		return
+	}
+	ranked, preferred := m.policy().Rank(views, m.assignTask(ctx, t), m.caps, m.cfg.Now(), rand.Uint64())
+	k := m.cfg.OfferFanout
+	var targets []assign.Delegate
+	switch {
+	case preferred > 0 && !widen:
+		targets = ranked[:min(k, preferred)]
+	case preferred > 0:
+		targets = append(ranked[:min(k, preferred):min(k, preferred)], ranked[preferred:min(len(ranked), preferred+k)]...)
+	default:
+		targets = ranked[:min(k, len(ranked))]
+	}
+	ev := protocol.Event{Kind: protocol.EventTaskAvailable, TaskID: t.ID, Capabilities: t.Spec.Capabilities}
+	for _, d := range targets {
+		if l := byID[d.InstanceID]; l != nil {
+			l.push(ev)
+		}
+	}
+}
+
+// offerQueued tells d about queued tasks it could run (when its event
+// channel opens and when it frees capacity).
+func (m *Manager) offerQueued(ctx context.Context, d *live) {
+	view := delegateView(d)
+	if view.Draining || view.OverThreshold != "" {
+		return
+	}
+	free := 64
+	if view.Capacity > 0 {
+		free = view.Capacity - view.Running
+	}
+	if free <= 0 {
+		return
+	}
+	ts, err := m.st.QueuedTasks(ctx, d.accountID, 256)
+	if err != nil {
+		m.log.Warn("list queued tasks", "err", err)
+		return
+	}
+	now := m.cfg.Now()
+	pol := m.policy()
+	n := 0
+	for _, t := range ts {
+		if n >= free {
+			break
+		}
+		if len(pol.Evaluate(view, m.assignTask(ctx, t), m.caps, now)) == 0 {
+			d.push(protocol.Event{Kind: protocol.EventTaskAvailable, TaskID: t.ID, Capabilities: t.Spec.Capabilities})
+			n++
+		}
+	}
+}
+
+// explain evaluates every delegate of the task's account against it: the
+// live ones with their live state, the others as the store last saw them.
+func (m *Manager) explain(ctx context.Context, t store.Task) (string, []protocol.DelegateVerdict, error) {
+	ins, err := m.st.ListInstances(ctx, t.AccountID)
+	if err != nil {
+		return "", nil, err
+	}
+	views := make([]assign.Delegate, 0, len(ins))
+	for _, in := range ins {
+		if l := m.hub.get(in.ID); l != nil && !l.isGone() {
+			views = append(views, delegateView(l))
+			continue
+		}
+		if in.DeregisteredAt != nil {
+			continue // stopped cleanly: not a candidate, not news
+		}
+		// Not live here: only the flushed liveness is known.
+		views = append(views, instanceView(in))
+	}
+	summary, verdicts := m.policy().Explain(views, m.assignTask(ctx, t), m.caps, m.cfg.Now())
+	return summary, verdicts, nil
+}
+
+// explanationText renders an explanation for a task's error field.
+func explanationText(head, summary string, verdicts []protocol.DelegateVerdict) string {
+	var b strings.Builder
+	b.WriteString(head)
+	if summary != "" {
+		b.WriteString(": ")
+		b.WriteString(summary)
+	}
+	for _, v := range verdicts {
+		if v.Eligible {
+			fmt.Fprintf(&b, "\n  %s (%s): eligible", v.Name, v.Hostname)
+			continue
+		}
+		parts := make([]string, len(v.Reasons))
+		for i, r := range v.Reasons {
+			parts[i] = r.Rule + ": " + r.Message
+		}
+		fmt.Fprintf(&b, "\n  %s (%s): %s", v.Name, v.Hostname, strings.Join(parts, "; "))
+	}
+	if len(verdicts) == 0 {
+		b.WriteString("\n  no delegate is registered in this account; start one with a token from `legate token create`")
+	}
+	return b.String()
+}
+
+// sweepQueue ends queued tasks that cannot run: those no connected
+// delegate could ever take (static rules) after one liveness window, and
+// those past their queue timeout. Either way the error explains, per
+// delegate, what excluded it.
+func (m *Manager) sweepQueue(ctx context.Context, now time.Time) {
+	ts, err := m.st.ListTasks(ctx, store.TaskFilter{Status: protocol.StatusQueued, Limit: 1000})
+	if err != nil {
+		m.log.Warn("list queued tasks", "err", err)
+		return
+	}
+	seen := make(map[string]bool, len(ts))
+	pol := m.policy()
+	for _, t := range ts {
+		seen[t.ID] = true
+		var head string
+		if now.After(t.QueueDeadline) {
+			head = fmt.Sprintf("no delegate acquired the task within its queue timeout (%s)", time.Duration(t.QueueTimeoutMS)*time.Millisecond)
+		} else {
+			views, _ := m.liveViews(t.AccountID)
+			at := m.assignTask(ctx, t)
+			possible := false
+			for _, v := range views {
+				if !assign.ExcludedForGood(pol.Evaluate(v, at, m.caps, now)) {
+					possible = true
+					break
+				}
+			}
+			if possible {
+				delete(m.unrunnable, t.ID)
+				continue
+			}
+			since, ok := m.unrunnable[t.ID]
+			if !ok {
+				m.unrunnable[t.ID] = now
+				continue
+			}
+			if now.Sub(since) < m.window() {
+				continue
+			}
+			head = "no eligible delegate appeared within one liveness window (" + m.window().String() + ")"
+		}
+		summary, verdicts, err := m.explain(ctx, t)
+		if err != nil {
+			m.log.Warn("explain task", "task", t.ID, "err", err)
+			continue
+		}
+		ft, err := m.st.FinishTask(ctx, t.AccountID, t.ID, store.Result{Status: protocol.StatusNotAssigned, Error: explanationText(head, summary, verdicts)}, now)
+		if err != nil {
+			continue // claimed or cancelled meanwhile
+		}
+		delete(m.unrunnable, t.ID)
+		m.log.Info("task not assigned", "task", ft.ID, "why", head)
+		m.logs.finish(ft.ID)
+	}
+	for id := range m.unrunnable {
+		if !seen[id] {
+			delete(m.unrunnable, id)
+		}
+	}
+}
+
+// recordCapabilities keeps validation results in memory and in the store.
+func (m *Manager) recordCapabilities(ctx context.Context, instanceID string, rs []protocol.CapabilityResult) error {
+	now := m.cfg.Now()
+	rows := make([]store.CapabilityResult, 0, len(rs))
+	for _, r := range rs {
+		m.caps.Record(instanceID, r.Criteria, r.OK, r.Error, now)
+		ttl := assign.DenyTTL
+		if r.OK {
+			ttl = assign.AllowTTL
+		}
+		rows = append(rows, store.CapabilityResult{
+			InstanceID: instanceID, Criteria: r.Criteria, OK: r.OK, Error: r.Error,
+			CheckedAt: now, ExpiresAt: now.Add(ttl),
+		})
+	}
+	return m.st.RecordCapabilities(ctx, rows)
+}
+
+// loadCapabilities restores the allow and deny lists after a start.
+func (m *Manager) loadCapabilities(ctx context.Context) error {
+	rs, err := m.st.LiveCapabilities(ctx, "", m.cfg.Now())
+	if err != nil {
+		return err
+	}
+	for _, r := range rs {
+		m.caps.Load(r.InstanceID, r.Criteria, r.OK, r.Error, r.ExpiresAt)
+	}
+	return nil
+}
