@@ -162,19 +162,27 @@ func (tv *taskView) allowlisted(im map[string]capState, now time.Time) bool {
 
 func atCapacity(d *Delegate) bool { return d.Capacity > 0 && d.Running >= d.Capacity }
 
-// eligible is Evaluate reduced to a yes or no, without allocating. im are
-// the capability entries of d.
-func (p Policy) eligible(d *Delegate, tv *taskView, im map[string]capState, now time.Time) bool {
+// eligible is Evaluate reduced to a yes or no, without allocating; im are
+// the capability entries of d. For an eligible delegate it also reports
+// whether im allowlists every capability of the task (one lookup per
+// capability serves both answers).
+func (p Policy) eligible(d *Delegate, tv *taskView, im map[string]capState, now time.Time) (ok, allowlisted bool) {
 	if !p.connected(d, now) || d.Draining || atCapacity(d) || d.OverThreshold != "" ||
 		!Covers(d.Org, d.Project, tv.t.Org, tv.t.Project) || !hasSelectors(tv.sel, d) || tv.denied(d) {
-		return false
+		return false, false
 	}
+	allowlisted = len(tv.caps) > 0
 	for _, c := range tv.caps {
-		if s, ok := im[c]; ok && !s.ok && s.live(now) {
-			return false
+		s, found := im[c]
+		if !found || !s.live(now) {
+			allowlisted = false
+			continue
+		}
+		if !s.ok {
+			return false, false
 		}
 	}
-	return true
+	return true, allowlisted
 }
 
 // Evaluate applies the rules of DESIGN §5 and returns every rule that

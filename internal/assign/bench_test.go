@@ -74,6 +74,20 @@ func BenchmarkRank1000Delegates10000Allowlist(b *testing.B) {
 	}
 }
 
+// BenchmarkOrder1000Delegates10000Allowlist is the same ranking without
+// copying the delegates (indices into a reused buffer).
+func BenchmarkOrder1000Delegates10000Allowlist(b *testing.B) {
+	ds, c, task := benchFleet()
+	p := Policy{Window: 30 * time.Second}
+	b.ReportAllocs()
+	var buf []int
+	seed := uint64(0)
+	for b.Loop() {
+		seed++
+		buf, _ = p.Order(ds, task, c, t0, seed, buf)
+	}
+}
+
 func BenchmarkExplain1000Delegates(b *testing.B) {
 	ds, c, task := benchFleet()
 	p := Policy{Window: 30 * time.Second}

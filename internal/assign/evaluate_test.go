@@ -134,7 +134,7 @@ func TestEvaluate(t *testing.T) {
 			}
 			// The allocation-free check must agree.
 			tv := prepare(&tt.t)
-			if fast := pol.eligible(&d, &tv, caps.m[d.InstanceID], t0); fast != (len(got) == 0) {
+			if fast, _ := pol.eligible(&d, &tv, caps.m[d.InstanceID], t0); fast != (len(got) == 0) {
 				t.Errorf("eligible = %v, Evaluate = %v", fast, got)
 			}
 			if got := ExcludedForGood(got); got != wantForGood(tt.want) {

@@ -1,10 +1,16 @@
 package assign
 
 import (
+	"cmp"
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 
 	"github.com/legate-dev/legate/internal/protocol"
 )
@@ -51,7 +57,7 @@ func TestRankOrder(t *testing.T) {
 	task := Task{Capabilities: []string{gitURL, "tcp://db:5432"}, PreferInstance: "pref"}
 	ranked, allow := p.Rank(ds, task, c, t0, 42)
 	want := []string{"pref", "allow-idle", "allow-busy", "idle", "unlimited-busy", "quarter", "two-sixths", "third", "half"}
-	if diff := cmp.Diff(want, ids(ranked)); diff != "" {
+	if diff := gocmp.Diff(want, ids(ranked)); diff != "" {
 		t.Errorf("Rank (-want +got):\n%s", diff)
 	}
 	if allow != 3 {
@@ -63,7 +69,7 @@ func TestRankOrder(t *testing.T) {
 	task.PreferInstance = "gone"
 	ranked, allow = p.Rank(ds, task, c, t0, 42)
 	want = []string{"allow-idle", "allow-busy", "pref", "idle", "unlimited-busy", "quarter", "two-sixths", "third", "half"}
-	if got := ids(ranked); !sameSet(got[1:3], want[1:3]) || !cmp.Equal(got[:1], want[:1]) || !cmp.Equal(got[3:], want[3:]) {
+	if got := ids(ranked); !sameSet(got[1:3], want[1:3]) || !gocmp.Equal(got[:1], want[:1]) || !gocmp.Equal(got[3:], want[3:]) {
 		t.Errorf("Rank with ineligible preference = %v, want %v (allow-busy and pref tie)", got, want)
 	}
 	if allow != 3 {
@@ -73,7 +79,7 @@ func TestRankOrder(t *testing.T) {
 	// A task without capabilities has no allowlisted tier: load alone.
 	ranked, allow = p.Rank(ds, Task{}, c, t0, 42)
 	want = []string{"allow-idle", "idle", "unlimited-busy", "quarter", "two-sixths", "third", "half", "allow-busy", "pref"}
-	if got := ids(ranked); !sameSet(got[:2], want[:2]) || !cmp.Equal(got[2:7], want[2:7]) || !sameSet(got[7:], want[7:]) {
+	if got := ids(ranked); !sameSet(got[:2], want[:2]) || !gocmp.Equal(got[2:7], want[2:7]) || !sameSet(got[7:], want[7:]) {
 		t.Errorf("Rank without capabilities = %v, want %v (ties within the first two and the last two)", got, want)
 	}
 	if allow != 0 {
@@ -110,7 +116,7 @@ func TestRankTiesFollowSeed(t *testing.T) {
 	for seed := range uint64(200) {
 		r1, _ := p.Rank(ds, Task{}, nil, t0, seed)
 		r2, _ := p.Rank(ds, Task{}, nil, t0, seed)
-		if !cmp.Equal(ids(r1), ids(r2)) {
+		if !gocmp.Equal(ids(r1), ids(r2)) {
 			t.Fatalf("seed %d: order not deterministic: %v vs %v", seed, ids(r1), ids(r2))
 		}
 		first[r1[0].InstanceID]++
@@ -202,7 +208,39 @@ func TestExplain(t *testing.T) {
 		{InstanceID: "i-hot", Name: "beta", Hostname: "h1", Reasons: []protocol.Reason{reason(protocol.RuleThreshold, "cpu 93% > 80%")}},
 		{InstanceID: "i-drain", Name: "beta", Hostname: "h9", Reasons: []protocol.Reason{reason(protocol.RuleDraining, "draining (stopping)")}},
 	}
-	if diff := cmp.Diff(want, vs); diff != "" {
+	if diff := gocmp.Diff(want, vs); diff != "" {
 		t.Errorf("verdicts (-want +got):\n%s", diff)
+	}
+}
+
+// sortItems must agree with slices.SortFunc over less, including with
+// many equal keys (ties resolved by instance ID) and when the depth limit
+// hands over to slices.SortFunc.
+func TestSortItems(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for n := range 3000 {
+		size := r.IntN(300)
+		ds := make([]Delegate, size)
+		items := make([]rankItem, size)
+		for i := range items {
+			ds[i].InstanceID = fmt.Sprintf("i-%03d", r.IntN(1000))
+			items[i] = rankItem{key: uint64(r.IntN(4)), sub: uint64(r.IntN(1 + n%50)), idx: i}
+		}
+		want := slices.Clone(items)
+		slices.SortStableFunc(want, func(a, b rankItem) int {
+			return cmp.Or(cmp.Compare(a.key, b.key), cmp.Compare(a.sub, b.sub), strings.Compare(ds[a.idx].InstanceID, ds[b.idx].InstanceID))
+		})
+		depth := 2 * bits.Len(uint(size))
+		if n%5 == 0 {
+			depth = n % 3 // exercise the fallback
+		}
+		sortItems(items, ds, depth)
+		for i := range items {
+			a, b := items[i], want[i]
+			if a.key != b.key || a.sub != b.sub || ds[a.idx].InstanceID != ds[b.idx].InstanceID {
+				t.Fatalf("case %d (size %d, depth %d): position %d got %+v (%s), want %+v (%s)",
+					n, size, depth, i, a, ds[a.idx].InstanceID, b, ds[b.idx].InstanceID)
+			}
+		}
 	}
 }

@@ -40,19 +40,12 @@ func connectorTable(c *cobra.Command, conns []protocol.Connector) error {
 	return t.flush()
 }
 
-// checkConnectorURL accepts the URL forms a delegate can validate as a
-// capability: http(s)://HOST[...] and tcp://HOST:PORT.
+// checkConnectorURL accepts an absolute http:// or https:// URL with a
+// host, as the manager does.
 func checkConnectorURL(raw string) error {
-	if strings.HasPrefix(raw, "tcp://") {
-		_, err := parseCapability(raw)
-		if err != nil {
-			return usagef("--url %q: want http://…, https://… or tcp://HOST:PORT", raw)
-		}
-		return nil
-	}
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usagef("--url %q: want http://…, https://… or tcp://HOST:PORT", raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return usagef("--url %q: want an http:// or https:// URL, e.g. https://k8s-east.internal:6443", raw)
 	}
 	return nil
 }
@@ -85,15 +78,15 @@ func (a *app) connectorCreateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "create NAME --url URL [--selector S]... [--type T]",
 		Short: "Create a connector",
-		Long: `Create the connector NAME for the endpoint URL (http://…, https://… or
-tcp://HOST:PORT). Tasks that use it run only on delegates with all its
-selectors (unless they set their own) that can reach URL. --type is a free
+		Long: `Create the connector NAME for the endpoint URL (http://… or https://…).
+Tasks that use it run only on delegates with all its selectors (unless they
+set their own) that get an HTTP answer from URL. --type is a free
 label such as kubernetes, docker-registry or git.
 
 Here --url is the connector's endpoint, so the manager's URL comes from
 ` + EnvURL + ` only.`,
 		Example: `  legate connector create k8s-east --url https://k8s-east.internal:6443 --type kubernetes --selector east
-  legate connector create db --url tcp://db.internal:5432 --selector prod,east`,
+  legate connector create vault --url https://vault.internal:8200 --selector prod,east`,
 		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			if len(urlFlag.vals) > 1 {
@@ -130,7 +123,7 @@ Here --url is the connector's endpoint, so the manager's URL comes from
 		}),
 	}
 	fl := cmd.Flags()
-	fl.Var(&urlFlag, "url", "endpoint of the connector: http://…, https://… or tcp://HOST:PORT (required; the manager URL comes from "+EnvURL+" here)")
+	fl.Var(&urlFlag, "url", "endpoint of the connector: an http:// or https:// URL (required; the manager URL comes from "+EnvURL+" here)")
 	fl.StringVar(&typ, "type", "", "kind of endpoint, e.g. kubernetes or git (a label)")
 	fl.StringSliceVar(&selectors, "selector", nil, "tasks that use the connector run only on delegates with this tag (repeatable)")
 	fl.BoolVar(&asJSON, "json", false, "print the connector as JSON")

@@ -180,8 +180,8 @@ func TestConnectorCommands(t *testing.T) {
 	if r.stdout != "Created connector \"k8s-east\" for https://k8s-east.internal:6443.\n" {
 		t.Errorf("create: stdout %q", r.stdout)
 	}
-	r = ok(t, run("connector", "create", "db", "--url", "tcp://db.internal:5432", "--json"))
-	if got := decode[protocol.Connector](t, r); got.Name != "db" || got.URL != "tcp://db.internal:5432" {
+	r = ok(t, run("connector", "create", "db", "--url", "http://db.internal:8080", "--json"))
+	if got := decode[protocol.Connector](t, r); got.Name != "db" || got.URL != "http://db.internal:8080" {
 		t.Errorf("create --json: %+v", got)
 	}
 	m.mu.Lock()
@@ -190,7 +190,7 @@ func TestConnectorCommands(t *testing.T) {
 	m.mu.Unlock()
 	wantReqs := []protocol.CreateConnectorRequest{
 		{Name: "k8s-east", URL: "https://k8s-east.internal:6443", Type: "kubernetes", Selectors: []string{"east", "prod"}},
-		{Name: "db", URL: "tcp://db.internal:5432"},
+		{Name: "db", URL: "http://db.internal:8080"},
 	}
 	if d := cmp.Diff(wantReqs, reqs); d != "" {
 		t.Errorf("create requests (-want +got):\n%s", d)
@@ -199,7 +199,7 @@ func TestConnectorCommands(t *testing.T) {
 	r = ok(t, run("connector", "list"))
 	want := "NAME      URL                             TYPE        SELECTORS  LAST-SUCCESS\n" +
 		"k8s-east  https://k8s-east.internal:6443  kubernetes  east,prod  build/host-a\n" +
-		"db        tcp://db.internal:5432          -           -          -\n"
+		"db        http://db.internal:8080         -           -          -\n"
 	if d := cmp.Diff(want, r.stdout); d != "" {
 		t.Errorf("list table (-want +got):\n%s", d)
 	}
@@ -250,7 +250,7 @@ func TestTaskExplain(t *testing.T) {
 	t.Parallel()
 	m := newFakeManager(t, outcomeSpec{})
 	e := protocol.Explanation{TaskID: "t_7", Status: protocol.StatusQueued,
-		Summary: "Task t_7 waits: 1 of 3 delegates may run it, all at capacity.",
+		Summary: "eligible: 2 (1 allowlisted); 2 excluded: capability_denied 1, capacity 1, selectors 1",
 		Delegates: []protocol.DelegateVerdict{
 			{InstanceID: "i_1", Name: "build-1", Hostname: "host-a", Reasons: []protocol.Reason{
 				{Rule: protocol.RuleSelectors, Message: "missing selectors: gpu"},
@@ -264,7 +264,7 @@ func TestTaskExplain(t *testing.T) {
 	m.explanations["t_8"] = protocol.Explanation{TaskID: "t_8", Status: protocol.StatusSucceeded}
 
 	r := ok(t, runCLI(t.Context(), m.env(), "", "task", "explain", "t_7"))
-	want := "Task t_7 waits: 1 of 3 delegates may run it, all at capacity.\n" +
+	want := "Task t_7 (queued): eligible: 2 (1 allowlisted); 2 excluded: capability_denied 1, capacity 1, selectors 1\n" +
 		"NAME     HOSTNAME  ELIGIBLE  REASONS\n" +
 		"build-1  host-a    no        selectors: missing selectors: gpu; capacity: at capacity (2/2 tasks)\n" +
 		"build-2  host-b    yes       allowlisted\n" +
@@ -280,7 +280,7 @@ func TestTaskExplain(t *testing.T) {
 
 	// No summary, no delegates: a fallback line, and a note on stderr.
 	r = ok(t, runCLI(t.Context(), m.env(), "", "task", "explain", "t_8"))
-	if r.stdout != "Task t_8 is succeeded.\n" || !strings.HasPrefix(r.stderr, "No delegates") {
+	if r.stdout != "Task t_8 (succeeded)\n" || !strings.HasPrefix(r.stderr, "No delegates") {
 		t.Errorf("empty explain: stdout %q, stderr %q", r.stdout, r.stderr)
 	}
 	r = ok(t, runCLI(t.Context(), m.env(), "", "task", "explain", "t_8", "--json"))

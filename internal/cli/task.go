@@ -291,9 +291,9 @@ A task that ended not_assigned is explained the same way.`,
 			if asJSON {
 				return printJSON(out, e)
 			}
-			summary := strings.TrimSpace(e.Summary)
-			if summary == "" {
-				summary = fmt.Sprintf("Task %s is %s.", e.TaskID, e.Status)
+			summary := fmt.Sprintf("Task %s (%s)", e.TaskID, e.Status)
+			if s := strings.TrimSpace(e.Summary); s != "" {
+				summary += ": " + s
 			}
 			if _, err := fmt.Fprintln(out, summary); err != nil {
 				return fmt.Errorf("write output: %w", err)

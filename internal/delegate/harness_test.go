@@ -5,8 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,8 +102,8 @@ func fastManager() manager.Config {
 
 func startManager(t *testing.T, cfg manager.Config) *testManager {
 	t.Helper()
-	log, buf := newLogger(t, "manager")
-	cfg.Logger = log
+	logger, buf := newLogger(t, "manager")
+	cfg.Logger = logger
 	tm := &testManager{t: t, cfg: cfg, dir: t.TempDir(), log: buf}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -367,7 +373,7 @@ func startAgent(t *testing.T, tm *testManager, o agentOpts) *testAgent {
 	if urls == nil {
 		urls = []string{tm.url}
 	}
-	log, buf := newLogger(t, "agent "+ag.hostname)
+	logger, buf := newLogger(t, "agent "+ag.hostname)
 	ag.logs = buf
 	a, err := delegate.New(delegate.Options{
 		Config: config.Delegate{
@@ -383,7 +389,7 @@ func startAgent(t *testing.T, tm *testManager, o agentOpts) *testAgent {
 		WorkDir:   ag.workDir,
 		Grace:     o.grace,
 		Version:   "test",
-		Logger:    log,
+		Logger:    logger,
 		ForceStop: ag.forceStop,
 	})
 	if err != nil {
@@ -527,4 +533,60 @@ func waitGone(t *testing.T, pid int) {
 	eventually(t, fmt.Sprintf("process %d to exit", pid), func() (bool, string) {
 		return processGone(pid), "still running"
 	})
+}
+
+// countingProxy forwards everything to a manager over a real socket and
+// counts the answers to delegate calls by path and status.
+type countingProxy struct {
+	url string
+	mu  sync.Mutex
+	n   map[string]int // "POST /path 200" -> count
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func startCountingProxy(t *testing.T, target string) *countingProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = log.New(io.Discard, "", 0)
+	p := &countingProxy{n: map[string]int{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == protocol.PathWebSocket {
+			rp.ServeHTTP(w, r) // a hijacked connection: nothing to count
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w}
+		rp.ServeHTTP(rec, r)
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		p.mu.Lock()
+		p.n[fmt.Sprintf("%s %s %d", r.Method, r.URL.Path, rec.status)]++
+		p.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	p.url = srv.URL
+	return p
+}
+
+func (p *countingProxy) count(method, path string, status int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n[fmt.Sprintf("%s %s %d", method, path, status)]
 }

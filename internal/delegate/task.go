@@ -32,12 +32,8 @@ func (a *Agent) runTask(id string, capabilities []string) {
 		results, ok := a.caps.check(ctx, capabilities)
 		if len(results) > 0 {
 			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			if r, ok := any(a.client()).(interface {
-				ReportCapabilities(context.Context, protocol.CapabilityReport) error
-			}); ok {
-				if err := r.ReportCapabilities(rctx, protocol.CapabilityReport{TaskID: id, Results: results}); err != nil {
-					a.log.Warn("report capability results", "task", id, "err", err)
-				}
+			if err := a.client().ReportCapabilities(rctx, protocol.CapabilityReport{TaskID: id, Results: results}); err != nil {
+				a.log.Warn("report capability results", "task", id, "err", err)
 			}
 			cancel()
 		}

@@ -408,3 +408,122 @@ func TestLogCapKeepsHeadAndTailWithMarker(t *testing.T) {
 		t.Errorf("capped log is %d bytes, want about head+tail", len(s))
 	}
 }
+
+func TestDelegateFaultRunsTheTaskElsewhere(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	ctx := context.Background()
+	a := tm.client(t, tm.admin.APIKey)
+	tok, _ := a.CreateToken(ctx, "t")
+	d1, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "grp", "h1")
+	d2, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "grp", "h2")
+	task, err := a.SubmitTask(ctx, protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "true"}, Retries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acq, err := d1.Acquire(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := d1.Result(ctx, task.ID, protocol.ResultRequest{Epoch: acq.Epoch, Status: protocol.StatusFailed, Error: "bash not found", DelegateFault: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != protocol.StatusQueued {
+		t.Fatalf("after a delegate fault with a retry left: %s, want queued", got.Status)
+	}
+	// The faulty delegate is denied the task; the other one runs it.
+	_, err = d1.Acquire(ctx, task.ID)
+	wantCode(t, "faulty delegate re-acquire", err, protocol.CodeNotEligible)
+	acq2, err := d2.Acquire(ctx, task.ID)
+	if err != nil {
+		t.Fatalf("other delegate: %v", err)
+	}
+	if acq2.Epoch <= acq.Epoch {
+		t.Errorf("epoch did not advance: %d then %d", acq.Epoch, acq2.Epoch)
+	}
+	// A fault with no retries left ends the task failed, naming the delegate.
+	got, err = d2.Result(ctx, task.ID, protocol.ResultRequest{Epoch: acq2.Epoch, Status: protocol.StatusFailed, Error: "disk full", DelegateFault: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != protocol.StatusFailed || !strings.Contains(got.Error, "h2") || !strings.Contains(got.Error, "disk full") {
+		t.Fatalf("final: %s %q", got.Status, got.Error)
+	}
+}
+
+// fakeClock is a controllable clock for TTL tests.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func TestCapabilityListsFollowTheirTTLs(t *testing.T) {
+	clock := &fakeClock{now: time.Now()}
+	tm := startTestManager(t, Config{Now: clock.Now, HeartbeatInterval: time.Hour})
+	ctx := context.Background()
+	a := tm.client(t, tm.admin.APIKey)
+	tok, _ := a.CreateToken(ctx, "t")
+	d, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "capdel", "h1")
+	if err := d.ReportCapabilities(ctx, protocol.CapabilityReport{Results: []protocol.CapabilityResult{
+		{Criteria: "tcp://db:5432", OK: false, Error: "connection refused"},
+		{Criteria: "https://git.example.com", OK: true},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	describe := func() protocol.DelegateDetail {
+		t.Helper()
+		det, err := a.DescribeDelegate(ctx, "capdel")
+		if err != nil || len(det.Instances) != 1 {
+			t.Fatalf("describe: %+v %v", det, err)
+		}
+		return det.Instances[0]
+	}
+	det := describe()
+	if len(det.Denylist) != 1 || det.Denylist[0].Criteria != "tcp://db:5432" || det.Denylist[0].TimeLeftMS != (5*time.Minute).Milliseconds() {
+		t.Fatalf("deny list = %+v", det.Denylist)
+	}
+	if len(det.Allowlist) != 1 || det.Allowlist[0].TimeLeftMS != (6*time.Hour).Milliseconds() {
+		t.Fatalf("allowlist = %+v", det.Allowlist)
+	}
+	// A task needing the denied criteria is not offered to this delegate, even by selector.
+	task, err := a.SubmitTask(ctx, protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "true"}, Selectors: []string{"capdel"}, Capabilities: []string{"tcp://db:5432"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := a.ExplainTask(ctx, task.ID)
+	if err != nil || len(ex.Delegates) != 1 || ex.Delegates[0].Eligible || ex.Delegates[0].Reasons[0].Rule != protocol.RuleCapabilityDenied {
+		t.Fatalf("explain = %+v, %v", ex, err)
+	}
+	// Five minutes later the deny entry is gone; the allowlist entry has 5h55m left.
+	clock.Add(5*time.Minute + time.Second)
+	det = describe()
+	if len(det.Denylist) != 0 {
+		t.Errorf("deny list after 5m: %+v", det.Denylist)
+	}
+	if len(det.Allowlist) != 1 || det.Allowlist[0].TimeLeftMS != (6*time.Hour-5*time.Minute-time.Second).Milliseconds() {
+		t.Errorf("allowlist after 5m: %+v", det.Allowlist)
+	}
+	// A success resets the allowlist TTL to 6h.
+	if err := d.ReportCapabilities(ctx, protocol.CapabilityReport{Results: []protocol.CapabilityResult{{Criteria: "https://git.example.com", OK: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	if det = describe(); det.Allowlist[0].TimeLeftMS != (6 * time.Hour).Milliseconds() {
+		t.Errorf("allowlist not reset by success: %+v", det.Allowlist)
+	}
+	clock.Add(6*time.Hour + time.Second)
+	if det = describe(); len(det.Allowlist) != 0 {
+		t.Errorf("allowlist after 6h: %+v", det.Allowlist)
+	}
+}
