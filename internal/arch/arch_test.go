@@ -20,6 +20,7 @@ var forbidden = map[string][]string{
 	"internal/delegate": {"internal/manager", "internal/store", "internal/cli"},
 	"internal/executor": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli"},
 	"internal/mask":     {"internal/"},
+	"internal/assign":   {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
 	"internal/config":   {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
 	"internal/manager":  {"internal/delegate", "internal/cli", "internal/executor"},
 	"internal/cli":      {"internal/manager", "internal/store", "internal/delegate"},

@@ -100,15 +100,24 @@ func Covers(dOrg, dProject, tOrg, tProject string) bool {
 }
 
 // taskView is a task prepared once for evaluating many delegates: selectors
-// normalized and de-duplicated, capabilities de-duplicated.
+// normalized and de-duplicated, capabilities de-duplicated, with their
+// entries from the capability view (capMaps[i] holds those of caps[i]).
 type taskView struct {
-	t    *Task
-	sel  []string
-	caps []string
+	t       *Task
+	sel     []string
+	caps    []string
+	capMaps []map[string]capState
 }
 
-func prepare(t *Task) taskView {
+func prepare(t *Task, v view) taskView {
 	tv := taskView{t: t}
+	if n := len(t.Selectors); n > 0 {
+		tv.sel = make([]string, 0, n)
+	}
+	if n := len(t.Capabilities); n > 0 {
+		tv.caps = make([]string, 0, n)
+		tv.capMaps = make([]map[string]capState, 0, n)
+	}
 	for _, s := range t.Selectors {
 		if n := protocol.NormalizeSelector(s); n != "" && !slices.Contains(tv.sel, n) {
 			tv.sel = append(tv.sel, n)
@@ -117,6 +126,7 @@ func prepare(t *Task) taskView {
 	for _, c := range t.Capabilities {
 		if !slices.Contains(tv.caps, c) {
 			tv.caps = append(tv.caps, c)
+			tv.capMaps = append(tv.capMaps, v.criteria(c))
 		}
 	}
 	return tv
@@ -145,14 +155,14 @@ func (tv *taskView) denied(d *Delegate) bool {
 	return slices.Contains(tv.t.DeniedInstances, d.InstanceID)
 }
 
-// allowlisted reports whether the entries im allowlist every capability of
-// the task at now; false when the task has none.
-func (tv *taskView) allowlisted(im map[string]capState, now time.Time) bool {
+// allowlisted reports whether d is allowlisted for every capability of the
+// task at now; false when the task has none.
+func (tv *taskView) allowlisted(d *Delegate, now time.Time) bool {
 	if len(tv.caps) == 0 {
 		return false
 	}
-	for _, c := range tv.caps {
-		s, ok := im[c]
+	for _, cm := range tv.capMaps {
+		s, ok := cm[d.InstanceID]
 		if !ok || !s.ok || !s.live(now) {
 			return false
 		}
@@ -162,18 +172,17 @@ func (tv *taskView) allowlisted(im map[string]capState, now time.Time) bool {
 
 func atCapacity(d *Delegate) bool { return d.Capacity > 0 && d.Running >= d.Capacity }
 
-// eligible is Evaluate reduced to a yes or no, without allocating; im are
-// the capability entries of d. For an eligible delegate it also reports
-// whether im allowlists every capability of the task (one lookup per
-// capability serves both answers).
-func (p Policy) eligible(d *Delegate, tv *taskView, im map[string]capState, now time.Time) (ok, allowlisted bool) {
+// eligible is Evaluate reduced to a yes or no, without allocating. For an
+// eligible delegate it also reports whether it is allowlisted for every
+// capability of the task (one lookup per capability serves both answers).
+func (p Policy) eligible(d *Delegate, tv *taskView, now time.Time) (ok, allowlisted bool) {
 	if !p.connected(d, now) || d.Draining || atCapacity(d) || d.OverThreshold != "" ||
 		!Covers(d.Org, d.Project, tv.t.Org, tv.t.Project) || !hasSelectors(tv.sel, d) || tv.denied(d) {
 		return false, false
 	}
 	allowlisted = len(tv.caps) > 0
-	for _, c := range tv.caps {
-		s, found := im[c]
+	for _, cm := range tv.capMaps {
+		s, found := cm[d.InstanceID]
 		if !found || !s.live(now) {
 			allowlisted = false
 			continue
@@ -191,13 +200,13 @@ func (p Policy) eligible(d *Delegate, tv *taskView, im map[string]capState, now 
 // eligible. It reports all failing rules, not just the first, so an
 // explanation is complete. caps may be nil (no capability results).
 func (p Policy) Evaluate(d Delegate, t Task, caps *Capabilities, now time.Time) []protocol.Reason {
-	tv := prepare(&t)
 	v := caps.view()
 	defer v.done()
-	return p.evaluate(&d, &tv, v.instance(d.InstanceID), now)
+	tv := prepare(&t, v)
+	return p.evaluate(&d, &tv, now)
 }
 
-func (p Policy) evaluate(d *Delegate, tv *taskView, im map[string]capState, now time.Time) []protocol.Reason {
+func (p Policy) evaluate(d *Delegate, tv *taskView, now time.Time) []protocol.Reason {
 	var rs []protocol.Reason
 	add := func(rule, msg string) { rs = append(rs, protocol.Reason{Rule: rule, Message: msg}) }
 
@@ -224,8 +233,8 @@ func (p Policy) evaluate(d *Delegate, tv *taskView, im map[string]capState, now 
 		add(protocol.RuleTaskDenied, "this delegate was lost while running the task before")
 	}
 	var capMsgs []string
-	for _, c := range tv.caps {
-		s, ok := im[c]
+	for i, c := range tv.caps {
+		s, ok := tv.capMaps[i][d.InstanceID]
 		if !ok || s.ok || !s.live(now) {
 			continue
 		}
@@ -309,12 +318,15 @@ func staticRule(rule string) bool {
 }
 
 // ExcludedForGood reports whether reasons include at least one static rule:
-// scope, selectors, task_denied, or capability_denied (static until its
-// deny entry expires, DenyTTL at most). Such a delegate will not run the
-// task however long it waits, so when every delegate is excluded for good
-// the task can fail fast. Reasons with only dynamic rules (disconnected,
-// draining, capacity, threshold, and any unknown rule) may clear by
-// themselves; an empty list is not excluded at all. Both give false.
+// scope, selectors, task_denied or capability_denied. Nothing about the
+// delegate will lift such an exclusion by itself (a capability deny entry
+// does expire, after DenyTTL at most, but the seeds count it as "will not
+// be tried again"), so when every delegate is excluded for good the task
+// should fail fast with its explanation instead of waiting for its queue
+// timeout. It is false for an eligible delegate (no reasons) and for one
+// excluded only by dynamic rules, which may clear soon by themselves:
+// disconnected, draining, capacity, threshold, and any rule this package
+// does not know.
 func ExcludedForGood(reasons []protocol.Reason) bool {
 	for _, r := range reasons {
 		if staticRule(r.Rule) {

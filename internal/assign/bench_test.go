@@ -59,13 +59,26 @@ func benchFleet() ([]Delegate, *Capabilities, Task) {
 func BenchmarkRank1000Delegates10000Allowlist(b *testing.B) {
 	ds, c, task := benchFleet()
 	p := Policy{Window: 30 * time.Second}
-	ranked, allow := p.Rank(ds, task, c, t0, 1)
+	ranked, preferred := p.Rank(ds, task, c, t0, 1)
 	entries := 0
 	for _, d := range ds {
 		a, dn := c.Entries(d.InstanceID, t0)
 		entries += len(a) + len(dn)
 	}
-	b.Logf("%d delegates, %d capability entries: %d eligible, %d allowlisted", len(ds), entries, len(ranked), allow)
+	b.Logf("%d delegates, %d capability entries: %d eligible, %d in the allowlisted tier", len(ds), entries, len(ranked), preferred)
+	b.ReportAllocs()
+	seed := uint64(0)
+	for b.Loop() {
+		seed++
+		p.Rank(ds, task, c, t0, seed)
+	}
+}
+
+// BenchmarkRank10Delegates is the common case: a small fleet.
+func BenchmarkRank10Delegates(b *testing.B) {
+	ds, c, task := benchFleet()
+	ds = ds[:10]
+	p := Policy{Window: 30 * time.Second}
 	b.ReportAllocs()
 	seed := uint64(0)
 	for b.Loop() {

@@ -1,6 +1,8 @@
 package assign
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -142,8 +144,8 @@ func TestLoadEntriesPruneForget(t *testing.T) {
 	if n := c.Prune(t0.Add(2 * time.Hour)); n != 0 {
 		t.Errorf("second Prune = %d, want 0", n)
 	}
-	if _, ok := c.m["i-2"]; ok {
-		t.Error("Prune kept an empty instance")
+	if len(c.m) != 1 {
+		t.Errorf("Prune kept empty criteria: %v", c.m)
 	}
 	c.Forget("i-1")
 	if allow, deny := c.Entries("i-1", t0); allow != nil || deny != nil {
@@ -180,9 +182,9 @@ func TestDenyAppliesToOnlyAndSelectedDelegate(t *testing.T) {
 		task := Task{ID: "t-1", Selectors: sel, Capabilities: []string{gitURL}, PreferInstance: "i-1"}
 		now := t0.Add(time.Minute)
 		d.LastSeen = now
-		ranked, allow := p.Rank([]Delegate{d}, task, c, now, 1)
-		if len(ranked) != 0 || allow != 0 {
-			t.Errorf("selectors %v: Rank = %v, %d; want nothing", sel, ranked, allow)
+		ranked, preferred := p.Rank([]Delegate{d}, task, c, now, 1)
+		if len(ranked) != 0 || preferred != 0 {
+			t.Errorf("selectors %v: Rank = %v, %d; want nothing", sel, ranked, preferred)
 		}
 		summary, vs := p.Explain([]Delegate{d}, task, c, now)
 		if want := "no delegate can run this task: 1 delegate, 1 capability denied"; summary != want {
@@ -203,4 +205,43 @@ func TestDenyAppliesToOnlyAndSelectedDelegate(t *testing.T) {
 			t.Errorf("selectors %v: not offered again after the deny TTL", sel)
 		}
 	}
+}
+
+// Capabilities is shared by the manager's goroutines: results are recorded
+// and pruned while tasks are ranked and explained (run with -race).
+func TestCapabilitiesConcurrentUse(t *testing.T) {
+	c := NewCapabilities()
+	p := Policy{Window: time.Hour}
+	var ds []Delegate
+	for i := range 20 {
+		ds = append(ds, dl(fmt.Sprintf("i-%d", i), i%3, 4))
+	}
+	task := Task{Capabilities: []string{"https://a", "https://b"}}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 300 {
+				now := t0.Add(time.Duration(i) * time.Second)
+				id := fmt.Sprintf("i-%d", (i+w)%20)
+				switch w {
+				case 0:
+					c.Record(id, "https://a", i%4 != 0, "refused", now)
+					c.Record(id, "https://b", true, "", now)
+				case 1:
+					p.Rank(ds, task, c, now, uint64(i))
+					c.Entries(id, now)
+				case 2:
+					p.Explain(ds, task, c, now)
+					c.Allowed(id, "https://a", now)
+					c.Denied(id, "https://a", now)
+				case 3:
+					c.Prune(now.Add(AllowTTL))
+					if i%50 == 0 {
+						c.Forget(id)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -133,8 +133,11 @@ func TestEvaluate(t *testing.T) {
 				t.Errorf("Evaluate (-want +got):\n%s", diff)
 			}
 			// The allocation-free check must agree.
-			tv := prepare(&tt.t)
-			if fast, _ := pol.eligible(&d, &tv, caps.m[d.InstanceID], t0); fast != (len(got) == 0) {
+			v := caps.view()
+			tv := prepare(&tt.t, v)
+			fast, _ := pol.eligible(&d, &tv, t0)
+			v.done()
+			if fast != (len(got) == 0) {
 				t.Errorf("eligible = %v, Evaluate = %v", fast, got)
 			}
 			if got := ExcludedForGood(got); got != wantForGood(tt.want) {

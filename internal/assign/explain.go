@@ -80,13 +80,12 @@ func busyRule(rule string) bool {
 // good. Counts per rule go by count, then rule order; a delegate excluded by
 // several rules counts under each.
 func (p Policy) Explain(ds []Delegate, t Task, caps *Capabilities, now time.Time) (summary string, verdicts []protocol.DelegateVerdict) {
-	tv := prepare(&t)
 	verdicts = make([]protocol.DelegateVerdict, 0, len(ds))
 	v := caps.view()
+	tv := prepare(&t, v)
 	for i := range ds {
 		d := &ds[i]
-		im := v.instance(d.InstanceID)
-		rs := p.evaluate(d, &tv, im, now)
+		rs := p.evaluate(d, &tv, now)
 		if rs == nil {
 			rs = []protocol.Reason{}
 		}
@@ -95,7 +94,7 @@ func (p Policy) Explain(ds []Delegate, t Task, caps *Capabilities, now time.Time
 			Name:        d.Name,
 			Hostname:    d.Hostname,
 			Eligible:    len(rs) == 0,
-			Allowlisted: tv.allowlisted(im, now),
+			Allowlisted: tv.allowlisted(d, now),
 			Reasons:     rs,
 		})
 	}

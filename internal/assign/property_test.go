@@ -121,7 +121,7 @@ func TestRankAndExplainProperties(t *testing.T) {
 	for n := range propertyCases {
 		ds, c, task := randomCase(r)
 		seed := r.Uint64()
-		ranked, allowlisted := p.Rank(ds, task, c, t0, seed)
+		ranked, preferred := p.Rank(ds, task, c, t0, seed)
 		fail := func(format string, args ...any) {
 			t.Helper()
 			t.Fatalf("case %d: %s\ntask %+v\ndelegates %+v\nranked %v", n, fmt.Sprintf(format, args...), task, ds, ids(ranked))
@@ -139,7 +139,7 @@ func TestRankAndExplainProperties(t *testing.T) {
 				excludedSeen++
 			}
 			// The fast selector check agrees with protocol.MissingSelectors.
-			tv := prepare(&task)
+			tv := prepare(&task, view{})
 			if hasSelectors(tv.sel, &d) != (len(protocol.MissingSelectors(task.Selectors, d.Tags, d.Name, d.Hostname)) == 0) {
 				fail("hasSelectors disagrees with MissingSelectors for %+v", d)
 			}
@@ -183,10 +183,10 @@ func TestRankAndExplainProperties(t *testing.T) {
 			}
 			return tierOther
 		}
-		wantAllow := 0
+		wantPreferred := 0
 		for i, d := range ranked {
-			if allowlistedAll(c, d.InstanceID, task, t0) {
-				wantAllow++
+			if tier(d) != tierOther {
+				wantPreferred++
 			}
 			if i == 0 {
 				continue
@@ -204,14 +204,24 @@ func TestRankAndExplainProperties(t *testing.T) {
 				tieredSeen++
 			}
 		}
-		if allowlisted != wantAllow {
-			fail("allowlisted = %d, want %d", allowlisted, wantAllow)
+		// ranked[:preferred] is exactly the preferred and allowlisted tiers.
+		if preferred != wantPreferred {
+			fail("preferred = %d, want %d", preferred, wantPreferred)
 		}
 
-		// Deterministic for one seed.
+		// Deterministic for one seed, and Order is Rank by index.
 		again, _ := p.Rank(ds, task, c, t0, seed)
 		if !cmp.Equal(ids(ranked), ids(again)) {
 			fail("Rank not deterministic: %v then %v", ids(ranked), ids(again))
+		}
+		order, preferredOrder := p.Order(ds, task, c, t0, seed, make([]int, 3))
+		if len(order) != len(ranked) || preferredOrder != preferred {
+			fail("Order gave %v (%d preferred), Rank %v (%d)", order, preferredOrder, ids(ranked), preferred)
+		}
+		for i, idx := range order {
+			if ds[idx].InstanceID != ranked[i].InstanceID {
+				fail("Order %v disagrees with Rank %v", order, ids(ranked))
+			}
 		}
 
 		// Explain agrees with Evaluate, delegate by delegate, and is sorted.

@@ -42,11 +42,15 @@ type rankItem struct {
 // deterministic for one seed, and manager replicas (or successive offers)
 // that use different seeds spread equal delegates' work.
 //
-// allowlisted counts the ranked delegates allowlisted for every capability
-// of t (0 when t has none), including the preferred one if it is. ds should
-// hold each instance once; it is not modified.
-func (p Policy) Rank(ds []Delegate, t Task, caps *Capabilities, now time.Time, seed uint64) (ranked []Delegate, allowlisted int) {
-	items, allowlisted := p.rank(ds, &t, caps, now, seed)
+// preferred is the length of the leading group of ranked that is offered
+// the task first for a reason, tiers 1 and 2: the preferred instance (if
+// eligible) and the delegates allowlisted for every capability of t. It is
+// 0 when there is no such group (no eligible preferred instance, and no
+// capabilities or nobody allowlisted for all of them), so ranked[:preferred]
+// is always the group to try before the others. ds should hold each
+// instance once; it is not modified.
+func (p Policy) Rank(ds []Delegate, t Task, caps *Capabilities, now time.Time, seed uint64) (ranked []Delegate, preferred int) {
+	items, preferred := p.rank(ds, &t, caps, now, seed)
 	if len(items) == 0 {
 		return nil, 0
 	}
@@ -54,44 +58,44 @@ func (p Policy) Rank(ds []Delegate, t Task, caps *Capabilities, now time.Time, s
 	for i, it := range items {
 		ranked[i] = ds[it.idx]
 	}
-	return ranked, allowlisted
+	return ranked, preferred
 }
 
 // Order is Rank without copying delegates, for a scheduler's hot path: it
 // returns the indices in ds of the eligible delegates in offer order
 // (ranked[i] == ds[order[i]]), appended to buf[:0] so a caller may reuse
-// one buffer. Copying 1,000 delegates costs about as much as ranking them.
-func (p Policy) Order(ds []Delegate, t Task, caps *Capabilities, now time.Time, seed uint64, buf []int) (order []int, allowlisted int) {
-	items, allowlisted := p.rank(ds, &t, caps, now, seed)
+// one buffer. Copying 1,000 delegates (and collecting the copies) adds
+// about half again to the cost of ranking them.
+func (p Policy) Order(ds []Delegate, t Task, caps *Capabilities, now time.Time, seed uint64, buf []int) (order []int, preferred int) {
+	items, preferred := p.rank(ds, &t, caps, now, seed)
 	order = buf[:0]
 	for _, it := range items {
 		order = append(order, it.idx)
 	}
-	return order, allowlisted
+	return order, preferred
 }
 
-// rank returns the eligible delegates of ds as sorted rank items.
-func (p Policy) rank(ds []Delegate, t *Task, caps *Capabilities, now time.Time, seed uint64) (items []rankItem, allowlisted int) {
-	tv := prepare(t)
+// rank returns the eligible delegates of ds as sorted rank items, and how
+// many of them are in the preferred or allowlisted tier.
+func (p Policy) rank(ds []Delegate, t *Task, caps *Capabilities, now time.Time, seed uint64) (items []rankItem, preferred int) {
 	items = make([]rankItem, 0, len(ds))
 	v := caps.view()
+	tv := prepare(t, v)
 	for i := range ds {
 		d := &ds[i]
-		var im map[string]capState
-		if len(tv.caps) > 0 {
-			im = v.instance(d.InstanceID)
-		}
-		ok, allow := p.eligible(d, &tv, im, now)
+		ok, allow := p.eligible(d, &tv, now)
 		if !ok {
 			continue
 		}
 		tier := uint64(tierOther)
 		if allow {
-			allowlisted++
 			tier = tierAllowlisted
 		}
 		if t.PreferInstance != "" && d.InstanceID == t.PreferInstance {
 			tier = tierPreferred
+		}
+		if tier != tierOther {
+			preferred++
 		}
 		running := uint64(min(max(d.Running, 0), 1<<32-1))
 		items = append(items, rankItem{
@@ -102,7 +106,7 @@ func (p Policy) rank(ds []Delegate, t *Task, caps *Capabilities, now time.Time, 
 	}
 	v.done()
 	sortItems(items, ds, 2*bits.Len(uint(len(items))))
-	return items, allowlisted
+	return items, preferred
 }
 
 // less orders rank items: packed keys, then instance ID. Small enough to

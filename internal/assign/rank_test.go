@@ -55,35 +55,49 @@ func TestRankOrder(t *testing.T) {
 		dl("two-sixths", 1, 3), // same load as third, fewer tasks
 	}
 	task := Task{Capabilities: []string{gitURL, "tcp://db:5432"}, PreferInstance: "pref"}
-	ranked, allow := p.Rank(ds, task, c, t0, 42)
+	ranked, preferred := p.Rank(ds, task, c, t0, 42)
 	want := []string{"pref", "allow-idle", "allow-busy", "idle", "unlimited-busy", "quarter", "two-sixths", "third", "half"}
 	if diff := gocmp.Diff(want, ids(ranked)); diff != "" {
 		t.Errorf("Rank (-want +got):\n%s", diff)
 	}
-	if allow != 3 {
-		t.Errorf("allowlisted = %d, want 3 (pref, allow-idle, allow-busy)", allow)
+	if preferred != 3 {
+		t.Errorf("preferred = %d, want 3 (pref, allow-idle, allow-busy)", preferred)
 	}
 
 	// Preferred but ineligible: not offered at all; pref falls back into
 	// the allowlisted tier by load.
 	task.PreferInstance = "gone"
-	ranked, allow = p.Rank(ds, task, c, t0, 42)
+	ranked, preferred = p.Rank(ds, task, c, t0, 42)
 	want = []string{"allow-idle", "allow-busy", "pref", "idle", "unlimited-busy", "quarter", "two-sixths", "third", "half"}
 	if got := ids(ranked); !sameSet(got[1:3], want[1:3]) || !gocmp.Equal(got[:1], want[:1]) || !gocmp.Equal(got[3:], want[3:]) {
 		t.Errorf("Rank with ineligible preference = %v, want %v (allow-busy and pref tie)", got, want)
 	}
-	if allow != 3 {
-		t.Errorf("allowlisted = %d, want 3", allow)
+	if preferred != 3 {
+		t.Errorf("preferred = %d, want 3", preferred)
+	}
+
+	// Preferred but not allowlisted: first, and counted in the group
+	// offered first.
+	task.PreferInstance = "idle"
+	ranked, preferred = p.Rank(ds, task, c, t0, 42)
+	if got := ids(ranked); got[0] != "idle" || !sameSet(got[1:4], []string{"allow-idle", "allow-busy", "pref"}) || preferred != 4 {
+		t.Errorf("Rank preferring a delegate that is not allowlisted = %v, %d; want idle, the 3 allowlisted, then the rest, 4", got, preferred)
+	}
+
+	// No capabilities, an eligible preferred instance: a group of one.
+	ranked, preferred = p.Rank(ds, Task{PreferInstance: "half"}, c, t0, 42)
+	if ranked[0].InstanceID != "half" || preferred != 1 {
+		t.Errorf("Rank preferring half without capabilities = %v, %d; want half first, 1", ids(ranked), preferred)
 	}
 
 	// A task without capabilities has no allowlisted tier: load alone.
-	ranked, allow = p.Rank(ds, Task{}, c, t0, 42)
+	ranked, preferred = p.Rank(ds, Task{}, c, t0, 42)
 	want = []string{"allow-idle", "idle", "unlimited-busy", "quarter", "two-sixths", "third", "half", "allow-busy", "pref"}
 	if got := ids(ranked); !sameSet(got[:2], want[:2]) || !gocmp.Equal(got[2:7], want[2:7]) || !sameSet(got[7:], want[7:]) {
 		t.Errorf("Rank without capabilities = %v, want %v (ties within the first two and the last two)", got, want)
 	}
-	if allow != 0 {
-		t.Errorf("allowlisted = %d, want 0", allow)
+	if preferred != 0 {
+		t.Errorf("preferred = %d, want 0", preferred)
 	}
 }
 
@@ -134,9 +148,9 @@ func TestRankTiesFollowSeed(t *testing.T) {
 }
 
 func TestRankEmpty(t *testing.T) {
-	ranked, allow := Policy{}.Rank(nil, Task{}, nil, t0, 0)
-	if ranked != nil || allow != 0 {
-		t.Errorf("Rank(nil) = %v, %d", ranked, allow)
+	ranked, preferred := Policy{}.Rank(nil, Task{}, nil, t0, 0)
+	if ranked != nil || preferred != 0 {
+		t.Errorf("Rank(nil) = %v, %d", ranked, preferred)
 	}
 }
 
