@@ -100,7 +100,8 @@ func (a *app) orgDeleteCmd() *cobra.Command {
 		Use:   "delete ORG",
 		Short: "Delete an organization",
 		Long: `Delete the organization ORG. The manager refuses while it is in use (by
-projects, tokens, delegates or tasks): delete or revoke those first.`,
+projects, tokens that are not revoked, or queued or running tasks): delete,
+revoke or finish those first.`,
 		Example: `  legate project delete --org eng web
   legate org delete eng`,
 		Args: cobra.ExactArgs(1),

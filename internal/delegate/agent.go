@@ -65,8 +65,11 @@ type Agent struct {
 	interval   time.Duration
 	sessionExp time.Time
 	tasks      map[string]*runningTask
-	reserved   int // slots held by acquires in flight
-	draining   bool
+	// deferred holds offers refused for want of a free slot; they are
+	// tried again as soon as a slot frees (the manager may offer the next
+	// task while the previous one's result is still in flight).
+	deferred map[string][]string
+	draining bool
 
 	session  atomic.Value // string: the current session credential
 	hbSeq    atomic.Int64
@@ -81,7 +84,6 @@ type Agent struct {
 	tasksCtx context.Context
 	killAll  context.CancelFunc
 	taskWG   sync.WaitGroup
-	idle     chan struct{} // signalled when a task ends
 	caps     *capabilityChecker
 	load     *loadMonitor
 }
@@ -116,12 +118,12 @@ func New(opts Options) (*Agent, error) {
 		opts.WorkDir = wd
 	}
 	a := &Agent{
-		opts:  opts,
-		cfg:   opts.Config,
-		log:   opts.Logger,
-		tasks: map[string]*runningTask{},
-		fatal: make(chan error, 1),
-		idle:  make(chan struct{}, 1),
+		opts:     opts,
+		cfg:      opts.Config,
+		log:      opts.Logger,
+		tasks:    map[string]*runningTask{},
+		deferred: map[string][]string{},
+		fatal:    make(chan error, 1),
 	}
 	for _, u := range opts.Config.ManagerURLs {
 		c, err := client.New(u, opts.HTTPClient)
@@ -287,6 +289,11 @@ func (a *Agent) runningCount() int {
 func (a *Agent) register(ctx context.Context) error {
 	a.regMu.Lock()
 	defer a.regMu.Unlock()
+	return a.registerLocked(ctx)
+}
+
+// registerLocked is register with regMu held.
+func (a *Agent) registerLocked(ctx context.Context) error {
 	b := backoff{min: 250 * time.Millisecond, max: 30 * time.Second}
 	for {
 		req := protocol.RegisterRequest{
@@ -341,10 +348,12 @@ func (a *Agent) register(ctx context.Context) error {
 // reauth re-registers after the session was lost, once for all callers
 // that noticed at the same time.
 func (a *Agent) reauth(ctx context.Context, seenGen int64) {
+	a.regMu.Lock()
+	defer a.regMu.Unlock()
 	if a.regGen.Load() != seenGen {
-		return // someone already did
+		return // someone already did, while we waited for the lock
 	}
-	if err := a.register(ctx); err != nil && ctx.Err() == nil {
+	if err := a.registerLocked(ctx); err != nil && ctx.Err() == nil {
 		a.fail(err)
 	}
 }
@@ -518,11 +527,14 @@ func (a *Agent) offeredWith(id string, capabilities []string) {
 		a.mu.Unlock()
 		return
 	}
-	if a.cfg.Capacity > 0 && len(a.tasks)+a.reserved >= a.cfg.Capacity {
+	if a.cfg.Capacity > 0 && len(a.tasks) >= a.cfg.Capacity {
+		if len(a.deferred) < 256 {
+			a.deferred[id] = capabilities
+		}
 		a.mu.Unlock()
 		return
 	}
-	a.reserved++
+	delete(a.deferred, id)
 	// Placeholder so a second offer of the same task is ignored.
 	a.tasks[id] = &runningTask{epoch: 0, cancel: func(error) {}}
 	a.taskWG.Add(1)

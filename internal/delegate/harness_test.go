@@ -188,8 +188,8 @@ func (tm *testManager) restart() {
 	}
 	var ln net.Listener
 	var err error
-	// The old listener is closed; the port is free again unless something
-	// else grabbed it in between, which a retry cannot fix, so fail then.
+	// The old listener is closed, so the port is normally free at once;
+	// retry briefly in case the kernel has not released it yet.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		ln, err = net.Listen("tcp", tm.addr)

@@ -20,10 +20,17 @@ func (a *Agent) runTask(id string, capabilities []string) {
 	release := func() {
 		a.mu.Lock()
 		delete(a.tasks, id)
+		var nextID string
+		var nextCaps []string
+		for did, caps := range a.deferred {
+			nextID, nextCaps = did, caps
+			delete(a.deferred, did)
+			break
+		}
 		a.mu.Unlock()
-		select {
-		case a.idle <- struct{}{}:
-		default:
+		if nextID != "" {
+			// An offer that found no free slot gets this one.
+			a.offeredWith(nextID, nextCaps)
 		}
 	}
 	ctx := a.tasksCtx
@@ -43,17 +50,11 @@ func (a *Agent) runTask(id string, capabilities []string) {
 					a.log.Info("not taking task: capability not available here", "task", id, "criteria", r.Criteria, "err", r.Error)
 				}
 			}
-			a.mu.Lock()
-			a.reserved--
-			a.mu.Unlock()
 			release()
 			return
 		}
 	}
 	acq, err := a.client().Acquire(ctx, id)
-	a.mu.Lock()
-	a.reserved--
-	a.mu.Unlock()
 	if err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) && (pe.Code == protocol.CodeAlreadyClaimed || pe.Code == protocol.CodeTaskTerminal) {

@@ -195,8 +195,8 @@ func newOfferAgent(t *testing.T, capacity int) (*Agent, *acquireServer) {
 		a.taskWG.Wait()
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		if len(a.tasks) != 0 || a.reserved != 0 {
-			t.Errorf("after the acquires failed: %d tasks, %d reserved; want none", len(a.tasks), a.reserved)
+		if len(a.tasks) != 0 {
+			t.Errorf("after the acquires failed: %d tasks; want none", len(a.tasks))
 		}
 	})
 	return a, srv
@@ -253,7 +253,6 @@ func TestOfferedRespectsCapacityDrainingAndDuplicates(t *testing.T) {
 // a.tasks and a.reserved), so the second offer is refused while the first
 // acquire is in flight.
 func TestOfferedCapacityTwoAcquiresTwoAtOnce(t *testing.T) {
-	t.Skip("BUG: agent.go offered() counts a task being acquired twice (placeholder in a.tasks and a.reserved), so an offer is taken only while 2*acquiring+running < capacity: with capacity 2 the second of two offers is refused")
 	t.Parallel()
 	a, srv := newOfferAgent(t, 2)
 	a.offered("t1")
@@ -272,7 +271,6 @@ func TestOfferedCapacityTwoAcquiresTwoAtOnce(t *testing.T) {
 // slot: nothing offers the task again until the manager's rebroadcast, a
 // second or more later.
 func TestOfferArrivingWhileResultIsDeliveredIsNotLost(t *testing.T) {
-	t.Skip("BUG: task.go runTask releases the slot (defer release) only after deliverResult returns, so an offer the manager sends while handling the result is refused for capacity and lost; the next task waits for the 1s rebroadcast")
 	t.Parallel()
 	var a *Agent
 	var mu sync.Mutex
@@ -328,7 +326,6 @@ func TestOfferArrivingWhileResultIsDeliveredIsNotLost(t *testing.T) {
 // generation), which ends the session and WebSocket the first one just
 // opened.
 func TestConcurrentReauthRegistersOnce(t *testing.T) {
-	t.Skip("BUG: agent.go reauth checks regGen before taking regMu, so a caller that saw the session fail while another registration was in flight registers a second time")
 	t.Parallel()
 	hold := make(chan struct{})
 	var mu sync.Mutex

@@ -146,8 +146,32 @@ func (m *Manager) handleListOrgs(w http.ResponseWriter, r *http.Request, acct st
 	writeJSON(w, http.StatusOK, out)
 }
 
+// unfinishedTasksIn counts queued and running tasks of an org (and project).
+func (m *Manager) unfinishedTasksIn(ctx context.Context, acct, org, project string) (int, error) {
+	n := 0
+	for _, status := range []string{protocol.StatusQueued, protocol.StatusRunning} {
+		ts, err := m.st.ListTasks(ctx, store.TaskFilter{AccountID: acct, Status: status, Limit: 1000})
+		if err != nil {
+			return 0, err
+		}
+		for _, t := range ts {
+			if t.Spec.Org == org && (project == "" || t.Spec.Project == project) {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
 func (m *Manager) handleDeleteOrg(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("org")
+	if n, err := m.unfinishedTasksIn(r.Context(), acct, name, ""); err != nil {
+		storeError(w, err, "tasks")
+		return
+	} else if n > 0 {
+		writeError(w, http.StatusConflict, protocol.CodeConflict, "org %q has %d queued or running task(s); wait for them or cancel them first", name, n)
+		return
+	}
 	if err := m.st.DeleteOrg(r.Context(), acct, name); err != nil {
 		if errors.Is(err, store.ErrInUse) {
 			writeError(w, http.StatusConflict, protocol.CodeConflict, "org %q still has projects or active tokens; delete or revoke them first", name)
@@ -204,6 +228,13 @@ func (m *Manager) handleListProjects(w http.ResponseWriter, r *http.Request, acc
 
 func (m *Manager) handleDeleteProject(w http.ResponseWriter, r *http.Request, acct string) {
 	org, name := r.PathValue("org"), r.PathValue("name")
+	if n, err := m.unfinishedTasksIn(r.Context(), acct, org, name); err != nil {
+		storeError(w, err, "tasks")
+		return
+	} else if n > 0 {
+		writeError(w, http.StatusConflict, protocol.CodeConflict, "project %q has %d queued or running task(s); wait for them or cancel them first", name, n)
+		return
+	}
 	if err := m.st.DeleteProject(r.Context(), acct, org, name); err != nil {
 		if errors.Is(err, store.ErrInUse) {
 			writeError(w, http.StatusConflict, protocol.CodeConflict, "project %q still has active tokens; revoke them first", name)

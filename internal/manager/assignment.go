@@ -22,7 +22,7 @@ func delegateView(l *live) assign.Delegate {
 	return assign.Delegate{
 		InstanceID: l.id, Name: l.name, Hostname: l.hostname, Tags: l.tags,
 		Org: l.org, Project: l.project, LastSeen: time.Unix(0, l.lastSeen.Load()),
-		Deregistered: l.gone, Draining: l.draining, Running: len(l.running), Capacity: l.capacity,
+		Deregistered: l.gone, Draining: l.draining, Running: len(l.running) + len(l.pending), Capacity: l.capacity,
 		OverThreshold: l.overThreshold,
 	}
 }
@@ -66,32 +66,69 @@ func (m *Manager) liveViews(accountID string) ([]assign.Delegate, map[string]*li
 	return views, byID
 }
 
-// offerTask tells eligible delegates that t is available: the delegate
-// that last succeeded for its connector and the delegates allowlisted for
-// all its capabilities first; with widen (the task has waited a while)
-// also the best of the others.
+// offerWindow is how long the best delegate has a task to itself before
+// the offer widens.
+const offerWindow = 250 * time.Millisecond
+
+// offerTask tells delegates that t is available. First it goes to the
+// best-ranked eligible delegate alone (the delegate that last succeeded
+// for its connector, then those allowlisted for all its capabilities, then
+// the least loaded), so the ranking decides who runs it; if that delegate
+// has not acquired it within offerWindow, or with widen, the best few of
+// each tier are told at once and the fastest claimer wins.
 func (m *Manager) offerTask(ctx context.Context, t store.Task, widen bool) {
 	views, byID := m.liveViews(t.AccountID)
 	if len(views) == 0 {
 		return
 	}
 	ranked, preferred := m.policy().Rank(views, m.assignTask(ctx, t), m.caps, m.cfg.Now(), rand.Uint64())
-	k := m.cfg.OfferFanout
-	var targets []assign.Delegate
-	switch {
-	case preferred > 0 && !widen:
-		targets = ranked[:min(k, preferred)]
-	case preferred > 0:
-		targets = append(ranked[:min(k, preferred):min(k, preferred)], ranked[preferred:min(len(ranked), preferred+k)]...)
-	default:
-		targets = ranked[:min(k, len(ranked))]
+	if len(ranked) == 0 {
+		return
 	}
 	ev := protocol.Event{Kind: protocol.EventTaskAvailable, TaskID: t.ID, Capabilities: t.Spec.Capabilities}
+	if !widen {
+		l := byID[ranked[0].InstanceID]
+		if l == nil {
+			return
+		}
+		l.mu.Lock()
+		l.pending[t.ID] = struct{}{}
+		l.mu.Unlock()
+		l.push(ev)
+		acct, id := t.AccountID, t.ID
+		time.AfterFunc(offerWindow, func() { m.widenOffer(acct, id, l) })
+		return
+	}
+	k := m.cfg.OfferFanout
+	var targets []assign.Delegate
+	if preferred > 0 {
+		targets = append(ranked[:min(k, preferred):min(k, preferred)], ranked[preferred:min(len(ranked), preferred+k)]...)
+	} else {
+		targets = ranked[:min(k, len(ranked))]
+	}
 	for _, d := range targets {
 		if l := byID[d.InstanceID]; l != nil {
 			l.push(ev)
 		}
 	}
+}
+
+// widenOffer offers a task to more delegates if the one it was offered to
+// alone has not acquired it.
+func (m *Manager) widenOffer(accountID, taskID string, first *live) {
+	first.unpend(taskID)
+	select {
+	case <-m.stopping:
+		return
+	default:
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	t, err := m.st.GetTask(ctx, accountID, taskID)
+	if err != nil || t.Status != protocol.StatusQueued {
+		return
+	}
+	m.offerTask(ctx, t, true)
 }
 
 // offerQueued tells d about queued tasks it could run (when its event

@@ -71,7 +71,9 @@ func (m *Manager) delegateAuth(next delegateHandler) http.HandlerFunc {
 }
 
 func (m *Manager) issueSession(d *live) (string, time.Time) {
-	exp := m.cfg.Now().Add(m.cfg.SessionTTL)
+	// Whole seconds: the credential carries Unix seconds, and the announced
+	// expiry must not be later than the one enforced.
+	exp := m.cfg.Now().Add(m.cfg.SessionTTL).Truncate(time.Second)
 	return signSession(m.sessionKey, sessionClaims{
 		InstanceID: d.id, AccountID: d.accountID, TokenID: d.tokenID,
 		Generation: d.generation, Expires: exp.Unix(),
@@ -430,6 +432,7 @@ func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live)
 		writeError(w, http.StatusConflict, protocol.CodeNotEligible, "delegate is draining")
 		return
 	}
+	defer d.unpend(id)
 	t, err := m.st.GetTask(ctx, d.accountID, id)
 	if err != nil {
 		storeError(w, err, "task "+id)

@@ -38,10 +38,13 @@ type live struct {
 	overThreshold string
 	gone          bool             // deregistered, superseded or revoked
 	running       map[string]int64 // task ID -> epoch
-	events        []protocol.Event
-	notify        chan struct{} // cap 1: something is in events
-	kick          chan struct{} // closed to end the event channel (revoked/superseded)
-	flushedAt     int64         // lastSeen value at the last flush
+	// pending holds tasks offered to this delegate alone and not yet
+	// acquired; they count as load so a burst spreads over delegates.
+	pending   map[string]struct{}
+	events    []protocol.Event
+	notify    chan struct{} // cap 1: something is in events
+	kick      chan struct{} // closed to end the event channel (revoked/superseded)
+	flushedAt int64         // lastSeen value at the last flush
 }
 
 func newLive(in store.Instance) *live {
@@ -57,6 +60,7 @@ func newLive(in store.Instance) *live {
 		project:    in.Project,
 		capacity:   in.Capacity,
 		running:    map[string]int64{},
+		pending:    map[string]struct{}{},
 		notify:     make(chan struct{}, 1),
 		kick:       make(chan struct{}),
 	}
@@ -139,6 +143,14 @@ func (l *live) load() (running, capacity int, draining bool) {
 func (l *live) setRunning(id string, epoch int64) {
 	l.mu.Lock()
 	l.running[id] = epoch
+	delete(l.pending, id)
+	l.mu.Unlock()
+}
+
+// unpend forgets a sole offer (acquired elsewhere, refused, or widened).
+func (l *live) unpend(id string) {
+	l.mu.Lock()
+	delete(l.pending, id)
 	l.mu.Unlock()
 }
 
