@@ -604,6 +604,17 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 	d.dropRunning(id)
 	m.logs.finish(id)
 	m.log.Info("task finished", "task", id, "status", t.Status, "instance", d.id)
+	if t.Status == protocol.StatusSucceeded && len(t.Spec.Capabilities) > 0 {
+		// A task that succeeded proves its capabilities on this delegate:
+		// each success resets the allowlist TTL, with no extra round trip.
+		rs := make([]protocol.CapabilityResult, len(t.Spec.Capabilities))
+		for i, c := range t.Spec.Capabilities {
+			rs[i] = protocol.CapabilityResult{Criteria: c, OK: true}
+		}
+		if err := m.recordCapabilities(ctx, d.id, rs); err != nil {
+			m.log.Warn("refresh allowlist", "instance", d.id, "err", err)
+		}
+	}
 	if t.Status == protocol.StatusSucceeded && t.Spec.Connector != "" {
 		if err := m.st.SetConnectorSuccess(ctx, t.AccountID, t.Spec.Connector, d.id); err != nil {
 			m.log.Warn("record connector success", "connector", t.Spec.Connector, "err", err)

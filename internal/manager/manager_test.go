@@ -527,3 +527,35 @@ func TestCapabilityListsFollowTheirTTLs(t *testing.T) {
 		t.Errorf("allowlist after 6h: %+v", det.Allowlist)
 	}
 }
+
+func TestSuccessfulTaskResetsAllowlistTTL(t *testing.T) {
+	clock := &fakeClock{now: time.Now()}
+	tm := startTestManager(t, Config{Now: clock.Now, HeartbeatInterval: time.Hour})
+	ctx := context.Background()
+	a := tm.client(t, tm.admin.APIKey)
+	tok, _ := a.CreateToken(ctx, "t")
+	d, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "ttl", "h1")
+	if err := d.ReportCapabilities(ctx, protocol.CapabilityReport{Results: []protocol.CapabilityResult{{Criteria: "binary:git", OK: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(30 * time.Minute)
+	task, err := a.SubmitTask(ctx, protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "git --version"}, Capabilities: []string{"binary:git"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acq, err := d.Acquire(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := 0
+	if _, err := d.Result(ctx, task.ID, protocol.ResultRequest{Epoch: acq.Epoch, Status: protocol.StatusSucceeded, ExitCode: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	det, err := a.DescribeDelegate(ctx, "ttl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if al := det.Instances[0].Allowlist; len(al) != 1 || al[0].TimeLeftMS != (6*time.Hour).Milliseconds() {
+		t.Fatalf("allowlist after a successful task = %+v, want binary:git with 6h left", al)
+	}
+}
