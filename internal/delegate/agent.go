@@ -86,6 +86,10 @@ type Agent struct {
 	taskWG   sync.WaitGroup
 	caps     *capabilityChecker
 	load     *loadMonitor
+	spool    spool
+	// stopDelivery ends result delivery loops when the delegate stops;
+	// undelivered results stay in the spool for the next start.
+	stopDelivery chan struct{}
 }
 
 type runningTask struct {
@@ -149,6 +153,8 @@ func New(opts Options) (*Agent, error) {
 	}
 	a.conn.init()
 	a.caps = newCapabilityChecker(opts.HTTPClient)
+	a.spool = spool{dir: filepath.Join(opts.WorkDir, "spool")}
+	a.stopDelivery = make(chan struct{})
 	a.load = &loadMonitor{cpuLimit: opts.Config.CPUThreshold, memLimit: opts.Config.MemoryThreshold}
 	a.load.sample() // the first CPU sample only sets the baseline
 	return a, nil
@@ -221,6 +227,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	a.redeliver()
 	a.wg.Add(3)
 	go func() { defer a.wg.Done(); a.heartbeatLoop(loopCtx) }()
 	go func() { defer a.wg.Done(); a.eventLoop(loopCtx) }()
@@ -273,8 +280,30 @@ func (a *Agent) drain(now bool) {
 	}
 	select {
 	case <-done:
+		return
 	case <-time.After(30 * time.Second):
+	}
+	// Results the manager has not taken stay in the spool for the next start.
+	close(a.stopDelivery)
+	select {
+	case <-done:
+		a.log.Warn("results not delivered are kept on disk and sent at the next start", "dir", a.spool.dir)
+	case <-time.After(5 * time.Second):
 		a.log.Error("tasks did not report after cancellation")
+	}
+}
+
+// redeliver sends results spooled by an earlier run of this delegate.
+func (a *Agent) redeliver() {
+	for _, r := range a.spool.load(func(name string, err error) {
+		a.log.Warn("unreadable spooled result", "file", name, "err", err)
+	}) {
+		a.log.Info("delivering a result kept from an earlier run", "task", r.TaskID)
+		a.taskWG.Add(1)
+		go func() {
+			defer a.taskWG.Done()
+			a.deliverResult(a.log.With("task", r.TaskID), r.TaskID, r.Result)
+		}()
 	}
 }
 

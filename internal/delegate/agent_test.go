@@ -636,3 +636,48 @@ func TestFailsOverToTheNextManagerURL(t *testing.T) {
 		t.Errorf("output %q", out)
 	}
 }
+
+// TestResultKeptOnDiskAcrossADelegateRestart: the manager is down when a
+// task ends and the delegate is stopped before it could report; the result
+// waits on disk and the restarted delegate delivers it.
+func TestResultKeptOnDiskAcrossADelegateRestart(t *testing.T) {
+	t.Parallel()
+	cfg := fastManager()
+	cfg.HeartbeatInterval = 2 * time.Second // the lease outlives both restarts
+	tm := startManager(t, cfg)
+	ag := startAgent(t, tm, agentOpts{})
+	tm.waitConnected(t, ag.hostname, protocol.ConnWebSocket)
+
+	marker := filepath.Join(t.TempDir(), "go")
+	task := tm.submitScript(t, "echo kept\nwhile [ ! -e "+shq(marker)+" ]; do sleep 0.02; done\nexit 4\n")
+	tm.waitTask(t, task.ID, protocol.StatusRunning)
+	eventually(t, "the output to reach the manager", func() (bool, string) {
+		out, _, _ := tm.logs(t, task.ID, false)
+		return out == "kept\n", fmt.Sprintf("output %q", out)
+	})
+	tm.stop()
+	touch(t, marker)
+	eventually(t, "the agent to fail to deliver the result", func() (bool, string) {
+		return len(ag.logs.lines("result not delivered yet", "task="+task.ID)) > 0, "not yet"
+	})
+	ag.cancel()
+	ag.force()
+	if ok, _ := ag.waitReturn(waitLong); !ok {
+		t.Fatal("agent did not stop")
+	}
+	spooled, _ := filepath.Glob(filepath.Join(ag.workDir, "spool", "*.result.json"))
+	if len(spooled) != 1 {
+		t.Fatalf("spool holds %v, want the one undelivered result", spooled)
+	}
+
+	tm.restart()
+	again := startAgent(t, tm, agentOpts{token: ag.token, hostname: ag.hostname, workDir: ag.workDir})
+	final := tm.waitTask(t, task.ID, protocol.StatusFailed)
+	if final.ExitCode == nil || *final.ExitCode != 4 || final.Attempts != 1 {
+		t.Errorf("task exit %v in %d attempts, want exit 4 in 1 (the spooled result)", final.ExitCode, final.Attempts)
+	}
+	eventually(t, "the spool to be emptied", func() (bool, string) {
+		left, _ := filepath.Glob(filepath.Join(again.workDir, "spool", "*.result.json"))
+		return len(left) == 0, fmt.Sprintf("%v", left)
+	})
+}

@@ -341,6 +341,9 @@ type agentOpts struct {
 	token string
 	// urls replaces the manager URL list; nil means the test manager's.
 	urls []string
+	// hostname and workDir, when set, restart an earlier agent's identity
+	// and working directory.
+	hostname, workDir string
 }
 
 var hostSeq struct {
@@ -360,6 +363,12 @@ func startAgent(t *testing.T, tm *testManager, o agentOpts) *testAgent {
 		workDir:   t.TempDir(),
 		forceStop: make(chan struct{}),
 		done:      make(chan error, 1),
+	}
+	if o.hostname != "" {
+		ag.hostname = o.hostname
+	}
+	if o.workDir != "" {
+		ag.workDir = o.workDir
 	}
 	tokValue := o.token
 	if tokValue == "" {

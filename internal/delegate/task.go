@@ -141,36 +141,44 @@ func derefInt(p *int) any {
 	return *p
 }
 
-// deliverResult sends the result until the manager answers (or refuses it
-// for good). It gives up only when the delegate is forced to stop.
+// deliverResult keeps the result on disk and sends it until the manager
+// answers (or refuses it for good). When the delegate stops first, the
+// result stays on disk and the next start delivers it.
 func (a *Agent) deliverResult(log interface {
 	Warn(string, ...any)
 }, id string, res protocol.ResultRequest) {
+	if err := a.spool.save(id, res); err != nil {
+		log.Warn("cannot keep the result on disk; delivering from memory only", "err", err)
+	}
 	b := backoff{min: 200 * time.Millisecond, max: 15 * time.Second}
-	deadline := time.Now().Add(24 * time.Hour)
-	for time.Now().Before(deadline) {
+	for {
 		gen := a.regGen.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		_, err := a.client().Result(ctx, id, res)
 		cancel()
 		if err == nil {
+			a.spool.remove(id)
 			return
 		}
 		var pe *protocol.Error
 		if errors.As(err, &pe) && (pe.Code == protocol.CodeStaleLease || pe.Code == protocol.CodeNotFound || pe.Code == protocol.CodeTaskTerminal) {
 			log.Warn("manager refused the result", "err", err)
+			a.spool.remove(id)
 			return
 		}
 		if !a.handleCallError(context.Background(), err, gen) {
 			log.Warn("result not delivered", "err", err)
+			a.spool.remove(id)
 			return
 		}
 		d := b.next()
 		log.Warn("result not delivered yet; retrying", "err", err, "retry_in", d.Round(time.Millisecond))
 		select {
 		case <-time.After(d):
+		case <-a.stopDelivery:
+			return // kept in the spool
 		case <-a.opts.ForceStop:
-			return
+			return // kept in the spool
 		}
 	}
 }

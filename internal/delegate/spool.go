@@ -1,0 +1,84 @@
+package delegate
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// spool keeps results the manager has not acknowledged yet on disk, so a
+// delegate that stops (or crashes) while the manager is unreachable
+// delivers them after it starts again. Delivery is idempotent: the manager
+// accepts a repeated result for the same lease and refuses a stale one.
+type spool struct {
+	dir string
+}
+
+type spooledResult struct {
+	TaskID string                 `json:"task_id"`
+	Result protocol.ResultRequest `json:"result"`
+}
+
+func (s spool) path(taskID string) string {
+	return filepath.Join(s.dir, taskID+".result.json")
+}
+
+// save writes the result atomically (temporary file, fsync, rename).
+func (s spool) save(taskID string, res protocol.ResultRequest) error {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return err
+	}
+	b, err := json.Marshal(spooledResult{TaskID: taskID, Result: res})
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(s.dir, ".tmp-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), s.path(taskID))
+}
+
+func (s spool) remove(taskID string) { _ = os.Remove(s.path(taskID)) }
+
+// load returns every spooled result; unreadable files are skipped and
+// reported through bad.
+func (s spool) load(bad func(name string, err error)) []spooledResult {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil
+	}
+	var out []spooledResult
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".result.json") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(s.dir, e.Name()))
+		if err != nil {
+			bad(e.Name(), err)
+			continue
+		}
+		var r spooledResult
+		if err := json.Unmarshal(b, &r); err != nil || r.TaskID == "" || r.TaskID+".result.json" != e.Name() {
+			bad(e.Name(), err)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
