@@ -212,11 +212,6 @@ func (m *Manager) taskView(t store.Task) protocol.Task {
 		v.SecretEnvNames = append(v.SecretEnvNames, k)
 	}
 	sort.Strings(v.SecretEnvNames)
-	if v.HTTP != nil && len(t.Spec.SecretEnv) > 0 {
-		// Header values may carry secrets by reference only; nothing to hide here.
-		h := *v.HTTP
-		v.HTTP = &h
-	}
 	return v
 }
 

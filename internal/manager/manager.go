@@ -106,7 +106,6 @@ type Manager struct {
 	wsWG     sync.WaitGroup
 	tokens   tokenCache
 	apiKeys  sync.Map // hash -> account ID
-	wake     chan struct{}
 	// caps holds every delegate's allow and deny list entries.
 	caps *assign.Capabilities
 	// unrunnable remembers since when a queued task had no delegate that
@@ -134,7 +133,6 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 		logs:       newLogBus(),
 		started:    cfg.Now(),
 		stopping:   make(chan struct{}),
-		wake:       make(chan struct{}, 1),
 	}
 	m.tokens.entries = map[string]tokenEntry{}
 	m.caps = assign.NewCapabilities()

@@ -33,18 +33,20 @@ const (
 	dialectPostgres
 )
 
+func (d dialect) String() string {
+	if d == dialectPostgres {
+		return "postgres"
+	}
+	return "sqlite"
+}
+
 // busyTimeoutMS is how long a SQLite connection waits for a lock held by
 // another connection (or process) before it gives up with SQLITE_BUSY.
 const busyTimeoutMS = 10000
 
-// parseDSN turns a store DSN into a SQLite file path.
-func parseDSN(dsn string) (string, error) {
-	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		return "", errors.New("PostgreSQL is not supported yet")
-	case strings.HasPrefix(dsn, "sqlite://"):
-		dsn = strings.TrimPrefix(dsn, "sqlite://")
-	}
+// parseSQLiteDSN turns a SQLite store DSN into a file path.
+func parseSQLiteDSN(dsn string) (string, error) {
+	dsn = strings.TrimPrefix(dsn, "sqlite://")
 	switch {
 	case dsn == "":
 		return "", errors.New("empty SQLite path")
@@ -105,12 +107,20 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 }
 
 // migrate applies the embedded migrations that are not yet recorded in
-// schema_migrations, in file-name order, each in its own write transaction.
+// schema_migrations, in file-name order, each in its own write transaction
+// (which, on PostgreSQL, first takes the migration lock).
 func (s *Store) migrate(ctx context.Context) error {
-	if _, err := s.writer.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if err := s.lockMigrations(ctx, tx); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
     version    TEXT PRIMARY KEY,
     applied_at BIGINT NOT NULL
-)`); err != nil {
+)`)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	names, err := fs.Glob(migrationFS, "migrations/*.sql")
@@ -125,6 +135,9 @@ func (s *Store) migrate(ctx context.Context) error {
 			return err
 		}
 		err = s.write(ctx, func(tx *sql.Tx) error {
+			if err := s.lockMigrations(ctx, tx); err != nil {
+				return err
+			}
 			var n int
 			if err := tx.QueryRowContext(ctx, s.rebind(`SELECT COUNT(*) FROM schema_migrations WHERE version = ?`), version).Scan(&n); err != nil {
 				return err
@@ -313,8 +326,24 @@ func (h handle) queryRow(ctx context.Context, query string, args ...any) rowScan
 	return st.QueryRowContext(ctx, args...)
 }
 
-// write runs fn in a write transaction on the single writer connection.
+// write runs fn in a write transaction: on SQLite on the single writer
+// connection; on PostgreSQL on a connection of the pool at READ COMMITTED,
+// run again (up to maxWriteAttempts times) after a serialization failure
+// or a deadlock, so fn must be safe to repeat: it must (re)set everything
+// it returns through its closure.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := s.writeOnce(ctx, fn)
+		if err == nil || s.dialect != dialectPostgres || attempt == maxWriteAttempts || !retryable(err) {
+			return err
+		}
+		if werr := retryWait(ctx, attempt+1); werr != nil {
+			return err
+		}
+	}
+}
+
+func (s *Store) writeOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -333,7 +362,7 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // read runs fn in a transaction of the reader pool, so that several
 // queries see one snapshot.
 func (s *Store) read(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.reader.BeginTx(ctx, nil)
+	tx, err := s.reader.BeginTx(ctx, s.readOptions())
 	if err != nil {
 		return err
 	}

@@ -54,7 +54,12 @@ func FuzzTaskSpecRoundTrip(f *testing.F) {
 	f.Add("echo hi", "linux", "KEY", "value", "s3cret", int64(1000), 2)
 	f.Add("", "", "", "", "", int64(0), 0)
 	f.Add("\x00\xff'\"?;--", "?", "'", "\n", "\\u0000", int64(-1), -5)
-	s := openTest(f)
+	// Every input goes to both backends (to SQLite alone where PostgreSQL
+	// is not available: see postgresServer).
+	stores := []*Store{openTest(f)}
+	if pgAvailable(f) {
+		stores = append(stores, postgresBackend.open(f))
+	}
 	ctx := context.Background()
 	var n atomic.Int64
 	f.Fuzz(func(t *testing.T, script, selector, key, value, secret string, timeoutMS int64, retries int) {
@@ -73,13 +78,6 @@ func FuzzTaskSpecRoundTrip(f *testing.F) {
 		task.Spec = spec
 		task.Retries = retries
 		task.TimeoutMS = timeoutMS
-		if err := s.CreateTask(ctx, task); err != nil {
-			t.Fatal(err)
-		}
-		got, err := s.GetTask(ctx, "acc1", id)
-		if err != nil {
-			t.Fatal(err)
-		}
 		b, err := json.Marshal(spec)
 		if err != nil {
 			t.Fatal(err)
@@ -88,11 +86,20 @@ func FuzzTaskSpecRoundTrip(f *testing.F) {
 		if err := json.Unmarshal(b, &want); err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff(want, got.Spec, equateEmpty); diff != "" {
-			t.Fatalf("spec (-want +got):\n%s", diff)
-		}
-		if got.Retries != retries || got.TimeoutMS != timeoutMS {
-			t.Fatalf("retries %d timeout %d, want %d %d", got.Retries, got.TimeoutMS, retries, timeoutMS)
+		for _, s := range stores {
+			if err := s.CreateTask(ctx, task); err != nil {
+				t.Fatalf("%s: %v", s.dialect, err)
+			}
+			got, err := s.GetTask(ctx, "acc1", id)
+			if err != nil {
+				t.Fatalf("%s: %v", s.dialect, err)
+			}
+			if diff := cmp.Diff(want, got.Spec, equateEmpty); diff != "" {
+				t.Fatalf("%s: spec (-want +got):\n%s", s.dialect, diff)
+			}
+			if got.Retries != retries || got.TimeoutMS != timeoutMS {
+				t.Fatalf("%s: retries %d timeout %d, want %d %d", s.dialect, got.Retries, got.TimeoutMS, retries, timeoutMS)
+			}
 		}
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/legate-dev/legate/internal/protocol"
 )
@@ -26,6 +28,16 @@ import (
 //
 // The newest chunk of an attempt is never dropped while cap.Tail > 0, so the
 // stored tail can exceed cap.Tail by less than one chunk.
+
+// cleanText makes free text (log data, error messages) storable in a TEXT
+// column of both dialects alike: PostgreSQL rejects NUL bytes and invalid
+// UTF-8 in text, so both become U+FFFD, on SQLite too.
+func cleanText(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
 
 // Read limits of ReadLogs.
 const (
@@ -53,7 +65,10 @@ func (a *attemptState) inDropped(seq int64) bool {
 func (s *Store) appendLogs(ctx context.Context, tx *sql.Tx, taskID string, epoch int64, chunks []protocol.LogChunk, cap LogCap) error {
 	var t Task
 	var acquired sql.NullInt64
-	err := s.w(tx).queryRow(ctx, `SELECT epoch, status, acquired_at FROM tasks WHERE id = ?`, taskID).
+	// The task row is locked (PostgreSQL) for the read-modify-write of the
+	// attempt's counters below: appends for one task (a delegate's retry
+	// may reach another manager) run one after the other.
+	err := s.w(tx).queryRow(ctx, `SELECT epoch, status, acquired_at FROM tasks WHERE id = ?`+s.lockClause("FOR UPDATE"), taskID).
 		Scan(&t.Epoch, &t.Status, &acquired)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ErrNotFound
@@ -90,9 +105,10 @@ func (s *Store) appendLogs(ctx context.Context, tx *sql.Tx, taskID string, epoch
 		if st.inDropped(c.Seq) {
 			continue
 		}
-		size := int64(len(c.Data))
+		data := cleanText(c.Data)
+		size := int64(len(data))
 		head := st.received < cap.Head
-		res, err := ins.ExecContext(ctx, taskID, attempt, c.Seq, micros(c.Time), c.Data, size, boolInt(head))
+		res, err := ins.ExecContext(ctx, taskID, attempt, c.Seq, micros(c.Time), data, size, boolInt(head))
 		if err != nil {
 			return fmt.Errorf("chunk %d: %w", c.Seq, err)
 		}

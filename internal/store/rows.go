@@ -127,6 +127,18 @@ func getTask(ctx context.Context, h handle, id string) (Task, error) {
 	return t, err
 }
 
+// getTaskForUpdate is getTask inside a write transaction that then changes
+// the task: on PostgreSQL it locks the row until the transaction ends, so
+// the change is made from the committed state and concurrent changers of
+// the task (other managers) wait for each other, as on SQLite.
+func getTaskForUpdate(ctx context.Context, h handle, id string) (Task, error) {
+	t, err := scanTask(h.queryRow(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = ?`+h.s.lockClause("FOR UPDATE"), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Task{}, ErrNotFound
+	}
+	return t, err
+}
+
 func queryTasks(ctx context.Context, h handle, query string, args ...any) ([]Task, error) {
 	rows, err := h.query(ctx, query, args...)
 	if err != nil {
@@ -178,7 +190,7 @@ func updateTask(ctx context.Context, h handle, t Task, prevStatus string, prevEp
 func finish(t *Task, r Result, now time.Time) {
 	t.Status = r.Status
 	t.ExitCode = r.ExitCode
-	t.Error = r.Error
+	t.Error = cleanText(r.Error)
 	t.HTTPResult = r.HTTPResult
 	t.FinishedAt = timePtr(now)
 	t.LeaseExpiresAt = nil

@@ -94,7 +94,10 @@ func (s *Store) GetOrg(ctx context.Context, accountID, name string) (Org, error)
 // still has projects or tokens that are not revoked.
 func (s *Store) DeleteOrg(ctx context.Context, accountID, name string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		if err := exists(ctx, s.w(tx), `SELECT 1 FROM orgs WHERE account_id = ? AND name = ?`, accountID, name); err != nil {
+		// Locked (PostgreSQL) so that a concurrent CreateProject either
+		// commits first and is counted below or finds the org gone.
+		if err := exists(ctx, s.w(tx), `SELECT 1 FROM orgs WHERE account_id = ? AND name = ?`+s.lockClause("FOR UPDATE"),
+			accountID, name); err != nil {
 			return err
 		}
 		var n int
@@ -125,7 +128,8 @@ func (s *Store) DeleteOrg(ctx context.Context, accountID, name string) error {
 // ErrConflict if the org already has a project with that name.
 func (s *Store) CreateProject(ctx context.Context, p Project) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		if err := exists(ctx, s.w(tx), `SELECT 1 FROM orgs WHERE account_id = ? AND name = ?`, p.AccountID, p.Org); err != nil {
+		if err := exists(ctx, s.w(tx), `SELECT 1 FROM orgs WHERE account_id = ? AND name = ?`+s.lockClause("FOR SHARE"),
+			p.AccountID, p.Org); err != nil {
 			return fmt.Errorf("org %q: %w", p.Org, err)
 		}
 		res, err := s.w(tx).exec(ctx, `INSERT INTO projects (account_id, org, name, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
@@ -184,8 +188,8 @@ func (s *Store) GetProject(ctx context.Context, accountID, org, name string) (Pr
 // tokens that are not revoked still name it.
 func (s *Store) DeleteProject(ctx context.Context, accountID, org, name string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		if err := exists(ctx, s.w(tx), `SELECT 1 FROM projects WHERE account_id = ? AND org = ? AND name = ?`,
-			accountID, org, name); err != nil {
+		if err := exists(ctx, s.w(tx), `SELECT 1 FROM projects WHERE account_id = ? AND org = ? AND name = ?`+
+			s.lockClause("FOR UPDATE"), accountID, org, name); err != nil {
 			return err
 		}
 		var n int
@@ -290,7 +294,7 @@ func (s *Store) RecordCapabilities(ctx context.Context, rs []CapabilityResult) e
 			return err
 		}
 		for _, r := range rs {
-			if _, err := stmt.ExecContext(ctx, r.InstanceID, r.Criteria, boolInt(r.OK), r.Error,
+			if _, err := stmt.ExecContext(ctx, r.InstanceID, r.Criteria, boolInt(r.OK), cleanText(r.Error),
 				micros(r.CheckedAt), micros(r.ExpiresAt)); err != nil {
 				return fmt.Errorf("instance %s, criteria %q: %w", r.InstanceID, r.Criteria, err)
 			}
@@ -343,7 +347,13 @@ func (s *Store) purgeCapabilities(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("purge expired capability results: %w", err)
 	}
-	if _, err := s.w(nil).exec(ctx, `DELETE FROM capability_results WHERE expires_at <= ?`, micros(now)); err != nil {
+	// In a write transaction for its deadlock retry (PostgreSQL): managers
+	// recording results meanwhile lock the same rows in another order.
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		_, err := s.w(tx).exec(ctx, `DELETE FROM capability_results WHERE expires_at <= ?`, micros(now))
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("purge expired capability results: %w", err)
 	}
 	return nil
@@ -361,17 +371,18 @@ func (s *Store) purgeCapabilities(ctx context.Context, now time.Time) error {
 func (s *Store) RequeueTask(ctx context.Context, id string, epoch int64, instanceID, reason string, now time.Time) (t Task, requeued bool, err error) {
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		t, err = getTask(ctx, s.w(tx), id)
+		t, err = getTaskForUpdate(ctx, s.w(tx), id)
 		if err != nil {
 			return err
 		}
 		if epoch <= 0 || t.Status != protocol.StatusRunning || t.Epoch != epoch {
 			return ErrStaleLease
 		}
-		if instanceID == "" {
-			instanceID = t.InstanceID
+		lost := instanceID
+		if lost == "" {
+			lost = t.InstanceID
 		}
-		deny(&t, instanceID)
+		deny(&t, lost)
 		requeued = t.Attempts <= t.Retries
 		if requeued {
 			requeue(&t, now)

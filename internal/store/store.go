@@ -1,8 +1,8 @@
 // Package store keeps legate's durable state: accounts, API keys, delegate
 // tokens, delegate instances, tasks and their logs. One Store type fronts
-// both SQLite (embedded, pure Go, WAL) and, later, PostgreSQL, with the same
-// schema and embedded migrations. Claims are compare-and-set, so exactly
-// one delegate wins a task.
+// both SQLite (embedded, pure Go, WAL) and PostgreSQL (several managers may
+// share one database), with the same schema and embedded migrations. Claims
+// are compare-and-set, so exactly one delegate wins a task.
 package store
 
 import (
@@ -18,8 +18,9 @@ import (
 
 // Store is the durable state of a manager. It is safe for concurrent use.
 type Store struct {
-	// writer has a single connection: every write transaction goes
-	// through it, so writers queue in Go instead of fighting over the lock.
+	// writer has a single connection on SQLite: every write transaction
+	// goes through it, so writers queue in Go instead of fighting over the
+	// lock. On PostgreSQL it is a pool, the same as reader.
 	writer *sql.DB
 	// reader is a pool for plain reads (WAL lets them run alongside writes).
 	reader  *sql.DB
@@ -29,10 +30,18 @@ type Store struct {
 }
 
 // Open opens (creating if needed) the store named by dsn and applies
-// migrations. A dsn is a file path or "sqlite://PATH" for SQLite;
-// "postgres://..." is reserved for PostgreSQL (an error until supported).
+// migrations. A dsn is a file path or "sqlite://PATH" for SQLite, or a
+// "postgres://..." (or "postgresql://...") URL for PostgreSQL, where
+// pool_max_conns=N sets the connection pool (default 16).
 func Open(ctx context.Context, dsn string) (*Store, error) {
-	path, err := parseDSN(dsn)
+	if isPostgresDSN(dsn) {
+		s, err := openPostgres(ctx, dsn)
+		if err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		return s, nil
+	}
+	path, err := parseSQLiteDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
@@ -42,7 +51,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 // Close releases the database.
 func (s *Store) Close() error {
 	errs := []error{s.rcache.close(), s.wcache.close()}
-	if s.reader != nil {
+	if s.reader != nil && s.reader != s.writer {
 		errs = append(errs, s.reader.Close())
 	}
 	if s.writer != nil {
@@ -212,10 +221,12 @@ func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, erro
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var id string
 		var generation int64
-		err := s.w(tx).queryRow(ctx, `SELECT id, generation FROM instances WHERE account_id = ? AND identity_key = ?`,
-			in.AccountID, in.IdentityKey).Scan(&id, &generation)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
+		lookup := func() error {
+			return s.w(tx).queryRow(ctx, `SELECT id, generation FROM instances WHERE account_id = ? AND identity_key = ?`+
+				s.lockClause("FOR UPDATE"), in.AccountID, in.IdentityKey).Scan(&id, &generation)
+		}
+		err := lookup()
+		if errors.Is(err, sql.ErrNoRows) {
 			res, err := s.w(tx).exec(ctx, `INSERT INTO instances (`+instanceCols+`)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 				in.ID, in.AccountID, in.IdentityKey, in.Name, in.Hostname, in.IP, encodeStrings(in.Tags),
@@ -224,24 +235,27 @@ func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, erro
 			if err != nil {
 				return err
 			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 0 {
-				return ErrConflict // the ID is taken by another identity
-			}
-			id = in.ID
-		case err != nil:
-			return err
-		default:
-			_, err := s.w(tx).exec(ctx, `UPDATE instances SET name = ?, hostname = ?, ip = ?, tags = ?,
-	version = ?, type = ?, token_id = ?, capacity = ?, generation = ?, connection = ?, draining = ?,
-	last_heartbeat = ?, deregistered_at = NULL, org = ?, project = ? WHERE id = ?`,
-				in.Name, in.Hostname, in.IP, encodeStrings(in.Tags), in.Version, in.Type, in.TokenID,
-				in.Capacity, generation+1, in.Connection, boolInt(in.Draining), nullMicros(in.LastHeartbeat),
-				in.Org, in.Project, id)
+			n, err := res.RowsAffected()
 			if err != nil {
 				return err
 			}
+			if n > 0 {
+				out, err = getInstance(ctx, s.w(tx), in.ID)
+				return err
+			}
+			// Nothing inserted: the ID is taken by another identity, or
+			// (PostgreSQL, several managers) the same identity registered
+			// concurrently and committed first; then update that row.
+			if err := lookup(); errors.Is(err, sql.ErrNoRows) {
+				return ErrConflict
+			} else if err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+		if err := s.updateInstance(ctx, tx, id, generation, in); err != nil {
+			return err
 		}
 		out, err = getInstance(ctx, s.w(tx), id)
 		return err
@@ -250,6 +264,19 @@ func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, erro
 		return Instance{}, fmt.Errorf("upsert instance %q: %w", in.IdentityKey, err)
 	}
 	return out, nil
+}
+
+// updateInstance is the re-registration half of UpsertInstance: row id,
+// read (and locked) at generation, takes every field of in but the ID and
+// RegisteredAt.
+func (s *Store) updateInstance(ctx context.Context, tx *sql.Tx, id string, generation int64, in Instance) error {
+	_, err := s.w(tx).exec(ctx, `UPDATE instances SET name = ?, hostname = ?, ip = ?, tags = ?,
+	version = ?, type = ?, token_id = ?, capacity = ?, generation = ?, connection = ?, draining = ?,
+	last_heartbeat = ?, deregistered_at = NULL, org = ?, project = ? WHERE id = ?`,
+		in.Name, in.Hostname, in.IP, encodeStrings(in.Tags), in.Version, in.Type, in.TokenID,
+		in.Capacity, generation+1, in.Connection, boolInt(in.Draining), nullMicros(in.LastHeartbeat),
+		in.Org, in.Project, id)
+	return err
 }
 
 // GetInstance returns an instance by ID or ErrNotFound.
@@ -412,11 +439,19 @@ func (s *Store) QueuedTasks(ctx context.Context, accountID string, limit int) ([
 // claimer already runs Capacity tasks, when Capacity > 0). On success it
 // increments Epoch and Attempts, sets InstanceID, DelegateName,
 // DelegateHostname, AcquiredAt = now, clears StartedAt, and sets
-// LeaseExpiresAt = now + LeaseDuration. Exactly one concurrent claimer wins.
+// LeaseExpiresAt = now + LeaseDuration. Exactly one concurrent claimer wins,
+// also across several Stores (managers) on one PostgreSQL database: the
+// guarded UPDATE locks the row, and a claimer that waited for that lock
+// re-checks status = queued against the committed row, so it matches
+// nothing. The capacity check holds under concurrency too (see
+// lockInstanceClaims).
 func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, error) {
 	var t Task
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		if c.Capacity > 0 {
+			if err := s.lockInstanceClaims(ctx, tx, c.InstanceID); err != nil {
+				return err
+			}
 			var running int
 			if err := s.w(tx).queryRow(ctx, `SELECT COUNT(*) FROM tasks WHERE instance_id = ? AND status = ?`,
 				c.InstanceID, protocol.StatusRunning).Scan(&running); err != nil {
@@ -501,7 +536,7 @@ func (s *Store) CompleteTask(ctx context.Context, id string, epoch int64, r Resu
 	var t Task
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		t, err = getTask(ctx, s.w(tx), id)
+		t, err = getTaskForUpdate(ctx, s.w(tx), id)
 		if err != nil {
 			return err
 		}
@@ -537,7 +572,7 @@ func (s *Store) FinishTask(ctx context.Context, accountID, id string, r Result, 
 	var t Task
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		t, err = getTask(ctx, s.w(tx), id)
+		t, err = getTaskForUpdate(ctx, s.w(tx), id)
 		if err != nil {
 			return err
 		}
@@ -588,12 +623,19 @@ func (s *Store) ExtendLeases(ctx context.Context, ext []LeaseExtension) error {
 // StartedAt/LeaseExpiresAt cleared, QueueDeadline = now + QueueTimeoutMS);
 // otherwise it ends failed with an Error naming the delegate (name and
 // hostname) that was lost while running it.
+//
+// The sweeps (ExpireLeases, ExpireQueued, TimeoutRunning) run on every
+// manager. On PostgreSQL they lock the rows they take and skip rows that
+// another transaction holds, so concurrent sweeps of several managers
+// split the work and each task is reported by exactly one of them; a row
+// skipped because a claim or a result holds it is looked at again by the
+// next sweep. Nothing to sweep is not an error: the result is empty.
 func (s *Store) ExpireLeases(ctx context.Context, now time.Time) ([]LeaseOutcome, error) {
 	var out []LeaseOutcome
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out = nil
 		expired, err := queryTasks(ctx, s.w(tx), `SELECT `+taskCols+` FROM tasks
-	WHERE status = ? AND lease_expires_at < ? ORDER BY lease_expires_at, id`,
+	WHERE status = ? AND lease_expires_at < ? ORDER BY lease_expires_at, id`+s.lockClause("FOR UPDATE SKIP LOCKED"),
 			protocol.StatusRunning, micros(now))
 		if err != nil {
 			return err
@@ -636,7 +678,7 @@ func (s *Store) ExpireQueued(ctx context.Context, now time.Time, reason string) 
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out = nil
 		expired, err := queryTasks(ctx, s.w(tx), `SELECT `+taskCols+` FROM tasks
-	WHERE status = ? AND queue_deadline < ? ORDER BY queue_deadline, id`,
+	WHERE status = ? AND queue_deadline < ? ORDER BY queue_deadline, id`+s.lockClause("FOR UPDATE SKIP LOCKED"),
 			protocol.StatusQueued, micros(now))
 		if err != nil {
 			return err
@@ -670,7 +712,7 @@ func (s *Store) TimeoutRunning(ctx context.Context, now time.Time, grace time.Du
 		out = nil
 		late, err := queryTasks(ctx, s.w(tx), `SELECT `+taskCols+` FROM tasks
 	WHERE status = ? AND timeout_ms > 0 AND acquired_at + timeout_ms * 1000 < ?
-	ORDER BY acquired_at, id`,
+	ORDER BY acquired_at, id`+s.lockClause("FOR UPDATE SKIP LOCKED"),
 			protocol.StatusRunning, micros(now)-grace.Microseconds())
 		if err != nil {
 			return err
@@ -719,7 +761,9 @@ func (s *Store) RunningTasksOf(ctx context.Context, instanceID string) ([]Task, 
 // and their size added to LogOmitted. LogBytes counts all bytes received.
 // A chunk that starts inside the head is kept whole; while cap.Tail > 0 the
 // newest chunk is never dropped, so the tail may exceed cap.Tail by less
-// than one chunk. A zero cap keeps everything.
+// than one chunk. A zero cap keeps everything. NUL bytes and invalid UTF-8
+// in Data are stored as U+FFFD (see cleanText), and sizes count the bytes
+// stored.
 func (s *Store) AppendLogs(ctx context.Context, taskID string, epoch int64, chunks []protocol.LogChunk, cap LogCap) error {
 	if len(chunks) == 0 {
 		return nil

@@ -66,8 +66,11 @@ func TestOpenDSN(t *testing.T) {
 		{"plain path", filepath.Join(dir, "a.db"), ""},
 		{"sqlite scheme", "sqlite://" + filepath.Join(dir, "b.db"), ""},
 		{"creates parent directory", filepath.Join(dir, "sub", "dir", "c.db"), ""},
-		{"postgres", "postgres://u:p@localhost/legate", "PostgreSQL is not supported yet"},
-		{"postgresql", "postgresql://localhost/legate", "PostgreSQL is not supported yet"},
+		// PostgreSQL DSNs that fail before or at connecting (opening one
+		// is tested in TestOpenPostgres); errors never show the password.
+		{"postgres bad URL", "postgres://u:s3cretpw@localhost:notaport/legate", "not a valid URL"},
+		{"postgresql bad pool size", "postgresql://localhost/legate?pool_max_conns=0", "pool_max_conns"},
+		{"postgres unreachable", "postgres://u:s3cretpw@127.0.0.1:1/legate?sslmode=disable", "127.0.0.1"},
 		{"memory", ":memory:", "use a file path"},
 		{"empty", "", "empty SQLite path"},
 		{"query", filepath.Join(dir, "d.db?mode=ro"), "must not contain"},
@@ -88,6 +91,9 @@ func TestOpenDSN(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("Open(%q) error %q, want it to contain %q", tt.dsn, err, tt.wantErr)
+			}
+			if strings.Contains(err.Error(), "s3cretpw") {
+				t.Errorf("Open error %q shows the password", err)
 			}
 		})
 	}
@@ -135,87 +141,91 @@ func TestOpenPragmasAndPermissions(t *testing.T) {
 
 func TestMigrationsReopen(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "legate.db")
-	files, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("embedded migrations: %v %v", files, err)
-	}
-
-	versions := func(s *Store) []string {
-		t.Helper()
-		rows, err := s.reader.QueryContext(ctx, "SELECT version FROM schema_migrations ORDER BY version")
-		if err != nil {
-			t.Fatal(err)
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		path := b.newDSN(t)
+		files, err := fs.Glob(migrationFS, "migrations/*.sql")
+		if err != nil || len(files) == 0 {
+			t.Fatalf("embedded migrations: %v %v", files, err)
 		}
-		defer rows.Close()
-		var out []string
-		for rows.Next() {
-			var v string
-			if err := rows.Scan(&v); err != nil {
+
+		versions := func(s *Store) []string {
+			t.Helper()
+			rows, err := s.reader.QueryContext(ctx, "SELECT version FROM schema_migrations ORDER BY version")
+			if err != nil {
 				t.Fatal(err)
 			}
-			out = append(out, v)
+			defer rows.Close()
+			var out []string
+			for rows.Next() {
+				var v string
+				if err := rows.Scan(&v); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, v)
+			}
+			return out
 		}
-		return out
-	}
-	var want []string
-	for _, f := range files {
-		want = append(want, strings.TrimSuffix(filepath.Base(f), ".sql"))
-	}
-
-	s, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.CreateAccount(ctx, Account{ID: "acc", CreatedAt: t0}); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want, versions(s)); diff != "" {
-		t.Errorf("versions after first open (-want +got):\n%s", diff)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	// Re-opening applies nothing again (a second CREATE TABLE would fail)
-	// and keeps the data.
-	for i := 0; i < 2; i++ {
-		s = openAt(t, path)
-		if diff := cmp.Diff(want, versions(s)); diff != "" {
-			t.Errorf("versions after re-open (-want +got):\n%s", diff)
+		var want []string
+		for _, f := range files {
+			want = append(want, strings.TrimSuffix(filepath.Base(f), ".sql"))
 		}
-		a, err := s.GetAccount(ctx, "acc")
+
+		s, err := Open(ctx, path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !a.CreatedAt.Equal(t0) {
-			t.Errorf("CreatedAt = %v, want %v", a.CreatedAt, t0)
+		if err := s.CreateAccount(ctx, Account{ID: "acc", CreatedAt: t0}); err != nil {
+			t.Fatal(err)
 		}
-	}
+		if diff := cmp.Diff(want, versions(s)); diff != "" {
+			t.Errorf("versions after first open (-want +got):\n%s", diff)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		// Re-opening applies nothing again (a second CREATE TABLE would fail)
+		// and keeps the data.
+		for i := 0; i < 2; i++ {
+			s = openAt(t, path)
+			if diff := cmp.Diff(want, versions(s)); diff != "" {
+				t.Errorf("versions after re-open (-want +got):\n%s", diff)
+			}
+			a, err := s.GetAccount(ctx, "acc")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !a.CreatedAt.Equal(t0) {
+				t.Errorf("CreatedAt = %v, want %v", a.CreatedAt, t0)
+			}
+		}
+	})
 }
 
 func TestOpenConcurrent(t *testing.T) {
 	t.Parallel()
-	// Several managers opening a fresh file at once all migrate it safely.
-	path := filepath.Join(t.TempDir(), "legate.db")
-	var wg sync.WaitGroup
-	errs := make([]error, 4)
-	for i := range errs {
-		wg.Go(func() {
-			s, err := Open(context.Background(), path)
-			if err == nil {
-				err = s.Close()
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("open %d: %v", i, err)
+	forEachBackend(t, func(t *testing.T, b backend) {
+		// Several managers opening a fresh database at once all migrate it safely.
+		path := b.newDSN(t)
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			wg.Go(func() {
+				s, err := Open(context.Background(), path)
+				if err == nil {
+					err = s.Close()
+				}
+				errs[i] = err
+			})
 		}
-	}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("open %d: %v", i, err)
+			}
+		}
+	})
 }
 
 func TestRebind(t *testing.T) {
@@ -239,267 +249,275 @@ func TestRebind(t *testing.T) {
 
 func TestSettingOrInitRace(t *testing.T) {
 	t.Parallel()
-	s := openTest(t)
-	ctx := context.Background()
-	const n = 16
-	got := make([]string, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			got[i], errs[i] = s.SettingOrInit(ctx, "manager.secret", fmt.Sprintf("value-%d", i))
-		})
-	}
-	wg.Wait()
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatalf("caller %d: %v", i, errs[i])
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		const n = 16
+		got := make([]string, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				got[i], errs[i] = s.SettingOrInit(ctx, "manager.secret", fmt.Sprintf("value-%d", i))
+			})
 		}
-		if got[i] != got[0] {
-			t.Fatalf("caller %d got %q, caller 0 got %q", i, got[i], got[0])
+		wg.Wait()
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("caller %d: %v", i, errs[i])
+			}
+			if got[i] != got[0] {
+				t.Fatalf("caller %d got %q, caller 0 got %q", i, got[i], got[0])
+			}
 		}
-	}
-	if !strings.HasPrefix(got[0], "value-") {
-		t.Fatalf("stored value %q", got[0])
-	}
-	again, err := s.SettingOrInit(ctx, "manager.secret", "other")
-	if err != nil || again != got[0] {
-		t.Fatalf("SettingOrInit again = %q, %v; want %q", again, err, got[0])
-	}
-	other, err := s.SettingOrInit(ctx, "other.key", "x")
-	if err != nil || other != "x" {
-		t.Fatalf("SettingOrInit(other.key) = %q, %v", other, err)
-	}
+		if !strings.HasPrefix(got[0], "value-") {
+			t.Fatalf("stored value %q", got[0])
+		}
+		again, err := s.SettingOrInit(ctx, "manager.secret", "other")
+		if err != nil || again != got[0] {
+			t.Fatalf("SettingOrInit again = %q, %v; want %q", again, err, got[0])
+		}
+		other, err := s.SettingOrInit(ctx, "other.key", "x")
+		if err != nil || other != "x" {
+			t.Fatalf("SettingOrInit(other.key) = %q, %v", other, err)
+		}
+	})
 }
 
 func TestAccountsAndAPIKeys(t *testing.T) {
 	t.Parallel()
-	s := openTest(t)
-	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
 
-	if err := s.CreateAccount(ctx, Account{ID: "acc1", CreatedAt: t0}); err != nil {
-		t.Fatal(err)
-	}
-	wantErr(t, "duplicate account", s.CreateAccount(ctx, Account{ID: "acc1", CreatedAt: at(time.Hour)}), ErrConflict)
-	a, err := s.GetAccount(ctx, "acc1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(Account{ID: "acc1", CreatedAt: t0}, a); diff != "" {
-		t.Errorf("GetAccount (-want +got):\n%s", diff)
-	}
-	_, err = s.GetAccount(ctx, "nope")
-	wantErr(t, "unknown account", err, ErrNotFound)
-
-	if err := s.CreateAPIKey(ctx, "acc1", "admin", "hash1", t0); err != nil {
-		t.Fatal(err)
-	}
-	wantErr(t, "duplicate API key", s.CreateAPIKey(ctx, "acc1", "again", "hash1", t0), ErrConflict)
-
-	tests := []struct {
-		hash    string
-		want    string
-		wantErr error
-	}{
-		{"hash1", "acc1", nil},
-		{"hash2", "", ErrNotFound},
-		{"", "", ErrNotFound},
-	}
-	for _, tt := range tests {
-		got, err := s.AccountForAPIKey(ctx, tt.hash)
-		if !errors.Is(err, tt.wantErr) || got != tt.want {
-			t.Errorf("AccountForAPIKey(%q) = %q, %v; want %q, %v", tt.hash, got, err, tt.want, tt.wantErr)
+		if err := s.CreateAccount(ctx, Account{ID: "acc1", CreatedAt: t0}); err != nil {
+			t.Fatal(err)
 		}
-	}
+		wantErr(t, "duplicate account", s.CreateAccount(ctx, Account{ID: "acc1", CreatedAt: at(time.Hour)}), ErrConflict)
+		a, err := s.GetAccount(ctx, "acc1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(Account{ID: "acc1", CreatedAt: t0}, a); diff != "" {
+			t.Errorf("GetAccount (-want +got):\n%s", diff)
+		}
+		_, err = s.GetAccount(ctx, "nope")
+		wantErr(t, "unknown account", err, ErrNotFound)
+
+		if err := s.CreateAPIKey(ctx, "acc1", "admin", "hash1", t0); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "duplicate API key", s.CreateAPIKey(ctx, "acc1", "again", "hash1", t0), ErrConflict)
+
+		tests := []struct {
+			hash    string
+			want    string
+			wantErr error
+		}{
+			{"hash1", "acc1", nil},
+			{"hash2", "", ErrNotFound},
+			{"", "", ErrNotFound},
+		}
+		for _, tt := range tests {
+			got, err := s.AccountForAPIKey(ctx, tt.hash)
+			if !errors.Is(err, tt.wantErr) || got != tt.want {
+				t.Errorf("AccountForAPIKey(%q) = %q, %v; want %q, %v", tt.hash, got, err, tt.want, tt.wantErr)
+			}
+		}
+	})
 }
 
 func TestTokens(t *testing.T) {
 	t.Parallel()
-	s := openTest(t)
-	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
 
-	tok1 := Token{ID: "t1", AccountID: "acc1", Name: "prod", Hash: "h1", CreatedAt: t0}
-	tok2 := Token{ID: "t2", AccountID: "acc1", Name: "dev", Hash: "h2", CreatedAt: at(time.Minute)}
-	tok3 := Token{ID: "t3", AccountID: "acc2", Name: "prod", Hash: "h3", CreatedAt: at(-time.Minute)}
-	for _, tok := range []Token{tok2, tok1, tok3} {
-		if err := s.CreateToken(ctx, tok); err != nil {
-			t.Fatalf("CreateToken(%s): %v", tok.ID, err)
+		tok1 := Token{ID: "t1", AccountID: "acc1", Name: "prod", Hash: "h1", CreatedAt: t0}
+		tok2 := Token{ID: "t2", AccountID: "acc1", Name: "dev", Hash: "h2", CreatedAt: at(time.Minute)}
+		tok3 := Token{ID: "t3", AccountID: "acc2", Name: "prod", Hash: "h3", CreatedAt: at(-time.Minute)}
+		for _, tok := range []Token{tok2, tok1, tok3} {
+			if err := s.CreateToken(ctx, tok); err != nil {
+				t.Fatalf("CreateToken(%s): %v", tok.ID, err)
+			}
 		}
-	}
-	wantErr(t, "same name", s.CreateToken(ctx, Token{ID: "t4", AccountID: "acc1", Name: "prod", Hash: "h4", CreatedAt: t0}), ErrConflict)
-	wantErr(t, "same ID", s.CreateToken(ctx, Token{ID: "t1", AccountID: "acc1", Name: "other", Hash: "h5", CreatedAt: t0}), ErrConflict)
+		wantErr(t, "same name", s.CreateToken(ctx, Token{ID: "t4", AccountID: "acc1", Name: "prod", Hash: "h4", CreatedAt: t0}), ErrConflict)
+		wantErr(t, "same ID", s.CreateToken(ctx, Token{ID: "t1", AccountID: "acc1", Name: "other", Hash: "h5", CreatedAt: t0}), ErrConflict)
 
-	list, err := s.ListTokens(ctx, "acc1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]Token{tok1, tok2}, list); diff != "" {
-		t.Errorf("ListTokens (-want +got):\n%s", diff)
-	}
-
-	lookups := []struct {
-		name    string
-		account string
-		hash    string
-		want    Token
-		wantErr error
-	}{
-		{"own token", "acc1", "h1", tok1, nil},
-		{"other account's token", "acc1", "h3", Token{}, ErrNotFound},
-		{"unknown hash", "acc1", "zz", Token{}, ErrNotFound},
-	}
-	for _, tt := range lookups {
-		got, err := s.TokenByHash(ctx, tt.account, tt.hash)
-		if !errors.Is(err, tt.wantErr) {
-			t.Errorf("%s: TokenByHash error %v, want %v", tt.name, err, tt.wantErr)
+		list, err := s.ListTokens(ctx, "acc1")
+		if err != nil {
+			t.Fatal(err)
 		}
-		if diff := cmp.Diff(tt.want, got); diff != "" {
-			t.Errorf("%s: TokenByHash (-want +got):\n%s", tt.name, diff)
+		if diff := cmp.Diff([]Token{tok1, tok2}, list); diff != "" {
+			t.Errorf("ListTokens (-want +got):\n%s", diff)
 		}
-	}
-	got, err := s.TokenByID(ctx, "t3")
-	if err != nil || !cmp.Equal(got, tok3) {
-		t.Errorf("TokenByID(t3) = %+v, %v", got, err)
-	}
-	_, err = s.TokenByID(ctx, "nope")
-	wantErr(t, "TokenByID unknown", err, ErrNotFound)
 
-	// Revoke: idempotent, keeps the first time, keeps the name taken.
-	revoked, err := s.RevokeToken(ctx, "acc1", "prod", at(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := tok1
-	want.RevokedAt = ptr(at(time.Hour))
-	if diff := cmp.Diff(want, revoked); diff != "" {
-		t.Errorf("RevokeToken (-want +got):\n%s", diff)
-	}
-	revoked, err = s.RevokeToken(ctx, "acc1", "prod", at(2*time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want, revoked); diff != "" {
-		t.Errorf("second RevokeToken (-want +got):\n%s", diff)
-	}
-	got, err = s.TokenByHash(ctx, "acc1", "h1")
-	if err != nil || !cmp.Equal(got, want) {
-		t.Errorf("TokenByHash of revoked token = %+v, %v", got, err)
-	}
-	_, err = s.RevokeToken(ctx, "acc1", "nope", t0)
-	wantErr(t, "revoke unknown", err, ErrNotFound)
-	_, err = s.RevokeToken(ctx, "acc2", "dev", t0)
-	wantErr(t, "revoke other account's name", err, ErrNotFound)
-	wantErr(t, "reuse revoked name", s.CreateToken(ctx, Token{ID: "t9", AccountID: "acc1", Name: "prod", Hash: "h9", CreatedAt: t0}), ErrConflict)
-	other, err := s.TokenByID(ctx, "t3")
-	if err != nil || other.RevokedAt != nil {
-		t.Errorf("revoking acc1/prod touched acc2/prod: %+v, %v", other, err)
-	}
+		lookups := []struct {
+			name    string
+			account string
+			hash    string
+			want    Token
+			wantErr error
+		}{
+			{"own token", "acc1", "h1", tok1, nil},
+			{"other account's token", "acc1", "h3", Token{}, ErrNotFound},
+			{"unknown hash", "acc1", "zz", Token{}, ErrNotFound},
+		}
+		for _, tt := range lookups {
+			got, err := s.TokenByHash(ctx, tt.account, tt.hash)
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("%s: TokenByHash error %v, want %v", tt.name, err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("%s: TokenByHash (-want +got):\n%s", tt.name, diff)
+			}
+		}
+		got, err := s.TokenByID(ctx, "t3")
+		if err != nil || !cmp.Equal(got, tok3) {
+			t.Errorf("TokenByID(t3) = %+v, %v", got, err)
+		}
+		_, err = s.TokenByID(ctx, "nope")
+		wantErr(t, "TokenByID unknown", err, ErrNotFound)
+
+		// Revoke: idempotent, keeps the first time, keeps the name taken.
+		revoked, err := s.RevokeToken(ctx, "acc1", "prod", at(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := tok1
+		want.RevokedAt = ptr(at(time.Hour))
+		if diff := cmp.Diff(want, revoked); diff != "" {
+			t.Errorf("RevokeToken (-want +got):\n%s", diff)
+		}
+		revoked, err = s.RevokeToken(ctx, "acc1", "prod", at(2*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, revoked); diff != "" {
+			t.Errorf("second RevokeToken (-want +got):\n%s", diff)
+		}
+		got, err = s.TokenByHash(ctx, "acc1", "h1")
+		if err != nil || !cmp.Equal(got, want) {
+			t.Errorf("TokenByHash of revoked token = %+v, %v", got, err)
+		}
+		_, err = s.RevokeToken(ctx, "acc1", "nope", t0)
+		wantErr(t, "revoke unknown", err, ErrNotFound)
+		_, err = s.RevokeToken(ctx, "acc2", "dev", t0)
+		wantErr(t, "revoke other account's name", err, ErrNotFound)
+		wantErr(t, "reuse revoked name", s.CreateToken(ctx, Token{ID: "t9", AccountID: "acc1", Name: "prod", Hash: "h9", CreatedAt: t0}), ErrConflict)
+		other, err := s.TokenByID(ctx, "t3")
+		if err != nil || other.RevokedAt != nil {
+			t.Errorf("revoking acc1/prod touched acc2/prod: %+v, %v", other, err)
+		}
+	})
 }
 
 func TestInstances(t *testing.T) {
 	t.Parallel()
-	s := openTest(t)
-	ctx := context.Background()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
 
-	in1 := Instance{
-		ID: "i1", AccountID: "acc1", IdentityKey: "build|host-a|10.0.0.1", Name: "build", Hostname: "host-a",
-		IP: "10.0.0.1", Tags: []string{"linux", "x86"}, Version: "1.0.0", Type: "SHELL", TokenID: "t1",
-		Capacity: 4, Connection: "", RegisteredAt: t0,
-	}
-	got, err := s.UpsertInstance(ctx, in1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := in1
-	want.Generation = 1
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("first UpsertInstance (-want +got):\n%s", diff)
-	}
-	if err := s.DeregisterInstance(ctx, "i1", at(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	got, err = s.GetInstance(ctx, "i1")
-	if err != nil || got.DeregisteredAt == nil || !got.DeregisteredAt.Equal(at(time.Minute)) {
-		t.Fatalf("after deregister: %+v, %v", got, err)
-	}
-
-	// The same identity registers again with a new ID: same row, every
-	// other field updated, generation bumped, deregistration cleared.
-	again := Instance{
-		ID: "i1-new", AccountID: "acc1", IdentityKey: in1.IdentityKey, Name: "build", Hostname: "host-a",
-		IP: "10.0.0.1", Tags: []string{"linux"}, Version: "1.1.0", Type: "SHELL", TokenID: "t2",
-		Capacity: 8, Connection: protocol.ConnPolling, Draining: true, RegisteredAt: at(time.Hour),
-		LastHeartbeat: ptr(at(time.Hour)),
-	}
-	got, err = s.UpsertInstance(ctx, again)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want = again
-	want.ID = "i1"
-	want.RegisteredAt = t0
-	want.Generation = 2
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("re-register (-want +got):\n%s", diff)
-	}
-	stored, err := s.GetInstance(ctx, "i1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want, stored); diff != "" {
-		t.Errorf("GetInstance after re-register (-want +got):\n%s", diff)
-	}
-	_, err = s.GetInstance(ctx, "i1-new")
-	wantErr(t, "GetInstance of the unused ID", err, ErrNotFound)
-
-	// Same identity key in another account is another instance; an ID
-	// taken by another identity is a conflict.
-	in2 := Instance{ID: "i2", AccountID: "acc2", IdentityKey: in1.IdentityKey, Name: "build", Hostname: "host-a", RegisteredAt: t0}
-	if got, err = s.UpsertInstance(ctx, in2); err != nil || got.Generation != 1 || got.ID != "i2" {
-		t.Fatalf("other account: %+v, %v", got, err)
-	}
-	_, err = s.UpsertInstance(ctx, Instance{ID: "i2", AccountID: "acc1", IdentityKey: "other", RegisteredAt: t0})
-	wantErr(t, "taken ID", err, ErrConflict)
-
-	in3 := Instance{ID: "i3", AccountID: "acc1", IdentityKey: "alpha|host-z", Name: "alpha", Hostname: "host-z", RegisteredAt: t0}
-	in4 := Instance{ID: "i4", AccountID: "acc1", IdentityKey: "build|host-0", Name: "build", Hostname: "host-0", RegisteredAt: t0}
-	for _, in := range []Instance{in3, in4} {
-		if _, err := s.UpsertInstance(ctx, in); err != nil {
+		in1 := Instance{
+			ID: "i1", AccountID: "acc1", IdentityKey: "build|host-a|10.0.0.1", Name: "build", Hostname: "host-a",
+			IP: "10.0.0.1", Tags: []string{"linux", "x86"}, Version: "1.0.0", Type: "SHELL", TokenID: "t1",
+			Capacity: 4, Connection: "", RegisteredAt: t0,
+		}
+		got, err := s.UpsertInstance(ctx, in1)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	list, err := s.ListInstances(ctx, "acc1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, in := range list {
-		ids = append(ids, in.ID)
-	}
-	if diff := cmp.Diff([]string{"i3", "i4", "i1"}, ids); diff != "" {
-		t.Errorf("ListInstances order (-want +got):\n%s", diff)
-	}
+		want := in1
+		want.Generation = 1
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("first UpsertInstance (-want +got):\n%s", diff)
+		}
+		if err := s.DeregisterInstance(ctx, "i1", at(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		got, err = s.GetInstance(ctx, "i1")
+		if err != nil || got.DeregisteredAt == nil || !got.DeregisteredAt.Equal(at(time.Minute)) {
+			t.Fatalf("after deregister: %+v, %v", got, err)
+		}
 
-	// Touch: batched, unknown IDs ignored.
-	err = s.TouchInstances(ctx, []InstanceTouch{
-		{ID: "i3", LastHeartbeat: at(2 * time.Hour), Connection: protocol.ConnWebSocket, Draining: true},
-		{ID: "ghost", LastHeartbeat: at(2 * time.Hour)},
-		{ID: "i4", LastHeartbeat: at(3 * time.Hour), Connection: protocol.ConnPolling},
+		// The same identity registers again with a new ID: same row, every
+		// other field updated, generation bumped, deregistration cleared.
+		again := Instance{
+			ID: "i1-new", AccountID: "acc1", IdentityKey: in1.IdentityKey, Name: "build", Hostname: "host-a",
+			IP: "10.0.0.1", Tags: []string{"linux"}, Version: "1.1.0", Type: "SHELL", TokenID: "t2",
+			Capacity: 8, Connection: protocol.ConnPolling, Draining: true, RegisteredAt: at(time.Hour),
+			LastHeartbeat: ptr(at(time.Hour)),
+		}
+		got, err = s.UpsertInstance(ctx, again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = again
+		want.ID = "i1"
+		want.RegisteredAt = t0
+		want.Generation = 2
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("re-register (-want +got):\n%s", diff)
+		}
+		stored, err := s.GetInstance(ctx, "i1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, stored); diff != "" {
+			t.Errorf("GetInstance after re-register (-want +got):\n%s", diff)
+		}
+		_, err = s.GetInstance(ctx, "i1-new")
+		wantErr(t, "GetInstance of the unused ID", err, ErrNotFound)
+
+		// Same identity key in another account is another instance; an ID
+		// taken by another identity is a conflict.
+		in2 := Instance{ID: "i2", AccountID: "acc2", IdentityKey: in1.IdentityKey, Name: "build", Hostname: "host-a", RegisteredAt: t0}
+		if got, err = s.UpsertInstance(ctx, in2); err != nil || got.Generation != 1 || got.ID != "i2" {
+			t.Fatalf("other account: %+v, %v", got, err)
+		}
+		_, err = s.UpsertInstance(ctx, Instance{ID: "i2", AccountID: "acc1", IdentityKey: "other", RegisteredAt: t0})
+		wantErr(t, "taken ID", err, ErrConflict)
+
+		in3 := Instance{ID: "i3", AccountID: "acc1", IdentityKey: "alpha|host-z", Name: "alpha", Hostname: "host-z", RegisteredAt: t0}
+		in4 := Instance{ID: "i4", AccountID: "acc1", IdentityKey: "build|host-0", Name: "build", Hostname: "host-0", RegisteredAt: t0}
+		for _, in := range []Instance{in3, in4} {
+			if _, err := s.UpsertInstance(ctx, in); err != nil {
+				t.Fatal(err)
+			}
+		}
+		list, err := s.ListInstances(ctx, "acc1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, in := range list {
+			ids = append(ids, in.ID)
+		}
+		if diff := cmp.Diff([]string{"i3", "i4", "i1"}, ids); diff != "" {
+			t.Errorf("ListInstances order (-want +got):\n%s", diff)
+		}
+
+		// Touch: batched, unknown IDs ignored.
+		err = s.TouchInstances(ctx, []InstanceTouch{
+			{ID: "i3", LastHeartbeat: at(2 * time.Hour), Connection: protocol.ConnWebSocket, Draining: true},
+			{ID: "ghost", LastHeartbeat: at(2 * time.Hour)},
+			{ID: "i4", LastHeartbeat: at(3 * time.Hour), Connection: protocol.ConnPolling},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got3, _ := s.GetInstance(ctx, "i3")
+		got4, _ := s.GetInstance(ctx, "i4")
+		want3, want4 := in3, in4
+		want3.Generation, want4.Generation = 1, 1
+		want3.LastHeartbeat, want3.Connection, want3.Draining = ptr(at(2*time.Hour)), protocol.ConnWebSocket, true
+		want4.LastHeartbeat, want4.Connection = ptr(at(3*time.Hour)), protocol.ConnPolling
+		if diff := cmp.Diff([]Instance{want3, want4}, []Instance{got3, got4}, equateEmpty); diff != "" {
+			t.Errorf("after TouchInstances (-want +got):\n%s", diff)
+		}
+		if err := s.TouchInstances(ctx, nil); err != nil {
+			t.Errorf("TouchInstances(nil): %v", err)
+		}
+		wantErr(t, "deregister unknown", s.DeregisterInstance(ctx, "ghost", t0), ErrNotFound)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got3, _ := s.GetInstance(ctx, "i3")
-	got4, _ := s.GetInstance(ctx, "i4")
-	want3, want4 := in3, in4
-	want3.Generation, want4.Generation = 1, 1
-	want3.LastHeartbeat, want3.Connection, want3.Draining = ptr(at(2*time.Hour)), protocol.ConnWebSocket, true
-	want4.LastHeartbeat, want4.Connection = ptr(at(3*time.Hour)), protocol.ConnPolling
-	if diff := cmp.Diff([]Instance{want3, want4}, []Instance{got3, got4}, equateEmpty); diff != "" {
-		t.Errorf("after TouchInstances (-want +got):\n%s", diff)
-	}
-	if err := s.TouchInstances(ctx, nil); err != nil {
-		t.Errorf("TouchInstances(nil): %v", err)
-	}
-	wantErr(t, "deregister unknown", s.DeregisterInstance(ctx, "ghost", t0), ErrNotFound)
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,576 +87,620 @@ func ids(tasks []Task) []string {
 
 func TestCreateGetTask(t *testing.T) {
 	t.Parallel()
-	s := openTest(t)
-	ctx := context.Background()
-	task := newTask("task1", "acc1", t0)
-	task.Spec.HTTP = &protocol.HTTPSpec{Method: "GET", URL: "http://x", Headers: map[string]string{"H": "v"}}
-	mustCreate(t, s, task)
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		task := newTask("task1", "acc1", t0)
+		task.Spec.HTTP = &protocol.HTTPSpec{Method: "GET", URL: "http://x", Headers: map[string]string{"H": "v"}}
+		mustCreate(t, s, task)
 
-	got := mustGet(t, s, "acc1", "task1")
-	if diff := cmp.Diff(stored(task), got, equateEmpty); diff != "" {
-		t.Errorf("GetTask (-want +got):\n%s", diff)
-	}
-	var typ string
-	if err := s.reader.QueryRowContext(ctx, "SELECT type FROM tasks WHERE id = 'task1'").Scan(&typ); err != nil || typ != protocol.TaskShell {
-		t.Errorf("type column = %q, %v", typ, err)
-	}
+		got := mustGet(t, s, "acc1", "task1")
+		if diff := cmp.Diff(stored(task), got, equateEmpty); diff != "" {
+			t.Errorf("GetTask (-want +got):\n%s", diff)
+		}
+		var typ string
+		if err := s.reader.QueryRowContext(ctx, "SELECT type FROM tasks WHERE id = 'task1'").Scan(&typ); err != nil || typ != protocol.TaskShell {
+			t.Errorf("type column = %q, %v", typ, err)
+		}
 
-	_, err := s.GetTask(ctx, "acc2", "task1")
-	wantErr(t, "other account", err, ErrNotFound)
-	_, err = s.GetTask(ctx, "acc1", "nope")
-	wantErr(t, "unknown task", err, ErrNotFound)
-	wantErr(t, "duplicate", s.CreateTask(ctx, newTask("task1", "acc1", t0)), ErrConflict)
+		_, err := s.GetTask(ctx, "acc2", "task1")
+		wantErr(t, "other account", err, ErrNotFound)
+		_, err = s.GetTask(ctx, "acc1", "nope")
+		wantErr(t, "unknown task", err, ErrNotFound)
+		wantErr(t, "duplicate", s.CreateTask(ctx, newTask("task1", "acc1", t0)), ErrConflict)
 
-	// Runtime fields given to CreateTask are ignored: it inserts a queued task.
-	odd := newTask("task2", "acc1", t0)
-	odd.Status, odd.Epoch, odd.InstanceID = protocol.StatusRunning, 7, "i1"
-	mustCreate(t, s, odd)
-	got = mustGet(t, s, "acc1", "task2")
-	if got.Status != protocol.StatusQueued || got.Epoch != 0 || got.InstanceID != "" {
-		t.Errorf("CreateTask kept runtime fields: %+v", got)
-	}
+		// Runtime fields given to CreateTask are ignored: it inserts a queued task.
+		odd := newTask("task2", "acc1", t0)
+		odd.Status, odd.Epoch, odd.InstanceID = protocol.StatusRunning, 7, "i1"
+		mustCreate(t, s, odd)
+		got = mustGet(t, s, "acc1", "task2")
+		if got.Status != protocol.StatusQueued || got.Epoch != 0 || got.InstanceID != "" {
+			t.Errorf("CreateTask kept runtime fields: %+v", got)
+		}
+	})
 }
 
 func TestListTasks(t *testing.T) {
 	t.Parallel()
-	s := openTest(t)
-	// a1..a4 in acc1 (a2 and a3 created at the same time: id breaks the tie),
-	// b1 in acc2.
-	mustCreate(t, s,
-		newTask("a1", "acc1", at(1*time.Second)),
-		newTask("a3", "acc1", at(2*time.Second)),
-		newTask("a2", "acc1", at(2*time.Second)),
-		newTask("a4", "acc1", at(3*time.Second)),
-		newTask("b1", "acc2", at(4*time.Second)),
-	)
-	mustClaim(t, s, "a3", "i1", at(5*time.Second))
-	mustClaim(t, s, "b1", "i2", at(5*time.Second))
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		// a1..a4 in acc1 (a2 and a3 created at the same time: id breaks the tie),
+		// b1 in acc2.
+		mustCreate(t, s,
+			newTask("a1", "acc1", at(1*time.Second)),
+			newTask("a3", "acc1", at(2*time.Second)),
+			newTask("a2", "acc1", at(2*time.Second)),
+			newTask("a4", "acc1", at(3*time.Second)),
+			newTask("b1", "acc2", at(4*time.Second)),
+		)
+		mustClaim(t, s, "a3", "i1", at(5*time.Second))
+		mustClaim(t, s, "b1", "i2", at(5*time.Second))
 
-	tests := []struct {
-		name string
-		f    TaskFilter
-		want []string
-	}{
-		{"all", TaskFilter{}, []string{"b1", "a4", "a3", "a2", "a1"}},
-		{"account", TaskFilter{AccountID: "acc1"}, []string{"a4", "a3", "a2", "a1"}},
-		{"account and status", TaskFilter{AccountID: "acc1", Status: protocol.StatusQueued}, []string{"a4", "a2", "a1"}},
-		{"status", TaskFilter{Status: protocol.StatusRunning}, []string{"b1", "a3"}},
-		{"limit", TaskFilter{AccountID: "acc1", Limit: 2}, []string{"a4", "a3"}},
-		{"nothing", TaskFilter{AccountID: "acc3"}, nil},
-	}
-	for _, tt := range tests {
-		got, err := s.ListTasks(context.Background(), tt.f)
-		if err != nil {
-			t.Fatalf("%s: %v", tt.name, err)
+		tests := []struct {
+			name string
+			f    TaskFilter
+			want []string
+		}{
+			{"all", TaskFilter{}, []string{"b1", "a4", "a3", "a2", "a1"}},
+			{"account", TaskFilter{AccountID: "acc1"}, []string{"a4", "a3", "a2", "a1"}},
+			{"account and status", TaskFilter{AccountID: "acc1", Status: protocol.StatusQueued}, []string{"a4", "a2", "a1"}},
+			{"status", TaskFilter{Status: protocol.StatusRunning}, []string{"b1", "a3"}},
+			{"limit", TaskFilter{AccountID: "acc1", Limit: 2}, []string{"a4", "a3"}},
+			{"nothing", TaskFilter{AccountID: "acc3"}, nil},
 		}
-		if diff := cmp.Diff(tt.want, ids(got)); diff != "" {
-			t.Errorf("%s: ListTasks(%+v) (-want +got):\n%s", tt.name, tt.f, diff)
+		for _, tt := range tests {
+			got, err := s.ListTasks(context.Background(), tt.f)
+			if err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			if diff := cmp.Diff(tt.want, ids(got)); diff != "" {
+				t.Errorf("%s: ListTasks(%+v) (-want +got):\n%s", tt.name, tt.f, diff)
+			}
 		}
-	}
+	})
 }
 
 func TestListTasksDefaultLimit(t *testing.T) {
 	t.Parallel()
-	s := openTest(t)
-	for i := range defaultListLimit + 5 {
-		mustCreate(t, s, newTask(fmt.Sprintf("t%03d", i), "acc1", at(time.Duration(i)*time.Second)))
-	}
-	got, err := s.ListTasks(context.Background(), TaskFilter{AccountID: "acc1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != defaultListLimit || got[0].ID != fmt.Sprintf("t%03d", defaultListLimit+4) {
-		t.Errorf("ListTasks returned %d tasks starting %s", len(got), got[0].ID)
-	}
-	for _, tt := range []struct{ in, want int }{{0, 100}, {-1, 100}, {5, 5}, {1000, 1000}, {5000, 1000}} {
-		if got := listLimit(tt.in); got != tt.want {
-			t.Errorf("listLimit(%d) = %d, want %d", tt.in, got, tt.want)
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		for i := range defaultListLimit + 5 {
+			mustCreate(t, s, newTask(fmt.Sprintf("t%03d", i), "acc1", at(time.Duration(i)*time.Second)))
 		}
-	}
+		got, err := s.ListTasks(context.Background(), TaskFilter{AccountID: "acc1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != defaultListLimit || got[0].ID != fmt.Sprintf("t%03d", defaultListLimit+4) {
+			t.Errorf("ListTasks returned %d tasks starting %s", len(got), got[0].ID)
+		}
+		for _, tt := range []struct{ in, want int }{{0, 100}, {-1, 100}, {5, 5}, {1000, 1000}, {5000, 1000}} {
+			if got := listLimit(tt.in); got != tt.want {
+				t.Errorf("listLimit(%d) = %d, want %d", tt.in, got, tt.want)
+			}
+		}
+	})
 }
 
 func TestQueuedTasks(t *testing.T) {
 	t.Parallel()
-	s := openTest(t)
-	mustCreate(t, s,
-		newTask("q3", "acc1", at(3*time.Second)),
-		newTask("q1", "acc1", at(1*time.Second)),
-		newTask("q2", "acc1", at(2*time.Second)),
-		newTask("r1", "acc1", at(0)),
-		newTask("x1", "acc2", at(0)),
-	)
-	mustClaim(t, s, "r1", "i1", at(time.Minute))
-	for _, tt := range []struct {
-		limit int
-		want  []string
-	}{{0, []string{"q1", "q2", "q3"}}, {2, []string{"q1", "q2"}}} {
-		got, err := s.QueuedTasks(context.Background(), "acc1", tt.limit)
-		if err != nil {
-			t.Fatal(err)
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		mustCreate(t, s,
+			newTask("q3", "acc1", at(3*time.Second)),
+			newTask("q1", "acc1", at(1*time.Second)),
+			newTask("q2", "acc1", at(2*time.Second)),
+			newTask("r1", "acc1", at(0)),
+			newTask("x1", "acc2", at(0)),
+		)
+		mustClaim(t, s, "r1", "i1", at(time.Minute))
+		for _, tt := range []struct {
+			limit int
+			want  []string
+		}{{0, []string{"q1", "q2", "q3"}}, {2, []string{"q1", "q2"}}} {
+			got, err := s.QueuedTasks(context.Background(), "acc1", tt.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, ids(got)); diff != "" {
+				t.Errorf("QueuedTasks(limit %d) (-want +got):\n%s", tt.limit, diff)
+			}
 		}
-		if diff := cmp.Diff(tt.want, ids(got)); diff != "" {
-			t.Errorf("QueuedTasks(limit %d) (-want +got):\n%s", tt.limit, diff)
-		}
-	}
+	})
 }
 
 func TestClaimTask(t *testing.T) {
 	t.Parallel()
-	s := openTest(t)
-	ctx := context.Background()
-	mustCreate(t, s, newTask("t1", "acc1", t0), newTask("t2", "acc1", t0), newTask("t3", "acc1", t0), newTask("t4", "acc1", t0))
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		mustCreate(t, s, newTask("t1", "acc1", t0), newTask("t2", "acc1", t0), newTask("t3", "acc1", t0), newTask("t4", "acc1", t0))
 
-	now := at(time.Minute)
-	got := mustClaim(t, s, "t1", "i1", now)
-	want := stored(newTask("t1", "acc1", t0))
-	want.Status = protocol.StatusRunning
-	want.Epoch, want.Attempts = 1, 1
-	want.InstanceID, want.DelegateName, want.DelegateHostname = "i1", "dlg-i1", "host-i1"
-	want.AcquiredAt = ptr(now)
-	want.LeaseExpiresAt = ptr(now.Add(lease))
-	if diff := cmp.Diff(want, got, equateEmpty); diff != "" {
-		t.Errorf("ClaimTask (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(want, mustGet(t, s, "acc1", "t1"), equateEmpty); diff != "" {
-		t.Errorf("GetTask after claim (-want +got):\n%s", diff)
-	}
-
-	if _, err := s.FinishTask(ctx, "acc1", "t4", Result{Status: protocol.StatusCancelled}, now); err != nil {
-		t.Fatal(err)
-	}
-	withCap := func(c Claim, n int) Claim { c.Capacity = n; return c }
-	tests := []struct {
-		name    string
-		c       Claim
-		wantErr error
-	}{
-		{"already claimed", claimFor("t1", "i2"), ErrAlreadyClaimed},
-		{"already claimed by the same instance", claimFor("t1", "i1"), ErrAlreadyClaimed},
-		{"finished", claimFor("t4", "i2"), ErrTaskTerminal},
-		{"unknown", claimFor("nope", "i2"), ErrNotFound},
-		{"at capacity", withCap(claimFor("t2", "i1"), 1), ErrNoCapacity},
-		{"under capacity", withCap(claimFor("t2", "i1"), 2), nil},
-		{"unlimited", withCap(claimFor("t3", "i1"), 0), nil},
-	}
-	for _, tt := range tests {
-		_, err := s.ClaimTask(ctx, tt.c, now)
-		if !errors.Is(err, tt.wantErr) {
-			t.Errorf("%s: ClaimTask error %v, want %v", tt.name, err, tt.wantErr)
+		now := at(time.Minute)
+		got := mustClaim(t, s, "t1", "i1", now)
+		want := stored(newTask("t1", "acc1", t0))
+		want.Status = protocol.StatusRunning
+		want.Epoch, want.Attempts = 1, 1
+		want.InstanceID, want.DelegateName, want.DelegateHostname = "i1", "dlg-i1", "host-i1"
+		want.AcquiredAt = ptr(now)
+		want.LeaseExpiresAt = ptr(now.Add(lease))
+		if diff := cmp.Diff(want, got, equateEmpty); diff != "" {
+			t.Errorf("ClaimTask (-want +got):\n%s", diff)
 		}
-	}
-	running, err := s.RunningTasksOf(ctx, "i1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]string{"t1", "t2", "t3"}, ids(running)); diff != "" {
-		t.Errorf("RunningTasksOf (-want +got):\n%s", diff)
-	}
+		if diff := cmp.Diff(want, mustGet(t, s, "acc1", "t1"), equateEmpty); diff != "" {
+			t.Errorf("GetTask after claim (-want +got):\n%s", diff)
+		}
+
+		if _, err := s.FinishTask(ctx, "acc1", "t4", Result{Status: protocol.StatusCancelled}, now); err != nil {
+			t.Fatal(err)
+		}
+		withCap := func(c Claim, n int) Claim { c.Capacity = n; return c }
+		tests := []struct {
+			name    string
+			c       Claim
+			wantErr error
+		}{
+			{"already claimed", claimFor("t1", "i2"), ErrAlreadyClaimed},
+			{"already claimed by the same instance", claimFor("t1", "i1"), ErrAlreadyClaimed},
+			{"finished", claimFor("t4", "i2"), ErrTaskTerminal},
+			{"unknown", claimFor("nope", "i2"), ErrNotFound},
+			{"at capacity", withCap(claimFor("t2", "i1"), 1), ErrNoCapacity},
+			{"under capacity", withCap(claimFor("t2", "i1"), 2), nil},
+			{"unlimited", withCap(claimFor("t3", "i1"), 0), nil},
+		}
+		for _, tt := range tests {
+			_, err := s.ClaimTask(ctx, tt.c, now)
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("%s: ClaimTask error %v, want %v", tt.name, err, tt.wantErr)
+			}
+		}
+		running, err := s.RunningTasksOf(ctx, "i1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"t1", "t2", "t3"}, ids(running)); diff != "" {
+			t.Errorf("RunningTasksOf (-want +got):\n%s", diff)
+		}
+	})
 }
 
 // TestClaimTaskConcurrent races 20 claimers per task, through two Store
 // handles on one file (two managers), and expects exactly one winner.
 func TestClaimTaskConcurrent(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "legate.db")
-	stores := []*Store{openAt(t, path), openAt(t, path)}
-	const tasks, claimers = 5, 20
-	for i := range tasks {
-		mustCreate(t, stores[0], newTask(fmt.Sprintf("t%d", i), "acc1", t0))
-	}
-	for i := range tasks {
-		id := fmt.Sprintf("t%d", i)
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		errs := make([]error, claimers)
-		won := make([]Task, claimers)
-		for c := range claimers {
-			wg.Go(func() {
-				<-start
-				won[c], errs[c] = stores[c%2].ClaimTask(context.Background(), claimFor(id, fmt.Sprintf("i%d", c)), at(time.Minute))
-			})
+	forEachBackend(t, func(t *testing.T, b backend) {
+		path := b.newDSN(t)
+		stores := []*Store{openAt(t, path), openAt(t, path)}
+		const tasks, claimers = 5, 20
+		for i := range tasks {
+			mustCreate(t, stores[0], newTask(fmt.Sprintf("t%d", i), "acc1", t0))
 		}
-		close(start)
-		wg.Wait()
-		winner := -1
-		for c, err := range errs {
-			switch {
-			case err == nil:
-				if winner >= 0 {
-					t.Fatalf("%s: claimers %d and %d both won", id, winner, c)
+		for i := range tasks {
+			id := fmt.Sprintf("t%d", i)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			errs := make([]error, claimers)
+			won := make([]Task, claimers)
+			for c := range claimers {
+				wg.Go(func() {
+					<-start
+					won[c], errs[c] = stores[c%2].ClaimTask(context.Background(), claimFor(id, fmt.Sprintf("i%d", c)), at(time.Minute))
+				})
+			}
+			close(start)
+			wg.Wait()
+			winner := -1
+			for c, err := range errs {
+				switch {
+				case err == nil:
+					if winner >= 0 {
+						t.Fatalf("%s: claimers %d and %d both won", id, winner, c)
+					}
+					winner = c
+				case !errors.Is(err, ErrAlreadyClaimed):
+					t.Fatalf("%s: claimer %d: %v", id, c, err)
 				}
-				winner = c
-			case !errors.Is(err, ErrAlreadyClaimed):
-				t.Fatalf("%s: claimer %d: %v", id, c, err)
+			}
+			if winner < 0 {
+				t.Fatalf("%s: nobody won", id)
+			}
+			got := mustGet(t, stores[1], "acc1", id)
+			if got.InstanceID != fmt.Sprintf("i%d", winner) || got.Epoch != 1 || got.Attempts != 1 {
+				t.Errorf("%s: stored %s epoch %d attempts %d, winner i%d", id, got.InstanceID, got.Epoch, got.Attempts, winner)
+			}
+			if won[winner].Epoch != 1 {
+				t.Errorf("%s: winner got epoch %d", id, won[winner].Epoch)
 			}
 		}
-		if winner < 0 {
-			t.Fatalf("%s: nobody won", id)
-		}
-		got := mustGet(t, stores[1], "acc1", id)
-		if got.InstanceID != fmt.Sprintf("i%d", winner) || got.Epoch != 1 || got.Attempts != 1 {
-			t.Errorf("%s: stored %s epoch %d attempts %d, winner i%d", id, got.InstanceID, got.Epoch, got.Attempts, winner)
-		}
-		if won[winner].Epoch != 1 {
-			t.Errorf("%s: winner got epoch %d", id, won[winner].Epoch)
-		}
-	}
+	})
 }
 
 func TestMarkStarted(t *testing.T) {
 	t.Parallel()
-	s := openTest(t)
-	ctx := context.Background()
-	mustCreate(t, s, newTask("t1", "acc1", t0), newTask("t2", "acc1", t0))
-	mustClaim(t, s, "t1", "i1", at(time.Minute))
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		mustCreate(t, s, newTask("t1", "acc1", t0), newTask("t2", "acc1", t0))
+		mustClaim(t, s, "t1", "i1", at(time.Minute))
 
-	if err := s.MarkStarted(ctx, "t1", 1, at(2*time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.MarkStarted(ctx, "t1", 1, at(3*time.Minute)); err != nil {
-		t.Fatalf("second MarkStarted: %v", err)
-	}
-	if got := mustGet(t, s, "acc1", "t1").StartedAt; got == nil || !got.Equal(at(2*time.Minute)) {
-		t.Errorf("StartedAt = %v, want the first call's time", got)
-	}
-	wantErr(t, "wrong epoch", s.MarkStarted(ctx, "t1", 2, t0), ErrStaleLease)
-	wantErr(t, "queued task", s.MarkStarted(ctx, "t2", 0, t0), ErrStaleLease)
-	wantErr(t, "unknown task", s.MarkStarted(ctx, "nope", 1, t0), ErrNotFound)
-	if _, err := s.CompleteTask(ctx, "t1", 1, Result{Status: protocol.StatusSucceeded, ExitCode: ptr(0)}, at(4*time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	wantErr(t, "finished task", s.MarkStarted(ctx, "t1", 1, t0), ErrStaleLease)
+		if err := s.MarkStarted(ctx, "t1", 1, at(2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.MarkStarted(ctx, "t1", 1, at(3*time.Minute)); err != nil {
+			t.Fatalf("second MarkStarted: %v", err)
+		}
+		if got := mustGet(t, s, "acc1", "t1").StartedAt; got == nil || !got.Equal(at(2*time.Minute)) {
+			t.Errorf("StartedAt = %v, want the first call's time", got)
+		}
+		wantErr(t, "wrong epoch", s.MarkStarted(ctx, "t1", 2, t0), ErrStaleLease)
+		wantErr(t, "queued task", s.MarkStarted(ctx, "t2", 0, t0), ErrStaleLease)
+		wantErr(t, "unknown task", s.MarkStarted(ctx, "nope", 1, t0), ErrNotFound)
+		if _, err := s.CompleteTask(ctx, "t1", 1, Result{Status: protocol.StatusSucceeded, ExitCode: ptr(0)}, at(4*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "finished task", s.MarkStarted(ctx, "t1", 1, t0), ErrStaleLease)
+	})
 }
 
 func TestCompleteTask(t *testing.T) {
 	t.Parallel()
-	s := openTest(t)
-	ctx := context.Background()
-	mustCreate(t, s, newTask("t1", "acc1", t0), newTask("t2", "acc1", t0))
-	claimed := mustClaim(t, s, "t1", "i1", at(time.Minute))
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		mustCreate(t, s, newTask("t1", "acc1", t0), newTask("t2", "acc1", t0))
+		claimed := mustClaim(t, s, "t1", "i1", at(time.Minute))
 
-	r := Result{Status: protocol.StatusFailed, ExitCode: ptr(3), Error: "exit status 3",
-		HTTPResult: &protocol.HTTPResult{Status: 500, BodyExcerpt: "oops", BodyTruncated: true}}
-	got, err := s.CompleteTask(ctx, "t1", 1, r, at(2*time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := claimed
-	want.Status, want.ExitCode, want.Error, want.HTTPResult = r.Status, r.ExitCode, r.Error, r.HTTPResult
-	want.FinishedAt = ptr(at(2 * time.Minute))
-	want.LeaseExpiresAt = nil
-	if diff := cmp.Diff(want, got, equateEmpty); diff != "" {
-		t.Errorf("CompleteTask (-want +got):\n%s", diff)
-	}
+		r := Result{Status: protocol.StatusFailed, ExitCode: ptr(3), Error: "exit status 3",
+			HTTPResult: &protocol.HTTPResult{Status: 500, BodyExcerpt: "oops", BodyTruncated: true}}
+		got, err := s.CompleteTask(ctx, "t1", 1, r, at(2*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := claimed
+		want.Status, want.ExitCode, want.Error, want.HTTPResult = r.Status, r.ExitCode, r.Error, r.HTTPResult
+		want.FinishedAt = ptr(at(2 * time.Minute))
+		want.LeaseExpiresAt = nil
+		if diff := cmp.Diff(want, got, equateEmpty); diff != "" {
+			t.Errorf("CompleteTask (-want +got):\n%s", diff)
+		}
 
-	// A repeated result at the same epoch is a no-op returning the stored task.
-	again, err := s.CompleteTask(ctx, "t1", 1, Result{Status: protocol.StatusSucceeded}, at(3*time.Minute))
-	if err != nil {
-		t.Fatalf("repeated CompleteTask: %v", err)
-	}
-	if diff := cmp.Diff(want, again, equateEmpty); diff != "" {
-		t.Errorf("repeated CompleteTask (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(want, mustGet(t, s, "acc1", "t1"), equateEmpty); diff != "" {
-		t.Errorf("stored after repeat (-want +got):\n%s", diff)
-	}
+		// A repeated result at the same epoch is a no-op returning the stored task.
+		again, err := s.CompleteTask(ctx, "t1", 1, Result{Status: protocol.StatusSucceeded}, at(3*time.Minute))
+		if err != nil {
+			t.Fatalf("repeated CompleteTask: %v", err)
+		}
+		if diff := cmp.Diff(want, again, equateEmpty); diff != "" {
+			t.Errorf("repeated CompleteTask (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(want, mustGet(t, s, "acc1", "t1"), equateEmpty); diff != "" {
+			t.Errorf("stored after repeat (-want +got):\n%s", diff)
+		}
 
-	ok := Result{Status: protocol.StatusSucceeded, ExitCode: ptr(0)}
-	_, err = s.CompleteTask(ctx, "t1", 2, ok, t0)
-	wantErr(t, "other epoch of a finished task", err, ErrStaleLease)
-	_, err = s.CompleteTask(ctx, "t2", 0, ok, t0)
-	wantErr(t, "queued task", err, ErrStaleLease)
-	_, err = s.CompleteTask(ctx, "nope", 1, ok, t0)
-	wantErr(t, "unknown task", err, ErrNotFound)
-	if _, err := s.CompleteTask(ctx, "t2", 0, Result{Status: protocol.StatusRunning}, t0); err == nil {
-		t.Error("CompleteTask accepted a non-terminal status")
-	}
+		ok := Result{Status: protocol.StatusSucceeded, ExitCode: ptr(0)}
+		_, err = s.CompleteTask(ctx, "t1", 2, ok, t0)
+		wantErr(t, "other epoch of a finished task", err, ErrStaleLease)
+		_, err = s.CompleteTask(ctx, "t2", 0, ok, t0)
+		wantErr(t, "queued task", err, ErrStaleLease)
+		_, err = s.CompleteTask(ctx, "nope", 1, ok, t0)
+		wantErr(t, "unknown task", err, ErrNotFound)
+		if _, err := s.CompleteTask(ctx, "t2", 0, Result{Status: protocol.StatusRunning}, t0); err == nil {
+			t.Error("CompleteTask accepted a non-terminal status")
+		}
 
-	// Stale epoch: the task was requeued (lease expired) and claimed again.
-	mustClaim(t, s, "t2", "i1", at(time.Minute))
-	if _, err := s.ExpireLeases(ctx, at(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.CompleteTask(ctx, "t2", 1, ok, at(time.Hour))
-	wantErr(t, "epoch of a requeued task", err, ErrStaleLease)
-	mustClaim(t, s, "t2", "i2", at(time.Hour))
-	_, err = s.CompleteTask(ctx, "t2", 1, ok, at(time.Hour))
-	wantErr(t, "old epoch of a reclaimed task", err, ErrStaleLease)
-	if got, err := s.CompleteTask(ctx, "t2", 2, ok, at(time.Hour)); err != nil || got.Status != protocol.StatusSucceeded {
-		t.Errorf("current epoch: %s, %v", got.Status, err)
-	}
+		// Stale epoch: the task was requeued (lease expired) and claimed again.
+		mustClaim(t, s, "t2", "i1", at(time.Minute))
+		if _, err := s.ExpireLeases(ctx, at(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.CompleteTask(ctx, "t2", 1, ok, at(time.Hour))
+		wantErr(t, "epoch of a requeued task", err, ErrStaleLease)
+		mustClaim(t, s, "t2", "i2", at(time.Hour))
+		_, err = s.CompleteTask(ctx, "t2", 1, ok, at(time.Hour))
+		wantErr(t, "old epoch of a reclaimed task", err, ErrStaleLease)
+		if got, err := s.CompleteTask(ctx, "t2", 2, ok, at(time.Hour)); err != nil || got.Status != protocol.StatusSucceeded {
+			t.Errorf("current epoch: %s, %v", got.Status, err)
+		}
+	})
 }
 
 func TestFinishTask(t *testing.T) {
 	t.Parallel()
-	s := openTest(t)
-	ctx := context.Background()
-	mustCreate(t, s, newTask("queued", "acc1", t0), newTask("running", "acc1", t0), newTask("done", "acc1", t0))
-	mustClaim(t, s, "running", "i1", at(time.Minute))
-	mustClaim(t, s, "done", "i1", at(time.Minute))
-	if _, err := s.CompleteTask(ctx, "done", 1, Result{Status: protocol.StatusSucceeded}, at(2*time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	cancel := Result{Status: protocol.StatusCancelled, Error: "cancelled by user"}
-	now := at(3 * time.Minute)
-	tests := []struct {
-		name, acc, id string
-		wantErr       error
-		wantInstance  string
-	}{
-		{"queued", "acc1", "queued", nil, ""},
-		{"running keeps its instance", "acc1", "running", nil, "i1"},
-		{"terminal", "acc1", "done", ErrTaskTerminal, ""},
-		{"other account", "acc2", "queued", ErrNotFound, ""},
-		{"unknown", "acc1", "nope", ErrNotFound, ""},
-	}
-	for _, tt := range tests {
-		got, err := s.FinishTask(ctx, tt.acc, tt.id, cancel, now)
-		if !errors.Is(err, tt.wantErr) {
-			t.Errorf("%s: error %v, want %v", tt.name, err, tt.wantErr)
-			continue
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		mustCreate(t, s, newTask("queued", "acc1", t0), newTask("running", "acc1", t0), newTask("done", "acc1", t0))
+		mustClaim(t, s, "running", "i1", at(time.Minute))
+		mustClaim(t, s, "done", "i1", at(time.Minute))
+		if _, err := s.CompleteTask(ctx, "done", 1, Result{Status: protocol.StatusSucceeded}, at(2*time.Minute)); err != nil {
+			t.Fatal(err)
 		}
-		if tt.wantErr != nil {
-			continue
+		cancel := Result{Status: protocol.StatusCancelled, Error: "cancelled by user"}
+		now := at(3 * time.Minute)
+		tests := []struct {
+			name, acc, id string
+			wantErr       error
+			wantInstance  string
+		}{
+			{"queued", "acc1", "queued", nil, ""},
+			{"running keeps its instance", "acc1", "running", nil, "i1"},
+			{"terminal", "acc1", "done", ErrTaskTerminal, ""},
+			{"other account", "acc2", "queued", ErrNotFound, ""},
+			{"unknown", "acc1", "nope", ErrNotFound, ""},
 		}
-		if got.Status != protocol.StatusCancelled || got.Error != cancel.Error || got.FinishedAt == nil ||
-			!got.FinishedAt.Equal(now) || got.LeaseExpiresAt != nil || got.InstanceID != tt.wantInstance {
-			t.Errorf("%s: got %+v", tt.name, got)
+		for _, tt := range tests {
+			got, err := s.FinishTask(ctx, tt.acc, tt.id, cancel, now)
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("%s: error %v, want %v", tt.name, err, tt.wantErr)
+				continue
+			}
+			if tt.wantErr != nil {
+				continue
+			}
+			if got.Status != protocol.StatusCancelled || got.Error != cancel.Error || got.FinishedAt == nil ||
+				!got.FinishedAt.Equal(now) || got.LeaseExpiresAt != nil || got.InstanceID != tt.wantInstance {
+				t.Errorf("%s: got %+v", tt.name, got)
+			}
+			if diff := cmp.Diff(got, mustGet(t, s, "acc1", tt.id), equateEmpty); diff != "" {
+				t.Errorf("%s: stored differs from returned (-returned +stored):\n%s", tt.name, diff)
+			}
 		}
-		if diff := cmp.Diff(got, mustGet(t, s, "acc1", tt.id), equateEmpty); diff != "" {
-			t.Errorf("%s: stored differs from returned (-returned +stored):\n%s", tt.name, diff)
+		if got := mustGet(t, s, "acc1", "done"); got.Status != protocol.StatusSucceeded {
+			t.Errorf("FinishTask changed a finished task: %s", got.Status)
 		}
-	}
-	if got := mustGet(t, s, "acc1", "done"); got.Status != protocol.StatusSucceeded {
-		t.Errorf("FinishTask changed a finished task: %s", got.Status)
-	}
+	})
 }
 
 func TestExtendLeases(t *testing.T) {
 	t.Parallel()
-	s := openTest(t)
-	ctx := context.Background()
-	mustCreate(t, s, newTask("t1", "acc1", t0), newTask("t2", "acc1", t0), newTask("t3", "acc1", t0))
-	mustClaim(t, s, "t1", "i1", t0)
-	mustClaim(t, s, "t2", "i1", t0)
-	later := at(time.Hour)
-	err := s.ExtendLeases(ctx, []LeaseExtension{
-		{TaskID: "t1", Epoch: 1, ExpiresAt: later},
-		{TaskID: "t2", Epoch: 2, ExpiresAt: later}, // wrong epoch
-		{TaskID: "t3", Epoch: 0, ExpiresAt: later}, // queued
-		{TaskID: "ghost", Epoch: 1, ExpiresAt: later},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range []struct {
-		id   string
-		want *time.Time
-	}{{"t1", ptr(later)}, {"t2", ptr(t0.Add(lease))}, {"t3", nil}} {
-		got := mustGet(t, s, "acc1", tt.id).LeaseExpiresAt
-		if diff := cmp.Diff(tt.want, got); diff != "" {
-			t.Errorf("%s lease (-want +got):\n%s", tt.id, diff)
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		mustCreate(t, s, newTask("t1", "acc1", t0), newTask("t2", "acc1", t0), newTask("t3", "acc1", t0))
+		mustClaim(t, s, "t1", "i1", t0)
+		mustClaim(t, s, "t2", "i1", t0)
+		later := at(time.Hour)
+		err := s.ExtendLeases(ctx, []LeaseExtension{
+			{TaskID: "t1", Epoch: 1, ExpiresAt: later},
+			{TaskID: "t2", Epoch: 2, ExpiresAt: later}, // wrong epoch
+			{TaskID: "t3", Epoch: 0, ExpiresAt: later}, // queued
+			{TaskID: "ghost", Epoch: 1, ExpiresAt: later},
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		for _, tt := range []struct {
+			id   string
+			want *time.Time
+		}{{"t1", ptr(later)}, {"t2", ptr(t0.Add(lease))}, {"t3", nil}} {
+			got := mustGet(t, s, "acc1", tt.id).LeaseExpiresAt
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("%s lease (-want +got):\n%s", tt.id, diff)
+			}
+		}
+	})
 }
 
 func TestExpireLeases(t *testing.T) {
 	t.Parallel()
-	s := openTest(t)
-	ctx := context.Background()
-	retry := newTask("retry", "acc1", t0)
-	retry.Retries = 1
-	final := newTask("final", "acc1", t0)
-	final.Retries = 0
-	alive := newTask("alive", "acc1", t0)
-	mustCreate(t, s, retry, final, alive)
-	claimed := mustClaim(t, s, "retry", "i1", at(time.Minute))
-	mustClaim(t, s, "final", "i2", at(time.Minute))
-	mustClaim(t, s, "alive", "i3", at(time.Minute))
-	if err := s.MarkStarted(ctx, "retry", 1, at(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.ExtendLeases(ctx, []LeaseExtension{{TaskID: "alive", Epoch: 1, ExpiresAt: at(time.Hour)}}); err != nil {
-		t.Fatal(err)
-	}
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		retry := newTask("retry", "acc1", t0)
+		retry.Retries = 1
+		final := newTask("final", "acc1", t0)
+		final.Retries = 0
+		alive := newTask("alive", "acc1", t0)
+		mustCreate(t, s, retry, final, alive)
+		claimed := mustClaim(t, s, "retry", "i1", at(time.Minute))
+		mustClaim(t, s, "final", "i2", at(time.Minute))
+		mustClaim(t, s, "alive", "i3", at(time.Minute))
+		if err := s.MarkStarted(ctx, "retry", 1, at(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ExtendLeases(ctx, []LeaseExtension{{TaskID: "alive", Epoch: 1, ExpiresAt: at(time.Hour)}}); err != nil {
+			t.Fatal(err)
+		}
 
-	now := at(10 * time.Minute)
-	out, err := s.ExpireLeases(ctx, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantRetry := claimed
-	wantRetry.Status = protocol.StatusQueued
-	wantRetry.DeniedInstances = []string{"i1"}
-	wantRetry.InstanceID, wantRetry.DelegateName, wantRetry.DelegateHostname = "", "", ""
-	wantRetry.AcquiredAt, wantRetry.StartedAt, wantRetry.LeaseExpiresAt = nil, nil, nil
-	wantRetry.QueueDeadline = now.Add(time.Duration(retry.QueueTimeoutMS) * time.Millisecond)
+		now := at(10 * time.Minute)
+		out, err := s.ExpireLeases(ctx, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRetry := claimed
+		wantRetry.Status = protocol.StatusQueued
+		wantRetry.DeniedInstances = []string{"i1"}
+		wantRetry.InstanceID, wantRetry.DelegateName, wantRetry.DelegateHostname = "", "", ""
+		wantRetry.AcquiredAt, wantRetry.StartedAt, wantRetry.LeaseExpiresAt = nil, nil, nil
+		wantRetry.QueueDeadline = now.Add(time.Duration(retry.QueueTimeoutMS) * time.Millisecond)
 
-	wantFinal := stored(final)
-	wantFinal.Status = protocol.StatusFailed
-	wantFinal.Epoch, wantFinal.Attempts = 1, 1
-	wantFinal.InstanceID, wantFinal.DelegateName, wantFinal.DelegateHostname = "i2", "dlg-i2", "host-i2"
-	wantFinal.AcquiredAt = ptr(at(time.Minute))
-	wantFinal.FinishedAt = ptr(now)
-	wantFinal.Error = `delegate "dlg-i2" (host host-i2) disconnected while running the task (lease expired)`
+		wantFinal := stored(final)
+		wantFinal.Status = protocol.StatusFailed
+		wantFinal.Epoch, wantFinal.Attempts = 1, 1
+		wantFinal.InstanceID, wantFinal.DelegateName, wantFinal.DelegateHostname = "i2", "dlg-i2", "host-i2"
+		wantFinal.AcquiredAt = ptr(at(time.Minute))
+		wantFinal.FinishedAt = ptr(now)
+		wantFinal.Error = `delegate "dlg-i2" (host host-i2) disconnected while running the task (lease expired)`
 
-	want := []LeaseOutcome{
-		{Task: wantFinal, Requeued: false, LostInstanceID: "i2"},
-		{Task: wantRetry, Requeued: true, LostInstanceID: "i1"},
-	}
-	sortOutcomes := cmp.Transformer("sort", func(in []LeaseOutcome) []LeaseOutcome {
-		out := append([]LeaseOutcome(nil), in...)
-		for i := range out {
-			for j := i + 1; j < len(out); j++ {
-				if out[j].Task.ID < out[i].Task.ID {
-					out[i], out[j] = out[j], out[i]
+		want := []LeaseOutcome{
+			{Task: wantFinal, Requeued: false, LostInstanceID: "i2"},
+			{Task: wantRetry, Requeued: true, LostInstanceID: "i1"},
+		}
+		sortOutcomes := cmp.Transformer("sort", func(in []LeaseOutcome) []LeaseOutcome {
+			out := append([]LeaseOutcome(nil), in...)
+			for i := range out {
+				for j := i + 1; j < len(out); j++ {
+					if out[j].Task.ID < out[i].Task.ID {
+						out[i], out[j] = out[j], out[i]
+					}
 				}
 			}
+			return out
+		})
+		if diff := cmp.Diff(want, out, equateEmpty, sortOutcomes); diff != "" {
+			t.Errorf("ExpireLeases (-want +got):\n%s", diff)
 		}
-		return out
-	})
-	if diff := cmp.Diff(want, out, equateEmpty, sortOutcomes); diff != "" {
-		t.Errorf("ExpireLeases (-want +got):\n%s", diff)
-	}
-	for _, w := range []Task{wantRetry, wantFinal} {
-		if diff := cmp.Diff(w, mustGet(t, s, "acc1", w.ID), equateEmpty); diff != "" {
-			t.Errorf("stored %s (-want +got):\n%s", w.ID, diff)
+		for _, w := range []Task{wantRetry, wantFinal} {
+			if diff := cmp.Diff(w, mustGet(t, s, "acc1", w.ID), equateEmpty); diff != "" {
+				t.Errorf("stored %s (-want +got):\n%s", w.ID, diff)
+			}
 		}
-	}
-	if got := mustGet(t, s, "acc1", "alive"); got.Status != protocol.StatusRunning {
-		t.Errorf("alive: %s", got.Status)
-	}
-	if again, err := s.ExpireLeases(ctx, now); err != nil || len(again) != 0 {
-		t.Errorf("second ExpireLeases = %v, %v; want nothing", again, err)
-	}
+		if got := mustGet(t, s, "acc1", "alive"); got.Status != protocol.StatusRunning {
+			t.Errorf("alive: %s", got.Status)
+		}
+		if again, err := s.ExpireLeases(ctx, now); err != nil || len(again) != 0 {
+			t.Errorf("second ExpireLeases = %v, %v; want nothing", again, err)
+		}
 
-	// Claimed again and lost again: no retries left, so it fails, naming
-	// the second delegate; the deny list keeps the first.
-	mustClaim(t, s, "retry", "i4", at(11*time.Minute))
-	out, err = s.ExpireLeases(ctx, at(time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, o := range out {
-		got = append(got, fmt.Sprintf("%s requeued=%v lost=%s attempts=%d denied=%v", o.Task.ID, o.Requeued, o.LostInstanceID, o.Task.Attempts, o.Task.DeniedInstances))
-	}
-	if diff := cmp.Diff([]string{"retry requeued=false lost=i4 attempts=2 denied=[i1]"}, got); diff != "" {
-		t.Errorf("second loss (-want +got):\n%s", diff)
-	}
-	if e := out[0].Task.Error; !strings.Contains(e, `"dlg-i4"`) || !strings.Contains(e, "host-i4") {
-		t.Errorf("error %q does not name the lost delegate", e)
-	}
+		// Claimed again and lost again: no retries left, so it fails, naming
+		// the second delegate; the deny list keeps the first.
+		mustClaim(t, s, "retry", "i4", at(11*time.Minute))
+		out, err = s.ExpireLeases(ctx, at(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, o := range out {
+			got = append(got, fmt.Sprintf("%s requeued=%v lost=%s attempts=%d denied=%v", o.Task.ID, o.Requeued, o.LostInstanceID, o.Task.Attempts, o.Task.DeniedInstances))
+		}
+		if diff := cmp.Diff([]string{"retry requeued=false lost=i4 attempts=2 denied=[i1]"}, got); diff != "" {
+			t.Errorf("second loss (-want +got):\n%s", diff)
+		}
+		if e := out[0].Task.Error; !strings.Contains(e, `"dlg-i4"`) || !strings.Contains(e, "host-i4") {
+			t.Errorf("error %q does not name the lost delegate", e)
+		}
+	})
 }
 
 func TestExpireLeasesDenyList(t *testing.T) {
 	t.Parallel()
-	s := openTest(t)
-	ctx := context.Background()
-	task := newTask("t1", "acc1", t0)
-	task.Retries = 3
-	mustCreate(t, s, task)
-	for i, inst := range []string{"i1", "i2", "i1"} {
-		mustClaim(t, s, "t1", inst, at(time.Duration(i)*time.Hour))
-		if _, err := s.ExpireLeases(ctx, at(time.Duration(i)*time.Hour+time.Minute)); err != nil {
-			t.Fatal(err)
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		task := newTask("t1", "acc1", t0)
+		task.Retries = 3
+		mustCreate(t, s, task)
+		for i, inst := range []string{"i1", "i2", "i1"} {
+			mustClaim(t, s, "t1", inst, at(time.Duration(i)*time.Hour))
+			if _, err := s.ExpireLeases(ctx, at(time.Duration(i)*time.Hour+time.Minute)); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	got := mustGet(t, s, "acc1", "t1")
-	if got.Status != protocol.StatusQueued || got.Attempts != 3 || got.Epoch != 3 {
-		t.Errorf("status %s attempts %d epoch %d", got.Status, got.Attempts, got.Epoch)
-	}
-	if diff := cmp.Diff([]string{"i1", "i2"}, got.DeniedInstances); diff != "" {
-		t.Errorf("DeniedInstances (-want +got):\n%s", diff)
-	}
+		got := mustGet(t, s, "acc1", "t1")
+		if got.Status != protocol.StatusQueued || got.Attempts != 3 || got.Epoch != 3 {
+			t.Errorf("status %s attempts %d epoch %d", got.Status, got.Attempts, got.Epoch)
+		}
+		if diff := cmp.Diff([]string{"i1", "i2"}, got.DeniedInstances); diff != "" {
+			t.Errorf("DeniedInstances (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func TestExpireQueued(t *testing.T) {
 	t.Parallel()
-	s := openTest(t)
-	ctx := context.Background()
-	late := newTask("late", "acc1", t0)
-	late.QueueDeadline = at(time.Minute)
-	fresh := newTask("fresh", "acc1", t0)
-	fresh.QueueDeadline = at(time.Hour)
-	running := newTask("running", "acc1", t0)
-	running.QueueDeadline = at(time.Minute)
-	mustCreate(t, s, late, fresh, running)
-	mustClaim(t, s, "running", "i1", at(30*time.Second))
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		late := newTask("late", "acc1", t0)
+		late.QueueDeadline = at(time.Minute)
+		fresh := newTask("fresh", "acc1", t0)
+		fresh.QueueDeadline = at(time.Hour)
+		running := newTask("running", "acc1", t0)
+		running.QueueDeadline = at(time.Minute)
+		mustCreate(t, s, late, fresh, running)
+		mustClaim(t, s, "running", "i1", at(30*time.Second))
 
-	now := at(2 * time.Minute)
-	reason := "no delegate took the task within its queue timeout"
-	out, err := s.ExpireQueued(ctx, now, reason)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := stored(late)
-	want.Status, want.Error, want.FinishedAt = protocol.StatusNotAssigned, reason, ptr(now)
-	if diff := cmp.Diff([]Task{want}, out, equateEmpty); diff != "" {
-		t.Errorf("ExpireQueued (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(want, mustGet(t, s, "acc1", "late"), equateEmpty); diff != "" {
-		t.Errorf("stored (-want +got):\n%s", diff)
-	}
-	for _, id := range []string{"fresh", "running"} {
-		if got := mustGet(t, s, "acc1", id); protocol.Terminal(got.Status) {
-			t.Errorf("%s ended: %s", id, got.Status)
+		now := at(2 * time.Minute)
+		reason := "no delegate took the task within its queue timeout"
+		out, err := s.ExpireQueued(ctx, now, reason)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		want := stored(late)
+		want.Status, want.Error, want.FinishedAt = protocol.StatusNotAssigned, reason, ptr(now)
+		if diff := cmp.Diff([]Task{want}, out, equateEmpty); diff != "" {
+			t.Errorf("ExpireQueued (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(want, mustGet(t, s, "acc1", "late"), equateEmpty); diff != "" {
+			t.Errorf("stored (-want +got):\n%s", diff)
+		}
+		for _, id := range []string{"fresh", "running"} {
+			if got := mustGet(t, s, "acc1", id); protocol.Terminal(got.Status) {
+				t.Errorf("%s ended: %s", id, got.Status)
+			}
+		}
+	})
 }
 
 func TestTimeoutRunning(t *testing.T) {
 	t.Parallel()
-	s := openTest(t)
-	ctx := context.Background()
-	slow := newTask("slow", "acc1", t0)
-	slow.TimeoutMS = 60_000
-	inGrace := newTask("in-grace", "acc1", t0)
-	inGrace.TimeoutMS = 60_000
-	noLimit := newTask("no-limit", "acc1", t0)
-	noLimit.TimeoutMS = 0
-	queued := newTask("queued", "acc1", t0)
-	queued.TimeoutMS = 1
-	mustCreate(t, s, slow, inGrace, noLimit, queued)
-	mustClaim(t, s, "slow", "i1", t0)
-	mustClaim(t, s, "in-grace", "i1", at(5*time.Second))
-	mustClaim(t, s, "no-limit", "i1", t0)
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		slow := newTask("slow", "acc1", t0)
+		slow.TimeoutMS = 60_000
+		inGrace := newTask("in-grace", "acc1", t0)
+		inGrace.TimeoutMS = 60_000
+		noLimit := newTask("no-limit", "acc1", t0)
+		noLimit.TimeoutMS = 0
+		queued := newTask("queued", "acc1", t0)
+		queued.TimeoutMS = 1
+		mustCreate(t, s, slow, inGrace, noLimit, queued)
+		mustClaim(t, s, "slow", "i1", t0)
+		mustClaim(t, s, "in-grace", "i1", at(5*time.Second))
+		mustClaim(t, s, "no-limit", "i1", t0)
 
-	// slow: t0 + 60s + 5s grace = 65s < 66s; in-grace: 70s > 66s.
-	now := at(66 * time.Second)
-	out, err := s.TimeoutRunning(ctx, now, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]string{"slow"}, ids(out)); diff != "" {
-		t.Fatalf("TimeoutRunning (-want +got):\n%s", diff)
-	}
-	got := out[0]
-	if got.Status != protocol.StatusTimedOut || got.FinishedAt == nil || !got.FinishedAt.Equal(now) || got.LeaseExpiresAt != nil {
-		t.Errorf("timed-out task: %+v", got)
-	}
-	if want := "timed out after 1m0s (enforced by the manager; the delegate did not report)"; got.Error != want {
-		t.Errorf("Error = %q, want %q", got.Error, want)
-	}
-	if diff := cmp.Diff(got, mustGet(t, s, "acc1", "slow"), equateEmpty); diff != "" {
-		t.Errorf("stored differs (-returned +stored):\n%s", diff)
-	}
-	// A late result at the same epoch is a no-op: the task finished at
-	// that epoch, and the timeout stands.
-	if late, err := s.CompleteTask(ctx, "slow", 1, Result{Status: protocol.StatusSucceeded}, now); err != nil || late.Status != protocol.StatusTimedOut {
-		t.Errorf("late result: %s, %v", late.Status, err)
-	}
-	out, err = s.TimeoutRunning(ctx, at(24*time.Hour), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]string{"in-grace"}, ids(out)); diff != "" {
-		t.Errorf("second TimeoutRunning (-want +got):\n%s", diff)
-	}
+		// slow: t0 + 60s + 5s grace = 65s < 66s; in-grace: 70s > 66s.
+		now := at(66 * time.Second)
+		out, err := s.TimeoutRunning(ctx, now, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"slow"}, ids(out)); diff != "" {
+			t.Fatalf("TimeoutRunning (-want +got):\n%s", diff)
+		}
+		got := out[0]
+		if got.Status != protocol.StatusTimedOut || got.FinishedAt == nil || !got.FinishedAt.Equal(now) || got.LeaseExpiresAt != nil {
+			t.Errorf("timed-out task: %+v", got)
+		}
+		if want := "timed out after 1m0s (enforced by the manager; the delegate did not report)"; got.Error != want {
+			t.Errorf("Error = %q, want %q", got.Error, want)
+		}
+		if diff := cmp.Diff(got, mustGet(t, s, "acc1", "slow"), equateEmpty); diff != "" {
+			t.Errorf("stored differs (-returned +stored):\n%s", diff)
+		}
+		// A late result at the same epoch is a no-op: the task finished at
+		// that epoch, and the timeout stands.
+		if late, err := s.CompleteTask(ctx, "slow", 1, Result{Status: protocol.StatusSucceeded}, now); err != nil || late.Status != protocol.StatusTimedOut {
+			t.Errorf("late result: %s, %v", late.Status, err)
+		}
+		out, err = s.TimeoutRunning(ctx, at(24*time.Hour), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"in-grace"}, ids(out)); diff != "" {
+			t.Errorf("second TimeoutRunning (-want +got):\n%s", diff)
+		}
+	})
 }
 
-func BenchmarkClaimComplete(b *testing.B) {
-	s := openTest(b)
+func BenchmarkClaimComplete(b *testing.B) { benchClaimComplete(b, openTest(b)) }
+
+// BenchmarkClaimCompletePostgres is BenchmarkClaimComplete on PostgreSQL
+// (the throwaway test cluster runs with fsync off, so this measures round
+// trips and server work, not disk flushes).
+func BenchmarkClaimCompletePostgres(b *testing.B) { benchClaimComplete(b, postgresBackend.open(b)) }
+
+// The Parallel variants run create+claim+complete from GOMAXPROCS
+// goroutines through one store (one manager under load).
+func BenchmarkClaimCompleteParallel(b *testing.B) { benchClaimCompleteParallel(b, openTest(b)) }
+
+func BenchmarkClaimCompletePostgresParallel(b *testing.B) {
+	benchClaimCompleteParallel(b, postgresBackend.open(b))
+}
+
+// benchClaimComplete measures one task's create, claim and complete, one
+// after the other.
+func benchClaimComplete(b *testing.B, s *Store) {
 	ctx := context.Background()
 	ok := Result{Status: protocol.StatusSucceeded, ExitCode: ptr(0)}
 	b.ReportAllocs()
@@ -674,4 +718,32 @@ func BenchmarkClaimComplete(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+func benchClaimCompleteParallel(b *testing.B, s *Store) {
+	ctx := context.Background()
+	ok := Result{Status: protocol.StatusSucceeded, ExitCode: ptr(0)}
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			id := fmt.Sprintf("t%d", i)
+			if err := s.CreateTask(ctx, newTask(id, "acc1", t0)); err != nil {
+				b.Error(err)
+				return
+			}
+			// Each goroutine its own instance, as delegates are.
+			task, err := s.ClaimTask(ctx, claimFor(id, fmt.Sprintf("i%d", i%64)), t0)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if _, err := s.CompleteTask(ctx, id, task.Epoch, ok, t0); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
