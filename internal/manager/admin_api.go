@@ -118,15 +118,10 @@ func (m *Manager) handleRevokeToken(w http.ResponseWriter, r *http.Request, acct
 		return
 	}
 	m.markTokenRevoked(t.ID)
-	// Disconnect every delegate that registered with it, promptly.
-	n := 0
-	for _, d := range m.hub.account(acct) {
-		if d.tokenID == t.ID {
-			d.push(protocol.Event{Kind: protocol.EventTokenRevoked, Reason: "the delegate token " + strconv.Quote(t.Name) + " was revoked"})
-			m.hub.remove(d.id)
-			n++
-		}
-	}
+	// Disconnect every delegate that registered with it, promptly, here
+	// and on the other managers.
+	n := m.disconnectToken(acct, t.ID, "the delegate token "+strconv.Quote(t.Name)+" was revoked")
+	m.broadcast(r.Context(), clusterEvent{Kind: clusterRevoke, Account: acct, Token: t.ID})
 	m.log.Info("token revoked", "account", acct, "token", t.Name, "disconnected", n)
 	writeJSON(w, http.StatusOK, tokenView(t))
 }
@@ -312,6 +307,7 @@ func (m *Manager) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 		return
 	}
 	m.offerTask(r.Context(), t, false)
+	m.broadcast(r.Context(), clusterEvent{Kind: clusterTask, Account: acct, Task: t.ID})
 	writeJSON(w, http.StatusCreated, m.taskView(t))
 }
 
@@ -364,17 +360,20 @@ func (m *Manager) handleCancelTask(w http.ResponseWriter, r *http.Request, acct 
 		storeError(w, err, "task "+id)
 		return
 	}
-	m.afterManagerFinish(t)
+	m.afterManagerFinish(r.Context(), t)
 	writeJSON(w, http.StatusOK, m.taskView(t))
 }
 
 // afterManagerFinish tells the delegate holding a task the manager ended
 // (cancel, timeout) to stop it, and wakes the task's followers.
-func (m *Manager) afterManagerFinish(t store.Task) {
+func (m *Manager) afterManagerFinish(ctx context.Context, t store.Task) {
 	if t.InstanceID != "" {
 		if d := m.hub.get(t.InstanceID); d != nil {
 			d.dropRunning(t.ID)
 			d.push(protocol.Event{Kind: protocol.EventAbort, TaskID: t.ID, Reason: t.Status})
+		} else {
+			// Its delegate may be connected to another manager.
+			m.broadcast(ctx, clusterEvent{Kind: clusterAbort, Account: t.AccountID, Task: t.ID, Instance: t.InstanceID})
 		}
 	}
 	m.logs.finish(t.ID)

@@ -583,6 +583,7 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 		if requeued {
 			m.log.Info("task requeued after a delegate fault", "task", id, "instance", d.id, "err", req.Error)
 			m.offerTask(ctx, t, true)
+			m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: t.AccountID, Task: t.ID})
 		} else {
 			m.logs.finish(id)
 			m.log.Info("task failed on a delegate fault, no retries left", "task", id, "instance", d.id)

@@ -89,7 +89,7 @@ func (m *Manager) sweep(ctx context.Context, now time.Time) {
 	}
 	for _, t := range timedOut {
 		m.log.Info("task timed out (manager)", "task", t.ID)
-		m.afterManagerFinish(t)
+		m.afterManagerFinish(ctx, t)
 	}
 	// After a manager start, delegates get one lease period to come back
 	// before their tasks are declared lost.
@@ -110,6 +110,7 @@ func (m *Manager) sweep(ctx context.Context, now time.Time) {
 		if o.Requeued {
 			m.log.Info("task requeued after its delegate was lost", "task", o.Task.ID, "lost_instance", o.LostInstanceID)
 			m.offerTask(ctx, o.Task, false)
+			m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: o.Task.AccountID, Task: o.Task.ID})
 		} else {
 			m.log.Info("task failed: its delegate was lost", "task", o.Task.ID, "lost_instance", o.LostInstanceID)
 			m.logs.finish(o.Task.ID)

@@ -92,6 +92,7 @@ func (c *Config) defaults() {
 // Manager serves the legate API. Create it with New and run it with Run.
 type Manager struct {
 	cfg        Config
+	id         string // this manager process, in broadcasts to the others
 	st         *store.Store
 	log        *slog.Logger
 	sessionKey []byte
@@ -126,6 +127,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	}
 	m := &Manager{
 		cfg:        cfg,
+		id:         newID("m_"),
 		st:         st,
 		log:        cfg.Logger,
 		sessionKey: kb,
@@ -228,9 +230,10 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 
 	loopCtx, cancelLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); m.flushLoop(loopCtx) }()
 	go func() { defer wg.Done(); m.sweepLoop(loopCtx) }()
+	go func() { defer wg.Done(); m.listenLoop(loopCtx) }()
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

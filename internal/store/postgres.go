@@ -70,7 +70,7 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 	db.SetMaxOpenConns(poolSize)
 	db.SetMaxIdleConns(poolSize)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Store{writer: db, reader: db, dialect: dialectPostgres}
+	s := &Store{writer: db, reader: db, dialect: dialectPostgres, pgConfig: cfg}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate PostgreSQL database %q on %s: %w", cfg.Database, cfg.Host, err)

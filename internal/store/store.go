@@ -6,6 +6,8 @@
 package store
 
 import (
+	"github.com/jackc/pgx/v5"
+
 	"context"
 	"database/sql"
 	"errors"
@@ -27,6 +29,8 @@ type Store struct {
 	dialect dialect
 	// Prepared statements of the writer and of the reader pool.
 	wcache, rcache stmtCache
+	// pgConfig opens the dedicated LISTEN connection (PostgreSQL only).
+	pgConfig *pgx.ConnConfig
 }
 
 // Open opens (creating if needed) the store named by dsn and applies

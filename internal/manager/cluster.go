@@ -1,0 +1,96 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// Several managers may share one PostgreSQL store. Each keeps the live
+// state of the delegates connected to it; what one manager decides that
+// concerns another's delegates crosses over as a broadcast (LISTEN/NOTIFY):
+// a task to offer, a task to abort, a token revoked. Broadcasts are hints
+// that cut latency; the store stays the truth, and the rebroadcast and
+// heartbeat reconciliation catch anything a lost broadcast missed.
+
+// clusterEvent is one broadcast between managers.
+type clusterEvent struct {
+	Kind     string `json:"k"`
+	Origin   string `json:"o"`
+	Account  string `json:"a,omitempty"`
+	Task     string `json:"t,omitempty"`
+	Instance string `json:"i,omitempty"`
+	Token    string `json:"tok,omitempty"`
+}
+
+const (
+	clusterTask   = "task"   // a task is queued: offer it to your delegates
+	clusterAbort  = "abort"  // tell Instance to stop Task
+	clusterRevoke = "revoke" // Token is revoked: disconnect its delegates
+)
+
+// broadcast tells the other managers about ev (a no-op on SQLite).
+func (m *Manager) broadcast(ctx context.Context, ev clusterEvent) {
+	if !m.st.Shared() {
+		return
+	}
+	ev.Origin = m.id
+	b, _ := json.Marshal(ev)
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := m.st.Broadcast(bctx, string(b)); err != nil {
+		m.log.Warn("broadcast to other managers", "kind", ev.Kind, "err", err)
+	}
+}
+
+// listenLoop applies other managers' broadcasts until ctx ends.
+func (m *Manager) listenLoop(ctx context.Context) {
+	if !m.st.Shared() {
+		return
+	}
+	_ = m.st.Listen(ctx, func(payload string) {
+		var ev clusterEvent
+		if err := json.Unmarshal([]byte(payload), &ev); err != nil || ev.Origin == m.id {
+			return
+		}
+		m.applyClusterEvent(ctx, ev)
+	}, func() { m.log.Debug("listening to other managers") })
+}
+
+func (m *Manager) applyClusterEvent(ctx context.Context, ev clusterEvent) {
+	switch ev.Kind {
+	case clusterTask:
+		if len(m.hub.account(ev.Account)) == 0 {
+			return // none of this account's delegates is connected here
+		}
+		t, err := m.st.GetTask(ctx, ev.Account, ev.Task)
+		if err == nil && t.Status == protocol.StatusQueued {
+			m.offerTask(ctx, t, false)
+		}
+	case clusterAbort:
+		if d := m.hub.get(ev.Instance); d != nil {
+			d.dropRunning(ev.Task)
+			d.push(protocol.Event{Kind: protocol.EventAbort, TaskID: ev.Task, Reason: "stopped by another manager"})
+		}
+		m.logs.finish(ev.Task)
+	case clusterRevoke:
+		m.markTokenRevoked(ev.Token)
+		m.disconnectToken(ev.Account, ev.Token, "the delegate token was revoked")
+	}
+}
+
+// disconnectToken ends the sessions of this manager's delegates that
+// registered with the token.
+func (m *Manager) disconnectToken(acct, tokenID, reason string) int {
+	n := 0
+	for _, d := range m.hub.account(acct) {
+		if d.tokenID == tokenID {
+			d.push(protocol.Event{Kind: protocol.EventTokenRevoked, Reason: reason})
+			m.hub.remove(d.id)
+			n++
+		}
+	}
+	return n
+}
