@@ -213,6 +213,11 @@ func requeue(t *Task, now time.Time) {
 	t.QueueDeadline = fromMicros(micros(now.Add(time.Duration(t.QueueTimeoutMS) * time.Millisecond)))
 }
 
+// endLease ends the lease of a task the manager finished while it was
+// running (lease expired, timeout, cancel): the epoch advances, so the
+// delegate that held it can no longer report results or output for it.
+func endLease(t *Task) { t.Epoch++ }
+
 // heldAt reports whether a delegate holding the lease at epoch may still
 // act on t: the task runs at epoch, or it finished while running at epoch
 // (a task that was requeued has no AcquiredAt, so a lost delegate's late

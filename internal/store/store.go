@@ -566,7 +566,9 @@ func (s *Store) CompleteTask(ctx context.Context, id string, epoch int64, r Resu
 }
 
 // FinishTask ends a task that is queued or running (whatever its epoch) with
-// r, as the manager decides (cancel, timeout, not_assigned). ErrTaskTerminal
+// r, as the manager decides (cancel, timeout, not_assigned). A running
+// task's lease ends with it: its epoch advances, so the delegate's late
+// result and output are refused (ErrStaleLease), never applied. ErrTaskTerminal
 // if it already finished (the stored task is returned with it);
 // ErrNotFound if unknown or of another account. r.Status must be terminal.
 func (s *Store) FinishTask(ctx context.Context, accountID, id string, r Result, now time.Time) (Task, error) {
@@ -587,9 +589,12 @@ func (s *Store) FinishTask(ctx context.Context, accountID, id string, r Result, 
 		if protocol.Terminal(t.Status) {
 			return ErrTaskTerminal
 		}
-		prevStatus := t.Status
+		prevStatus, prevEpoch := t.Status, t.Epoch
 		finish(&t, r, now)
-		return updateTask(ctx, s.w(tx), t, prevStatus, t.Epoch)
+		if prevStatus == protocol.StatusRunning {
+			endLease(&t)
+		}
+		return updateTask(ctx, s.w(tx), t, prevStatus, prevEpoch)
 	})
 	if err != nil {
 		return t, fmt.Errorf("finish task %s: %w", id, err)
@@ -646,6 +651,7 @@ func (s *Store) ExpireLeases(ctx context.Context, now time.Time) ([]LeaseOutcome
 		}
 		for _, t := range expired {
 			o := LeaseOutcome{LostInstanceID: t.InstanceID}
+			prevEpoch := t.Epoch
 			if t.Attempts <= t.Retries {
 				o.Requeued = true
 				deny(&t, t.InstanceID)
@@ -656,8 +662,9 @@ func (s *Store) ExpireLeases(ctx context.Context, now time.Time) ([]LeaseOutcome
 					Error: fmt.Sprintf("delegate %q (host %s) disconnected while running the task (lease expired)",
 						t.DelegateName, t.DelegateHostname),
 				}, now)
+				endLease(&t)
 			}
-			err := updateTask(ctx, s.w(tx), t, protocol.StatusRunning, t.Epoch)
+			err := updateTask(ctx, s.w(tx), t, protocol.StatusRunning, prevEpoch)
 			if errors.Is(err, errRowChanged) {
 				continue
 			}
@@ -722,12 +729,14 @@ func (s *Store) TimeoutRunning(ctx context.Context, now time.Time, grace time.Du
 			return err
 		}
 		for _, t := range late {
+			prevEpoch := t.Epoch
 			finish(&t, Result{
 				Status: protocol.StatusTimedOut,
 				Error: fmt.Sprintf("timed out after %s (enforced by the manager; the delegate did not report)",
 					time.Duration(t.TimeoutMS)*time.Millisecond),
 			}, now)
-			err := updateTask(ctx, s.w(tx), t, protocol.StatusRunning, t.Epoch)
+			endLease(&t)
+			err := updateTask(ctx, s.w(tx), t, protocol.StatusRunning, prevEpoch)
 			if errors.Is(err, errRowChanged) {
 				continue
 			}

@@ -515,7 +515,7 @@ func TestExpireLeases(t *testing.T) {
 
 		wantFinal := stored(final)
 		wantFinal.Status = protocol.StatusFailed
-		wantFinal.Epoch, wantFinal.Attempts = 1, 1
+		wantFinal.Epoch, wantFinal.Attempts = 2, 1 // the lease ended with the task
 		wantFinal.InstanceID, wantFinal.DelegateName, wantFinal.DelegateHostname = "i2", "dlg-i2", "host-i2"
 		wantFinal.AcquiredAt = ptr(at(time.Minute))
 		wantFinal.FinishedAt = ptr(now)
@@ -668,10 +668,16 @@ func TestTimeoutRunning(t *testing.T) {
 		if diff := cmp.Diff(got, mustGet(t, s, "acc1", "slow"), equateEmpty); diff != "" {
 			t.Errorf("stored differs (-returned +stored):\n%s", diff)
 		}
-		// A late result at the same epoch is a no-op: the task finished at
-		// that epoch, and the timeout stands.
-		if late, err := s.CompleteTask(ctx, "slow", 1, Result{Status: protocol.StatusSucceeded}, now); err != nil || late.Status != protocol.StatusTimedOut {
-			t.Errorf("late result: %s, %v", late.Status, err)
+		// The manager ended the lease: a late result from the delegate that
+		// held it is refused, and the timeout stands.
+		if _, err := s.CompleteTask(ctx, "slow", 1, Result{Status: protocol.StatusSucceeded}, now); !errors.Is(err, ErrStaleLease) {
+			t.Errorf("late result: %v, want ErrStaleLease", err)
+		}
+		if err := s.AppendLogs(ctx, "slow", 1, []protocol.LogChunk{{Seq: 1, Data: "late"}}, LogCap{}); !errors.Is(err, ErrStaleLease) {
+			t.Errorf("late output: %v, want ErrStaleLease", err)
+		}
+		if cur := mustGet(t, s, "acc1", "slow"); cur.Status != protocol.StatusTimedOut || cur.Epoch != 2 {
+			t.Errorf("after the late result: %s at epoch %d, want timed_out at 2", cur.Status, cur.Epoch)
 		}
 		out, err = s.TimeoutRunning(ctx, at(24*time.Hour), 0)
 		if err != nil {
