@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build legate:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := pgtest.Main(m) // stops the PostgreSQL server of the multi-manager tests
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

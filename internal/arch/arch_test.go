@@ -24,6 +24,7 @@ var forbidden = map[string][]string{
 	"internal/config":   {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
 	"internal/manager":  {"internal/delegate", "internal/cli", "internal/executor"},
 	"internal/cli":      {"internal/manager", "internal/store", "internal/delegate"},
+	"internal/pgtest":   {"internal/"}, // a test helper: imports nothing from the project
 }
 
 type pkgInfo struct {

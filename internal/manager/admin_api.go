@@ -173,6 +173,12 @@ func (m *Manager) delegateList(ctx context.Context, acct string) ([]protocol.Del
 				v.Status = protocol.DelegateConnected
 			}
 		}
+		if v.Status == protocol.DelegateDisconnected && m.st.Shared() && m.hub.get(in.ID) == nil &&
+			in.DeregisteredAt == nil && in.LastHeartbeat != nil && now.Sub(*in.LastHeartbeat) <= m.window() {
+			// Connected to another manager on this database, which records
+			// its liveness every half heartbeat interval.
+			v.Status = protocol.DelegateConnected
+		}
 		if v.Status == protocol.DelegateDisconnected {
 			v.Connection = ""
 		}

@@ -55,7 +55,7 @@ func FuzzTaskSpecRoundTrip(f *testing.F) {
 	f.Add("", "", "", "", "", int64(0), 0)
 	f.Add("\x00\xff'\"?;--", "?", "'", "\n", "\\u0000", int64(-1), -5)
 	// Every input goes to both backends (to SQLite alone where PostgreSQL
-	// is not available: see postgresServer).
+	// is not available: see pgtest.Available).
 	stores := []*Store{openTest(f)}
 	if pgAvailable(f) {
 		stores = append(stores, postgresBackend.open(f))
