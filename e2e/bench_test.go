@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -248,4 +249,68 @@ func BenchmarkPickupBaseline3sPoller(b *testing.B) {
 	b.ReportMetric(ms(percentile(pickup, 0.5)), "p50-pickup-ms")
 	b.ReportMetric(ms(percentile(pickup, 0.99)), "p99-pickup-ms")
 	b.ReportMetric(ms(percentile(pickup, 1)), "max-pickup-ms")
+}
+
+// BenchmarkFailoverAfterKill measures, with a 1 s heartbeat interval, the
+// time from kill -9 of the delegate running a retryable task to the task's
+// process running on the other replica (started_at of the second attempt).
+// At most 5 kills are measured whatever b.N is.
+func BenchmarkFailoverAfterKill(b *testing.B) {
+	env := startCluster(b, "--heartbeat-interval", "1s")
+	tok := env.token("failover")
+	startReplica := func(host string) *exec.Cmd {
+		cmd := exec.Command(binary, "delegate")
+		cmd.Env = append(append(baseEnv(), env.seed004Env(tok, "failover", "")...), "DELEGATE_HOSTNAME="+host)
+		cmd.Dir = b.TempDir()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		env.waitConnected(host, "")
+		return cmd
+	}
+	procs := map[string]*exec.Cmd{"fo-a": startReplica("fo-a"), "fo-b": startReplica("fo-b")}
+	ctx := context.Background()
+	c, err := client.New(env.url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.SetSecret(env.apiKey)
+	n := min(b.N, 5)
+	var took []time.Duration
+	b.ResetTimer()
+	for i := 0; i < n; i++ {
+		marker := b.TempDir() + "/go"
+		task, err := c.SubmitTask(ctx, protocol.TaskSpec{Type: protocol.TaskShell, Retries: 1,
+			Shell: &protocol.ShellSpec{Script: "while [ ! -e " + marker + " ]; do sleep 0.01; done"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var first protocol.Task
+		eventually(b, 10*time.Second, "first attempt running", func() bool {
+			first, _ = c.GetTask(ctx, task.ID)
+			return first.StartedAt != nil
+		})
+		victim := first.DelegateHostname
+		_ = procs[victim].Process.Signal(syscall.SIGKILL)
+		killed := time.Now()
+		_ = procs[victim].Wait()
+		var second protocol.Task
+		eventually(b, 30*time.Second, "second attempt running", func() bool {
+			second, _ = c.GetTask(ctx, task.ID)
+			return second.Attempts == 2 && second.StartedAt != nil
+		})
+		took = append(took, second.StartedAt.Sub(killed))
+		if err := os.WriteFile(marker, nil, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.StreamLogs(ctx, task.ID, true, func(protocol.LogStreamLine) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+		procs[victim] = startReplica(victim)
+	}
+	b.StopTimer()
+	b.ReportMetric(percentile(took, 0.5).Seconds(), "p50-failover-s")
+	b.ReportMetric(percentile(took, 1).Seconds(), "max-failover-s")
+	b.ReportMetric(percentile(took, 0.5).Seconds()/1.0, "p50-heartbeat-intervals")
 }

@@ -37,7 +37,9 @@ type Config struct {
 	LongPollWait time.Duration
 	// LogCap bounds stored output per task attempt; zero = 4 MiB head and 4 MiB tail.
 	LogCap store.LogCap
-	// SweepInterval is how often timeouts, leases and the queue are checked; 0 = 500ms.
+	// SweepInterval is how often timeouts, leases and the queue are checked;
+	// 0 = a tenth of the heartbeat interval, between 100ms and 500ms, so a
+	// lost delegate's tasks move on close to the end of its lease.
 	SweepInterval time.Duration
 	// OfferFanout is how many eligible delegates are told about a new task
 	// at once (least loaded first); 0 = 3.
@@ -73,7 +75,7 @@ func (c *Config) defaults() {
 		c.LogCap = store.LogCap{Head: 4 << 20, Tail: 4 << 20}
 	}
 	if c.SweepInterval <= 0 {
-		c.SweepInterval = 500 * time.Millisecond
+		c.SweepInterval = min(max(c.HeartbeatInterval/10, 100*time.Millisecond), 500*time.Millisecond)
 	}
 	if c.OfferFanout <= 0 {
 		c.OfferFanout = 3
