@@ -302,7 +302,9 @@ func (a *Agent) redeliver() {
 		a.taskWG.Add(1)
 		go func() {
 			defer a.taskWG.Done()
-			a.deliverResult(a.log.With("task", r.TaskID), r.TaskID, r.Result)
+			log := a.log.With("task", r.TaskID)
+			a.deliverSpooledLogs(log, r.TaskID)
+			a.deliverResult(log, r.TaskID, r.Result)
 		}()
 	}
 }

@@ -649,7 +649,7 @@ func TestResultKeptOnDiskAcrossADelegateRestart(t *testing.T) {
 	tm.waitConnected(t, ag.hostname, protocol.ConnWebSocket)
 
 	marker := filepath.Join(t.TempDir(), "go")
-	task := tm.submitScript(t, "echo kept\nwhile [ ! -e "+shq(marker)+" ]; do sleep 0.02; done\nexit 4\n")
+	task := tm.submitScript(t, "echo kept\nwhile [ ! -e "+shq(marker)+" ]; do sleep 0.02; done\necho written while the manager was down\nexit 4\n")
 	tm.waitTask(t, task.ID, protocol.StatusRunning)
 	eventually(t, "the output to reach the manager", func() (bool, string) {
 		out, _, _ := tm.logs(t, task.ID, false)
@@ -657,8 +657,8 @@ func TestResultKeptOnDiskAcrossADelegateRestart(t *testing.T) {
 	})
 	tm.stop()
 	touch(t, marker)
-	eventually(t, "the agent to fail to deliver the result", func() (bool, string) {
-		return len(ag.logs.lines("result not delivered yet", "task="+task.ID)) > 0, "not yet"
+	eventually(t, "the agent to fail to deliver the output", func() (bool, string) {
+		return len(ag.logs.lines("output not delivered yet", "task="+task.ID)) > 0, "not yet"
 	})
 	ag.cancel()
 	ag.force()
@@ -676,8 +676,11 @@ func TestResultKeptOnDiskAcrossADelegateRestart(t *testing.T) {
 	if final.ExitCode == nil || *final.ExitCode != 4 || final.Attempts != 1 {
 		t.Errorf("task exit %v in %d attempts, want exit 4 in 1 (the spooled result)", final.ExitCode, final.Attempts)
 	}
+	if out, _, _ := tm.logs(t, task.ID, false); out != "kept\nwritten while the manager was down\n" {
+		t.Errorf("output after the restart = %q, want the output kept on disk too", out)
+	}
 	eventually(t, "the spool to be emptied", func() (bool, string) {
-		left, _ := filepath.Glob(filepath.Join(again.workDir, "spool", "*.result.json"))
+		left, _ := filepath.Glob(filepath.Join(again.workDir, "spool", "*.json"))
 		return len(left) == 0, fmt.Sprintf("%v", left)
 	})
 }

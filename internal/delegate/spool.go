@@ -26,13 +26,18 @@ func (s spool) path(taskID string) string {
 	return filepath.Join(s.dir, taskID+".result.json")
 }
 
-// save writes the result atomically (temporary file, fsync, rename).
+// save keeps a result until the manager has it.
 func (s spool) save(taskID string, res protocol.ResultRequest) error {
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return err
-	}
 	b, err := json.Marshal(spooledResult{TaskID: taskID, Result: res})
 	if err != nil {
+		return err
+	}
+	return s.write(s.path(taskID), b)
+}
+
+// write replaces path atomically (temporary file, fsync, rename).
+func (s spool) write(path string, b []byte) error {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(s.dir, ".tmp-")
@@ -51,7 +56,7 @@ func (s spool) save(taskID string, res protocol.ResultRequest) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), s.path(taskID))
+	return os.Rename(tmp.Name(), path)
 }
 
 func (s spool) remove(taskID string) { _ = os.Remove(s.path(taskID)) }
@@ -82,3 +87,38 @@ func (s spool) load(bad func(name string, err error)) []spooledResult {
 	}
 	return out
 }
+
+// spooledLogs is the output of a task that could not be sent before the
+// delegate stopped: the last chunks, in order, with their numbers.
+type spooledLogs struct {
+	TaskID string              `json:"task_id"`
+	Epoch  int64               `json:"epoch"`
+	Chunks []protocol.LogChunk `json:"chunks"`
+}
+
+func (s spool) logsPath(taskID string) string {
+	return filepath.Join(s.dir, taskID+".logs.json")
+}
+
+// saveLogs keeps unsent output (the caller bounds it to the tail).
+func (s spool) saveLogs(l spooledLogs) error {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	return s.write(s.logsPath(l.TaskID), b)
+}
+
+func (s spool) loadLogs(taskID string) (spooledLogs, bool) {
+	b, err := os.ReadFile(s.logsPath(taskID))
+	if err != nil {
+		return spooledLogs{}, false
+	}
+	var l spooledLogs
+	if err := json.Unmarshal(b, &l); err != nil || l.TaskID != taskID {
+		return spooledLogs{}, false
+	}
+	return l, true
+}
+
+func (s spool) removeLogs(taskID string) { _ = os.Remove(s.logsPath(taskID)) }

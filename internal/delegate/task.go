@@ -141,16 +141,14 @@ func derefInt(p *int) any {
 	return *p
 }
 
-// deliverResult keeps the result on disk and sends it until the manager
-// answers (or refuses it for good). When the delegate stops first, the
-// result stays on disk and the next start delivers it.
+// deliverResult sends the result until the manager answers (or refuses it
+// for good). A result the first attempt could not deliver is kept on disk:
+// when the delegate stops first, the next start delivers it.
 func (a *Agent) deliverResult(log interface {
 	Warn(string, ...any)
 }, id string, res protocol.ResultRequest) {
-	if err := a.spool.save(id, res); err != nil {
-		log.Warn("cannot keep the result on disk; delivering from memory only", "err", err)
-	}
 	b := backoff{min: 200 * time.Millisecond, max: 15 * time.Second}
+	saved := false
 	for {
 		gen := a.regGen.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -170,6 +168,13 @@ func (a *Agent) deliverResult(log interface {
 			log.Warn("result not delivered", "err", err)
 			a.spool.remove(id)
 			return
+		}
+		if !saved {
+			// Not delivered at the first try: keep it on disk until it is.
+			if err := a.spool.save(id, res); err != nil {
+				log.Warn("cannot keep the result on disk; delivering from memory only", "err", err)
+			}
+			saved = true
 		}
 		d := b.next()
 		log.Warn("result not delivered yet; retrying", "err", err, "retry_in", d.Round(time.Millisecond))
@@ -242,6 +247,7 @@ func (s *shipper) loop() {
 	defer close(s.done)
 	b := backoff{min: 100 * time.Millisecond, max: 10 * time.Second}
 	var pending *protocol.LogChunk
+	warned := false
 	for {
 		if pending == nil {
 			s.mu.Lock()
@@ -288,9 +294,82 @@ func (s *shipper) loop() {
 			pending = nil
 			continue
 		}
+		if !warned {
+			s.a.log.Warn("output not delivered yet; retrying", "task", s.id, "err", err)
+			warned = true
+		}
 		select {
 		case <-time.After(b.next()):
+		case <-s.a.stopDelivery:
+			s.keep(pending)
+			return
 		case <-s.a.opts.ForceStop:
+			s.keep(pending)
+			return
+		}
+	}
+}
+
+// maxSpooledLogs bounds the output kept on disk per task: its tail.
+const maxSpooledLogs = 1 << 20
+
+// keep writes the output not sent yet (pending, then the buffer) to the
+// spool, so the next start of the delegate sends it before the result.
+func (s *shipper) keep(pending *protocol.LogChunk) {
+	chunks := []protocol.LogChunk{*pending}
+	s.mu.Lock()
+	for len(s.buf) > 0 {
+		n := min(len(s.buf), maxChunk)
+		s.seq++
+		chunks = append(chunks, protocol.LogChunk{Seq: s.seq, Time: time.Now().UTC(), Data: string(s.buf[:n])})
+		s.buf = s.buf[n:]
+	}
+	s.buf = nil
+	s.mu.Unlock()
+	size := 0
+	first := len(chunks)
+	for first > 0 && size+len(chunks[first-1].Data) <= maxSpooledLogs {
+		first--
+		size += len(chunks[first].Data)
+	}
+	if first == len(chunks) {
+		first = len(chunks) - 1 // one chunk is at most maxChunk
+	}
+	if err := s.a.spool.saveLogs(spooledLogs{TaskID: s.id, Epoch: s.epoch, Chunks: chunks[first:]}); err != nil {
+		s.a.log.Warn("cannot keep unsent output on disk", "task", s.id, "err", err)
+	}
+}
+
+// deliverSpooledLogs sends output kept by an earlier run, before its result.
+func (a *Agent) deliverSpooledLogs(log interface{ Warn(string, ...any) }, taskID string) {
+	l, ok := a.spool.loadLogs(taskID)
+	if !ok {
+		return
+	}
+	b := backoff{min: 200 * time.Millisecond, max: 15 * time.Second}
+	for {
+		gen := a.regGen.Load()
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		err := a.client().SendLogs(ctx, taskID, protocol.LogsRequest{Epoch: l.Epoch, Chunks: l.Chunks})
+		cancel()
+		var pe *protocol.Error
+		switch {
+		case err == nil:
+			a.spool.removeLogs(taskID)
+			return
+		case errors.As(err, &pe) && !pe.Code.Recoverable() && pe.Code != protocol.CodeUnauthenticated:
+			log.Warn("manager refused output kept from an earlier run", "err", err)
+			a.spool.removeLogs(taskID)
+			return
+		}
+		if !a.handleCallError(context.Background(), err, gen) {
+			return
+		}
+		select {
+		case <-time.After(b.next()):
+		case <-a.stopDelivery:
+			return
+		case <-a.opts.ForceStop:
 			return
 		}
 	}
