@@ -90,6 +90,9 @@ type Agent struct {
 	// stopDelivery ends result delivery loops when the delegate stops;
 	// undelivered results stay in the spool for the next start.
 	stopDelivery chan struct{}
+	// spooled are the results an earlier run of this delegate kept on disk;
+	// their tasks count as running at the first registration.
+	spooled []spooledResult
 }
 
 type runningTask struct {
@@ -221,6 +224,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.killAll = func() { killAll(errors.New("delegate stopping")) }
 	defer a.killAll()
 
+	a.spooled = a.spool.load(func(name string, err error) {
+		a.log.Warn("unreadable spooled result", "file", name, "err", err)
+	})
 	if err := a.register(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -295,9 +301,7 @@ func (a *Agent) drain(now bool) {
 
 // redeliver sends results spooled by an earlier run of this delegate.
 func (a *Agent) redeliver() {
-	for _, r := range a.spool.load(func(name string, err error) {
-		a.log.Warn("unreadable spooled result", "file", name, "err", err)
-	}) {
+	for _, r := range a.spooled {
 		a.log.Info("delivering a result kept from an earlier run", "task", r.TaskID)
 		a.taskWG.Add(1)
 		go func() {
@@ -341,6 +345,12 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			Capacity:           a.cfg.Capacity,
 			IdentityByHostname: a.cfg.IdentityByHostname,
 			Running:            a.runningList(),
+			FreshStart:         a.regGen.Load() == 0,
+		}
+		if req.FreshStart {
+			for _, r := range a.spooled {
+				req.Running = append(req.Running, protocol.RunningTask{ID: r.TaskID, Epoch: r.Result.Epoch})
+			}
 		}
 		resp, err := a.client().Register(ctx, req)
 		if err == nil {

@@ -181,6 +181,9 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	m.hub.put(d)
+	if req.FreshStart {
+		m.reconcileRestart(ctx, d, req.Running)
+	}
 	sess, exp := m.issueSession(d)
 	m.log.Info("delegate registered", "account", in.AccountID, "instance", in.ID, "name", in.Name, "hostname", in.Hostname, "generation", in.Generation)
 	writeJSON(w, http.StatusOK, protocol.RegisterResponse{
@@ -660,4 +663,40 @@ func (m *Manager) handleCapabilities(w http.ResponseWriter, r *http.Request, d *
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// reconcileRestart handles the tasks a restarted delegate process no
+// longer runs: the store says this instance runs them, the new process
+// does not list them, so they died with the old process. Each is run
+// elsewhere (this instance denied) if it has retries left, or fails with
+// an error that says so — at once, not after its lease.
+func (m *Manager) reconcileRestart(ctx context.Context, d *live, running []protocol.RunningTask) {
+	ts, err := m.st.RunningTasksOf(ctx, d.id)
+	if err != nil {
+		m.log.Warn("reconcile restarted delegate", "instance", d.id, "err", err)
+		return
+	}
+	listed := make(map[string]bool, len(running))
+	for _, rt := range running {
+		listed[rt.ID] = true
+	}
+	for _, t := range ts {
+		if listed[t.ID] {
+			continue
+		}
+		reason := fmt.Sprintf("delegate %q (host %s) restarted while running the task", d.name, d.hostname)
+		nt, requeued, err := m.st.RequeueTask(ctx, t.ID, t.Epoch, d.id, reason, m.cfg.Now())
+		if err != nil {
+			continue // finished or moved meanwhile
+		}
+		d.dropRunning(t.ID)
+		if requeued {
+			m.log.Info("task requeued: its delegate restarted", "task", t.ID, "instance", d.id)
+			m.offerTask(ctx, nt, false)
+			m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: nt.AccountID, Task: nt.ID})
+		} else {
+			m.log.Info("task failed: its delegate restarted", "task", t.ID, "instance", d.id)
+			m.logs.finish(t.ID)
+		}
+	}
 }

@@ -559,3 +559,44 @@ func TestSuccessfulTaskResetsAllowlistTTL(t *testing.T) {
 		t.Fatalf("allowlist after a successful task = %+v, want binary:git with 6h left", al)
 	}
 }
+
+func TestRestartedDelegateReconcilesItsTasks(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	ctx := context.Background()
+	a := tm.client(t, tm.admin.APIKey)
+	tok, _ := a.CreateToken(ctx, "t")
+	d, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "rst", "h1")
+	submit := func(retries int) (protocol.Task, protocol.AcquireResponse) {
+		t.Helper()
+		task, err := a.SubmitTask(ctx, protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "true"}, Retries: retries, Selectors: []string{"h1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acq, err := d.Acquire(ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return task, acq
+	}
+	lost, _ := submit(0)
+	retried, _ := submit(1)
+	kept, keptAcq := submit(0)
+	// The same identity registers again from a new process that still runs
+	// (or has a spooled result for) only one of the three.
+	c := tm.client(t, "")
+	if _, err := c.Register(ctx, protocol.RegisterRequest{
+		AccountID: tm.admin.AccountID, Token: tok.Value, Name: "rst", Hostname: "h1", IP: "127.0.0.1",
+		FreshStart: true, Running: []protocol.RunningTask{{ID: kept.ID, Epoch: keptAcq.Epoch}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := a.GetTask(ctx, lost.ID); got.Status != protocol.StatusFailed || !strings.Contains(got.Error, "restarted") {
+		t.Errorf("task without retries: %s %q, want failed saying the delegate restarted", got.Status, got.Error)
+	}
+	if got, _ := a.GetTask(ctx, retried.ID); got.Status != protocol.StatusQueued {
+		t.Errorf("task with a retry left: %s, want queued again", got.Status)
+	}
+	if got, _ := a.GetTask(ctx, kept.ID); got.Status != protocol.StatusRunning || got.Attempts != 1 {
+		t.Errorf("task the new process still runs: %s (attempts %d), want running", got.Status, got.Attempts)
+	}
+}

@@ -11,7 +11,8 @@
 //	2 (2026-11-22): scope (orgs, projects), capabilities with allow and deny
 //	  lists (task_available events name the task's capabilities; delegates
 //	  report validation results), connectors, resource thresholds in
-//	  heartbeats, delegate-fault results, task explanations.
+//	  heartbeats, delegate-fault results, task explanations, fresh-start
+//	  reconciliation of a restarted delegate's tasks.
 package protocol
 
 import (
@@ -122,6 +123,12 @@ type RegisterRequest struct {
 	IdentityByHostname bool `json:"identity_by_hostname,omitempty"`
 	// Running lists tasks the delegate still runs from a previous session.
 	Running []RunningTask `json:"running,omitempty"`
+	// FreshStart is true on the first registration of a delegate process:
+	// tasks the manager believes this instance runs that are not in
+	// Running were lost with the previous process and are reconciled at
+	// once (run elsewhere or failed) instead of waiting for their lease.
+	// Since v2.
+	FreshStart bool `json:"fresh_start,omitempty"`
 }
 
 // RegisterResponse answers a successful registration.
