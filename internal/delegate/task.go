@@ -54,7 +54,7 @@ func (a *Agent) runTask(id string, capabilities []string) {
 			return
 		}
 	}
-	acq, err := a.client().Acquire(ctx, id)
+	acq, err := a.acquire(ctx, id)
 	if err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) && (pe.Code == protocol.CodeAlreadyClaimed || pe.Code == protocol.CodeTaskTerminal) {
@@ -132,6 +132,28 @@ func (a *Agent) runTask(id string, capabilities []string) {
 	}
 	a.deliverResult(log, id, res)
 	log.Info("task finished", "status", outcome.Status, "exit_code", derefInt(outcome.ExitCode))
+}
+
+// acquire claims a task, asking again when the answer was lost on the way
+// (a transport error, not a refusal): the manager answers a repeated claim
+// by the holder with the same lease, so the task runs exactly once.
+func (a *Agent) acquire(ctx context.Context, id string) (protocol.AcquireResponse, error) {
+	b := backoff{min: 50 * time.Millisecond, max: time.Second}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		var acq protocol.AcquireResponse
+		acq, err = a.client().Acquire(ctx, id)
+		var pe *protocol.Error
+		if err == nil || errors.As(err, &pe) || ctx.Err() != nil {
+			return acq, err
+		}
+		select {
+		case <-ctx.Done():
+			return acq, err
+		case <-time.After(b.next()):
+		}
+	}
+	return protocol.AcquireResponse{}, err
 }
 
 func derefInt(p *int) any {

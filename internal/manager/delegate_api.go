@@ -177,7 +177,7 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 	for _, rt := range req.Running {
 		t, err := m.st.GetTask(ctx, req.AccountID, rt.ID)
 		if err == nil && t.Status == protocol.StatusRunning && t.InstanceID == in.ID && t.Epoch == rt.Epoch {
-			d.setRunning(rt.ID, rt.Epoch)
+			d.setRunning(rt.ID, rt.Epoch, m.cfg.Now())
 		}
 	}
 	m.hub.put(d)
@@ -234,16 +234,29 @@ func (m *Manager) heartbeat(ctx context.Context, d *live, hb protocol.Heartbeat)
 			if ep != rt.Epoch {
 				abort = append(abort, rt.ID)
 			}
+			d.claimed[rt.ID] = now
 			continue
 		}
 		unknown = append(unknown, rt)
+	}
+	// A lease is extended only by heartbeats that list the task. A task
+	// claimed (or last listed) more than two intervals ago that the
+	// delegate no longer lists is not running there — for example the
+	// answer to its acquire was lost — so its lease is left to expire and
+	// the task moves on (requeued, or failed naming the delegate).
+	for id := range d.running {
+		if !listed[id] && now.Sub(d.claimed[id]) > 2*m.cfg.HeartbeatInterval {
+			delete(d.running, id)
+			delete(d.claimed, id)
+			m.log.Warn("delegate no longer lists a task it held; its lease will expire", "task", id, "instance", d.id)
+		}
 	}
 	d.mu.Unlock()
 	// Tasks this manager did not hand out (restart, another replica): ask the store.
 	for _, rt := range unknown {
 		t, err := m.st.GetTask(ctx, d.accountID, rt.ID)
 		if err == nil && t.Status == protocol.StatusRunning && t.InstanceID == d.id && t.Epoch == rt.Epoch {
-			d.setRunning(rt.ID, rt.Epoch)
+			d.setRunning(rt.ID, rt.Epoch, m.cfg.Now())
 			continue
 		}
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -441,6 +454,13 @@ func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live)
 		storeError(w, err, "task "+id)
 		return
 	}
+	if t.Status == protocol.StatusRunning && t.InstanceID == d.id && t.StartedAt == nil {
+		// The same delegate asks again: the answer to its claim was lost.
+		// Acquire is idempotent for the holder until the task starts.
+		d.setRunning(t.ID, t.Epoch, m.cfg.Now())
+		writeJSON(w, http.StatusOK, protocol.AcquireResponse{TaskID: t.ID, Epoch: t.Epoch, Spec: t.Spec, TimeoutMS: t.TimeoutMS})
+		return
+	}
 	if t.Status != protocol.StatusQueued {
 		if protocol.Terminal(t.Status) {
 			writeError(w, http.StatusConflict, protocol.CodeTaskTerminal, "task %s already finished", id)
@@ -468,7 +488,7 @@ func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live)
 		storeError(w, err, "task "+id)
 		return
 	}
-	d.setRunning(t.ID, t.Epoch)
+	d.setRunning(t.ID, t.Epoch, m.cfg.Now())
 	timeout := time.Duration(t.TimeoutMS) * time.Millisecond
 	m.log.Debug("task acquired", "task", t.ID, "instance", d.id, "epoch", t.Epoch)
 	writeJSON(w, http.StatusOK, protocol.AcquireResponse{TaskID: t.ID, Epoch: t.Epoch, Spec: t.Spec, TimeoutMS: timeout.Milliseconds()})

@@ -40,7 +40,10 @@ type live struct {
 	running       map[string]int64 // task ID -> epoch
 	// pending holds tasks offered to this delegate alone and not yet
 	// acquired; they count as load so a burst spreads over delegates.
-	pending   map[string]struct{}
+	pending map[string]struct{}
+	// claimed is when this manager saw each running task claimed or
+	// listed; a task the delegate stops listing loses its lease extension.
+	claimed   map[string]time.Time
 	events    []protocol.Event
 	notify    chan struct{} // cap 1: something is in events
 	kick      chan struct{} // closed to end the event channel (revoked/superseded)
@@ -61,6 +64,7 @@ func newLive(in store.Instance) *live {
 		capacity:   in.Capacity,
 		running:    map[string]int64{},
 		pending:    map[string]struct{}{},
+		claimed:    map[string]time.Time{},
 		notify:     make(chan struct{}, 1),
 		kick:       make(chan struct{}),
 	}
@@ -140,9 +144,10 @@ func (l *live) load() (running, capacity int, draining bool) {
 	return len(l.running), l.capacity, l.draining
 }
 
-func (l *live) setRunning(id string, epoch int64) {
+func (l *live) setRunning(id string, epoch int64, now time.Time) {
 	l.mu.Lock()
 	l.running[id] = epoch
+	l.claimed[id] = now
 	delete(l.pending, id)
 	l.mu.Unlock()
 }
@@ -157,6 +162,7 @@ func (l *live) unpend(id string) {
 func (l *live) dropRunning(id string) {
 	l.mu.Lock()
 	delete(l.running, id)
+	delete(l.claimed, id)
 	l.mu.Unlock()
 }
 
