@@ -4,16 +4,21 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/legate-dev/legate/internal/client"
+	"github.com/legate-dev/legate/internal/config"
+	"github.com/legate-dev/legate/internal/delegate"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -313,4 +318,72 @@ func BenchmarkFailoverAfterKill(b *testing.B) {
 	b.ReportMetric(percentile(took, 0.5).Seconds(), "p50-failover-s")
 	b.ReportMetric(percentile(took, 1).Seconds(), "max-failover-s")
 	b.ReportMetric(percentile(took, 0.5).Seconds()/1.0, "p50-heartbeat-intervals")
+}
+
+// BenchmarkReconnect1000AfterManagerRestart runs 1,000 real delegate agents
+// (internal/delegate, in this process) against a manager process, restarts
+// the manager (SIGTERM, same address and data) and measures the time until
+// the manager lists all 1,000 as connected again. One measurement whatever
+// b.N is. LEGATE_BENCH_DELEGATES overrides the count.
+func BenchmarkReconnect1000AfterManagerRestart(b *testing.B) {
+	n := 1000
+	if v, err := strconv.Atoi(os.Getenv("LEGATE_BENCH_DELEGATES")); err == nil && v > 0 {
+		n = v
+	}
+	env := startCluster(b, "--heartbeat-interval", "2s")
+	tok := env.token("swarm")
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	b.Cleanup(func() { cancel(); wg.Wait() })
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for i := 0; i < n; i++ {
+		a, err := delegate.New(delegate.Options{
+			Config: config.Delegate{AccountID: env.account, Token: tok, ManagerURLs: []string{env.url},
+				Name: "swarm", Hostname: fmt.Sprintf("swarm-%04d", i), Type: "SHELL"},
+			WorkDir: b.TempDir(), Grace: time.Second, Logger: quiet, IP: "127.0.0.1", TaskEnv: []string{},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = a.Run(ctx) }()
+	}
+	c, err := client.New(env.url, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.SetSecret(env.apiKey)
+	last := time.Now()
+	connected := func() int {
+		dl, err := c.ListDelegates(ctx)
+		if err != nil {
+			return -1
+		}
+		k, ws := 0, 0
+		for _, d := range dl.Delegates {
+			if d.Status == protocol.DelegateConnected {
+				k++
+				if d.Connection == protocol.ConnWebSocket {
+					ws++
+				}
+			}
+		}
+		if time.Since(last) > 5*time.Second {
+			b.Logf("%d of %d connected (%d over the WebSocket)", k, n, ws)
+			last = time.Now()
+		}
+		return ws
+	}
+	eventually(b, 2*time.Minute, "all delegates connected", func() bool { return connected() == n })
+	b.ResetTimer()
+	env.mgr.signal(syscall.SIGTERM)
+	env.mgr.wait(30 * time.Second)
+	restarted := time.Now()
+	env.startManager(strings.TrimPrefix(env.url, "http://"), "--heartbeat-interval", "2s")
+	c.SetSecret(env.apiKey)
+	eventually(b, 2*time.Minute, "all delegates reconnected", func() bool { return connected() == n })
+	took := time.Since(restarted)
+	b.StopTimer()
+	b.ReportMetric(took.Seconds(), "reconnect-all-s")
+	b.ReportMetric(float64(n), "delegates")
 }

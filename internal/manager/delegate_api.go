@@ -302,8 +302,14 @@ func (m *Manager) handleEvents(w http.ResponseWriter, r *http.Request, d *live) 
 			wait = time.Duration(ms) * time.Millisecond
 		}
 	}
-	first := d.connectionKind() != protocol.ConnPolling
-	d.setConnection(protocol.ConnPolling)
+	// A poll that overlaps an open WebSocket (the delegate is switching
+	// back) does not make the delegate a polling one.
+	d.mu.Lock()
+	first := d.connection != protocol.ConnPolling && d.wsOpen == 0
+	if d.wsOpen == 0 {
+		d.connection = protocol.ConnPolling
+	}
+	d.mu.Unlock()
 	if first {
 		m.offerQueued(r.Context(), d)
 	}
@@ -367,7 +373,15 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 	c.SetReadLimit(1 << 20)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
-	d.setConnection(protocol.ConnWebSocket)
+	d.mu.Lock()
+	d.wsOpen++
+	d.connection = protocol.ConnWebSocket
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		d.wsOpen--
+		d.mu.Unlock()
+	}()
 	m.log.Debug("websocket open", "instance", d.id, "name", d.name)
 
 	// Reader: heartbeats in, acks queued for the writer.
@@ -434,7 +448,7 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 // back to polling and the next poll marks it as polling.
 func (m *Manager) lostWebSocket(d *live) {
 	d.mu.Lock()
-	if d.connection == protocol.ConnWebSocket {
+	if d.connection == protocol.ConnWebSocket && d.wsOpen <= 1 {
 		d.connection = ""
 	}
 	d.mu.Unlock()

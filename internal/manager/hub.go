@@ -43,7 +43,9 @@ type live struct {
 	pending map[string]struct{}
 	// claimed is when this manager saw each running task claimed or
 	// listed; a task the delegate stops listing loses its lease extension.
-	claimed   map[string]time.Time
+	claimed map[string]time.Time
+	// wsOpen counts this delegate's open WebSockets (usually 0 or 1).
+	wsOpen    int
 	events    []protocol.Event
 	notify    chan struct{} // cap 1: something is in events
 	kick      chan struct{} // closed to end the event channel (revoked/superseded)
