@@ -14,17 +14,18 @@ const module = "github.com/legate-dev/legate/"
 
 // forbidden lists, per package, the project packages it must not import.
 var forbidden = map[string][]string{
-	"internal/protocol": {"internal/"},
-	"internal/store":    {"internal/manager", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
-	"internal/client":   {"internal/manager", "internal/store", "internal/delegate", "internal/cli", "internal/executor"},
-	"internal/delegate": {"internal/manager", "internal/store", "internal/cli"},
-	"internal/executor": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli"},
-	"internal/mask":     {"internal/"},
-	"internal/assign":   {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
-	"internal/config":   {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
-	"internal/manager":  {"internal/delegate", "internal/cli", "internal/executor"},
-	"internal/cli":      {"internal/manager", "internal/store", "internal/delegate"},
-	"internal/pgtest":   {"internal/"}, // a test helper: imports nothing from the project
+	"internal/protocol":   {"internal/"},
+	"internal/store":      {"internal/manager", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
+	"internal/client":     {"internal/manager", "internal/store", "internal/delegate", "internal/cli", "internal/executor"},
+	"internal/delegate":   {"internal/manager", "internal/store", "internal/cli"},
+	"internal/executor":   {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli"},
+	"internal/mask":       {"internal/"},
+	"internal/atomicfile": {"internal/"},
+	"internal/assign":     {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
+	"internal/config":     {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
+	"internal/manager":    {"internal/delegate", "internal/cli", "internal/executor"},
+	"internal/cli":        {"internal/manager", "internal/store", "internal/delegate"},
+	"internal/pgtest":     {"internal/"}, // a test helper: imports nothing from the project
 }
 
 type pkgInfo struct {

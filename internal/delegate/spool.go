@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/legate-dev/legate/internal/atomicfile"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -35,28 +36,12 @@ func (s spool) save(taskID string, res protocol.ResultRequest) error {
 	return s.write(s.path(taskID), b)
 }
 
-// write replaces path atomically (temporary file, fsync, rename).
+// write replaces path atomically.
 func (s spool) write(path string, b []byte) error {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(s.dir, ".tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.WriteFile(path, b, 0o600)
 }
 
 func (s spool) remove(taskID string) { _ = os.Remove(s.path(taskID)) }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/legate-dev/legate/internal/atomicfile"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -62,7 +63,7 @@ func Bootstrap(ctx context.Context, st *store.Store, dataDir, url string, now ti
 	}
 	content := fmt.Sprintf("# legate admin credentials; load with: set -a; . %s; set +a\nLEGATE_URL=%s\nLEGATE_ACCOUNT_ID=%s\nLEGATE_API_KEY=%s\n",
 		a.EnvFile, url, a.AccountID, a.APIKey)
-	if err := writeFileAtomic(a.EnvFile, []byte(content), 0o600); err != nil {
+	if err := atomicfile.WriteFile(a.EnvFile, []byte(content), 0o600); err != nil {
 		return a, fmt.Errorf("bootstrap: write %s: %w", a.EnvFile, err)
 	}
 	return a, nil
@@ -94,32 +95,6 @@ func readEnvFile(path string) (map[string]string, error) {
 		}
 	}
 	return out, sc.Err()
-}
-
-// writeFileAtomic writes via a temporary file and rename, so a crash never
-// leaves a half-written credentials file.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // IssueToken creates a delegate token directly in the store (for dev mode,
