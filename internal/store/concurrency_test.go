@@ -165,11 +165,9 @@ func TestSweepsConcurrent(t *testing.T) {
 			lost := newTask(fmt.Sprintf("lost%02d", i), "acc1", t0)
 			lost.Retries = i % 2 // half requeue, half fail
 			lost.TimeoutMS = 0   // only its lease is due
-			late := newTask(fmt.Sprintf("late%02d", i), "acc1", t0)
-			late.QueueDeadline = at(time.Second)
 			slow := newTask(fmt.Sprintf("slow%02d", i), "acc1", t0)
 			slow.TimeoutMS = 1000
-			mustCreate(t, stores[0], lost, late, slow)
+			mustCreate(t, stores[0], lost, slow)
 			mustClaim(t, stores[0], lost.ID, "i1", t0)
 			mustClaim(t, stores[0], slow.ID, "i2", t0)
 			// slow's lease lasts beyond the sweep; only its timeout is due.
@@ -185,9 +183,9 @@ func TestSweepsConcurrent(t *testing.T) {
 			got = append(got, what+" "+id)
 			mu.Unlock()
 		}
-		race(len(stores)*3, func(i int) {
+		race(len(stores)*2, func(i int) {
 			s := stores[i%len(stores)]
-			switch i % 3 {
+			switch i % 2 {
 			case 0:
 				out, err := s.ExpireLeases(ctx, now)
 				if err != nil {
@@ -197,14 +195,6 @@ func TestSweepsConcurrent(t *testing.T) {
 					report(fmt.Sprintf("lease requeued=%v", o.Requeued), o.Task.ID)
 				}
 			case 1:
-				out, err := s.ExpireQueued(ctx, now, "no delegate")
-				if err != nil {
-					t.Errorf("ExpireQueued: %v", err)
-				}
-				for _, task := range out {
-					report("queue", task.ID)
-				}
-			case 2:
 				out, err := s.TimeoutRunning(ctx, now, 0)
 				if err != nil {
 					t.Errorf("TimeoutRunning: %v", err)
@@ -217,7 +207,7 @@ func TestSweepsConcurrent(t *testing.T) {
 		var want []string
 		for i := range n {
 			want = append(want, fmt.Sprintf("lease requeued=%v lost%02d", i%2 == 1, i),
-				fmt.Sprintf("queue late%02d", i), fmt.Sprintf("timeout slow%02d", i))
+				fmt.Sprintf("timeout slow%02d", i))
 		}
 		sort.Strings(want)
 		sort.Strings(got)

@@ -633,7 +633,7 @@ func (s *Store) ExtendLeases(ctx context.Context, ext []LeaseExtension) error {
 // otherwise it ends failed with an Error naming the delegate (name and
 // hostname) that was lost while running it.
 //
-// The sweeps (ExpireLeases, ExpireQueued, TimeoutRunning) run on every
+// The sweeps (ExpireLeases, TimeoutRunning) run on every
 // manager. On PostgreSQL they lock the rows they take and skip rows that
 // another transaction holds, so concurrent sweeps of several managers
 // split the work and each task is reported by exactly one of them; a row
@@ -678,37 +678,6 @@ func (s *Store) ExpireLeases(ctx context.Context, now time.Time) ([]LeaseOutcome
 	})
 	if err != nil {
 		return nil, fmt.Errorf("expire leases: %w", err)
-	}
-	return out, nil
-}
-
-// ExpireQueued ends not_assigned every queued task whose QueueDeadline is
-// before now, with the given error text, and returns them.
-func (s *Store) ExpireQueued(ctx context.Context, now time.Time, reason string) ([]Task, error) {
-	var out []Task
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		out = nil
-		expired, err := queryTasks(ctx, s.w(tx), `SELECT `+taskCols+` FROM tasks
-	WHERE status = ? AND queue_deadline < ? ORDER BY queue_deadline, id`+s.lockClause("FOR UPDATE SKIP LOCKED"),
-			protocol.StatusQueued, micros(now))
-		if err != nil {
-			return err
-		}
-		for _, t := range expired {
-			finish(&t, Result{Status: protocol.StatusNotAssigned, Error: reason}, now)
-			err := updateTask(ctx, s.w(tx), t, protocol.StatusQueued, t.Epoch)
-			if errors.Is(err, errRowChanged) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("task %s: %w", t.ID, err)
-			}
-			out = append(out, t)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("expire queued tasks: %w", err)
 	}
 	return out, nil
 }

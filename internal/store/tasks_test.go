@@ -595,42 +595,6 @@ func TestExpireLeasesDenyList(t *testing.T) {
 	})
 }
 
-func TestExpireQueued(t *testing.T) {
-	t.Parallel()
-	forEachBackend(t, func(t *testing.T, b backend) {
-		s := b.open(t)
-		ctx := context.Background()
-		late := newTask("late", "acc1", t0)
-		late.QueueDeadline = at(time.Minute)
-		fresh := newTask("fresh", "acc1", t0)
-		fresh.QueueDeadline = at(time.Hour)
-		running := newTask("running", "acc1", t0)
-		running.QueueDeadline = at(time.Minute)
-		mustCreate(t, s, late, fresh, running)
-		mustClaim(t, s, "running", "i1", at(30*time.Second))
-
-		now := at(2 * time.Minute)
-		reason := "no delegate took the task within its queue timeout"
-		out, err := s.ExpireQueued(ctx, now, reason)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := stored(late)
-		want.Status, want.Error, want.FinishedAt = protocol.StatusNotAssigned, reason, ptr(now)
-		if diff := cmp.Diff([]Task{want}, out, equateEmpty); diff != "" {
-			t.Errorf("ExpireQueued (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff(want, mustGet(t, s, "acc1", "late"), equateEmpty); diff != "" {
-			t.Errorf("stored (-want +got):\n%s", diff)
-		}
-		for _, id := range []string{"fresh", "running"} {
-			if got := mustGet(t, s, "acc1", id); protocol.Terminal(got.Status) {
-				t.Errorf("%s ended: %s", id, got.Status)
-			}
-		}
-	})
-}
-
 func TestTimeoutRunning(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {
