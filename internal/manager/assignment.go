@@ -217,12 +217,29 @@ func explanationText(head, summary string, verdicts []protocol.DelegateVerdict) 
 // those past their queue timeout. Either way the error explains, per
 // delegate, what excluded it.
 func (m *Manager) sweepQueue(ctx context.Context, now time.Time) {
-	ts, err := m.st.ListTasks(ctx, store.TaskFilter{Status: protocol.StatusQueued, Limit: 1000})
+	// Past their deadline first, by the deadline index, so that a deep
+	// queue cannot hide them; then the newest queued tasks for the
+	// "nothing can ever run it" check.
+	expired, err := m.st.QueuedPastDeadline(ctx, now, 1000)
+	if err != nil {
+		m.log.Warn("list queued tasks past their deadline", "err", err)
+		return
+	}
+	recent, err := m.st.ListTasks(ctx, store.TaskFilter{Status: protocol.StatusQueued, Limit: 1000})
 	if err != nil {
 		m.log.Warn("list queued tasks", "err", err)
 		return
 	}
-	seen := make(map[string]bool, len(ts))
+	ts := expired
+	seen := make(map[string]bool, len(expired)+len(recent))
+	for _, t := range expired {
+		seen[t.ID] = true
+	}
+	for _, t := range recent {
+		if !seen[t.ID] {
+			ts = append(ts, t)
+		}
+	}
 	pol := m.policy()
 	for _, t := range ts {
 		seen[t.ID] = true

@@ -527,13 +527,13 @@ func (m *Manager) handleStarted(w http.ResponseWriter, r *http.Request, d *live)
 // ownsTask checks that the task belongs to the delegate's account (and
 // answers 404 otherwise, so other accounts' task IDs leak nothing).
 func (m *Manager) ownsTask(w http.ResponseWriter, r *http.Request, d *live, id string) bool {
-	t, err := m.st.GetTask(r.Context(), d.accountID, id)
+	holder, err := m.st.TaskHolder(r.Context(), d.accountID, id)
 	if err != nil {
 		storeError(w, err, "task "+id)
 		return false
 	}
-	if t.InstanceID != d.id {
-		m.log.Warn("refused report from a delegate that does not hold the task", "task", id, "instance", d.id, "holder", t.InstanceID)
+	if holder != d.id {
+		m.log.Warn("refused report from a delegate that does not hold the task", "task", id, "instance", d.id, "holder", holder)
 		writeError(w, http.StatusConflict, protocol.CodeStaleLease, "task %s is not held by this delegate", id)
 		return false
 	}
@@ -639,6 +639,7 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 		storeError(w, err, "task "+id)
 		return
 	}
+	wasFull := d.full()
 	d.dropRunning(id)
 	m.logs.finish(id)
 	m.log.Info("task finished", "task", id, "status", t.Status, "instance", d.id)
@@ -658,8 +659,13 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 			m.log.Warn("record connector success", "connector", t.Spec.Connector, "err", err)
 		}
 	}
-	// Capacity freed: offer what is waiting.
-	m.offerQueued(r.Context(), d)
+	// Capacity freed: offer what is waiting. A delegate that was not full
+	// could already take every queued task it is eligible for (those were
+	// offered when they were queued, and widened if not acquired), so only
+	// a delegate whose capacity was the obstacle is offered the queue.
+	if wasFull {
+		m.offerQueued(r.Context(), d)
+	}
 	writeJSON(w, http.StatusOK, m.taskView(t))
 }
 

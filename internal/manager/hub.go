@@ -161,6 +161,14 @@ func (l *live) unpend(id string) {
 	l.mu.Unlock()
 }
 
+// full reports whether the delegate has a capacity and its running tasks
+// and sole offers fill it.
+func (l *live) full() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.capacity > 0 && len(l.running)+len(l.pending) >= l.capacity
+}
+
 func (l *live) dropRunning(id string) {
 	l.mu.Lock()
 	delete(l.running, id)

@@ -26,7 +26,7 @@ type testManager struct {
 	m     *Manager
 }
 
-func startTestManager(t *testing.T, cfg Config) *testManager {
+func startTestManager(t testing.TB, cfg Config) *testManager {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -68,7 +68,7 @@ func startTestManager(t *testing.T, cfg Config) *testManager {
 	return &testManager{url: url, admin: admin, st: st, m: m}
 }
 
-func (tm *testManager) client(t *testing.T, secret string) *client.Client {
+func (tm *testManager) client(t testing.TB, secret string) *client.Client {
 	t.Helper()
 	c, err := client.New(tm.url, nil)
 	if err != nil {
@@ -93,7 +93,7 @@ func (tm *testManager) newAccount(t *testing.T, id string) string {
 }
 
 // registerFake registers a delegate that speaks the protocol from the test.
-func (tm *testManager) registerFake(t *testing.T, accountID, token, name, host string, tags ...string) (*client.Client, protocol.RegisterResponse) {
+func (tm *testManager) registerFake(t testing.TB, accountID, token, name, host string, tags ...string) (*client.Client, protocol.RegisterResponse) {
 	t.Helper()
 	c := tm.client(t, "")
 	resp, err := c.Register(context.Background(), protocol.RegisterRequest{

@@ -84,7 +84,7 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxIdleTime(0)
 	writer.SetConnMaxLifetime(0)
-	s := &Store{writer: writer, dialect: dialectSQLite}
+	s := &Store{writer: writer, dialect: dialectSQLite, group: newGroupCommit()}
 	if err := s.migrate(ctx); err != nil {
 		writer.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
@@ -332,6 +332,9 @@ func (h handle) queryRow(ctx context.Context, query string, args ...any) rowScan
 // or a deadlock, so fn must be safe to repeat: it must (re)set everything
 // it returns through its closure.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if s.group != nil {
+		return s.group.run(ctx, s, fn)
+	}
 	for attempt := 1; ; attempt++ {
 		err := s.writeOnce(ctx, fn)
 		if err == nil || s.dialect != dialectPostgres || attempt == maxWriteAttempts || !retryable(err) {
@@ -504,16 +507,18 @@ func listLimit(n int) int {
 // insert runs one INSERT ... ON CONFLICT DO NOTHING on the writer and
 // reports ErrConflict when it inserted nothing.
 func (s *Store) insert(ctx context.Context, query string, args ...any) error {
-	res, err := s.w(nil).exec(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return ErrConflict
-	}
-	return nil
+	return s.write(ctx, func(tx *sql.Tx) error {
+		res, err := s.w(tx).exec(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return ErrConflict
+		}
+		return nil
+	})
 }

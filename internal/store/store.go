@@ -29,6 +29,9 @@ type Store struct {
 	dialect dialect
 	// Prepared statements of the writer and of the reader pool.
 	wcache, rcache stmtCache
+	// group shares write transactions among concurrent writers (SQLite
+	// only; nil on PostgreSQL, whose pool runs writes side by side).
+	group *groupCommit
 	// pgConfig opens the dedicated LISTEN connection (PostgreSQL only).
 	pgConfig *pgx.ConnConfig
 }
@@ -396,6 +399,22 @@ func (s *Store) GetTask(ctx context.Context, accountID, id string) (Task, error)
 	return t, nil
 }
 
+// TaskHolder returns the instance that holds (or last held) a task of an
+// account: "" for a task never claimed. ErrNotFound also when the task
+// belongs to another account. It reads two columns, so the delegate's
+// reports can be checked without decoding the task.
+func (s *Store) TaskHolder(ctx context.Context, accountID, id string) (string, error) {
+	var acct, holder string
+	err := s.r(nil).queryRow(ctx, `SELECT account_id, instance_id FROM tasks WHERE id = ?`, id).Scan(&acct, &holder)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && acct != accountID) {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("get task %s: %w", id, err)
+	}
+	return holder, nil
+}
+
 // ListTasks lists tasks, newest first (ties broken by ID, descending).
 // The limit is 100 by default and at most 1000.
 func (s *Store) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
@@ -433,6 +452,20 @@ func (s *Store) QueuedTasks(ctx context.Context, accountID string, limit int) ([
 		accountID, protocol.StatusQueued, limit)
 	if err != nil {
 		return nil, fmt.Errorf("queued tasks: %w", err)
+	}
+	return tasks, nil
+}
+
+// QueuedPastDeadline lists queued tasks (of every account) whose queue
+// deadline is before now, earliest deadline first, at most limit (limit <= 0
+// means 100). It reads the (status, queue_deadline) index, so a deep queue
+// does not make it slower.
+func (s *Store) QueuedPastDeadline(ctx context.Context, now time.Time, limit int) ([]Task, error) {
+	tasks, err := queryTasks(ctx, s.r(nil), `SELECT `+taskCols+` FROM tasks
+	WHERE status = ? AND queue_deadline < ? ORDER BY queue_deadline, id LIMIT ?`,
+		protocol.StatusQueued, micros(now), listLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("queued tasks past their deadline: %w", err)
 	}
 	return tasks, nil
 }

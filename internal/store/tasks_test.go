@@ -717,3 +717,41 @@ func benchClaimCompleteParallel(b *testing.B, s *Store) {
 		}
 	})
 }
+
+// TestQueuedPastDeadlineSeesPastADeepQueue: the sweep's view of expired
+// tasks comes from the deadline index, earliest first, however many newer
+// tasks are queued.
+func TestQueuedPastDeadlineSeesPastADeepQueue(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		late := newTask("late", "acc1", t0)
+		late.QueueDeadline = t0.Add(time.Second)
+		later := newTask("later", "acc2", t0)
+		later.QueueDeadline = t0.Add(2 * time.Second)
+		claimed := newTask("claimed", "acc1", t0)
+		claimed.QueueDeadline = t0.Add(time.Second)
+		mustCreate(t, s, late, later, claimed)
+		mustClaim(t, s, "claimed", "i1", t0)
+		for i := range 150 {
+			fresh := newTask(fmt.Sprintf("fresh%03d", i), "acc1", t0.Add(time.Duration(i+1)*time.Millisecond))
+			fresh.QueueDeadline = t0.Add(time.Hour)
+			mustCreate(t, s, fresh)
+		}
+		now := t0.Add(3 * time.Second)
+		got, err := s.QueuedPastDeadline(ctx, now, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"late", "later"}, ids(got)); diff != "" {
+			t.Errorf("past deadline (-want +got):\n%s", diff)
+		}
+		if got, err := s.QueuedPastDeadline(ctx, now, 1); err != nil || len(got) != 1 || got[0].ID != "late" {
+			t.Errorf("limit 1: %v %v, want [late]", ids(got), err)
+		}
+		if got, err := s.QueuedPastDeadline(ctx, t0.Add(time.Second), 0); err != nil || len(got) != 0 {
+			t.Errorf("at the first deadline itself: %v %v, want none (strictly before now)", ids(got), err)
+		}
+	})
+}
