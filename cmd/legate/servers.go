@@ -132,6 +132,7 @@ type delegateFlags struct {
 	poll                                                                  bool
 	capacity                                                              int
 	grace                                                                 time.Duration
+	perfInterval                                                          time.Duration
 }
 
 // delegateConfig reads the environment (both seed generations) and lets
@@ -197,6 +198,10 @@ documents, unchanged:
   DELEGATE_HOSTNAME                         overrides the detected hostname (identity)
   POLL_FOR_TASKS=true                       poll instead of using the WebSocket
   DELEGATE_TASK_CAPACITY                    tasks run at once (0 = unlimited)
+  LOGGING_LEVEL                             debug, info, warn or error (default info)
+
+Log lines go to stdout and to WORKDIR/delegate.log, rolled daily and at
+50 MB, kept 10 days and 1 GB at most (docs/logging.md).
 
 Flags override the environment. SIGTERM drains: no new tasks, running tasks
 finish within --grace, then the delegate deregisters and exits 0; a second
@@ -205,20 +210,35 @@ signal cancels running tasks at once.`,
     DELEGATE_NAME=build DELEGATE_TAGS=linux,docker legate delegate`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(f.logLevel)
-			if err != nil {
-				return err
-			}
 			cfg, err := delegateConfig(cmd, f)
 			if err != nil {
 				return err
 			}
+			level := cfg.LogLevel
+			if cmd.Flags().Changed("log-level") {
+				if level, err = config.ParseLogLevel("--log-level", f.logLevel); err != nil {
+					return err
+				}
+			}
 			if f.grace <= 0 {
 				return errors.New("--grace must be positive")
 			}
+			workDir := f.workDir
+			if workDir == "" {
+				if workDir, err = os.Getwd(); err != nil {
+					return fmt.Errorf("working directory: %w", err)
+				}
+			}
+			logFile, err := openDelegateLog(workDir)
+			if err != nil {
+				return err
+			}
+			defer logFile.Close()
+			log := delegateLogger(level, cmd.OutOrStdout(), logFile)
+			log.Info("delegate starting", "version", buildVersion(), "workdir", workDir, "log_level", level)
 			a, err := delegate.New(delegate.Options{
-				Config: cfg, WorkDir: f.workDir, Grace: f.grace, Version: buildVersion(),
-				Logger: log, ForceStop: st.Force,
+				Config: cfg, WorkDir: workDir, Grace: f.grace, Version: buildVersion(),
+				Logger: log, ForceStop: st.Force, PerfInterval: f.perfInterval,
 			})
 			if err != nil {
 				return err
@@ -237,7 +257,9 @@ signal cancels running tasks at once.`,
 	fl.IntVar(&f.capacity, "capacity", 0, "tasks run at once, 0 = unlimited (DELEGATE_TASK_CAPACITY)")
 	fl.StringVar(&f.workDir, "workdir", "", "working directory for task files (default: current directory)")
 	fl.DurationVar(&f.grace, "grace", 5*time.Minute, "how long running tasks may finish after SIGTERM")
-	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (overrides LOGGING_LEVEL)")
+	fl.DurationVar(&f.perfInterval, "perf-interval", time.Minute, "how often the performance line is logged")
+	_ = fl.MarkHidden("perf-interval")
 	return cmd
 }
 
@@ -284,12 +306,20 @@ both cleanly; running again on the same directory keeps everything.`,
 			if err := os.MkdirAll(workDir, 0o700); err != nil {
 				return err
 			}
+			logFile, err := openDelegateLog(workDir)
+			if err != nil {
+				return err
+			}
+			defer logFile.Close()
+			var termLevel slog.Level
+			_ = termLevel.UnmarshalText([]byte(f.logLevel)) // checked by newLogger
+			dlog := devDelegateLogger(log, termLevel, logFile)
 			a, err := delegate.New(delegate.Options{
 				Config: config.Delegate{
 					AccountID: admin.AccountID, Token: token, ManagerURLs: []string{publicURL(ln.Addr())},
 					Name: "dev-delegate", Type: "SHELL", Tags: []string{"dev"},
 				},
-				WorkDir: workDir, Grace: 10 * time.Second, Version: buildVersion(), Logger: log, ForceStop: stop.Force,
+				WorkDir: workDir, Grace: 10 * time.Second, Version: buildVersion(), Logger: dlog, ForceStop: stop.Force,
 			})
 			if err != nil {
 				return err

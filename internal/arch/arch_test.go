@@ -21,6 +21,7 @@ var forbidden = map[string][]string{
 	"internal/executor":   {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli"},
 	"internal/mask":       {"internal/"},
 	"internal/atomicfile": {"internal/"},
+	"internal/logfile":    {"internal/"},
 	"internal/assign":     {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
 	"internal/config":     {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
 	"internal/manager":    {"internal/delegate", "internal/cli", "internal/executor"},

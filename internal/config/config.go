@@ -9,6 +9,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
@@ -62,6 +63,11 @@ type Delegate struct {
 	// HELM_DELEGATE or KUBERNETES_SERVICE_HOST is set: the instance is
 	// identified by hostname alone.
 	IdentityByHostname bool
+
+	// Logging.
+
+	// LogLevel is LOGGING_LEVEL; default info.
+	LogLevel slog.Level
 }
 
 // Environment variables with a name in each seed generation (first
@@ -220,6 +226,9 @@ func ReadEnv(lookup func(string) (string, bool)) (Delegate, error) {
 	d.InitScript = get("INIT_SCRIPT")
 	d.IdentityByHostname = d.Type == "KUBERNETES" || d.Type == "HELM_DELEGATE" ||
 		get("KUBERNETES_SERVICE_HOST") != ""
+	if err := readLogging(&d, get); err != nil {
+		return Delegate{}, err
+	}
 	return d, nil
 }
 

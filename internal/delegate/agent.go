@@ -48,6 +48,9 @@ type Options struct {
 	TaskEnv []string
 	// ForceStop, when closed, cancels running tasks at once (second signal).
 	ForceStop <-chan struct{}
+	// PerfInterval is how often the performance line is logged; 0 = 1m,
+	// negative = never.
+	PerfInterval time.Duration
 }
 
 // Agent is one running delegate. Create it with New and run it with Run.
@@ -93,6 +96,7 @@ type Agent struct {
 	// spooled are the results an earlier run of this delegate kept on disk;
 	// their tasks count as running at the first registration.
 	spooled []spooledResult
+	perf    perfStats // counters of the performance line (perf.go)
 }
 
 type runningTask struct {
@@ -156,6 +160,7 @@ func New(opts Options) (*Agent, error) {
 	}
 	a.conn.init()
 	a.caps = newCapabilityChecker(opts.HTTPClient)
+	a.caps.validating = &a.perf.validating
 	a.spool = spool{dir: filepath.Join(opts.WorkDir, "spool")}
 	a.stopDelivery = make(chan struct{})
 	a.load = &loadMonitor{cpuLimit: opts.Config.CPUThreshold, memLimit: opts.Config.MemoryThreshold}
@@ -238,6 +243,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() { defer a.wg.Done(); a.heartbeatLoop(loopCtx) }()
 	go func() { defer a.wg.Done(); a.eventLoop(loopCtx) }()
 	go func() { defer a.wg.Done(); a.sessionLoop(loopCtx) }()
+	a.wg.Go(func() { a.perfLoop(loopCtx) })
 
 	var runErr error
 	select {

@@ -25,6 +25,7 @@ type capabilityChecker struct {
 	httpClient *http.Client
 	mu         sync.Mutex
 	okUntil    map[string]time.Time
+	validating *gauge // counts checks in progress; may be nil
 }
 
 func newCapabilityChecker(base *http.Client) *capabilityChecker {
@@ -56,6 +57,7 @@ func (c *capabilityChecker) check(ctx context.Context, criteria []string) ([]pro
 	if len(todo) == 0 {
 		return nil, true
 	}
+	defer c.validating.begin()()
 	results := make([]protocol.CapabilityResult, len(todo))
 	var wg sync.WaitGroup
 	for i, cr := range todo {

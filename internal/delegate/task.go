@@ -72,6 +72,7 @@ func (a *Agent) runTask(id string, capabilities []string) {
 	a.tasks[id] = &runningTask{epoch: acq.Epoch, cancel: cancel}
 	a.mu.Unlock()
 	defer release()
+	defer a.perf.executing.begin()()
 	log := a.log.With("task", id, "epoch", acq.Epoch, "type", acq.Spec.Type)
 	log.Info("task acquired")
 
