@@ -463,42 +463,29 @@ func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live)
 		return
 	}
 	defer d.unpend(id)
-	t, err := m.st.GetTask(ctx, d.accountID, id)
-	if err != nil {
-		storeError(w, err, "task "+id)
-		return
-	}
-	if t.Status == protocol.StatusRunning && t.InstanceID == d.id && t.StartedAt == nil {
+	_, capacity, _ := d.load()
+	// The rules that depend on the task are checked on the row the claim
+	// reads, inside its transaction: one read per acquire.
+	t, err := m.st.ClaimTask(ctx, store.Claim{
+		TaskID: id, InstanceID: d.id, DelegateName: d.name, DelegateHostname: d.hostname,
+		Capacity: capacity, LeaseDuration: m.leaseDuration(),
+		Check: func(t store.Task) error { return acquireCheck(t, d) },
+	}, m.cfg.Now())
+	var refused *acquireRefusal
+	switch {
+	case errors.As(err, &refused) && refused.held:
 		// The same delegate asks again: the answer to its claim was lost.
 		// Acquire is idempotent for the holder until the task starts.
 		d.setRunning(t.ID, t.Epoch, m.cfg.Now())
 		writeJSON(w, http.StatusOK, protocol.AcquireResponse{TaskID: t.ID, Epoch: t.Epoch, Spec: t.Spec, TimeoutMS: t.TimeoutMS})
 		return
-	}
-	if t.Status != protocol.StatusQueued {
-		if protocol.Terminal(t.Status) {
-			writeError(w, http.StatusConflict, protocol.CodeTaskTerminal, "task %s already finished", id)
-		} else {
-			writeError(w, http.StatusConflict, protocol.CodeAlreadyClaimed, "task %s was claimed by another delegate", id)
-		}
+	case errors.As(err, &refused) && t.AccountID != d.accountID:
+		storeError(w, store.ErrNotFound, "task "+id)
 		return
-	}
-	if missing := protocol.MissingSelectors(t.Spec.Selectors, d.tags, d.name, d.hostname); len(missing) > 0 {
-		writeError(w, http.StatusForbidden, protocol.CodeNotEligible, "delegate lacks selectors %s", strings.Join(missing, ", "))
+	case errors.As(err, &refused):
+		writeError(w, http.StatusForbidden, protocol.CodeNotEligible, "%s", refused.msg)
 		return
-	}
-	for _, den := range t.DeniedInstances {
-		if den == d.id {
-			writeError(w, http.StatusForbidden, protocol.CodeNotEligible, "delegate is denied this task (it was lost while running it before)")
-			return
-		}
-	}
-	_, capacity, _ := d.load()
-	t, err = m.st.ClaimTask(ctx, store.Claim{
-		TaskID: id, InstanceID: d.id, DelegateName: d.name, DelegateHostname: d.hostname,
-		Capacity: capacity, LeaseDuration: m.leaseDuration(),
-	}, m.cfg.Now())
-	if err != nil {
+	case err != nil:
 		storeError(w, err, "task "+id)
 		return
 	}
@@ -506,6 +493,44 @@ func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live)
 	timeout := time.Duration(t.TimeoutMS) * time.Millisecond
 	m.log.Debug("task acquired", "task", t.ID, "instance", d.id, "epoch", t.Epoch)
 	writeJSON(w, http.StatusOK, protocol.AcquireResponse{TaskID: t.ID, Epoch: t.Epoch, Spec: t.Spec, TimeoutMS: timeout.Milliseconds()})
+}
+
+// acquireRefusal ends a claim before the store decides: the delegate
+// already holds the task (held), or the task is not for it.
+type acquireRefusal struct {
+	held bool
+	msg  string
+}
+
+func (e *acquireRefusal) Error() string {
+	if e.held {
+		return "already held by this delegate"
+	}
+	return e.msg
+}
+
+// acquireCheck applies the acquire rules that depend on the stored task:
+// its account, a repeated acquire by its holder, selectors and the deny
+// list. Status and capacity are the store's to decide.
+func acquireCheck(t store.Task, d *live) error {
+	if t.AccountID != d.accountID {
+		return &acquireRefusal{msg: "task of another account"}
+	}
+	if t.Status == protocol.StatusRunning && t.InstanceID == d.id && t.StartedAt == nil {
+		return &acquireRefusal{held: true}
+	}
+	if t.Status != protocol.StatusQueued {
+		return nil
+	}
+	if missing := protocol.MissingSelectors(t.Spec.Selectors, d.tags, d.name, d.hostname); len(missing) > 0 {
+		return &acquireRefusal{msg: "delegate lacks selectors " + strings.Join(missing, ", ")}
+	}
+	for _, den := range t.DeniedInstances {
+		if den == d.id {
+			return &acquireRefusal{msg: "delegate is denied this task (it was lost while running it before)"}
+		}
+	}
+	return nil
 }
 
 func (m *Manager) handleStarted(w http.ResponseWriter, r *http.Request, d *live) {

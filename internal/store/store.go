@@ -478,13 +478,30 @@ func (s *Store) QueuedPastDeadline(ctx context.Context, now time.Time, limit int
 // DelegateHostname, AcquiredAt = now, clears StartedAt, and sets
 // LeaseExpiresAt = now + LeaseDuration. Exactly one concurrent claimer wins,
 // also across several Stores (managers) on one PostgreSQL database: the
-// guarded UPDATE locks the row, and a claimer that waited for that lock
-// re-checks status = queued against the committed row, so it matches
-// nothing. The capacity check holds under concurrency too (see
+// task is read FOR UPDATE, so a claimer that waited for that row lock
+// reads the committed row and sees it is no longer queued. The capacity check holds under concurrency too (see
 // lockInstanceClaims).
 func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, error) {
 	var t Task
+	var checkErr error
 	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		checkErr = nil
+		t, err = getTaskForUpdate(ctx, s.w(tx), c.TaskID)
+		if err != nil {
+			return err
+		}
+		if c.Check != nil {
+			if checkErr = c.Check(t); checkErr != nil {
+				return checkErr
+			}
+		}
+		if t.Status != protocol.StatusQueued {
+			if protocol.Terminal(t.Status) {
+				return ErrTaskTerminal
+			}
+			return ErrAlreadyClaimed
+		}
 		if c.Capacity > 0 {
 			if err := s.lockInstanceClaims(ctx, tx, c.InstanceID); err != nil {
 				return err
@@ -498,32 +515,25 @@ func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, er
 				return ErrNoCapacity
 			}
 		}
-		res, err := s.w(tx).exec(ctx, `UPDATE tasks SET status = ?, epoch = epoch + 1,
-	attempts = attempts + 1, instance_id = ?, delegate_name = ?, delegate_hostname = ?,
-	acquired_at = ?, started_at = NULL, lease_expires_at = ?
-	WHERE id = ? AND status = ?`,
-			protocol.StatusRunning, c.InstanceID, c.DelegateName, c.DelegateHostname, micros(now),
-			micros(now.Add(c.LeaseDuration)), c.TaskID, protocol.StatusQueued)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		t, err = getTask(ctx, s.w(tx), c.TaskID)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			if protocol.Terminal(t.Status) {
-				return ErrTaskTerminal
+		prevEpoch := t.Epoch
+		t.Status = protocol.StatusRunning
+		t.Epoch++
+		t.Attempts++
+		t.InstanceID, t.DelegateName, t.DelegateHostname = c.InstanceID, c.DelegateName, c.DelegateHostname
+		t.AcquiredAt, t.StartedAt = timePtr(now), nil
+		t.LeaseExpiresAt = timePtr(now.Add(c.LeaseDuration))
+		if err := updateTask(ctx, s.w(tx), t, protocol.StatusQueued, prevEpoch); err != nil {
+			if errors.Is(err, errRowChanged) {
+				return ErrAlreadyClaimed
 			}
-			return ErrAlreadyClaimed
+			return err
 		}
 		return nil
 	})
 	if err != nil {
+		if checkErr != nil {
+			return t, fmt.Errorf("claim task %s: %w", c.TaskID, err)
+		}
 		return Task{}, fmt.Errorf("claim task %s: %w", c.TaskID, err)
 	}
 	return t, nil

@@ -116,6 +116,12 @@ type Claim struct {
 	Capacity int
 	// LeaseDuration is how long the lease lasts without a heartbeat.
 	LeaseDuration time.Duration
+	// Check, if set, sees the task as stored, inside the claim's
+	// transaction, before anything is decided; an error it returns ends
+	// the claim, and ClaimTask returns that task with the error. It lets
+	// the caller apply its own rules (selectors, deny lists, a repeated
+	// acquire) without reading the task a second time.
+	Check func(Task) error
 }
 
 // Result is a task outcome reported by a delegate (or decided by the manager).
