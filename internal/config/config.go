@@ -62,6 +62,12 @@ type Delegate struct {
 	// HELM_DELEGATE or KUBERNETES_SERVICE_HOST is set: the instance is
 	// identified by hostname alone.
 	IdentityByHostname bool
+
+	// HTTP.
+	// HTTPPort is DELEGATE_HTTP_PORT, the port of the health and metrics
+	// server (/healthz, /readyz, /metrics); 0 turns it off. ReadEnv
+	// defaults it to DefaultHTTPPort; a Delegate built in code has 0.
+	HTTPPort int
 }
 
 // Environment variables with a name in each seed generation (first
@@ -220,6 +226,9 @@ func ReadEnv(lookup func(string) (string, bool)) (Delegate, error) {
 	d.InitScript = get("INIT_SCRIPT")
 	d.IdentityByHostname = d.Type == "KUBERNETES" || d.Type == "HELM_DELEGATE" ||
 		get("KUBERNETES_SERVICE_HOST") != ""
+	if err := readHTTP(get, &d); err != nil {
+		return Delegate{}, err
+	}
 	return d, nil
 }
 
