@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -197,6 +198,8 @@ documents, unchanged:
   DELEGATE_HOSTNAME                         overrides the detected hostname (identity)
   POLL_FOR_TASKS=true                       poll instead of using the WebSocket
   DELEGATE_TASK_CAPACITY                    tasks run at once (0 = unlimited)
+  DELEGATE_HTTP_PORT                        port of /healthz, /readyz and /metrics
+                                            (Prometheus), default 3460, 0 = off
 
 Flags override the environment. SIGTERM drains: no new tasks, running tasks
 finish within --grace, then the delegate deregisters and exits 0; a second
@@ -218,7 +221,7 @@ signal cancels running tasks at once.`,
 			}
 			a, err := delegate.New(delegate.Options{
 				Config: cfg, WorkDir: f.workDir, Grace: f.grace, Version: buildVersion(),
-				Logger: log, ForceStop: st.Force,
+				Logger: log, ForceStop: st.Force, HTTPAddr: httpAddr("", cfg.HTTPPort),
 			})
 			if err != nil {
 				return err
@@ -239,6 +242,24 @@ signal cancels running tasks at once.`,
 	fl.DurationVar(&f.grace, "grace", 5*time.Minute, "how long running tasks may finish after SIGTERM")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	return cmd
+}
+
+// httpAddr is the address of the delegate's health and metrics server on
+// host ("" = every interface) and port; "" (off) for port 0.
+func httpAddr(host string, port int) string {
+	if port == 0 {
+		return ""
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// devDelegateHTTP describes the dev delegate's health and metrics server
+// for the banner.
+func devDelegateHTTP(port int) string {
+	if port == 0 {
+		return "; delegate: off (DELEGATE_HTTP_PORT=0)"
+	}
+	return fmt.Sprintf(", http://127.0.0.1:%d/metrics and /readyz (delegate)", port)
 }
 
 func splitTags(s string) []string {
@@ -280,6 +301,12 @@ both cleanly; running again on the same directory keeps everything.`,
 			if err != nil {
 				return err
 			}
+			// The dev delegate serves health and metrics on loopback, on
+			// DELEGATE_HTTP_PORT (3460 unless set; 0 turns it off).
+			httpPort, err := config.HTTPPortFromEnv(os.LookupEnv)
+			if err != nil {
+				return err
+			}
 			workDir := filepath.Join(f.data, "delegate")
 			if err := os.MkdirAll(workDir, 0o700); err != nil {
 				return err
@@ -290,6 +317,7 @@ both cleanly; running again on the same directory keeps everything.`,
 					Name: "dev-delegate", Type: "SHELL", Tags: []string{"dev"},
 				},
 				WorkDir: workDir, Grace: 10 * time.Second, Version: buildVersion(), Logger: log, ForceStop: stop.Force,
+				HTTPAddr: httpAddr("127.0.0.1", httpPort),
 			})
 			if err != nil {
 				return err
@@ -308,6 +336,7 @@ legate dev is running.
   account ID  %s
   API key     %s
   data        %s
+  metrics     %s/metrics (manager)%s
 
 Try it from another terminal:
 
@@ -317,7 +346,7 @@ Try it from another terminal:
 
 Press Ctrl-C to stop.
 
-`, admin.URL, admin.AccountID, admin.APIKey, f.data, admin.EnvFile)
+`, admin.URL, admin.AccountID, admin.APIKey, f.data, admin.URL, devDelegateHTTP(httpPort), admin.EnvFile)
 			derr := a.Run(ctx)
 			stopManager()
 			wg.Wait()
