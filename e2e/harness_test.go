@@ -102,9 +102,12 @@ func start(t testing.TB, name string, env []string, args ...string) *proc {
 }
 
 // baseEnv is the environment of every process: PATH and HOME only, so no
-// variable of the machine leaks into a delegate's configuration.
+// variable of the machine leaks into a delegate's configuration. Delegates
+// serve no health and metrics port (many run at once); a test that scrapes
+// one appends DELEGATE_HTTP_PORT (the last value of a variable wins).
 func baseEnv() []string {
-	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "GOCOVERDIR=" + os.Getenv("GOCOVERDIR")}
+	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "GOCOVERDIR=" + os.Getenv("GOCOVERDIR"),
+		"DELEGATE_HTTP_PORT=0"}
 }
 
 // wait waits for the process to exit and returns its exit code.

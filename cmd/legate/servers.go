@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -199,6 +200,8 @@ documents, unchanged:
   POLL_FOR_TASKS=true                       poll instead of using the WebSocket
   DELEGATE_TASK_CAPACITY                    tasks run at once (0 = unlimited)
   LOGGING_LEVEL                             debug, info, warn or error (default info)
+  DELEGATE_HTTP_PORT                        port of /healthz, /readyz and /metrics
+                                            (Prometheus), default 3460, 0 = off
 
 Log lines go to stdout and to WORKDIR/delegate.log, rolled daily and at
 50 MB, kept 10 days and 1 GB at most (docs/logging.md).
@@ -239,6 +242,7 @@ signal cancels running tasks at once.`,
 			a, err := delegate.New(delegate.Options{
 				Config: cfg, WorkDir: workDir, Grace: f.grace, Version: buildVersion(),
 				Logger: log, ForceStop: st.Force, PerfInterval: f.perfInterval,
+				HTTPAddr: httpAddr("", cfg.HTTPPort),
 			})
 			if err != nil {
 				return err
@@ -261,6 +265,24 @@ signal cancels running tasks at once.`,
 	fl.DurationVar(&f.perfInterval, "perf-interval", time.Minute, "how often the performance line is logged")
 	_ = fl.MarkHidden("perf-interval")
 	return cmd
+}
+
+// httpAddr is the address of the delegate's health and metrics server on
+// host ("" = every interface) and port; "" (off) for port 0.
+func httpAddr(host string, port int) string {
+	if port == 0 {
+		return ""
+	}
+	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// devDelegateHTTP describes the dev delegate's health and metrics server
+// for the banner.
+func devDelegateHTTP(port int) string {
+	if port == 0 {
+		return "; delegate: off (DELEGATE_HTTP_PORT=0)"
+	}
+	return fmt.Sprintf(", http://127.0.0.1:%d/metrics and /readyz (delegate)", port)
 }
 
 func splitTags(s string) []string {
@@ -302,6 +324,12 @@ both cleanly; running again on the same directory keeps everything.`,
 			if err != nil {
 				return err
 			}
+			// The dev delegate serves health and metrics on loopback, on
+			// DELEGATE_HTTP_PORT (3460 unless set; 0 turns it off).
+			httpPort, err := config.HTTPPortFromEnv(os.LookupEnv)
+			if err != nil {
+				return err
+			}
 			workDir := filepath.Join(f.data, "delegate")
 			if err := os.MkdirAll(workDir, 0o700); err != nil {
 				return err
@@ -320,6 +348,7 @@ both cleanly; running again on the same directory keeps everything.`,
 					Name: "dev-delegate", Type: "SHELL", Tags: []string{"dev"},
 				},
 				WorkDir: workDir, Grace: 10 * time.Second, Version: buildVersion(), Logger: dlog, ForceStop: stop.Force,
+				HTTPAddr: httpAddr("127.0.0.1", httpPort),
 			})
 			if err != nil {
 				return err
@@ -338,6 +367,7 @@ legate dev is running.
   account ID  %s
   API key     %s
   data        %s
+  metrics     %s/metrics (manager)%s
 
 Try it from another terminal:
 
@@ -347,7 +377,7 @@ Try it from another terminal:
 
 Press Ctrl-C to stop.
 
-`, admin.URL, admin.AccountID, admin.APIKey, f.data, admin.EnvFile)
+`, admin.URL, admin.AccountID, admin.APIKey, f.data, admin.URL, devDelegateHTTP(httpPort), admin.EnvFile)
 			derr := a.Run(ctx)
 			stopManager()
 			wg.Wait()

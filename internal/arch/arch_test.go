@@ -27,6 +27,7 @@ var forbidden = map[string][]string{
 	"internal/manager":    {"internal/delegate", "internal/cli", "internal/executor"},
 	"internal/cli":        {"internal/manager", "internal/store", "internal/delegate"},
 	"internal/pgtest":     {"internal/"}, // a test helper: imports nothing from the project
+	"internal/promtest":   {"internal/"}, // a test helper: imports nothing from the project
 }
 
 type pkgInfo struct {

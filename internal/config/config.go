@@ -68,6 +68,13 @@ type Delegate struct {
 
 	// LogLevel is LOGGING_LEVEL; default info.
 	LogLevel slog.Level
+
+	// HTTP.
+
+	// HTTPPort is DELEGATE_HTTP_PORT, the port of the health and metrics
+	// server (/healthz, /readyz, /metrics); 0 turns it off. ReadEnv
+	// defaults it to DefaultHTTPPort; a Delegate built in code has 0.
+	HTTPPort int
 }
 
 // Environment variables with a name in each seed generation (first
@@ -227,6 +234,9 @@ func ReadEnv(lookup func(string) (string, bool)) (Delegate, error) {
 	d.IdentityByHostname = d.Type == "KUBERNETES" || d.Type == "HELM_DELEGATE" ||
 		get("KUBERNETES_SERVICE_HOST") != ""
 	if err := readLogging(&d, get); err != nil {
+		return Delegate{}, err
+	}
+	if err := readHTTP(get, &d); err != nil {
 		return Delegate{}, err
 	}
 	return d, nil

@@ -53,6 +53,7 @@ var minimal = Delegate{
 	ManagerURLs: []string{"https://app.harness.io"},
 	Name:        "legate-delegate",
 	Type:        "SHELL",
+	HTTPPort:    DefaultHTTPPort,
 }
 
 // modified returns a copy of minimal changed by f.
@@ -259,12 +260,12 @@ func TestSeedTaskDefinitions(t *testing.T) {
 		{
 			name: "003 ECS filled in",
 			env:  with(seed003ECS, "HARNESS_ACCOUNT_ID", account, "HARNESS_TOKEN", token, "HARNESS_URL", "https://legate.example.com"),
-			want: Delegate{AccountID: account, Token: token, ManagerURLs: []string{"https://legate.example.com"}, Name: "ecs-delegate", Type: "SHELL"},
+			want: Delegate{AccountID: account, Token: token, ManagerURLs: []string{"https://legate.example.com"}, Name: "ecs-delegate", Type: "SHELL", HTTPPort: DefaultHTTPPort},
 		},
 		{
 			name: "003 Fargate filled in, with tags",
 			env:  with(seed003Fargate, "HARNESS_ACCOUNT_ID", account, "HARNESS_TOKEN", token, "HARNESS_URL", "https://legate.example.com/", "HARNESS_TAGS", "aws,ecs,production"),
-			want: Delegate{AccountID: account, Token: token, ManagerURLs: []string{"https://legate.example.com"}, Name: "fargate-delegate", Type: "SHELL", Tags: []string{"aws", "ecs", "production"}},
+			want: Delegate{AccountID: account, Token: token, ManagerURLs: []string{"https://legate.example.com"}, Name: "fargate-delegate", Type: "SHELL", Tags: []string{"aws", "ecs", "production"}, HTTPPort: DefaultHTTPPort},
 		},
 		{
 			name: "004 ECS filled in (Prod2 URLs with /gratis)",
@@ -275,7 +276,7 @@ func TestSeedTaskDefinitions(t *testing.T) {
 			want: Delegate{
 				AccountID: account, Token: token, ManagerURLs: []string{"https://legate.example.com/gratis"},
 				Name: "ecs-delegate-im", Type: "DOCKER", DeployMode: "KUBERNETES", NextGen: true,
-				LogStreamingURL: "https://legate.example.com/gratis/log-service/",
+				LogStreamingURL: "https://legate.example.com/gratis/log-service/", HTTPPort: DefaultHTTPPort,
 			},
 		},
 		{
@@ -285,7 +286,7 @@ func TestSeedTaskDefinitions(t *testing.T) {
 			want: Delegate{
 				AccountID: account, Token: token, ManagerURLs: []string{"http://10.0.3.4:7000"},
 				Name: "fargate-1", Type: "DOCKER", DeployMode: "KUBERNETES", NextGen: true,
-				LogStreamingURL: "<LOG_STREAMING_SERVICE_URL>",
+				LogStreamingURL: "<LOG_STREAMING_SERVICE_URL>", HTTPPort: DefaultHTTPPort,
 			},
 		},
 	}
@@ -317,7 +318,7 @@ func TestReadEnv(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ReadEnv: %v", err)
 	}
-	want := Delegate{Name: "legate-delegate", Type: "SHELL", Tags: []string{"a", "b"}}
+	want := Delegate{Name: "legate-delegate", Type: "SHELL", Tags: []string{"a", "b"}, HTTPPort: DefaultHTTPPort}
 	if diff := cmp.Diff(want, d); diff != "" {
 		t.Errorf("mismatch (-want +got):\n%s", diff)
 	}

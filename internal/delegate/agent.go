@@ -51,6 +51,9 @@ type Options struct {
 	// PerfInterval is how often the performance line is logged; 0 = 1m,
 	// negative = never.
 	PerfInterval time.Duration
+	// HTTPAddr is where Run serves /healthz, /readyz and /metrics, such as
+	// ":3460"; "" = no server (agents in tests and benchmarks).
+	HTTPAddr string
 }
 
 // Agent is one running delegate. Create it with New and run it with Run.
@@ -97,6 +100,9 @@ type Agent struct {
 	// their tasks count as running at the first registration.
 	spooled []spooledResult
 	perf    perfStats // counters of the performance line (perf.go)
+	// metrics and the address of the health and metrics server.
+	metrics  *metrics
+	httpAddr atomic.Value // string
 }
 
 type runningTask struct {
@@ -135,6 +141,7 @@ func New(opts Options) (*Agent, error) {
 		tasks:    map[string]*runningTask{},
 		deferred: map[string][]string{},
 		fatal:    make(chan error, 1),
+		metrics:  newMetrics(opts.Config.Name, time.Now()),
 	}
 	for _, u := range opts.Config.ManagerURLs {
 		c, err := client.New(u, opts.HTTPClient)
@@ -228,6 +235,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.tasksCtx = tasksCtx
 	a.killAll = func() { killAll(errors.New("delegate stopping")) }
 	defer a.killAll()
+	stopHTTP, err := a.startHTTP(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
+	defer a.metrics.stopped()
 
 	a.spooled = a.spool.load(func(name string, err error) {
 		a.log.Warn("unreadable spooled result", "file", name, "err", err)
@@ -272,6 +285,7 @@ func (a *Agent) drain(now bool) {
 	a.mu.Lock()
 	a.draining = true
 	a.mu.Unlock()
+	a.metrics.setDraining()
 	a.sendHeartbeat(context.Background())
 	done := make(chan struct{})
 	go func() { a.taskWG.Wait(); close(done) }()
@@ -373,6 +387,7 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			a.sessionExp = resp.SessionExpiresAt
 			a.mu.Unlock()
 			a.regGen.Add(1)
+			a.metrics.registered()
 			a.log.Info("registered with the manager", "manager", a.client().BaseURL(), "instance", resp.InstanceID,
 				"name", a.cfg.Name, "hostname", a.hostname, "heartbeat_interval", a.interval)
 			return nil
@@ -522,6 +537,7 @@ func (a *Agent) sendHeartbeat(ctx context.Context) {
 		}
 		return
 	}
+	a.metrics.heartbeatAcked()
 	a.abort(resp.Abort)
 }
 
@@ -546,6 +562,7 @@ func (a *Agent) handleEvent(ctx context.Context, ev protocol.Event) {
 	case protocol.EventAbort:
 		a.abort([]string{ev.TaskID})
 	case protocol.EventHeartbeatAck:
+		a.metrics.heartbeatAcked()
 		a.abort(ev.Abort)
 	case protocol.EventTokenRevoked:
 		a.fail(fmt.Errorf("the delegate token was revoked (%s); create a new token and restart the delegate", ev.Reason))
@@ -567,11 +584,16 @@ func (a *Agent) offeredWith(id string, capabilities []string) {
 	}
 	if reason := a.load.current(); reason != "" {
 		a.log.Debug("not taking task: over threshold", "task", id, "reason", reason)
+		a.metrics.rejectedOffer(rejectThreshold)
 		return
 	}
 	a.mu.Lock()
 	if a.draining || a.tasks[id] != nil {
+		draining := a.draining
 		a.mu.Unlock()
+		if draining {
+			a.metrics.rejectedOffer(rejectDraining)
+		}
 		return
 	}
 	if a.cfg.Capacity > 0 && len(a.tasks) >= a.cfg.Capacity {
@@ -579,6 +601,7 @@ func (a *Agent) offeredWith(id string, capabilities []string) {
 			a.deferred[id] = capabilities
 		}
 		a.mu.Unlock()
+		a.metrics.rejectedOffer(rejectCapacity)
 		return
 	}
 	delete(a.deferred, id)

@@ -133,8 +133,10 @@ func (a *Agent) runWebSocket(ctx context.Context) (bool, error) {
 	a.ws = conn
 	a.wsMu.Unlock()
 	a.conn.set(true)
+	a.metrics.webSocket(true)
 	a.log.Info("connected to the manager", "connection", protocol.ConnWebSocket, "manager", cl.BaseURL())
 	defer func() {
+		a.metrics.webSocket(false)
 		a.wsMu.Lock()
 		a.ws = nil
 		a.wsMu.Unlock()
@@ -170,9 +172,11 @@ func (a *Agent) runWebSocket(ctx context.Context) (bool, error) {
 func (a *Agent) pollLoop(ctx context.Context) {
 	b := backoff{min: 250 * time.Millisecond, max: 15 * time.Second}
 	logged := false
+	polling := false
 	for {
 		up, tried, changed := a.conn.get()
 		if !a.cfg.PollForTasks && (up || !tried) {
+			polling = false
 			select {
 			case <-ctx.Done():
 				return
@@ -184,6 +188,10 @@ func (a *Agent) pollLoop(ctx context.Context) {
 			a.log.Info("connected to the manager", "connection", protocol.ConnPolling, "manager", a.client().BaseURL())
 		}
 		logged = true
+		if !polling && !a.cfg.PollForTasks {
+			a.metrics.fellBackToPolling()
+		}
+		polling = true
 		pctx, cancel := context.WithCancel(ctx)
 		stop := make(chan struct{})
 		if !a.cfg.PollForTasks {
@@ -196,7 +204,13 @@ func (a *Agent) pollLoop(ctx context.Context) {
 			}()
 		}
 		gen := a.regGen.Load()
-		evs, err := a.client().Poll(pctx, 25*time.Second)
+		// Until a poll succeeds, poll without waiting: the answer confirms
+		// at once that polling works (the delegate is connected).
+		wait := 25 * time.Second
+		if !a.metrics.pollConfirmed() {
+			wait = 0
+		}
+		evs, err := a.client().Poll(pctx, wait)
 		close(stop)
 		cancel()
 		if err != nil {
@@ -206,6 +220,7 @@ func (a *Agent) pollLoop(ctx context.Context) {
 			if pctx.Err() != nil {
 				continue // the WebSocket came back
 			}
+			a.metrics.polled(false)
 			if !a.handleCallError(ctx, err, gen) {
 				var pe *protocol.Error
 				if errors.As(err, &pe) && pe.Code == protocol.CodeTokenRevoked {
@@ -226,6 +241,7 @@ func (a *Agent) pollLoop(ctx context.Context) {
 			continue
 		}
 		b.reset()
+		a.metrics.polled(true)
 		for _, ev := range evs.Events {
 			a.handleEvent(ctx, ev)
 		}

@@ -331,6 +331,8 @@ type testAgent struct {
 	mu       sync.Mutex
 	returned bool
 	err      error
+
+	agent *delegate.Agent
 }
 
 type agentOpts struct {
@@ -344,6 +346,8 @@ type agentOpts struct {
 	// hostname and workDir, when set, restart an earlier agent's identity
 	// and working directory.
 	hostname, workDir string
+	// httpAddr is where the agent serves health and metrics ("" = not).
+	httpAddr string
 }
 
 var hostSeq struct {
@@ -400,10 +404,12 @@ func startAgent(t *testing.T, tm *testManager, o agentOpts) *testAgent {
 		Version:   "test",
 		Logger:    logger,
 		ForceStop: ag.forceStop,
+		HTTPAddr:  o.httpAddr,
 	})
 	if err != nil {
 		t.Fatalf("delegate.New: %v", err)
 	}
+	ag.agent = a
 	ctx, cancel := context.WithCancel(context.Background())
 	ag.cancel = cancel
 	go func() { ag.done <- a.Run(ctx) }()

@@ -50,6 +50,7 @@ func (a *Agent) runTask(id string, capabilities []string) {
 					a.log.Info("not taking task: capability not available here", "task", id, "criteria", r.Criteria, "err", r.Error)
 				}
 			}
+			a.metrics.rejectedOffer(rejectCapability)
 			release()
 			return
 		}
@@ -61,6 +62,7 @@ func (a *Agent) runTask(id string, capabilities []string) {
 			a.log.Debug("task taken by another delegate", "task", id)
 		} else {
 			a.log.Warn("acquire failed", "task", id, "err", err)
+			a.metrics.rejectedOffer(rejectAcquire)
 			a.handleCallError(ctx, err, gen)
 		}
 		release()
@@ -88,6 +90,8 @@ func (a *Agent) runTask(id string, capabilities []string) {
 	// finish without a started_at.
 	startedSent := make(chan struct{})
 	var startedCalled atomic.Bool
+	a.metrics.taskStarted(acq.Spec.Type)
+	began := time.Now()
 	outcome := executor.Run(taskCtx, acq.Spec, executor.Options{
 		WorkDir: dir,
 		Env:     env,
@@ -118,6 +122,7 @@ func (a *Agent) runTask(id string, capabilities []string) {
 			outcome.Error = "aborted by the manager"
 		}
 	}
+	a.metrics.taskFinished(acq.Spec.Type, outcome.Status, time.Since(began))
 	if err := os.RemoveAll(dir); err != nil {
 		log.Warn("remove task directory", "dir", dir, "err", err)
 	}
@@ -184,6 +189,9 @@ func (a *Agent) deliverResult(log interface {
 		var pe *protocol.Error
 		if errors.As(err, &pe) && (pe.Code == protocol.CodeStaleLease || pe.Code == protocol.CodeNotFound || pe.Code == protocol.CodeTaskTerminal) {
 			log.Warn("manager refused the result", "err", err)
+			if pe.Code == protocol.CodeStaleLease {
+				a.metrics.staleReport("result")
+			}
 			a.spool.remove(id)
 			return
 		}
@@ -306,6 +314,9 @@ func (s *shipper) loop() {
 		if errors.As(err, &pe) && (pe.Code == protocol.CodeStaleLease || pe.Code == protocol.CodeNotFound) {
 			// The task is no longer ours: stop it and drop its output.
 			s.a.log.Warn("manager refused output: task no longer held by this delegate", "task", s.id, "err", err)
+			if pe.Code == protocol.CodeStaleLease {
+				s.a.metrics.staleReport("log")
+			}
 			s.cancel(errAborted)
 			s.mu.Lock()
 			s.buf, s.dead = nil, true

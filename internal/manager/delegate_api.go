@@ -217,6 +217,7 @@ func (m *Manager) handleDeregister(w http.ResponseWriter, r *http.Request, d *li
 func (m *Manager) heartbeat(ctx context.Context, d *live, hb protocol.Heartbeat) protocol.HeartbeatResponse {
 	now := m.cfg.Now()
 	d.touch(now)
+	m.metrics.heartbeats.Inc()
 	d.mu.Lock()
 	if hb.Capacity >= 0 && hb.Capacity != d.capacity && hb.Capacity != 0 {
 		d.capacity = hb.Capacity
@@ -539,30 +540,57 @@ func (m *Manager) handleStarted(w http.ResponseWriter, r *http.Request, d *live)
 		return
 	}
 	id := r.PathValue("id")
-	if !m.ownsTask(w, r, d, id) {
+	t, ok := m.ownedTask(w, r, d, id, staleStarted)
+	if !ok {
 		return
 	}
-	if err := m.st.MarkStarted(r.Context(), id, req.Epoch, m.cfg.Now()); err != nil {
+	now := m.cfg.Now()
+	if err := m.st.MarkStarted(r.Context(), id, req.Epoch, now); err != nil {
+		if errors.Is(err, store.ErrStaleLease) {
+			m.metrics.staleReport(staleStarted)
+		}
 		storeError(w, err, "task "+id)
 		return
 	}
+	m.metrics.taskStarted(t, req.Epoch, now)
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // ownsTask checks that the task belongs to the delegate's account (and
-// answers 404 otherwise, so other accounts' task IDs leak nothing).
-func (m *Manager) ownsTask(w http.ResponseWriter, r *http.Request, d *live, id string) bool {
+// answers 404 otherwise, so other accounts' task IDs leak nothing) and is
+// held by the delegate; a refusal counts as a stale report of kind. It
+// reads two columns, not the task.
+func (m *Manager) ownsTask(w http.ResponseWriter, r *http.Request, d *live, id, kind string) bool {
 	holder, err := m.st.TaskHolder(r.Context(), d.accountID, id)
 	if err != nil {
 		storeError(w, err, "task "+id)
 		return false
 	}
 	if holder != d.id {
-		m.log.Warn("refused report from a delegate that does not hold the task", "task", id, "instance", d.id, "holder", holder)
-		writeError(w, http.StatusConflict, protocol.CodeStaleLease, "task %s is not held by this delegate", id)
+		m.refuseNotHolder(w, d, id, holder, kind)
 		return false
 	}
 	return true
+}
+
+// ownedTask is ownsTask that returns the task as stored.
+func (m *Manager) ownedTask(w http.ResponseWriter, r *http.Request, d *live, id, kind string) (store.Task, bool) {
+	t, err := m.st.GetTask(r.Context(), d.accountID, id)
+	if err != nil {
+		storeError(w, err, "task "+id)
+		return t, false
+	}
+	if t.InstanceID != d.id {
+		m.refuseNotHolder(w, d, id, t.InstanceID, kind)
+		return t, false
+	}
+	return t, true
+}
+
+func (m *Manager) refuseNotHolder(w http.ResponseWriter, d *live, id, holder, kind string) {
+	m.log.Warn("refused report from a delegate that does not hold the task", "task", id, "instance", d.id, "holder", holder)
+	m.metrics.staleReport(kind)
+	writeError(w, http.StatusConflict, protocol.CodeStaleLease, "task %s is not held by this delegate", id)
 }
 
 func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
@@ -571,7 +599,7 @@ func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 		return
 	}
 	id := r.PathValue("id")
-	if !m.ownsTask(w, r, d, id) {
+	if !m.ownsTask(w, r, d, id, staleLog) {
 		return
 	}
 	if len(req.Chunks) == 0 {
@@ -590,6 +618,7 @@ func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 	if err := m.st.AppendLogs(r.Context(), id, req.Epoch, req.Chunks, m.cfg.LogCap); err != nil {
 		if errors.Is(err, store.ErrStaleLease) {
 			m.log.Warn("refused logs from a stale lease", "task", id, "instance", d.id, "epoch", req.Epoch)
+			m.metrics.staleReport(staleLog)
 		}
 		storeError(w, err, "task "+id)
 		return
@@ -615,7 +644,7 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "result status %q is not a delegate outcome", req.Status)
 		return
 	}
-	if !m.ownsTask(w, r, d, id) {
+	if !m.ownsTask(w, r, d, id, staleResult) {
 		return
 	}
 	if len(req.Error) > 4096 {
@@ -635,6 +664,7 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 			// Already applied (a repeated report) or stale: answer with the stored task.
 			cur, gerr := m.st.GetTask(ctx, d.accountID, id)
 			if gerr != nil || cur.Epoch != req.Epoch {
+				m.metrics.staleReport(staleResult)
 				storeError(w, err, "task "+id)
 				return
 			}
@@ -660,6 +690,7 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 	if err != nil {
 		if errors.Is(err, store.ErrStaleLease) {
 			m.log.Warn("refused result from a stale lease", "task", id, "instance", d.id, "epoch", req.Epoch)
+			m.metrics.staleReport(staleResult)
 		}
 		storeError(w, err, "task "+id)
 		return

@@ -26,6 +26,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, code protocol.Code, format string, args ...any) {
+	if rec, ok := w.(errorRecorder); ok {
+		rec.recordAPIError(code)
+	}
 	writeJSON(w, status, protocol.ErrorBody{Error: protocol.Error{Code: code, Message: fmt.Sprintf(format, args...)}})
 }
 

@@ -114,6 +114,7 @@ type Manager struct {
 	// unrunnable remembers since when a queued task had no delegate that
 	// could ever take it (sweep loop only).
 	unrunnable map[string]time.Time
+	metrics    *metrics
 }
 
 // New creates a manager over an open store.
@@ -141,6 +142,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	m.tokens.entries = map[string]tokenEntry{}
 	m.caps = assign.NewCapabilities()
 	m.unrunnable = map[string]time.Time{}
+	m.metrics = newMetrics(m)
 	if err := m.loadCapabilities(ctx); err != nil {
 		return nil, fmt.Errorf("load capability lists: %w", err)
 	}
@@ -161,6 +163,8 @@ func (m *Manager) Handler() http.Handler {
 	mux.HandleFunc("GET "+protocol.PathHealth, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
+	mux.HandleFunc("GET "+protocol.PathReady, m.handleReady)
+	mux.Handle("GET "+protocol.PathMetrics, m.metrics.handler(m.log))
 	// Delegate API.
 	mux.HandleFunc("POST "+protocol.PathRegister, m.handleRegister)
 	mux.HandleFunc("POST "+protocol.PathSession, m.delegateAuth(m.handleSession))
@@ -199,7 +203,7 @@ func (m *Manager) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
 	})
-	return versionCheck(mux)
+	return m.metrics.countErrors(versionCheck(mux))
 }
 
 // versionCheck refuses clients that speak a protocol this manager does not.
