@@ -62,6 +62,17 @@ type Delegate struct {
 	// HELM_DELEGATE or KUBERNETES_SERVICE_HOST is set: the instance is
 	// identified by hostname alone.
 	IdentityByHostname bool
+
+	// Proxy.
+
+	// Proxy is PROXY_HOST and friends, or HTTP(S)_PROXY; see Proxy.
+	Proxy Proxy
+
+	// TLS.
+
+	// TLS is SHARED_CA_CERTS_PATH, DELEGATE_CLIENT_CERTIFICATE_PATH and
+	// friends, TRUST_ALL_CERTIFICATES; see TLS.
+	TLS TLS
 }
 
 // Environment variables with a name in each seed generation (first
@@ -220,6 +231,12 @@ func ReadEnv(lookup func(string) (string, bool)) (Delegate, error) {
 	d.InitScript = get("INIT_SCRIPT")
 	d.IdentityByHostname = d.Type == "KUBERNETES" || d.Type == "HELM_DELEGATE" ||
 		get("KUBERNETES_SERVICE_HOST") != ""
+	if d.Proxy, err = readProxy(lookup); err != nil {
+		return Delegate{}, err
+	}
+	if d.TLS, err = readTLS(lookup); err != nil {
+		return Delegate{}, err
+	}
 	return d, nil
 }
 
@@ -271,6 +288,9 @@ func (d Delegate) Validate() error {
 	}
 	if d.MemoryThreshold < 0 || d.MemoryThreshold > 100 {
 		return fmt.Errorf("DELEGATE_MEMORY_THRESHOLD=%d: must be a percentage from 0 (off) to 100", d.MemoryThreshold)
+	}
+	if err := d.TLS.Validate(); err != nil {
+		return err
 	}
 	return nil
 }

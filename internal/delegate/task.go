@@ -88,9 +88,10 @@ func (a *Agent) runTask(id string, capabilities []string) {
 	startedSent := make(chan struct{})
 	var startedCalled atomic.Bool
 	outcome := executor.Run(taskCtx, acq.Spec, executor.Options{
-		WorkDir: dir,
-		Env:     env,
-		Timeout: time.Duration(acq.TimeoutMS) * time.Millisecond,
+		WorkDir:    dir,
+		Env:        env,
+		Timeout:    time.Duration(acq.TimeoutMS) * time.Millisecond,
+		HTTPClient: a.opts.TaskHTTPClient,
 		OnStart: func() {
 			startedCalled.Store(true)
 			go func() {
