@@ -23,7 +23,8 @@ type Proxy struct {
 	// https:// targets; nil means direct. They may carry credentials: print
 	// them only with RedactURL.
 	HTTP, HTTPS *url.URL
-	// NoProxy lists the hosts reached directly (NO_PROXY), lower-cased:
+	// NoProxy lists the hosts reached directly (NO_PROXY), lower-cased,
+	// besides localhost and loopback addresses, which always are:
 	// "*", a host name (also matching its subdomains), ".domain" (its
 	// subdomains), an IP address or CIDR, each optionally with ":port".
 	NoProxy []string
@@ -54,9 +55,14 @@ func (p Proxy) For(target *url.URL) *url.URL {
 	return proxy
 }
 
-// bypass reports whether NO_PROXY names target's host.
+// bypass reports whether target is reached directly: "localhost" and
+// loopback addresses always are (a proxy's loopback is not this
+// machine's), and so are the hosts NO_PROXY names.
 func (p Proxy) bypass(target *url.URL) bool {
 	host := strings.ToLower(strings.TrimSuffix(target.Hostname(), "."))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
 	port := target.Port()
 	if port == "" {
 		switch strings.ToLower(target.Scheme) {
@@ -67,6 +73,9 @@ func (p Proxy) bypass(target *url.URL) bool {
 		}
 	}
 	ip, ipErr := netip.ParseAddr(host)
+	if ipErr == nil && ip.Unmap().IsLoopback() {
+		return true
+	}
 	for _, e := range p.NoProxy {
 		if e == "*" {
 			return true

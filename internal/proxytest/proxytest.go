@@ -6,6 +6,7 @@ package proxytest
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
 	"io"
 	"net"
@@ -29,9 +30,10 @@ type Proxy struct {
 	rt         *http.Transport
 
 	mu       sync.Mutex
-	connects []string // host:port of CONNECT requests let through
-	forwards []string // absolute URLs forwarded
-	refused  int      // requests refused for missing or wrong credentials
+	connects []string          // host:port of CONNECT requests let through
+	forwards []string          // absolute URLs forwarded
+	refused  int               // requests refused for missing or wrong credentials
+	aliases  map[string]string // host -> host it is dialed as
 	conns    map[net.Conn]struct{}
 	closed   bool
 	wg       sync.WaitGroup
@@ -45,17 +47,43 @@ func Start(t testing.TB, user, pass string) *Proxy {
 		t.Fatal(err)
 	}
 	p := &Proxy{
-		URL:   &url.URL{Scheme: "http", Host: ln.Addr().String()},
-		user:  user,
-		pass:  pass,
-		ln:    ln,
-		rt:    &http.Transport{Proxy: nil, DisableKeepAlives: true},
-		conns: map[net.Conn]struct{}{},
+		URL:     &url.URL{Scheme: "http", Host: ln.Addr().String()},
+		user:    user,
+		pass:    pass,
+		ln:      ln,
+		conns:   map[net.Conn]struct{}{},
+		aliases: map[string]string{},
 	}
+	p.rt = &http.Transport{Proxy: nil, DisableKeepAlives: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, p.resolve(addr))
+	}}
 	p.wg.Add(1)
 	go p.serve()
 	t.Cleanup(p.Close)
 	return p
+}
+
+// Alias makes the proxy reach host (a name or IP address) at to, like a
+// proxy's own DNS: a test can use a non-loopback address such as
+// 192.0.2.10 (which clients proxy) for a server on 127.0.0.1.
+func (p *Proxy) Alias(host, to string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.aliases[host] = to
+}
+
+func (p *Proxy) resolve(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if to, ok := p.aliases[host]; ok {
+		return net.JoinHostPort(to, port)
+	}
+	return addr
 }
 
 // Host is the proxy's "127.0.0.1" and Port its port.
@@ -192,7 +220,7 @@ func (p *Proxy) handle(c net.Conn) {
 }
 
 func (p *Proxy) tunnel(c net.Conn, br *bufio.Reader, target string) {
-	up, err := net.DialTimeout("tcp", target, 10*time.Second)
+	up, err := net.DialTimeout("tcp", p.resolve(target), 10*time.Second)
 	if err != nil {
 		io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
 		return

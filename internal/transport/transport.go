@@ -8,6 +8,7 @@
 package transport
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -39,6 +40,10 @@ type Options struct {
 	// ManagerURLs are the manager's base URLs (their schemes decide which
 	// proxy variable applies to each manager address).
 	ManagerURLs []string
+	// Dial opens connections (to proxies and to direct targets); nil = a
+	// net.Dialer with 30 s connect timeout and keep-alive. Tests route
+	// addresses with it.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Logger receives the start-up lines (proxy in use, the
 	// TRUST_ALL_CERTIFICATES warning); nil = slog.Default().
 	Logger *slog.Logger
@@ -81,7 +86,12 @@ func ForDelegate(opts Options) (Clients, error) {
 	}
 
 	// The manager.
+	dial := opts.Dial
+	if dial == nil {
+		dial = dialer().DialContext
+	}
 	mt := baseTransport()
+	mt.DialContext = dial
 	mt.ForceAttemptHTTP2 = false // the WebSocket needs HTTP/1.1
 	mt.MaxIdleConnsPerHost = 16
 	mt.ResponseHeaderTimeout = 0 // long polls answer late by design
@@ -95,7 +105,7 @@ func ForDelegate(opts Options) (Clients, error) {
 		mt.DialContext = (&tunnel{
 			proxy:   opts.Proxy,
 			schemes: schemesByAddr(opts.ManagerURLs),
-			dialer:  dialer(),
+			dial:    dial,
 			tlsConf: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 		}).DialContext
 	}
@@ -106,6 +116,7 @@ func ForDelegate(opts Options) (Clients, error) {
 
 	// Everything else.
 	tt := baseTransport()
+	tt.DialContext = dial
 	tt.ResponseHeaderTimeout = 5 * time.Minute
 	tt.DisableKeepAlives = true // no connection reuse across task runs
 	tt.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}

@@ -23,7 +23,7 @@ import (
 type tunnel struct {
 	proxy   config.Proxy
 	schemes map[string]string // manager "host:port" -> URL scheme
-	dialer  *net.Dialer
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
 	tlsConf *tls.Config // for https:// proxies
 }
 
@@ -35,9 +35,9 @@ func (d *tunnel) DialContext(ctx context.Context, network, addr string) (net.Con
 	}
 	p := d.proxy.For(&url.URL{Scheme: scheme, Host: addr})
 	if p == nil {
-		return d.dialer.DialContext(ctx, network, addr)
+		return d.dial(ctx, network, addr)
 	}
-	return Connect(ctx, d.dialer, d.tlsConf, p, d.proxy.Source, addr)
+	return Connect(ctx, d.dial, d.tlsConf, p, d.proxy.Source, addr)
 }
 
 func canonicalAddrString(addr string) string {
@@ -52,9 +52,9 @@ func canonicalAddrString(addr string) string {
 // authenticating with p's user information (Basic). source names the
 // variables p came from, for error messages; errors never show p's
 // credentials.
-func Connect(ctx context.Context, dialer *net.Dialer, tlsConf *tls.Config, p *url.URL, source, addr string) (net.Conn, error) {
+func Connect(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), tlsConf *tls.Config, p *url.URL, source, addr string) (net.Conn, error) {
 	shown := config.RedactURL(p)
-	conn, err := dialer.DialContext(ctx, "tcp", p.Host)
+	conn, err := dial(ctx, "tcp", p.Host)
 	if err != nil {
 		return nil, fmt.Errorf("proxy %s: %w", shown, err)
 	}
