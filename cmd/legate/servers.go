@@ -67,6 +67,9 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	if err != nil {
 		return nil, manager.Admin{}, nil, nil, err
 	}
+	if tlsConf != nil && strings.HasPrefix(strings.ToLower(f.publicURL), "http://") {
+		return nil, manager.Admin{}, nil, nil, fmt.Errorf("--public-url %s: the manager serves HTTPS (--tls-cert), so clients need an https:// URL", f.publicURL)
+	}
 	if err := os.MkdirAll(f.data, 0o700); err != nil {
 		return nil, manager.Admin{}, nil, nil, fmt.Errorf("create data directory: %w", err)
 	}

@@ -7,6 +7,7 @@ package proxytest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"io"
 	"net"
@@ -42,12 +43,29 @@ type Proxy struct {
 // Start starts a proxy; user "" means no authentication is required.
 func Start(t testing.TB, user, pass string) *Proxy {
 	t.Helper()
+	return start(t, user, pass, nil)
+}
+
+// StartTLS starts a proxy that clients reach over TLS (an https:// proxy)
+// with the certificate cert.
+func StartTLS(t testing.TB, user, pass string, cert tls.Certificate) *Proxy {
+	t.Helper()
+	return start(t, user, pass, &tls.Config{Certificates: []tls.Certificate{cert}})
+}
+
+func start(t testing.TB, user, pass string, conf *tls.Config) *Proxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	scheme := "http"
+	if conf != nil {
+		ln = tls.NewListener(ln, conf)
+		scheme = "https"
+	}
 	p := &Proxy{
-		URL:     &url.URL{Scheme: "http", Host: ln.Addr().String()},
+		URL:     &url.URL{Scheme: scheme, Host: ln.Addr().String()},
 		user:    user,
 		pass:    pass,
 		ln:      ln,

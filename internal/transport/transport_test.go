@@ -649,3 +649,46 @@ func TestServerTLS(t *testing.T) {
 	}
 	_ = os.Remove(junk)
 }
+
+func TestHTTPSProxy(t *testing.T) {
+	const pass = "tls-pr0xy-pw"
+	ca := certtest.NewCA(t, "proxy CA")
+	certPEM, keyPEM := ca.Issue(t, certtest.Leaf{CommonName: "proxy"})
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := proxytest.StartTLS(t, "bob", pass, cert)
+	px.Alias(remoteA, "127.0.0.1")
+	srv := httptest.NewServer(echoHandler())
+	defer srv.Close()
+	managerURL := as(t, srv, remoteA)
+	wd := t.TempDir()
+	certtest.WriteFile(t, filepath.Join(wd, "ca-bundle", "proxy-ca.pem"), ca.PEM)
+	opts := Options{Proxy: proxyConfig(withUser(px.URL, "bob", pass)), WorkDir: wd, ManagerURLs: []string{managerURL}, Dial: (&routeDialer{}).dial}
+	cl, err := ForDelegate(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	if err := wsEcho(ctx, cl.Manager, managerURL); err != nil {
+		t.Fatalf("WebSocket through an https proxy: %v", err)
+	}
+	task := as(t, srv, remoteA) + "/task"
+	if _, err := get(ctx, cl.Tasks, task); err != nil {
+		t.Fatalf("task through an https proxy: %v", err)
+	}
+	if c, f := px.Connects(), px.Forwards(); !slices.Equal(c, []string{hostPort(t, managerURL)}) || !slices.Equal(f, []string{task}) {
+		t.Errorf("CONNECT %v, forwarded %v", c, f)
+	}
+	// Without the proxy's CA: the error is about the proxy's certificate.
+	opts.WorkDir = t.TempDir()
+	cl, err = ForDelegate(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = get(ctx, cl.Manager, managerURL)
+	if err == nil || !strings.Contains(err.Error(), "proxy certificate is signed by an unknown authority") || strings.Contains(err.Error(), pass) {
+		t.Errorf("error = %v", err)
+	}
+}
