@@ -245,8 +245,10 @@ Proxy (PROXY_HOST wins over HTTP(S)_PROXY; both set to different proxies is an e
   PROXY_USER, PROXY_PASSWORD                its credentials (never logged, never given to tasks)
   HTTPS_PROXY, HTTP_PROXY                   standard variables, used when PROXY_HOST is unset
   NO_PROXY                                  hosts, .domains, IPs or CIDRs reached directly
-  PROXY_MANAGER=false                       reach the manager directly, proxy the rest
-                                            (the manager is reached through a CONNECT tunnel)
+                                            (localhost and loopback always are)
+  PROXY_MANAGER=false                       reach the manager directly, proxy the rest (by
+                                            default the manager too, in a CONNECT tunnel)
+
 TLS:
   WORKDIR/ca-bundle/*                       PEM CA files trusted besides the system roots
   SHARED_CA_CERTS_PATH                      a PEM CA file or a directory of them, trusted too
