@@ -692,3 +692,52 @@ func TestHTTPSProxy(t *testing.T) {
 		t.Errorf("error = %v", err)
 	}
 }
+
+func TestPlainManagerWithHTTPSURL(t *testing.T) {
+	srv := httptest.NewServer(echoHandler())
+	defer srv.Close()
+	u := strings.Replace(srv.URL, "http://", "https://", 1)
+	cl, err := ForDelegate(Options{WorkDir: t.TempDir(), ManagerURLs: []string{u}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = get(ctxT(t), cl.Manager, u)
+	if err == nil || !strings.Contains(err.Error(), "manager does not speak TLS at this address") {
+		t.Errorf("error = %v", err)
+	}
+}
+
+// TestConnectCancelled: a proxy that never answers CONNECT does not hold
+// the dial past its context.
+func TestConnectCancelled(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c // read nothing, answer nothing
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	p := &url.URL{Scheme: "http", Host: ln.Addr().String(), User: url.UserPassword("bob", "secret-pw")}
+	go func() {
+		_, err := Connect(ctx, dialer().DialContext, nil, p, "PROXY_HOST", remoteA+":443")
+		errc <- err
+	}()
+	c := <-accepted
+	defer c.Close()
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "secret-pw") {
+			t.Errorf("error = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Connect did not return after its context was cancelled")
+	}
+}
