@@ -341,6 +341,11 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 			if err != nil {
 				return err
 			}
+			// The dev delegate's http tasks honor the proxy variables.
+			proxy, err := config.ReadProxy(os.LookupEnv)
+			if err != nil {
+				return err
+			}
 			workDir := filepath.Join(f.data, "delegate")
 			if err := os.MkdirAll(workDir, 0o700); err != nil {
 				return err
@@ -348,7 +353,7 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 			a, err := delegate.New(delegate.Options{
 				Config: config.Delegate{
 					AccountID: admin.AccountID, Token: token, ManagerURLs: []string{publicURL(ln.Addr())},
-					Name: "dev-delegate", Type: "SHELL", Tags: []string{"dev"},
+					Name: "dev-delegate", Type: "SHELL", Tags: []string{"dev"}, Proxy: proxy,
 				},
 				WorkDir: workDir, Grace: 10 * time.Second, Version: buildVersion(), Logger: log, ForceStop: stop.Force,
 			})

@@ -141,6 +141,10 @@ func RedactURL(u *url.URL) string {
 	return c.String()
 }
 
+// ReadProxy reads only the proxy variables (ReadEnv reads them too), for
+// a delegate configured otherwise, such as the one of `legate dev`.
+func ReadProxy(lookup func(string) (string, bool)) (Proxy, error) { return readProxy(lookup) }
+
 // readProxy reads the proxy variables. Errors name the variable and never
 // contain PROXY_USER, PROXY_PASSWORD or credentials inside a proxy URL.
 func readProxy(lookup func(string) (string, bool)) (Proxy, error) {
