@@ -98,7 +98,7 @@ func ForDelegate(opts Options) (Clients, error) {
 	mt.TLSClientConfig = &tls.Config{RootCAs: roots, Certificates: certs, MinVersion: tls.VersionTLS12}
 	if opts.TLS.TrustAll {
 		mt.TLSClientConfig.InsecureSkipVerify = true
-		log.Warn("TRUST_ALL_CERTIFICATES=true: the manager's certificate is NOT verified; anyone on the network path can impersonate the manager and read the delegate token. Trust the manager's CA instead (ca-bundle/ or SHARED_CA_CERTS_PATH) and unset TRUST_ALL_CERTIFICATES")
+		log.Warn("INSECURE: TRUST_ALL_CERTIFICATES=true: the manager's certificate is NOT verified; anyone on the network path can impersonate the manager and read the delegate token. Trust the manager's CA instead (ca-bundle/ or SHARED_CA_CERTS_PATH) and unset TRUST_ALL_CERTIFICATES")
 	}
 	mt.Proxy = nil
 	if opts.Proxy.Enabled() && !opts.Proxy.ManagerDirect {
