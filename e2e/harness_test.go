@@ -165,6 +165,9 @@ type cluster struct {
 	apiKey  string
 	data    string
 	mgr     *proc
+	// cliExtra is added to the environment of every CLI call (such as
+	// LEGATE_CA_CERT for a manager with a private CA).
+	cliExtra []string
 }
 
 func freePort(t testing.TB) string {
@@ -238,7 +241,7 @@ func (c *cluster) cliEnv(env []string, args ...string) cliResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env = append(append(baseEnv(), "LEGATE_URL="+c.url, "LEGATE_API_KEY="+c.apiKey), env...)
+	cmd.Env = append(append(append(baseEnv(), "LEGATE_URL="+c.url, "LEGATE_API_KEY="+c.apiKey), c.cliExtra...), env...)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
 	err := cmd.Run()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/legate-dev/legate/internal/delegate"
 	"github.com/legate-dev/legate/internal/manager"
 	"github.com/legate-dev/legate/internal/store"
+	"github.com/legate-dev/legate/internal/transport"
 )
 
 func newLogger(level string) (*slog.Logger, error) {
@@ -29,24 +31,46 @@ func newLogger(level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
-// publicURL is the URL clients should use for a listener.
+// publicURL is the URL clients should use for a listener: https:// when
+// it serves TLS.
 func publicURL(addr net.Addr) string {
+	scheme := "http://"
+	if _, ok := addr.(tlsAddr); ok {
+		scheme = "https://"
+	}
 	host, port, _ := net.SplitHostPort(addr.String())
 	ip := net.ParseIP(host)
 	if ip == nil || ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	return scheme + net.JoinHostPort(host, port)
 }
+
+// tlsAddr marks the address of a listener that serves TLS.
+type tlsAddr struct{ net.Addr }
+
+// tlsListener is a TLS listener whose Addr says so (see publicURL).
+type tlsListener struct{ net.Listener }
+
+func (l tlsListener) Addr() net.Addr { return tlsAddr{l.Listener.Addr()} }
 
 type managerFlags struct {
 	listen, data, db, publicURL, logLevel string
 	heartbeat                             time.Duration
+	// TLS (legate manager only).
+	tls transport.ServerFiles
 }
 
 // startManager opens the store, bootstraps the account and starts the
 // manager; it returns when the manager is listening.
 func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manager.Manager, manager.Admin, net.Listener, *store.Store, error) {
+	tlsConf, err := transport.ServerTLS(f.tls)
+	if err != nil {
+		return nil, manager.Admin{}, nil, nil, err
+	}
+	if tlsConf != nil && strings.HasPrefix(strings.ToLower(f.publicURL), "http://") {
+		return nil, manager.Admin{}, nil, nil, fmt.Errorf("--public-url %s: the manager serves HTTPS (--tls-cert), so clients need an https:// URL", f.publicURL)
+	}
 	if err := os.MkdirAll(f.data, 0o700); err != nil {
 		return nil, manager.Admin{}, nil, nil, fmt.Errorf("create data directory: %w", err)
 	}
@@ -62,6 +86,10 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	if err != nil {
 		st.Close()
 		return nil, manager.Admin{}, nil, nil, fmt.Errorf("listen on %s: %w", f.listen, err)
+	}
+	if tlsConf != nil {
+		ln = tlsListener{tls.NewListener(ln, tlsConf)}
+		log.Info("serving HTTPS and WSS", "cert", f.tls.Cert, "client_certificates_required", f.tls.ClientCA != "")
 	}
 	url := f.publicURL
 	if url == "" {
@@ -95,9 +123,20 @@ DIR/admin.env (mode 0600), so the CLI is configured with:
 
   set -a; . DIR/admin.env; set +a
 
-Restarting on the same DIR keeps everything.`,
-		Example: `  legate manager --listen :7460 --data /var/lib/legate`,
-		Args:    cobra.NoArgs,
+Restarting on the same DIR keeps everything.
+
+TLS: with --tls-cert and --tls-key the manager serves HTTPS and WSS only, and
+admin.env gets an https:// LEGATE_URL (use --public-url when clients reach it
+by a name other than the listen address). With --tls-client-ca every client,
+delegates and the CLI alike, must show a certificate signed by that CA
+(delegates: DELEGATE_CLIENT_CERTIFICATE_PATH and ..._KEY_PATH; the CLI:
+LEGATE_CLIENT_CERT and LEGATE_CLIENT_KEY). Clients that do not trust the
+manager's CA by default: delegates read WORKDIR/ca-bundle/ and
+SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
+		Example: `  legate manager --listen :7460 --data /var/lib/legate
+  legate manager --tls-cert /etc/legate/tls.crt --tls-key /etc/legate/tls.key \
+    --public-url https://legate.example.com:7460`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(f.logLevel)
 			if err != nil {
@@ -125,6 +164,9 @@ Restarting on the same DIR keeps everything.`,
 	cmd.Flags().StringVar(&f.publicURL, "public-url", "", "URL that clients use to reach this manager, written to admin.env (default: from --listen)")
 	cmd.Flags().DurationVar(&f.heartbeat, "heartbeat-interval", 10*time.Second, "how often delegates heartbeat; 3 missed heartbeats disconnect a delegate")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.Flags().StringVar(&f.tls.Cert, "tls-cert", "", "PEM certificate (chain) to serve HTTPS and WSS with; needs --tls-key")
+	cmd.Flags().StringVar(&f.tls.Key, "tls-key", "", "PEM private key of --tls-cert")
+	cmd.Flags().StringVar(&f.tls.ClientCA, "tls-client-ca", "", "PEM CA file: require every client to show a certificate signed by it")
 	return cmd
 }
 
@@ -205,6 +247,22 @@ documents, unchanged:
 
 Log lines go to stdout and to WORKDIR/delegate.log, rolled daily and at
 50 MB, kept 10 days and 1 GB at most (docs/logging.md).
+
+Proxy (PROXY_HOST wins over HTTP(S)_PROXY; both set to different proxies is an error):
+  PROXY_HOST, PROXY_PORT, PROXY_SCHEME      the proxy (scheme http or https, default http)
+  PROXY_USER, PROXY_PASSWORD                its credentials (never logged, never given to tasks)
+  HTTPS_PROXY, HTTP_PROXY                   standard variables, used when PROXY_HOST is unset
+  NO_PROXY                                  hosts, .domains, IPs or CIDRs reached directly
+                                            (localhost and loopback always are)
+  PROXY_MANAGER=false                       reach the manager directly, proxy the rest (by
+                                            default the manager too, in a CONNECT tunnel)
+
+TLS:
+  WORKDIR/ca-bundle/*                       PEM CA files trusted besides the system roots
+  SHARED_CA_CERTS_PATH                      a PEM CA file or a directory of them, trusted too
+  DELEGATE_CLIENT_CERTIFICATE_PATH          client certificate for a manager with
+  DELEGATE_CLIENT_CERTIFICATE_KEY_PATH        --tls-client-ca (both or neither)
+  TRUST_ALL_CERTIFICATES=true               do not verify the manager (warned at every start)
 
 Flags override the environment. SIGTERM drains: no new tasks, running tasks
 finish within --grace, then the delegate deregisters and exits 0; a second
@@ -303,7 +361,10 @@ func newDevCmd(stop *stopper) *cobra.Command {
 		Long: `Run a manager with an embedded SQLite store under ./.legate-dev/ (or --data)
 and one delegate connected to it, in one process. Nothing else to install.
 It prints the URL, account ID and API key, and an example to copy. Ctrl-C stops
-both cleanly; running again on the same directory keeps everything.`,
+both cleanly; running again on the same directory keeps everything.
+
+Dev mode serves plain HTTP on loopback: to try TLS, proxies or client
+certificates, run legate manager --tls-cert … and legate delegate.`,
 		Example: `  legate dev
   # in another terminal:
   set -a; . .legate-dev/admin.env; set +a
@@ -330,6 +391,11 @@ both cleanly; running again on the same directory keeps everything.`,
 			if err != nil {
 				return err
 			}
+			// The dev delegate's http tasks honor the proxy variables.
+			proxy, err := config.ReadProxy(os.LookupEnv)
+			if err != nil {
+				return err
+			}
 			workDir := filepath.Join(f.data, "delegate")
 			if err := os.MkdirAll(workDir, 0o700); err != nil {
 				return err
@@ -345,7 +411,7 @@ both cleanly; running again on the same directory keeps everything.`,
 			a, err := delegate.New(delegate.Options{
 				Config: config.Delegate{
 					AccountID: admin.AccountID, Token: token, ManagerURLs: []string{publicURL(ln.Addr())},
-					Name: "dev-delegate", Type: "SHELL", Tags: []string{"dev"},
+					Name: "dev-delegate", Type: "SHELL", Tags: []string{"dev"}, Proxy: proxy,
 				},
 				WorkDir: workDir, Grace: 10 * time.Second, Version: buildVersion(), Logger: dlog, ForceStop: stop.Force,
 				HTTPAddr: httpAddr("127.0.0.1", httpPort),

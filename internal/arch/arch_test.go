@@ -28,6 +28,9 @@ var forbidden = map[string][]string{
 	"internal/cli":        {"internal/manager", "internal/store", "internal/delegate"},
 	"internal/pgtest":     {"internal/"}, // a test helper: imports nothing from the project
 	"internal/promtest":   {"internal/"}, // a test helper: imports nothing from the project
+	"internal/transport":  {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
+	"internal/certtest":   {"internal/"}, // test helpers
+	"internal/proxytest":  {"internal/"},
 }
 
 type pkgInfo struct {

@@ -16,12 +16,20 @@ import (
 
 	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/transport"
 )
 
 // Environment variables read when the matching flag is not given.
 const (
 	EnvURL    = "LEGATE_URL"
 	EnvAPIKey = "LEGATE_API_KEY"
+	// EnvCACert is a PEM file of CAs trusted besides the system roots,
+	// for a manager with a private or self-signed certificate.
+	EnvCACert = "LEGATE_CA_CERT"
+	// EnvClientCert and EnvClientKey are the client certificate shown to a
+	// manager started with --tls-client-ca.
+	EnvClientCert = "LEGATE_CLIENT_CERT"
+	EnvClientKey  = "LEGATE_CLIENT_KEY"
 )
 
 // Exit codes of `legate task run` besides the task's own exit code.
@@ -62,6 +70,7 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 type app struct {
 	url    string // --url
 	apiKey string // --api-key
+	caCert string // --ca-cert
 
 	getenv     func(string) string
 	now        func() time.Time
@@ -80,6 +89,7 @@ func addCommands(root *cobra.Command, a *app) {
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.url, "url", "", "manager URL, e.g. http://127.0.0.1:8080 (env "+EnvURL+")")
 	pf.StringVar(&a.apiKey, "api-key", "", "admin API key (env "+EnvAPIKey+")")
+	pf.StringVar(&a.caCert, "ca-cert", "", "PEM file of the CA that signed the manager's certificate, trusted besides the system roots (env "+EnvCACert+")")
 	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.delegatesCmd(), a.connectorCmd(), a.taskCmd())
 }
 
@@ -102,7 +112,25 @@ func (a *app) client() (*client.Client, error) {
 	if key == "" {
 		return nil, &ExitError{Code: ExitUsage, Msg: "legate: no API key: set " + EnvAPIKey + " or pass --api-key (" + adminEnvHint + ")"}
 	}
-	c, err := client.New(u, a.httpClient)
+	hc := a.httpClient
+	if hc == nil {
+		ca, caFrom := a.caCert, "--ca-cert"
+		if ca == "" {
+			ca, caFrom = a.getenv(EnvCACert), EnvCACert
+		}
+		var err error
+		hc, err = transport.ForCLI(transport.CLIFiles{CA: ca, Cert: a.getenv(EnvClientCert), Key: a.getenv(EnvClientKey)}, transport.Hints{
+			AddCA:      "set " + EnvCACert + " (or --ca-cert) to the PEM file of the CA that signed the manager's certificate",
+			ClientCert: "set " + EnvClientCert + " and " + EnvClientKey + " to a certificate signed by the manager's --tls-client-ca and its key",
+		})
+		if err != nil {
+			if ca != "" {
+				err = fmt.Errorf("%s=%s: %w", caFrom, ca, err)
+			}
+			return nil, &ExitError{Code: ExitUsage, Msg: "legate: " + err.Error()}
+		}
+	}
+	c, err := client.New(u, hc)
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Msg: "legate: " + err.Error() + " (check " + EnvURL + " or --url)"}
 	}
@@ -151,6 +179,10 @@ func (a *app) hint(err error) string {
 			return " (check " + EnvAPIKey + " or --api-key)"
 		}
 		return ""
+	}
+	var ce *transport.CertError
+	if errors.As(err, &ce) {
+		return "" // it says how to fix it
 	}
 	if errors.Is(err, context.DeadlineExceeded) || isNetError(err) {
 		return " (is the manager running? check " + EnvURL + " or --url)"

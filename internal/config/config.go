@@ -75,6 +75,17 @@ type Delegate struct {
 	// server (/healthz, /readyz, /metrics); 0 turns it off. ReadEnv
 	// defaults it to DefaultHTTPPort; a Delegate built in code has 0.
 	HTTPPort int
+
+	// Proxy.
+
+	// Proxy is PROXY_HOST and friends, or HTTP(S)_PROXY; see Proxy.
+	Proxy Proxy
+
+	// TLS.
+
+	// TLS is SHARED_CA_CERTS_PATH, DELEGATE_CLIENT_CERTIFICATE_PATH and
+	// friends, TRUST_ALL_CERTIFICATES; see TLS.
+	TLS TLS
 }
 
 // Environment variables with a name in each seed generation (first
@@ -239,6 +250,12 @@ func ReadEnv(lookup func(string) (string, bool)) (Delegate, error) {
 	if err := readHTTP(get, &d); err != nil {
 		return Delegate{}, err
 	}
+	if d.Proxy, err = readProxy(lookup); err != nil {
+		return Delegate{}, err
+	}
+	if d.TLS, err = readTLS(lookup); err != nil {
+		return Delegate{}, err
+	}
 	return d, nil
 }
 
@@ -290,6 +307,9 @@ func (d Delegate) Validate() error {
 	}
 	if d.MemoryThreshold < 0 || d.MemoryThreshold > 100 {
 		return fmt.Errorf("DELEGATE_MEMORY_THRESHOLD=%d: must be a percentage from 0 (off) to 100", d.MemoryThreshold)
+	}
+	if err := d.TLS.Validate(); err != nil {
+		return err
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/config"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/transport"
 )
 
 // Options configures an Agent. Zero values mean the documented defaults.
@@ -39,8 +40,12 @@ type Options struct {
 	Version string
 	// Logger; nil = slog.Default().
 	Logger *slog.Logger
-	// HTTPClient for every call to the manager; nil = a default client.
+	// HTTPClient for every call to the manager (API and WebSocket); nil =
+	// built from Config.Proxy and Config.TLS by package transport.
 	HTTPClient *http.Client
+	// TaskHTTPClient for everything else: http tasks and capability
+	// checks; nil = built from Config.Proxy and Config.TLS.
+	TaskHTTPClient *http.Client
 	// IP overrides the detected IP address.
 	IP string
 	// TaskEnv is the base environment of task processes; nil = this
@@ -143,6 +148,22 @@ func New(opts Options) (*Agent, error) {
 		fatal:    make(chan error, 1),
 		metrics:  newMetrics(opts.Config.Name, time.Now()),
 	}
+	if opts.HTTPClient == nil || opts.TaskHTTPClient == nil {
+		cl, err := transport.ForDelegate(transport.Options{
+			Proxy: opts.Config.Proxy, TLS: opts.Config.TLS, WorkDir: opts.WorkDir,
+			ManagerURLs: opts.Config.ManagerURLs, Logger: opts.Logger,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if opts.HTTPClient == nil {
+			opts.HTTPClient = cl.Manager
+		}
+		if opts.TaskHTTPClient == nil {
+			opts.TaskHTTPClient = cl.Tasks
+		}
+		a.opts = opts
+	}
 	for _, u := range opts.Config.ManagerURLs {
 		c, err := client.New(u, opts.HTTPClient)
 		if err != nil {
@@ -166,7 +187,7 @@ func New(opts Options) (*Agent, error) {
 		a.opts.TaskEnv = taskEnv(os.Environ(), config.SecretEnvNames())
 	}
 	a.conn.init()
-	a.caps = newCapabilityChecker(opts.HTTPClient)
+	a.caps = newCapabilityChecker(opts.TaskHTTPClient)
 	a.caps.validating = &a.perf.validating
 	a.spool = spool{dir: filepath.Join(opts.WorkDir, "spool")}
 	a.stopDelivery = make(chan struct{})
@@ -395,6 +416,11 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 		var pe *protocol.Error
 		if errors.As(err, &pe) && !pe.Code.Recoverable() {
 			return fmt.Errorf("registration refused by %s: %s", a.client().BaseURL(), pe.Message)
+		}
+		if req.FreshStart && transport.NeedsOperator(err) {
+			// A certificate or proxy credential problem at start is a
+			// setting to fix, not a manager to wait for.
+			return fmt.Errorf("cannot connect to %s: %w", a.client().BaseURL(), err)
 		}
 		d := b.next()
 		a.log.Warn("cannot register yet; retrying", "manager", a.client().BaseURL(), "err", err, "retry_in", d.Round(time.Millisecond))

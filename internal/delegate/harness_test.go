@@ -348,6 +348,8 @@ type agentOpts struct {
 	hostname, workDir string
 	// httpAddr is where the agent serves health and metrics ("" = not).
 	httpAddr string
+	// configure, when set, changes the configuration (proxy, TLS, ...).
+	configure func(cfg *config.Delegate, workDir string)
 }
 
 var hostSeq struct {
@@ -388,17 +390,21 @@ func startAgent(t *testing.T, tm *testManager, o agentOpts) *testAgent {
 	}
 	logger, buf := newLogger(t, "agent "+ag.hostname)
 	ag.logs = buf
+	cfg := config.Delegate{
+		AccountID:    tm.admin.AccountID,
+		Token:        tokValue,
+		ManagerURLs:  urls,
+		Name:         "test-delegate",
+		Hostname:     ag.hostname,
+		Type:         "SHELL",
+		Capacity:     o.capacity,
+		PollForTasks: o.poll,
+	}
+	if o.configure != nil {
+		o.configure(&cfg, ag.workDir)
+	}
 	a, err := delegate.New(delegate.Options{
-		Config: config.Delegate{
-			AccountID:    tm.admin.AccountID,
-			Token:        tokValue,
-			ManagerURLs:  urls,
-			Name:         "test-delegate",
-			Hostname:     ag.hostname,
-			Type:         "SHELL",
-			Capacity:     o.capacity,
-			PollForTasks: o.poll,
-		},
+		Config:    cfg,
 		WorkDir:   ag.workDir,
 		Grace:     o.grace,
 		Version:   "test",

@@ -93,9 +93,10 @@ func (a *Agent) runTask(id string, capabilities []string) {
 	a.metrics.taskStarted(acq.Spec.Type)
 	began := time.Now()
 	outcome := executor.Run(taskCtx, acq.Spec, executor.Options{
-		WorkDir: dir,
-		Env:     env,
-		Timeout: time.Duration(acq.TimeoutMS) * time.Millisecond,
+		WorkDir:    dir,
+		Env:        env,
+		Timeout:    time.Duration(acq.TimeoutMS) * time.Millisecond,
+		HTTPClient: a.opts.TaskHTTPClient,
 		OnStart: func() {
 			startedCalled.Store(true)
 			go func() {
