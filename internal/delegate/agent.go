@@ -153,6 +153,9 @@ func New(opts Options) (*Agent, error) {
 	}
 	a.ip = opts.IP
 	if a.ip == "" {
+		a.ip = opts.Config.IP
+	}
+	if a.ip == "" {
 		a.ip = detectIP(opts.Config.ManagerURLs[0])
 	}
 	if opts.TaskEnv == nil {

@@ -344,6 +344,11 @@ type agentOpts struct {
 	// hostname and workDir, when set, restart an earlier agent's identity
 	// and working directory.
 	hostname, workDir string
+	// tags, initScript and description are DELEGATE_TAGS, INIT_SCRIPT and
+	// DELEGATE_DESCRIPTION; scriptTimeout bounds delegate-level scripts.
+	tags                    []string
+	initScript, description string
+	scriptTimeout           time.Duration
 }
 
 var hostSeq struct {
@@ -394,12 +399,16 @@ func startAgent(t *testing.T, tm *testManager, o agentOpts) *testAgent {
 			Type:         "SHELL",
 			Capacity:     o.capacity,
 			PollForTasks: o.poll,
+			Tags:         o.tags,
+			InitScript:   o.initScript,
+			Description:  o.description,
 		},
-		WorkDir:   ag.workDir,
-		Grace:     o.grace,
-		Version:   "test",
-		Logger:    logger,
-		ForceStop: ag.forceStop,
+		WorkDir:       ag.workDir,
+		Grace:         o.grace,
+		Version:       "test",
+		Logger:        logger,
+		ForceStop:     ag.forceStop,
+		ScriptTimeout: o.scriptTimeout,
 	})
 	if err != nil {
 		t.Fatalf("delegate.New: %v", err)
