@@ -233,3 +233,27 @@ func TestE2EIdentityAcrossIPChange(t *testing.T) {
 		}
 	}
 }
+
+// With two managers on one PostgreSQL database, a configuration updated
+// through manager A reaches a delegate connected to manager B.
+func TestE2EConfigurationAcrossManagers(t *testing.T) {
+	t.Parallel()
+	p := startManagerPair(t)
+	tok := p.a.token("conf")
+	script := filepath.Join(t.TempDir(), "tools.sh")
+	if err := os.WriteFile(script, []byte("echo one\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.a.mustCLI("configuration", "create", "tools", "--script", script)
+	p.b.delegate("on-b", "b-host", p.b.seed004Env(tok, "on-b", "")...)
+	p.b.waitConfigured("on-b", "b-host", "tools", 1)
+
+	if err := os.WriteFile(script, []byte("echo two\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p.a.mustCLI("configuration", "update", "tools", "--script", script)
+	in := p.a.waitConfigured("on-b", "b-host", "tools", 2)
+	if in.ConfigurationResult.Output != "two\n" {
+		t.Errorf("run after the update through manager A: %+v", in.ConfigurationResult)
+	}
+}
