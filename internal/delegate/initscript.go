@@ -15,7 +15,7 @@ import (
 )
 
 // DefaultScriptTimeout bounds INIT_SCRIPT and each configuration script.
-const DefaultScriptTimeout = 10 * time.Minute
+const DefaultScriptTimeout = protocol.ConfigurationTimeoutMS * time.Millisecond
 
 // scriptsDir holds the script files of INIT_SCRIPT and configurations,
 // under the delegate's working directory.
