@@ -36,7 +36,7 @@ func TestE2EInitScript(t *testing.T) {
 	if !strings.Contains(log, `msg=INIT_SCRIPT line="preparing the host"`) {
 		t.Errorf("INIT_SCRIPT output is not in the delegate's log:\n%s", log)
 	}
-	if strings.Index(log, "INIT_SCRIPT finished") > strings.Index(log, "registered with the manager") {
+	if fin, reg := strings.Index(log, "INIT_SCRIPT finished"), strings.Index(log, "registered with the manager"); fin < 0 || reg < 0 || fin > reg {
 		t.Errorf("the delegate registered before INIT_SCRIPT finished:\n%s", log)
 	}
 }
