@@ -237,7 +237,12 @@ documents, unchanged:
   MANAGER_HOST_AND_PORT / HARNESS_URL       manager URL(s), comma-separated
   DELEGATE_NAME / HARNESS_NAME              delegate (group) name, default legate-delegate
   DELEGATE_TAGS / HARNESS_TAGS              comma-separated tags (selectors)
-  DELEGATE_TYPE, DEPLOY_MODE, NEXT_GEN, LOG_STREAMING_SERVICE_URL, INIT_SCRIPT
+  DELEGATE_TYPE, DEPLOY_MODE, NEXT_GEN, LOG_STREAMING_SERVICE_URL
+  INIT_SCRIPT                               script text run with bash in the working
+                                            directory before connecting (10m limit);
+                                            its output goes to the log; a failure stops
+                                            the delegate
+  DELEGATE_DESCRIPTION                      free text shown by legate delegates list
   DELEGATE_HOSTNAME                         overrides the detected hostname (identity)
   POLL_FOR_TASKS=true                       poll instead of using the WebSocket
   DELEGATE_TASK_CAPACITY                    tasks run at once (0 = unlimited)
@@ -263,6 +268,15 @@ TLS:
   DELEGATE_CLIENT_CERTIFICATE_PATH          client certificate for a manager with
   DELEGATE_CLIENT_CERTIFICATE_KEY_PATH        --tls-client-ca (both or neither)
   TRUST_ALL_CERTIFICATES=true               do not verify the manager (warned at every start)
+
+Identity: a delegate is the same instance across restarts when its account,
+name, hostname and IP are the same; Kubernetes-style delegates
+(DELEGATE_TYPE=KUBERNETES or HELM_DELEGATE, or running in a pod) by account,
+name and hostname alone, so a rescheduled pod with a new IP stays the same.
+
+Delegate configurations (legate configuration create) that match the
+delegate's selectors run after it registers and before it takes tasks, and
+again whenever they change; see docs/configurations.md.
 
 Flags override the environment. SIGTERM drains: no new tasks, running tasks
 finish within --grace, then the delegate deregisters and exits 0; a second

@@ -42,6 +42,9 @@ type Delegate struct {
 	// OverThreshold, when not empty, says why the delegate is over a CPU or
 	// memory threshold and takes no task now.
 	OverThreshold string
+	// Configuring, when not empty, names the configuration whose script
+	// the delegate runs now; it takes no task meanwhile.
+	Configuring string
 }
 
 // Task is what assignment needs to know about one task.
@@ -176,7 +179,7 @@ func atCapacity(d *Delegate) bool { return d.Capacity > 0 && d.Running >= d.Capa
 // eligible delegate it also reports whether it is allowlisted for every
 // capability of the task (one lookup per capability serves both answers).
 func (p Policy) eligible(d *Delegate, tv *taskView, now time.Time) (ok, allowlisted bool) {
-	if !p.connected(d, now) || d.Draining || atCapacity(d) || d.OverThreshold != "" ||
+	if !p.connected(d, now) || d.Draining || atCapacity(d) || d.OverThreshold != "" || d.Configuring != "" ||
 		!Covers(d.Org, d.Project, tv.t.Org, tv.t.Project) || !hasSelectors(tv.sel, d) || tv.denied(d) {
 		return false, false
 	}
@@ -253,6 +256,9 @@ func (p Policy) evaluate(d *Delegate, tv *taskView, now time.Time) []protocol.Re
 	}
 	if d.OverThreshold != "" {
 		add(protocol.RuleThreshold, d.OverThreshold)
+	}
+	if d.Configuring != "" {
+		add(protocol.RuleConfiguring, "running the script of configuration "+d.Configuring)
 	}
 	return rs
 }

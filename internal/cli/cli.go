@@ -1,7 +1,8 @@
 // Package cli implements legate's admin commands (org, project, token,
-// delegates, connector, task) with cobra. They talk to a manager through internal/client, write to the
-// command's output streams (so tests capture them) and report process exit
-// codes as *ExitError values for main to act on.
+// delegates, connector, configuration, task) with cobra. They talk to a
+// manager through internal/client, write to the command's output streams
+// (so tests capture them) and report process exit codes as *ExitError
+// values for main to act on.
 package cli
 
 import (
@@ -90,7 +91,7 @@ func addCommands(root *cobra.Command, a *app) {
 	pf.StringVar(&a.url, "url", "", "manager URL, e.g. http://127.0.0.1:8080 (env "+EnvURL+")")
 	pf.StringVar(&a.apiKey, "api-key", "", "admin API key (env "+EnvAPIKey+")")
 	pf.StringVar(&a.caCert, "ca-cert", "", "PEM file of the CA that signed the manager's certificate, trusted besides the system roots (env "+EnvCACert+")")
-	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.delegatesCmd(), a.connectorCmd(), a.taskCmd())
+	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.delegatesCmd(), a.connectorCmd(), a.configurationCmd(), a.taskCmd())
 }
 
 // adminEnvHint says where a local manager's settings are.

@@ -95,20 +95,21 @@ func TestDelegatesList(t *testing.T) {
 	hb := testNow.Add(-3 * time.Second)
 	m.delegates = []protocol.Delegate{
 		{Name: "east", Hostname: "host-a", IP: "10.0.0.1", Tags: []string{"linux", "prod"}, Version: "0.1.0",
-			Status: protocol.DelegateConnected, Connection: protocol.ConnWebSocket, LastHeartbeat: &hb, RunningTasks: 2, Capacity: 4},
+			Status: protocol.DelegateConnected, Connection: protocol.ConnWebSocket, LastHeartbeat: &hb, RunningTasks: 2, Capacity: 4,
+			Configuration: "tools", Description: "build box in rack 4"},
 		{Name: "west", Hostname: "host-b", IP: "10.0.0.2", Version: "0.1.0", Status: protocol.DelegateDisconnected,
 			Connection: protocol.ConnPolling, Draining: true, Org: "eng"},
 		{Name: "web", Hostname: "host-c", IP: "10.0.0.3", Version: "0.2.0", Status: protocol.DelegateConnected,
-			Connection: protocol.ConnWebSocket, LastHeartbeat: &hb, Org: "eng", Project: "web"},
+			Connection: protocol.ConnWebSocket, LastHeartbeat: &hb, Org: "eng", Project: "web", Configuring: "tools v2"},
 	}
 	r := runCLI(t.Context(), m.env(), "", "delegates", "list")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	want := "NAME  HOSTNAME  IP        SCOPE            TAGS        VERSION  STATUS                 CONNECTION  LAST-HEARTBEAT  RUNNING\n" +
-		"east  host-a    10.0.0.1  account          linux,prod  0.1.0    connected              websocket   3s ago          2/4\n" +
-		"west  host-b    10.0.0.2  org/eng          -           0.1.0    disconnected,draining  polling     never           0\n" +
-		"web   host-c    10.0.0.3  project/eng/web  -           0.2.0    connected              websocket   3s ago          0\n"
+	want := "NAME  HOSTNAME  IP        SCOPE            TAGS        VERSION  STATUS                 CONNECTION  LAST-HEARTBEAT  RUNNING  CONFIGURATION  DESCRIPTION\n" +
+		"east  host-a    10.0.0.1  account          linux,prod  0.1.0    connected              websocket   3s ago          2/4      tools          build box in rack 4\n" +
+		"west  host-b    10.0.0.2  org/eng          -           0.1.0    disconnected,draining  polling     never           0        -              -\n" +
+		"web   host-c    10.0.0.3  project/eng/web  -           0.2.0    connected,configuring  websocket   3s ago          0        -              -\n"
 	if d := cmp.Diff(want, r.stdout); d != "" {
 		t.Errorf("table (-want +got):\n%s", d)
 	}
@@ -602,6 +603,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"connector", "create", "--help"}, []string{"legate connector create k8s-east --url https://", "LEGATE_URL"}},
 		{[]string{"connector", "--help"}, []string{"LAST-SUCCESS"}},
 		{[]string{"delegates", "describe", "--help"}, []string{"legate delegates describe build", "deny list"}},
+		{[]string{"configuration", "create", "--help"}, []string{"legate configuration create build-tools --script tools.sh", "the most selectors wins"}},
+		{[]string{"configuration", "--help"}, []string{"10 minute timeout", "takes no task"}},
 	} {
 		r := runCLI(t.Context(), nil, "", tt.args...)
 		for _, w := range tt.want {

@@ -33,8 +33,9 @@ func (a *app) delegatesListCmd() *cobra.Command {
 		Short:   "List delegate instances and their health",
 		Long: `List delegate instances with their scope (account, org/ORG or
 project/ORG/PROJECT, from their token), tags, version, connection
-(websocket or polling), time since the last heartbeat and running tasks
-(running/capacity).`,
+(websocket or polling), time since the last heartbeat, running tasks
+(running/capacity), the delegate configuration it last ran and its
+description (DELEGATE_DESCRIPTION).`,
 		Example: `  legate delegates list
   legate delegates list --json | jq '.delegates[] | select(.status == "connected") | .name'`,
 		Args: cobra.NoArgs,
@@ -58,10 +59,11 @@ project/ORG/PROJECT, from their token), tags, version, connection
 				return nil
 			}
 			now := a.now()
-			t := newTable(cmd.OutOrStdout(), "NAME", "HOSTNAME", "IP", "SCOPE", "TAGS", "VERSION", "STATUS", "CONNECTION", "LAST-HEARTBEAT", "RUNNING")
+			t := newTable(cmd.OutOrStdout(), "NAME", "HOSTNAME", "IP", "SCOPE", "TAGS", "VERSION", "STATUS", "CONNECTION", "LAST-HEARTBEAT", "RUNNING",
+				"CONFIGURATION", "DESCRIPTION")
 			for _, d := range list.Delegates {
 				t.row(d.Name, d.Hostname, d.IP, scope(d.Org, d.Project), strings.Join(d.Tags, ","), d.Version, delegateStatus(d),
-					d.Connection, agePtr(now, d.LastHeartbeat), running(d))
+					d.Connection, agePtr(now, d.LastHeartbeat), running(d), d.Configuration, shorten(d.Description, 40))
 			}
 			return t.flush()
 		}),
@@ -70,12 +72,26 @@ project/ORG/PROJECT, from their token), tags, version, connection
 	return cmd
 }
 
-// delegateStatus is the status with ",draining" when the delegate drains.
+// delegateStatus is the status with ",draining" when the delegate drains
+// and ",configuring" while it runs its configuration script.
 func delegateStatus(d protocol.Delegate) string {
+	s := d.Status
 	if d.Draining {
-		return d.Status + ",draining"
+		s += ",draining"
 	}
-	return d.Status
+	if d.Configuring != "" {
+		s += ",configuring"
+	}
+	return s
+}
+
+// shorten cuts s to at most n runes, marking the cut.
+func shorten(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 // running renders running tasks as "running/capacity", or "running" when
@@ -100,7 +116,11 @@ resource threshold, and its capability lists:
   allowlist  capabilities it validated, trusted for 6h (each success resets
              the time); allowlisted delegates are preferred
   deny list  capabilities that failed on it, with the error; it is not
-             offered tasks that need them until the time runs out (5m)`,
+             offered tasks that need them until the time runs out (5m)
+
+and its delegate configuration: the one that applies now, whether its
+script is running (the instance takes no task meanwhile), and the last run
+with its version, exit code, time and an excerpt of its output.`,
 		Example: `  legate delegates describe build
   legate delegates describe build --json | jq '.instances[].denylist'`,
 		Args: cobra.ExactArgs(1),
@@ -151,6 +171,9 @@ func (a *app) printDelegateDetails(w io.Writer, d protocol.DelegateDetails) erro
 	for _, inst := range d.Instances {
 		fmt.Fprintf(w, "\nInstance %s\n", inst.InstanceID)
 		t := newTable(w, "  Hostname:", inst.Hostname)
+		if inst.Description != "" {
+			t.row("  Description:", inst.Description)
+		}
 		t.row("  IP:", inst.IP)
 		t.row("  Status:", delegateStatus(inst.Delegate))
 		conn := inst.Connection
@@ -168,8 +191,18 @@ func (a *app) printDelegateDetails(w io.Writer, d protocol.DelegateDetails) erro
 		t.row("  Type:", inst.Type)
 		t.row("  Token:", inst.TokenName)
 		t.row("  Registered:", a.timestamp(&inst.RegisteredAt))
+		a.configurationRows(t, inst)
 		if err := t.flush(); err != nil {
 			return err
+		}
+		if res := inst.ConfigurationResult; res != nil && res.Output != "" {
+			head := "  Configuration output:\n"
+			if int64(len(res.Output)) < res.OutputBytes {
+				head = fmt.Sprintf("  Configuration output (excerpt of %d bytes):\n", res.OutputBytes)
+			}
+			if _, err := fmt.Fprint(w, head+indent(res.Output, "    ")); err != nil {
+				return fmt.Errorf("write output: %w", err)
+			}
 		}
 		if err := writeEntries(w, now, "Allowlist", inst.Allowlist, false); err != nil {
 			return err
@@ -208,4 +241,34 @@ func writeEntries(w io.Writer, now time.Time, title string, entries []protocol.C
 		t.row(cells...)
 	}
 	return t.flush()
+}
+
+// configurationRows adds what describe says about an instance's delegate
+// configuration: the one that applies, the one running, the last run.
+func (a *app) configurationRows(t *table, inst protocol.DelegateDetail) {
+	if inst.Configuring != "" {
+		t.row("  Configuring:", inst.Configuring+" is running (takes no new tasks)")
+	}
+	applies := "none applies"
+	if c := inst.ConfigurationApplies; c != nil {
+		applies = fmt.Sprintf("%s v%d applies", c.Name, c.Version)
+	}
+	res := inst.ConfigurationResult
+	if inst.ConfigurationApplies == nil && res == nil {
+		return
+	}
+	t.row("  Configuration:", applies)
+	if res == nil {
+		t.row("  Last applied:", "not run yet")
+		return
+	}
+	exit := "no exit code"
+	if res.ExitCode != nil {
+		exit = "exit " + strconv.Itoa(*res.ExitCode)
+	}
+	last := fmt.Sprintf("%s v%d, %s, %s", res.Name, res.Version, exit, a.timestamp(&res.FinishedAt))
+	if res.Error != "" {
+		last += ": " + res.Error
+	}
+	t.row("  Last applied:", last)
 }

@@ -57,6 +57,7 @@ type fakeManager struct {
 	connReqs     []protocol.CreateConnectorRequest
 	explanations map[string]protocol.Explanation
 	details      map[string]protocol.DelegateDetails
+	confs        fakeConfigurations
 }
 
 func newFakeManager(t *testing.T, o outcomeSpec) *fakeManager {
@@ -106,6 +107,7 @@ func newFakeManager(t *testing.T, o outcomeSpec) *fakeManager {
 	})
 	m.scopeRoutes(mux)
 	m.connectorRoutes(mux)
+	m.configurationRoutes(mux)
 	mux.HandleFunc("GET /api/v1/tasks/{id}/logs", m.logs)
 	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(protocol.HeaderProtocolVersion) != strconv.Itoa(protocol.Version) {

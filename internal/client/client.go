@@ -422,6 +422,56 @@ func (c *Client) DeleteConnector(ctx context.Context, name string) error {
 	return c.do(ctx, &call{op: op, method: http.MethodDelete, path: protocol.PathConnectors + "/" + seg(name)})
 }
 
+// CreateConfiguration creates a delegate configuration.
+func (c *Client) CreateConfiguration(ctx context.Context, req protocol.CreateConfigurationRequest) (protocol.Configuration, error) {
+	const op = "create configuration"
+	if err := requireID(op, "configuration name", req.Name); err != nil {
+		return protocol.Configuration{}, err
+	}
+	var out protocol.Configuration
+	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: protocol.PathConfigurations, in: req, out: &out})
+	return out, err
+}
+
+// ListConfigurations lists the account's delegate configurations.
+func (c *Client) ListConfigurations(ctx context.Context) (protocol.ConfigurationList, error) {
+	var out protocol.ConfigurationList
+	err := c.do(ctx, &call{op: "list configurations", method: http.MethodGet, path: protocol.PathConfigurations, out: &out})
+	return out, err
+}
+
+// GetConfiguration returns one delegate configuration.
+func (c *Client) GetConfiguration(ctx context.Context, name string) (protocol.Configuration, error) {
+	const op = "get configuration"
+	if err := requireID(op, "configuration name", name); err != nil {
+		return protocol.Configuration{}, err
+	}
+	var out protocol.Configuration
+	err := c.do(ctx, &call{op: op, method: http.MethodGet, path: protocol.PathConfigurations + "/" + seg(name), out: &out})
+	return out, err
+}
+
+// UpdateConfiguration changes a delegate configuration's script and/or
+// selectors (nil fields are kept) and returns it with its new version.
+func (c *Client) UpdateConfiguration(ctx context.Context, name string, req protocol.UpdateConfigurationRequest) (protocol.Configuration, error) {
+	const op = "update configuration"
+	if err := requireID(op, "configuration name", name); err != nil {
+		return protocol.Configuration{}, err
+	}
+	var out protocol.Configuration
+	err := c.do(ctx, &call{op: op, method: http.MethodPatch, path: protocol.PathConfigurations + "/" + seg(name), in: req, out: &out})
+	return out, err
+}
+
+// DeleteConfiguration deletes a delegate configuration.
+func (c *Client) DeleteConfiguration(ctx context.Context, name string) error {
+	const op = "delete configuration"
+	if err := requireID(op, "configuration name", name); err != nil {
+		return err
+	}
+	return c.do(ctx, &call{op: op, method: http.MethodDelete, path: protocol.PathConfigurations + "/" + seg(name)})
+}
+
 // SubmitTask queues a task.
 func (c *Client) SubmitTask(ctx context.Context, spec protocol.TaskSpec) (protocol.Task, error) {
 	var out protocol.Task
@@ -582,4 +632,18 @@ func (c *Client) ReportCapabilities(ctx context.Context, rep protocol.Capability
 		rep.Results = []protocol.CapabilityResult{}
 	}
 	return c.do(ctx, &call{op: "report capabilities", method: http.MethodPost, path: protocol.PathCapabilities, in: rep})
+}
+
+// DelegateConfiguration returns the configuration that applies to the
+// calling delegate (nil Configuration when none does).
+func (c *Client) DelegateConfiguration(ctx context.Context) (protocol.DelegateConfigurationResponse, error) {
+	var out protocol.DelegateConfigurationResponse
+	err := c.do(ctx, &call{op: "get delegate configuration", method: http.MethodGet, path: protocol.PathDelegateConfiguration, out: &out})
+	return out, err
+}
+
+// ReportConfiguration sends the outcome of a configuration run.
+func (c *Client) ReportConfiguration(ctx context.Context, res protocol.ConfigurationResult) error {
+	return c.do(ctx, &call{op: "report configuration result", method: http.MethodPost,
+		path: protocol.PathDelegateConfigurationResult, in: res})
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -57,8 +58,13 @@ type Delegate struct {
 	MemoryThreshold int
 	// Description is DELEGATE_DESCRIPTION.
 	Description string
-	// InitScript is INIT_SCRIPT (accepted; run by a later issue).
+	// InitScript is INIT_SCRIPT: script text that the delegate runs with
+	// bash in its working directory before it connects.
 	InitScript string
+	// IP is DELEGATE_IP: overrides the detected IP address the delegate
+	// registers with (part of a VM-style delegate's identity). Not in the
+	// documented set; for hosts with several addresses and for tests.
+	IP string
 	// IdentityByHostname is true when DELEGATE_TYPE is KUBERNETES or
 	// HELM_DELEGATE or KUBERNETES_SERVICE_HOST is set: the instance is
 	// identified by hostname alone.
@@ -242,6 +248,10 @@ func ReadEnv(lookup func(string) (string, bool)) (Delegate, error) {
 	d.LogStreamingURL = get("LOG_STREAMING_SERVICE_URL")
 	d.Description = get("DELEGATE_DESCRIPTION")
 	d.InitScript = get("INIT_SCRIPT")
+	d.IP = get("DELEGATE_IP")
+	if d.IP != "" && net.ParseIP(d.IP) == nil {
+		return Delegate{}, fmt.Errorf("DELEGATE_IP=%q: not an IP address", d.IP)
+	}
 	d.IdentityByHostname = d.Type == "KUBERNETES" || d.Type == "HELM_DELEGATE" ||
 		get("KUBERNETES_SERVICE_HOST") != ""
 	if err := readLogging(&d, get); err != nil {

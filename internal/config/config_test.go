@@ -485,3 +485,23 @@ func TestThresholds(t *testing.T) {
 		}
 	}
 }
+
+func TestDelegateIP(t *testing.T) {
+	base := map[string]string{"ACCOUNT_ID": "acc1", "DELEGATE_TOKEN": "tok", "MANAGER_HOST_AND_PORT": "http://127.0.0.1:7460"}
+	lookup := func(extra map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) {
+			if v, ok := extra[k]; ok {
+				return v, true
+			}
+			v, ok := base[k]
+			return v, ok
+		}
+	}
+	d, err := FromEnv(lookup(map[string]string{"DELEGATE_IP": " 10.1.2.3 "}))
+	if err != nil || d.IP != "10.1.2.3" {
+		t.Errorf("DELEGATE_IP: got %q, %v", d.IP, err)
+	}
+	if _, err := FromEnv(lookup(map[string]string{"DELEGATE_IP": "10.1.2"})); err == nil || !strings.Contains(err.Error(), "DELEGATE_IP") {
+		t.Errorf("bad DELEGATE_IP: err %v, want one naming DELEGATE_IP", err)
+	}
+}

@@ -59,6 +59,9 @@ type Options struct {
 	// HTTPAddr is where Run serves /healthz, /readyz and /metrics, such as
 	// ":3460"; "" = no server (agents in tests and benchmarks).
 	HTTPAddr string
+	// ScriptTimeout bounds INIT_SCRIPT and each configuration script;
+	// 0 = DefaultScriptTimeout (10m).
+	ScriptTimeout time.Duration
 }
 
 // Agent is one running delegate. Create it with New and run it with Run.
@@ -97,6 +100,7 @@ type Agent struct {
 	taskWG   sync.WaitGroup
 	caps     *capabilityChecker
 	load     *loadMonitor
+	config   *configState
 	spool    spool
 	// stopDelivery ends result delivery loops when the delegate stops;
 	// undelivered results stay in the spool for the next start.
@@ -181,12 +185,16 @@ func New(opts Options) (*Agent, error) {
 	}
 	a.ip = opts.IP
 	if a.ip == "" {
+		a.ip = opts.Config.IP
+	}
+	if a.ip == "" {
 		a.ip = detectIP(opts.Config.ManagerURLs[0])
 	}
 	if opts.TaskEnv == nil {
 		a.opts.TaskEnv = taskEnv(os.Environ(), config.SecretEnvNames())
 	}
 	a.conn.init()
+	a.config = newConfigState()
 	a.caps = newCapabilityChecker(opts.TaskHTTPClient)
 	a.caps.validating = &a.perf.validating
 	a.spool = spool{dir: filepath.Join(opts.WorkDir, "spool")}
@@ -263,6 +271,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer stopHTTP()
 	defer a.metrics.stopped()
 
+	if err := a.runInitScript(ctx); err != nil || ctx.Err() != nil {
+		return err
+	}
 	a.spooled = a.spool.load(func(name string, err error) {
 		a.log.Warn("unreadable spooled result", "file", name, "err", err)
 	})
@@ -273,7 +284,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.redeliver()
-	a.wg.Add(3)
+	a.wg.Add(4)
+	go func() { defer a.wg.Done(); a.configLoop(loopCtx) }()
 	go func() { defer a.wg.Done(); a.heartbeatLoop(loopCtx) }()
 	go func() { defer a.wg.Done(); a.eventLoop(loopCtx) }()
 	go func() { defer a.wg.Done(); a.sessionLoop(loopCtx) }()
@@ -387,6 +399,7 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			IdentityByHostname: a.cfg.IdentityByHostname,
 			Running:            a.runningList(),
 			FreshStart:         a.regGen.Load() == 0,
+			Description:        a.cfg.Description,
 		}
 		if req.FreshStart {
 			for _, r := range a.spooled {
@@ -407,6 +420,7 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			}
 			a.sessionExp = resp.SessionExpiresAt
 			a.mu.Unlock()
+			a.config.offer(resp.Configuration)
 			a.regGen.Add(1)
 			a.metrics.registered()
 			a.log.Info("registered with the manager", "manager", a.client().BaseURL(), "instance", resp.InstanceID,
@@ -539,7 +553,8 @@ func (a *Agent) heartbeat() protocol.Heartbeat {
 	draining := a.draining
 	a.mu.Unlock()
 	over := a.load.sample()
-	return protocol.Heartbeat{Seq: a.hbSeq.Add(1), Running: a.runningList(), Capacity: a.cfg.Capacity, Draining: draining, OverThreshold: over}
+	return protocol.Heartbeat{Seq: a.hbSeq.Add(1), Running: a.runningList(), Capacity: a.cfg.Capacity, Draining: draining,
+		OverThreshold: over, Configuring: a.config.busy()}
 }
 
 func (a *Agent) sendHeartbeat(ctx context.Context) {
@@ -594,6 +609,9 @@ func (a *Agent) handleEvent(ctx context.Context, ev protocol.Event) {
 		a.fail(fmt.Errorf("the delegate token was revoked (%s); create a new token and restart the delegate", ev.Reason))
 	case protocol.EventReconnect:
 		a.log.Info("manager asked delegates to reconnect", "reason", ev.Reason)
+	case protocol.EventConfigurationChanged:
+		a.log.Info("the delegate configuration changed; fetching it")
+		a.config.changed()
 	default:
 		a.log.Debug("ignoring unknown event", "kind", ev.Kind)
 	}
@@ -622,7 +640,10 @@ func (a *Agent) offeredWith(id string, capabilities []string) {
 		}
 		return
 	}
-	if a.cfg.Capacity > 0 && len(a.tasks) >= a.cfg.Capacity {
+	// Read under a.mu: retryDeferred takes a.mu after the run is over, so
+	// an offer deferred here is never missed.
+	if a.config.busy() != "" || (a.cfg.Capacity > 0 && len(a.tasks) >= a.cfg.Capacity) {
+		// Tried again when the configuration ran or a slot frees.
 		if len(a.deferred) < 256 {
 			a.deferred[id] = capabilities
 		}

@@ -350,6 +350,11 @@ type agentOpts struct {
 	httpAddr string
 	// configure, when set, changes the configuration (proxy, TLS, ...).
 	configure func(cfg *config.Delegate, workDir string)
+	// tags, initScript and description are DELEGATE_TAGS, INIT_SCRIPT and
+	// DELEGATE_DESCRIPTION; scriptTimeout bounds delegate-level scripts.
+	tags                    []string
+	initScript, description string
+	scriptTimeout           time.Duration
 }
 
 var hostSeq struct {
@@ -399,18 +404,22 @@ func startAgent(t *testing.T, tm *testManager, o agentOpts) *testAgent {
 		Type:         "SHELL",
 		Capacity:     o.capacity,
 		PollForTasks: o.poll,
+		Tags:         o.tags,
+		InitScript:   o.initScript,
+		Description:  o.description,
 	}
 	if o.configure != nil {
 		o.configure(&cfg, ag.workDir)
 	}
 	a, err := delegate.New(delegate.Options{
-		Config:    cfg,
-		WorkDir:   ag.workDir,
-		Grace:     o.grace,
-		Version:   "test",
-		Logger:    logger,
-		ForceStop: ag.forceStop,
-		HTTPAddr:  o.httpAddr,
+		Config:        cfg,
+		WorkDir:       ag.workDir,
+		Grace:         o.grace,
+		Version:       "test",
+		Logger:        logger,
+		ForceStop:     ag.forceStop,
+		HTTPAddr:      o.httpAddr,
+		ScriptTimeout: o.scriptTimeout,
 	})
 	if err != nil {
 		t.Fatalf("delegate.New: %v", err)

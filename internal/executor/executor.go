@@ -50,6 +50,10 @@ type Options struct {
 	// WorkDir is the directory for this task, created (0700) if missing.
 	// Required for shell tasks.
 	WorkDir string
+	// ScriptPath, when set, is the absolute path a shell script is written
+	// to instead of WorkDir/ScriptName (for scripts that run in a directory
+	// that is not theirs, such as the delegate's INIT_SCRIPT).
+	ScriptPath string
 	// Env is the base environment ("K=V") of a shell task; the task's Env
 	// and then its SecretEnv are added on top (the task wins). Nil means an
 	// empty base: the delegate's own environment is never inherited

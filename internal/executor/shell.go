@@ -44,14 +44,20 @@ func runShell(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.
 	if err := os.MkdirAll(opts.WorkDir, 0o700); err != nil {
 		return faulted(fmt.Sprintf("create work directory: %v", err))
 	}
-	script := filepath.Join(opts.WorkDir, ScriptName)
+	script, arg := filepath.Join(opts.WorkDir, ScriptName), ScriptName
+	if opts.ScriptPath != "" {
+		script, arg = opts.ScriptPath, opts.ScriptPath
+		if err := os.MkdirAll(filepath.Dir(script), 0o700); err != nil {
+			return faulted(fmt.Sprintf("create script directory: %v", err))
+		}
+	}
 	if err := writeScript(script, spec.Shell.Script); err != nil {
 		return faulted(err.Error())
 	}
 
 	cmd := &exec.Cmd{
 		Path:        bash,
-		Args:        []string{"bash", ScriptName},
+		Args:        []string{"bash", arg},
 		Dir:         opts.WorkDir,
 		Env:         buildEnv(opts.Env, spec.Env, spec.SecretEnv),
 		Stdout:      out, // the same writer for both: one pipe, order preserved

@@ -150,6 +150,10 @@ func (m *Manager) delegateList(ctx context.Context, acct string) ([]protocol.Del
 	for _, t := range tokens {
 		tokenNames[t.ID] = t.Name
 	}
+	results, err := m.st.ConfigurationResults(ctx, acct)
+	if err != nil {
+		return nil, err
+	}
 	now := m.cfg.Now()
 	out := make([]protocol.Delegate, 0, len(ins))
 	for _, in := range ins {
@@ -159,6 +163,10 @@ func (m *Manager) delegateList(ctx context.Context, acct string) ([]protocol.Del
 			Status: protocol.DelegateDisconnected, Connection: in.Connection,
 			LastHeartbeat: utcPtr(in.LastHeartbeat), Capacity: in.Capacity, Draining: in.Draining,
 			RegisteredAt: in.RegisteredAt.UTC(), Org: in.Org, Project: in.Project,
+			Description: in.Description,
+		}
+		if res, ok := results[in.ID]; ok {
+			v.Configuration = res.Configuration
 		}
 		if v.Tags == nil {
 			v.Tags = []string{}
@@ -168,6 +176,7 @@ func (m *Manager) delegateList(ctx context.Context, acct string) ([]protocol.Del
 			seen := view.LastSeen.UTC()
 			v.LastHeartbeat = &seen
 			v.RunningTasks, v.Capacity, v.Draining, v.OverThreshold = view.Running, view.Capacity, view.Draining, view.OverThreshold
+			v.Configuring = view.Configuring
 			v.Connection = d.connectionKind()
 			if now.Sub(seen) <= m.window() {
 				v.Status = protocol.DelegateConnected

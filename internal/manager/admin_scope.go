@@ -350,6 +350,16 @@ func (m *Manager) handleDescribeDelegate(w http.ResponseWriter, r *http.Request,
 		storeError(w, err, "delegates")
 		return
 	}
+	cs, err := m.st.ListConfigurations(r.Context(), acct)
+	if err != nil {
+		storeError(w, err, "configurations")
+		return
+	}
+	results, err := m.st.ConfigurationResults(r.Context(), acct)
+	if err != nil {
+		storeError(w, err, "configuration results")
+		return
+	}
 	now := m.cfg.Now()
 	out := protocol.DelegateDetails{Name: name, Instances: []protocol.DelegateDetail{}}
 	for _, d := range ds {
@@ -357,6 +367,12 @@ func (m *Manager) handleDescribeDelegate(w http.ResponseWriter, r *http.Request,
 			continue
 		}
 		det := protocol.DelegateDetail{Delegate: d, Allowlist: []protocol.CapabilityEntry{}, Denylist: []protocol.CapabilityEntry{}}
+		if c := applicableConfiguration(cs, d.Tags, d.Name, d.Hostname); c != nil {
+			det.ConfigurationApplies = &protocol.ConfigurationRef{Name: c.Name, Version: c.Version}
+		}
+		if res, ok := results[d.InstanceID]; ok {
+			det.ConfigurationResult = configurationResultView(res)
+		}
 		allow, deny := m.caps.Entries(d.InstanceID, now)
 		for _, e := range allow {
 			det.Allowlist = append(det.Allowlist, protocol.CapabilityEntry{Criteria: e.Criteria, ExpiresAt: e.ExpiresAt.UTC(), TimeLeftMS: e.ExpiresAt.Sub(now).Milliseconds()})

@@ -23,7 +23,7 @@ func delegateView(l *live) assign.Delegate {
 		InstanceID: l.id, Name: l.name, Hostname: l.hostname, Tags: l.tags,
 		Org: l.org, Project: l.project, LastSeen: time.Unix(0, l.lastSeen.Load()),
 		Deregistered: l.gone, Draining: l.draining, Running: len(l.running) + len(l.pending), Capacity: l.capacity,
-		OverThreshold: l.overThreshold,
+		OverThreshold: l.overThreshold, Configuring: l.configuring,
 	}
 }
 
@@ -135,7 +135,7 @@ func (m *Manager) widenOffer(accountID, taskID string, first *live) {
 // channel opens and when it frees capacity).
 func (m *Manager) offerQueued(ctx context.Context, d *live) {
 	view := delegateView(d)
-	if view.Draining || view.OverThreshold != "" {
+	if view.Draining || view.OverThreshold != "" || view.Configuring != "" {
 		return
 	}
 	free := 64

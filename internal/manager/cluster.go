@@ -29,6 +29,7 @@ const (
 	clusterTask   = "task"   // a task is queued: offer it to your delegates
 	clusterAbort  = "abort"  // tell Instance to stop Task
 	clusterRevoke = "revoke" // Token is revoked: disconnect its delegates
+	clusterConfig = "config" // Account's configurations changed: tell your delegates
 )
 
 // broadcast tells the other managers about ev (a no-op on SQLite).
@@ -75,6 +76,8 @@ func (m *Manager) applyClusterEvent(ctx context.Context, ev clusterEvent) {
 			d.push(protocol.Event{Kind: protocol.EventAbort, TaskID: ev.Task, Reason: "stopped by another manager"})
 		}
 		m.logs.finish(ev.Task)
+	case clusterConfig:
+		m.reconfigure(ctx, ev.Account)
 	case clusterRevoke:
 		m.markTokenRevoked(ev.Token)
 		m.disconnectToken(ev.Account, ev.Token, "the delegate token was revoked")

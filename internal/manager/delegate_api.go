@@ -126,6 +126,9 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 	case len(req.Tags) > 100:
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "too many tags (at most 100)")
 		return
+	case len(req.Description) > 1024:
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "description too long (at most 1024 bytes)")
+		return
 	}
 	const refused = "the delegate token is not valid for account %q: check ACCOUNT_ID and DELEGATE_TOKEN (legate token list shows the account's tokens)"
 	if _, err := m.st.GetAccount(ctx, req.AccountID); err != nil {
@@ -165,6 +168,7 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 		RegisteredAt: now,
 		Org:          tok.Org,
 		Project:      tok.Project,
+		Description:  strings.TrimSpace(req.Description),
 	})
 	if err != nil {
 		m.log.Error("register delegate", "err", err)
@@ -173,6 +177,19 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 	}
 	d := newLive(in)
 	d.touch(now)
+	d.protocolVersion = req.ProtocolVersion
+	applied, err := m.configurationFor(ctx, in.AccountID, in.Tags, in.Name, in.Hostname)
+	if err != nil {
+		m.log.Error("find the delegate's configuration", "err", err)
+		storeError(w, err, "delegate configurations")
+		return
+	}
+	d.cfgKey, d.cfgKnown = configurationKey(applied), true
+	if applied != nil && req.FreshStart && req.ProtocolVersion >= 3 {
+		// The delegate runs it before it takes tasks; its heartbeat says
+		// when it is done.
+		d.configuring = configuringLabel(applied.Name, applied.Version)
+	}
 	// Tasks the delegate says it still runs: adopt those the store agrees on.
 	for _, rt := range req.Running {
 		t, err := m.st.GetTask(ctx, req.AccountID, rt.ID)
@@ -193,6 +210,7 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 		SessionExpiresAt:    exp,
 		HeartbeatIntervalMS: m.cfg.HeartbeatInterval.Milliseconds(),
 		MissedHeartbeats:    m.cfg.MissedHeartbeats,
+		Configuration:       applied,
 	})
 }
 
@@ -222,10 +240,11 @@ func (m *Manager) heartbeat(ctx context.Context, d *live, hb protocol.Heartbeat)
 	if hb.Capacity >= 0 && hb.Capacity != d.capacity && hb.Capacity != 0 {
 		d.capacity = hb.Capacity
 	}
-	wasBlocked := d.draining || d.overThreshold != ""
+	wasBlocked := d.draining || d.overThreshold != "" || d.configuring != ""
 	d.draining = hb.Draining
 	d.overThreshold = hb.OverThreshold
-	unblocked := wasBlocked && !d.draining && d.overThreshold == ""
+	d.configuring = hb.Configuring
+	unblocked := wasBlocked && !d.draining && d.overThreshold == "" && d.configuring == ""
 	var unknown []protocol.RunningTask
 	listed := make(map[string]bool, len(hb.Running))
 	var abort []string

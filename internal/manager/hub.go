@@ -36,8 +36,18 @@ type live struct {
 	draining   bool
 	// overThreshold says why the delegate is over a resource threshold.
 	overThreshold string
-	gone          bool             // deregistered, superseded or revoked
-	running       map[string]int64 // task ID -> epoch
+	// configuring names the configuration whose script the delegate runs
+	// now (from its heartbeats; set at a fresh registration that hands
+	// out a configuration, until the delegate reports).
+	configuring string
+	// cfgKey is the configuration this manager last told the delegate
+	// applies ("" none), valid when cfgKnown.
+	cfgKey   string
+	cfgKnown bool
+	// protocolVersion is the delegate's, 0 when unknown (revived state).
+	protocolVersion int
+	gone            bool             // deregistered, superseded or revoked
+	running         map[string]int64 // task ID -> epoch
 	// pending holds tasks offered to this delegate alone and not yet
 	// acquired; they count as load so a burst spreads over delegates.
 	pending map[string]struct{}

@@ -177,6 +177,8 @@ func (m *Manager) Handler() http.Handler {
 	mux.HandleFunc("POST "+protocol.PathDelegateTask+"/{id}/logs", m.delegateAuth(m.handleLogs))
 	mux.HandleFunc("POST "+protocol.PathDelegateTask+"/{id}/result", m.delegateAuth(m.handleResult))
 	mux.HandleFunc("POST "+protocol.PathCapabilities, m.delegateAuth(m.handleCapabilities))
+	mux.HandleFunc("GET "+protocol.PathDelegateConfiguration, m.delegateAuth(m.handleDelegateConfiguration))
+	mux.HandleFunc("POST "+protocol.PathDelegateConfigurationResult, m.delegateAuth(m.handleConfigurationResult))
 	// Admin API.
 	mux.HandleFunc("GET "+protocol.PathWhoAmI, m.adminAuth(m.handleWhoAmI))
 	mux.HandleFunc("POST "+protocol.PathTokens, m.adminAuth(m.handleCreateToken))
@@ -200,6 +202,11 @@ func (m *Manager) Handler() http.Handler {
 	mux.HandleFunc("GET "+protocol.PathConnectors, m.adminAuth(m.handleListConnectors))
 	mux.HandleFunc("GET "+protocol.PathConnectors+"/{name}", m.adminAuth(m.handleGetConnector))
 	mux.HandleFunc("DELETE "+protocol.PathConnectors+"/{name}", m.adminAuth(m.handleDeleteConnector))
+	mux.HandleFunc("POST "+protocol.PathConfigurations, m.adminAuth(m.handleCreateConfiguration))
+	mux.HandleFunc("GET "+protocol.PathConfigurations, m.adminAuth(m.handleListConfigurations))
+	mux.HandleFunc("GET "+protocol.PathConfigurations+"/{name}", m.adminAuth(m.handleGetConfiguration))
+	mux.HandleFunc("PATCH "+protocol.PathConfigurations+"/{name}", m.adminAuth(m.handleUpdateConfiguration))
+	mux.HandleFunc("DELETE "+protocol.PathConfigurations+"/{name}", m.adminAuth(m.handleDeleteConfiguration))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
 	})

@@ -13,6 +13,13 @@
 //	  report validation results), connectors, resource thresholds in
 //	  heartbeats, delegate-fault results, task explanations, fresh-start
 //	  reconciliation of a restarted delegate's tasks.
+//	3 (2026-11-22): delegate configurations: the registration answer carries
+//	  the configuration that applies to the delegate, a configuration_changed
+//	  event tells it to fetch it again (GET PathDelegateConfiguration), it
+//	  reports each run (POST PathDelegateConfigurationResult) and says in its
+//	  heartbeats while a configuration script runs (it takes no task then);
+//	  registrations carry DELEGATE_DESCRIPTION. Older delegates ignore all of
+//	  it and still work (MinVersion stays 1).
 package protocol
 
 import (
@@ -23,7 +30,7 @@ import (
 
 // Version is the protocol version spoken by this build. A manager accepts
 // delegates whose version is at most its own and at least MinVersion.
-const Version = 2
+const Version = 3
 
 // MinVersion is the oldest protocol version this build still accepts.
 const MinVersion = 1
@@ -42,6 +49,16 @@ const (
 
 	// PathCapabilities receives capability validation results.
 	PathCapabilities = "/api/v1/delegate/capabilities"
+
+	// PathDelegateConfiguration answers (GET) the configuration that
+	// applies to the calling delegate; PathDelegateConfigurationResult
+	// receives (POST) the outcome of running it. Since v3.
+	PathDelegateConfiguration       = "/api/v1/delegate/configuration"
+	PathDelegateConfigurationResult = "/api/v1/delegate/configuration/result"
+
+	// PathConfigurations is the admin API of delegate configurations
+	// (+ "/{name}"). Since v3.
+	PathConfigurations = "/api/v1/configurations"
 
 	PathOrgs       = "/api/v1/orgs"       // + "/{org}/projects"
 	PathConnectors = "/api/v1/connectors" // + "/{name}"
@@ -129,6 +146,8 @@ type RegisterRequest struct {
 	// once (run elsewhere or failed) instead of waiting for their lease.
 	// Since v2.
 	FreshStart bool `json:"fresh_start,omitempty"`
+	// Description is DELEGATE_DESCRIPTION, shown in listings. Since v3.
+	Description string `json:"description,omitempty"`
 }
 
 // RegisterResponse answers a successful registration.
@@ -142,6 +161,10 @@ type RegisterResponse struct {
 	// MissedHeartbeats is how many intervals may pass before the manager
 	// considers the delegate disconnected.
 	MissedHeartbeats int `json:"missed_heartbeats"`
+	// Configuration is the delegate configuration that applies to this
+	// delegate, nil when none does. The delegate runs it before it takes
+	// tasks. Since v3.
+	Configuration *AppliedConfiguration `json:"configuration,omitempty"`
 }
 
 // SessionResponse answers a session refresh.
@@ -161,6 +184,10 @@ const (
 	EventHeartbeatAck  = "heartbeat_ack"
 	// EventReconnect asks the delegate to reconnect (the manager shuts down).
 	EventReconnect = "reconnect"
+	// EventConfigurationChanged tells the delegate that the configuration
+	// that applies to it changed (updated, or another one applies now, or
+	// none): it fetches it with GET PathDelegateConfiguration. Since v3.
+	EventConfigurationChanged = "configuration_changed"
 )
 
 // Event is a notification from the manager. It never carries task payloads.
@@ -198,6 +225,10 @@ type Heartbeat struct {
 	// OverThreshold, when not empty, says why the delegate does not take
 	// tasks now (e.g. "cpu 93% > DELEGATE_CPU_THRESHOLD 80%"). Since v2.
 	OverThreshold string `json:"over_threshold,omitempty"`
+	// Configuring, when not empty, names the configuration whose script the
+	// delegate runs now ("NAME vVERSION"); it takes no task meanwhile.
+	// Since v3.
+	Configuring string `json:"configuring,omitempty"`
 }
 
 // HeartbeatResponse answers an HTTP heartbeat; over the WebSocket the same
@@ -435,6 +466,14 @@ type Delegate struct {
 	Org           string     `json:"org,omitempty"`
 	Project       string     `json:"project,omitempty"`
 	OverThreshold string     `json:"over_threshold,omitempty"`
+	// Description is the delegate's DELEGATE_DESCRIPTION. Since v3.
+	Description string `json:"description,omitempty"`
+	// Configuration names the delegate configuration the instance last
+	// ran (see DelegateDetail.ConfigurationResult). Since v3.
+	Configuration string `json:"configuration,omitempty"`
+	// Configuring names the configuration whose script runs now ("NAME
+	// vVERSION"); the instance takes no task meanwhile. Since v3.
+	Configuring string `json:"configuring,omitempty"`
 }
 
 // CapabilityEntry is one allowlist or deny-list entry of a delegate.
@@ -450,6 +489,12 @@ type DelegateDetail struct {
 	Delegate
 	Allowlist []CapabilityEntry `json:"allowlist"`
 	Denylist  []CapabilityEntry `json:"denylist"`
+	// ConfigurationApplies is the configuration that applies to the
+	// instance now (name and version), nil when none does. Since v3.
+	ConfigurationApplies *ConfigurationRef `json:"configuration_applies,omitempty"`
+	// ConfigurationResult is the outcome of the last configuration run
+	// the instance reported. Since v3.
+	ConfigurationResult *ConfigurationResult `json:"configuration_result,omitempty"`
 }
 
 // DelegateDetails answers a describe: every instance with that name.
@@ -517,6 +562,95 @@ type CreateConnectorRequest struct {
 	Selectors []string `json:"selectors,omitempty"`
 }
 
+// ---------------------------------------------------------------------------
+// Delegate configurations (since v3)
+
+// Limits of delegate configurations.
+const (
+	// MaxConfigurationScript bounds a configuration's script (bytes).
+	MaxConfigurationScript = 64 << 10
+	// MaxConfigurationSelectors bounds a configuration's selectors.
+	MaxConfigurationSelectors = 32
+	// ConfigurationOutputExcerpt bounds the output excerpt a delegate
+	// reports: the head and the tail, half each, and a marker between.
+	ConfigurationOutputExcerpt = 4 << 10
+	// ConfigurationTimeoutMS bounds one run of a configuration script.
+	ConfigurationTimeoutMS = 10 * 60 * 1000
+)
+
+// Configuration is a delegate configuration: a script that the delegates
+// whose selectors include all of Selectors run when they start and again
+// whenever it changes. When several configurations match a delegate, the
+// one with the most selectors applies; among those, the first by name.
+type Configuration struct {
+	Name      string   `json:"name"`
+	Script    string   `json:"script"`
+	Selectors []string `json:"selectors"`
+	// Version starts at 1 and goes up with every update.
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// ConfigurationList answers a configuration listing.
+type ConfigurationList struct {
+	Configurations []Configuration `json:"configurations"`
+}
+
+// CreateConfigurationRequest creates a configuration.
+type CreateConfigurationRequest struct {
+	Name      string   `json:"name"`
+	Script    string   `json:"script"`
+	Selectors []string `json:"selectors,omitempty"`
+}
+
+// UpdateConfigurationRequest changes a configuration; nil fields are kept.
+// Any change bumps the version.
+type UpdateConfigurationRequest struct {
+	Script    *string   `json:"script,omitempty"`
+	Selectors *[]string `json:"selectors,omitempty"`
+}
+
+// ConfigurationRef names one version of a configuration.
+type ConfigurationRef struct {
+	Name    string `json:"name"`
+	Version int64  `json:"version"`
+}
+
+// AppliedConfiguration is what a delegate runs: the configuration that
+// applies to it, as the registration answer and GET
+// PathDelegateConfiguration carry it.
+type AppliedConfiguration struct {
+	Name    string `json:"name"`
+	Version int64  `json:"version"`
+	Script  string `json:"script"`
+}
+
+// DelegateConfigurationResponse answers GET PathDelegateConfiguration.
+type DelegateConfigurationResponse struct {
+	// Configuration is nil when no configuration applies to the delegate.
+	Configuration *AppliedConfiguration `json:"configuration,omitempty"`
+}
+
+// ConfigurationResult is the outcome of one run of a configuration script
+// on one delegate instance.
+type ConfigurationResult struct {
+	Name    string `json:"name"`
+	Version int64  `json:"version"`
+	// ExitCode is the script's exit code; nil when it did not exit by
+	// itself (it timed out, or could not start).
+	ExitCode *int `json:"exit_code"`
+	// Error is one line, empty on success.
+	Error string `json:"error,omitempty"`
+	// Output is an excerpt of the output: at most ConfigurationOutputExcerpt
+	// bytes of its head and tail, and a marker where bytes were left out.
+	Output string `json:"output"`
+	// OutputBytes is the size of the whole output.
+	OutputBytes int64     `json:"output_bytes"`
+	StartedAt   time.Time `json:"started_at"`
+	FinishedAt  time.Time `json:"finished_at"`
+}
+
 // Exclusion rules, in the order DESIGN §5 applies them.
 const (
 	RuleDisconnected     = "disconnected"
@@ -527,6 +661,8 @@ const (
 	RuleCapabilityDenied = "capability_denied"
 	RuleCapacity         = "capacity"
 	RuleThreshold        = "threshold"
+	// RuleConfiguring: the delegate runs its configuration script. Since v3.
+	RuleConfiguring = "configuring"
 )
 
 // Reason is one rule that excludes a delegate from a task.

@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,6 +105,15 @@ func TestWireRoundTrip(t *testing.T) {
 		&ResultRequest{Epoch: 2, Status: StatusFailed, ExitCode: &exit, Error: "exit status 3", LastSeq: 7},
 		&LogsRequest{Epoch: 1, Chunks: []LogChunk{{Seq: 1, Time: now, Data: "hi\n"}}},
 		&Task{ID: "t", Status: StatusSucceeded, ExitCode: &exit, CreatedAt: now, StartedAt: &now},
+		&RegisterRequest{ProtocolVersion: 3, Name: "n", Description: "rack 4"},
+		&RegisterResponse{InstanceID: "d", Configuration: &AppliedConfiguration{Name: "tools", Version: 2, Script: "echo"}},
+		&Heartbeat{Seq: 2, Running: []RunningTask{}, Configuring: "tools v2"},
+		&Event{Kind: EventConfigurationChanged},
+		&DelegateConfigurationResponse{Configuration: &AppliedConfiguration{Name: "a", Version: 1, Script: "true"}},
+		&ConfigurationResult{Name: "tools", Version: 2, ExitCode: &exit, Error: "exit status 3", Output: "x", OutputBytes: 1, StartedAt: now, FinishedAt: now},
+		&UpdateConfigurationRequest{Script: ptr("echo"), Selectors: &[]string{}},
+		&DelegateDetail{Delegate: Delegate{Name: "d", Tags: []string{}, Description: "x", Configuring: "a v1"},
+			ConfigurationApplies: &ConfigurationRef{Name: "a", Version: 1}},
 	}
 	for _, v := range values {
 		b, err := json.Marshal(v)
@@ -129,12 +139,18 @@ func FuzzDecodeWire(f *testing.F) {
 	f.Add([]byte(`{"type":"shell","shell":{"script":"echo"},"env":{"A":"1"},"timeout_ms":-1}`))
 	f.Add([]byte(`{"epoch":1,"chunks":[{"seq":1,"time":"2026-11-22T07:00:00Z","data":"x"}]}`))
 	f.Add([]byte(`{"error":{"code":"stale_lease","message":"m"}}`))
+	f.Add([]byte(`{"configuration":{"name":"tools","version":3,"script":"echo hi"}}`))
+	f.Add([]byte(`{"name":"tools","version":2,"exit_code":null,"output":"x","output_bytes":-1,"started_at":"2026-11-22T07:00:00Z"}`))
+	f.Add([]byte(`{"script":"echo","selectors":null}`))
+	f.Add([]byte(`{"instance_id":"d","configuration_applies":{"name":"a","version":1},"configuration_result":{"exit_code":0}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		targets := []any{
 			&RegisterRequest{}, &RegisterResponse{}, &SessionResponse{}, &Event{}, &EventsResponse{},
 			&Heartbeat{}, &HeartbeatResponse{}, &Frame{}, &TaskSpec{}, &Task{}, &TaskList{},
 			&AcquireResponse{}, &StartedRequest{}, &LogsRequest{}, &ResultRequest{}, &LogStreamLine{},
 			&CreateTokenRequest{}, &Token{}, &TokenList{}, &Delegate{}, &DelegateList{}, &WhoAmI{},
+			&Configuration{}, &ConfigurationList{}, &CreateConfigurationRequest{}, &UpdateConfigurationRequest{},
+			&AppliedConfiguration{}, &DelegateConfigurationResponse{}, &ConfigurationResult{}, &DelegateDetails{},
 		}
 		for _, v := range targets {
 			if err := json.Unmarshal(data, v); err != nil {
@@ -149,4 +165,25 @@ func FuzzDecodeWire(f *testing.F) {
 			t.Fatalf("DecodeError returned an empty error for %q", data)
 		}
 	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Older peers ignore what v3 added, and v3 peers read v2 messages: the
+// new fields are all optional.
+func TestV3FieldsAreOptional(t *testing.T) {
+	for _, v := range []any{&RegisterRequest{}, &RegisterResponse{}, &Heartbeat{}, &Delegate{}, &DelegateDetail{}} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, field := range []string{"description", "configuration", "configuring", "configuration_applies", "configuration_result"} {
+			if strings.Contains(string(b), `"`+field+`"`) {
+				t.Errorf("%T: empty %s is sent: %s", v, field, b)
+			}
+		}
+	}
+	if MinVersion != 1 || Version != 3 {
+		t.Errorf("Version %d, MinVersion %d: v1 and v2 delegates must still be accepted", Version, MinVersion)
+	}
 }

@@ -673,7 +673,7 @@ func TestMigrateFrom0001(t *testing.T) {
 			versions = append(versions, v)
 		}
 		rows.Close()
-		if diff := cmp.Diff([]string{"0001_init", "0002_scope"}, versions); diff != "" {
+		if diff := cmp.Diff([]string{"0001_init", "0002_scope", "0003_configurations"}, versions); diff != "" {
 			t.Errorf("versions (-want +got):\n%s", diff)
 		}
 
@@ -682,7 +682,7 @@ func TestMigrateFrom0001(t *testing.T) {
 			t.Errorf("old token: %+v, %v", tok, err)
 		}
 		in, err := s.GetInstance(ctx, "i1")
-		if err != nil || in.Org != "" || in.Project != "" || in.Capacity != 2 {
+		if err != nil || in.Org != "" || in.Project != "" || in.Capacity != 2 || in.Description != "" {
 			t.Errorf("old instance: %+v, %v", in, err)
 		}
 		var org, project string

@@ -56,6 +56,8 @@ type Instance struct {
 	// Org and Project are the scope, copied from the token at registration.
 	Org     string
 	Project string
+	// Description is the delegate's DELEGATE_DESCRIPTION.
+	Description string
 	// Connection is protocol.ConnWebSocket or protocol.ConnPolling ("" before
 	// the first event channel opens).
 	Connection     string

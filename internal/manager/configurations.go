@@ -1,0 +1,314 @@
+package manager
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+// Delegate configurations. A configuration applies to a delegate when the
+// delegate's selectors (its tags, name and hostname) include every selector
+// of the configuration; one with no selectors applies to every delegate of
+// the account. When several apply, the one with the most selectors wins
+// (the most specific), and among those the first by name. The delegate
+// learns which one applies from its registration answer, and again from a
+// configuration_changed event (then it asks with GET
+// PathDelegateConfiguration) whenever that changes.
+
+// maxConfigurationOutput bounds the stored output excerpt: the delegate's
+// excerpt plus room for the omission marker.
+const maxConfigurationOutput = protocol.ConfigurationOutputExcerpt + 256
+
+// applicableConfiguration picks the configuration that applies to a
+// delegate with these tags, name and hostname from cs (ordered by name),
+// or nil.
+func applicableConfiguration(cs []store.Configuration, tags []string, name, hostname string) *store.Configuration {
+	var best *store.Configuration
+	for i := range cs {
+		c := &cs[i]
+		if len(protocol.MissingSelectors(c.Selectors, tags, name, hostname)) > 0 {
+			continue
+		}
+		if best == nil || len(c.Selectors) > len(best.Selectors) {
+			best = c
+		}
+	}
+	return best
+}
+
+// configurationFor returns the configuration that applies to a delegate,
+// as the delegate receives it, or nil.
+func (m *Manager) configurationFor(ctx context.Context, acct string, tags []string, name, hostname string) (*protocol.AppliedConfiguration, error) {
+	cs, err := m.st.ListConfigurations(ctx, acct)
+	if err != nil {
+		return nil, err
+	}
+	return appliedView(applicableConfiguration(cs, tags, name, hostname)), nil
+}
+
+func appliedView(c *store.Configuration) *protocol.AppliedConfiguration {
+	if c == nil {
+		return nil
+	}
+	return &protocol.AppliedConfiguration{Name: c.Name, Version: c.Version, Script: c.Script}
+}
+
+// configurationKey identifies a configuration version ("" for none).
+func configurationKey(c *protocol.AppliedConfiguration) string {
+	if c == nil {
+		return ""
+	}
+	return c.Name + "\x00" + strconv.FormatInt(c.Version, 10)
+}
+
+// configuringLabel is how heartbeats and listings name a configuration run.
+func configuringLabel(name string, version int64) string {
+	return name + " v" + strconv.FormatInt(version, 10)
+}
+
+// reconfigure tells this manager's delegates of the account whose
+// applicable configuration changed to fetch it again.
+func (m *Manager) reconfigure(ctx context.Context, acct string) {
+	ls := m.hub.account(acct)
+	if len(ls) == 0 {
+		return
+	}
+	cs, err := m.st.ListConfigurations(ctx, acct)
+	if err != nil {
+		m.log.Warn("list configurations", "account", acct, "err", err)
+		return
+	}
+	for _, l := range ls {
+		key := configurationKey(appliedView(applicableConfiguration(cs, l.tags, l.name, l.hostname)))
+		l.mu.Lock()
+		changed := !l.cfgKnown || l.cfgKey != key
+		l.cfgKey, l.cfgKnown = key, true
+		old := l.protocolVersion != 0 && l.protocolVersion < 3
+		l.mu.Unlock()
+		if changed && !old && !l.isGone() {
+			l.push(protocol.Event{Kind: protocol.EventConfigurationChanged})
+		}
+	}
+}
+
+// configurationChanged reaches every delegate of the account, here and,
+// through a broadcast, on the other managers.
+func (m *Manager) configurationChanged(ctx context.Context, acct string) {
+	m.reconfigure(ctx, acct)
+	m.broadcast(ctx, clusterEvent{Kind: clusterConfig, Account: acct})
+}
+
+// --- delegate API --------------------------------------------------------------
+
+func (m *Manager) handleDelegateConfiguration(w http.ResponseWriter, r *http.Request, d *live) {
+	applied, err := m.configurationFor(r.Context(), d.accountID, d.tags, d.name, d.hostname)
+	if err != nil {
+		m.log.Error("find the delegate's configuration", "instance", d.id, "err", err)
+		storeError(w, err, "delegate configurations")
+		return
+	}
+	d.mu.Lock()
+	d.cfgKey, d.cfgKnown = configurationKey(applied), true
+	d.mu.Unlock()
+	writeJSON(w, http.StatusOK, protocol.DelegateConfigurationResponse{Configuration: applied})
+}
+
+func (m *Manager) handleConfigurationResult(w http.ResponseWriter, r *http.Request, d *live) {
+	var req protocol.ConfigurationResult
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	switch {
+	case req.Name == "" || len(req.Name) > 63:
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "configuration name is required (1-63 characters)")
+		return
+	case req.Version < 1:
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "configuration version must be positive")
+		return
+	case req.OutputBytes < 0:
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "output_bytes must not be negative")
+		return
+	}
+	now := m.cfg.Now()
+	if req.FinishedAt.IsZero() || req.FinishedAt.After(now.Add(time.Minute)) {
+		req.FinishedAt = now
+	}
+	if req.StartedAt.IsZero() || req.StartedAt.After(req.FinishedAt) {
+		req.StartedAt = req.FinishedAt
+	}
+	res := store.ConfigurationResult{
+		InstanceID: d.id, Configuration: req.Name, Version: req.Version, ExitCode: req.ExitCode,
+		Error: truncate(req.Error, 1024), Output: truncate(req.Output, maxConfigurationOutput),
+		OutputBytes: max(req.OutputBytes, int64(len(req.Output))), StartedAt: req.StartedAt, FinishedAt: req.FinishedAt,
+	}
+	if err := m.st.RecordConfigurationResult(r.Context(), res); err != nil {
+		m.log.Error("record configuration result", "instance", d.id, "err", err)
+		storeError(w, err, "configuration result")
+		return
+	}
+	exit := "none"
+	if req.ExitCode != nil {
+		exit = strconv.Itoa(*req.ExitCode)
+	}
+	m.log.Info("delegate ran its configuration", "instance", d.id, "name", d.name, "hostname", d.hostname,
+		"configuration", req.Name, "version", req.Version, "exit_code", exit, "err", req.Error)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// truncate cuts s to at most n bytes, on a UTF-8 boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && s[len(s)-1]&0xC0 == 0x80 {
+		s = s[:len(s)-1]
+	}
+	if len(s) > 0 && s[len(s)-1] >= 0xC0 {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// --- admin API -------------------------------------------------------------------
+
+func configurationView(c store.Configuration) protocol.Configuration {
+	sel := c.Selectors
+	if sel == nil {
+		sel = []string{}
+	}
+	return protocol.Configuration{Name: c.Name, Script: c.Script, Selectors: sel, Version: c.Version,
+		CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC()}
+}
+
+// checkConfiguration validates a script and selectors and returns the
+// selectors normalized.
+func checkConfiguration(script string, selectors []string) ([]string, string) {
+	if strings.TrimSpace(script) == "" {
+		return nil, "the configuration script is empty"
+	}
+	if len(script) > protocol.MaxConfigurationScript {
+		return nil, "the configuration script is " + strconv.Itoa(len(script)) + " bytes; at most " +
+			strconv.Itoa(protocol.MaxConfigurationScript) + " are allowed (install from a file the script downloads instead)"
+	}
+	sel := protocol.NormalizeSelectors(selectors)
+	if len(sel) > protocol.MaxConfigurationSelectors {
+		return nil, "too many selectors (at most " + strconv.Itoa(protocol.MaxConfigurationSelectors) + ")"
+	}
+	for _, s := range sel {
+		if len(s) > 253 || strings.ContainsAny(s, ",\t\n\r") {
+			return nil, "selector " + strconv.Quote(s) + " is invalid: at most 253 characters, no commas or control characters"
+		}
+	}
+	return sel, ""
+}
+
+func (m *Manager) handleCreateConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
+	var req protocol.CreateConfigurationRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	req.Name = strings.TrimSpace(req.Name)
+	if err := validName("configuration", req.Name); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
+	sel, msg := checkConfiguration(req.Script, req.Selectors)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", msg)
+		return
+	}
+	c, err := m.st.CreateConfiguration(r.Context(), store.Configuration{AccountID: acct, Name: req.Name, Script: req.Script,
+		Selectors: sel, CreatedAt: m.cfg.Now()})
+	if err != nil {
+		storeError(w, err, "configuration "+strconv.Quote(req.Name))
+		return
+	}
+	m.log.Info("configuration created", "account", acct, "configuration", c.Name, "selectors", c.Selectors)
+	m.configurationChanged(r.Context(), acct)
+	writeJSON(w, http.StatusCreated, configurationView(c))
+}
+
+func (m *Manager) handleListConfigurations(w http.ResponseWriter, r *http.Request, acct string) {
+	cs, err := m.st.ListConfigurations(r.Context(), acct)
+	if err != nil {
+		storeError(w, err, "configurations")
+		return
+	}
+	out := protocol.ConfigurationList{Configurations: make([]protocol.Configuration, 0, len(cs))}
+	for _, c := range cs {
+		out.Configurations = append(out.Configurations, configurationView(c))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (m *Manager) handleGetConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
+	name := r.PathValue("name")
+	c, err := m.st.GetConfiguration(r.Context(), acct, name)
+	if err != nil {
+		storeError(w, err, "configuration "+strconv.Quote(name))
+		return
+	}
+	writeJSON(w, http.StatusOK, configurationView(c))
+}
+
+func (m *Manager) handleUpdateConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
+	name := r.PathValue("name")
+	var req protocol.UpdateConfigurationRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if req.Script == nil && req.Selectors == nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "nothing to update: give a script or selectors")
+		return
+	}
+	u := store.ConfigurationUpdate{Script: req.Script}
+	script := "x" // only the selectors are checked when the script stays
+	if req.Script != nil {
+		script = *req.Script
+	}
+	var sel []string
+	if req.Selectors != nil {
+		sel = *req.Selectors
+	}
+	norm, msg := checkConfiguration(script, sel)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", msg)
+		return
+	}
+	if req.Selectors != nil {
+		u.Selectors = &norm
+	}
+	c, err := m.st.UpdateConfiguration(r.Context(), acct, name, u, m.cfg.Now())
+	if err != nil {
+		storeError(w, err, "configuration "+strconv.Quote(name))
+		return
+	}
+	m.log.Info("configuration updated", "account", acct, "configuration", c.Name, "version", c.Version)
+	m.configurationChanged(r.Context(), acct)
+	writeJSON(w, http.StatusOK, configurationView(c))
+}
+
+func (m *Manager) handleDeleteConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
+	name := r.PathValue("name")
+	if err := m.st.DeleteConfiguration(r.Context(), acct, name); err != nil {
+		storeError(w, err, "configuration "+strconv.Quote(name))
+		return
+	}
+	m.log.Info("configuration deleted", "account", acct, "configuration", name)
+	m.configurationChanged(r.Context(), acct)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// configurationResultView is the API form of a stored result.
+func configurationResultView(r store.ConfigurationResult) *protocol.ConfigurationResult {
+	return &protocol.ConfigurationResult{
+		Name: r.Configuration, Version: r.Version, ExitCode: r.ExitCode, Error: r.Error,
+		Output: r.Output, OutputBytes: r.OutputBytes, StartedAt: r.StartedAt.UTC(), FinishedAt: r.FinishedAt.UTC(),
+	}
+}
