@@ -1,0 +1,126 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// PickupSummary is the pickup scenario's line.
+type PickupSummary struct {
+	Scenario       string `json:"scenario"`
+	Transport      string `json:"transport"`
+	Store          string `json:"store"`
+	Delegates      int    `json:"delegates"`
+	QueuedOther    int    `json:"queued_other"`
+	HeartbeatMS    int64  `json:"heartbeat_ms"`
+	Runs           int    `json:"runs"`
+	TasksPerRun    int    `json:"tasks_per_run"`
+	P50MS          Stat   `json:"p50_ms"`
+	P99MS          Stat   `json:"p99_ms"`
+	MaxMS          Stat   `json:"max_ms"`
+	BaselinePeriod int64  `json:"baseline_period_ms,omitempty"`
+	BaselineTasks  int    `json:"baseline_tasks_per_run,omitempty"`
+	BaselineP50MS  *Stat  `json:"baseline_p50_ms,omitempty"`
+	BaselineP99MS  *Stat  `json:"baseline_p99_ms,omitempty"`
+	BaselineMaxMS  *Stat  `json:"baseline_max_ms,omitempty"`
+	// RatioP50 is the baseline's median p50 over ours (how many times faster).
+	RatioP50     float64 `json:"ratio_p50,omitempty"`
+	RatioP99     float64 `json:"ratio_p99,omitempty"`
+	ManagerRSSMB Stat    `json:"manager_rss_mb"`
+	swarmHealth
+}
+
+func (r *runner) pickup(ctx context.Context) error {
+	c := r.cfg
+	s := series{}
+	var health swarmHealth
+	for run := 1; run <= c.Runs; run++ {
+		if err := r.pickupRun(ctx, run, s, &health); err != nil {
+			return fmt.Errorf("pickup run %d: %w", run, err)
+		}
+	}
+	sum := PickupSummary{
+		Scenario: ScenarioPickup, Transport: c.Transport, Store: c.Store, Delegates: c.Delegates,
+		QueuedOther: c.QueuedOther, HeartbeatMS: c.Heartbeat.Milliseconds(), Runs: c.Runs, TasksPerRun: c.Tasks,
+		P50MS: s.stat("p50"), P99MS: s.stat("p99"), MaxMS: s.stat("max"),
+		ManagerRSSMB: s.stat("rss"), swarmHealth: health,
+	}
+	if c.BaselineTasks > 0 {
+		b50, b99, bmax := s.stat("b50"), s.stat("b99"), s.stat("bmax")
+		sum.BaselinePeriod, sum.BaselineTasks = c.BaselinePeriod.Milliseconds(), c.BaselineTasks
+		sum.BaselineP50MS, sum.BaselineP99MS, sum.BaselineMaxMS = &b50, &b99, &bmax
+		sum.RatioP50 = ratio(b50.Median, sum.P50MS.Median)
+		sum.RatioP99 = ratio(b99.Median, sum.P99MS.Median)
+	}
+	return emit(r.out, sum)
+}
+
+func (r *runner) pickupRun(ctx context.Context, run int, s series, health *swarmHealth) error {
+	c := r.cfg
+	dir, rm, err := r.tempDir()
+	if err != nil {
+		return err
+	}
+	defer rm()
+	m, stop, err := r.startManager(ctx, dir, c.Heartbeat, "")
+	if err != nil {
+		return err
+	}
+	defer stop()
+	tok, err := m.token(ctx, "bench")
+	if err != nil {
+		return err
+	}
+	res := newResults()
+	sw := newSwarm(ctx, r.log, m, tok, c.Workers, c.SourceIPs, res.deliver)
+	defer sw.close()
+	if c.QueuedOther > 0 {
+		if err := sw.grow(ctx, holderSpec(), 0, 1, 1); err != nil {
+			return err
+		}
+		sleepCtx(ctx, 200*time.Millisecond) // the holder's first heartbeat (over threshold) lands
+		r.progress(run, "queueing tasks for other selectors", "tasks", c.QueuedOther)
+		if err := r.queueOther(ctx, m, c.QueuedOther); err != nil {
+			return err
+		}
+	}
+	base := sw.size()
+	r.progress(run, "connecting simulated delegates", "delegates", c.Delegates, "transport", c.Transport)
+	t0 := time.Now()
+	if err := sw.grow(ctx, simSpec{name: benchTag, tags: []string{benchTag}, mode: c.Transport}, base, base+c.Delegates, c.Connect); err != nil {
+		return err
+	}
+	r.progress(run, "delegates connected", "took", time.Since(t0).Round(time.Millisecond))
+	sleepCtx(ctx, 200*time.Millisecond) // long polls open, first heartbeats handled
+	samples, err := pickups(ctx, m, res, benchTag, c.Warmup, c.Tasks, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	l := latenciesOf(samples)
+	s.add("p50", l.p50)
+	s.add("p99", l.p99)
+	s.add("max", l.max)
+	r.progress(run, "pickup", "p50_ms", round3(l.p50), "p99_ms", round3(l.p99), "max_ms", round3(l.max))
+	if u, err := m.usage(); err == nil {
+		s.add("rss", u.rssMB())
+	}
+	if c.BaselineTasks > 0 {
+		n := sw.size()
+		if err := sw.grow(ctx, simSpec{name: "baseline", tags: []string{baselineTag}, mode: modePoll3s, period: c.BaselinePeriod}, n, n+1, 1); err != nil {
+			return err
+		}
+		r.progress(run, "baseline: a delegate polling every "+c.BaselinePeriod.String(), "tasks", c.BaselineTasks)
+		bs, err := baselinePickups(ctx, m, res, c.BaselineTasks, c.BaselinePeriod)
+		if err != nil {
+			return err
+		}
+		bl := latenciesOf(bs)
+		s.add("b50", bl.p50)
+		s.add("b99", bl.p99)
+		s.add("bmax", bl.max)
+		r.progress(run, "baseline pickup", "p50_ms", round3(bl.p50), "p99_ms", round3(bl.p99))
+	}
+	health.add(sw.counters())
+	return nil
+}
