@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -239,8 +240,12 @@ func (s *swarm) connect(ctx context.Context, spec simSpec, i int) error {
 	default:
 		return fmt.Errorf("unknown simulated delegate mode %q", spec.mode)
 	}
+	// The first scheduled heartbeat comes at a random phase of the
+	// interval (after the one sent on connecting), so a swarm that
+	// connected in a burst heartbeats evenly, as a fleet started over time
+	// does, and any measurement window sees its share.
 	d.mu.Lock()
-	d.nextHB = time.Now().Add(d.interval)
+	d.nextHB = time.Now().Add(time.Duration(rand.Int64N(int64(d.interval)) + 1))
 	d.mu.Unlock()
 	s.mu.Lock()
 	s.shards[s.n%hbShards] = append(s.shards[s.n%hbShards], d)
