@@ -28,6 +28,14 @@ type PickupSummary struct {
 	RatioP50     float64 `json:"ratio_p50,omitempty"`
 	RatioP99     float64 `json:"ratio_p99,omitempty"`
 	ManagerRSSMB Stat    `json:"manager_rss_mb"`
+	// ConnectS is how long connecting the delegates took (after the queue
+	// for other selectors was filled).
+	ConnectS Stat `json:"connect_s"`
+	// OffersPerTask and LostAcquiresPerTask during the measured pickups,
+	// as in throughput; SlowPerRun counts pickups over 100 ms per run.
+	OffersPerTask       Stat `json:"offers_per_task"`
+	LostAcquiresPerTask Stat `json:"lost_acquires_per_task"`
+	SlowPerRun          Stat `json:"slow_over_100ms_per_run"`
 	swarmHealth
 }
 
@@ -44,7 +52,8 @@ func (r *runner) pickup(ctx context.Context) error {
 		Scenario: ScenarioPickup, Transport: c.Transport, Store: c.Store, Delegates: c.Delegates,
 		QueuedOther: c.QueuedOther, HeartbeatMS: c.Heartbeat.Milliseconds(), Runs: c.Runs, TasksPerRun: c.Tasks,
 		P50MS: s.stat("p50"), P99MS: s.stat("p99"), MaxMS: s.stat("max"),
-		ManagerRSSMB: s.stat("rss"), swarmHealth: health,
+		ManagerRSSMB: s.stat("rss"), ConnectS: s.stat("connect"), OffersPerTask: s.stat("offers"),
+		LostAcquiresPerTask: s.stat("lost"), SlowPerRun: s.stat("slow"), swarmHealth: health,
 	}
 	if c.BaselineTasks > 0 {
 		b50, b99, bmax := s.stat("b50"), s.stat("b99"), s.stat("bmax")
@@ -91,12 +100,27 @@ func (r *runner) pickupRun(ctx context.Context, run int, s series, health *swarm
 	if err := sw.grow(ctx, simSpec{name: benchTag, tags: []string{benchTag}, mode: c.Transport}, base, base+c.Delegates, c.Connect); err != nil {
 		return err
 	}
+	s.add("connect", time.Since(t0).Seconds())
 	r.progress(run, "delegates connected", "took", time.Since(t0).Round(time.Millisecond))
 	sleepCtx(ctx, 200*time.Millisecond) // long polls open, first heartbeats handled
-	samples, err := pickups(ctx, m, res, benchTag, c.Warmup, c.Tasks, 30*time.Second)
+	if _, err := pickups(ctx, m, res, benchTag, c.Warmup, 0, 30*time.Second); err != nil {
+		return err
+	}
+	c0 := sw.counters()
+	samples, err := pickups(ctx, m, res, benchTag, 0, c.Tasks, 30*time.Second)
 	if err != nil {
 		return err
 	}
+	c1 := sw.counters()
+	s.add("offers", float64(c1.offered-c0.offered)/float64(c.Tasks))
+	s.add("lost", float64(c1.lost-c0.lost)/float64(c.Tasks))
+	slow := 0
+	for _, d := range samples {
+		if d > 100*time.Millisecond {
+			slow++
+		}
+	}
+	s.add("slow", float64(slow))
 	l := latenciesOf(samples)
 	s.add("p50", l.p50)
 	s.add("p99", l.p99)
