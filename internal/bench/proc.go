@@ -121,6 +121,8 @@ func startProcess(name, exe, dir string, env, args []string, lineFn func(string)
 	cmd := exec.Command(exe, args...)
 	cmd.Env = env
 	cmd.Dir = dir
+	// A child must not outlive the bench (killed or crashed).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p := &process{name: name, cmd: cmd, out: &tail{}, done: make(chan struct{})}
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -212,11 +214,12 @@ func raiseFileLimit() (uint64, error) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
 		return 0, fmt.Errorf("read the open-file limit: %w", err)
 	}
-	if rl.Cur < rl.Max {
-		rl.Cur = rl.Max
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-			return 0, fmt.Errorf("raise the open-file limit: %w", err)
-		}
+	// Set it even when the soft limit is already the hard one: the Go
+	// runtime raised it at start and would restore the original for
+	// children, unless the program sets the limit itself.
+	rl.Cur = rl.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, fmt.Errorf("raise the open-file limit: %w", err)
 	}
 	return rl.Cur, nil
 }
