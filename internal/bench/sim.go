@@ -55,6 +55,8 @@ type sim struct {
 	nextHB  time.Time
 	sessExp time.Time
 	seq     int64
+	// cancel ends the delegate's event channel (set once, at connect).
+	cancel context.CancelFunc
 	// busy holds the tasks this delegate is acquiring or reporting: a
 	// repeated offer of one of them is ignored, as the real delegate does.
 	busy map[string]bool
@@ -81,7 +83,8 @@ type swarm struct {
 	shards [][]*sim // heartbeat scheduling shards
 	n      int
 
-	ctx    context.Context
+	// cancel stops the workers and heartbeat schedulers; each delegate
+	// has its own cancel for its event channel.
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -97,17 +100,17 @@ const hbShards = 8
 func newSwarm(ctx context.Context, log *slog.Logger, m *manager, token string, workers, sourceIPs int, onResult func(protocol.Task)) *swarm {
 	s := &swarm{url: m.url, account: m.account, token: token, log: log, onResult: onResult,
 		offers: make(chan offer, 8192), shards: make([][]*sim, hbShards)}
-	s.ctx, s.cancel = context.WithCancel(ctx)
+	ctx, s.cancel = context.WithCancel(ctx)
 	for i := 0; i < sourceIPs; i++ {
 		s.clients = append(s.clients, sourceClient(i))
 	}
 	for i := 0; i < workers; i++ {
 		s.wg.Add(1)
-		go func() { defer s.wg.Done(); s.work() }()
+		go func() { defer s.wg.Done(); s.work(ctx) }()
 	}
 	for i := 0; i < hbShards; i++ {
 		s.wg.Add(1)
-		go func() { defer s.wg.Done(); s.heartbeats(i) }()
+		go func() { defer s.wg.Done(); s.heartbeats(ctx, i) }()
 	}
 	return s
 }
@@ -143,6 +146,7 @@ func (s *swarm) close() {
 	s.mu.Lock()
 	for _, sh := range s.shards {
 		for _, d := range sh {
+			d.cancel()
 			d.mu.Lock()
 			if d.ws != nil {
 				_ = d.ws.CloseNow()
@@ -206,8 +210,9 @@ func (s *swarm) grow(ctx context.Context, spec simSpec, from, to, parallel int) 
 	return ctx.Err()
 }
 
-// connect registers delegate i of spec and opens its event channel.
-func (s *swarm) connect(ctx context.Context, spec simSpec, i int) error {
+// connect registers delegate i of spec and opens its event channel, which
+// lives until ctx ends or the swarm closes.
+func (s *swarm) connect(ctx context.Context, spec simSpec, i int) (err error) {
 	hc := s.clients[i%len(s.clients)]
 	c, err := client.New(s.url, hc)
 	if err != nil {
@@ -222,6 +227,12 @@ func (s *swarm) connect(ctx context.Context, spec simSpec, i int) error {
 		return fmt.Errorf("register simulated delegate %s: %w", d.hostname, err)
 	}
 	c.SetSecret(reg.Session)
+	ctx, d.cancel = context.WithCancel(ctx)
+	defer func() {
+		if err != nil {
+			d.cancel()
+		}
+	}()
 	d.interval = time.Duration(reg.HeartbeatIntervalMS) * time.Millisecond
 	d.sessExp = reg.SessionExpiresAt
 	switch spec.mode {
@@ -231,12 +242,12 @@ func (s *swarm) connect(ctx context.Context, spec simSpec, i int) error {
 		}
 	case modePolling:
 		s.wg.Add(1)
-		go func() { defer s.wg.Done(); s.longPoll(d) }()
-		s.sendHeartbeat(d)
+		go func() { defer s.wg.Done(); s.longPoll(ctx, d) }()
+		s.sendHeartbeat(ctx, d)
 	case modePoll3s:
 		s.wg.Add(1)
-		go func() { defer s.wg.Done(); s.pollEvery(d) }()
-		s.sendHeartbeat(d)
+		go func() { defer s.wg.Done(); s.pollEvery(ctx, d) }()
+		s.sendHeartbeat(ctx, d)
 	default:
 		return fmt.Errorf("unknown simulated delegate mode %q", spec.mode)
 	}
@@ -278,17 +289,17 @@ func (s *swarm) dial(ctx context.Context, d *sim, session string) error {
 	d.ws = c
 	d.mu.Unlock()
 	s.wg.Add(1)
-	go func() { defer s.wg.Done(); s.read(d, c) }()
-	s.sendHeartbeat(d)
+	go func() { defer s.wg.Done(); s.read(ctx, d, c) }()
+	s.sendHeartbeat(ctx, d)
 	return nil
 }
 
 // read handles d's WebSocket events until it closes.
-func (s *swarm) read(d *sim, c *websocket.Conn) {
+func (s *swarm) read(ctx context.Context, d *sim, c *websocket.Conn) {
 	for {
 		var ev protocol.Event
-		if err := wsjson.Read(s.ctx, c, &ev); err != nil {
-			if s.ctx.Err() == nil {
+		if err := wsjson.Read(ctx, c, &ev); err != nil {
+			if ctx.Err() == nil {
 				s.drops.Add(1)
 				s.log.Warn("simulated delegate lost its WebSocket", "delegate", d.hostname, "err", err)
 			}
@@ -298,11 +309,11 @@ func (s *swarm) read(d *sim, c *websocket.Conn) {
 			_ = c.CloseNow()
 			return
 		}
-		s.handle(d, ev)
+		s.handle(ctx, d, ev)
 	}
 }
 
-func (s *swarm) handle(d *sim, ev protocol.Event) {
+func (s *swarm) handle(ctx context.Context, d *sim, ev protocol.Event) {
 	switch ev.Kind {
 	case protocol.EventTaskAvailable:
 		if d.spec.overThreshold != "" || ev.TaskID == "" {
@@ -319,7 +330,7 @@ func (s *swarm) handle(d *sim, ev protocol.Event) {
 		}
 		select {
 		case s.offers <- offer{d: d, taskID: ev.TaskID}:
-		case <-s.ctx.Done():
+		case <-ctx.Done():
 		}
 	case protocol.EventHeartbeatAck:
 		s.hbAcked.Add(1)
@@ -328,34 +339,34 @@ func (s *swarm) handle(d *sim, ev protocol.Event) {
 
 // longPoll holds a poll open at all times, as the real delegate does in
 // polling mode.
-func (s *swarm) longPoll(d *sim) {
-	for s.ctx.Err() == nil {
-		evs, err := d.c.Poll(s.ctx, 25*time.Second)
+func (s *swarm) longPoll(ctx context.Context, d *sim) {
+	for ctx.Err() == nil {
+		evs, err := d.c.Poll(ctx, 25*time.Second)
 		if err != nil {
-			if s.ctx.Err() != nil {
+			if ctx.Err() != nil {
 				return
 			}
 			s.drops.Add(1)
-			sleepCtx(s.ctx, 250*time.Millisecond)
+			sleepCtx(ctx, 250*time.Millisecond)
 			continue
 		}
 		for _, ev := range evs.Events {
-			s.handle(d, ev)
+			s.handle(ctx, d, ev)
 		}
 	}
 }
 
 // pollEvery polls without waiting, then sleeps for the period: the
 // original's polling fallback, the baseline.
-func (s *swarm) pollEvery(d *sim) {
-	for s.ctx.Err() == nil {
-		evs, err := d.c.Poll(s.ctx, 0)
+func (s *swarm) pollEvery(ctx context.Context, d *sim) {
+	for ctx.Err() == nil {
+		evs, err := d.c.Poll(ctx, 0)
 		if err == nil {
 			for _, ev := range evs.Events {
-				s.handle(d, ev)
+				s.handle(ctx, d, ev)
 			}
 		}
-		sleepCtx(s.ctx, d.spec.period)
+		sleepCtx(ctx, d.spec.period)
 	}
 }
 
@@ -369,12 +380,12 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 }
 
 // heartbeats sends the heartbeats of one shard when they are due.
-func (s *swarm) heartbeats(shard int) {
+func (s *swarm) heartbeats(ctx context.Context, shard int) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
-		case <-s.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
@@ -394,24 +405,27 @@ func (s *swarm) heartbeats(shard int) {
 			refresh := time.Until(d.sessExp) < 10*time.Minute
 			d.mu.Unlock()
 			if due {
-				s.sendHeartbeat(d)
+				s.sendHeartbeat(ctx, d)
 			}
 			if refresh {
-				s.refresh(d)
+				s.refresh(ctx, d)
 			}
-			if s.ctx.Err() != nil {
+			if ctx.Err() != nil {
 				return
 			}
 		}
 	}
 }
 
-func (s *swarm) refresh(d *sim) {
-	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+func (s *swarm) refresh(ctx context.Context, d *sim) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := d.c.RefreshSession(ctx)
 	if err != nil {
 		s.log.Warn("refresh session of simulated delegate", "delegate", d.hostname, "err", err)
+		d.mu.Lock()
+		d.sessExp = time.Now().Add(10*time.Minute + 30*time.Second) // try again in 30 s
+		d.mu.Unlock()
 		return
 	}
 	d.c.SetSecret(resp.Session)
@@ -423,28 +437,28 @@ func (s *swarm) refresh(d *sim) {
 // sendHeartbeat sends one heartbeat on d's WebSocket, or over HTTP when
 // the delegate polls. Simulated delegates report their results at once, so
 // they list no running task.
-func (s *swarm) sendHeartbeat(d *sim) {
+func (s *swarm) sendHeartbeat(ctx context.Context, d *sim) {
 	d.mu.Lock()
 	d.seq++
 	hb := protocol.Heartbeat{Seq: d.seq, Running: []protocol.RunningTask{}, OverThreshold: d.spec.overThreshold}
 	ws := d.ws
 	d.mu.Unlock()
-	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var err error
 	if d.spec.mode == modeWebSocket {
 		if ws == nil {
 			return // lost; counted as a drop
 		}
-		err = wsjson.Write(ctx, ws, protocol.Frame{Kind: protocol.FrameHeartbeat, Heartbeat: &hb})
+		err = wsjson.Write(hctx, ws, protocol.Frame{Kind: protocol.FrameHeartbeat, Heartbeat: &hb})
 	} else {
-		_, err = d.c.Heartbeat(ctx, hb)
+		_, err = d.c.Heartbeat(hctx, hb)
 		if err == nil {
 			s.hbAcked.Add(1)
 		}
 	}
 	if err != nil {
-		if s.ctx.Err() == nil {
+		if ctx.Err() == nil {
 			s.hbFailed.Add(1)
 		}
 		return
@@ -454,45 +468,45 @@ func (s *swarm) sendHeartbeat(d *sim) {
 
 // work acquires offered tasks, reports them started at once (no process)
 // and succeeded.
-func (s *swarm) work() {
+func (s *swarm) work(ctx context.Context) {
 	for {
 		var o offer
 		select {
-		case <-s.ctx.Done():
+		case <-ctx.Done():
 			return
 		case o = <-s.offers:
 		}
-		s.run(o)
+		s.run(ctx, o)
 	}
 }
 
-func (s *swarm) run(o offer) {
-	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+func (s *swarm) run(ctx context.Context, o offer) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	defer func() {
 		o.d.mu.Lock()
 		delete(o.d.busy, o.taskID)
 		o.d.mu.Unlock()
 	}()
-	acq, err := o.d.c.Acquire(ctx, o.taskID)
+	acq, err := o.d.c.Acquire(cctx, o.taskID)
 	if err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) && (pe.Code == protocol.CodeAlreadyClaimed || pe.Code == protocol.CodeTaskTerminal) {
 			s.lost.Add(1)
 			return
 		}
-		s.fail("acquire", o, err)
+		s.fail(ctx, "acquire", o, err)
 		return
 	}
 	s.acquired.Add(1)
-	if err := o.d.c.Started(ctx, o.taskID, protocol.StartedRequest{Epoch: acq.Epoch}); err != nil {
-		s.fail("report started", o, err)
+	if err := o.d.c.Started(cctx, o.taskID, protocol.StartedRequest{Epoch: acq.Epoch}); err != nil {
+		s.fail(ctx, "report started", o, err)
 		return
 	}
 	zero := 0
-	t, err := o.d.c.Result(ctx, o.taskID, protocol.ResultRequest{Epoch: acq.Epoch, Status: protocol.StatusSucceeded, ExitCode: &zero})
+	t, err := o.d.c.Result(cctx, o.taskID, protocol.ResultRequest{Epoch: acq.Epoch, Status: protocol.StatusSucceeded, ExitCode: &zero})
 	if err != nil {
-		s.fail("report result", o, err)
+		s.fail(ctx, "report result", o, err)
 		return
 	}
 	if s.onResult != nil {
@@ -500,8 +514,8 @@ func (s *swarm) run(o offer) {
 	}
 }
 
-func (s *swarm) fail(what string, o offer, err error) {
-	if s.ctx.Err() != nil {
+func (s *swarm) fail(ctx context.Context, what string, o offer, err error) {
+	if ctx.Err() != nil {
 		return
 	}
 	if s.failed.Add(1) <= 5 {
