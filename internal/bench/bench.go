@@ -136,26 +136,48 @@ func holderSpec() simSpec {
 		overThreshold: "bench holder: keeps the tasks for other selectors queued"}
 }
 
+// waiter waits for a task's end.
+type waiter interface {
+	wait(ctx context.Context, id string, limit time.Duration) (protocol.Task, error)
+}
+
+// streamWaiter waits for a task run by real delegates by following its
+// log stream until the manager sends the final task.
+type streamWaiter struct{ m *manager }
+
+func (w streamWaiter) wait(ctx context.Context, id string, limit time.Duration) (protocol.Task, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	t, err := w.m.admin.StreamLogs(ctx, id, true, func(protocol.LogStreamLine) error { return nil })
+	if err != nil {
+		return t, fmt.Errorf("wait for task %s: %w", id, err)
+	}
+	return t, nil
+}
+
 // pickupOnce submits one trivial task for selector tag and waits for its
-// result; it returns queued → started.
-func pickupOnce(ctx context.Context, m *manager, res *results, tag string, limit time.Duration) (time.Duration, error) {
+// end; it returns queued → started.
+func pickupOnce(ctx context.Context, m *manager, w waiter, tag string, limit time.Duration) (time.Duration, error) {
 	t, err := m.admin.SubmitTask(ctx, protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: "true"},
 		Selectors: []string{tag}})
 	if err != nil {
 		return 0, fmt.Errorf("submit task: %w", err)
 	}
-	done, err := res.wait(ctx, t.ID, limit)
+	done, err := w.wait(ctx, t.ID, limit)
 	if err != nil {
 		return 0, err
+	}
+	if done.Status != protocol.StatusSucceeded {
+		return 0, fmt.Errorf("task %s ended %s: %s", done.ID, done.Status, done.Error)
 	}
 	return pickupOf(done)
 }
 
 // pickups measures n tasks one at a time after warmup unmeasured ones.
-func pickups(ctx context.Context, m *manager, res *results, tag string, warmup, n int, limit time.Duration) ([]time.Duration, error) {
+func pickups(ctx context.Context, m *manager, w waiter, tag string, warmup, n int, limit time.Duration) ([]time.Duration, error) {
 	out := make([]time.Duration, 0, n)
 	for i := 0; i < warmup+n; i++ {
-		d, err := pickupOnce(ctx, m, res, tag, limit)
+		d, err := pickupOnce(ctx, m, w, tag, limit)
 		if err != nil {
 			return nil, err
 		}

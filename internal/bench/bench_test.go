@@ -154,11 +154,25 @@ func one(t *testing.T, lines []map[string]any, scenario string) map[string]any {
 // rots. They check the summaries' shape and sanity, never timings.
 
 func TestSmokePickup(t *testing.T) {
-	for _, tr := range []string{TransportWebSocket, TransportPolling} {
-		t.Run(tr, func(t *testing.T) {
-			v := one(t, runSmoke(t, Config{Scenario: ScenarioPickup, Transport: tr, QueuedOther: 20}), ScenarioPickup)
+	for _, tc := range []struct {
+		transport string
+		real      bool
+	}{{TransportWebSocket, false}, {TransportPolling, false}, {TransportWebSocket, true}} {
+		tr := tc.transport
+		name := tr
+		if tc.real {
+			name += "/real"
+		}
+		t.Run(name, func(t *testing.T) {
+			v := one(t, runSmoke(t, Config{Scenario: ScenarioPickup, Transport: tr, QueuedOther: 20, Real: tc.real}), ScenarioPickup)
 			if v["transport"] != tr || num(t, v, "delegates") < 1 || num(t, v, "queued_other") != 20 || num(t, v, "tasks_per_run") < 1 {
 				t.Errorf("sizes: %v", v)
+			}
+			if want := map[bool]string{false: "simulated", true: "real"}[tc.real]; v["delegate"] != want {
+				t.Errorf("delegate = %v, want %s", v["delegate"], want)
+			}
+			if !tc.real {
+				positive(t, v, "offers_per_task")
 			}
 			ordered(t, v, "p50_ms", "p99_ms", "max_ms")
 			ordered(t, v, "baseline_p50_ms", "baseline_p99_ms", "baseline_max_ms")

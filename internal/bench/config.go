@@ -66,6 +66,10 @@ type Config struct {
 	Delegates int
 	// Transport of the simulated delegates (pickup, swarm).
 	Transport string
+	// Real runs real `legate delegate` processes instead of simulated
+	// delegates (pickup): the measured pickup then includes the fork/exec
+	// of the task's process.
+	Real bool
 	// QueuedOther is how many tasks wait for selectors no delegate has
 	// (pickup, swarm).
 	QueuedOther int
@@ -217,6 +221,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--queued-other %d: between 0 and 1000000", c.QueuedOther)
 	case c.Tasks < 0 || c.Tasks > 10000000:
 		return fmt.Errorf("--tasks %d: between 1 and 10000000", c.Tasks)
+	case c.Real && c.Delegates > 50:
+		return fmt.Errorf("--real with %d delegates: at most 50 real delegate processes", c.Delegates)
 	case c.SourceIPs < 1 || c.SourceIPs > 250:
 		return fmt.Errorf("--source-ips %d: between 1 and 250", c.SourceIPs)
 	case c.Workers < 1 || c.Workers > 10000:

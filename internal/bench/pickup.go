@@ -8,8 +8,11 @@ import (
 
 // PickupSummary is the pickup scenario's line.
 type PickupSummary struct {
-	Scenario       string `json:"scenario"`
-	Transport      string `json:"transport"`
+	Scenario  string `json:"scenario"`
+	Transport string `json:"transport"`
+	// Delegate is "simulated" (reports started without a process) or
+	// "real" (legate delegate processes forking the task's bash).
+	Delegate       string `json:"delegate"`
 	Store          string `json:"store"`
 	Delegates      int    `json:"delegates"`
 	QueuedOther    int    `json:"queued_other"`
@@ -33,9 +36,10 @@ type PickupSummary struct {
 	ConnectS Stat `json:"connect_s"`
 	// OffersPerTask and LostAcquiresPerTask during the measured pickups,
 	// as in throughput; SlowPerRun counts pickups over 100 ms per run.
-	OffersPerTask       Stat `json:"offers_per_task"`
-	LostAcquiresPerTask Stat `json:"lost_acquires_per_task"`
-	SlowPerRun          Stat `json:"slow_over_100ms_per_run"`
+	// (Simulated delegates only.)
+	OffersPerTask       *Stat `json:"offers_per_task,omitempty"`
+	LostAcquiresPerTask *Stat `json:"lost_acquires_per_task,omitempty"`
+	SlowPerRun          Stat  `json:"slow_over_100ms_per_run"`
 	swarmHealth
 }
 
@@ -49,11 +53,16 @@ func (r *runner) pickup(ctx context.Context) error {
 		}
 	}
 	sum := PickupSummary{
-		Scenario: ScenarioPickup, Transport: c.Transport, Store: c.Store, Delegates: c.Delegates,
+		Scenario: ScenarioPickup, Transport: c.Transport, Delegate: "simulated", Store: c.Store, Delegates: c.Delegates,
 		QueuedOther: c.QueuedOther, HeartbeatMS: c.Heartbeat.Milliseconds(), Runs: c.Runs, TasksPerRun: c.Tasks,
 		P50MS: s.stat("p50"), P99MS: s.stat("p99"), MaxMS: s.stat("max"),
-		ManagerRSSMB: s.stat("rss"), ConnectS: s.stat("connect"), OffersPerTask: s.stat("offers"),
-		LostAcquiresPerTask: s.stat("lost"), SlowPerRun: s.stat("slow"), swarmHealth: health,
+		ManagerRSSMB: s.stat("rss"), ConnectS: s.stat("connect"), SlowPerRun: s.stat("slow"), swarmHealth: health,
+	}
+	if c.Real {
+		sum.Delegate = "real"
+	} else {
+		offers, lost := s.stat("offers"), s.stat("lost")
+		sum.OffersPerTask, sum.LostAcquiresPerTask = &offers, &lost
 	}
 	if c.BaselineTasks > 0 {
 		b50, b99, bmax := s.stat("b50"), s.stat("b99"), s.stat("bmax")
@@ -97,17 +106,25 @@ func (r *runner) pickupRun(ctx context.Context, run int, s series, health *swarm
 	base := sw.size()
 	r.progress(run, "connecting simulated delegates", "delegates", c.Delegates, "transport", c.Transport)
 	t0 := time.Now()
-	if err := sw.grow(ctx, simSpec{name: benchTag, tags: []string{benchTag}, mode: c.Transport}, base, base+c.Delegates, c.Connect); err != nil {
+	var w waiter = res
+	if c.Real {
+		stopReal, err := r.realDelegates(ctx, dir, m, tok, c.Delegates)
+		if err != nil {
+			return err
+		}
+		defer stopReal()
+		w = streamWaiter{m}
+	} else if err := sw.grow(ctx, simSpec{name: benchTag, tags: []string{benchTag}, mode: c.Transport}, base, base+c.Delegates, c.Connect); err != nil {
 		return err
 	}
 	s.add("connect", time.Since(t0).Seconds())
 	r.progress(run, "delegates connected", "took", time.Since(t0).Round(time.Millisecond))
 	sleepCtx(ctx, 200*time.Millisecond) // long polls open, first heartbeats handled
-	if _, err := pickups(ctx, m, res, benchTag, c.Warmup, 0, 30*time.Second); err != nil {
+	if _, err := pickups(ctx, m, w, benchTag, c.Warmup, 0, 30*time.Second); err != nil {
 		return err
 	}
 	c0 := sw.counters()
-	samples, err := pickups(ctx, m, res, benchTag, 0, c.Tasks, 30*time.Second)
+	samples, err := pickups(ctx, m, w, benchTag, 0, c.Tasks, 30*time.Second)
 	if err != nil {
 		return err
 	}
@@ -147,4 +164,37 @@ func (r *runner) pickupRun(ctx context.Context, run int, s series, health *swarm
 	}
 	health.add(sw.counters())
 	return nil
+}
+
+// realDelegates starts n real delegate processes tagged bench (polling with
+// --transport polling) and waits until they are connected. The returned
+// function stops them.
+func (r *runner) realDelegates(ctx context.Context, dir string, m *manager, tok string, n int) (func(), error) {
+	extra := []string{"DELEGATE_TAGS=" + benchTag}
+	if r.cfg.Transport == TransportPolling {
+		extra = append(extra, "POLL_FOR_TASKS=true")
+	}
+	procs := make([]*delegateProc, 0, n)
+	stop := func() {
+		for _, d := range procs {
+			if err := d.stop(10 * time.Second); err != nil {
+				r.log.Warn("stop delegate", "err", err)
+			}
+		}
+	}
+	for i := 0; i < n; i++ {
+		d, err := startDelegate(r.cfg.Exe, dir, m, tok, benchTag, fmt.Sprintf("bench-real-%02d", i), extra...)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		procs = append(procs, d)
+	}
+	for _, d := range procs {
+		if _, err := d.waitConnected(ctx, 30*time.Second); err != nil {
+			stop()
+			return nil, err
+		}
+	}
+	return stop, nil
 }

@@ -370,7 +370,9 @@ func startDelegate(exe, dir string, m *manager, token, name, hostname string, ex
 	var once sync.Once
 	d.started = time.Now()
 	p, err := startProcess("delegate "+hostname, exe, wd, env, []string{"delegate", "--grace", "5s"}, func(line string) {
-		if strings.Contains(line, "connected to the manager") {
+		// The event channel is up: the WebSocket or the first long poll,
+		// or, with POLL_FOR_TASKS=true, the poll loop started.
+		if strings.Contains(line, "connected to the manager") || strings.Contains(line, "polling for tasks (POLL_FOR_TASKS=true)") {
 			once.Do(func() { d.connected <- time.Now() })
 		}
 	})
