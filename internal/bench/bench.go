@@ -161,7 +161,7 @@ func pickupOnce(ctx context.Context, m *manager, w waiter, tag string, limit tim
 	t, err := m.admin.SubmitTask(ctx, protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: "true"},
 		Selectors: []string{tag}})
 	if err != nil {
-		return 0, fmt.Errorf("submit task: %w", err)
+		return 0, fmt.Errorf("pickup of a %s task: %w", tag, err)
 	}
 	done, err := w.wait(ctx, t.ID, limit)
 	if err != nil {

@@ -88,7 +88,7 @@ func (r *runner) footprintRun(ctx context.Context, run int, dir string, m *manag
 		t, err := m.admin.SubmitTask(ctx, protocol.TaskSpec{Type: protocol.TaskShell,
 			Shell: &protocol.ShellSpec{Script: c.BusyScript}, Selectors: []string{host}})
 		if err != nil {
-			return fmt.Errorf("submit busy task: %w", err)
+			return fmt.Errorf("busy task: %w", err)
 		}
 		ids = append(ids, t.ID)
 	}
@@ -211,7 +211,7 @@ func (r *runner) failoverRun(ctx context.Context, dir string, run int, m *manage
 	task, err := m.admin.SubmitTask(ctx, protocol.TaskSpec{Type: protocol.TaskShell, Retries: 1, Selectors: []string{"failover"},
 		Shell: &protocol.ShellSpec{Script: "while [ ! -e " + marker + " ]; do sleep 0.01; done"}})
 	if err != nil {
-		return 0, fmt.Errorf("submit: %w", err)
+		return 0, fmt.Errorf("failover task: %w", err)
 	}
 	first, err := waitTask(ctx, m, task.ID, 30*time.Second, func(t protocol.Task) bool { return t.StartedAt != nil })
 	if err != nil {
