@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,10 @@ type ThroughputSummary struct {
 	// ManagerCPUUSPerTask is manager CPU microseconds per task.
 	ManagerCPUUSPerTask Stat `json:"manager_cpu_us_per_task"`
 	ManagerRSSMB        Stat `json:"manager_rss_mb"`
+	// BenchCPUPct is this process's CPU (submitters and simulated
+	// delegates) over the measurement: on 2 cores, manager + bench near
+	// 200 means the machine, not the manager, is the limit.
+	BenchCPUPct Stat `json:"bench_cpu_pct"`
 	// OffersPerTask is task_available events received per task (a task
 	// is offered to one delegate, then more after 250 ms, then again every
 	// second while queued); LostAcquiresPerTask counts acquires that lost
@@ -59,7 +64,7 @@ func (r *runner) throughput(ctx context.Context) error {
 		Scenario: ScenarioThroughput, Store: c.Store, Delegates: c.Delegates, HeartbeatMS: c.Heartbeat.Milliseconds(),
 		Runs: c.Runs, TasksPerRun: c.Tasks, Inflight: c.Inflight, TasksPerS: s.stat("tps"),
 		LatencyP50MS: s.stat("p50"), LatencyP99MS: s.stat("p99"), LatencyMaxMS: s.stat("max"),
-		ManagerCPUPct: s.stat("cpu"), ManagerCPUUSPerTask: s.stat("cpu_task"), ManagerRSSMB: s.stat("rss"),
+		ManagerCPUPct: s.stat("cpu"), ManagerCPUUSPerTask: s.stat("cpu_task"), ManagerRSSMB: s.stat("rss"), BenchCPUPct: s.stat("bench_cpu"),
 		OffersPerTask: s.stat("offers"), LostAcquiresPerTask: s.stat("lost"), RepeatedOffersPerTask: s.stat("repeated"), CPUProfile: profilePath(c.CPUProfile), swarmHealth: health,
 	})
 }
@@ -96,6 +101,10 @@ func (r *runner) throughputRun(ctx context.Context, run int, s series, health *s
 		return err
 	}
 	c0 := sw.counters()
+	b0, err := readUsage(os.Getpid())
+	if err != nil {
+		return err
+	}
 	t0 := time.Now()
 	lat, err := closedLoop(ctx, m, res, c.Tasks, c.Inflight)
 	if err != nil {
@@ -106,6 +115,11 @@ func (r *runner) throughputRun(ctx context.Context, run int, s series, health *s
 	if err != nil {
 		return err
 	}
+	b1, err := readUsage(os.Getpid())
+	if err != nil {
+		return err
+	}
+	s.add("bench_cpu", 100*(b1.cpu-b0.cpu).Seconds()/took.Seconds())
 	tps := float64(c.Tasks) / took.Seconds()
 	l := latenciesOf(lat)
 	cpu := u1.cpu - u0.cpu
