@@ -151,9 +151,12 @@ func one(t *testing.T, lines []map[string]any, scenario string) map[string]any {
 }
 
 // The smoke tests run every scenario with tiny sizes so the harness never
-// rots. They check the summaries' shape and sanity, never timings.
+// rots. They check the summaries' shape and sanity, never timings, and run
+// in parallel (each has its own manager and directories; most of their
+// time is spent waiting).
 
 func TestSmokePickup(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		transport string
 		real      bool
@@ -197,6 +200,7 @@ func checkThroughput(t *testing.T, v map[string]any) {
 }
 
 func TestSmokeThroughput(t *testing.T) {
+	t.Parallel()
 	profile := filepath.Join(t.TempDir(), "manager.pprof")
 	v := one(t, runSmoke(t, Config{Scenario: ScenarioThroughput, CPUProfile: profile}), ScenarioThroughput)
 	checkThroughput(t, v)
@@ -206,6 +210,7 @@ func TestSmokeThroughput(t *testing.T) {
 }
 
 func TestSmokeThroughputPostgres(t *testing.T) {
+	t.Parallel()
 	if !pgtest.Available(t) {
 		t.Skip("no PostgreSQL")
 	}
@@ -230,6 +235,7 @@ func checkStep(t *testing.T, v map[string]any) {
 }
 
 func TestSmokeSwarm(t *testing.T) {
+	t.Parallel()
 	v := one(t, runSmoke(t, Config{Scenario: ScenarioSwarm}), ScenarioSwarm)
 	steps, ok := v["steps"].([]any)
 	if !ok || len(steps) < 2 {
@@ -251,6 +257,7 @@ func TestSmokeSwarm(t *testing.T) {
 }
 
 func TestSmokeScaling(t *testing.T) {
+	t.Parallel()
 	lines := runSmoke(t, Config{Scenario: ScenarioScaling, Steps: []int{1, 3}})
 	if len(lines) != 2 {
 		t.Fatalf("scaling printed %d lines, want one per step (2)", len(lines))
@@ -265,6 +272,7 @@ func TestSmokeScaling(t *testing.T) {
 }
 
 func TestSmokeFootprint(t *testing.T) {
+	t.Parallel()
 	v := one(t, runSmoke(t, Config{Scenario: ScenarioFootprint}), ScenarioFootprint)
 	positive(t, v, "start_to_connected_ms", "idle_rss_mb", "busy_rss_mb", "busy_pickup_p50_ms")
 	if num(t, v, "busy_tasks") < 1 {
@@ -276,6 +284,7 @@ func TestSmokeFootprint(t *testing.T) {
 }
 
 func TestSmokeFailover(t *testing.T) {
+	t.Parallel()
 	v := one(t, runSmoke(t, Config{Scenario: ScenarioFailover}), ScenarioFailover)
 	positive(t, v, "failover_s", "failover_intervals")
 	if num(t, v, "heartbeat_ms") <= 0 {
@@ -286,6 +295,7 @@ func TestSmokeFailover(t *testing.T) {
 // TestCommand runs the real command: --help lists every scenario, and a
 // scenario prints exactly one line to stdout (progress goes to stderr).
 func TestCommand(t *testing.T) {
+	t.Parallel()
 	help, err := exec.Command(binary, "bench", "--help").CombinedOutput()
 	if err != nil {
 		t.Fatalf("bench --help: %v\n%s", err, help)
