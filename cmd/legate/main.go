@@ -64,7 +64,7 @@ and run scripts and API calls there.
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newManagerCmd(), newDelegateCmd(st), newDevCmd(st))
+	root.AddCommand(newManagerCmd(), newDelegateCmd(st), newDevCmd(st), newBenchCmd())
 	cli.AddCommands(root)
 
 	err := root.ExecuteContext(ctx)
