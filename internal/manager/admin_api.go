@@ -382,6 +382,7 @@ func (m *Manager) handleCancelTask(w http.ResponseWriter, r *http.Request, acct 
 // afterManagerFinish tells the delegate holding a task the manager ended
 // (cancel, timeout) to stop it, and wakes the task's followers.
 func (m *Manager) afterManagerFinish(ctx context.Context, t store.Task) {
+	m.queue.drop(t.ID)
 	if t.InstanceID != "" {
 		if d := m.hub.get(t.InstanceID); d != nil {
 			d.dropRunning(t.ID)

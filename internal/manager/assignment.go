@@ -77,6 +77,7 @@ const offerWindow = 250 * time.Millisecond
 // has not acquired it within offerWindow, or with widen, the best few of
 // each tier are told at once and the fastest claimer wins.
 func (m *Manager) offerTask(ctx context.Context, t store.Task, widen bool) {
+	m.queue.put(t, m.cfg.Now())
 	views, byID := m.liveViews(t.AccountID)
 	if len(views) == 0 {
 		return
@@ -145,22 +146,24 @@ func (m *Manager) offerQueued(ctx context.Context, d *live) {
 	if free <= 0 {
 		return
 	}
-	ts, err := m.st.QueuedTasks(ctx, d.accountID, 256)
-	if err != nil {
-		m.log.Warn("list queued tasks", "err", err)
-		return
-	}
 	now := m.cfg.Now()
 	pol := m.policy()
-	n := 0
-	for _, t := range ts {
-		if n >= free {
-			break
+	var offers []protocol.Event
+	// Tasks with the same static requirements pass or fail on d alike.
+	verdict := map[string]bool{}
+	m.queue.each(d.accountID, func(e *queued) bool {
+		ok, seen := verdict[e.sig]
+		if !seen {
+			ok = len(pol.Evaluate(view, e.view, m.caps, now)) == 0
+			verdict[e.sig] = ok
 		}
-		if len(pol.Evaluate(view, m.assignTask(ctx, t), m.caps, now)) == 0 {
-			d.push(protocol.Event{Kind: protocol.EventTaskAvailable, TaskID: t.ID, Capabilities: t.Spec.Capabilities})
-			n++
+		if ok {
+			offers = append(offers, protocol.Event{Kind: protocol.EventTaskAvailable, TaskID: e.task.ID, Capabilities: e.task.Spec.Capabilities})
 		}
+		return len(offers) < free
+	})
+	for _, ev := range offers {
+		d.push(ev)
 	}
 }
 
@@ -215,71 +218,71 @@ func explanationText(head, summary string, verdicts []protocol.DelegateVerdict) 
 // sweepQueue ends queued tasks that cannot run: those no connected
 // delegate could ever take (static rules) after one liveness window, and
 // those past their queue timeout. Either way the error explains, per
-// delegate, what excluded it.
+// delegate, what excluded it. Expired tasks come from the store's deadline
+// index; the "nothing can ever run it" check reads the queue index and
+// evaluates each distinct set of static requirements once per account, so
+// a deep queue of tasks that share selectors costs one evaluation.
 func (m *Manager) sweepQueue(ctx context.Context, now time.Time) {
-	// Past their deadline first, by the deadline index, so that a deep
-	// queue cannot hide them; then the newest queued tasks for the
-	// "nothing can ever run it" check.
 	expired, err := m.st.QueuedPastDeadline(ctx, now, 1000)
 	if err != nil {
 		m.log.Warn("list queued tasks past their deadline", "err", err)
 		return
 	}
-	recent, err := m.st.ListTasks(ctx, store.TaskFilter{Status: protocol.StatusQueued, Limit: 1000})
-	if err != nil {
-		m.log.Warn("list queued tasks", "err", err)
-		return
-	}
-	ts := expired
-	seen := make(map[string]bool, len(expired)+len(recent))
+	heads := map[string]string{}
 	for _, t := range expired {
-		seen[t.ID] = true
+		heads[t.ID] = fmt.Sprintf("no delegate acquired the task within its queue timeout (%s)", time.Duration(t.QueueTimeoutMS)*time.Millisecond)
 	}
-	for _, t := range recent {
-		if !seen[t.ID] {
-			ts = append(ts, t)
-		}
-	}
+	ends := expired
+	seen := map[string]bool{}
 	pol := m.policy()
-	for _, t := range ts {
-		seen[t.ID] = true
-		var head string
-		if now.After(t.QueueDeadline) {
-			head = fmt.Sprintf("no delegate acquired the task within its queue timeout (%s)", time.Duration(t.QueueTimeoutMS)*time.Millisecond)
-		} else {
-			views, _ := m.liveViews(t.AccountID)
-			at := m.assignTask(ctx, t)
-			possible := false
-			for _, v := range views {
-				if !assign.ExcludedForGood(pol.Evaluate(v, at, m.caps, now)) {
-					possible = true
-					break
-				}
-			}
-			if possible {
-				delete(m.unrunnable, t.ID)
+	for acct, entries := range m.queue.snapshot() {
+		views, _ := m.liveViews(acct)
+		possible := map[string]bool{}
+		for _, e := range entries {
+			id := e.task.ID
+			seen[id] = true
+			if _, ok := heads[id]; ok {
 				continue
 			}
-			since, ok := m.unrunnable[t.ID]
+			ok, known := possible[e.sig]
+			if !known {
+				for _, v := range views {
+					if !assign.ExcludedForGood(pol.Evaluate(v, e.view, m.caps, now)) {
+						ok = true
+						break
+					}
+				}
+				possible[e.sig] = ok
+			}
+			if ok {
+				delete(m.unrunnable, id)
+				continue
+			}
+			since, ok := m.unrunnable[id]
 			if !ok {
-				m.unrunnable[t.ID] = now
+				m.unrunnable[id] = now
 				continue
 			}
 			if now.Sub(since) < m.window() {
 				continue
 			}
-			head = "no eligible delegate appeared within one liveness window (" + m.window().String() + ")"
+			heads[id] = "no eligible delegate appeared within one liveness window (" + m.window().String() + ")"
+			ends = append(ends, e.task)
 		}
+	}
+	for _, t := range ends {
+		head := heads[t.ID]
 		summary, verdicts, err := m.explain(ctx, t)
 		if err != nil {
 			m.log.Warn("explain task", "task", t.ID, "err", err)
 			continue
 		}
 		ft, err := m.st.FinishTask(ctx, t.AccountID, t.ID, store.Result{Status: protocol.StatusNotAssigned, Error: explanationText(head, summary, verdicts)}, now)
+		m.queue.drop(t.ID)
+		delete(m.unrunnable, t.ID)
 		if err != nil {
 			continue // claimed or cancelled meanwhile
 		}
-		delete(m.unrunnable, t.ID)
 		m.log.Info("task not assigned", "task", ft.ID, "why", head)
 		m.logs.finish(ft.ID)
 	}

@@ -63,11 +63,14 @@ func (m *Manager) listenLoop(ctx context.Context) {
 func (m *Manager) applyClusterEvent(ctx context.Context, ev clusterEvent) {
 	switch ev.Kind {
 	case clusterTask:
-		if len(m.hub.account(ev.Account)) == 0 {
-			return // none of this account's delegates is connected here
-		}
 		t, err := m.st.GetTask(ctx, ev.Account, ev.Task)
-		if err == nil && t.Status == protocol.StatusQueued {
+		if err != nil || t.Status != protocol.StatusQueued {
+			return
+		}
+		// Indexed even when none of the account's delegates is connected
+		// here: one may connect before the task is taken.
+		m.queue.put(t, m.cfg.Now())
+		if len(m.hub.account(ev.Account)) > 0 {
 			m.offerTask(ctx, t, false)
 		}
 	case clusterAbort:

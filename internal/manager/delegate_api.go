@@ -506,9 +506,13 @@ func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live)
 		writeError(w, http.StatusForbidden, protocol.CodeNotEligible, "%s", refused.msg)
 		return
 	case err != nil:
+		if errors.Is(err, store.ErrAlreadyClaimed) || errors.Is(err, store.ErrTaskTerminal) || errors.Is(err, store.ErrNotFound) {
+			m.queue.drop(id)
+		}
 		storeError(w, err, "task "+id)
 		return
 	}
+	m.queue.drop(id)
 	d.setRunning(t.ID, t.Epoch, m.cfg.Now())
 	timeout := time.Duration(t.TimeoutMS) * time.Millisecond
 	m.log.Debug("task acquired", "task", t.ID, "instance", d.id, "epoch", t.Epoch)

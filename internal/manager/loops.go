@@ -65,6 +65,7 @@ func (m *Manager) sweepLoop(ctx context.Context) {
 	t := time.NewTicker(m.cfg.SweepInterval)
 	defer t.Stop()
 	lastRebroadcast := time.Time{}
+	lastResync := m.cfg.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -76,6 +77,12 @@ func (m *Manager) sweepLoop(ctx context.Context) {
 		if now.Sub(lastRebroadcast) >= time.Second {
 			lastRebroadcast = now
 			m.rebroadcast(ctx, now)
+		}
+		if now.Sub(lastResync) >= queueResync {
+			lastResync = now
+			if err := m.resyncQueue(ctx); err != nil {
+				m.log.Warn("reload the queue index", "err", err)
+			}
 		}
 	}
 }
@@ -118,19 +125,13 @@ func (m *Manager) sweep(ctx context.Context, now time.Time) {
 	}
 }
 
-// rebroadcast offers tasks that have waited more than a second to eligible
-// delegates again (an event may have been lost with a dropped connection).
+// rebroadcast offers tasks that wait to eligible delegates again (an event
+// may have been lost with a dropped connection): each waiting task after
+// 1 s, then after pauses that double up to 30 s, at most 256 per account
+// per call, so a deep queue of tasks nobody here can run costs little.
 func (m *Manager) rebroadcast(ctx context.Context, now time.Time) {
 	for _, acct := range m.hub.accounts() {
-		ts, err := m.st.QueuedTasks(ctx, acct, 256)
-		if err != nil {
-			m.log.Warn("list queued tasks", "err", err)
-			return
-		}
-		for _, t := range ts {
-			if now.Sub(t.CreatedAt) < time.Second {
-				continue
-			}
+		for _, t := range m.queue.due(acct, now, 256) {
 			m.offerTask(ctx, t, true)
 		}
 	}

@@ -115,6 +115,8 @@ type Manager struct {
 	// could ever take it (sweep loop only).
 	unrunnable map[string]time.Time
 	metrics    *metrics
+	// queue indexes the queued tasks (queue.go).
+	queue *queue
 }
 
 // New creates a manager over an open store.
@@ -143,8 +145,12 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	m.caps = assign.NewCapabilities()
 	m.unrunnable = map[string]time.Time{}
 	m.metrics = newMetrics(m)
+	m.queue = newQueue()
 	if err := m.loadCapabilities(ctx); err != nil {
 		return nil, fmt.Errorf("load capability lists: %w", err)
+	}
+	if err := m.resyncQueue(ctx); err != nil {
+		return nil, fmt.Errorf("load the queue: %w", err)
 	}
 	return m, nil
 }

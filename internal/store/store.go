@@ -456,6 +456,26 @@ func (s *Store) QueuedTasks(ctx context.Context, accountID string, limit int) ([
 	return tasks, nil
 }
 
+// QueuedPage lists queued tasks of every account in queue order (created
+// first, then ID), at most limit (limit <= 0 means 100), starting after
+// the task after (nil = from the start): a caller reads the whole queue
+// page by page.
+func (s *Store) QueuedPage(ctx context.Context, after *Task, limit int) ([]Task, error) {
+	q := `SELECT ` + taskCols + ` FROM tasks WHERE status = ?`
+	args := []any{protocol.StatusQueued}
+	if after != nil {
+		q += ` AND (created_at > ? OR (created_at = ? AND id > ?))`
+		args = append(args, micros(after.CreatedAt), micros(after.CreatedAt), after.ID)
+	}
+	q += ` ORDER BY created_at, id LIMIT ?`
+	args = append(args, listLimit(limit))
+	tasks, err := queryTasks(ctx, s.r(nil), q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("queued tasks: %w", err)
+	}
+	return tasks, nil
+}
+
 // QueuedPastDeadline lists queued tasks (of every account) whose queue
 // deadline is before now, earliest deadline first, at most limit (limit <= 0
 // means 100). It reads the (status, queue_deadline) index, so a deep queue

@@ -1,0 +1,138 @@
+package manager
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+func queuedTask(id, acct string, created time.Time, selectors ...string) store.Task {
+	return store.Task{ID: id, AccountID: acct, Status: protocol.StatusQueued, CreatedAt: created,
+		Spec: protocol.TaskSpec{Type: protocol.TaskShell, Selectors: selectors}}
+}
+
+func queueIDs(q *queue, acct string) []string {
+	var ids []string
+	q.each(acct, func(e *queued) bool { ids = append(ids, e.task.ID); return true })
+	return ids
+}
+
+func TestQueueIndex(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	q := newQueue()
+	for i, id := range []string{"a", "b", "c", "d"} {
+		q.put(queuedTask(id, "acc", t0.Add(time.Duration(i)*time.Second)), t0)
+	}
+	q.put(queuedTask("x", "other", t0), t0)
+	q.drop("b")
+	q.drop("nope")
+	if diff := cmp.Diff([]string{"a", "c", "d"}, queueIDs(q, "acc")); diff != "" {
+		t.Errorf("order after a drop (-want +got):\n%s", diff)
+	}
+	// A requeue refreshes the entry in place (its deny list changed).
+	re := queuedTask("a", "acc", t0)
+	re.DeniedInstances = []string{"i1"}
+	q.put(re, t0)
+	if diff := cmp.Diff([]string{"a", "c", "d"}, queueIDs(q, "acc")); diff != "" {
+		t.Errorf("order after a requeue (-want +got):\n%s", diff)
+	}
+	q.each("acc", func(e *queued) bool {
+		if e.task.ID == "a" && len(e.view.DeniedInstances) != 1 {
+			t.Errorf("requeued entry kept the old deny list: %v", e.view.DeniedInstances)
+		}
+		return true
+	})
+	// A task that is no longer queued leaves the index.
+	done := queuedTask("c", "acc", t0)
+	done.Status = protocol.StatusSucceeded
+	q.put(done, t0)
+	if diff := cmp.Diff([]string{"a", "d"}, queueIDs(q, "acc")); diff != "" {
+		t.Errorf("after a finished task (-want +got):\n%s", diff)
+	}
+	if q.len() != 3 {
+		t.Errorf("len = %d, want 3", q.len())
+	}
+
+	// Re-offers: due after 1 s, then after 2 s, 4 s, ... at most 30 s.
+	var got []time.Duration
+	for now := t0; now.Before(t0.Add(2 * time.Minute)); now = now.Add(100 * time.Millisecond) {
+		for _, task := range q.due("other", now, 10) {
+			if task.ID != "x" {
+				t.Fatalf("due returned %s", task.ID)
+			}
+			got = append(got, now.Sub(t0))
+		}
+	}
+	want := []time.Duration{1 * time.Second, 3 * time.Second, 7 * time.Second, 15 * time.Second, 31 * time.Second, 61 * time.Second, 91 * time.Second}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("re-offer times (-want +got):\n%s", diff)
+	}
+	if n := len(q.due("acc", t0.Add(time.Hour), 1)); n != 1 {
+		t.Errorf("due with limit 1 returned %d tasks", n)
+	}
+
+	// A resync keeps what the store holds and what was queued since the
+	// store was read, and drops the rest.
+	read := t0.Add(time.Minute)
+	q.put(queuedTask("new", "acc", read), read.Add(time.Millisecond))
+	q.replace([]store.Task{queuedTask("d", "acc", t0), queuedTask("e", "acc", t0)}, read, read.Add(time.Second))
+	if diff := cmp.Diff([]string{"d", "new", "e"}, queueIDs(q, "acc")); diff != "" {
+		t.Errorf("after a resync (-want +got):\n%s", diff)
+	}
+	if ids := queueIDs(q, "other"); len(ids) != 0 {
+		t.Errorf("other account after a resync: %v, want none", ids)
+	}
+}
+
+func TestQueueSignatureIgnoresOrderAndCase(t *testing.T) {
+	a := staticView(queuedTask("a", "acc", time.Time{}, "Linux", "gpu"))
+	b := staticView(queuedTask("b", "acc", time.Time{}, "GPU", " linux"))
+	c := staticView(queuedTask("c", "acc", time.Time{}, "linux"))
+	if signature(a) != signature(b) {
+		t.Errorf("same selectors, different signatures: %q %q", signature(a), signature(b))
+	}
+	if signature(a) == signature(c) {
+		t.Errorf("different selectors, same signature")
+	}
+}
+
+// TestDeepQueueDoesNotHideARunnableTask: a delegate that connects is
+// offered the task it can run even behind thousands of queued tasks that
+// it cannot (the manager once looked at the oldest 256 only).
+func TestDeepQueueDoesNotHideARunnableTask(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	ctx := context.Background()
+	admin := tm.client(t, tm.admin.APIKey)
+	tok, err := admin.CreateToken(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 600 {
+		if _, err := admin.SubmitTask(ctx, protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "true"}, Selectors: []string{"nobody"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := admin.SubmitTask(ctx, protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "true"}, Selectors: []string{"gpu"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "d", "h1", "gpu")
+	resp, err := c.Poll(ctx, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offered []string
+	for _, ev := range resp.Events {
+		if ev.Kind == protocol.EventTaskAvailable {
+			offered = append(offered, ev.TaskID)
+		}
+	}
+	if diff := cmp.Diff([]string{want.ID}, offered); diff != "" {
+		t.Errorf("offers at connect (-want +got):\n%s", diff)
+	}
+}
