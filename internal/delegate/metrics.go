@@ -35,6 +35,7 @@ type agentMetrics struct {
 	connected   *metrics.Gauge
 	reconnects  *metrics.Counter
 	fallbacks   *metrics.Counter
+	procOnce    sync.Once // the process series are added once (Run may be called again)
 
 	mu   sync.Mutex
 	link link
@@ -138,7 +139,7 @@ func newMetrics(name string, now time.Time) *agentMetrics {
 
 // addProcessCollectors adds the Go runtime and process metrics; only an
 // agent that serves /metrics pays for them.
-func (m *agentMetrics) addProcessCollectors() { m.reg.AddProcessMetrics() }
+func (m *agentMetrics) addProcessCollectors() { m.procOnce.Do(m.reg.AddProcessMetrics) }
 
 // taskStarted counts a task executing until taskFinished.
 func (m *agentMetrics) taskStarted(typ string) { m.executing.With(typ).Inc() }

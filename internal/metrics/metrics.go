@@ -175,8 +175,12 @@ func newVec[T any](f *family, newer func() *T) *vec[T] {
 	return &vec[T]{f: f, kids: map[string]*kid[T]{}, newer: newer}
 }
 
-// key joins label values so that different lists never share a key.
+// key joins label values so that different lists of the same length never
+// share a key.
 func key(values []string) string {
+	if len(values) == 1 {
+		return values[0]
+	}
 	var b strings.Builder
 	for _, v := range values {
 		b.WriteString(strconv.Itoa(len(v)))
@@ -187,6 +191,9 @@ func key(values []string) string {
 }
 
 func (v *vec[T]) with(values []string) *T {
+	if len(values) != len(v.f.slot) {
+		panic(fmt.Sprintf("metrics: %s takes %d label values, got %d", v.f.name, len(v.f.slot), len(values)))
+	}
 	k := key(values)
 	v.mu.RLock()
 	c := v.kids[k]
@@ -194,7 +201,7 @@ func (v *vec[T]) with(values []string) *T {
 	if c != nil {
 		return c.m
 	}
-	all := v.f.values(values) // panics on a wrong count, before locking
+	all := v.f.values(values)
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if c := v.kids[k]; c != nil {

@@ -326,6 +326,11 @@ func TestMisusePanics(t *testing.T) {
 		{"NaN bucket", func(r *Registry) { r.NewHistogram(Opts{Name: "a"}, []float64{math.NaN()}) }},
 		{"too few label values", func(r *Registry) { r.NewCounterVec(Opts{Name: "a"}, "x", "y").With("1") }},
 		{"too many label values", func(r *Registry) { r.NewGaugeVec(Opts{Name: "a"}).With("1") }},
+		{"two values for one label", func(r *Registry) {
+			v := r.NewCounterVec(Opts{Name: "a"}, "x")
+			v.With("1:a1:b")
+			v.With("a", "b")
+		}},
 		{"counter down", func(r *Registry) { r.NewCounter(Opts{Name: "a"}).Add(-1) }},
 		{"collected histogram", func(r *Registry) {
 			r.Collect(nil, Desc{Opts: Opts{Name: "a"}, Type: TypeHistogram})
