@@ -110,7 +110,7 @@ type Agent struct {
 	spooled []spooledResult
 	perf    perfStats // counters of the performance line (perf.go)
 	// metrics and the address of the health and metrics server.
-	metrics  *metrics
+	metrics  *agentMetrics
 	httpAddr atomic.Value // string
 }
 

@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -69,10 +67,7 @@ func (a *Agent) httpHandler() http.Handler {
 		}
 		writeStatus(w, http.StatusOK, protocol.HealthStatus{Status: "ready"})
 	})
-	mux.Handle("GET "+protocol.PathMetrics, promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
-		ErrorHandling: promhttp.ContinueOnError,
-	}))
+	mux.Handle("GET "+protocol.PathMetrics, a.metrics.reg.Handler(a.log, 10*time.Second))
 	return mux
 }
 

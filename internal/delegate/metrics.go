@@ -4,9 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-
+	"github.com/legate-dev/legate/internal/metrics"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -20,23 +18,24 @@ const (
 	rejectAcquire    = "acquire"    // the manager refused the claim, or it could not be made
 )
 
-// metrics are one agent's Prometheus metrics, in a registry of its own
+// agentMetrics are one agent's Prometheus metrics, in a registry of its own
 // (several agents may run in one process). Every series carries the
 // delegate's name as the "delegate" label. See docs/metrics.md.
-type metrics struct {
-	reg *prometheus.Registry
+type agentMetrics struct {
+	reg *metrics.Registry
 
-	taskSeconds *prometheus.HistogramVec
-	executing   *prometheus.GaugeVec
-	completed   *prometheus.CounterVec
-	failed      *prometheus.CounterVec
-	timedOut    *prometheus.CounterVec
-	cancelled   *prometheus.CounterVec
-	rejected    *prometheus.CounterVec
-	stale       *prometheus.CounterVec
-	connected   prometheus.Gauge
-	reconnects  prometheus.Counter
-	fallbacks   prometheus.Counter
+	taskSeconds *metrics.HistogramVec
+	executing   *metrics.GaugeVec
+	completed   *metrics.CounterVec
+	failed      *metrics.CounterVec
+	timedOut    *metrics.CounterVec
+	cancelled   *metrics.CounterVec
+	rejected    *metrics.CounterVec
+	stale       *metrics.CounterVec
+	connected   *metrics.Gauge
+	reconnects  *metrics.Counter
+	fallbacks   *metrics.Counter
+	procOnce    sync.Once // the process series are added once (Run may be called again)
 
 	mu   sync.Mutex
 	link link
@@ -59,111 +58,117 @@ type link struct {
 	lastAck time.Time
 }
 
-func newMetrics(name string, now time.Time) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
+func newMetrics(name string, now time.Time) *agentMetrics {
+	m := &agentMetrics{reg: metrics.NewRegistry()}
 	m.link.lastAck = now
-	r := prometheus.WrapRegistererWith(prometheus.Labels{"delegate": name}, m.reg)
-	byType := []string{"type"}
-	m.taskSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "legate_delegate_task_duration_seconds",
-		Help:    "How long tasks ran on this delegate, from process start to end, by task type.",
-		Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
-	}, byType)
-	m.executing = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "legate_delegate_tasks_executing",
-		Help: "Tasks executing on this delegate now, by task type.",
-	}, byType)
-	m.completed = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "legate_delegate_tasks_completed_total",
-		Help: "Tasks that ended succeeded on this delegate, by task type.",
-	}, byType)
-	m.failed = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "legate_delegate_tasks_failed_total",
-		Help: "Tasks that ended failed on this delegate, by task type.",
-	}, byType)
-	m.timedOut = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "legate_delegate_tasks_timed_out_total",
-		Help: "Tasks that ended timed out on this delegate, by task type.",
-	}, byType)
-	m.cancelled = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "legate_delegate_tasks_cancelled_total",
-		Help: "Tasks that ended cancelled (aborted by the manager, or stopped with the delegate), by task type.",
-	}, byType)
-	m.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "legate_delegate_tasks_rejected_total",
-		Help: "Task offers this delegate refused or could not acquire, by reason: capacity, threshold, capability, draining, acquire.",
-	}, []string{"reason"})
-	m.stale = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "legate_delegate_stale_reports_total",
-		Help: "Reports the manager refused because this delegate no longer held the task (stale lease), by kind: result, log.",
-	}, []string{"kind"})
-	m.connected = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "legate_delegate_connected",
-		Help: "1 while the delegate is registered and its event channel (WebSocket, or confirmed polling) is up, else 0.",
+	r := m.reg
+	del := metrics.Labels{"delegate": name}
+	m.taskSeconds = r.NewHistogramVec(metrics.Opts{
+		Name:        "legate_delegate_task_duration_seconds",
+		Help:        "How long tasks ran on this delegate, from process start to end, by task type.",
+		ConstLabels: del,
+	}, []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}, "type")
+	m.executing = r.NewGaugeVec(metrics.Opts{
+		Name:        "legate_delegate_tasks_executing",
+		Help:        "Tasks executing on this delegate now, by task type.",
+		ConstLabels: del,
+	}, "type")
+	m.completed = r.NewCounterVec(metrics.Opts{
+		Name:        "legate_delegate_tasks_completed_total",
+		Help:        "Tasks that ended succeeded on this delegate, by task type.",
+		ConstLabels: del,
+	}, "type")
+	m.failed = r.NewCounterVec(metrics.Opts{
+		Name:        "legate_delegate_tasks_failed_total",
+		Help:        "Tasks that ended failed on this delegate, by task type.",
+		ConstLabels: del,
+	}, "type")
+	m.timedOut = r.NewCounterVec(metrics.Opts{
+		Name:        "legate_delegate_tasks_timed_out_total",
+		Help:        "Tasks that ended timed out on this delegate, by task type.",
+		ConstLabels: del,
+	}, "type")
+	m.cancelled = r.NewCounterVec(metrics.Opts{
+		Name:        "legate_delegate_tasks_cancelled_total",
+		Help:        "Tasks that ended cancelled (aborted by the manager, or stopped with the delegate), by task type.",
+		ConstLabels: del,
+	}, "type")
+	m.rejected = r.NewCounterVec(metrics.Opts{
+		Name:        "legate_delegate_tasks_rejected_total",
+		Help:        "Task offers this delegate refused or could not acquire, by reason: capacity, threshold, capability, draining, acquire.",
+		ConstLabels: del,
+	}, "reason")
+	m.stale = r.NewCounterVec(metrics.Opts{
+		Name:        "legate_delegate_stale_reports_total",
+		Help:        "Reports the manager refused because this delegate no longer held the task (stale lease), by kind: result, log.",
+		ConstLabels: del,
+	}, "kind")
+	m.connected = r.NewGauge(metrics.Opts{
+		Name:        "legate_delegate_connected",
+		Help:        "1 while the delegate is registered and its event channel (WebSocket, or confirmed polling) is up, else 0.",
+		ConstLabels: del,
 	})
-	m.reconnects = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "legate_delegate_reconnects_total",
-		Help: "Times the delegate was connected again after losing its connection to the manager.",
+	m.reconnects = r.NewCounter(metrics.Opts{
+		Name:        "legate_delegate_reconnects_total",
+		Help:        "Times the delegate was connected again after losing its connection to the manager.",
+		ConstLabels: del,
 	})
-	m.fallbacks = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "legate_delegate_polling_fallbacks_total",
-		Help: "Times the delegate fell back to long polling because the WebSocket was unavailable.",
+	m.fallbacks = r.NewCounter(metrics.Opts{
+		Name:        "legate_delegate_polling_fallbacks_total",
+		Help:        "Times the delegate fell back to long polling because the WebSocket was unavailable.",
+		ConstLabels: del,
 	})
-	hbAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "legate_delegate_heartbeat_age_seconds",
-		Help: "Seconds since the manager last acknowledged a heartbeat (or since registration or start, before the first).",
+	r.NewGaugeFunc(metrics.Opts{
+		Name:        "legate_delegate_heartbeat_age_seconds",
+		Help:        "Seconds since the manager last acknowledged a heartbeat (or since registration or start, before the first).",
+		ConstLabels: del,
 	}, func() float64 {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return time.Since(m.link.lastAck).Seconds()
 	})
-	r.MustRegister(m.taskSeconds, m.executing, m.completed, m.failed, m.timedOut, m.cancelled,
-		m.rejected, m.stale, m.connected, m.reconnects, m.fallbacks, hbAge)
 	// Known label values start at 0, so rates and alerts see them at once.
 	for _, reason := range []string{rejectCapacity, rejectThreshold, rejectCapability, rejectDraining, rejectAcquire} {
-		m.rejected.WithLabelValues(reason)
+		m.rejected.With(reason)
 	}
 	for _, kind := range []string{"result", "log"} {
-		m.stale.WithLabelValues(kind)
+		m.stale.With(kind)
 	}
 	return m
 }
 
 // addProcessCollectors adds the Go runtime and process metrics; only an
 // agent that serves /metrics pays for them.
-func (m *metrics) addProcessCollectors() {
-	_ = m.reg.Register(collectors.NewGoCollector())
-	_ = m.reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-}
+func (m *agentMetrics) addProcessCollectors() { m.procOnce.Do(m.reg.AddProcessMetrics) }
 
 // taskStarted counts a task executing until taskFinished.
-func (m *metrics) taskStarted(typ string) { m.executing.WithLabelValues(typ).Inc() }
+func (m *agentMetrics) taskStarted(typ string) { m.executing.With(typ).Inc() }
 
 // taskFinished records a task's run time and outcome.
-func (m *metrics) taskFinished(typ, status string, took time.Duration) {
-	m.executing.WithLabelValues(typ).Dec()
-	m.taskSeconds.WithLabelValues(typ).Observe(took.Seconds())
+func (m *agentMetrics) taskFinished(typ, status string, took time.Duration) {
+	m.executing.With(typ).Dec()
+	m.taskSeconds.With(typ).Observe(took.Seconds())
 	switch status {
 	case protocol.StatusSucceeded:
-		m.completed.WithLabelValues(typ).Inc()
+		m.completed.With(typ).Inc()
 	case protocol.StatusFailed:
-		m.failed.WithLabelValues(typ).Inc()
+		m.failed.With(typ).Inc()
 	case protocol.StatusTimedOut:
-		m.timedOut.WithLabelValues(typ).Inc()
+		m.timedOut.With(typ).Inc()
 	case protocol.StatusCancelled:
-		m.cancelled.WithLabelValues(typ).Inc()
+		m.cancelled.With(typ).Inc()
 	}
 }
 
-func (m *metrics) rejectedOffer(reason string) { m.rejected.WithLabelValues(reason).Inc() }
+func (m *agentMetrics) rejectedOffer(reason string) { m.rejected.With(reason).Inc() }
 
-func (m *metrics) staleReport(kind string) { m.stale.WithLabelValues(kind).Inc() }
+func (m *agentMetrics) staleReport(kind string) { m.stale.With(kind).Inc() }
 
-func (m *metrics) fellBackToPolling() { m.fallbacks.Inc() }
+func (m *agentMetrics) fellBackToPolling() { m.fallbacks.Inc() }
 
 // update changes the link state and recomputes connected (and counts a
 // reconnect when it comes back).
-func (m *metrics) update(f func(l *link)) {
+func (m *agentMetrics) update(f func(l *link)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f(&m.link)
@@ -183,39 +188,39 @@ func (m *metrics) update(f func(l *link)) {
 	}
 }
 
-func (m *metrics) registered() {
+func (m *agentMetrics) registered() {
 	m.update(func(l *link) { l.registered, l.lastAck = true, time.Now() })
 }
 
-func (m *metrics) stopped() { m.update(func(l *link) { l.registered = false }) }
+func (m *agentMetrics) stopped() { m.update(func(l *link) { l.registered = false }) }
 
-func (m *metrics) setDraining() { m.update(func(l *link) { l.draining = true }) }
+func (m *agentMetrics) setDraining() { m.update(func(l *link) { l.draining = true }) }
 
 // webSocket records the WebSocket opening or closing. While it is open the
 // delegate does not poll, so polling must be confirmed again after it.
-func (m *metrics) webSocket(up bool) {
+func (m *agentMetrics) webSocket(up bool) {
 	m.update(func(l *link) { l.wsUp, l.pollOK = up, false })
 }
 
 // polled records the outcome of a long poll.
-func (m *metrics) polled(ok bool) { m.update(func(l *link) { l.pollOK = ok }) }
+func (m *agentMetrics) polled(ok bool) { m.update(func(l *link) { l.pollOK = ok }) }
 
 // pollConfirmed reports whether the last poll succeeded; until one does,
 // the delegate polls without waiting, to learn at once that polling works.
-func (m *metrics) pollConfirmed() bool {
+func (m *agentMetrics) pollConfirmed() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.link.pollOK
 }
 
-func (m *metrics) heartbeatAcked() {
+func (m *agentMetrics) heartbeatAcked() {
 	m.mu.Lock()
 	m.link.lastAck = time.Now()
 	m.mu.Unlock()
 }
 
 // readiness says whether the delegate is ready for work and, if not, why.
-func (m *metrics) readiness() (bool, string) {
+func (m *agentMetrics) readiness() (bool, string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.link

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,7 +49,25 @@ func (m *Manager) handleWhoAmI(w http.ResponseWriter, r *http.Request, acct stri
 	writeJSON(w, http.StatusOK, protocol.WhoAmI{AccountID: acct, Version: m.cfg.Version})
 }
 
-var tokenNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+// isTokenName reports whether s is a valid name of a token, org, project
+// or connector: 1-63 letters, digits, '.', '_' or '-', starting with a
+// letter or digit (^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$). A loop, not a
+// regexp: a package-level regexp is compiled at init in every process,
+// delegates included (about 60 KB and 900 allocations for this one).
+func isTokenName(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := ('A' <= c && c <= 'Z') || ('a' <= c && c <= 'z') || ('0' <= c && c <= '9') ||
+			(i > 0 && (c == '.' || c == '_' || c == '-'))
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
 
 func tokenView(t store.Token) protocol.Token {
 	v := protocol.Token{Name: t.Name, CreatedAt: t.CreatedAt.UTC(), RevokedAt: utcPtr(t.RevokedAt), Status: protocol.TokenActive, Org: t.Org, Project: t.Project}
@@ -74,7 +91,7 @@ func (m *Manager) handleCreateToken(w http.ResponseWriter, r *http.Request, acct
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
-	if !tokenNameRE.MatchString(req.Name) {
+	if !isTokenName(req.Name) {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "token name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name)
 		return
 	}
@@ -225,7 +242,21 @@ func (m *Manager) taskView(t store.Task) protocol.Task {
 	return v
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// isEnvName reports whether s is a valid environment variable name
+// (^[A-Za-z_][A-Za-z0-9_]*$).
+func isEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := c == '_' || ('A' <= c && c <= 'Z') || ('a' <= c && c <= 'z') || (i > 0 && '0' <= c && c <= '9')
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
 
 // validateSpec checks and normalizes a submitted task.
 func (m *Manager) validateSpec(s *protocol.TaskSpec) error {
@@ -266,12 +297,12 @@ func (m *Manager) validateSpec(s *protocol.TaskSpec) error {
 		return errors.New("unknown task type " + strconv.Quote(s.Type) + " (use shell or http)")
 	}
 	for k := range s.Env {
-		if !envNameRE.MatchString(k) {
+		if !isEnvName(k) {
 			return errors.New("invalid environment variable name " + strconv.Quote(k))
 		}
 	}
 	for k, v := range s.SecretEnv {
-		if !envNameRE.MatchString(k) {
+		if !isEnvName(k) {
 			return errors.New("invalid secret environment variable name " + strconv.Quote(k))
 		}
 		if v == "" {

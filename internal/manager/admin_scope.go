@@ -16,7 +16,7 @@ import (
 
 // nameRE-style rule shared by orgs, projects and connectors.
 func validName(kind, name string) error {
-	if !tokenNameRE.MatchString(name) {
+	if !isTokenName(name) {
 		return fmt.Errorf("%s name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", kind, name)
 	}
 	return nil

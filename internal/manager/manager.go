@@ -114,7 +114,7 @@ type Manager struct {
 	// unrunnable remembers since when a queued task had no delegate that
 	// could ever take it (sweep loop only).
 	unrunnable map[string]time.Time
-	metrics    *metrics
+	metrics    *managerMetrics
 	// queue indexes the queued tasks (queue.go).
 	queue *queue
 }

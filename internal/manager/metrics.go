@@ -2,26 +2,25 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
+	"github.com/legate-dev/legate/internal/metrics"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
 
-// metrics are one manager's Prometheus metrics, in a registry of its own
-// (tests run several managers in one process). See docs/metrics.md.
-type metrics struct {
-	reg        *prometheus.Registry
-	pickup     prometheus.Histogram
-	heartbeats prometheus.Counter
-	apiErrors  *prometheus.CounterVec
-	stale      *prometheus.CounterVec
+// managerMetrics are one manager's Prometheus metrics, in a registry of
+// its own (tests run several managers in one process). See
+// docs/metrics.md.
+type managerMetrics struct {
+	reg        *metrics.Registry
+	pickup     *metrics.Histogram
+	heartbeats *metrics.Counter
+	apiErrors  *metrics.CounterVec
+	stale      *metrics.CounterVec
 }
 
 // Kinds of stale reports, the "kind" label of legate_manager_stale_reports_total.
@@ -31,47 +30,63 @@ const (
 	staleStarted = "started"
 )
 
-func newMetrics(m *Manager) *metrics {
-	mt := &metrics{reg: prometheus.NewRegistry()}
-	mt.pickup = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "legate_manager_pickup_latency_seconds",
-		Help:    "Time from a task being queued (or requeued) to its delegate reporting the task started.",
-		Buckets: []float64{.001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
-	})
-	mt.heartbeats = prometheus.NewCounter(prometheus.CounterOpts{
+func newMetrics(m *Manager) *managerMetrics {
+	mt := &managerMetrics{reg: metrics.NewRegistry()}
+	r := mt.reg
+	mt.pickup = r.NewHistogram(metrics.Opts{
+		Name: "legate_manager_pickup_latency_seconds",
+		Help: "Time from a task being queued (or requeued) to its delegate reporting the task started.",
+	}, []float64{.001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300})
+	mt.heartbeats = r.NewCounter(metrics.Opts{
 		Name: "legate_manager_heartbeats_received_total",
 		Help: "Delegate heartbeats received, over WebSocket and HTTP; rate() gives heartbeats per second.",
 	})
-	mt.apiErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+	mt.apiErrors = r.NewCounterVec(metrics.Opts{
 		Name: "legate_manager_api_errors_total",
 		Help: "Error answers of the API, by protocol error code.",
-	}, []string{"code"})
-	mt.stale = prometheus.NewCounterVec(prometheus.CounterOpts{
+	}, "code")
+	mt.stale = r.NewCounterVec(metrics.Opts{
 		Name: "legate_manager_stale_reports_total",
 		Help: "Delegate reports refused because the delegate no longer holds the task at that lease epoch, by kind: result, log, started.",
-	}, []string{"kind"})
+	}, "kind")
 	for _, k := range []string{staleResult, staleLog, staleStarted} {
-		mt.stale.WithLabelValues(k)
+		mt.stale.With(k)
 	}
-	mt.reg.MustRegister(mt.pickup, mt.heartbeats, mt.apiErrors, mt.stale,
-		&delegatesCollector{m: m}, &queueCollector{st: m.st, now: m.cfg.Now, log: m.log},
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.Collect(m.collectDelegates, metrics.Desc{
+		Opts: metrics.Opts{
+			Name: "legate_manager_delegates_connected",
+			Help: "Delegate instances connected to this manager process, by connection kind: websocket, polling, or unknown (between a dropped WebSocket and the first poll).",
+		},
+		Type:   metrics.TypeGauge,
+		Labels: []string{"connection"},
+	})
+	r.Collect(m.collectQueue, metrics.Desc{
+		Opts: metrics.Opts{
+			Name: "legate_manager_queue_depth",
+			Help: "Tasks queued, waiting for a delegate, in every account of the store.",
+		},
+		Type: metrics.TypeGauge,
+	}, metrics.Desc{
+		Opts: metrics.Opts{
+			Name: "legate_manager_queue_oldest_age_seconds",
+			Help: "How long the longest-waiting queued task has waited since it was queued or requeued; 0 when none waits.",
+		},
+		Type: metrics.TypeGauge,
+	})
+	r.AddProcessMetrics()
 	return mt
 }
 
 // handler serves the metrics in the Prometheus text format. A collector
-// that fails (the store does not answer) is logged and left out; the rest
-// is served.
-func (mt *metrics) handler(log *slog.Logger) http.Handler {
-	return promhttp.HandlerFor(mt.reg, promhttp.HandlerOpts{
-		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		ErrorHandling: promhttp.ContinueOnError,
-	})
+// that fails (the store does not answer within 5 s) is logged and left
+// out; the rest is served.
+func (mt *managerMetrics) handler(log *slog.Logger) http.Handler {
+	return mt.reg.Handler(log, 5*time.Second)
 }
 
 // taskStarted observes the pickup latency of a task whose start report
 // was just accepted (t is the task as it was before the report).
-func (mt *metrics) taskStarted(t store.Task, epoch int64, now time.Time) {
+func (mt *managerMetrics) taskStarted(t store.Task, epoch int64, now time.Time) {
 	if t.StartedAt != nil || t.Epoch != epoch || t.QueueDeadline.IsZero() {
 		return // a repeated report
 	}
@@ -79,20 +94,11 @@ func (mt *metrics) taskStarted(t store.Task, epoch int64, now time.Time) {
 	mt.pickup.Observe(max(now.Sub(queued), 0).Seconds())
 }
 
-func (mt *metrics) staleReport(kind string) { mt.stale.WithLabelValues(kind).Inc() }
+func (mt *managerMetrics) staleReport(kind string) { mt.stale.With(kind).Inc() }
 
-// delegatesCollector counts the delegates connected to this manager by
+// collectDelegates counts the delegates connected to this manager by
 // connection kind, from the hub at scrape time.
-type delegatesCollector struct{ m *Manager }
-
-var delegatesDesc = prometheus.NewDesc("legate_manager_delegates_connected",
-	"Delegate instances connected to this manager process, by connection kind: websocket, polling, or unknown (between a dropped WebSocket and the first poll).",
-	[]string{"connection"}, nil)
-
-func (c *delegatesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- delegatesDesc }
-
-func (c *delegatesCollector) Collect(ch chan<- prometheus.Metric) {
-	m := c.m
+func (m *Manager) collectDelegates(_ context.Context, s *metrics.Scrape) error {
 	now := m.cfg.Now()
 	counts := map[string]int{protocol.ConnWebSocket: 0, protocol.ConnPolling: 0, "unknown": 0}
 	for _, d := range m.hub.all() {
@@ -111,45 +117,25 @@ func (c *delegatesCollector) Collect(ch chan<- prometheus.Metric) {
 		counts[kind]++
 	}
 	for kind, n := range counts {
-		ch <- prometheus.MustNewConstMetric(delegatesDesc, prometheus.GaugeValue, float64(n), kind)
+		s.Add("legate_manager_delegates_connected", float64(n), kind)
 	}
+	return nil
 }
 
-// queueCollector reads the queue depth and the age of the oldest queued
+// collectQueue reads the queue depth and the age of the oldest queued
 // task from the store at scrape time (one indexed query).
-type queueCollector struct {
-	st  *store.Store
-	now func() time.Time
-	log *slog.Logger
-}
-
-var (
-	queueDepthDesc = prometheus.NewDesc("legate_manager_queue_depth",
-		"Tasks queued, waiting for a delegate, in every account of the store.", nil, nil)
-	queueAgeDesc = prometheus.NewDesc("legate_manager_queue_oldest_age_seconds",
-		"How long the longest-waiting queued task has waited since it was queued or requeued; 0 when none waits.", nil, nil)
-)
-
-func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- queueDepthDesc
-	ch <- queueAgeDesc
-}
-
-func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	depth, oldest, err := c.st.QueueStats(ctx)
+func (m *Manager) collectQueue(ctx context.Context, s *metrics.Scrape) error {
+	depth, oldest, err := m.st.QueueStats(ctx)
 	if err != nil {
-		c.log.Warn("metrics: read queue depth", "err", err)
-		ch <- prometheus.NewInvalidMetric(queueDepthDesc, err)
-		return
+		return fmt.Errorf("read queue depth: %w", err)
 	}
 	age := 0.0
 	if !oldest.IsZero() {
-		age = max(c.now().Sub(oldest), 0).Seconds()
+		age = max(m.cfg.Now().Sub(oldest), 0).Seconds()
 	}
-	ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(depth))
-	ch <- prometheus.MustNewConstMetric(queueAgeDesc, prometheus.GaugeValue, age)
+	s.Add("legate_manager_queue_depth", float64(depth))
+	s.Add("legate_manager_queue_oldest_age_seconds", age)
+	return nil
 }
 
 // handleReady answers 200 when the store answers and the manager is not
@@ -177,7 +163,7 @@ type errorRecorder interface{ recordAPIError(protocol.Code) }
 
 // countErrors gives every request a response writer that counts the
 // error codes writeError writes.
-func (mt *metrics) countErrors(next http.Handler) http.Handler {
+func (mt *managerMetrics) countErrors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(&countingWriter{ResponseWriter: w, mt: mt}, r)
 	})
@@ -185,11 +171,11 @@ func (mt *metrics) countErrors(next http.Handler) http.Handler {
 
 type countingWriter struct {
 	http.ResponseWriter
-	mt *metrics
+	mt *managerMetrics
 }
 
 func (c *countingWriter) recordAPIError(code protocol.Code) {
-	c.mt.apiErrors.WithLabelValues(string(code)).Inc()
+	c.mt.apiErrors.With(string(code)).Inc()
 }
 
 // Flush and Unwrap keep streaming answers and WebSocket upgrades working
