@@ -66,6 +66,27 @@ func (r *runner) tempDir() (string, func(), error) {
 // startManager starts a manager for one run (on a throwaway PostgreSQL
 // database with --store postgres). The returned function stops it and
 // drops the database.
+// freshManager starts a manager for one run in a new temporary directory
+// and creates a delegate token on it. done stops the manager and removes
+// the directory.
+func (r *runner) freshManager(ctx context.Context, tokenName, profile string) (m *manager, tok, dir string, done func(), err error) {
+	dir, rm, err := r.tempDir()
+	if err != nil {
+		return nil, "", "", nil, err
+	}
+	m, stop, err := r.startManager(ctx, dir, r.cfg.Heartbeat, profile)
+	if err != nil {
+		rm()
+		return nil, "", "", nil, err
+	}
+	done = func() { stop(); rm() }
+	if tok, err = m.token(ctx, tokenName); err != nil {
+		done()
+		return nil, "", "", nil, err
+	}
+	return m, tok, dir, done, nil
+}
+
 func (r *runner) startManager(ctx context.Context, dir string, heartbeat time.Duration, profile string) (*manager, func(), error) {
 	o := managerOpts{heartbeat: heartbeat, cpuProfile: profile, logLevel: r.cfg.LogLevel}
 	drop := func() {}

@@ -35,20 +35,11 @@ type FootprintSummary struct {
 
 func (r *runner) footprint(ctx context.Context) error {
 	c := r.cfg
-	dir, rm, err := r.tempDir()
+	m, tok, dir, done, err := r.freshManager(ctx, "footprint", "")
 	if err != nil {
 		return err
 	}
-	defer rm()
-	m, stop, err := r.startManager(ctx, dir, c.Heartbeat, "")
-	if err != nil {
-		return err
-	}
-	defer stop()
-	tok, err := m.token(ctx, "footprint")
-	if err != nil {
-		return err
-	}
+	defer done()
 	s := series{}
 	for run := 1; run <= c.Runs; run++ {
 		if err := r.footprintRun(ctx, run, dir, m, tok, s); err != nil {
@@ -150,20 +141,11 @@ type FailoverSummary struct {
 
 func (r *runner) failover(ctx context.Context) error {
 	c := r.cfg
-	dir, rm, err := r.tempDir()
+	m, tok, dir, done, err := r.freshManager(ctx, "failover", "")
 	if err != nil {
 		return err
 	}
-	defer rm()
-	m, stop, err := r.startManager(ctx, dir, c.Heartbeat, "")
-	if err != nil {
-		return err
-	}
-	defer stop()
-	tok, err := m.token(ctx, "failover")
-	if err != nil {
-		return err
-	}
+	defer done()
 	procs := map[string]*delegateProc{}
 	defer func() {
 		for _, p := range procs {

@@ -76,20 +76,11 @@ func (r *runner) pickup(ctx context.Context) error {
 
 func (r *runner) pickupRun(ctx context.Context, run int, s series, health *swarmHealth) error {
 	c := r.cfg
-	dir, rm, err := r.tempDir()
+	m, tok, dir, done, err := r.freshManager(ctx, "bench", "")
 	if err != nil {
 		return err
 	}
-	defer rm()
-	m, stop, err := r.startManager(ctx, dir, c.Heartbeat, "")
-	if err != nil {
-		return err
-	}
-	defer stop()
-	tok, err := m.token(ctx, "bench")
-	if err != nil {
-		return err
-	}
+	defer done()
 	res := newResults()
 	sw := newSwarm(ctx, r.log, m, tok, c.Workers, c.SourceIPs, res.deliver)
 	defer sw.close()

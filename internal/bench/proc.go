@@ -364,8 +364,11 @@ func startDelegate(exe, dir string, m *manager, token, name, hostname string, ex
 	if err := os.MkdirAll(wd, 0o700); err != nil {
 		return nil, fmt.Errorf("delegate work directory: %w", err)
 	}
+	// Several delegates run at once: none serves health and metrics (the
+	// default port would be taken by the first).
 	env := childEnv(append([]string{"ACCOUNT_ID=" + m.account, "DELEGATE_TOKEN=" + token,
-		"MANAGER_HOST_AND_PORT=" + m.url, "DELEGATE_NAME=" + name, "DELEGATE_HOSTNAME=" + hostname}, extra...)...)
+		"MANAGER_HOST_AND_PORT=" + m.url, "DELEGATE_NAME=" + name, "DELEGATE_HOSTNAME=" + hostname,
+		"DELEGATE_HTTP_PORT=0"}, extra...)...)
 	d := &delegateProc{connected: make(chan time.Time, 1)}
 	var once sync.Once
 	d.started = time.Now()

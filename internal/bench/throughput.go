@@ -71,20 +71,11 @@ func (r *runner) throughput(ctx context.Context) error {
 
 func (r *runner) throughputRun(ctx context.Context, run int, s series, health *swarmHealth, profile string) error {
 	c := r.cfg
-	dir, rm, err := r.tempDir()
+	m, tok, _, done, err := r.freshManager(ctx, "bench", profile)
 	if err != nil {
 		return err
 	}
-	defer rm()
-	m, stop, err := r.startManager(ctx, dir, c.Heartbeat, profile)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	tok, err := m.token(ctx, "bench")
-	if err != nil {
-		return err
-	}
+	defer done()
 	res := newResults()
 	sw := newSwarm(ctx, r.log, m, tok, c.Workers, c.SourceIPs, res.deliver)
 	defer sw.close()

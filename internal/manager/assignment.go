@@ -123,6 +123,9 @@ func (m *Manager) widenOffer(accountID, taskID string, first *live) {
 		return
 	default:
 	}
+	if !m.queue.has(taskID) {
+		return // acquired or ended here meanwhile (the usual case)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	t, err := m.st.GetTask(ctx, accountID, taskID)

@@ -563,19 +563,19 @@ func (m *Manager) handleStarted(w http.ResponseWriter, r *http.Request, d *live)
 		return
 	}
 	id := r.PathValue("id")
-	t, ok := m.ownedTask(w, r, d, id, staleStarted)
-	if !ok {
+	if !m.ownsTask(w, r, d, id, staleStarted) {
 		return
 	}
 	now := m.cfg.Now()
-	if err := m.st.MarkStarted(r.Context(), id, req.Epoch, now); err != nil {
+	queued, err := m.st.StartTask(r.Context(), id, req.Epoch, now)
+	if err != nil {
 		if errors.Is(err, store.ErrStaleLease) {
 			m.metrics.staleReport(staleStarted)
 		}
 		storeError(w, err, "task "+id)
 		return
 	}
-	m.metrics.taskStarted(t, req.Epoch, now)
+	m.metrics.taskStarted(queued, now)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -594,20 +594,6 @@ func (m *Manager) ownsTask(w http.ResponseWriter, r *http.Request, d *live, id, 
 		return false
 	}
 	return true
-}
-
-// ownedTask is ownsTask that returns the task as stored.
-func (m *Manager) ownedTask(w http.ResponseWriter, r *http.Request, d *live, id, kind string) (store.Task, bool) {
-	t, err := m.st.GetTask(r.Context(), d.accountID, id)
-	if err != nil {
-		storeError(w, err, "task "+id)
-		return t, false
-	}
-	if t.InstanceID != d.id {
-		m.refuseNotHolder(w, d, id, t.InstanceID, kind)
-		return t, false
-	}
-	return t, true
 }
 
 func (m *Manager) refuseNotHolder(w http.ResponseWriter, d *live, id, holder, kind string) {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/legate-dev/legate/internal/metrics"
 	"github.com/legate-dev/legate/internal/protocol"
-	"github.com/legate-dev/legate/internal/store"
 )
 
 // managerMetrics are one manager's Prometheus metrics, in a registry of
@@ -84,13 +83,12 @@ func (mt *managerMetrics) handler(log *slog.Logger) http.Handler {
 	return mt.reg.Handler(log, 5*time.Second)
 }
 
-// taskStarted observes the pickup latency of a task whose start report
-// was just accepted (t is the task as it was before the report).
-func (mt *managerMetrics) taskStarted(t store.Task, epoch int64, now time.Time) {
-	if t.StartedAt != nil || t.Epoch != epoch || t.QueueDeadline.IsZero() {
-		return // a repeated report
+// taskStarted observes the pickup latency of a task whose start was just
+// recorded, queued at queued (zero for a repeated report: not observed).
+func (mt *managerMetrics) taskStarted(queued, now time.Time) {
+	if queued.IsZero() {
+		return
 	}
-	queued := t.QueueDeadline.Add(-time.Duration(t.QueueTimeoutMS) * time.Millisecond)
 	mt.pickup.Observe(max(now.Sub(queued), 0).Seconds())
 }
 

@@ -122,6 +122,13 @@ func (q *queue) drop(id string) {
 	}
 }
 
+// has reports whether a task is in the index.
+func (q *queue) has(id string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.tasks[id] != nil
+}
+
 func (q *queue) len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()

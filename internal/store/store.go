@@ -563,14 +563,27 @@ func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, er
 // the task is running at epoch; ErrStaleLease otherwise (ErrNotFound for an
 // unknown task). A second call keeps the first StartedAt.
 func (s *Store) MarkStarted(ctx context.Context, id string, epoch int64, now time.Time) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := s.w(tx).exec(ctx, `UPDATE tasks SET started_at = ?
-	WHERE id = ? AND status = ? AND epoch = ? AND started_at IS NULL`,
-			micros(now), id, protocol.StatusRunning, epoch)
-		if err != nil {
-			return err
+	_, err := s.StartTask(ctx, id, epoch, now)
+	return err
+}
+
+// StartTask is MarkStarted that also says when the task was queued (the
+// start of its queue timeout) if this call recorded the start, and the
+// zero time if the start was recorded before: what a pickup-latency
+// measure needs, without reading the task.
+func (s *Store) StartTask(ctx context.Context, id string, epoch int64, now time.Time) (queuedAt time.Time, err error) {
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		queuedAt = time.Time{}
+		var deadline, timeoutMS int64
+		err := s.w(tx).queryRow(ctx, `UPDATE tasks SET started_at = ?
+	WHERE id = ? AND status = ? AND epoch = ? AND started_at IS NULL
+	RETURNING queue_deadline, queue_timeout_ms`,
+			micros(now), id, protocol.StatusRunning, epoch).Scan(&deadline, &timeoutMS)
+		if err == nil {
+			queuedAt = fromMicros(deadline).Add(-time.Duration(timeoutMS) * time.Millisecond)
+			return nil
 		}
-		if n, err := res.RowsAffected(); err != nil || n > 0 {
+		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
 		t, err := getTask(ctx, s.w(tx), id)
@@ -583,9 +596,9 @@ func (s *Store) MarkStarted(ctx context.Context, id string, epoch int64, now tim
 		return nil // already started at this epoch
 	})
 	if err != nil {
-		return fmt.Errorf("mark task %s started (epoch %d): %w", id, epoch, err)
+		return time.Time{}, fmt.Errorf("mark task %s started (epoch %d): %w", id, epoch, err)
 	}
-	return nil
+	return queuedAt, nil
 }
 
 // CompleteTask applies a delegate's result. If the task is running at

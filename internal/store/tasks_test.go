@@ -755,3 +755,34 @@ func TestQueuedPastDeadlineSeesPastADeepQueue(t *testing.T) {
 		}
 	})
 }
+
+// TestStartTaskSaysWhenTheTaskWasQueued: the first start report of an
+// attempt learns when the task was queued (for pickup latency); a repeat
+// learns nothing and keeps the first start.
+func TestStartTaskSaysWhenTheTaskWasQueued(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		task := newTask("t1", "acc1", t0)
+		mustCreate(t, s, task)
+		mustClaim(t, s, "t1", "i1", at(time.Second))
+		queued, err := s.StartTask(ctx, "t1", 1, at(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !queued.Equal(t0) {
+			t.Errorf("queued at %v, want %v (created)", queued, t0)
+		}
+		again, err := s.StartTask(ctx, "t1", 1, at(3*time.Second))
+		if err != nil || !again.IsZero() {
+			t.Errorf("repeated start: %v %v, want the zero time and no error", again, err)
+		}
+		if got := mustGet(t, s, "acc1", "t1"); got.StartedAt == nil || !got.StartedAt.Equal(at(2*time.Second)) {
+			t.Errorf("started_at = %v, want the first report's", got.StartedAt)
+		}
+		if _, err := s.StartTask(ctx, "t1", 2, t0); !errors.Is(err, ErrStaleLease) {
+			t.Errorf("other epoch: %v, want ErrStaleLease", err)
+		}
+	})
+}
