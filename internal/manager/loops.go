@@ -62,7 +62,7 @@ func (m *Manager) flush(ctx context.Context) {
 // sweepLoop enforces queue timeouts, execution timeouts and lease expiry,
 // and re-offers tasks that still wait.
 func (m *Manager) sweepLoop(ctx context.Context) {
-	t := time.NewTicker(m.cfg.SweepInterval)
+	t := time.NewTimer(m.cfg.SweepInterval)
 	defer t.Stop()
 	lastRebroadcast := time.Time{}
 	lastResync := m.cfg.Now()
@@ -84,8 +84,29 @@ func (m *Manager) sweepLoop(ctx context.Context) {
 				m.log.Warn("reload the queue index", "err", err)
 			}
 		}
+		t.Reset(m.nextSweep(ctx, now))
 	}
 }
+
+// nextSweep is how long the sweep loop waits: SweepInterval, or less so
+// that it wakes just after the earliest lease ends — failover then waits
+// for the lease (3 heartbeat intervals), not for the lease and a tick.
+func (m *Manager) nextSweep(ctx context.Context, now time.Time) time.Duration {
+	wait := m.cfg.SweepInterval
+	if now.Sub(m.started) < m.leaseDuration() {
+		return wait // leases are not expired yet after a start
+	}
+	end, ok, err := m.st.NextLeaseExpiry(ctx)
+	if err != nil || !ok {
+		return wait
+	}
+	// A lease already past (held by a claim, or another manager's) is
+	// looked at again after a short pause, not in a spin.
+	return min(wait, max(end.Sub(m.cfg.Now())+time.Millisecond, minSweepPause))
+}
+
+// minSweepPause bounds how often the sweep loop runs.
+const minSweepPause = 20 * time.Millisecond
 
 func (m *Manager) sweep(ctx context.Context, now time.Time) {
 	m.sweepQueue(ctx, now)

@@ -136,3 +136,41 @@ func TestDeepQueueDoesNotHideARunnableTask(t *testing.T) {
 		t.Errorf("offers at connect (-want +got):\n%s", diff)
 	}
 }
+
+// TestSweepWakesWhenTheEarliestLeaseEnds: the sweep loop sleeps its
+// interval, or less so that it wakes just after the earliest lease ends
+// (failover then takes the lease, not the lease and a tick), never in a
+// spin for a lease already past, and not at all early during the grace
+// period after a start.
+func TestSweepWakesWhenTheEarliestLeaseEnds(t *testing.T) {
+	// Whole milliseconds: the store keeps microseconds.
+	clock := &fakeClock{now: time.Now().Truncate(time.Millisecond)}
+	tm := startTestManager(t, Config{Now: clock.Now, HeartbeatInterval: 10 * time.Second})
+	ctx := context.Background()
+	m := tm.m
+	tick := m.cfg.SweepInterval
+	if got := m.nextSweep(ctx, clock.Now()); got != tick {
+		t.Errorf("no lease: %v, want the interval %v", got, tick)
+	}
+	start := clock.Now()
+	task := queuedTask("t1", tm.admin.AccountID, start)
+	task.QueueDeadline = start.Add(time.Hour)
+	if err := tm.st.CreateTask(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tm.st.ClaimTask(ctx, store.Claim{TaskID: "t1", InstanceID: "i1", LeaseDuration: m.leaseDuration() + 100*time.Millisecond}, start); err != nil {
+		t.Fatal(err)
+	}
+	// Within the first lease period after a start: the plain interval.
+	if got := m.nextSweep(ctx, clock.Now()); got != tick {
+		t.Errorf("during the start grace: %v, want %v", got, tick)
+	}
+	clock.Add(m.leaseDuration())
+	if got, want := m.nextSweep(ctx, clock.Now()), 101*time.Millisecond; got != want {
+		t.Errorf("lease ends in 100ms: %v, want %v", got, want)
+	}
+	clock.Add(time.Second)
+	if got := m.nextSweep(ctx, clock.Now()); got != minSweepPause {
+		t.Errorf("lease past: %v, want the minimum pause %v", got, minSweepPause)
+	}
+}

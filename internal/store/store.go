@@ -715,6 +715,21 @@ func (s *Store) ExtendLeases(ctx context.Context, ext []LeaseExtension) error {
 // split the work and each task is reported by exactly one of them; a row
 // skipped because a claim or a result holds it is looked at again by the
 // next sweep. Nothing to sweep is not an error: the result is empty.
+// NextLeaseExpiry returns the earliest lease end of the running tasks (of
+// every account); ok is false when no running task has a lease. It reads
+// the (status, lease_expires_at) index.
+func (s *Store) NextLeaseExpiry(ctx context.Context) (at time.Time, ok bool, err error) {
+	var v sql.NullInt64
+	if err := s.r(nil).queryRow(ctx, `SELECT MIN(lease_expires_at) FROM tasks WHERE status = ?`,
+		protocol.StatusRunning).Scan(&v); err != nil {
+		return time.Time{}, false, fmt.Errorf("next lease expiry: %w", err)
+	}
+	if !v.Valid {
+		return time.Time{}, false, nil
+	}
+	return fromMicros(v.Int64), true, nil
+}
+
 func (s *Store) ExpireLeases(ctx context.Context, now time.Time) ([]LeaseOutcome, error) {
 	var out []LeaseOutcome
 	err := s.write(ctx, func(tx *sql.Tx) error {
