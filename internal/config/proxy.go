@@ -248,8 +248,9 @@ func proxyFromParts(host, port, scheme, user, password string) (*url.URL, error)
 		return nil, fmt.Errorf("PROXY_SCHEME=%q: must be http or https", scheme)
 	}
 	if port != "" {
+		// Digits only: strconv.Atoi would take "+80", which no URL does.
 		n, err := strconv.Atoi(port)
-		if err != nil || n < 1 || n > 65535 {
+		if err != nil || n < 1 || n > 65535 || strings.Trim(port, "0123456789") != "" {
 			return nil, fmt.Errorf("PROXY_PORT=%q: must be a port number from 1 to 65535", port)
 		}
 	} else if scheme == "https" {
