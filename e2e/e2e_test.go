@@ -241,6 +241,7 @@ func TestSigtermDrainsRunningTasks(t *testing.T) {
 		fmt.Sprintf("while [ ! -e %s ]; do sleep 0.05; done; echo finished cleanly", marker)))
 	eventually(t, 10*time.Second, "task running", func() bool { return c.task(id).StartedAt != nil })
 	p.signal(syscall.SIGTERM)
+	eventually(t, 10*time.Second, "delegate draining", func() bool { return strings.Contains(p.out.String(), "stop requested: draining") })
 	// Draining: it does not take new work, but keeps the running task.
 	queued := strings.TrimSpace(c.mustCLI("task", "run", "--detach", "--queue-timeout", "30s", "--script", "echo should not run here"))
 	time.Sleep(300 * time.Millisecond)

@@ -55,6 +55,16 @@ func (a *Agent) runTask(id string, capabilities []string) {
 			return
 		}
 	}
+	// A stop requested since the offer (or during the capability check)
+	// means no new task: the offer is left for other delegates.
+	a.mu.Lock()
+	draining := a.draining
+	a.mu.Unlock()
+	if draining {
+		a.metrics.rejectedOffer(rejectDraining)
+		release()
+		return
+	}
 	acq, err := a.acquire(ctx, id)
 	if err != nil {
 		var pe *protocol.Error
