@@ -55,15 +55,15 @@ func (m *Manager) assignTask(ctx context.Context, t store.Task) assign.Task {
 	return at
 }
 
-func (m *Manager) liveViews(accountID string) ([]assign.Delegate, map[string]*live) {
+// liveViews returns the views of an account's live instances and, at the
+// same index, the instances themselves.
+func (m *Manager) liveViews(accountID string) ([]assign.Delegate, []*live) {
 	ls := m.hub.account(accountID)
-	views := make([]assign.Delegate, 0, len(ls))
-	byID := make(map[string]*live, len(ls))
-	for _, l := range ls {
-		views = append(views, delegateView(l))
-		byID[l.id] = l
+	views := make([]assign.Delegate, len(ls))
+	for i, l := range ls {
+		views[i] = delegateView(l)
 	}
-	return views, byID
+	return views, ls
 }
 
 // offerWindow is how long the best delegate has a task to itself before
@@ -78,20 +78,18 @@ const offerWindow = 250 * time.Millisecond
 // each tier are told at once and the fastest claimer wins.
 func (m *Manager) offerTask(ctx context.Context, t store.Task, widen bool) {
 	m.queue.put(t, m.cfg.Now())
-	views, byID := m.liveViews(t.AccountID)
+	views, lives := m.liveViews(t.AccountID)
 	if len(views) == 0 {
 		return
 	}
-	ranked, preferred := m.policy().Rank(views, m.assignTask(ctx, t), m.caps, m.cfg.Now(), rand.Uint64())
-	if len(ranked) == 0 {
+	// Order ranks by index: no copies of the views, no map by ID.
+	order, preferred := m.policy().Order(views, m.assignTask(ctx, t), m.caps, m.cfg.Now(), rand.Uint64(), nil)
+	if len(order) == 0 {
 		return
 	}
 	ev := protocol.Event{Kind: protocol.EventTaskAvailable, TaskID: t.ID, Capabilities: t.Spec.Capabilities}
 	if !widen {
-		l := byID[ranked[0].InstanceID]
-		if l == nil {
-			return
-		}
+		l := lives[order[0]]
 		l.mu.Lock()
 		l.pending[t.ID] = struct{}{}
 		l.mu.Unlock()
@@ -101,16 +99,14 @@ func (m *Manager) offerTask(ctx context.Context, t store.Task, widen bool) {
 		return
 	}
 	k := m.cfg.OfferFanout
-	var targets []assign.Delegate
+	var targets []int
 	if preferred > 0 {
-		targets = append(ranked[:min(k, preferred):min(k, preferred)], ranked[preferred:min(len(ranked), preferred+k)]...)
+		targets = append(order[:min(k, preferred):min(k, preferred)], order[preferred:min(len(order), preferred+k)]...)
 	} else {
-		targets = ranked[:min(k, len(ranked))]
+		targets = order[:min(k, len(order))]
 	}
-	for _, d := range targets {
-		if l := byID[d.InstanceID]; l != nil {
-			l.push(ev)
-		}
+	for _, i := range targets {
+		lives[i].push(ev)
 	}
 }
 
