@@ -32,21 +32,28 @@ type queue struct {
 	dead  map[string]int
 }
 
-// queued is one task of the index.
+// queued is one task of the index: what it is (replaced whole, never
+// changed, so a snapshot may share it) and, under the index's lock, its
+// pacing.
 type queued struct {
-	task store.Task
-	// view is the task for the static assignment rules; its PreferInstance
-	// (ranking only) is left empty.
-	view assign.Task
-	// sig names the task's static requirements: tasks with the same sig
-	// pass or fail the static rules on the same delegates.
-	sig  string
+	*queuedTask
 	gone bool
 	// since is when the entry was made (a resync drops only older ones).
 	since time.Time
 	// nextOffer and backoff pace re-offers of a task that waits.
 	nextOffer time.Time
 	backoff   time.Duration
+}
+
+// queuedTask is a queued task as assignment needs it.
+type queuedTask struct {
+	task store.Task
+	// view is the task for the static assignment rules; its PreferInstance
+	// (ranking only) is left empty.
+	view assign.Task
+	// sig names the task's static requirements: tasks with the same sig
+	// pass or fail the static rules on the same delegates.
+	sig string
 }
 
 // queueResync is how often the index is rebuilt from the store.
@@ -89,11 +96,12 @@ func (q *queue) put(t store.Task, now time.Time) {
 		return
 	}
 	v := staticView(t)
-	e := &queued{task: t, view: v, sig: signature(v), nextOffer: now.Add(reofferFirst), backoff: reofferFirst, since: now}
+	e := &queued{queuedTask: &queuedTask{task: t, view: v, sig: signature(v)},
+		nextOffer: now.Add(reofferFirst), backoff: reofferFirst, since: now}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if old := q.tasks[t.ID]; old != nil {
-		old.task, old.view, old.sig = e.task, e.view, e.sig
+		old.queuedTask = e.queuedTask
 		return
 	}
 	q.tasks[t.ID] = e
@@ -129,12 +137,6 @@ func (q *queue) has(id string) bool {
 	return q.tasks[id] != nil
 }
 
-func (q *queue) len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.tasks)
-}
-
 // each calls fn for an account's queued tasks in queue order until fn
 // returns false. fn runs under the index's lock: it must not call the
 // index, nor block.
@@ -149,14 +151,15 @@ func (q *queue) each(accountID string, fn func(e *queued) bool) {
 }
 
 // snapshot returns every queued task, grouped by account, in queue order.
-func (q *queue) snapshot() map[string][]queued {
+// The tasks are shared, not copied: they never change.
+func (q *queue) snapshot() map[string][]*queuedTask {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	out := make(map[string][]queued, len(q.order))
+	out := make(map[string][]*queuedTask, len(q.order))
 	for acct, l := range q.order {
 		for _, e := range l {
 			if !e.gone {
-				out[acct] = append(out[acct], *e)
+				out[acct] = append(out[acct], e.queuedTask)
 			}
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/legate-dev/legate/internal/store"
 )
 
-func queuedTask(id, acct string, created time.Time, selectors ...string) store.Task {
+func newQueuedTask(id, acct string, created time.Time, selectors ...string) store.Task {
 	return store.Task{ID: id, AccountID: acct, Status: protocol.StatusQueued, CreatedAt: created,
 		Spec: protocol.TaskSpec{Type: protocol.TaskShell, Selectors: selectors}}
 }
@@ -26,16 +26,16 @@ func TestQueueIndex(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	q := newQueue()
 	for i, id := range []string{"a", "b", "c", "d"} {
-		q.put(queuedTask(id, "acc", t0.Add(time.Duration(i)*time.Second)), t0)
+		q.put(newQueuedTask(id, "acc", t0.Add(time.Duration(i)*time.Second)), t0)
 	}
-	q.put(queuedTask("x", "other", t0), t0)
+	q.put(newQueuedTask("x", "other", t0), t0)
 	q.drop("b")
 	q.drop("nope")
 	if diff := cmp.Diff([]string{"a", "c", "d"}, queueIDs(q, "acc")); diff != "" {
 		t.Errorf("order after a drop (-want +got):\n%s", diff)
 	}
 	// A requeue refreshes the entry in place (its deny list changed).
-	re := queuedTask("a", "acc", t0)
+	re := newQueuedTask("a", "acc", t0)
 	re.DeniedInstances = []string{"i1"}
 	q.put(re, t0)
 	if diff := cmp.Diff([]string{"a", "c", "d"}, queueIDs(q, "acc")); diff != "" {
@@ -48,14 +48,14 @@ func TestQueueIndex(t *testing.T) {
 		return true
 	})
 	// A task that is no longer queued leaves the index.
-	done := queuedTask("c", "acc", t0)
+	done := newQueuedTask("c", "acc", t0)
 	done.Status = protocol.StatusSucceeded
 	q.put(done, t0)
 	if diff := cmp.Diff([]string{"a", "d"}, queueIDs(q, "acc")); diff != "" {
 		t.Errorf("after a finished task (-want +got):\n%s", diff)
 	}
-	if q.len() != 3 {
-		t.Errorf("len = %d, want 3", q.len())
+	if n := len(q.snapshot()["acc"]) + len(q.snapshot()["other"]); n != 3 {
+		t.Errorf("%d tasks indexed, want 3", n)
 	}
 
 	// Re-offers: due after 1 s, then after 2 s, 4 s, ... at most 30 s.
@@ -79,8 +79,8 @@ func TestQueueIndex(t *testing.T) {
 	// A resync keeps what the store holds and what was queued since the
 	// store was read, and drops the rest.
 	read := t0.Add(time.Minute)
-	q.put(queuedTask("new", "acc", read), read.Add(time.Millisecond))
-	q.replace([]store.Task{queuedTask("d", "acc", t0), queuedTask("e", "acc", t0)}, read, read.Add(time.Second))
+	q.put(newQueuedTask("new", "acc", read), read.Add(time.Millisecond))
+	q.replace([]store.Task{newQueuedTask("d", "acc", t0), newQueuedTask("e", "acc", t0)}, read, read.Add(time.Second))
 	if diff := cmp.Diff([]string{"d", "new", "e"}, queueIDs(q, "acc")); diff != "" {
 		t.Errorf("after a resync (-want +got):\n%s", diff)
 	}
@@ -90,9 +90,9 @@ func TestQueueIndex(t *testing.T) {
 }
 
 func TestQueueSignatureIgnoresOrderAndCase(t *testing.T) {
-	a := staticView(queuedTask("a", "acc", time.Time{}, "Linux", "gpu"))
-	b := staticView(queuedTask("b", "acc", time.Time{}, "GPU", " linux"))
-	c := staticView(queuedTask("c", "acc", time.Time{}, "linux"))
+	a := staticView(newQueuedTask("a", "acc", time.Time{}, "Linux", "gpu"))
+	b := staticView(newQueuedTask("b", "acc", time.Time{}, "GPU", " linux"))
+	c := staticView(newQueuedTask("c", "acc", time.Time{}, "linux"))
 	if signature(a) != signature(b) {
 		t.Errorf("same selectors, different signatures: %q %q", signature(a), signature(b))
 	}
@@ -153,7 +153,7 @@ func TestSweepWakesWhenTheEarliestLeaseEnds(t *testing.T) {
 		t.Errorf("no lease: %v, want the interval %v", got, tick)
 	}
 	start := clock.Now()
-	task := queuedTask("t1", tm.admin.AccountID, start)
+	task := newQueuedTask("t1", tm.admin.AccountID, start)
 	task.QueueDeadline = start.Add(time.Hour)
 	if err := tm.st.CreateTask(ctx, task); err != nil {
 		t.Fatal(err)

@@ -441,21 +441,6 @@ func (s *Store) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 	return tasks, nil
 }
 
-// QueuedTasks lists an account's queued tasks, oldest first, at most limit
-// (limit <= 0 means 100).
-func (s *Store) QueuedTasks(ctx context.Context, accountID string, limit int) ([]Task, error) {
-	if limit <= 0 {
-		limit = defaultListLimit
-	}
-	tasks, err := queryTasks(ctx, s.r(nil), `SELECT `+taskCols+` FROM tasks
-	WHERE account_id = ? AND status = ? ORDER BY created_at, id LIMIT ?`,
-		accountID, protocol.StatusQueued, limit)
-	if err != nil {
-		return nil, fmt.Errorf("queued tasks: %w", err)
-	}
-	return tasks, nil
-}
-
 // QueuedPage lists queued tasks of every account in queue order (created
 // first, then ID), at most limit (limit <= 0 means 100), starting after
 // the task after (nil = from the start): a caller reads the whole queue

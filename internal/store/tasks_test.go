@@ -182,7 +182,9 @@ func TestListTasksDefaultLimit(t *testing.T) {
 	})
 }
 
-func TestQueuedTasks(t *testing.T) {
+// TestQueuedPage: the whole queue of every account, oldest first, page by
+// page; claimed tasks are not in it.
+func TestQueuedPage(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {
 		s := b.open(t)
@@ -192,19 +194,32 @@ func TestQueuedTasks(t *testing.T) {
 			newTask("q2", "acc1", at(2*time.Second)),
 			newTask("r1", "acc1", at(0)),
 			newTask("x1", "acc2", at(0)),
+			newTask("x2", "acc2", at(2*time.Second)),
 		)
 		mustClaim(t, s, "r1", "i1", at(time.Minute))
-		for _, tt := range []struct {
-			limit int
-			want  []string
-		}{{0, []string{"q1", "q2", "q3"}}, {2, []string{"q1", "q2"}}} {
-			got, err := s.QueuedTasks(context.Background(), "acc1", tt.limit)
+		ctx := context.Background()
+		all, err := s.QueuedPage(ctx, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"x1", "q1", "q2", "x2", "q3"}, ids(all)); diff != "" {
+			t.Errorf("QueuedPage (-want +got):\n%s", diff)
+		}
+		var paged []string
+		var after *Task
+		for range 10 {
+			page, err := s.QueuedPage(ctx, after, 2)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.want, ids(got)); diff != "" {
-				t.Errorf("QueuedTasks(limit %d) (-want +got):\n%s", tt.limit, diff)
+			paged = append(paged, ids(page)...)
+			if len(page) < 2 {
+				break
 			}
+			after = &page[len(page)-1]
+		}
+		if diff := cmp.Diff(ids(all), paged); diff != "" {
+			t.Errorf("page by page, 2 at a time (-want +got):\n%s", diff)
 		}
 	})
 }
