@@ -29,7 +29,23 @@ import (
 // binary is the legate binary built once for the whole run.
 var binary string
 
+// TestMain builds the binary once. LEGATE_E2E_BINARY=PATH runs the tests and
+// benchmarks against a binary built elsewhere instead (for example an older
+// commit, to measure before and after a change with the same benchmark code).
 func TestMain(m *testing.M) {
+	if prebuilt := os.Getenv("LEGATE_E2E_BINARY"); prebuilt != "" {
+		abs, err := filepath.Abs(prebuilt)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "LEGATE_E2E_BINARY:", err)
+			os.Exit(1)
+		}
+		if _, err := os.Stat(abs); err != nil {
+			fmt.Fprintln(os.Stderr, "LEGATE_E2E_BINARY:", err)
+			os.Exit(1)
+		}
+		binary = abs
+		os.Exit(pgtest.Main(m))
+	}
 	dir, err := os.MkdirTemp("", "legate-e2e-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -20,6 +20,10 @@
 //	  heartbeats while a configuration script runs (it takes no task then);
 //	  registrations carry DELEGATE_DESCRIPTION. Older delegates ignore all of
 //	  it and still work (MinVersion stays 1).
+//	4 (2026-11-23): security hardening: every delegate call is checked
+//	  against the scope of the delegate's token, an instance identity is
+//	  bound to the token that registered it (identity_conflict), per-route
+//	  body limits, API keys as objects. Older delegates still work.
 package protocol
 
 import (
@@ -30,7 +34,7 @@ import (
 
 // Version is the protocol version spoken by this build. A manager accepts
 // delegates whose version is at most its own and at least MinVersion.
-const Version = 3
+const Version = 4
 
 // MinVersion is the oldest protocol version this build still accepts.
 const MinVersion = 1

@@ -183,7 +183,7 @@ func TestV3FieldsAreOptional(t *testing.T) {
 			}
 		}
 	}
-	if MinVersion != 1 || Version != 3 {
+	if MinVersion != 1 || Version < 3 {
 		t.Errorf("Version %d, MinVersion %d: v1 and v2 delegates must still be accepted", Version, MinVersion)
 	}
 }
