@@ -74,6 +74,10 @@ const (
 	PathTasks     = "/api/v1/tasks"
 	PathWhoAmI    = "/api/v1/whoami"
 	PathHealth    = "/healthz"
+
+	// PathAPIKeys is the admin API of API keys: create (POST), list (GET),
+	// and revoke (POST + "/{name}/revoke"). Since v4.
+	PathAPIKeys = "/api/v1/apikeys"
 )
 
 // HeaderProtocolVersion carries the sender's protocol version on every request.
@@ -705,6 +709,60 @@ type WhoAmI struct {
 }
 
 // ---------------------------------------------------------------------------
+// API keys (admin API, since v4)
+
+// CreateAPIKeyRequest creates an API key. Names follow the rules of token
+// names.
+type CreateAPIKeyRequest struct {
+	Name string `json:"name"`
+}
+
+// RevokeAPIKeyRequest revokes an API key. The body is optional.
+type RevokeAPIKeyRequest struct {
+	// Force revokes the key even when it is the account's last active
+	// one, which locks the account out of the API until a manager start
+	// writes a new key to DATA/admin.env.
+	Force bool `json:"force,omitempty"`
+}
+
+// API key owner kinds. Every key belongs to its account today; keys of
+// users and service accounts come with users and roles.
+const (
+	OwnerAccount = "account"
+)
+
+// APIKey describes an admin API key. Value is set only in the answer that
+// creates it: the manager stores only a hash.
+type APIKey struct {
+	Name  string `json:"name"`
+	Value string `json:"value,omitempty"`
+	// Status is TokenActive or TokenRevoked.
+	Status    string    `json:"status"`
+	CreatedAt time.Time `json:"created_at"`
+	// CreatedBy names the key that created this one; empty for a key the
+	// manager created itself (the first one, in DATA/admin.env).
+	CreatedBy string `json:"created_by,omitempty"`
+	// LastUsedAt is when the key last authenticated a request, recorded at
+	// most once a minute per key (so it may lag by about a minute); nil
+	// when it never did.
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	// RevokedBy names the key that revoked this one.
+	RevokedBy string `json:"revoked_by,omitempty"`
+	// OwnerKind and OwnerID say whom the key acts for: OwnerAccount and
+	// the account ID today.
+	OwnerKind string `json:"owner_kind"`
+	OwnerID   string `json:"owner_id"`
+	// Current is true for the key that made the request.
+	Current bool `json:"current,omitempty"`
+}
+
+// APIKeyList answers an API key listing, oldest first.
+type APIKeyList struct {
+	APIKeys []APIKey `json:"api_keys"`
+}
+
+// ---------------------------------------------------------------------------
 // Errors
 
 // Code is a machine-readable error code. The list is append-only: codes are
@@ -728,6 +786,8 @@ const (
 	CodeInternal        Code = "internal"
 	CodeUnavailable     Code = "unavailable"
 	CodeTaskTerminal    Code = "task_terminal"
+	// CodeAPIKeyRevoked: the request's API key was revoked. Since v4.
+	CodeAPIKeyRevoked Code = "api_key_revoked"
 )
 
 // Recoverable reports whether an error with this code may succeed if
@@ -737,7 +797,7 @@ func (c Code) Recoverable() bool {
 	switch c {
 	case CodeBadRequest, CodeUnauthenticated, CodeTokenRevoked, CodeForbidden,
 		CodeNotFound, CodeConflict, CodeAlreadyClaimed, CodeStaleLease,
-		CodeNotEligible, CodeVersion, CodeTaskTerminal:
+		CodeNotEligible, CodeVersion, CodeTaskTerminal, CodeAPIKeyRevoked:
 		return false
 	case CodeSessionExpired: // re-register, then retry
 		return true

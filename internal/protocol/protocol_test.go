@@ -69,7 +69,7 @@ func TestTerminalAndValid(t *testing.T) {
 
 func TestRecoverableTable(t *testing.T) {
 	for code, want := range map[Code]bool{
-		CodeUnauthenticated: false, CodeTokenRevoked: false, CodeStaleLease: false,
+		CodeUnauthenticated: false, CodeTokenRevoked: false, CodeStaleLease: false, CodeAPIKeyRevoked: false,
 		CodeInternal: true, CodeUnavailable: true, CodeSessionExpired: true, CodeNoCapacity: true,
 		Code("some_future_code"): true,
 	} {
@@ -114,6 +114,10 @@ func TestWireRoundTrip(t *testing.T) {
 		&UpdateConfigurationRequest{Script: ptr("echo"), Selectors: &[]string{}},
 		&DelegateDetail{Delegate: Delegate{Name: "d", Tags: []string{}, Description: "x", Configuring: "a v1"},
 			ConfigurationApplies: &ConfigurationRef{Name: "a", Version: 1}},
+		&CreateAPIKeyRequest{Name: "ci"},
+		&RevokeAPIKeyRequest{Force: true},
+		&APIKeyList{APIKeys: []APIKey{{Name: "ci", Value: "lgk_x", Status: TokenRevoked, CreatedAt: now, CreatedBy: "admin",
+			LastUsedAt: &now, RevokedAt: &now, RevokedBy: "admin", OwnerKind: OwnerAccount, OwnerID: "a", Current: true}}},
 	}
 	for _, v := range values {
 		b, err := json.Marshal(v)
@@ -143,6 +147,7 @@ func FuzzDecodeWire(f *testing.F) {
 	f.Add([]byte(`{"name":"tools","version":2,"exit_code":null,"output":"x","output_bytes":-1,"started_at":"2026-11-22T07:00:00Z"}`))
 	f.Add([]byte(`{"script":"echo","selectors":null}`))
 	f.Add([]byte(`{"instance_id":"d","configuration_applies":{"name":"a","version":1},"configuration_result":{"exit_code":0}}`))
+	f.Add([]byte(`{"api_keys":[{"name":"ci","status":"active","created_at":"2026-11-23T07:00:00Z","owner_kind":"account","current":true}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		targets := []any{
 			&RegisterRequest{}, &RegisterResponse{}, &SessionResponse{}, &Event{}, &EventsResponse{},
@@ -151,6 +156,7 @@ func FuzzDecodeWire(f *testing.F) {
 			&CreateTokenRequest{}, &Token{}, &TokenList{}, &Delegate{}, &DelegateList{}, &WhoAmI{},
 			&Configuration{}, &ConfigurationList{}, &CreateConfigurationRequest{}, &UpdateConfigurationRequest{},
 			&AppliedConfiguration{}, &DelegateConfigurationResponse{}, &ConfigurationResult{}, &DelegateDetails{},
+			&CreateAPIKeyRequest{}, &RevokeAPIKeyRequest{}, &APIKey{}, &APIKeyList{},
 		}
 		for _, v := range targets {
 			if err := json.Unmarshal(data, v); err != nil {
@@ -185,5 +191,39 @@ func TestV3FieldsAreOptional(t *testing.T) {
 	}
 	if MinVersion != 1 || Version < 3 {
 		t.Errorf("Version %d, MinVersion %d: v1 and v2 delegates must still be accepted", Version, MinVersion)
+	}
+}
+
+func TestHasControl(t *testing.T) {
+	tests := []struct {
+		s    string
+		want bool
+	}{
+		{"", false},
+		{"build-01.example.com", false},
+		{"rack 4, row 2 (Zürich) 東京 🚀", false},
+		{`C:\path with \x1b literally`, false},
+		{"tab\there", true},
+		{"line\nbreak", true},
+		{"carriage\rreturn", true},
+		{"esc\x1b[31mred", true},
+		{"nul\x00", true},
+		{"del\x7f", true},
+		{"c1 csi \u009b31m", true},
+		{"c1 nel \u0085", true},
+		{"bidi override \u202egnp.exe", true},
+		{"bidi isolate \u2066x\u2069", true},
+		{"zero width\u200bspace", true},
+		{"bom\ufeff", true},
+		{"line separator\u2028", true},
+		{"paragraph separator\u2029", true},
+		{"invalid utf-8 \xff", true},
+		{"lone continuation \x9b", true},
+		{"nbsp\u00a0is fine", false},
+	}
+	for _, tt := range tests {
+		if got := HasControl(tt.s); got != tt.want {
+			t.Errorf("HasControl(%q) = %v, want %v", tt.s, got, tt.want)
+		}
 	}
 }
