@@ -312,7 +312,8 @@ func TestCrossAccountAccessIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	otherKey := "lgk_other_account_key"
-	if err := st.CreateAPIKey(context.Background(), other, "admin", sha256hex(otherKey), time.Now()); err != nil {
+	if err := st.CreateAPIKey(context.Background(), store.APIKey{ID: "ak_other", AccountID: other, Name: "admin", Hash: sha256hex(otherKey),
+		OwnerKind: protocol.OwnerAccount, OwnerID: other, CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()

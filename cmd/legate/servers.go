@@ -57,6 +57,8 @@ func (l tlsListener) Addr() net.Addr { return tlsAddr{l.Listener.Addr()} }
 type managerFlags struct {
 	listen, data, db, publicURL, logLevel string
 	heartbeat                             time.Duration
+	// apiKeyTTL is how long a cached API key is trusted (legate manager only).
+	apiKeyTTL time.Duration
 	// TLS (legate manager only).
 	tls transport.ServerFiles
 }
@@ -101,7 +103,7 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 		st.Close()
 		return nil, admin, nil, nil, err
 	}
-	m, err := manager.New(ctx, st, manager.Config{HeartbeatInterval: f.heartbeat, Version: buildVersion(), Logger: log})
+	m, err := manager.New(ctx, st, manager.Config{HeartbeatInterval: f.heartbeat, APIKeyCacheTTL: f.apiKeyTTL, Version: buildVersion(), Logger: log})
 	if err != nil {
 		ln.Close()
 		st.Close()
@@ -145,6 +147,9 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 			if f.heartbeat < 100*time.Millisecond {
 				return fmt.Errorf("--heartbeat-interval %s is too short (at least 100ms)", f.heartbeat)
 			}
+			if f.apiKeyTTL <= 0 || f.apiKeyTTL > time.Hour {
+				return fmt.Errorf("--api-key-cache-ttl %s: want more than 0 and at most 1h", f.apiKeyTTL)
+			}
 			ctx := cmd.Context()
 			m, admin, ln, st, err := startManager(ctx, f, log)
 			if err != nil {
@@ -153,6 +158,9 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 			defer st.Close()
 			if admin.Created {
 				fmt.Fprintf(cmd.OutOrStdout(), "created account %s; admin credentials in %s\n", admin.AccountID, admin.EnvFile)
+			}
+			if admin.Replaced != "" {
+				log.Warn(admin.Replaced+"; wrote a new API key to it", "key", admin.KeyName)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "legate manager at %s (account %s); CLI: set -a; . %s; set +a\n", admin.URL, admin.AccountID, admin.EnvFile)
 			return m.Run(ctx, ln)
@@ -164,6 +172,7 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 	cmd.Flags().StringVar(&f.publicURL, "public-url", "", "URL that clients use to reach this manager, written to admin.env (default: from --listen)")
 	cmd.Flags().DurationVar(&f.heartbeat, "heartbeat-interval", 10*time.Second, "how often delegates heartbeat; 3 missed heartbeats disconnect a delegate")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	cmd.Flags().DurationVar(&f.apiKeyTTL, "api-key-cache-ttl", 5*time.Second, "how long a cached API key is trusted before it is read again; a revocation reaches the other managers on the database at once, this bounds it when that message is lost")
 	cmd.Flags().StringVar(&f.tls.Cert, "tls-cert", "", "PEM certificate (chain) to serve HTTPS and WSS with; needs --tls-key")
 	cmd.Flags().StringVar(&f.tls.Key, "tls-key", "", "PEM private key of --tls-cert")
 	cmd.Flags().StringVar(&f.tls.ClientCA, "tls-client-ca", "", "PEM CA file: require every client to show a certificate signed by it")

@@ -1,8 +1,8 @@
 // Package client is the typed Go client of the legate manager's HTTP API. The
 // delegate uses its delegate methods (register, poll, heartbeat, acquire,
 // logs, result, capability reports) and the CLI its admin methods (orgs,
-// projects, tokens, connectors, delegates, tasks, task explanations, log
-// streams). Every request carries the protocol version header and, when a
+// projects, tokens, API keys, connectors, delegates, tasks, task
+// explanations, log streams). Every request carries the protocol version header and, when a
 // secret is set, "Authorization: Bearer <secret>". Error answers of the
 // manager are returned as wrapped *protocol.Error values, so callers decide
 // with errors.As and Code.Recoverable.
@@ -290,6 +290,37 @@ func (c *Client) RevokeToken(ctx context.Context, name string) (protocol.Token, 
 	var out protocol.Token
 	err := c.do(ctx, &call{op: op, method: http.MethodPost,
 		path: protocol.PathTokens + "/" + seg(name) + "/revoke", out: &out})
+	return out, err
+}
+
+// CreateAPIKey creates an admin API key for the account; the answer carries
+// its value, which the manager never shows again.
+func (c *Client) CreateAPIKey(ctx context.Context, name string) (protocol.APIKey, error) {
+	var out protocol.APIKey
+	err := c.do(ctx, &call{op: "create API key", method: http.MethodPost, path: protocol.PathAPIKeys,
+		in: protocol.CreateAPIKeyRequest{Name: name}, out: &out})
+	return out, err
+}
+
+// ListAPIKeys lists the account's API keys (without values), revoked ones
+// included; Current marks the key the client uses.
+func (c *Client) ListAPIKeys(ctx context.Context) (protocol.APIKeyList, error) {
+	var out protocol.APIKeyList
+	err := c.do(ctx, &call{op: "list API keys", method: http.MethodGet, path: protocol.PathAPIKeys, out: &out})
+	return out, err
+}
+
+// RevokeAPIKey revokes an API key at once, on every manager. The account's
+// last active key is revoked only with force (the manager answers
+// conflict otherwise).
+func (c *Client) RevokeAPIKey(ctx context.Context, name string, force bool) (protocol.APIKey, error) {
+	const op = "revoke API key"
+	if err := requireID(op, "API key name", name); err != nil {
+		return protocol.APIKey{}, err
+	}
+	var out protocol.APIKey
+	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: protocol.PathAPIKeys + "/" + seg(name) + "/revoke",
+		in: protocol.RevokeAPIKeyRequest{Force: force}, out: &out})
 	return out, err
 }
 

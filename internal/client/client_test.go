@@ -248,6 +248,31 @@ func TestMethods(t *testing.T) {
 			wantMethod: "POST", wantPath: "/api/v1/tokens/a%2Fb%20c/revoke",
 		},
 		{
+			name:   "CreateAPIKey",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.CreateAPIKey(ctx, "ci") },
+			status: 201, resp: protocol.APIKey{Name: "ci", Value: "lgk_x", Status: protocol.TokenActive, CreatedAt: ts, CreatedBy: "admin", OwnerKind: protocol.OwnerAccount, OwnerID: "acc"},
+			wantMethod: "POST", wantPath: "/api/v1/apikeys", wantBody: protocol.CreateAPIKeyRequest{Name: "ci"},
+		},
+		{
+			name:   "ListAPIKeys",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListAPIKeys(ctx) },
+			status: 200, resp: protocol.APIKeyList{APIKeys: []protocol.APIKey{{Name: "admin", Status: protocol.TokenActive, CreatedAt: ts,
+				LastUsedAt: &ts, OwnerKind: protocol.OwnerAccount, OwnerID: "acc", Current: true}}},
+			wantMethod: "GET", wantPath: "/api/v1/apikeys",
+		},
+		{
+			name:   "RevokeAPIKey escapes the name",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.RevokeAPIKey(ctx, "a/b c", false) },
+			status: 200, resp: protocol.APIKey{Name: "a/b c", Status: protocol.TokenRevoked, CreatedAt: ts, RevokedAt: &ts, OwnerKind: protocol.OwnerAccount},
+			wantMethod: "POST", wantPath: "/api/v1/apikeys/a%2Fb%20c/revoke", wantBody: map[string]any{},
+		},
+		{
+			name:   "RevokeAPIKey with force",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.RevokeAPIKey(ctx, "admin", true) },
+			status: 200, resp: protocol.APIKey{Name: "admin", Status: protocol.TokenRevoked, CreatedAt: ts, RevokedAt: &ts, OwnerKind: protocol.OwnerAccount},
+			wantMethod: "POST", wantPath: "/api/v1/apikeys/admin/revoke", wantBody: protocol.RevokeAPIKeyRequest{Force: true},
+		},
+		{
 			name:   "ListDelegates",
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListDelegates(ctx) },
 			status: 200, resp: protocol.DelegateList{Delegates: []protocol.Delegate{{InstanceID: "i_1", Name: "d1", Tags: []string{"x"}, LastHeartbeat: &ts, RegisteredAt: ts}}},
@@ -593,6 +618,8 @@ func TestEmptyIDRefused(t *testing.T) {
 	errs = append(errs, err)
 	errs = append(errs, c.Started(ctx, "", protocol.StartedRequest{}))
 	_, err = c.RevokeToken(ctx, "")
+	errs = append(errs, err)
+	_, err = c.RevokeAPIKey(ctx, "", true)
 	errs = append(errs, err)
 	_, err = c.CreateScopedToken(ctx, protocol.CreateTokenRequest{Name: "ci", Project: "web"})
 	errs = append(errs, err)

@@ -18,7 +18,7 @@ import (
 type adminHandler func(w http.ResponseWriter, r *http.Request, accountID string)
 
 // adminAuth resolves the API key to its account. Every admin handler works
-// within that account only.
+// within that account only; callerKey tells which key made the request.
 func (m *Manager) adminAuth(next adminHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		key := bearer(r)
@@ -26,12 +26,7 @@ func (m *Manager) adminAuth(next adminHandler) http.HandlerFunc {
 			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "missing API key (Authorization: Bearer <key>; the CLI reads LEGATE_API_KEY)")
 			return
 		}
-		h := hashSecret(key)
-		if acct, ok := m.apiKeys.Load(h); ok {
-			next(w, r, acct.(string))
-			return
-		}
-		acct, err := m.st.AccountForAPIKey(r.Context(), h)
+		k, err := m.apiKey(r.Context(), hashSecret(key))
 		if err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "invalid API key")
@@ -40,8 +35,18 @@ func (m *Manager) adminAuth(next adminHandler) http.HandlerFunc {
 			storeError(w, err, "API key")
 			return
 		}
-		m.apiKeys.Store(h, acct)
-		next(w, r, acct)
+		now := m.cfg.Now()
+		if k.RevokedAt != nil {
+			if m.apiKeys.shouldWarn(k.ID, now) {
+				m.log.Warn("request with a revoked API key refused", "account", k.AccountID, "key", k.Name, "remote", r.RemoteAddr)
+			}
+			writeError(w, http.StatusUnauthorized, protocol.CodeAPIKeyRevoked,
+				"API key %q was revoked at %s; use another API key (DATA/admin.env of a manager holds one, and legate apikey create makes more)",
+				k.Name, k.RevokedAt.UTC().Format(time.RFC3339))
+			return
+		}
+		m.apiKeys.used(k.ID, now)
+		next(w, r.WithContext(withAPIKey(r.Context(), k)), k.AccountID)
 	}
 }
 

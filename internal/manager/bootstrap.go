@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/legate-dev/legate/internal/atomicfile"
+	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -21,17 +23,29 @@ type Admin struct {
 	URL       string
 	AccountID string
 	APIKey    string
+	// KeyName is the name of APIKey (legate apikey list shows it).
+	KeyName string
 	// EnvFile is the path of the admin.env file written for the CLI.
 	EnvFile string
 	// Created is true when this start created the account.
 	Created bool
+	// Replaced, when not empty, says why this start wrote a new API key
+	// over the one admin.env held (it was revoked, or is unknown).
+	Replaced string
 }
+
+// bootstrapKeyName is the name of the first API key; later ones that a
+// start creates are named "admin-2", "admin-3", ...
+const bootstrapKeyName = "admin"
 
 // Bootstrap makes sure the store has an account and that dataDir/admin.env
 // (mode 0600) holds LEGATE_URL, LEGATE_ACCOUNT_ID and LEGATE_API_KEY for it.
-// On first start it creates the account (random ID) and an admin API key;
-// later starts keep both and only refresh LEGATE_URL. If admin.env was
-// lost, a new API key is created (the old one stays valid).
+// On first start it creates the account (random ID) and its first API key,
+// named "admin"; later starts keep both and only refresh LEGATE_URL. If
+// admin.env was lost, or holds a key that was revoked, a new key is created
+// and written (named "admin-2", "admin-3", ...; the others stay as they
+// are): whoever can start a manager on the data can reach the API again.
+// Several managers sharing one database each get a key of their own.
 func Bootstrap(ctx context.Context, st *store.Store, dataDir, url string, now time.Time) (Admin, error) {
 	a := Admin{URL: url, EnvFile: filepath.Join(dataDir, "admin.env")}
 	acctID := newAccountID()
@@ -51,18 +65,39 @@ func Bootstrap(ctx context.Context, st *store.Store, dataDir, url string, now ti
 		return a, fmt.Errorf("bootstrap: read %s: %w", a.EnvFile, err)
 	}
 	if key := prev["LEGATE_API_KEY"]; key != "" && prev["LEGATE_ACCOUNT_ID"] == a.AccountID {
-		if acct, err := st.AccountForAPIKey(ctx, hashSecret(key)); err == nil && acct == a.AccountID {
-			a.APIKey = key
+		k, err := st.APIKeyByHash(ctx, hashSecret(key))
+		switch {
+		case err == nil && k.AccountID == a.AccountID && k.RevokedAt == nil:
+			a.APIKey, a.KeyName = key, k.Name
+		case err == nil && k.RevokedAt != nil:
+			a.Replaced = fmt.Sprintf("the API key %q in %s was revoked", k.Name, a.EnvFile)
+		case err == nil || errors.Is(err, store.ErrNotFound):
+			a.Replaced = fmt.Sprintf("the API key in %s is unknown to the database", a.EnvFile)
+		default:
+			return a, fmt.Errorf("bootstrap: look up the API key of %s: %w", a.EnvFile, err)
 		}
 	}
 	if a.APIKey == "" {
-		a.APIKey = newSecret("lgk_", 24)
-		if err := st.CreateAPIKey(ctx, a.AccountID, "admin", hashSecret(a.APIKey), now); err != nil {
-			return a, fmt.Errorf("bootstrap: create API key: %w", err)
+		a.APIKey = newSecret(apiKeyPrefix, 24)
+		k := store.APIKey{ID: newID("ak_"), AccountID: a.AccountID, Hash: hashSecret(a.APIKey),
+			OwnerKind: protocol.OwnerAccount, OwnerID: a.AccountID, CreatedAt: now}
+		for n := 1; ; n++ {
+			k.Name = bootstrapKeyName
+			if n > 1 {
+				k.Name += "-" + strconv.Itoa(n)
+			}
+			err := st.CreateAPIKey(ctx, k)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, store.ErrConflict) || n == 10000 {
+				return a, fmt.Errorf("bootstrap: create API key: %w", err)
+			}
 		}
+		a.KeyName = k.Name
 	}
-	content := fmt.Sprintf("# legate admin credentials; load with: set -a; . %s; set +a\nLEGATE_URL=%s\nLEGATE_ACCOUNT_ID=%s\nLEGATE_API_KEY=%s\n",
-		a.EnvFile, url, a.AccountID, a.APIKey)
+	content := fmt.Sprintf("# legate admin credentials (API key %q); load with: set -a; . %s; set +a\nLEGATE_URL=%s\nLEGATE_ACCOUNT_ID=%s\nLEGATE_API_KEY=%s\n",
+		a.KeyName, a.EnvFile, url, a.AccountID, a.APIKey)
 	if err := atomicfile.WriteFile(a.EnvFile, []byte(content), 0o600); err != nil {
 		return a, fmt.Errorf("bootstrap: write %s: %w", a.EnvFile, err)
 	}

@@ -11,7 +11,7 @@ import (
 // Several managers may share one PostgreSQL store. Each keeps the live
 // state of the delegates connected to it; what one manager decides that
 // concerns another's delegates crosses over as a broadcast (LISTEN/NOTIFY):
-// a task to offer, a task to abort, a token revoked. Broadcasts are hints
+// a task to offer, a task to abort, a token or an API key revoked. Broadcasts are hints
 // that cut latency; the store stays the truth, and the rebroadcast and
 // heartbeat reconciliation catch anything a lost broadcast missed.
 
@@ -23,6 +23,7 @@ type clusterEvent struct {
 	Task     string `json:"t,omitempty"`
 	Instance string `json:"i,omitempty"`
 	Token    string `json:"tok,omitempty"`
+	APIKey   string `json:"ak,omitempty"`
 }
 
 const (
@@ -30,6 +31,8 @@ const (
 	clusterAbort  = "abort"  // tell Instance to stop Task
 	clusterRevoke = "revoke" // Token is revoked: disconnect its delegates
 	clusterConfig = "config" // Account's configurations changed: tell your delegates
+	// APIKey (an ID) is revoked: drop it from your cache.
+	clusterAPIKeyRevoke = "apikey_revoke"
 )
 
 // broadcast tells the other managers about ev (a no-op on SQLite).
@@ -57,8 +60,15 @@ func (m *Manager) listenLoop(ctx context.Context) {
 			return
 		}
 		m.applyClusterEvent(ctx, ev)
-	}, func() { m.log.Debug("listening to other managers") })
+	}, func() {
+		m.listenUp.Store(true)
+		m.log.Debug("listening to other managers")
+	})
 }
+
+// listening reports whether this manager has been listening to the other
+// managers' broadcasts (at least once: a broken listener reconnects).
+func (m *Manager) listening() bool { return m.listenUp.Load() }
 
 func (m *Manager) applyClusterEvent(ctx context.Context, ev clusterEvent) {
 	switch ev.Kind {
@@ -81,6 +91,8 @@ func (m *Manager) applyClusterEvent(ctx context.Context, ev clusterEvent) {
 		m.logs.finish(ev.Task)
 	case clusterConfig:
 		m.reconfigure(ctx, ev.Account)
+	case clusterAPIKeyRevoke:
+		m.apiKeys.invalidate(ev.APIKey)
 	case clusterRevoke:
 		m.markTokenRevoked(ev.Token)
 		m.disconnectToken(ev.Account, ev.Token, "the delegate token was revoked")

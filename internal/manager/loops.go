@@ -8,7 +8,8 @@ import (
 )
 
 // flushLoop records liveness and extends leases in batches, once per
-// heartbeat interval, so heartbeats cost no database write each.
+// heartbeat interval, so heartbeats cost no database write each (and API
+// key uses, see apikeys.go).
 func (m *Manager) flushLoop(ctx context.Context) {
 	every := m.cfg.HeartbeatInterval / 2
 	if every < 100*time.Millisecond {
@@ -57,6 +58,7 @@ func (m *Manager) flush(ctx context.Context) {
 			m.log.Warn("extend leases", "err", err, "tasks", len(ext))
 		}
 	}
+	m.flushAPIKeyUse(ctx)
 }
 
 // sweepLoop enforces queue timeouts, execution timeouts and lease expiry,

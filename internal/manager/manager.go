@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/legate-dev/legate/internal/assign"
@@ -44,6 +45,10 @@ type Config struct {
 	// OfferFanout is how many eligible delegates are told about a new task
 	// at once (least loaded first); 0 = 3.
 	OfferFanout int
+	// APIKeyCacheTTL is how long a manager trusts an API key it has seen
+	// without reading it again: the bound on how long a revocation takes
+	// to reach a manager that missed its broadcast; 0 = 5s.
+	APIKeyCacheTTL time.Duration
 	// Version is reported to clients.
 	Version string
 	// Logger; nil = slog.Default().
@@ -108,7 +113,9 @@ type Manager struct {
 	stopOnce sync.Once
 	wsWG     sync.WaitGroup
 	tokens   tokenCache
-	apiKeys  sync.Map // hash -> account ID
+	apiKeys  apiKeyCache
+	// listenUp is set once the listener of other managers' broadcasts is up.
+	listenUp atomic.Bool
 	// caps holds every delegate's allow and deny list entries.
 	caps *assign.Capabilities
 	// unrunnable remembers since when a queued task had no delegate that
@@ -213,6 +220,9 @@ func (m *Manager) Handler() http.Handler {
 	mux.HandleFunc("GET "+protocol.PathConfigurations+"/{name}", m.adminAuth(m.handleGetConfiguration))
 	mux.HandleFunc("PATCH "+protocol.PathConfigurations+"/{name}", m.adminAuth(m.handleUpdateConfiguration))
 	mux.HandleFunc("DELETE "+protocol.PathConfigurations+"/{name}", m.adminAuth(m.handleDeleteConfiguration))
+	mux.HandleFunc("POST "+protocol.PathAPIKeys, m.adminAuth(m.handleCreateAPIKey))
+	mux.HandleFunc("GET "+protocol.PathAPIKeys, m.adminAuth(m.handleListAPIKeys))
+	mux.HandleFunc("POST "+protocol.PathAPIKeys+"/{name}/revoke", m.adminAuth(m.handleRevokeAPIKey))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
 	})

@@ -28,9 +28,16 @@ type testManager struct {
 
 func startTestManager(t testing.TB, cfg Config) *testManager {
 	t.Helper()
-	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := store.Open(ctx, dir+"/legate.db")
+	return startTestManagerOn(t, dir+"/legate.db", dir, cfg)
+}
+
+// startTestManagerOn starts a manager on the store dsn with its admin.env
+// in dir. Managers on one PostgreSQL dsn share it as replicas do.
+func startTestManagerOn(t testing.TB, dsn, dir string, cfg Config) *testManager {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +93,8 @@ func (tm *testManager) newAccount(t *testing.T, id string) string {
 		t.Fatal(err)
 	}
 	key := "lgk_other_" + id
-	if err := tm.st.CreateAPIKey(ctx, id, "admin", hashSecret(key), time.Now()); err != nil {
+	if err := tm.st.CreateAPIKey(ctx, store.APIKey{ID: "ak_" + id, AccountID: id, Name: "admin", Hash: hashSecret(key),
+		OwnerKind: protocol.OwnerAccount, OwnerID: id, CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	return key

@@ -673,7 +673,7 @@ func TestMigrateFrom0001(t *testing.T) {
 			versions = append(versions, v)
 		}
 		rows.Close()
-		if diff := cmp.Diff([]string{"0001_init", "0002_scope", "0003_configurations", "0004_queue_order"}, versions); diff != "" {
+		if diff := cmp.Diff([]string{"0001_init", "0002_scope", "0003_configurations", "0004_queue_order", "0007_api_keys"}, versions); diff != "" {
 			t.Errorf("versions (-want +got):\n%s", diff)
 		}
 

@@ -85,7 +85,7 @@ func (s *Store) SettingOrInit(ctx context.Context, key, value string) (string, e
 	return stored, nil
 }
 
-// --- accounts and API keys -----------------------------------------------------
+// --- accounts -------------------------------------------------------------------
 
 // CreateAccount creates an account. ErrConflict if the ID exists.
 func (s *Store) CreateAccount(ctx context.Context, a Account) error {
@@ -110,31 +110,6 @@ func (s *Store) GetAccount(ctx context.Context, id string) (Account, error) {
 	}
 	a.CreatedAt = fromMicros(created)
 	return a, nil
-}
-
-// CreateAPIKey stores the hash of an admin API key for an account.
-// ErrConflict if the hash is already stored.
-func (s *Store) CreateAPIKey(ctx context.Context, accountID, name, hash string, now time.Time) error {
-	err := s.insert(ctx, `INSERT INTO api_keys (hash, account_id, name, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		hash, accountID, name, micros(now))
-	if err != nil {
-		return fmt.Errorf("create API key %q of account %s: %w", name, accountID, err)
-	}
-	return nil
-}
-
-// AccountForAPIKey returns the account that owns the API key with this hash,
-// or ErrNotFound.
-func (s *Store) AccountForAPIKey(ctx context.Context, hash string) (string, error) {
-	var accountID string
-	err := s.r(nil).queryRow(ctx, `SELECT account_id FROM api_keys WHERE hash = ?`, hash).Scan(&accountID)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = ErrNotFound
-	}
-	if err != nil {
-		return "", fmt.Errorf("look up API key: %w", err)
-	}
-	return accountID, nil
 }
 
 // --- delegate tokens -----------------------------------------------------------

@@ -284,7 +284,7 @@ func TestSettingOrInitRace(t *testing.T) {
 	})
 }
 
-func TestAccountsAndAPIKeys(t *testing.T) {
+func TestAccounts(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {
 		s := b.open(t)
@@ -303,27 +303,6 @@ func TestAccountsAndAPIKeys(t *testing.T) {
 		}
 		_, err = s.GetAccount(ctx, "nope")
 		wantErr(t, "unknown account", err, ErrNotFound)
-
-		if err := s.CreateAPIKey(ctx, "acc1", "admin", "hash1", t0); err != nil {
-			t.Fatal(err)
-		}
-		wantErr(t, "duplicate API key", s.CreateAPIKey(ctx, "acc1", "again", "hash1", t0), ErrConflict)
-
-		tests := []struct {
-			hash    string
-			want    string
-			wantErr error
-		}{
-			{"hash1", "acc1", nil},
-			{"hash2", "", ErrNotFound},
-			{"", "", ErrNotFound},
-		}
-		for _, tt := range tests {
-			got, err := s.AccountForAPIKey(ctx, tt.hash)
-			if !errors.Is(err, tt.wantErr) || got != tt.want {
-				t.Errorf("AccountForAPIKey(%q) = %q, %v; want %q, %v", tt.hash, got, err, tt.want, tt.wantErr)
-			}
-		}
 	})
 }
 
