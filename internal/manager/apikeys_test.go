@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
 )
 
 // eventually polls cond until it holds or d passes.
@@ -269,5 +271,56 @@ func TestAPIKeyRevokeReachesTheOtherManager(t *testing.T) {
 	// B's own key is untouched.
 	if _, err := b.client(t, b.admin.APIKey).WhoAmI(ctx); err != nil {
 		t.Errorf("manager B's key: %v", err)
+	}
+}
+
+// TestBootstrapKeys: the first start makes the key "admin"; a restart
+// keeps the key of admin.env while it is active, and replaces it (under a
+// new name) when it was revoked or admin.env was lost.
+func TestBootstrapKeys(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.Open(ctx, dir+"/legate.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	boot := func(what string) Admin {
+		t.Helper()
+		a, err := Bootstrap(ctx, st, dir, "http://127.0.0.1:1", time.Now())
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		env, err := readEnvFile(a.EnvFile)
+		if err != nil || env["LEGATE_API_KEY"] != a.APIKey || env["LEGATE_ACCOUNT_ID"] != a.AccountID {
+			t.Fatalf("%s: admin.env %v, %v; want the key and account", what, env, err)
+		}
+		return a
+	}
+	first := boot("first start")
+	if first.KeyName != "admin" || !first.Created || first.Replaced != "" {
+		t.Errorf("first start: %+v", first)
+	}
+	if again := boot("restart"); again.APIKey != first.APIKey || again.KeyName != "admin" || again.Replaced != "" {
+		t.Errorf("restart changed the key: %+v", again)
+	}
+	// Revoked (with force: it is the last one): the next start writes a new one.
+	if _, err := st.RevokeAPIKey(ctx, first.AccountID, "admin", "", time.Now(), true); err != nil {
+		t.Fatal(err)
+	}
+	second := boot("start after the key was revoked")
+	if second.APIKey == first.APIKey || second.KeyName != "admin-2" || !strings.Contains(second.Replaced, "revoked") {
+		t.Errorf("after revocation: %+v", second)
+	}
+	// admin.env lost: a new key; the one it held stays valid.
+	if err := os.Remove(second.EnvFile); err != nil {
+		t.Fatal(err)
+	}
+	third := boot("start without admin.env")
+	if third.APIKey == second.APIKey || third.KeyName != "admin-3" {
+		t.Errorf("after admin.env was lost: %+v", third)
+	}
+	if k, err := st.APIKeyByHash(ctx, hashSecret(second.APIKey)); err != nil || k.RevokedAt != nil {
+		t.Errorf("the key of the lost admin.env: %+v, %v", k, err)
 	}
 }
