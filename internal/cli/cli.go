@@ -1,8 +1,9 @@
 // Package cli implements legate's admin commands (org, project, token,
-// delegates, connector, configuration, task) with cobra. They talk to a
-// manager through internal/client, write to the command's output streams
-// (so tests capture them) and report process exit codes as *ExitError
-// values for main to act on.
+// apikey, delegates, connector, configuration, task) with cobra. They talk
+// to a manager through internal/client, write to the command's output
+// streams (so tests capture them) and report process exit codes as
+// *ExitError values for main to act on. Stored data they print as text
+// goes through escape, so it cannot drive the terminal.
 package cli
 
 import (
@@ -79,8 +80,8 @@ type app struct {
 	httpClient *http.Client   // nil = the client package's default
 }
 
-// AddCommands adds the admin commands (org, project, token, delegates,
-// connector, task) and the persistent flags --url and --api-key to root.
+// AddCommands adds the admin commands (org, project, token, apikey,
+// delegates, connector, configuration, task) and the persistent flags --url and --api-key to root.
 // The flags fall back to LEGATE_URL and LEGATE_API_KEY.
 func AddCommands(root *cobra.Command) {
 	addCommands(root, &app{getenv: os.Getenv, now: time.Now, loc: time.Local})
@@ -91,7 +92,7 @@ func addCommands(root *cobra.Command, a *app) {
 	pf.StringVar(&a.url, "url", "", "manager URL, e.g. http://127.0.0.1:8080 (env "+EnvURL+")")
 	pf.StringVar(&a.apiKey, "api-key", "", "admin API key (env "+EnvAPIKey+")")
 	pf.StringVar(&a.caCert, "ca-cert", "", "PEM file of the CA that signed the manager's certificate, trusted besides the system roots (env "+EnvCACert+")")
-	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.delegatesCmd(), a.connectorCmd(), a.configurationCmd(), a.taskCmd())
+	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.apikeyCmd(), a.delegatesCmd(), a.connectorCmd(), a.configurationCmd(), a.taskCmd())
 }
 
 // adminEnvHint says where a local manager's settings are.
@@ -160,14 +161,15 @@ func (a *app) run(fn func(cmd *cobra.Command, args []string) error) func(*cobra.
 		switch {
 		case errors.As(err, &ee):
 			if ee.Msg != "" {
-				fmt.Fprintln(stderr, ee.Msg)
+				fmt.Fprintln(stderr, escapeLines(ee.Msg))
 			}
 			return &ExitError{Code: ee.Code}
 		case errors.Is(err, context.Canceled) && cmd.Context().Err() != nil:
 			fmt.Fprintln(stderr, "legate: interrupted")
 			return &ExitError{Code: ExitInterrupted}
 		}
-		fmt.Fprintln(stderr, "legate: "+err.Error()+a.hint(err))
+		// The manager's messages may quote stored data.
+		fmt.Fprintln(stderr, "legate: "+escapeLines(err.Error())+a.hint(err))
 		return &ExitError{Code: ExitFailure}
 	}
 }
@@ -176,7 +178,7 @@ func (a *app) run(fn func(cmd *cobra.Command, args []string) error) func(*cobra.
 func (a *app) hint(err error) string {
 	var pe *protocol.Error
 	if errors.As(err, &pe) {
-		if pe.Code == protocol.CodeUnauthenticated {
+		if pe.Code == protocol.CodeUnauthenticated || pe.Code == protocol.CodeAPIKeyRevoked {
 			return " (check " + EnvAPIKey + " or --api-key)"
 		}
 		return ""

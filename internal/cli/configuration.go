@@ -125,7 +125,7 @@ start.
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), conf)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Created configuration %q (version %d) for %s.\n", conf.Name, conf.Version, selectorText(conf.Selectors))
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Created configuration %q (version %d) for %s.\n", conf.Name, conf.Version, escape(selectorText(conf.Selectors)))
 			return err
 		}),
 	}
@@ -221,9 +221,10 @@ func (a *app) configurationGetCmd() *cobra.Command {
 	return cmd
 }
 
-// indent prefixes every line of s and ends it with a newline.
+// indent prefixes every line of s and ends it with a newline. s is stored
+// text (a script, an output excerpt): its control characters are escaped.
 func indent(s, prefix string) string {
-	s = strings.TrimRight(s, "\n")
+	s = escapeLines(strings.TrimRight(s, "\n"))
 	if s == "" {
 		return ""
 	}
@@ -276,7 +277,7 @@ delegate).
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), conf)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Updated configuration %q to version %d (for %s).\n", conf.Name, conf.Version, selectorText(conf.Selectors))
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Updated configuration %q to version %d (for %s).\n", conf.Name, conf.Version, escape(selectorText(conf.Selectors)))
 			return err
 		}),
 	}

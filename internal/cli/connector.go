@@ -118,7 +118,7 @@ Here --url is the connector's endpoint, so the manager's URL comes from
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), conn)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Created connector %q for %s.\n", conn.Name, conn.URL)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Created connector %q for %s.\n", conn.Name, escape(conn.URL))
 			return err
 		}),
 	}

@@ -164,12 +164,12 @@ func (a *app) printDelegateDetails(w io.Writer, d protocol.DelegateDetails) erro
 	if n == 1 {
 		noun = "instance"
 	}
-	if _, err := fmt.Fprintf(w, "Delegate %s: %d %s\n", d.Name, n, noun); err != nil {
+	if _, err := fmt.Fprintf(w, "Delegate %s: %d %s\n", escape(d.Name), n, noun); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
 	now := a.now()
 	for _, inst := range d.Instances {
-		fmt.Fprintf(w, "\nInstance %s\n", inst.InstanceID)
+		fmt.Fprintf(w, "\nInstance %s\n", escape(inst.InstanceID))
 		t := newTable(w, "  Hostname:", inst.Hostname)
 		if inst.Description != "" {
 			t.row("  Description:", inst.Description)

@@ -58,6 +58,8 @@ type fakeManager struct {
 	explanations map[string]protocol.Explanation
 	details      map[string]protocol.DelegateDetails
 	confs        fakeConfigurations
+	apiKeys      []protocol.APIKey
+	revokeReqs   []protocol.RevokeAPIKeyRequest
 }
 
 func newFakeManager(t *testing.T, o outcomeSpec) *fakeManager {
@@ -108,6 +110,7 @@ func newFakeManager(t *testing.T, o outcomeSpec) *fakeManager {
 	m.scopeRoutes(mux)
 	m.connectorRoutes(mux)
 	m.configurationRoutes(mux)
+	m.apiKeyRoutes(mux)
 	mux.HandleFunc("GET /api/v1/tasks/{id}/logs", m.logs)
 	m.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(protocol.HeaderProtocolVersion) != strconv.Itoa(protocol.Version) {
@@ -168,6 +171,61 @@ func (m *fakeManager) revokeToken(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeError(w, 404, protocol.CodeNotFound, "token not found")
+}
+
+// apiKeyRoutes serves API keys; the key of the tests is "admin".
+func (m *fakeManager) apiKeyRoutes(mux *http.ServeMux) {
+	m.apiKeys = []protocol.APIKey{{Name: "admin", Status: protocol.TokenActive, CreatedAt: testNow.Add(-time.Hour),
+		LastUsedAt: &testNow, OwnerKind: protocol.OwnerAccount, OwnerID: "acc", Current: true}}
+	mux.HandleFunc("POST /api/v1/apikeys", func(w http.ResponseWriter, r *http.Request) {
+		var req protocol.CreateAPIKeyRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Name == "" {
+			writeError(w, 400, protocol.CodeBadRequest, "name required")
+			return
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, k := range m.apiKeys {
+			if k.Name == req.Name {
+				writeError(w, 409, protocol.CodeConflict, "an API key named "+strconv.Quote(req.Name)+" already exists")
+				return
+			}
+		}
+		k := protocol.APIKey{Name: req.Name, Status: protocol.TokenActive, CreatedAt: testNow.Add(-time.Minute), CreatedBy: "admin",
+			OwnerKind: protocol.OwnerAccount, OwnerID: "acc"}
+		m.apiKeys = append(m.apiKeys, k)
+		k.Value = "lgk_secret_" + req.Name
+		writeJSON(w, 201, k)
+	})
+	mux.HandleFunc("GET /api/v1/apikeys", func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		writeJSON(w, 200, protocol.APIKeyList{APIKeys: m.apiKeys})
+	})
+	mux.HandleFunc("POST /api/v1/apikeys/{name}/revoke", func(w http.ResponseWriter, r *http.Request) {
+		var req protocol.RevokeAPIKeyRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			writeError(w, 400, protocol.CodeBadRequest, err.Error())
+			return
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.revokeReqs = append(m.revokeReqs, req)
+		for i, k := range m.apiKeys {
+			if k.Name != r.PathValue("name") {
+				continue
+			}
+			if k.Current && !req.Force {
+				writeError(w, 409, protocol.CodeConflict, "API key \"admin\" is the key this request uses and the account's last active key: ... or revoke anyway with --force")
+				return
+			}
+			at := testNow
+			m.apiKeys[i].Status, m.apiKeys[i].RevokedAt, m.apiKeys[i].RevokedBy = protocol.TokenRevoked, &at, "admin"
+			writeJSON(w, 200, m.apiKeys[i])
+			return
+		}
+		writeError(w, 404, protocol.CodeNotFound, "API key "+strconv.Quote(r.PathValue("name"))+" not found")
+	})
 }
 
 func (m *fakeManager) submit(w http.ResponseWriter, r *http.Request) {

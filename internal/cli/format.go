@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/legate-dev/legate/internal/protocol"
 )
@@ -36,15 +37,92 @@ func newTable(w io.Writer, header ...string) *table {
 	return t
 }
 
+// row writes one row. Cells are stored data: a tab or newline in one
+// would break the columns (they become spaces), and any other control
+// character is escaped.
 func (t *table) row(cells ...string) {
 	for i, c := range cells {
 		if c == "" {
 			cells[i] = "-"
 		}
-		// A tab or newline in a value would break the columns.
-		cells[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(cells[i])
+		cells[i] = escape(strings.NewReplacer("\t", " ", "\n", " ").Replace(cells[i]))
 	}
 	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+}
+
+// escape renders the characters of s that a terminal could act on
+// (protocol.IsControl: C0 controls, DEL, C1 controls, bidi and other
+// format characters, line and paragraph separators) and bytes that are
+// not UTF-8 visibly, as \x1b, \u202e or \U000e0001 (\xff for a stray
+// byte); everything else, plain text, stays as it is. Every printer of
+// text that comes from the manager's stored data (names, hostnames, tags,
+// descriptions, errors, outputs, URLs) goes through it, so that stored
+// data cannot recolour, rewrite or hide what the terminal shows (the
+// kubectl CVE-2021-25743 class). It is never applied to a task's own
+// output (task logs, task run: those are the task's bytes, as with
+// kubectl logs) nor to --json.
+func escape(s string) string { return escapeText(s, false) }
+
+// escapeLines is escape for multi-line text printed as a block: newlines
+// and tabs stay, every other control character is escaped.
+func escapeLines(s string) string { return escapeText(s, true) }
+
+func escapeText(s string, keepLines bool) string {
+	keep := func(c byte) bool { return keepLines && (c == '\n' || c == '\t') }
+	i := 0
+	for i < len(s) {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if (c < 0x20 || c == 0x7f) && !keep(c) {
+				break
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && n == 1) || protocol.IsControl(r) {
+			break
+		}
+		i += n
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	b.WriteString(s[:i])
+	const hex = "0123456789abcdef"
+	for i < len(s) {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if (c < 0x20 || c == 0x7f) && !keep(c) {
+				b.WriteString(`\x`)
+				b.WriteByte(hex[c>>4])
+				b.WriteByte(hex[c&0xf])
+			} else {
+				b.WriteByte(c)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b.WriteString(`\x`)
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&0xf])
+		case protocol.IsControl(r):
+			if r <= 0xffff {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			} else {
+				fmt.Fprintf(&b, `\U%08x`, r)
+			}
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 func (t *table) flush() error {

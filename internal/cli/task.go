@@ -198,9 +198,9 @@ is told to stop it.`,
 				return printJSON(cmd.OutOrStdout(), t)
 			}
 			if protocol.Terminal(t.Status) {
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "Task %s is %s.\n", t.ID, t.Status)
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "Task %s is %s.\n", escape(t.ID), escape(t.Status))
 			} else {
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "Cancellation of task %s requested (status: %s).\n", t.ID, t.Status)
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "Cancellation of task %s requested (status: %s).\n", escape(t.ID), escape(t.Status))
 			}
 			return err
 		}),
@@ -295,7 +295,7 @@ A task that ended not_assigned is explained the same way.`,
 			if s := strings.TrimSpace(e.Summary); s != "" {
 				summary += ": " + s
 			}
-			if _, err := fmt.Fprintln(out, summary); err != nil {
+			if _, err := fmt.Fprintln(out, escape(summary)); err != nil {
 				return fmt.Errorf("write output: %w", err)
 			}
 			if len(e.Delegates) == 0 {

@@ -309,7 +309,7 @@ func (a *app) runTask(cmd *cobra.Command, spec protocol.TaskSpec, asJSON, detach
 		if asJSON {
 			return printJSON(out, task)
 		}
-		_, err := fmt.Fprintln(out, task.ID)
+		_, err := fmt.Fprintln(out, escape(task.ID))
 		return err
 	}
 	fn := rawOutput(out, stderr, task.ID)
@@ -319,7 +319,7 @@ func (a *app) runTask(cmd *cobra.Command, spec protocol.TaskSpec, asJSON, detach
 	final, err := c.StreamLogs(ctx, task.ID, true, fn)
 	if err != nil {
 		if ctx.Err() != nil {
-			fmt.Fprintf(stderr, "legate: stopped following task %s; it keeps running (legate task cancel %s to stop it)\n", task.ID, task.ID)
+			fmt.Fprintf(stderr, "legate: stopped following task %s; it keeps running (legate task cancel %s to stop it)\n", escape(task.ID), escape(task.ID))
 			return &ExitError{Code: ExitInterrupted}
 		}
 		return fmt.Errorf("task %s was submitted, but following it failed (legate task logs --follow %s): %w", task.ID, task.ID, err)
@@ -331,7 +331,7 @@ func (a *app) runTask(cmd *cobra.Command, spec protocol.TaskSpec, asJSON, detach
 	}
 	code, reason := outcome(final)
 	if reason != "" && !asJSON {
-		fmt.Fprintln(stderr, reason)
+		fmt.Fprintln(stderr, escapeLines(reason)) // the task's error is stored data
 	}
 	if code == 0 {
 		return nil

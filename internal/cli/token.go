@@ -67,7 +67,7 @@ they serve only that project's tasks).`,
 			}
 			where := ""
 			if tok.Org != "" {
-				where = " (scope " + scope(tok.Org, tok.Project) + ")"
+				where = " (scope " + escape(scope(tok.Org, tok.Project)) + ")"
 			}
 			_, err = fmt.Fprintf(out, "Created delegate token %q%s. Start delegates with DELEGATE_TOKEN set to this value; it is not shown again:\n%s\n", tok.Name, where, tok.Value)
 			return err

@@ -1,0 +1,162 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+func (a *app) apikeyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "apikey",
+		Aliases: []string{"apikeys", "api-key", "api-keys"},
+		Short:   "Create, list and revoke admin API keys",
+		Long: `API keys authenticate the CLI and other clients of the manager's admin API
+(LEGATE_API_KEY or --api-key). Each key has full admin rights on its account
+today (users and roles come later). The first key, "admin", is the one a
+manager writes to DATA/admin.env when it creates the account.
+
+Give each person or system its own key, so that one can be revoked without
+the others. The manager stores only a hash of each key; a key is shown once,
+when it is created.
+
+Revoking a key takes effect at once on every manager that shares the
+database. The account's last active key is revoked only with --force: after
+that no key works until a manager restarts and writes a new one to
+DATA/admin.env (as it does whenever the key there was revoked or lost).`,
+		Example: `  legate apikey create ci
+  export LEGATE_API_KEY=$(legate apikey create ci | tail -n1)
+  legate apikey list
+  legate apikey revoke ci`,
+	}
+	cmd.AddCommand(a.apikeyCreateCmd(), a.apikeyListCmd(), a.apikeyRevokeCmd())
+	return cmd
+}
+
+func (a *app) apikeyCreateCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create an API key and print it",
+		Long: `Create an admin API key named NAME (1-63 letters, digits, '.', '_' or '-',
+starting with a letter or digit; names of revoked keys are not reused). The
+key is printed alone on the last line of the output and is shown only once:
+the manager stores only its hash.`,
+		Example: `  legate apikey create ci
+  export LEGATE_API_KEY=$(legate apikey create alice | tail -n1)`,
+		Args: cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			k, err := c.CreateAPIKey(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(out, k)
+			}
+			if k.Value == "" {
+				return fmt.Errorf("create API key: the manager returned no key")
+			}
+			_, err = fmt.Fprintf(out, "Created API key %q. Use it as %s (or --api-key); it is not shown again:\n%s\n", k.Name, EnvAPIKey, k.Value)
+			return err
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the key object (with its value) as JSON")
+	return cmd
+}
+
+func (a *app) apikeyListCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List API keys",
+		Long: `List the account's API keys, revoked ones included (never their values):
+name, status ("current" marks the key this command used), when it was
+created and by which key ("-" for the manager itself), when it was last used
+(recorded about once a minute) and when it was revoked.`,
+		Example: `  legate apikey list
+  legate apikey list --json | jq -r '.api_keys[] | select(.status == "active") | .name'`,
+		Args: cobra.NoArgs,
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.ListAPIKeys(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if list.APIKeys == nil {
+				list.APIKeys = []protocol.APIKey{}
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), list)
+			}
+			now := a.now()
+			t := newTable(cmd.OutOrStdout(), "NAME", "STATUS", "CREATED", "CREATED-BY", "LAST-USED", "REVOKED")
+			for _, k := range list.APIKeys {
+				status := k.Status
+				if k.Current {
+					status += ",current"
+				}
+				revoked := ""
+				if k.RevokedAt != nil {
+					revoked = age(now, *k.RevokedAt)
+					if k.RevokedBy != "" {
+						revoked += " by " + k.RevokedBy
+					}
+				}
+				t.row(k.Name, status, age(now, k.CreatedAt), k.CreatedBy, agePtr(now, k.LastUsedAt), revoked)
+			}
+			return t.flush()
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the key list as JSON")
+	return cmd
+}
+
+func (a *app) apikeyRevokeCmd() *cobra.Command {
+	var (
+		asJSON bool
+		force  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "Revoke an API key on every manager at once",
+		Long: `Revoke the API key NAME. Every manager sharing the database refuses it at
+once, with an error that says it was revoked. Revoking the key you are using
+is allowed while the account has another active key.
+
+The account's last active key is revoked only with --force, which locks the
+account out of the API until a manager restarts: a manager whose
+DATA/admin.env holds a revoked key writes a new key there when it starts.`,
+		Example: `  legate apikey revoke ci
+  legate apikey revoke admin --force`,
+		Args: cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			k, err := c.RevokeAPIKey(cmd.Context(), args[0], force)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), k)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Revoked API key %q; every manager refuses it now.\n", k.Name)
+			return err
+		}),
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "revoke even the account's last active key (locks the account out until a manager restart writes a new key to DATA/admin.env)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the revoked key as JSON")
+	return cmd
+}
