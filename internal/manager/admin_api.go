@@ -263,6 +263,21 @@ func isEnvName(s string) bool {
 	return true
 }
 
+// isHTTPMethod reports whether s is a valid HTTP method: 1-32 token
+// characters (RFC 9110: letters, digits and !#$%&'*+-.^_`|~).
+func isHTTPMethod(s string) bool {
+	if len(s) == 0 || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('A' <= c && c <= 'Z') && !('a' <= c && c <= 'z') && !('0' <= c && c <= '9') && !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
+}
+
 // validateSpec checks and normalizes a submitted task.
 func (m *Manager) validateSpec(s *protocol.TaskSpec) error {
 	if s.Type == "" {
@@ -294,6 +309,12 @@ func (m *Manager) validateSpec(s *protocol.TaskSpec) error {
 			s.HTTP.Method = http.MethodGet
 		}
 		s.HTTP.Method = strings.ToUpper(s.HTTP.Method)
+		if !isHTTPMethod(s.HTTP.Method) {
+			return errors.New("http method " + strconv.Quote(s.HTTP.Method) + " is invalid: use a method such as GET or POST")
+		}
+		if err := checkText("http url", s.HTTP.URL, 8192); err != nil {
+			return err
+		}
 		if s.HTTP.ExpectStatus != 0 && (s.HTTP.ExpectStatus < 100 || s.HTTP.ExpectStatus > 599) {
 			return errors.New("expect_status must be between 100 and 599")
 		}
@@ -316,6 +337,9 @@ func (m *Manager) validateSpec(s *protocol.TaskSpec) error {
 	}
 	if len(s.Selectors) > 50 {
 		return errors.New("too many selectors (at most 50)")
+	}
+	if err := checkSelectors(s.Selectors); err != nil {
+		return err
 	}
 	s.Selectors = protocol.NormalizeSelectors(s.Selectors)
 	if s.TimeoutMS < 0 || s.QueueTimeoutMS < 0 {

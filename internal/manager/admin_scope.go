@@ -51,6 +51,9 @@ func (m *Manager) checkScope(ctx context.Context, acct, org, project string) err
 // normalizeCapability checks a capability and returns its criteria key.
 func normalizeCapability(c string) (string, error) {
 	c = strings.TrimSpace(c)
+	if err := checkText("capability", c, 2048); err != nil {
+		return "", err
+	}
 	switch {
 	case strings.HasPrefix(c, "http://"), strings.HasPrefix(c, "https://"):
 		u, err := url.Parse(c)
@@ -268,6 +271,12 @@ func (m *Manager) handleCreateConnector(w http.ResponseWriter, r *http.Request, 
 	if err := validName("connector", req.Name); err != nil {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
+	}
+	for _, err := range []error{checkText("connector url", req.URL, 2048), checkText("connector type", req.Type, maxLabelLen), checkSelectors(req.Selectors)} {
+		if err != nil {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+			return
+		}
 	}
 	u, err := url.Parse(strings.TrimSpace(req.URL))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

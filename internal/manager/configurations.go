@@ -201,7 +201,7 @@ func checkConfiguration(script string, selectors []string) ([]string, string) {
 		return nil, "too many selectors (at most " + strconv.Itoa(protocol.MaxConfigurationSelectors) + ")"
 	}
 	for _, s := range sel {
-		if len(s) > 253 || strings.ContainsAny(s, ",\t\n\r") {
+		if len(s) > maxSelectorLen || strings.ContainsRune(s, ',') || protocol.HasControl(s) {
 			return nil, "selector " + strconv.Quote(s) + " is invalid: at most 253 characters, no commas or control characters"
 		}
 	}
