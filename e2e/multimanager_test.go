@@ -43,12 +43,14 @@ func startManagerPair(t *testing.T) managerPair {
 }
 
 // startSharedManager starts a manager on the database dsn with its own data
-// dir and waits until it serves and has written its admin.env.
-func startSharedManager(t *testing.T, name, dsn string) *cluster {
+// dir (and extra flags) and waits until it serves and has written its
+// admin.env.
+func startSharedManager(t *testing.T, name, dsn string, extra ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, data: t.TempDir()}
 	addr := freePort(t)
-	c.mgr = start(t, name, nil, "manager", "--db", dsn, "--data", c.data, "--listen", addr, "--heartbeat-interval", "500ms")
+	args := append([]string{"manager", "--db", dsn, "--data", c.data, "--listen", addr, "--heartbeat-interval", "500ms"}, extra...)
+	c.mgr = start(t, name, nil, args...)
 	c.url = "http://" + addr
 	eventually(t, 30*time.Second, name+" admin.env and listening", func() bool {
 		if c.mgr.exited() {
