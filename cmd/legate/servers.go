@@ -120,10 +120,13 @@ func newManagerCmd() *cobra.Command {
 		Long: `Run the legate manager: the API, the delegates' event channel and the scheduler.
 
 State lives in SQLite at DIR/legate.db unless --db says otherwise. On first
-start the manager creates an account and an admin API key and writes them to
-DIR/admin.env (mode 0600), so the CLI is configured with:
+start the manager creates an account and its first API key ("admin") and
+writes them to DIR/admin.env (mode 0600), so the CLI is configured with:
 
   set -a; . DIR/admin.env; set +a
+
+legate apikey creates more keys and revokes them. A start that finds a
+revoked key (or none) in DIR/admin.env writes a new one there.
 
 Restarting on the same DIR keeps everything.
 
