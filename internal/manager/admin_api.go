@@ -338,10 +338,10 @@ func (m *Manager) validateSpec(s *protocol.TaskSpec) error {
 	if len(s.Selectors) > 50 {
 		return errors.New("too many selectors (at most 50)")
 	}
+	s.Selectors = protocol.NormalizeSelectors(s.Selectors)
 	if err := checkSelectors(s.Selectors); err != nil {
 		return err
 	}
-	s.Selectors = protocol.NormalizeSelectors(s.Selectors)
 	if s.TimeoutMS < 0 || s.QueueTimeoutMS < 0 {
 		return errors.New("timeouts must not be negative")
 	}

@@ -272,7 +272,11 @@ func (m *Manager) handleCreateConnector(w http.ResponseWriter, r *http.Request, 
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	for _, err := range []error{checkText("connector url", req.URL, 2048), checkText("connector type", req.Type, maxLabelLen), checkSelectors(req.Selectors)} {
+	for _, err := range []error{
+		checkText("connector url", strings.TrimSpace(req.URL), 2048),
+		checkText("connector type", strings.TrimSpace(req.Type), maxLabelLen),
+		checkSelectors(protocol.NormalizeSelectors(req.Selectors)),
+	} {
 		if err != nil {
 			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 			return

@@ -11,9 +11,10 @@ import (
 // Several managers may share one PostgreSQL store. Each keeps the live
 // state of the delegates connected to it; what one manager decides that
 // concerns another's delegates crosses over as a broadcast (LISTEN/NOTIFY):
-// a task to offer, a task to abort, a token or an API key revoked. Broadcasts are hints
-// that cut latency; the store stays the truth, and the rebroadcast and
-// heartbeat reconciliation catch anything a lost broadcast missed.
+// a task to offer, a task to abort, a token or an API key revoked.
+// Broadcasts are hints that cut latency; the store stays the truth, and the
+// rebroadcast, heartbeat reconciliation and cache TTLs catch anything a
+// lost broadcast missed.
 
 // clusterEvent is one broadcast between managers.
 type clusterEvent struct {

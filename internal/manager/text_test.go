@@ -103,11 +103,13 @@ func TestAdminCreateRefusesControlCharacters(t *testing.T) {
 		t.Errorf("stored: %+v %+v %+v", cs, confs, tasks)
 	}
 	// Printable text still works.
-	if _, err := c.CreateConnector(ctx, protocol.CreateConnectorRequest{Name: "c", URL: "https://x/zürich", Type: "Kubernetes (east) – prod",
-		Selectors: []string{"east", "東京"}}); err != nil {
+	// (Surrounding white space is trimmed, as before.)
+	if _, err := c.CreateConnector(ctx, protocol.CreateConnectorRequest{Name: "c", URL: "https://x/zürich\n", Type: "Kubernetes (east) – prod",
+		Selectors: []string{"east", "東京", " west\n"}}); err != nil {
 		t.Errorf("printable connector refused: %v", err)
 	}
-	if _, err := c.SubmitTask(ctx, protocol.TaskSpec{Type: protocol.TaskHTTP, HTTP: &protocol.HTTPSpec{Method: "m-search", URL: "https://x"}}); err != nil {
+	if _, err := c.SubmitTask(ctx, protocol.TaskSpec{Type: protocol.TaskHTTP, HTTP: &protocol.HTTPSpec{Method: "m-search", URL: "https://x"},
+		Selectors: []string{"linux\t"}}); err != nil {
 		t.Errorf("http task with method M-SEARCH refused: %v", err)
 	}
 }
