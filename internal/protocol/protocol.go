@@ -583,13 +583,19 @@ const (
 )
 
 // Configuration is a delegate configuration: a script that the delegates
-// whose selectors include all of Selectors run when they start and again
-// whenever it changes. When several configurations match a delegate, the
-// one with the most selectors applies; among those, the first by name.
+// whose scope covers its scope and whose selectors include all of
+// Selectors run when they start and again whenever it changes. When
+// several configurations apply to a delegate, the one with the most
+// selectors wins; among those, the one of the most specific scope
+// (project, then org, then account); among those, the first by name.
 type Configuration struct {
 	Name      string   `json:"name"`
 	Script    string   `json:"script"`
 	Selectors []string `json:"selectors"`
+	// Org and Project are the configuration's scope, like a token's: empty
+	// means account level. Since v4.
+	Org     string `json:"org,omitempty"`
+	Project string `json:"project,omitempty"`
 	// Version starts at 1 and goes up with every update.
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
@@ -601,11 +607,14 @@ type ConfigurationList struct {
 	Configurations []Configuration `json:"configurations"`
 }
 
-// CreateConfigurationRequest creates a configuration.
+// CreateConfigurationRequest creates a configuration, at account level or,
+// with Org (and Project), at that level. Since v4 for Org and Project.
 type CreateConfigurationRequest struct {
 	Name      string   `json:"name"`
 	Script    string   `json:"script"`
 	Selectors []string `json:"selectors,omitempty"`
+	Org       string   `json:"org,omitempty"`
+	Project   string   `json:"project,omitempty"`
 }
 
 // UpdateConfigurationRequest changes a configuration; nil fields are kept.
@@ -728,6 +737,10 @@ const (
 	CodeInternal        Code = "internal"
 	CodeUnavailable     Code = "unavailable"
 	CodeTaskTerminal    Code = "task_terminal"
+	// CodeIdentityConflict: a registration matches an instance (name,
+	// hostname, IP) that is bound to another delegate token that is still
+	// valid. Since v4.
+	CodeIdentityConflict Code = "identity_conflict"
 )
 
 // Recoverable reports whether an error with this code may succeed if
@@ -737,7 +750,7 @@ func (c Code) Recoverable() bool {
 	switch c {
 	case CodeBadRequest, CodeUnauthenticated, CodeTokenRevoked, CodeForbidden,
 		CodeNotFound, CodeConflict, CodeAlreadyClaimed, CodeStaleLease,
-		CodeNotEligible, CodeVersion, CodeTaskTerminal:
+		CodeNotEligible, CodeVersion, CodeTaskTerminal, CodeIdentityConflict:
 		return false
 	case CodeSessionExpired: // re-register, then retry
 		return true
