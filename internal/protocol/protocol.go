@@ -586,8 +586,8 @@ const (
 // whose scope covers its scope and whose selectors include all of
 // Selectors run when they start and again whenever it changes. When
 // several configurations apply to a delegate, the one with the most
-// selectors wins; among those, the one of the most specific scope
-// (project, then org, then account); among those, the first by name.
+// selectors wins; among those, the one whose scope is closest to the
+// delegate's own (the widest); among those, the first by name.
 type Configuration struct {
 	Name      string   `json:"name"`
 	Script    string   `json:"script"`
