@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -552,4 +553,28 @@ func TestLogChunksAfterResult(t *testing.T) {
 	if out.String() != "one\ntwo\n" {
 		t.Errorf("stored output %q, want %q", out.String(), "one\ntwo\n")
 	}
+}
+
+// unprintableRE is an independent statement of what registration text may
+// not contain: control (Cc) and format (Cf) characters and the line and
+// paragraph separators.
+var unprintableRE = regexp.MustCompile(`[\p{Cc}\p{Cf}\x{2028}\x{2029}]`)
+
+// FuzzCheckText: the registration text check refuses exactly the text the
+// reference pattern finds an unprintable character in (or that is too
+// long), and its refusal names the field.
+func FuzzCheckText(f *testing.F) {
+	for _, s := range []string{"build", "host\x1b[2J", "a\u202eb", "\u009b31m", "ok\u200b", "Zürich — 構築", "\x7f", "a\u2028b", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		err := checkText("field", s, 64)
+		want := len(s) > 64 || unprintableRE.MatchString(s)
+		if (err != nil) != want {
+			t.Fatalf("checkText(%q) = %v; want refused %v", s, err, want)
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), "field ") {
+			t.Fatalf("refusal %q does not name the field", err)
+		}
+	})
 }
