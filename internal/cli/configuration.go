@@ -13,10 +13,15 @@ import (
 )
 
 // configurationRule is the matching rule, as every command's help says it.
-const configurationRule = `A configuration applies to the delegates whose selectors (their tags, their
-name and their hostname) include all of its selectors; one without selectors
-applies to every delegate of the account. When several apply to a delegate,
-the one with the most selectors wins, and among those the first by name.`
+const configurationRule = `A configuration has a scope, like a delegate token: the account (the
+default), an organization (--org) or a project (--org and --project). It
+applies to the delegates whose token's scope covers it (account delegates:
+every configuration; org delegates: their org's and its projects'; project
+delegates: their project's only) and whose selectors (their tags, their name
+and their hostname) include all of its selectors; one without selectors
+applies to every delegate its scope reaches. When several apply to a
+delegate, the one with the most selectors wins, then the one whose scope is
+closest to the delegate's own, then the first by name.`
 
 func (a *app) configurationCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -61,13 +66,13 @@ func readConfigurationScript(cmd *cobra.Command, path string) (string, error) {
 
 // configurationTable writes configurations as a table.
 func (a *app) configurationTable(w io.Writer, cs []protocol.Configuration) error {
-	t := newTable(w, "NAME", "VERSION", "SELECTORS", "SCRIPT", "UPDATED")
+	t := newTable(w, "NAME", "VERSION", "SCOPE", "SELECTORS", "SCRIPT", "UPDATED")
 	for _, c := range cs {
 		sel := strings.Join(c.Selectors, ",")
 		if sel == "" {
 			sel = "(all delegates)"
 		}
-		t.row(c.Name, strconv.FormatInt(c.Version, 10), sel, scriptSummary(c.Script), a.timestamp(&c.UpdatedAt))
+		t.row(c.Name, strconv.FormatInt(c.Version, 10), scope(c.Org, c.Project), sel, scriptSummary(c.Script), a.timestamp(&c.UpdatedAt))
 	}
 	return t.flush()
 }
@@ -87,30 +92,37 @@ func scriptSummary(s string) string {
 
 func (a *app) configurationCreateCmd() *cobra.Command {
 	var (
-		asJSON    bool
-		script    string
-		selectors []string
+		asJSON       bool
+		script       string
+		selectors    []string
+		org, project string
 	)
 	cmd := &cobra.Command{
-		Use:   "create NAME --script FILE [--selector S]...",
+		Use:   "create NAME --script FILE [--selector S]... [--org ORG [--project PROJECT]]",
 		Short: "Create a delegate configuration",
 		Long: `Create the configuration NAME with the script in FILE ("-" reads standard
-input). Connected delegates it applies to run it at once; others when they
-start.
+input), at account level or, with --org (and --project), at the level of that
+organization (or project); the scope cannot be changed later. Connected
+delegates it applies to run it at once; others when they start.
 
 ` + configurationRule,
 		Example: `  legate configuration create build-tools --script tools.sh --selector linux
-  echo 'apt-get install -y jq' | legate configuration create jq --script - --selector linux,docker`,
+  echo 'apt-get install -y jq' | legate configuration create jq --script - --selector linux,docker
+  legate configuration create web-tools --script web.sh --org eng --project web`,
 		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			if script == "" {
 				return usagef("configuration create needs --script FILE")
 			}
+			if err := checkScopeFlags(org, project); err != nil {
+				return err
+			}
 			body, err := readConfigurationScript(cmd, script)
 			if err != nil {
 				return err
 			}
-			req := protocol.CreateConfigurationRequest{Name: args[0], Script: body, Selectors: protocol.NormalizeSelectors(selectors)}
+			req := protocol.CreateConfigurationRequest{Name: args[0], Script: body, Selectors: protocol.NormalizeSelectors(selectors),
+				Org: org, Project: project}
 			if len(req.Selectors) == 0 {
 				req.Selectors = nil
 			}
@@ -125,13 +137,19 @@ start.
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), conf)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Created configuration %q (version %d) for %s.\n", conf.Name, conf.Version, escape(selectorText(conf.Selectors)))
+			where := ""
+			if conf.Org != "" {
+				where = ", scope " + scope(conf.Org, conf.Project)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Created configuration %q (version %d%s) for %s.\n", conf.Name, conf.Version, where, escape(selectorText(conf.Selectors)))
 			return err
 		}),
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&script, "script", "", `file with the script to run on the delegates ("-" = standard input; required)`)
 	fl.StringSliceVar(&selectors, "selector", nil, "apply only to delegates with this selector (repeatable, or comma-separated)")
+	fl.StringVar(&org, "org", "", "create the configuration at the level of this organization")
+	fl.StringVar(&project, "project", "", "create the configuration at the level of this project of --org")
 	fl.BoolVar(&asJSON, "json", false, "print the configuration as JSON")
 	return cmd
 }
@@ -150,8 +168,8 @@ func (a *app) configurationListCmd() *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List delegate configurations",
-		Long: `List the account's delegate configurations with their version, selectors and
-script.
+		Long: `List the account's delegate configurations with their version, scope,
+selectors and script.
 
 ` + configurationRule,
 		Example: `  legate configuration list
@@ -188,7 +206,7 @@ func (a *app) configurationGetCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get NAME",
 		Short: "Show one delegate configuration with its script",
-		Long:  `Show the configuration NAME: version, selectors, times and the whole script.`,
+		Long:  `Show the configuration NAME: version, scope, selectors, times and the whole script.`,
 		Example: `  legate configuration get build-tools
   legate configuration get build-tools --json | jq -r .script`,
 		Args: cobra.ExactArgs(1),
@@ -207,6 +225,7 @@ func (a *app) configurationGetCmd() *cobra.Command {
 			w := cmd.OutOrStdout()
 			t := newTable(w, "Name:", conf.Name)
 			t.row("Version:", strconv.FormatInt(conf.Version, 10))
+			t.row("Scope:", scope(conf.Org, conf.Project))
 			t.row("Applies to:", selectorText(conf.Selectors))
 			t.row("Created:", a.timestamp(&conf.CreatedAt))
 			t.row("Updated:", a.timestamp(&conf.UpdatedAt))

@@ -51,7 +51,8 @@ func (m *fakeManager) configurationRoutes(mux *http.ServeMux) {
 		if sel == nil {
 			sel = []string{}
 		}
-		c := protocol.Configuration{Name: req.Name, Script: req.Script, Selectors: sel, Version: 1, CreatedAt: testNow, UpdatedAt: testNow}
+		c := protocol.Configuration{Name: req.Name, Script: req.Script, Selectors: sel, Org: req.Org, Project: req.Project,
+			Version: 1, CreatedAt: testNow, UpdatedAt: testNow}
 		f.list = append(f.list, c)
 		writeJSON(w, 201, c)
 	})
@@ -135,22 +136,32 @@ func TestConfigurationCommands(t *testing.T) {
 		t.Errorf("create --json = %+v", base)
 	}
 	failsWith(t, runCLI(ctx, m.env(), "", "configuration", "create", "tools", "--script", script), `configuration "tools" already exists`)
+	// Scoped to a project.
+	r = ok(t, runCLI(ctx, m.env(), "", "configuration", "create", "web", "--script", script, "--org", "eng", "--project", "web"))
+	if want := "Created configuration \"web\" (version 1, scope project/eng/web) for every delegate.\n"; r.stdout != want {
+		t.Errorf("create --org --project stdout = %q, want %q", r.stdout, want)
+	}
+	if got := m.confs.creates[len(m.confs.creates)-1]; got.Org != "eng" || got.Project != "web" {
+		t.Errorf("create --org --project sent %+v", got)
+	}
 
 	r = ok(t, runCLI(ctx, m.env(), "", "configuration", "list"))
-	wantTable := "NAME   VERSION  SELECTORS        SCRIPT                UPDATED\n" +
-		"tools  1        docker,linux     2 lines: #!/bin/bash  2026-11-22 12:00:00 UTC (0s ago)\n" +
-		"base   1        (all delegates)  1 line: echo base     2026-11-22 12:00:00 UTC (0s ago)\n"
+	wantTable := "NAME   VERSION  SCOPE            SELECTORS        SCRIPT                UPDATED\n" +
+		"tools  1        account          docker,linux     2 lines: #!/bin/bash  2026-11-22 12:00:00 UTC (0s ago)\n" +
+		"base   1        account          (all delegates)  1 line: echo base     2026-11-22 12:00:00 UTC (0s ago)\n" +
+		"web    1        project/eng/web  (all delegates)  2 lines: #!/bin/bash  2026-11-22 12:00:00 UTC (0s ago)\n"
 	if diff := cmp.Diff(wantTable, r.stdout); diff != "" {
 		t.Errorf("list (-want +got):\n%s", diff)
 	}
 	list := decode[protocol.ConfigurationList](t, ok(t, runCLI(ctx, m.env(), "", "configuration", "list", "--json")))
-	if len(list.Configurations) != 2 {
+	if len(list.Configurations) != 3 || list.Configurations[2].Project != "web" {
 		t.Errorf("list --json: %+v", list)
 	}
 
 	r = ok(t, runCLI(ctx, m.env(), "", "configuration", "get", "tools"))
 	wantGet := `Name:        tools
 Version:     1
+Scope:       account
 Applies to:  delegates with docker, linux
 Created:     2026-11-22 12:00:00 UTC (0s ago)
 Updated:     2026-11-22 12:00:00 UTC (0s ago)
@@ -199,6 +210,7 @@ func TestConfigurationUsageErrors(t *testing.T) {
 		{"missing file", []string{"configuration", "create", "x", "--script", "/nonexistent/tools.sh"}, "no such file"},
 		{"empty script", []string{"configuration", "create", "x", "--script", empty}, "is empty"},
 		{"update without change", []string{"configuration", "update", "x"}, "needs --script FILE or --selector S"},
+		{"project without org", []string{"configuration", "create", "x", "--script", empty, "--project", "web"}, "needs --org"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := runCLI(t.Context(), m.env(), "", tt.args...)

@@ -177,7 +177,7 @@ func (m *Manager) handleDeleteOrg(w http.ResponseWriter, r *http.Request, acct s
 	}
 	if err := m.st.DeleteOrg(r.Context(), acct, name); err != nil {
 		if errors.Is(err, store.ErrInUse) {
-			writeError(w, http.StatusConflict, protocol.CodeConflict, "org %q still has projects or active tokens; delete or revoke them first", name)
+			writeError(w, http.StatusConflict, protocol.CodeConflict, "org %q still has projects, active tokens or configurations; delete or revoke them first (legate project list, legate token list, legate configuration list)", name)
 			return
 		}
 		storeError(w, err, "org "+strconv.Quote(name))
@@ -240,7 +240,7 @@ func (m *Manager) handleDeleteProject(w http.ResponseWriter, r *http.Request, ac
 	}
 	if err := m.st.DeleteProject(r.Context(), acct, org, name); err != nil {
 		if errors.Is(err, store.ErrInUse) {
-			writeError(w, http.StatusConflict, protocol.CodeConflict, "project %q still has active tokens; revoke them first", name)
+			writeError(w, http.StatusConflict, protocol.CodeConflict, "project %q still has active tokens or configurations; revoke or delete them first (legate token list, legate configuration list)", name)
 			return
 		}
 		storeError(w, err, "project "+strconv.Quote(name))
@@ -380,7 +380,8 @@ func (m *Manager) handleDescribeDelegate(w http.ResponseWriter, r *http.Request,
 			continue
 		}
 		det := protocol.DelegateDetail{Delegate: d, Allowlist: []protocol.CapabilityEntry{}, Denylist: []protocol.CapabilityEntry{}}
-		if c := applicableConfiguration(cs, d.Tags, d.Name, d.Hostname); c != nil {
+		target := configTarget{tags: d.Tags, name: d.Name, hostname: d.Hostname, org: d.Org, project: d.Project}
+		if c := applicableConfiguration(cs, target); c != nil {
 			det.ConfigurationApplies = &protocol.ConfigurationRef{Name: c.Name, Version: c.Version}
 		}
 		if res, ok := results[d.InstanceID]; ok {

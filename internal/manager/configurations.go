@@ -2,39 +2,78 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
 
-// Delegate configurations. A configuration applies to a delegate when the
-// delegate's selectors (its tags, name and hostname) include every selector
-// of the configuration; one with no selectors applies to every delegate of
-// the account. When several apply, the one with the most selectors wins
-// (the most specific), and among those the first by name. The delegate
-// learns which one applies from its registration answer, and again from a
+// Delegate configurations. A configuration has a scope, like a token
+// (account, org or project), and applies to a delegate when the scope of
+// the delegate's token covers the configuration's scope (the rule of the
+// offer, assign.Covers) and the delegate's selectors (its tags, name and
+// hostname) include every selector of the configuration; one with no
+// selectors applies to every delegate whose scope covers it. When several
+// apply, the one with the most selectors wins (the most specific); among
+// those, the one whose scope is closest to the delegate's own (the widest
+// of them: an org delegate runs its org's configuration rather than one of
+// a project of the org); among those, the first by name. The delegate learns which one
+// applies from its registration answer, and again from a
 // configuration_changed event (then it asks with GET
-// PathDelegateConfiguration) whenever that changes.
+// PathDelegateConfiguration) whenever that changes; it may report results
+// only for configurations that apply to it.
 
 // maxConfigurationOutput bounds the stored output excerpt: the delegate's
 // excerpt plus room for the omission marker.
 const maxConfigurationOutput = protocol.ConfigurationOutputExcerpt + 256
 
-// applicableConfiguration picks the configuration that applies to a
-// delegate with these tags, name and hostname from cs (ordered by name),
-// or nil.
-func applicableConfiguration(cs []store.Configuration, tags []string, name, hostname string) *store.Configuration {
+// configTarget is what decides which configurations apply to a delegate.
+type configTarget struct {
+	tags           []string
+	name, hostname string
+	org, project   string
+}
+
+func targetOf(l *live) configTarget {
+	return configTarget{tags: l.tags, name: l.name, hostname: l.hostname, org: l.org, project: l.project}
+}
+
+// appliesTo reports whether c applies to the delegate d.
+func appliesTo(c *store.Configuration, d configTarget) bool {
+	return assign.Covers(d.org, d.project, c.Org, c.Project) &&
+		len(protocol.MissingSelectors(c.Selectors, d.tags, d.name, d.hostname)) == 0
+}
+
+// scopeDepth ranks scopes from the widest (account, 0) to the narrowest
+// (project, 2). Of the configurations a delegate's scope covers, the
+// widest are the closest to its own scope.
+func scopeDepth(org, project string) int {
+	switch {
+	case org == "":
+		return 0
+	case project == "":
+		return 1
+	default:
+		return 2
+	}
+}
+
+// applicableConfiguration picks the configuration that applies to the
+// delegate d from cs (ordered by name), or nil.
+func applicableConfiguration(cs []store.Configuration, d configTarget) *store.Configuration {
 	var best *store.Configuration
 	for i := range cs {
 		c := &cs[i]
-		if len(protocol.MissingSelectors(c.Selectors, tags, name, hostname)) > 0 {
+		if !appliesTo(c, d) {
 			continue
 		}
-		if best == nil || len(c.Selectors) > len(best.Selectors) {
+		if best == nil || len(c.Selectors) > len(best.Selectors) ||
+			(len(c.Selectors) == len(best.Selectors) && scopeDepth(c.Org, c.Project) < scopeDepth(best.Org, best.Project)) {
 			best = c
 		}
 	}
@@ -43,12 +82,12 @@ func applicableConfiguration(cs []store.Configuration, tags []string, name, host
 
 // configurationFor returns the configuration that applies to a delegate,
 // as the delegate receives it, or nil.
-func (m *Manager) configurationFor(ctx context.Context, acct string, tags []string, name, hostname string) (*protocol.AppliedConfiguration, error) {
+func (m *Manager) configurationFor(ctx context.Context, acct string, d configTarget) (*protocol.AppliedConfiguration, error) {
 	cs, err := m.st.ListConfigurations(ctx, acct)
 	if err != nil {
 		return nil, err
 	}
-	return appliedView(applicableConfiguration(cs, tags, name, hostname)), nil
+	return appliedView(applicableConfiguration(cs, d)), nil
 }
 
 func appliedView(c *store.Configuration) *protocol.AppliedConfiguration {
@@ -84,7 +123,7 @@ func (m *Manager) reconfigure(ctx context.Context, acct string) {
 		return
 	}
 	for _, l := range ls {
-		key := configurationKey(appliedView(applicableConfiguration(cs, l.tags, l.name, l.hostname)))
+		key := configurationKey(appliedView(applicableConfiguration(cs, targetOf(l))))
 		l.mu.Lock()
 		changed := !l.cfgKnown || l.cfgKey != key
 		l.cfgKey, l.cfgKnown = key, true
@@ -106,7 +145,7 @@ func (m *Manager) configurationChanged(ctx context.Context, acct string) {
 // --- delegate API --------------------------------------------------------------
 
 func (m *Manager) handleDelegateConfiguration(w http.ResponseWriter, r *http.Request, d *live) {
-	applied, err := m.configurationFor(r.Context(), d.accountID, d.tags, d.name, d.hostname)
+	applied, err := m.configurationFor(r.Context(), d.accountID, targetOf(d))
 	if err != nil {
 		m.log.Error("find the delegate's configuration", "instance", d.id, "err", err)
 		storeError(w, err, "delegate configurations")
@@ -132,6 +171,36 @@ func (m *Manager) handleConfigurationResult(w http.ResponseWriter, r *http.Reque
 		return
 	case req.OutputBytes < 0:
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "output_bytes must not be negative")
+		return
+	}
+	// Only a configuration that applies to the delegate (and a version of
+	// it that exists) takes a result; any other is answered as one that
+	// does not exist, so configurations of other scopes leak nothing. A
+	// configuration changed while it ran still applies; one deleted
+	// meanwhile, or no longer applying, takes no result.
+	notApplied := func() {
+		writeError(w, http.StatusNotFound, protocol.CodeNotFound,
+			"configuration %q version %d does not apply to this delegate", req.Name, req.Version)
+	}
+	c, err := m.st.GetConfiguration(r.Context(), d.accountID, req.Name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		notApplied()
+		return
+	case err != nil:
+		storeError(w, err, "configuration "+strconv.Quote(req.Name))
+		return
+	case !appliesTo(&c, targetOf(d)):
+		if !d.covers(c.Org, c.Project) {
+			m.refuseScope(d, callConfigurationResult, "configuration", c.Name, c.Org, c.Project)
+		} else {
+			m.log.Warn("refused a configuration result: the configuration does not apply to the delegate",
+				"configuration", c.Name, "instance", d.id, "name", d.name, "hostname", d.hostname)
+		}
+		notApplied()
+		return
+	case req.Version > c.Version:
+		notApplied()
 		return
 	}
 	now := m.cfg.Now()
@@ -183,7 +252,7 @@ func configurationView(c store.Configuration) protocol.Configuration {
 		sel = []string{}
 	}
 	return protocol.Configuration{Name: c.Name, Script: c.Script, Selectors: sel, Version: c.Version,
-		CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC()}
+		Org: c.Org, Project: c.Project, CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC()}
 }
 
 // checkConfiguration validates a script and selectors and returns the
@@ -223,13 +292,19 @@ func (m *Manager) handleCreateConfiguration(w http.ResponseWriter, r *http.Reque
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", msg)
 		return
 	}
+	req.Org, req.Project = strings.TrimSpace(req.Org), strings.TrimSpace(req.Project)
+	if err := m.checkScope(r.Context(), acct, req.Org, req.Project); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
 	c, err := m.st.CreateConfiguration(r.Context(), store.Configuration{AccountID: acct, Name: req.Name, Script: req.Script,
-		Selectors: sel, CreatedAt: m.cfg.Now()})
+		Selectors: sel, Org: req.Org, Project: req.Project, CreatedAt: m.cfg.Now()})
 	if err != nil {
 		storeError(w, err, "configuration "+strconv.Quote(req.Name))
 		return
 	}
-	m.log.Info("configuration created", "account", acct, "configuration", c.Name, "selectors", c.Selectors)
+	m.log.Info("configuration created", "account", acct, "configuration", c.Name, "selectors", c.Selectors,
+		"scope", scopeLabel(c.Org, c.Project))
 	m.configurationChanged(r.Context(), acct)
 	writeJSON(w, http.StatusCreated, configurationView(c))
 }

@@ -130,6 +130,22 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "description too long (at most 1024 bytes)")
 		return
 	}
+	cut := 0 // entries of a running list longer than the limit
+	if err := checkRegistration(&req); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
+	if len(req.Running) > runningLimit(req.Capacity) {
+		// Not refused (an honest delegate never lists more than it may
+		// run, and must always be able to register): only the first
+		// entries are looked at, like a heartbeat's.
+		cut = len(req.Running)
+		req.Running = req.Running[:runningLimit(req.Capacity)]
+	}
+	if err := checkRunning(req.Running); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
 	const refused = "the delegate token is not valid for account %q: check ACCOUNT_ID and DELEGATE_TOKEN (legate token list shows the account's tokens)"
 	if _, err := m.st.GetAccount(ctx, req.AccountID); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -152,6 +168,11 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, protocol.CodeTokenRevoked, "the delegate token %q was revoked; create a new token and restart the delegate with it", tok.Name)
 		return
 	}
+	if cut > 0 {
+		m.log.Warn("a registering delegate listed more running tasks than it may run; only the first ones are looked at",
+			"listed", cut, "looked_at", len(req.Running), "capacity", req.Capacity,
+			"account", req.AccountID, "token", tok.Name, "name", req.Name, "hostname", req.Hostname)
+	}
 	now := m.cfg.Now()
 	in, err := m.st.UpsertInstance(ctx, store.Instance{
 		ID:           newID("d_"),
@@ -170,6 +191,14 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 		Project:      tok.Project,
 		Description:  strings.TrimSpace(req.Description),
 	})
+	var conflict *store.IdentityConflictError
+	if errors.As(err, &conflict) {
+		m.log.Warn("registration refused: the identity is bound to another delegate token", "account", req.AccountID,
+			"instance", conflict.InstanceID, "bound_token", conflict.TokenName, "token", tok.Name,
+			"name", req.Name, "hostname", req.Hostname, "ip", req.IP)
+		identityConflict(w, req, conflict)
+		return
+	}
 	if err != nil {
 		m.log.Error("register delegate", "err", err)
 		storeError(w, err, "delegate instance")
@@ -178,7 +207,7 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 	d := newLive(in)
 	d.touch(now)
 	d.protocolVersion = req.ProtocolVersion
-	applied, err := m.configurationFor(ctx, in.AccountID, in.Tags, in.Name, in.Hostname)
+	applied, err := m.configurationFor(ctx, in.AccountID, targetOf(d))
 	if err != nil {
 		m.log.Error("find the delegate's configuration", "err", err)
 		storeError(w, err, "delegate configurations")
@@ -190,12 +219,11 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 		// when it is done.
 		d.configuring = configuringLabel(applied.Name, applied.Version)
 	}
-	// Tasks the delegate says it still runs: adopt those the store agrees on.
-	for _, rt := range req.Running {
-		t, err := m.st.GetTask(ctx, req.AccountID, rt.ID)
-		if err == nil && t.Status == protocol.StatusRunning && t.InstanceID == in.ID && t.Epoch == rt.Epoch {
-			d.setRunning(rt.ID, rt.Epoch, m.cfg.Now())
-		}
+	// Tasks the delegate says it still runs: adopt those the store agrees
+	// on (running on this instance at that epoch) and that are within
+	// the scope of its token, in one query.
+	if _, err := m.adoptRunning(ctx, d, callRegister, req.Running); err != nil {
+		m.log.Warn("look up the tasks a registering delegate runs", "instance", d.id, "err", err)
 	}
 	m.hub.put(d)
 	if req.FreshStart {
@@ -231,7 +259,9 @@ func (m *Manager) handleDeregister(w http.ResponseWriter, r *http.Request, d *li
 
 // heartbeat records a heartbeat and returns the tasks the delegate must
 // abort: those it lists that the manager does not consider running on it
-// at that epoch.
+// at that epoch, or that are outside the scope of its token. Only the
+// first runningLimit entries are looked at (see boundRunning), and those
+// this manager does not know cost one store query in all.
 func (m *Manager) heartbeat(ctx context.Context, d *live, hb protocol.Heartbeat) protocol.HeartbeatResponse {
 	now := m.cfg.Now()
 	d.touch(now)
@@ -240,15 +270,22 @@ func (m *Manager) heartbeat(ctx context.Context, d *live, hb protocol.Heartbeat)
 	if hb.Capacity >= 0 && hb.Capacity != d.capacity && hb.Capacity != 0 {
 		d.capacity = hb.Capacity
 	}
+	capacity := d.capacity
+	d.mu.Unlock()
+	running := m.boundRunning(d, callHeartbeat, capacity, hb.Running)
+	d.mu.Lock()
 	wasBlocked := d.draining || d.overThreshold != "" || d.configuring != ""
 	d.draining = hb.Draining
 	d.overThreshold = hb.OverThreshold
 	d.configuring = hb.Configuring
 	unblocked := wasBlocked && !d.draining && d.overThreshold == "" && d.configuring == ""
 	var unknown []protocol.RunningTask
-	listed := make(map[string]bool, len(hb.Running))
+	listed := make(map[string]bool, len(running))
 	var abort []string
-	for _, rt := range hb.Running {
+	for _, rt := range running {
+		if listed[rt.ID] {
+			continue // listed twice: answered once
+		}
 		listed[rt.ID] = true
 		if ep, ok := d.running[rt.ID]; ok {
 			if ep != rt.Epoch {
@@ -272,17 +309,15 @@ func (m *Manager) heartbeat(ctx context.Context, d *live, hb protocol.Heartbeat)
 		}
 	}
 	d.mu.Unlock()
-	// Tasks this manager did not hand out (restart, another replica): ask the store.
-	for _, rt := range unknown {
-		t, err := m.st.GetTask(ctx, d.accountID, rt.ID)
-		if err == nil && t.Status == protocol.StatusRunning && t.InstanceID == d.id && t.Epoch == rt.Epoch {
-			d.setRunning(rt.ID, rt.Epoch, m.cfg.Now())
-			continue
+	// Tasks this manager did not hand out (restart, another replica): ask
+	// the store, once for all of them. When it cannot tell now, they are
+	// asked about again at the next heartbeat.
+	if len(unknown) > 0 {
+		gone, err := m.adoptRunning(ctx, d, callHeartbeat, unknown)
+		if err != nil {
+			m.log.Debug("look up the tasks a delegate lists", "instance", d.id, "err", err)
 		}
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			continue // cannot tell now; ask again next heartbeat
-		}
-		abort = append(abort, rt.ID)
+		abort = append(abort, gone...)
 	}
 	if unblocked {
 		// Back under its thresholds: offer what waits.
@@ -291,9 +326,48 @@ func (m *Manager) heartbeat(ctx context.Context, d *live, hb protocol.Heartbeat)
 	return protocol.HeartbeatResponse{Seq: hb.Seq, Abort: abort}
 }
 
+// adoptRunning looks up, in one store query, tasks a delegate says it runs
+// that this manager did not hand out to it: those that run on its instance
+// at the epoch it names, within the scope of its token, are recorded as
+// running here; the others are returned, for the delegate to abort. On a
+// store error nothing is adopted or returned.
+func (m *Manager) adoptRunning(ctx context.Context, d *live, call string, running []protocol.RunningTask) (abort []string, err error) {
+	if len(running) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(running))
+	for i, rt := range running {
+		ids[i] = rt.ID
+	}
+	held, err := m.st.TasksHeldBy(ctx, d.id, ids)
+	if err != nil {
+		return nil, err
+	}
+	now := m.cfg.Now()
+	for _, rt := range running {
+		h, ok := held[rt.ID]
+		switch {
+		case ok && !d.covers(h.Org, h.Project):
+			// Held by this instance under a token of wider scope (the
+			// identity moved to this token after that one was revoked).
+			m.refuseScope(d, call, "task", rt.ID, h.Org, h.Project)
+			abort = append(abort, rt.ID)
+		case ok && h.Epoch == rt.Epoch:
+			d.setRunning(rt.ID, rt.Epoch, now)
+		default:
+			abort = append(abort, rt.ID)
+		}
+	}
+	return abort, nil
+}
+
 func (m *Manager) handleHeartbeat(w http.ResponseWriter, r *http.Request, d *live) {
 	var hb protocol.Heartbeat
 	if !decodeBody(w, r, &hb) {
+		return
+	}
+	if err := checkRunning(hb.Running); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	d.setConnectionIfEmpty(protocol.ConnPolling)
@@ -415,6 +489,12 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 			}
 			d.touch(m.cfg.Now())
 			if f.Kind == protocol.FrameHeartbeat && f.Heartbeat != nil {
+				if err := checkRunning(f.Heartbeat.Running); err != nil {
+					// Not something a delegate sends: end the channel.
+					m.log.Warn("refused a heartbeat; closing the delegate's WebSocket", "instance", d.id, "err", err)
+					readErr <- err
+					return
+				}
 				resp := m.heartbeat(ctx, d, *f.Heartbeat)
 				d.push(protocol.Event{Kind: protocol.EventHeartbeatAck, Seq: resp.Seq, Abort: resp.Abort})
 			}
@@ -477,6 +557,10 @@ func (m *Manager) lostWebSocket(d *live) {
 func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live) {
 	ctx := r.Context()
 	id := r.PathValue("id")
+	if !validTaskID(id) {
+		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "task not found")
+		return
+	}
 	_, _, draining := d.load()
 	if draining {
 		writeError(w, http.StatusConflict, protocol.CodeNotEligible, "delegate is draining")
@@ -502,6 +586,11 @@ func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live)
 	case errors.As(err, &refused) && t.AccountID != d.accountID:
 		storeError(w, store.ErrNotFound, "task "+id)
 		return
+	case errors.As(err, &refused) && refused.outOfScope:
+		// Answered exactly as a task of another account: nothing leaks.
+		m.refuseScope(d, callAcquire, "task", id, t.Spec.Org, t.Spec.Project)
+		storeError(w, store.ErrNotFound, "task "+id)
+		return
 	case errors.As(err, &refused):
 		writeError(w, http.StatusForbidden, protocol.CodeNotEligible, "%s", refused.msg)
 		return
@@ -520,10 +609,12 @@ func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live)
 }
 
 // acquireRefusal ends a claim before the store decides: the delegate
-// already holds the task (held), or the task is not for it.
+// already holds the task (held), the task is outside the scope of its
+// token (outOfScope), or the task is not for it.
 type acquireRefusal struct {
-	held bool
-	msg  string
+	held       bool
+	outOfScope bool
+	msg        string
 }
 
 func (e *acquireRefusal) Error() string {
@@ -534,11 +625,15 @@ func (e *acquireRefusal) Error() string {
 }
 
 // acquireCheck applies the acquire rules that depend on the stored task:
-// its account, a repeated acquire by its holder, selectors and the deny
-// list. Status and capacity are the store's to decide.
+// its account, the scope of the delegate's token, a repeated acquire by
+// its holder, selectors and the deny list. Status and capacity are the
+// store's to decide.
 func acquireCheck(t store.Task, d *live) error {
 	if t.AccountID != d.accountID {
 		return &acquireRefusal{msg: "task of another account"}
+	}
+	if !d.covers(t.Spec.Org, t.Spec.Project) {
+		return &acquireRefusal{outOfScope: true, msg: "task outside the scope of the delegate's token"}
 	}
 	if t.Status == protocol.StatusRunning && t.InstanceID == d.id && t.StartedAt == nil {
 		return &acquireRefusal{held: true}
@@ -563,7 +658,7 @@ func (m *Manager) handleStarted(w http.ResponseWriter, r *http.Request, d *live)
 		return
 	}
 	id := r.PathValue("id")
-	if !m.ownsTask(w, r, d, id, staleStarted) {
+	if !m.ownsTask(w, r, d, id, callStarted, staleStarted) {
 		return
 	}
 	now := m.cfg.Now()
@@ -579,18 +674,29 @@ func (m *Manager) handleStarted(w http.ResponseWriter, r *http.Request, d *live)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// ownsTask checks that the task belongs to the delegate's account (and
-// answers 404 otherwise, so other accounts' task IDs leak nothing) and is
-// held by the delegate; a refusal counts as a stale report of kind. It
-// reads two columns, not the task.
-func (m *Manager) ownsTask(w http.ResponseWriter, r *http.Request, d *live, id, kind string) bool {
-	holder, err := m.st.TaskHolder(r.Context(), d.accountID, id)
+// ownsTask checks that the task belongs to the delegate's account and is
+// within the scope of its token (and answers 404 otherwise, so task IDs
+// of other accounts and scopes leak nothing; an out-of-scope one is
+// counted as a scope refusal of call), and that the delegate holds it (a
+// refusal counts as a stale report of kind). It reads four columns, not
+// the task.
+func (m *Manager) ownsTask(w http.ResponseWriter, r *http.Request, d *live, id, call, kind string) bool {
+	if !validTaskID(id) {
+		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "task not found")
+		return false
+	}
+	h, err := m.st.TaskHolder(r.Context(), d.accountID, id)
 	if err != nil {
 		storeError(w, err, "task "+id)
 		return false
 	}
-	if holder != d.id {
-		m.refuseNotHolder(w, d, id, holder, kind)
+	if !d.covers(h.Org, h.Project) {
+		m.refuseScope(d, call, "task", id, h.Org, h.Project)
+		storeError(w, store.ErrNotFound, "task "+id)
+		return false
+	}
+	if h.InstanceID != d.id {
+		m.refuseNotHolder(w, d, id, h.InstanceID, kind)
 		return false
 	}
 	return true
@@ -608,7 +714,7 @@ func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 		return
 	}
 	id := r.PathValue("id")
-	if !m.ownsTask(w, r, d, id, staleLog) {
+	if !m.ownsTask(w, r, d, id, callLogs, staleLog) {
 		return
 	}
 	if len(req.Chunks) == 0 {
@@ -628,6 +734,12 @@ func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 		if errors.Is(err, store.ErrStaleLease) {
 			m.log.Warn("refused logs from a stale lease", "task", id, "instance", d.id, "epoch", req.Epoch)
 			m.metrics.staleReport(staleLog)
+		}
+		if errors.Is(err, store.ErrLogClosed) {
+			m.log.Warn("refused log chunks numbered past the last one of the task's result", "task", id, "instance", d.id, "epoch", req.Epoch)
+			writeError(w, http.StatusConflict, protocol.CodeTaskTerminal,
+				"task %s already finished, and its result named its last log chunk: chunks numbered past it are refused", id)
+			return
 		}
 		storeError(w, err, "task "+id)
 		return
@@ -653,7 +765,7 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "result status %q is not a delegate outcome", req.Status)
 		return
 	}
-	if !m.ownsTask(w, r, d, id, staleResult) {
+	if !m.ownsTask(w, r, d, id, callResult, staleResult) {
 		return
 	}
 	if len(req.Error) > 4096 {
@@ -664,7 +776,7 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 		// The delegate, not the task, failed: deny it the task and run the
 		// task elsewhere if it has retries left.
 		reason := fmt.Sprintf("delegate %q (host %s) could not run the task: %s", d.name, d.hostname, req.Error)
-		t, requeued, err := m.st.RequeueTask(ctx, id, req.Epoch, d.id, reason, m.cfg.Now())
+		t, requeued, err := m.st.RequeueTask(ctx, id, req.Epoch, d.id, reason, req.LastSeq, m.cfg.Now())
 		if err != nil {
 			if !errors.Is(err, store.ErrStaleLease) {
 				storeError(w, err, "task "+id)
@@ -694,7 +806,7 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 		return
 	}
 	t, err := m.st.CompleteTask(ctx, id, req.Epoch, store.Result{
-		Status: req.Status, ExitCode: req.ExitCode, Error: req.Error, HTTPResult: req.HTTPResult,
+		Status: req.Status, ExitCode: req.ExitCode, Error: req.Error, HTTPResult: req.HTTPResult, LastSeq: req.LastSeq,
 	}, m.cfg.Now())
 	if err != nil {
 		if errors.Is(err, store.ErrStaleLease) {
@@ -762,8 +874,15 @@ func (m *Manager) handleCapabilities(w http.ResponseWriter, r *http.Request, d *
 		storeError(w, err, "capability results")
 		return
 	}
-	if failed && rep.TaskID != "" {
-		if t, err := m.st.GetTask(r.Context(), d.accountID, rep.TaskID); err == nil && t.Status == protocol.StatusQueued {
+	if failed && validTaskID(rep.TaskID) {
+		// A task of another account or outside the delegate's scope is
+		// ignored, as an unknown one is.
+		t, err := m.st.GetTask(r.Context(), d.accountID, rep.TaskID)
+		switch {
+		case err != nil:
+		case !d.covers(t.Spec.Org, t.Spec.Project):
+			m.refuseScope(d, callCapabilities, "task", t.ID, t.Spec.Org, t.Spec.Project)
+		case t.Status == protocol.StatusQueued:
 			m.offerTask(r.Context(), t, true)
 		}
 	}
@@ -790,7 +909,9 @@ func (m *Manager) reconcileRestart(ctx context.Context, d *live, running []proto
 			continue
 		}
 		reason := fmt.Sprintf("delegate %q (host %s) restarted while running the task", d.name, d.hostname)
-		nt, requeued, err := m.st.RequeueTask(ctx, t.ID, t.Epoch, d.id, reason, m.cfg.Now())
+		// The process that ran it is gone: its output ends with what
+		// is stored (lastSeq 0 closes the log of a task that fails).
+		nt, requeued, err := m.st.RequeueTask(ctx, t.ID, t.Epoch, d.id, reason, 0, m.cfg.Now())
 		if err != nil {
 			continue // finished or moved meanwhile
 		}

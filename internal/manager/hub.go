@@ -60,6 +60,10 @@ type live struct {
 	notify    chan struct{} // cap 1: something is in events
 	kick      chan struct{} // closed to end the event channel (revoked/superseded)
 	flushedAt int64         // lastSeen value at the last flush
+
+	// warnedRunning: a running list longer than the delegate may run was
+	// logged (once per instance).
+	warnedRunning bool
 }
 
 func newLive(in store.Instance) *live {

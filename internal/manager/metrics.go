@@ -20,6 +20,7 @@ type managerMetrics struct {
 	heartbeats *metrics.Counter
 	apiErrors  *metrics.CounterVec
 	stale      *metrics.CounterVec
+	scope      *metrics.CounterVec
 }
 
 // Kinds of stale reports, the "kind" label of legate_manager_stale_reports_total.
@@ -50,6 +51,13 @@ func newMetrics(m *Manager) *managerMetrics {
 	}, "kind")
 	for _, k := range []string{staleResult, staleLog, staleStarted} {
 		mt.stale.With(k)
+	}
+	mt.scope = r.NewCounterVec(metrics.Opts{
+		Name: "legate_manager_scope_refusals_total",
+		Help: "Delegate calls refused because the task or configuration they name is outside the scope of the delegate's token, by call: acquire, started, logs, result, heartbeat, register, capabilities, configuration_result.",
+	}, "call")
+	for _, c := range scopeCalls {
+		mt.scope.With(c)
 	}
 	r.Collect(m.collectDelegates, metrics.Desc{
 		Opts: metrics.Opts{
@@ -93,6 +101,8 @@ func (mt *managerMetrics) taskStarted(queued, now time.Time) {
 }
 
 func (mt *managerMetrics) staleReport(kind string) { mt.stale.With(kind).Inc() }
+
+func (mt *managerMetrics) scopeRefused(call string) { mt.scope.With(call).Inc() }
 
 // collectDelegates counts the delegates connected to this manager by
 // connection kind, from the hub at scrape time.

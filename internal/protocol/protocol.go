@@ -587,13 +587,19 @@ const (
 )
 
 // Configuration is a delegate configuration: a script that the delegates
-// whose selectors include all of Selectors run when they start and again
-// whenever it changes. When several configurations match a delegate, the
-// one with the most selectors applies; among those, the first by name.
+// whose scope covers its scope and whose selectors include all of
+// Selectors run when they start and again whenever it changes. When
+// several configurations apply to a delegate, the one with the most
+// selectors wins; among those, the one whose scope is closest to the
+// delegate's own (the widest); among those, the first by name.
 type Configuration struct {
 	Name      string   `json:"name"`
 	Script    string   `json:"script"`
 	Selectors []string `json:"selectors"`
+	// Org and Project are the configuration's scope, like a token's: empty
+	// means account level. Since v4.
+	Org     string `json:"org,omitempty"`
+	Project string `json:"project,omitempty"`
 	// Version starts at 1 and goes up with every update.
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
@@ -605,11 +611,14 @@ type ConfigurationList struct {
 	Configurations []Configuration `json:"configurations"`
 }
 
-// CreateConfigurationRequest creates a configuration.
+// CreateConfigurationRequest creates a configuration, at account level or,
+// with Org (and Project), at that level. Since v4 for Org and Project.
 type CreateConfigurationRequest struct {
 	Name      string   `json:"name"`
 	Script    string   `json:"script"`
 	Selectors []string `json:"selectors,omitempty"`
+	Org       string   `json:"org,omitempty"`
+	Project   string   `json:"project,omitempty"`
 }
 
 // UpdateConfigurationRequest changes a configuration; nil fields are kept.
@@ -788,6 +797,10 @@ const (
 	CodeTaskTerminal    Code = "task_terminal"
 	// CodeAPIKeyRevoked: the request's API key was revoked. Since v4.
 	CodeAPIKeyRevoked Code = "api_key_revoked"
+	// CodeIdentityConflict: a registration matches an instance (name,
+	// hostname, IP) that is bound to another delegate token that is still
+	// valid. Since v4.
+	CodeIdentityConflict Code = "identity_conflict"
 )
 
 // Recoverable reports whether an error with this code may succeed if
@@ -797,7 +810,7 @@ func (c Code) Recoverable() bool {
 	switch c {
 	case CodeBadRequest, CodeUnauthenticated, CodeTokenRevoked, CodeForbidden,
 		CodeNotFound, CodeConflict, CodeAlreadyClaimed, CodeStaleLease,
-		CodeNotEligible, CodeVersion, CodeTaskTerminal, CodeAPIKeyRevoked:
+		CodeNotEligible, CodeVersion, CodeTaskTerminal, CodeAPIKeyRevoked, CodeIdentityConflict:
 		return false
 	case CodeSessionExpired: // re-register, then retry
 		return true

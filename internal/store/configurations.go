@@ -8,14 +8,18 @@ import (
 	"time"
 )
 
-// Configuration is a delegate configuration: a script the delegates that
-// match all of its selectors run at start and whenever it changes.
+// Configuration is a delegate configuration: a script the delegates whose
+// scope covers its scope and that match all of its selectors run at start
+// and whenever it changes.
 type Configuration struct {
 	AccountID string
 	Name      string
 	Script    string
 	// Selectors are normalized (protocol.NormalizeSelectors).
 	Selectors []string
+	// Org and Project are its scope, as for tokens: Org "" is account
+	// level, Org alone org level, both project level. Set at creation.
+	Org, Project string
 	// Version is 1 when created and goes up with every update.
 	Version   int64
 	CreatedAt time.Time
@@ -42,13 +46,13 @@ type ConfigurationResult struct {
 	FinishedAt  time.Time
 }
 
-const configurationCols = `account_id, name, script, selectors, version, created_at, updated_at`
+const configurationCols = `account_id, name, script, selectors, version, created_at, updated_at, org, project`
 
 func scanConfiguration(r rowScanner) (Configuration, error) {
 	var c Configuration
 	var selectors string
 	var created, updated int64
-	if err := r.Scan(&c.AccountID, &c.Name, &c.Script, &selectors, &c.Version, &created, &updated); err != nil {
+	if err := r.Scan(&c.AccountID, &c.Name, &c.Script, &selectors, &c.Version, &created, &updated, &c.Org, &c.Project); err != nil {
 		return Configuration{}, err
 	}
 	var err error
@@ -61,13 +65,15 @@ func scanConfiguration(r rowScanner) (Configuration, error) {
 }
 
 // CreateConfiguration creates a configuration at version 1; ErrConflict if
-// the account already has one with that name.
+// the account already has one with that name (names are unique in the
+// account, whatever the scope).
 func (s *Store) CreateConfiguration(ctx context.Context, c Configuration) (Configuration, error) {
 	c.Version = 1
 	c.UpdatedAt = c.CreatedAt
 	c.Script = cleanText(c.Script)
-	err := s.insert(ctx, `INSERT INTO configurations (`+configurationCols+`) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		c.AccountID, c.Name, c.Script, encodeStrings(c.Selectors), c.Version, micros(c.CreatedAt), micros(c.UpdatedAt))
+	err := s.insert(ctx, `INSERT INTO configurations (`+configurationCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		c.AccountID, c.Name, c.Script, encodeStrings(c.Selectors), c.Version, micros(c.CreatedAt), micros(c.UpdatedAt),
+		c.Org, c.Project)
 	if err != nil {
 		return Configuration{}, fmt.Errorf("create configuration %q: %w", c.Name, err)
 	}

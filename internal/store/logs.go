@@ -64,12 +64,13 @@ func (a *attemptState) inDropped(seq int64) bool {
 
 func (s *Store) appendLogs(ctx context.Context, tx *sql.Tx, taskID string, epoch int64, chunks []protocol.LogChunk, cap LogCap) error {
 	var t Task
-	var acquired sql.NullInt64
+	var acquired, lastSeq sql.NullInt64
 	// The task row is locked (PostgreSQL) for the read-modify-write of the
 	// attempt's counters below: appends for one task (a delegate's retry
-	// may reach another manager) run one after the other.
-	err := s.w(tx).queryRow(ctx, `SELECT epoch, status, acquired_at FROM tasks WHERE id = ?`+s.lockClause("FOR UPDATE"), taskID).
-		Scan(&t.Epoch, &t.Status, &acquired)
+	// may reach another manager) run one after the other, and after the
+	// result that closes the log.
+	err := s.w(tx).queryRow(ctx, `SELECT epoch, status, acquired_at, result_last_seq FROM tasks WHERE id = ?`+s.lockClause("FOR UPDATE"), taskID).
+		Scan(&t.Epoch, &t.Status, &acquired, &lastSeq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ErrNotFound
 	}
@@ -79,6 +80,15 @@ func (s *Store) appendLogs(ctx context.Context, tx *sql.Tx, taskID string, epoch
 	t.AcquiredAt = fromNullMicros(acquired)
 	if !heldAt(t, epoch) {
 		return ErrStaleLease
+	}
+	if lastSeq.Valid {
+		// The result closed the log: late chunks it counted are taken
+		// (stored once, like any redelivery), chunks past it are not.
+		for _, c := range chunks {
+			if c.Seq > lastSeq.Int64 {
+				return ErrLogClosed
+			}
+		}
 	}
 	attempt := epoch
 

@@ -186,6 +186,14 @@ func updateTask(ctx context.Context, h handle, t Task, prevStatus string, prevEp
 	return nil
 }
 
+// closeLog records the last log chunk of a task a delegate's result ended
+// (see AppendLogs). It is a statement of its own rather than a column of
+// updateTask: only the delegate's results set it.
+func closeLog(ctx context.Context, h handle, id string, lastSeq int64) error {
+	_, err := h.exec(ctx, `UPDATE tasks SET result_last_seq = ? WHERE id = ?`, max(lastSeq, 0), id)
+	return err
+}
+
 // finish sets the terminal fields of t from r.
 func finish(t *Task, r Result, now time.Time) {
 	t.Status = r.Status

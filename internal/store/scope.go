@@ -91,7 +91,7 @@ func (s *Store) GetOrg(ctx context.Context, accountID, name string) (Org, error)
 }
 
 // DeleteOrg deletes an organization: ErrNotFound if unknown, ErrInUse if it
-// still has projects or tokens that are not revoked.
+// still has projects, tokens that are not revoked, or configurations.
 func (s *Store) DeleteOrg(ctx context.Context, accountID, name string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		// Locked (PostgreSQL) so that a concurrent CreateProject either
@@ -114,6 +114,13 @@ func (s *Store) DeleteOrg(ctx context.Context, accountID, name string) error {
 		}
 		if n > 0 {
 			return fmt.Errorf("%w: %d token(s) not revoked", ErrInUse, n)
+		}
+		if err := s.w(tx).queryRow(ctx, `SELECT COUNT(*) FROM configurations WHERE account_id = ? AND org = ?`,
+			accountID, name).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("%w: %d configuration(s)", ErrInUse, n)
 		}
 		_, err := s.w(tx).exec(ctx, `DELETE FROM orgs WHERE account_id = ? AND name = ?`, accountID, name)
 		return err
@@ -185,7 +192,7 @@ func (s *Store) GetProject(ctx context.Context, accountID, org, name string) (Pr
 }
 
 // DeleteProject deletes a project: ErrNotFound if unknown, ErrInUse if
-// tokens that are not revoked still name it.
+// tokens that are not revoked or configurations still name it.
 func (s *Store) DeleteProject(ctx context.Context, accountID, org, name string) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		if err := exists(ctx, s.w(tx), `SELECT 1 FROM projects WHERE account_id = ? AND org = ? AND name = ?`+
@@ -199,6 +206,13 @@ func (s *Store) DeleteProject(ctx context.Context, accountID, org, name string) 
 		}
 		if n > 0 {
 			return fmt.Errorf("%w: %d token(s) not revoked", ErrInUse, n)
+		}
+		if err := s.w(tx).queryRow(ctx, `SELECT COUNT(*) FROM configurations WHERE account_id = ? AND org = ? AND project = ?`,
+			accountID, org, name).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return fmt.Errorf("%w: %d configuration(s)", ErrInUse, n)
 		}
 		_, err := s.w(tx).exec(ctx, `DELETE FROM projects WHERE account_id = ? AND org = ? AND name = ?`, accountID, org, name)
 		return err
@@ -365,10 +379,11 @@ func (s *Store) purgeCapabilities(ctx context.Context, now time.Time) error {
 // the instance is appended to DeniedInstances; if Attempts <= Retries the
 // task goes back to queued (cleared like ExpireLeases does, QueueDeadline =
 // now + QueueTimeoutMS) and requeued is true; otherwise it ends failed with
-// reason as its Error. ErrStaleLease if the task is not running at epoch
-// (ErrNotFound for an unknown task). An empty instanceID means the
-// instance holding the task.
-func (s *Store) RequeueTask(ctx context.Context, id string, epoch int64, instanceID, reason string, now time.Time) (t Task, requeued bool, err error) {
+// reason as its Error and its log is closed after chunk lastSeq (as
+// CompleteTask does; 0 when no more output may come). ErrStaleLease if the
+// task is not running at epoch (ErrNotFound for an unknown task). An empty
+// instanceID means the instance holding the task.
+func (s *Store) RequeueTask(ctx context.Context, id string, epoch int64, instanceID, reason string, lastSeq int64, now time.Time) (t Task, requeued bool, err error) {
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		var err error
 		t, err = getTaskForUpdate(ctx, s.w(tx), id)
@@ -393,7 +408,10 @@ func (s *Store) RequeueTask(ctx context.Context, id string, epoch int64, instanc
 		if errors.Is(err, errRowChanged) {
 			return ErrStaleLease
 		}
-		return err
+		if err != nil || requeued {
+			return err
+		}
+		return closeLog(ctx, s.w(tx), id, lastSeq)
 	})
 	if err != nil {
 		return Task{}, false, fmt.Errorf("requeue task %s (epoch %d): %w", id, epoch, err)

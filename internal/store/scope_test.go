@@ -511,7 +511,7 @@ func TestRequeueTask(t *testing.T) {
 			t.Fatal(err)
 		}
 		now := at(2 * time.Minute)
-		got, requeued, err := s.RequeueTask(ctx, "t1", 1, "i1", "capability https://git lost", now)
+		got, requeued, err := s.RequeueTask(ctx, "t1", 1, "i1", "capability https://git lost", 0, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -531,7 +531,7 @@ func TestRequeueTask(t *testing.T) {
 			t.Errorf("stored requeued task (-want +got):\n%s", diff)
 		}
 		// The faulty delegate's lease is gone.
-		_, _, err = s.RequeueTask(ctx, "t1", 1, "i1", "again", now)
+		_, _, err = s.RequeueTask(ctx, "t1", 1, "i1", "again", 0, now)
 		wantErr(t, "requeue a requeued task", err, ErrStaleLease)
 		_, err = s.CompleteTask(ctx, "t1", 1, Result{Status: protocol.StatusSucceeded}, now)
 		wantErr(t, "result of the faulty delegate", err, ErrStaleLease)
@@ -539,7 +539,7 @@ func TestRequeueTask(t *testing.T) {
 		// Second fault: attempts 2 > retries 1, the task fails with the reason.
 		claimed = mustClaim(t, s, "t1", "i2", at(3*time.Minute))
 		now = at(4 * time.Minute)
-		got, requeued, err = s.RequeueTask(ctx, "t1", 2, "", "executor crashed", now)
+		got, requeued, err = s.RequeueTask(ctx, "t1", 2, "", "executor crashed", 0, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -576,7 +576,7 @@ func TestRequeueTask(t *testing.T) {
 		}
 		for _, tt := range stale {
 			before, _ := s.GetTask(ctx, "acc1", tt.id)
-			_, _, err := s.RequeueTask(ctx, tt.id, tt.epoch, "i9", "x", now)
+			_, _, err := s.RequeueTask(ctx, tt.id, tt.epoch, "i9", "x", 0, now)
 			wantErr(t, tt.name, err, tt.wantErr)
 			after, _ := s.GetTask(ctx, "acc1", tt.id)
 			if diff := cmp.Diff(before, after, equateEmpty); diff != "" {
@@ -586,7 +586,7 @@ func TestRequeueTask(t *testing.T) {
 
 		// Wrong epoch on a running task.
 		mustClaim(t, s, "queued", "i3", t0)
-		_, _, err = s.RequeueTask(ctx, "queued", 2, "i3", "x", now)
+		_, _, err = s.RequeueTask(ctx, "queued", 2, "i3", "x", 0, now)
 		wantErr(t, "wrong epoch", err, ErrStaleLease)
 		if got := mustGet(t, s, "acc1", "queued"); got.Status != protocol.StatusRunning || got.DeniedInstances != nil {
 			t.Errorf("wrong epoch changed the task: %s denied %v", got.Status, got.DeniedInstances)
@@ -604,7 +604,7 @@ func TestRequeueTaskDenyListOnce(t *testing.T) {
 		mustCreate(t, s, task)
 		for i, inst := range []string{"i1", "i2", "i1"} {
 			mustClaim(t, s, "t1", inst, at(time.Duration(i)*time.Minute))
-			if _, requeued, err := s.RequeueTask(ctx, "t1", int64(i+1), inst, "fault", at(time.Duration(i)*time.Minute)); err != nil || !requeued {
+			if _, requeued, err := s.RequeueTask(ctx, "t1", int64(i+1), inst, "fault", 0, at(time.Duration(i)*time.Minute)); err != nil || !requeued {
 				t.Fatalf("fault %d: requeued %v, %v", i, requeued, err)
 			}
 		}
@@ -673,7 +673,7 @@ func TestMigrateFrom0001(t *testing.T) {
 			versions = append(versions, v)
 		}
 		rows.Close()
-		if diff := cmp.Diff([]string{"0001_init", "0002_scope", "0003_configurations", "0004_queue_order", "0007_api_keys"}, versions); diff != "" {
+		if diff := cmp.Diff([]string{"0001_init", "0002_scope", "0003_configurations", "0004_queue_order", "0005_delegate_scope", "0007_api_keys"}, versions); diff != "" {
 			t.Errorf("versions (-want +got):\n%s", diff)
 		}
 
@@ -699,7 +699,7 @@ func TestMigrateFrom0001(t *testing.T) {
 		if err := s.DeleteOrg(ctx, "acc1", "eng"); err != nil {
 			t.Errorf("the old account-level token holds a new org: %v", err)
 		}
-		if _, err := s.UpsertInstance(ctx, Instance{ID: "x", AccountID: "acc1", IdentityKey: "build|host-a", Org: "eng", RegisteredAt: t0}); err != nil {
+		if _, err := s.UpsertInstance(ctx, Instance{ID: "x", AccountID: "acc1", IdentityKey: "build|host-a", TokenID: "tok1", Org: "eng", RegisteredAt: t0}); err != nil {
 			t.Fatal(err)
 		}
 		if in, err := s.GetInstance(ctx, "i1"); err != nil || in.Org != "eng" || in.Generation != 2 {

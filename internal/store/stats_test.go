@@ -35,7 +35,7 @@ func TestQueueStatsAndPing(t *testing.T) {
 		check("three queued in two accounts", 3, at(1*time.Second))
 		// A requeued task waits since it was requeued.
 		mustClaim(t, s, "q1", "i1", at(10*time.Second))
-		if _, requeued, err := s.RequeueTask(ctx, "q1", 1, "i1", "lost", at(20*time.Second)); err != nil || !requeued {
+		if _, requeued, err := s.RequeueTask(ctx, "q1", 1, "i1", "lost", 0, at(20*time.Second)); err != nil || !requeued {
 			t.Fatalf("RequeueTask: %v, requeued %v", err, requeued)
 		}
 		check("after a requeue", 3, at(2*time.Second))

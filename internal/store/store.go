@@ -194,18 +194,43 @@ func (s *Store) RevokeToken(ctx context.Context, accountID, name string, now tim
 
 // --- delegate instances --------------------------------------------------------
 
+// IdentityConflictError is UpsertInstance's refusal of a registration
+// whose identity is bound to another token that is still valid. It
+// matches ErrIdentityConflict (errors.Is).
+type IdentityConflictError struct {
+	// InstanceID is the instance the identity belongs to.
+	InstanceID string
+	// TokenID and TokenName are the token it is bound to.
+	TokenID, TokenName string
+}
+
+func (e *IdentityConflictError) Error() string {
+	return fmt.Sprintf("identity of instance %s is bound to token %q", e.InstanceID, e.TokenName)
+}
+
+// Is makes errors.Is(err, ErrIdentityConflict) hold.
+func (e *IdentityConflictError) Is(target error) bool { return target == ErrIdentityConflict }
+
 // UpsertInstance registers an instance. If (AccountID, IdentityKey) exists
 // it keeps that row's ID and RegisteredAt, updates every other field from
 // in, clears DeregisteredAt and increments Generation; otherwise it inserts
 // in with Generation 1. It returns the stored row.
+//
+// An existing instance is bound to the token it was registered with: a
+// registration with another TokenID fails with *IdentityConflictError
+// (ErrIdentityConflict) unless that token was revoked or deleted, and then
+// the instance is bound to the new token. The check and the update are one
+// transaction (the row is locked on PostgreSQL), so of two registrations
+// that race for one identity with different tokens, one wins and the
+// other is refused.
 func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, error) {
 	var out Instance
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		var id string
+		var id, tokenID string
 		var generation int64
 		lookup := func() error {
-			return s.w(tx).queryRow(ctx, `SELECT id, generation FROM instances WHERE account_id = ? AND identity_key = ?`+
-				s.lockClause("FOR UPDATE"), in.AccountID, in.IdentityKey).Scan(&id, &generation)
+			return s.w(tx).queryRow(ctx, `SELECT id, generation, token_id FROM instances WHERE account_id = ? AND identity_key = ?`+
+				s.lockClause("FOR UPDATE"), in.AccountID, in.IdentityKey).Scan(&id, &generation, &tokenID)
 		}
 		err := lookup()
 		if errors.Is(err, sql.ErrNoRows) {
@@ -236,6 +261,11 @@ func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, erro
 		} else if err != nil {
 			return err
 		}
+		if tokenID != in.TokenID {
+			if err := s.checkRebind(ctx, tx, id, tokenID); err != nil {
+				return err
+			}
+		}
 		if err := s.updateInstance(ctx, tx, id, generation, in); err != nil {
 			return err
 		}
@@ -246,6 +276,23 @@ func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, erro
 		return Instance{}, fmt.Errorf("upsert instance %q: %w", in.IdentityKey, err)
 	}
 	return out, nil
+}
+
+// checkRebind allows instance id, bound to boundToken, to be registered
+// with another token only when boundToken was revoked or deleted.
+func (s *Store) checkRebind(ctx context.Context, tx *sql.Tx, id, boundToken string) error {
+	var name string
+	var revoked sql.NullInt64
+	err := s.w(tx).queryRow(ctx, `SELECT name, revoked_at FROM tokens WHERE id = ?`, boundToken).Scan(&name, &revoked)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil // deleted
+	case err != nil:
+		return err
+	case revoked.Valid:
+		return nil
+	}
+	return &IdentityConflictError{InstanceID: id, TokenID: boundToken, TokenName: name}
 }
 
 // updateInstance is the re-registration half of UpsertInstance: row id,
@@ -374,20 +421,58 @@ func (s *Store) GetTask(ctx context.Context, accountID, id string) (Task, error)
 	return t, nil
 }
 
-// TaskHolder returns the instance that holds (or last held) a task of an
-// account: "" for a task never claimed. ErrNotFound also when the task
-// belongs to another account. It reads two columns, so the delegate's
-// reports can be checked without decoding the task.
-func (s *Store) TaskHolder(ctx context.Context, accountID, id string) (string, error) {
-	var acct, holder string
-	err := s.r(nil).queryRow(ctx, `SELECT account_id, instance_id FROM tasks WHERE id = ?`, id).Scan(&acct, &holder)
+// TaskHolder returns who holds (or last held) a task of an account and the
+// task's scope. ErrNotFound also when the task belongs to another account.
+// It reads four columns, so the delegate's reports can be checked without
+// decoding the task.
+func (s *Store) TaskHolder(ctx context.Context, accountID, id string) (TaskHolding, error) {
+	var acct string
+	var h TaskHolding
+	err := s.r(nil).queryRow(ctx, `SELECT account_id, instance_id, org, project FROM tasks WHERE id = ?`, id).
+		Scan(&acct, &h.InstanceID, &h.Org, &h.Project)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && acct != accountID) {
 		err = ErrNotFound
 	}
 	if err != nil {
-		return "", fmt.Errorf("get task %s: %w", id, err)
+		return TaskHolding{}, fmt.Errorf("get task %s: %w", id, err)
 	}
-	return holder, nil
+	return h, nil
+}
+
+// TasksHeldBy returns those of ids that run on the instance, each with the
+// epoch of its lease and its scope, in one query whatever the number of
+// ids: it reads the instance's running tasks (the (instance_id, status)
+// index; never more than the instance's capacity) and keeps the listed
+// ones. An ID listed twice is returned once; unknown IDs are left out.
+func (s *Store) TasksHeldBy(ctx context.Context, instanceID string, ids []string) (map[string]HeldTask, error) {
+	out := map[string]HeldTask{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	want := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		want[id] = struct{}{}
+	}
+	rows, err := s.r(nil).query(ctx, `SELECT id, epoch, org, project FROM tasks WHERE instance_id = ? AND status = ?`,
+		instanceID, protocol.StatusRunning)
+	if err != nil {
+		return nil, fmt.Errorf("tasks held by %s: %w", instanceID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var h HeldTask
+		if err := rows.Scan(&id, &h.Epoch, &h.Org, &h.Project); err != nil {
+			return nil, fmt.Errorf("tasks held by %s: %w", instanceID, err)
+		}
+		if _, ok := want[id]; ok {
+			out[id] = h
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("tasks held by %s: %w", instanceID, err)
+	}
+	return out, nil
 }
 
 // ListTasks lists tasks, newest first (ties broken by ID, descending).
@@ -562,7 +647,8 @@ func (s *Store) StartTask(ctx context.Context, id string, epoch int64, now time.
 }
 
 // CompleteTask applies a delegate's result. If the task is running at
-// epoch it becomes r.Status with FinishedAt = now. If it is already
+// epoch it becomes r.Status with FinishedAt = now, and its log is closed
+// after chunk r.LastSeq (AppendLogs refuses chunks numbered past it). If it is already
 // terminal and was finished at this epoch, the call is a no-op that returns
 // the stored task (results are idempotent). Otherwise ErrStaleLease
 // (ErrNotFound for an unknown task). "Finished at this epoch" means it was
@@ -593,7 +679,7 @@ func (s *Store) CompleteTask(ctx context.Context, id string, epoch int64, r Resu
 			}
 			return err
 		}
-		return nil
+		return closeLog(ctx, s.w(tx), id, r.LastSeq)
 	})
 	if err != nil {
 		return Task{}, fmt.Errorf("complete task %s (epoch %d): %w", id, epoch, err)
@@ -788,7 +874,10 @@ func (s *Store) RunningTasksOf(ctx context.Context, instanceID string) ([]Task, 
 // AppendLogs stores chunks for the task's attempt at epoch (the attempt
 // number equals the epoch) if the task's epoch equals epoch (running, or
 // terminal within the same epoch); else ErrStaleLease (ErrNotFound for an
-// unknown task). A chunk whose (attempt, seq) is already stored is ignored
+// unknown task). Once a delegate's result ended the task, a batch with a
+// chunk numbered past the result's LastSeq is refused whole with
+// ErrLogClosed (which matches ErrTaskTerminal); chunks up to it are still
+// taken. A chunk whose (attempt, seq) is already stored is ignored
 // (delivery is idempotent). The cap keeps the first cap.Head bytes and the
 // last cap.Tail bytes of each attempt; chunks that fall between are deleted
 // and their size added to LogOmitted. LogBytes counts all bytes received.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/legate-dev/legate/internal/protocol"
@@ -15,6 +16,12 @@ var (
 	ErrNoCapacity     = errors.New("delegate at capacity")
 	ErrStaleLease     = errors.New("stale lease")
 	ErrTaskTerminal   = errors.New("task already finished")
+	// ErrIdentityConflict: a registration matches an instance bound to
+	// another token that is still valid (see IdentityConflictError).
+	ErrIdentityConflict = errors.New("instance identity bound to another token")
+	// ErrLogClosed: a log chunk is numbered past the last chunk the
+	// task's result named. It also matches ErrTaskTerminal.
+	ErrLogClosed = fmt.Errorf("%w: log chunk past the last one its result named", ErrTaskTerminal)
 )
 
 // Account is a tenant. Everything else belongs to exactly one account.
@@ -132,6 +139,24 @@ type Result struct {
 	ExitCode   *int
 	Error      string
 	HTTPResult *protocol.HTTPResult
+	// LastSeq is the number of the last log chunk of the attempt, as the
+	// delegate's result says (0: it sent none). CompleteTask stores it;
+	// AppendLogs then refuses chunks numbered past it (ErrLogClosed).
+	LastSeq int64
+}
+
+// TaskHolding says who holds a task and in which scope the task is.
+type TaskHolding struct {
+	// InstanceID holds (or last held) the task; "" for a task never claimed.
+	InstanceID string
+	// Org and Project are the task's scope ("" = account level).
+	Org, Project string
+}
+
+// HeldTask is a task running on an instance, as TasksHeldBy returns it.
+type HeldTask struct {
+	Epoch        int64
+	Org, Project string
 }
 
 // LeaseExtension extends the lease of a running task held at Epoch.
