@@ -19,6 +19,7 @@ import (
 	"github.com/legate-dev/legate/internal/config"
 	"github.com/legate-dev/legate/internal/delegate"
 	"github.com/legate-dev/legate/internal/manager"
+	"github.com/legate-dev/legate/internal/seal"
 	"github.com/legate-dev/legate/internal/store"
 	"github.com/legate-dev/legate/internal/transport"
 )
@@ -56,7 +57,9 @@ func (l tlsListener) Addr() net.Addr { return tlsAddr{l.Listener.Addr()} }
 
 type managerFlags struct {
 	listen, data, db, publicURL, logLevel string
-	heartbeat                             time.Duration
+	// masterKeyFile is the key file; "" means DATA/master.key.
+	masterKeyFile string
+	heartbeat     time.Duration
 	// TLS (legate manager only).
 	tls transport.ServerFiles
 }
@@ -78,7 +81,14 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	if dsn == "" {
 		dsn = filepath.Join(f.data, "legate.db")
 	}
-	st, err := store.Open(ctx, dsn)
+	keys, err := loadMasterKeys(os.LookupEnv, keyFilePath(f.data, f.masterKeyFile), true)
+	if err != nil {
+		return nil, manager.Admin{}, nil, nil, err
+	}
+	if keys.file == "" && f.masterKeyFile != "" {
+		log.Warn(seal.EnvMasterKey+" is set: --master-key-file is ignored", "file", f.masterKeyFile)
+	}
+	st, err := openManagerStore(ctx, dsn, keys, log)
 	if err != nil {
 		return nil, manager.Admin{}, nil, nil, fmt.Errorf("open store: %w", err)
 	}
@@ -125,6 +135,13 @@ DIR/admin.env (mode 0600), so the CLI is configured with:
 
 Restarting on the same DIR keeps everything.
 
+Secrets at rest (task secret values, the delegates' session-signing key) are
+sealed with a master key kept outside the database: DIR/master.key (mode
+0600, created on first start; back it up apart from the database), or
+LEGATE_MASTER_KEY (base64 or hex, 32 bytes), which wins when set and which
+managers sharing one PostgreSQL database must share. See
+legate manager rotate-key --help and docs/secrets-at-rest.md.
+
 TLS: with --tls-cert and --tls-key the manager serves HTTPS and WSS only, and
 admin.env gets an https:// LEGATE_URL (use --public-url when clients reach it
 by a name other than the listen address). With --tls-client-ca every client,
@@ -167,6 +184,8 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 	cmd.Flags().StringVar(&f.tls.Cert, "tls-cert", "", "PEM certificate (chain) to serve HTTPS and WSS with; needs --tls-key")
 	cmd.Flags().StringVar(&f.tls.Key, "tls-key", "", "PEM private key of --tls-cert")
 	cmd.Flags().StringVar(&f.tls.ClientCA, "tls-client-ca", "", "PEM CA file: require every client to show a certificate signed by it")
+	cmd.Flags().StringVar(&f.masterKeyFile, "master-key-file", "", "master key file sealing the secrets at rest (default: DATA/master.key); LEGATE_MASTER_KEY wins when set")
+	cmd.AddCommand(newManagerKeyCmds()...)
 	return cmd
 }
 
