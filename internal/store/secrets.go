@@ -398,8 +398,7 @@ func (s *Store) SealedKeys(ctx context.Context) (map[string]int, error) {
 	} else if ok {
 		count(v)
 	}
-	rows, err := s.r(nil).query(ctx, `SELECT substr(secrets, 1, ?), COUNT(*) FROM tasks WHERE secrets <> '' GROUP BY substr(secrets, 1, ?)`,
-		prefixLen, prefixLen)
+	rows, err := s.r(nil).query(ctx, `SELECT substr(secrets, 1, ?), COUNT(*) FROM tasks WHERE secrets <> '' GROUP BY 1`, prefixLen)
 	if err != nil {
 		return nil, fmt.Errorf("count sealed values: %w", err)
 	}
