@@ -639,4 +639,3 @@ func TestSealInClearChecksTheKeyFirst(t *testing.T) {
 		t.Error("the failed pass was recorded as done")
 	}
 }
-
