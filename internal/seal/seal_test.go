@@ -280,3 +280,17 @@ func TestReadKeyFile(t *testing.T) {
 		t.Error("a directory was read as a key file")
 	}
 }
+
+// BenchmarkSealOpen seals and opens a task's secret values (a small JSON
+// object): the cost sealing adds to a submit and an acquire.
+func BenchmarkSealOpen(b *testing.B) {
+	r := mustRing(b, testKey(1))
+	plain := []byte(`{"API_TOKEN":"s3cr3t-0123456789abcdef","PASSWORD":"hunter2"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		s := r.Seal(plain, "task/t_abcdefghijklmnop/secret_env")
+		if _, err := r.Open(s, "task/t_abcdefghijklmnop/secret_env"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
