@@ -154,29 +154,38 @@ func ReadKeyFile(path string) (*Ring, error) {
 	return r, nil
 }
 
-// CreateKeyFile writes r to a new file at path (mode 0600); it fails with
-// an error wrapping fs.ErrExist if the file exists (another process made
-// it first: read that one).
+// CreateKeyFile writes r to a new file at path (mode 0600), whole or not
+// at all: it fails with an error wrapping fs.ErrExist if the file exists
+// (another process made it first: read that one).
 func CreateKeyFile(path string, r *Ring) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create master key file: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	// Written aside, then linked into place: the link fails if the file
+	// exists, and a crash never leaves a partial key file.
+	tmp, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path))
 	if err != nil {
 		return fmt.Errorf("create master key file: %w", err)
 	}
-	_, err = f.Write(FormatKeyFile(r))
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(FormatKeyFile(r))
 	if err == nil {
-		err = f.Sync()
+		err = tmp.Chmod(0o600)
 	}
-	if cerr := f.Close(); err == nil {
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		os.Remove(path)
 		return fmt.Errorf("write master key file %s: %w", path, err)
 	}
-	return syncDir(filepath.Dir(path))
+	if err := os.Link(tmp.Name(), path); err != nil {
+		return fmt.Errorf("create master key file: %w", err)
+	}
+	return syncDir(dir)
 }
 
 // WriteKeyFile replaces the key file at path with r, atomically (a crash
