@@ -394,7 +394,9 @@ func newDevCmd(stop *stopper) *cobra.Command {
 		Long: `Run a manager with an embedded SQLite store under ./.legate-dev/ (or --data)
 and one delegate connected to it, in one process. Nothing else to install.
 It prints the URL, account ID and API key, and an example to copy. Ctrl-C stops
-both cleanly; running again on the same directory keeps everything.
+both cleanly; running again on the same directory keeps everything. Task
+secrets are sealed at rest with the master key in DATA/master.key (created on
+first start) unless LEGATE_MASTER_KEY is set; see docs/secrets-at-rest.md.
 
 Dev mode serves plain HTTP on loopback: to try TLS, proxies or client
 certificates, run legate manager --tls-cert … and legate delegate.`,
