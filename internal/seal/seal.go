@@ -183,7 +183,7 @@ func (r *Ring) Seal(plaintext []byte, context string) string {
 
 // Open decrypts a sealed value for context. It fails with ErrMalformed
 // (not a sealed value), *UnknownKeyError (sealed with a key the ring
-// lacks) or ErrAuth (altered, or sealed for another context).
+// lacks) or ErrAuth (altered, cut, or sealed for another context).
 func (r *Ring) Open(sealed, context string) ([]byte, error) {
 	id, body, err := parse(sealed)
 	if err != nil {
@@ -195,7 +195,7 @@ func (r *Ring) Open(sealed, context string) ([]byte, error) {
 	}
 	box, err := base64.RawURLEncoding.DecodeString(body)
 	if err != nil || len(box) < k.aead.NonceSize()+k.aead.Overhead() {
-		return nil, ErrMalformed
+		return nil, ErrAuth // a header, and a body damaged or cut
 	}
 	n := k.aead.NonceSize()
 	plain, err := k.aead.Open(nil, box[:n], box[n:], additionalData(id, context))
