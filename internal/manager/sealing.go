@@ -18,7 +18,7 @@ func keyError(err error) error {
 		return fmt.Errorf("this database was sealed with key %s; give this manager the same key (%s or --master-key-file); it has %s",
 			uk.ID, seal.EnvMasterKey, keyList(uk.Have))
 	case errors.Is(err, seal.ErrAuth), errors.Is(err, seal.ErrMalformed):
-		return fmt.Errorf("a sealed value in the database does not open: it was altered or copied from another row, not sealed by legate's master key (%w)", err)
+		return fmt.Errorf("a sealed value in the database does not open (restore the database from a backup: someone wrote to it): %w", err)
 	}
 	return err
 }
