@@ -184,8 +184,8 @@ func rotateKey(ctx context.Context, out io.Writer, dsn, file string, dropOld boo
 		if err := seal.WriteKeyFile(keys.file, next); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "%s: new primary key %s; kept to open what they sealed: %s\n",
-			keys.file, next.Primary(), strings.Join(next.IDs()[1:], ", "))
+		fmt.Fprintf(out, "%s: new primary key %s; %s stays, to open what it sealed\n",
+			keys.file, next.Primary(), keyNames(next.IDs()[1:]))
 		keys.ring = next
 		if st, err = store.OpenWith(ctx, dsn, store.Options{Keys: next}); err != nil {
 			return err
