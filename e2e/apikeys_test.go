@@ -8,6 +8,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/seal"
 )
 
 // newAPIKey creates an API key with the CLI and returns it (the last line).
@@ -82,8 +83,9 @@ func TestManagerPairAPIKeyRevokeReachesTheOtherManager(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.NewDatabase(t)
 	flags := []string{"--api-key-cache-ttl", "1h", "--log-level", "debug"}
-	a := startSharedManager(t, "manager A", dsn, flags...)
-	b := startSharedManager(t, "manager B", dsn, flags...)
+	key := []string{seal.EnvMasterKey + "=" + seal.EncodeKey(seal.NewKey())} // managers of one database share its master key
+	a := startSharedManager(t, "manager A", dsn, key, flags...)
+	b := startSharedManager(t, "manager B", dsn, key, flags...)
 	eventually(t, 15*time.Second, "manager B listening to the other managers", func() bool {
 		return strings.Contains(b.mgr.out.String(), "listening to other managers")
 	})

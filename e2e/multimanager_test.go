@@ -13,6 +13,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/seal"
 )
 
 // The tests of this file run two manager processes, A and B, on one
@@ -31,8 +32,10 @@ type managerPair struct {
 func startManagerPair(t *testing.T) managerPair {
 	t.Helper()
 	dsn := pgtest.NewDatabase(t) // before the managers: dropped after they are killed
-	a := startSharedManager(t, "manager A", dsn)
-	b := startSharedManager(t, "manager B", dsn)
+	// Managers of one database share its master key.
+	key := seal.EnvMasterKey + "=" + seal.EncodeKey(seal.NewKey())
+	a := startSharedManager(t, "manager A", dsn, []string{key})
+	b := startSharedManager(t, "manager B", dsn, []string{key})
 	if b.account != a.account {
 		t.Fatalf("manager B uses account %q, manager A %q: want the one in the database", b.account, a.account)
 	}
@@ -43,14 +46,14 @@ func startManagerPair(t *testing.T) managerPair {
 }
 
 // startSharedManager starts a manager on the database dsn with its own data
-// dir (and extra flags) and waits until it serves and has written its
-// admin.env.
-func startSharedManager(t *testing.T, name, dsn string, extra ...string) *cluster {
+// dir, the environment env and extra flags, and waits until it serves and
+// has written its admin.env.
+func startSharedManager(t *testing.T, name, dsn string, env []string, extra ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, data: t.TempDir()}
 	addr := freePort(t)
 	args := append([]string{"manager", "--db", dsn, "--data", c.data, "--listen", addr, "--heartbeat-interval", "500ms"}, extra...)
-	c.mgr = start(t, name, nil, args...)
+	c.mgr = start(t, name, env, args...)
 	c.url = "http://" + addr
 	eventually(t, 30*time.Second, name+" admin.env and listening", func() bool {
 		if c.mgr.exited() {

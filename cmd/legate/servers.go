@@ -19,6 +19,7 @@ import (
 	"github.com/legate-dev/legate/internal/config"
 	"github.com/legate-dev/legate/internal/delegate"
 	"github.com/legate-dev/legate/internal/manager"
+	"github.com/legate-dev/legate/internal/seal"
 	"github.com/legate-dev/legate/internal/store"
 	"github.com/legate-dev/legate/internal/transport"
 )
@@ -56,7 +57,9 @@ func (l tlsListener) Addr() net.Addr { return tlsAddr{l.Listener.Addr()} }
 
 type managerFlags struct {
 	listen, data, db, publicURL, logLevel string
-	heartbeat                             time.Duration
+	// masterKeyFile is the key file; "" means DATA/master.key.
+	masterKeyFile string
+	heartbeat     time.Duration
 	// apiKeyTTL is how long a cached API key is trusted (legate manager only).
 	apiKeyTTL time.Duration
 	// TLS (legate manager only).
@@ -80,7 +83,14 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	if dsn == "" {
 		dsn = filepath.Join(f.data, "legate.db")
 	}
-	st, err := store.Open(ctx, dsn)
+	keys, err := loadMasterKeys(os.LookupEnv, keyFilePath(f.data, f.masterKeyFile), true)
+	if err != nil {
+		return nil, manager.Admin{}, nil, nil, err
+	}
+	if keys.file == "" && f.masterKeyFile != "" {
+		log.Warn(seal.EnvMasterKey+" is set: --master-key-file is ignored", "file", f.masterKeyFile)
+	}
+	st, err := openManagerStore(ctx, dsn, keys, log)
 	if err != nil {
 		return nil, manager.Admin{}, nil, nil, fmt.Errorf("open store: %w", err)
 	}
@@ -129,6 +139,13 @@ legate apikey creates more keys and revokes them. A start that finds a
 revoked key (or none) in DIR/admin.env writes a new one there.
 
 Restarting on the same DIR keeps everything.
+
+Secrets at rest (task secret values, the delegates' session-signing key) are
+sealed with a master key kept outside the database: DIR/master.key (mode
+0600, created on first start; back it up apart from the database), or
+LEGATE_MASTER_KEY (base64 or hex, 32 bytes), which wins when set and which
+managers sharing one PostgreSQL database must share. See
+legate manager rotate-key --help and docs/secrets-at-rest.md.
 
 TLS: with --tls-cert and --tls-key the manager serves HTTPS and WSS only, and
 admin.env gets an https:// LEGATE_URL (use --public-url when clients reach it
@@ -179,6 +196,8 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 	cmd.Flags().StringVar(&f.tls.Cert, "tls-cert", "", "PEM certificate (chain) to serve HTTPS and WSS with; needs --tls-key")
 	cmd.Flags().StringVar(&f.tls.Key, "tls-key", "", "PEM private key of --tls-cert")
 	cmd.Flags().StringVar(&f.tls.ClientCA, "tls-client-ca", "", "PEM CA file: require every client to show a certificate signed by it")
+	cmd.Flags().StringVar(&f.masterKeyFile, "master-key-file", "", "master key file sealing the secrets at rest (default: DATA/master.key); LEGATE_MASTER_KEY wins when set")
+	cmd.AddCommand(newManagerKeyCmds()...)
 	return cmd
 }
 
@@ -387,7 +406,9 @@ func newDevCmd(stop *stopper) *cobra.Command {
 		Long: `Run a manager with an embedded SQLite store under ./.legate-dev/ (or --data)
 and one delegate connected to it, in one process. Nothing else to install.
 It prints the URL, account ID and API key, and an example to copy. Ctrl-C stops
-both cleanly; running again on the same directory keeps everything.
+both cleanly; running again on the same directory keeps everything. Task
+secrets are sealed at rest with the master key in DATA/master.key (created on
+first start) unless LEGATE_MASTER_KEY is set; see docs/secrets-at-rest.md.
 
 Dev mode serves plain HTTP on loopback: to try TLS, proxies or client
 certificates, run legate manager --tls-cert … and legate delegate.`,

@@ -21,17 +21,19 @@ var forbidden = map[string][]string{
 	"internal/executor":   {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli"},
 	"internal/mask":       {"internal/"},
 	"internal/atomicfile": {"internal/"},
-	"internal/logfile":    {"internal/"},
-	"internal/metrics":    {"internal/"}, // standard library only, see below
-	"internal/assign":     {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
-	"internal/config":     {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
-	"internal/manager":    {"internal/delegate", "internal/cli", "internal/executor"},
-	"internal/cli":        {"internal/manager", "internal/store", "internal/delegate"},
-	"internal/pgtest":     {"internal/"}, // a test helper: imports nothing from the project
-	"internal/promtest":   {"internal/"}, // a test helper: imports nothing from the project
-	"internal/transport":  {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
-	"internal/certtest":   {"internal/"}, // test helpers
-	"internal/proxytest":  {"internal/"},
+	// seal: crypto and key files only (it may use atomicfile).
+	"internal/seal":      {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/protocol", "internal/config"},
+	"internal/logfile":   {"internal/"},
+	"internal/metrics":   {"internal/"}, // standard library only, see below
+	"internal/assign":    {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
+	"internal/config":    {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
+	"internal/manager":   {"internal/delegate", "internal/cli", "internal/executor"},
+	"internal/cli":       {"internal/manager", "internal/store", "internal/delegate"},
+	"internal/pgtest":    {"internal/"}, // a test helper: imports nothing from the project
+	"internal/promtest":  {"internal/"}, // a test helper: imports nothing from the project
+	"internal/transport": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
+	"internal/certtest":  {"internal/"}, // test helpers
+	"internal/proxytest": {"internal/"},
 }
 
 type pkgInfo struct {

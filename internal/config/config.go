@@ -127,7 +127,8 @@ func SecretEnvNames() []string {
 		"ACCOUNT_SECRET",
 		"PROXY_PASSWORD",
 		"PROXY_USER",
-		"LEGATE_API_KEY", // the CLI's admin key, e.g. exported where `legate dev` runs
+		"LEGATE_API_KEY",    // the CLI's admin key, e.g. exported where `legate dev` runs
+		"LEGATE_MASTER_KEY", // the manager's master key, e.g. where `legate dev` runs
 	}
 }
 

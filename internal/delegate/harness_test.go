@@ -26,6 +26,7 @@ import (
 	"github.com/legate-dev/legate/internal/delegate"
 	"github.com/legate-dev/legate/internal/manager"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/seal"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -90,6 +91,10 @@ type testManager struct {
 	api   *client.Client // the admin API, with the bootstrap API key
 	log   *logBuffer
 
+	// keys seal the database's secrets; a restart keeps them, as a
+	// manager's key file does.
+	keys *seal.Ring
+
 	st     *store.Store
 	cancel context.CancelFunc
 	done   chan error
@@ -121,7 +126,14 @@ func (tm *testManager) serve(ln net.Listener) {
 	t := tm.t
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(tm.dir, "legate.db"))
+	if tm.keys == nil {
+		keys, err := seal.NewRing(seal.NewKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm.keys = keys
+	}
+	st, err := store.OpenWith(ctx, filepath.Join(tm.dir, "legate.db"), store.Options{Keys: tm.keys})
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)

@@ -240,10 +240,7 @@ func (m *Manager) taskView(t store.Task) protocol.Task {
 	if v.Selectors == nil {
 		v.Selectors = []string{}
 	}
-	for k := range t.Spec.SecretEnv {
-		v.SecretEnvNames = append(v.SecretEnvNames, k)
-	}
-	sort.Strings(v.SecretEnvNames)
+	v.SecretEnvNames = t.WithoutSecretValues().SecretNames
 	return v
 }
 
@@ -381,6 +378,7 @@ func (m *Manager) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 		storeError(w, err, "task")
 		return
 	}
+	t = t.WithoutSecretValues() // the store keeps them sealed; memory keeps none
 	m.offerTask(r.Context(), t, false)
 	m.broadcast(r.Context(), clusterEvent{Kind: clusterTask, Account: acct, Task: t.ID})
 	writeJSON(w, http.StatusCreated, m.taskView(t))

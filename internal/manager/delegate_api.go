@@ -598,6 +598,9 @@ func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live)
 		if errors.Is(err, store.ErrAlreadyClaimed) || errors.Is(err, store.ErrTaskTerminal) || errors.Is(err, store.ErrNotFound) {
 			m.queue.drop(id)
 		}
+		if isSealError(err) {
+			m.log.Error("cannot hand a task to a delegate: its secret values do not open", "task", id, "err", keyError(err))
+		}
 		storeError(w, err, "task "+id)
 		return
 	}

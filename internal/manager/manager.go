@@ -7,7 +7,6 @@ package manager
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -129,13 +128,20 @@ type Manager struct {
 // New creates a manager over an open store.
 func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	cfg.defaults()
-	key, err := st.SettingOrInit(ctx, "session_key", newSecret("", 32))
+	// Secrets at rest: what an older version kept in clear is sealed
+	// first (one pass per database), then the session key is opened (made
+	// on a new database). A database sealed with another key stops here.
+	sealed, err := st.SealInClear(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("load session key: %w", err)
+		return nil, fmt.Errorf("seal secrets at rest: %w", keyError(err))
 	}
-	kb, err := hex.DecodeString(key)
-	if err != nil || len(kb) < 16 {
-		return nil, fmt.Errorf("stored session key is malformed")
+	if sealed.Changed() {
+		cfg.Logger.Info("sealed the secrets an older version kept in clear in the database",
+			"session_key", sealed.SessionKey, "tasks", sealed.Sealed, "ended_tasks_dropped", sealed.Dropped)
+	}
+	kb, err := st.SessionKey(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load session key: %w", keyError(err))
 	}
 	m := &Manager{
 		cfg:        cfg,

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/seal"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -37,7 +39,13 @@ func startTestManager(t testing.TB, cfg Config) *testManager {
 func startTestManagerOn(t testing.TB, dsn, dir string, cfg Config) *testManager {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, dsn)
+	// One fixed master key for every test manager, so that managers sharing
+	// a database (and restarts on one) open what the others sealed.
+	keys, err := seal.NewRing(bytes.Repeat([]byte{0x42}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.OpenWith(ctx, dsn, store.Options{Keys: keys})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,6 +95,7 @@ func (q *queue) put(t store.Task, now time.Time) {
 		q.drop(t.ID)
 		return
 	}
+	t = t.WithoutSecretValues() // the index never holds secret values
 	v := staticView(t)
 	e := &queued{queuedTask: &queuedTask{task: t, view: v, sig: signature(v)},
 		nextOffer: now.Add(reofferFirst), backoff: reofferFirst, since: now}

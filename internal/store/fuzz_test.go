@@ -48,8 +48,9 @@ func FuzzDecodeTaskColumns(f *testing.F) {
 }
 
 // FuzzTaskSpecRoundTrip stores specs built from arbitrary strings and
-// checks GetTask returns what JSON encoding preserves (invalid UTF-8 is
-// replaced by U+FFFD, as on the wire).
+// checks GetTask (and, with the secret values, ClaimTask) returns what
+// JSON encoding preserves (invalid UTF-8 is replaced by U+FFFD, as on the
+// wire).
 func FuzzTaskSpecRoundTrip(f *testing.F) {
 	f.Add("echo hi", "linux", "KEY", "value", "s3cret", int64(1000), 2)
 	f.Add("", "", "", "", "", int64(0), 0)
@@ -94,8 +95,22 @@ func FuzzTaskSpecRoundTrip(f *testing.F) {
 			if err != nil {
 				t.Fatalf("%s: %v", s.dialect, err)
 			}
-			if diff := cmp.Diff(want, got.Spec, equateEmpty); diff != "" {
+			// Reads give the names of the secret values; the claim gives
+			// the values (sealed and opened on the way).
+			wantRead := want
+			wantRead.SecretEnv = nil
+			if diff := cmp.Diff(wantRead, got.Spec, equateEmpty); diff != "" {
 				t.Fatalf("%s: spec (-want +got):\n%s", s.dialect, diff)
+			}
+			if diff := cmp.Diff([]string{key}, got.SecretNames); diff != "" {
+				t.Fatalf("%s: secret names (-want +got):\n%s", s.dialect, diff)
+			}
+			claimed, err := s.ClaimTask(ctx, claimFor(id, "i1"), t0)
+			if err != nil {
+				t.Fatalf("%s: %v", s.dialect, err)
+			}
+			if diff := cmp.Diff(want, claimed.Spec, equateEmpty); diff != "" {
+				t.Fatalf("%s: claimed spec (-want +got):\n%s", s.dialect, diff)
 			}
 			if got.Retries != retries || got.TimeoutMS != timeoutMS {
 				t.Fatalf("%s: retries %d timeout %d, want %d %d", s.dialect, got.Retries, got.TimeoutMS, retries, timeoutMS)

@@ -77,23 +77,52 @@ func getInstance(ctx context.Context, h handle, id string) (Instance, error) {
 const taskCols = `id, account_id, spec, status, exit_code, error, http_result, timeout_ms,
 	queue_timeout_ms, retries, attempts, epoch, instance_id, delegate_name, delegate_hostname,
 	denied_instances, created_at, acquired_at, started_at, finished_at, queue_deadline,
-	lease_expires_at, log_bytes, log_omitted`
+	lease_expires_at, log_bytes, log_omitted, secret_names`
 
+// taskSecretCols are taskCols and the sealed secret values, which only a
+// claim reads (see scanTaskSecrets).
+const taskSecretCols = taskCols + `, secrets`
+
+// scanTask reads a row of taskCols: a task without secret values.
 func scanTask(r rowScanner) (Task, error) {
+	t, _, err := scanTaskRow(r, false)
+	return t, err
+}
+
+// scanTaskSecrets reads a row of taskSecretCols: the task without secret
+// values, and its values as stored.
+func scanTaskSecrets(r rowScanner) (Task, storedSecrets, error) {
+	return scanTaskRow(r, true)
+}
+
+func scanTaskRow(r rowScanner, withSecrets bool) (Task, storedSecrets, error) {
 	var t Task
-	var spec, denied string
+	var ss storedSecrets
+	var spec, denied, names string
 	var exitCode, acquired, started, finished, lease sql.NullInt64
 	var httpResult sql.NullString
 	var created, queueDeadline int64
-	if err := r.Scan(&t.ID, &t.AccountID, &spec, &t.Status, &exitCode, &t.Error, &httpResult,
+	dest := []any{&t.ID, &t.AccountID, &spec, &t.Status, &exitCode, &t.Error, &httpResult,
 		&t.TimeoutMS, &t.QueueTimeoutMS, &t.Retries, &t.Attempts, &t.Epoch, &t.InstanceID,
 		&t.DelegateName, &t.DelegateHostname, &denied, &created, &acquired, &started, &finished,
-		&queueDeadline, &lease, &t.LogBytes, &t.LogOmitted); err != nil {
-		return Task{}, err
+		&queueDeadline, &lease, &t.LogBytes, &t.LogOmitted, &names}
+	if withSecrets {
+		dest = append(dest, &ss.sealed)
+	}
+	if err := r.Scan(dest...); err != nil {
+		return Task{}, ss, err
 	}
 	if err := decodeTaskColumns(&t, spec, denied, httpResult); err != nil {
-		return Task{}, fmt.Errorf("task %s: %w", t.ID, err)
+		return Task{}, ss, fmt.Errorf("task %s: %w", t.ID, err)
 	}
+	var err error
+	if t.SecretNames, err = decodeStrings(names); err != nil {
+		return Task{}, ss, fmt.Errorf("task %s: secret names: %w", t.ID, err)
+	}
+	// A row from before migration 0006 that the upgrade has not sealed
+	// yet keeps its values in the spec, in clear.
+	ss.clear = t.Spec.SecretEnv
+	t = t.WithoutSecretValues()
 	t.ExitCode = fromNullInt(exitCode)
 	t.CreatedAt = fromMicros(created)
 	t.AcquiredAt = fromNullMicros(acquired)
@@ -101,7 +130,7 @@ func scanTask(r rowScanner) (Task, error) {
 	t.FinishedAt = fromNullMicros(finished)
 	t.QueueDeadline = fromMicros(queueDeadline)
 	t.LeaseExpiresAt = fromNullMicros(lease)
-	return t, nil
+	return t, ss, nil
 }
 
 // decodeTaskColumns decodes the JSON columns of a task row into t.
@@ -158,7 +187,9 @@ func queryTasks(ctx context.Context, h handle, query string, args ...any) ([]Tas
 
 // updateTask writes the mutable state of t (everything but the spec, the
 // creation fields and the log counters), provided the row is still in
-// status prevStatus at epoch prevEpoch; errRowChanged otherwise.
+// status prevStatus at epoch prevEpoch; errRowChanged otherwise. A task
+// that ends loses its secret values (their names stay): every path to a
+// terminal status goes through here.
 func updateTask(ctx context.Context, h handle, t Task, prevStatus string, prevEpoch int64) error {
 	httpResult, err := encodeHTTPResult(t.HTTPResult)
 	if err != nil {
@@ -167,12 +198,12 @@ func updateTask(ctx context.Context, h handle, t Task, prevStatus string, prevEp
 	res, err := h.exec(ctx, `UPDATE tasks SET status = ?, exit_code = ?, error = ?,
 	http_result = ?, attempts = ?, epoch = ?, instance_id = ?, delegate_name = ?, delegate_hostname = ?,
 	denied_instances = ?, acquired_at = ?, started_at = ?, finished_at = ?, queue_deadline = ?,
-	lease_expires_at = ?
+	lease_expires_at = ?, secrets = CASE WHEN ? = 1 THEN '' ELSE secrets END
 	WHERE id = ? AND status = ? AND epoch = ?`,
 		t.Status, nullInt(t.ExitCode), t.Error, httpResult, t.Attempts, t.Epoch, t.InstanceID,
 		t.DelegateName, t.DelegateHostname, encodeStrings(t.DeniedInstances), nullMicros(t.AcquiredAt),
 		nullMicros(t.StartedAt), nullMicros(t.FinishedAt), micros(t.QueueDeadline),
-		nullMicros(t.LeaseExpiresAt), t.ID, prevStatus, prevEpoch)
+		nullMicros(t.LeaseExpiresAt), boolInt(protocol.Terminal(t.Status)), t.ID, prevStatus, prevEpoch)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,9 @@
 // tokens, delegate instances, tasks and their logs. One Store type fronts
 // both SQLite (embedded, pure Go, WAL) and PostgreSQL (several managers may
 // share one database), with the same schema and embedded migrations. Claims
-// are compare-and-set, so exactly one delegate wins a task.
+// are compare-and-set, so exactly one delegate wins a task. Secret values
+// (task secrets, the session key) are sealed with a key ring the database
+// never holds (secrets.go).
 package store
 
 import (
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/seal"
 )
 
 // Store is the durable state of a manager. It is safe for concurrent use.
@@ -34,25 +37,56 @@ type Store struct {
 	group *groupCommit
 	// pgConfig opens the dedicated LISTEN connection (PostgreSQL only).
 	pgConfig *pgx.ConnConfig
+	// keys seal and open the secret values at rest.
+	keys *seal.Ring
+}
+
+// Options configures OpenWith. The zero value means the documented defaults.
+type Options struct {
+	// Keys seal the secret values the store keeps (task secrets, the
+	// session key). Nil means a random key made for this Store alone: what
+	// it seals cannot be opened once it is closed, by another Store or by
+	// another process (fine for tests that never reopen a database; a
+	// manager passes the ring from its key file or LEGATE_MASTER_KEY).
+	Keys *seal.Ring
 }
 
 // Open opens (creating if needed) the store named by dsn and applies
 // migrations. A dsn is a file path or "sqlite://PATH" for SQLite, or a
 // "postgres://..." (or "postgresql://...") URL for PostgreSQL, where
-// pool_max_conns=N sets the connection pool (default 16).
+// pool_max_conns=N sets the connection pool (default 16). It is OpenWith
+// with zero Options: secret values are sealed with a key that dies with
+// the Store.
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	return OpenWith(ctx, dsn, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	keys := opts.Keys
+	if keys == nil {
+		var err error
+		if keys, err = seal.NewRing(seal.NewKey()); err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+	}
+	var s *Store
 	if isPostgresDSN(dsn) {
-		s, err := openPostgres(ctx, dsn)
+		var err error
+		if s, err = openPostgres(ctx, dsn); err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+	} else {
+		path, err := parseSQLiteDSN(dsn)
 		if err != nil {
 			return nil, fmt.Errorf("open store: %w", err)
 		}
-		return s, nil
+		if s, err = openSQLite(ctx, path); err != nil {
+			return nil, err
+		}
 	}
-	path, err := parseSQLiteDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	return openSQLite(ctx, path)
+	s.keys = keys
+	return s, nil
 }
 
 // Close releases the database.
@@ -389,19 +423,29 @@ func (s *Store) DeregisterInstance(ctx context.Context, id string, now time.Time
 // CreateTask inserts a queued task. The caller fills ID, AccountID, Spec,
 // TimeoutMS, QueueTimeoutMS, Retries, CreatedAt and QueueDeadline. The
 // scope (Spec.Org, Spec.Project) is also stored in columns of its own.
+// Spec.SecretEnv's values are sealed for the task (the database never
+// holds them in clear); their names are kept apart, in clear.
 func (s *Store) CreateTask(ctx context.Context, t Task) error {
-	spec, err := encodeSpec(t.Spec)
+	sealed, err := s.sealSecrets(t.ID, t.Spec.SecretEnv)
+	if err != nil {
+		return fmt.Errorf("create task %s: %w", t.ID, err)
+	}
+	names := t.WithoutSecretValues().SecretNames
+	spec := t.Spec
+	spec.SecretEnv = nil
+	specText, err := encodeSpec(spec)
 	if err != nil {
 		return fmt.Errorf("create task %s: %w", t.ID, err)
 	}
 	err = s.insert(ctx, `INSERT INTO tasks (id, account_id, type, spec, status, exit_code, error,
 	http_result, timeout_ms, queue_timeout_ms, retries, attempts, epoch, instance_id, delegate_name,
 	delegate_hostname, denied_instances, created_at, acquired_at, started_at, finished_at,
-	queue_deadline, lease_expires_at, log_bytes, log_omitted, org, project)
-	VALUES (?, ?, ?, ?, ?, NULL, '', NULL, ?, ?, ?, 0, 0, '', '', '', '[]', ?, NULL, NULL, NULL, ?, NULL, 0, 0, ?, ?)
+	queue_deadline, lease_expires_at, log_bytes, log_omitted, org, project, secret_names, secrets)
+	VALUES (?, ?, ?, ?, ?, NULL, '', NULL, ?, ?, ?, 0, 0, '', '', '', '[]', ?, NULL, NULL, NULL, ?, NULL, 0, 0, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING`,
-		t.ID, t.AccountID, t.Spec.Type, spec, protocol.StatusQueued, t.TimeoutMS, t.QueueTimeoutMS,
-		t.Retries, micros(t.CreatedAt), micros(t.QueueDeadline), t.Spec.Org, t.Spec.Project)
+		t.ID, t.AccountID, t.Spec.Type, specText, protocol.StatusQueued, t.TimeoutMS, t.QueueTimeoutMS,
+		t.Retries, micros(t.CreatedAt), micros(t.QueueDeadline), t.Spec.Org, t.Spec.Project,
+		encodeStrings(names), sealed)
 	if err != nil {
 		return fmt.Errorf("create task %s: %w", t.ID, err)
 	}
@@ -546,18 +590,33 @@ func (s *Store) QueuedPastDeadline(ctx context.Context, now time.Time, limit int
 // task is read FOR UPDATE, so a claimer that waited for that row lock
 // reads the committed row and sees it is no longer queued. The capacity check holds under concurrency too (see
 // lockInstanceClaims).
+//
+// The task it returns carries its secret values in Spec.SecretEnv, opened
+// with the store's keys: the only read that does, and only for the claimer
+// that holds the task (the winner, or the holder whose repeated claim Check
+// refused). A value that does not open fails the claim (the task stays
+// queued) with an error wrapping the seal package's error.
 func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, error) {
 	var t Task
 	var checkErr error
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var err error
+		var ss storedSecrets
 		checkErr = nil
-		t, err = getTaskForUpdate(ctx, s.w(tx), c.TaskID)
+		t, ss, err = getTaskSecretsForUpdate(ctx, s.w(tx), c.TaskID)
 		if err != nil {
 			return err
 		}
 		if c.Check != nil {
 			if checkErr = c.Check(t); checkErr != nil {
+				if t.Status == protocol.StatusRunning && t.InstanceID == c.InstanceID {
+					values, err := s.openSecrets(t.ID, ss)
+					if err != nil {
+						checkErr = nil
+						return err
+					}
+					t.Spec.SecretEnv = values
+				}
 				return checkErr
 			}
 		}
@@ -580,6 +639,10 @@ func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, er
 				return ErrNoCapacity
 			}
 		}
+		values, err := s.openSecrets(t.ID, ss)
+		if err != nil {
+			return err
+		}
 		prevEpoch := t.Epoch
 		t.Status = protocol.StatusRunning
 		t.Epoch++
@@ -593,6 +656,7 @@ func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, er
 			}
 			return err
 		}
+		t.Spec.SecretEnv = values
 		return nil
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/seal"
 )
 
 // t0 is the base time of the tests: microsecond precision, UTC, as the
@@ -34,9 +36,25 @@ func openTest(t testing.TB) *Store {
 	return openAt(t, filepath.Join(t.TempDir(), "legate.db"))
 }
 
+// testKeys seal what the test stores keep: the stores a test opens on one
+// database share them, as the managers of one database share a key.
+var testKeys = func() *seal.Ring {
+	r, err := seal.NewRing(bytes.Repeat([]byte{7}, seal.KeySize))
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
+
 func openAt(t testing.TB, dsn string) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), dsn)
+	return openWithKeys(t, dsn, testKeys)
+}
+
+// openWithKeys opens a store on dsn with the key ring keys, closed when t ends.
+func openWithKeys(t testing.TB, dsn string, keys *seal.Ring) *Store {
+	t.Helper()
+	s, err := OpenWith(context.Background(), dsn, Options{Keys: keys})
 	if err != nil {
 		t.Fatalf("Open(%q): %v", dsn, err)
 	}

@@ -37,10 +37,11 @@ func newTask(id, acc string, created time.Time) Task {
 	}
 }
 
-// stored is what the store holds right after CreateTask(t).
+// stored is what a read returns right after CreateTask(t): a queued task,
+// its secret names without their values.
 func stored(t Task) Task {
 	t.Status = protocol.StatusQueued
-	return t
+	return t.WithoutSecretValues()
 }
 
 func mustCreate(t testing.TB, s *Store, tasks ...Task) {
@@ -239,7 +240,10 @@ func TestClaimTask(t *testing.T) {
 		want.InstanceID, want.DelegateName, want.DelegateHostname = "i1", "dlg-i1", "host-i1"
 		want.AcquiredAt = ptr(now)
 		want.LeaseExpiresAt = ptr(now.Add(lease))
-		if diff := cmp.Diff(want, got, equateEmpty); diff != "" {
+		// The claim, and only the claim, carries the secret values.
+		wantClaim := want
+		wantClaim.Spec.SecretEnv = map[string]string{"TOKEN": "s3cret"}
+		if diff := cmp.Diff(wantClaim, got, equateEmpty); diff != "" {
 			t.Errorf("ClaimTask (-want +got):\n%s", diff)
 		}
 		if diff := cmp.Diff(want, mustGet(t, s, "acc1", "t1"), equateEmpty); diff != "" {
@@ -371,7 +375,7 @@ func TestCompleteTask(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := claimed
+		want := claimed.WithoutSecretValues()
 		want.Status, want.ExitCode, want.Error, want.HTTPResult = r.Status, r.ExitCode, r.Error, r.HTTPResult
 		want.FinishedAt = ptr(at(2 * time.Minute))
 		want.LeaseExpiresAt = nil
@@ -521,7 +525,7 @@ func TestExpireLeases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantRetry := claimed
+		wantRetry := claimed.WithoutSecretValues()
 		wantRetry.Status = protocol.StatusQueued
 		wantRetry.DeniedInstances = []string{"i1"}
 		wantRetry.InstanceID, wantRetry.DelegateName, wantRetry.DelegateHostname = "", "", ""

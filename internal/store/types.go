@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/legate-dev/legate/internal/protocol"
@@ -82,12 +83,18 @@ type InstanceTouch struct {
 	Draining      bool
 }
 
-// Task is the stored form of a task. Spec holds the full submitted spec,
-// secret values included; the API never returns Spec.SecretEnv.
+// Task is the stored form of a task. Spec is the submitted spec; its
+// SecretEnv carries values only into CreateTask and out of ClaimTask (to
+// the delegate that runs the task): the store keeps them sealed and drops
+// them when the task ends, and every other read leaves Spec.SecretEnv nil
+// and lists the names in SecretNames.
 type Task struct {
-	ID               string
-	AccountID        string
-	Spec             protocol.TaskSpec
+	ID        string
+	AccountID string
+	Spec      protocol.TaskSpec
+	// SecretNames are the names of the task's secret values, sorted
+	// (they stay after the values are dropped).
+	SecretNames      []string
 	Status           string
 	ExitCode         *int
 	Error            string
@@ -113,6 +120,25 @@ type Task struct {
 	// many of them were dropped by the head/tail cap.
 	LogBytes   int64
 	LogOmitted int64
+}
+
+// WithoutSecretValues returns t with its secret names in SecretNames and
+// no secret values: the form every read but ClaimTask returns, and the one
+// to keep in memory.
+func (t Task) WithoutSecretValues() Task {
+	if len(t.Spec.SecretEnv) == 0 {
+		return t
+	}
+	names := slices.Clone(t.SecretNames)
+	for k := range t.Spec.SecretEnv {
+		if !slices.Contains(names, k) {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	t.SecretNames = names
+	t.Spec.SecretEnv = nil
+	return t
 }
 
 // Claim is what ClaimTask needs to know about the claimer.
