@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,9 +32,9 @@ func newLogger(level string) (*slog.Logger, error) {
 
 // publicURL is the URL clients should use for a listener: https:// when
 // it serves TLS.
-func publicURL(addr net.Addr) string {
+func publicURL(addr net.Addr, tls bool) string {
 	scheme := "http://"
-	if _, ok := addr.(tlsAddr); ok {
+	if tls {
 		scheme = "https://"
 	}
 	host, port, _ := net.SplitHostPort(addr.String())
@@ -45,14 +44,6 @@ func publicURL(addr net.Addr) string {
 	}
 	return scheme + net.JoinHostPort(host, port)
 }
-
-// tlsAddr marks the address of a listener that serves TLS.
-type tlsAddr struct{ net.Addr }
-
-// tlsListener is a TLS listener whose Addr says so (see publicURL).
-type tlsListener struct{ net.Listener }
-
-func (l tlsListener) Addr() net.Addr { return tlsAddr{l.Listener.Addr()} }
 
 type managerFlags struct {
 	listen, data, db, publicURL, logLevel string
@@ -88,12 +79,11 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 		return nil, manager.Admin{}, nil, nil, fmt.Errorf("listen on %s: %w", f.listen, err)
 	}
 	if tlsConf != nil {
-		ln = tlsListener{tls.NewListener(ln, tlsConf)}
 		log.Info("serving HTTPS and WSS", "cert", f.tls.Cert, "client_certificates_required", f.tls.ClientCA != "")
 	}
 	url := f.publicURL
 	if url == "" {
-		url = publicURL(ln.Addr())
+		url = publicURL(ln.Addr(), tlsConf != nil)
 	}
 	admin, err := manager.Bootstrap(ctx, st, f.data, url, time.Now())
 	if err != nil {
@@ -101,7 +91,7 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 		st.Close()
 		return nil, admin, nil, nil, err
 	}
-	m, err := manager.New(ctx, st, manager.Config{HeartbeatInterval: f.heartbeat, Version: buildVersion(), Logger: log})
+	m, err := manager.New(ctx, st, manager.Config{HeartbeatInterval: f.heartbeat, Version: buildVersion(), Logger: log, TLS: tlsConf})
 	if err != nil {
 		ln.Close()
 		st.Close()
@@ -424,7 +414,7 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 			dlog := devDelegateLogger(log, termLevel, logFile)
 			a, err := delegate.New(delegate.Options{
 				Config: config.Delegate{
-					AccountID: admin.AccountID, Token: token, ManagerURLs: []string{publicURL(ln.Addr())},
+					AccountID: admin.AccountID, Token: token, ManagerURLs: []string{publicURL(ln.Addr(), false)},
 					Name: "dev-delegate", Type: "SHELL", Tags: []string{"dev"}, Proxy: proxy,
 				},
 				WorkDir: workDir, Grace: 10 * time.Second, Version: buildVersion(), Logger: dlog, ForceStop: stop.Force,

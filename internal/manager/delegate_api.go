@@ -404,12 +404,21 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 	}()
 	m.log.Debug("websocket open", "instance", d.id, "name", d.name)
 
-	// Reader: heartbeats in, acks queued for the writer.
+	// Reader: heartbeats in, acks queued for the writer. The delegate
+	// heartbeats every interval, so a WebSocket without a frame for the
+	// liveness window has a silent peer: the read's deadline closes it.
 	readErr := make(chan error, 1)
 	go func() {
 		for {
 			var f protocol.Frame
-			if err := wsjson.Read(ctx, c, &f); err != nil {
+			rctx, rcancel := context.WithTimeout(ctx, m.window())
+			err := wsjson.Read(rctx, c, &f)
+			silent := err != nil && rctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+			rcancel()
+			if silent {
+				m.log.Info("closed a silent WebSocket: no frame for the liveness window", "instance", d.id, "name", d.name, "window", m.window())
+			}
+			if err != nil {
 				readErr <- err
 				return
 			}
