@@ -45,9 +45,29 @@ func publicURL(addr net.Addr, tls bool) string {
 	return scheme + net.JoinHostPort(host, port)
 }
 
+// plainHTTPWarning is the start-up warning of a manager that serves plain
+// HTTP where other hosts can reach it, or "" when there is nothing to say:
+// it serves TLS, listens on loopback only, or clients reach it through a
+// TLS-terminating proxy (an https:// --public-url).
+func plainHTTPWarning(addr net.Addr, tls bool, publicURL string) string {
+	if tls || strings.HasPrefix(strings.ToLower(publicURL), "https://") {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(addr.String())
+	if ip := net.ParseIP(host); err == nil && ip != nil && ip.IsLoopback() {
+		return ""
+	}
+	return "serving plain HTTP on " + addr.String() + ", reachable from other hosts: API keys, delegate tokens and " +
+		"task secrets cross the network in clear; serve HTTPS with --tls-cert and --tls-key, or put a TLS-terminating " +
+		"proxy in front and set --public-url https://..."
+}
+
 type managerFlags struct {
 	listen, data, db, publicURL, logLevel string
 	heartbeat                             time.Duration
+	// HTTP server limits; zero values mean manager.Config's defaults.
+	readTimeout, writeTimeout, idleTimeout time.Duration
+	maxConnections                         int
 	// TLS (legate manager only).
 	tls transport.ServerFiles
 }
@@ -81,6 +101,9 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	if tlsConf != nil {
 		log.Info("serving HTTPS and WSS", "cert", f.tls.Cert, "client_certificates_required", f.tls.ClientCA != "")
 	}
+	if w := plainHTTPWarning(ln.Addr(), tlsConf != nil, f.publicURL); w != "" {
+		log.Warn(w)
+	}
 	url := f.publicURL
 	if url == "" {
 		url = publicURL(ln.Addr(), tlsConf != nil)
@@ -91,7 +114,10 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 		st.Close()
 		return nil, admin, nil, nil, err
 	}
-	m, err := manager.New(ctx, st, manager.Config{HeartbeatInterval: f.heartbeat, Version: buildVersion(), Logger: log, TLS: tlsConf})
+	m, err := manager.New(ctx, st, manager.Config{
+		HeartbeatInterval: f.heartbeat, Version: buildVersion(), Logger: log, TLS: tlsConf,
+		ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxConnections: f.maxConnections,
+	})
 	if err != nil {
 		ln.Close()
 		st.Close()
@@ -132,8 +158,8 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 			if err != nil {
 				return err
 			}
-			if f.heartbeat < 100*time.Millisecond {
-				return fmt.Errorf("--heartbeat-interval %s is too short (at least 100ms)", f.heartbeat)
+			if err := f.check(); err != nil {
+				return err
 			}
 			ctx := cmd.Context()
 			m, admin, ln, st, err := startManager(ctx, f, log)
@@ -157,7 +183,34 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 	cmd.Flags().StringVar(&f.tls.Cert, "tls-cert", "", "PEM certificate (chain) to serve HTTPS and WSS with; needs --tls-key")
 	cmd.Flags().StringVar(&f.tls.Key, "tls-key", "", "PEM private key of --tls-cert")
 	cmd.Flags().StringVar(&f.tls.ClientCA, "tls-client-ca", "", "PEM CA file: require every client to show a certificate signed by it")
+	cmd.Flags().DurationVar(&f.readTimeout, "read-timeout", 30*time.Second, "a request body must arrive within this long after its headers, or the connection is closed")
+	cmd.Flags().DurationVar(&f.writeTimeout, "write-timeout", 60*time.Second, "a request must be answered within this long after its headers (streams: each write), or the connection is closed")
+	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "close a keep-alive connection that carries no request for this long")
+	cmd.Flags().IntVar(&f.maxConnections, "max-connections", 0, "connections served at once; past it new ones wait and idle ones are closed (0 = from the descriptor limit, ulimit -n)")
 	return cmd
+}
+
+// maxHeartbeatInterval keeps the liveness window (3 intervals) and leases
+// in a sane range.
+const maxHeartbeatInterval = 10 * time.Minute
+
+// check refuses flag values the manager cannot run with.
+func (f managerFlags) check() error {
+	if f.heartbeat < 100*time.Millisecond || f.heartbeat > maxHeartbeatInterval {
+		return fmt.Errorf("--heartbeat-interval %s: use 100ms to %s", f.heartbeat, maxHeartbeatInterval)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--read-timeout", f.readTimeout}, {"--write-timeout", f.writeTimeout}, {"--idle-timeout", f.idleTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s %s: want a positive duration such as 30s", d.name, d.v)
+		}
+	}
+	if f.maxConnections < 0 {
+		return fmt.Errorf("--max-connections %d: want 0 (from the descriptor limit) or a positive number", f.maxConnections)
+	}
+	return nil
 }
 
 type delegateFlags struct {
