@@ -318,7 +318,7 @@ func (m *Manager) handleEvents(w http.ResponseWriter, r *http.Request, d *live) 
 			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "wait_ms must be a non-negative integer")
 			return
 		}
-		if time.Duration(ms)*time.Millisecond < wait {
+		if ms < wait.Milliseconds() { // compared in ms: a huge wait_ms must not overflow a Duration
 			wait = time.Duration(ms) * time.Millisecond
 		}
 	}

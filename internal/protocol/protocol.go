@@ -300,6 +300,15 @@ type TaskSpec struct {
 	Connector string `json:"connector,omitempty"`
 }
 
+// Limits of a TaskSpec: the manager refuses values outside them (400,
+// naming the field) and the CLI checks its flags against them first.
+const (
+	// MaxTaskTimeoutMS bounds TimeoutMS and QueueTimeoutMS: 7 days.
+	MaxTaskTimeoutMS = 7 * 24 * 60 * 60 * 1000
+	// MaxTaskRetries bounds Retries.
+	MaxTaskRetries = 100
+)
+
 // HTTPResult is what an http task records.
 type HTTPResult struct {
 	Status      int    `json:"status"`
