@@ -184,7 +184,7 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 	cmd.Flags().StringVar(&f.tls.Key, "tls-key", "", "PEM private key of --tls-cert")
 	cmd.Flags().StringVar(&f.tls.ClientCA, "tls-client-ca", "", "PEM CA file: require every client to show a certificate signed by it")
 	cmd.Flags().DurationVar(&f.readTimeout, "read-timeout", 30*time.Second, "a request body must arrive within this long after its headers, or the connection is closed")
-	cmd.Flags().DurationVar(&f.writeTimeout, "write-timeout", 60*time.Second, "a request must be answered within this long after its headers (streams: each write), or the connection is closed")
+	cmd.Flags().DurationVar(&f.writeTimeout, "write-timeout", 60*time.Second, "a request must be answered within this long after its headers, plus --read-timeout when it has a body (streams: each write), or the connection is closed")
 	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "close a keep-alive connection that carries no request for this long")
 	cmd.Flags().IntVar(&f.maxConnections, "max-connections", 0, "connections served at once; past it new ones wait and idle ones are closed (0 = from the descriptor limit, ulimit -n)")
 	return cmd

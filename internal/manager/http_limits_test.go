@@ -206,9 +206,10 @@ func TestRegistrationsAreReadFewAtATime(t *testing.T) {
 
 // TestSlowBodyIsCut sends half a body and stops: after the read timeout
 // the manager answers 408 and closes the connection, on the registration
-// (no credentials) and on an admin route alike.
+// (no credentials) and on an admin route alike. The write timeout is as
+// short: the answer to a cut body must still be written.
 func TestSlowBodyIsCut(t *testing.T) {
-	tm := startTestManager(t, Config{ReadTimeout: time.Second})
+	tm := startTestManager(t, Config{ReadTimeout: time.Second, WriteTimeout: time.Second})
 	for _, tc := range []struct {
 		path string
 		auth string

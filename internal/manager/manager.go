@@ -54,7 +54,8 @@ type Config struct {
 	// closed). 0 = 30s.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds how long a request may take from the end of its
-	// headers to the end of its answer. Streaming answers (the WebSocket,
+	// headers to the end of its answer, plus ReadTimeout when it has a
+	// body. Streaming answers (the WebSocket,
 	// long polls, followed task logs) instead get WriteTimeout for each
 	// write, so they last as long as they need while a peer that stops
 	// reading is dropped. 0 = 60s.

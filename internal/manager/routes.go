@@ -188,7 +188,11 @@ func (m *Manager) serveRoute(rt route) http.Handler {
 			// The body must arrive within ReadTimeout; readBody lifts the
 			// deadline once it has (a deadline left on the connection
 			// would end the request's context while the handler works).
-			_ = rc.SetReadDeadline(time.Now().Add(m.cfg.ReadTimeout))
+			// The answer gets WriteTimeout on top, so that a body that
+			// comes late is still answered, and one that is cut hears why.
+			now := time.Now()
+			_ = rc.SetReadDeadline(now.Add(m.cfg.ReadTimeout))
+			_ = rc.SetWriteDeadline(now.Add(m.cfg.ReadTimeout + m.cfg.WriteTimeout))
 		}
 		if rt.stream {
 			_ = rc.SetWriteDeadline(time.Time{})
@@ -199,7 +203,8 @@ func (m *Manager) serveRoute(rt route) http.Handler {
 }
 
 // writeDeadline gives every answer WriteTimeout from the end of the
-// request's headers; streaming routes lift it (serveRoute).
+// request's headers; serveRoute adds ReadTimeout for a request with a
+// body, and lifts it for streaming routes.
 func (m *Manager) writeDeadline(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(m.cfg.WriteTimeout))
