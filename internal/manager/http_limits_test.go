@@ -387,11 +387,33 @@ func TestStreamsOutliveTheWriteTimeout(t *testing.T) {
 	if err := d.Started(ctx, task.ID, protocol.StartedRequest{Epoch: acq.Epoch}); err != nil {
 		t.Fatal(err)
 	}
+	// Followed on one connection, read raw: the client library would
+	// hide a cut stream by reconnecting.
 	lines := make(chan protocol.LogStreamLine, 16)
 	followErr := make(chan error, 1)
 	go func() {
-		_, err := admin.StreamLogs(ctx, task.ID, true, func(l protocol.LogStreamLine) error { lines <- l; return nil })
-		followErr <- err
+		defer close(lines)
+		req, _ := http.NewRequest("GET", tm.url+protocol.PathTasks+"/"+task.ID+"/logs?follow=1", nil)
+		req.Header.Set("Authorization", "Bearer "+tm.admin.APIKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			followErr <- err
+			return
+		}
+		defer resp.Body.Close()
+		dec := json.NewDecoder(resp.Body)
+		for {
+			var l protocol.LogStreamLine
+			if err := dec.Decode(&l); err != nil {
+				followErr <- err
+				return
+			}
+			lines <- l
+			if l.Task != nil {
+				followErr <- nil
+				return
+			}
+		}
 	}()
 	if _, err := d.Poll(ctx, 0); err != nil { // the task's offer
 		t.Fatal(err)
@@ -412,7 +434,6 @@ func TestStreamsOutliveTheWriteTimeout(t *testing.T) {
 	if err := <-followErr; err != nil {
 		t.Fatalf("followed log past the write timeout: %v", err)
 	}
-	close(lines)
 	var got []string
 	for l := range lines {
 		switch {
