@@ -388,7 +388,10 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 		m.log.Debug("websocket accept", "err", err)
 		return
 	}
-	m.wsWG.Add(1)
+	if !m.wsEnter() {
+		_ = c.Close(websocket.StatusGoingAway, "manager shutting down")
+		return
+	}
 	defer m.wsWG.Done()
 	c.SetReadLimit(1 << 20)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))

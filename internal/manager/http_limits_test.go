@@ -270,9 +270,11 @@ func TestConnectionLimit(t *testing.T) {
 	t.Run("idle connections make room", func(t *testing.T) {
 		tm := startTestManager(t, Config{MaxConnections: 2})
 		a, b := dialRaw(t, tm.url), dialRaw(t, tm.url)
+		limit := tm.m.conns.Load()
 		get(t, a, protocol.PathHealth)
+		eventually(t, 10*time.Second, "a idle", func() bool { return limit.idleCount() == 1 })
 		get(t, b, protocol.PathHealth)
-		eventually(t, 10*time.Second, "both connections idle", func() bool { return tm.m.conns.Load().idleCount() == 2 })
+		eventually(t, 10*time.Second, "a and b idle", func() bool { return limit.idleCount() == 2 })
 		c := dialRaw(t, tm.url)
 		get(t, c, protocol.PathHealth) // let in: a, idle the longest, makes room
 		if !a.closedByServer(20 * time.Second) {

@@ -158,6 +158,7 @@ type Manager struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 	wsWG     sync.WaitGroup
+	wsMu     sync.Mutex // orders wsWG.Add (wsEnter) before Run's wsWG.Wait
 	tokens   tokenCache
 	apiKeys  sync.Map // hash -> account ID
 	// caps holds every delegate's allow and deny list entries.
@@ -285,6 +286,10 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 	if err := srv.Shutdown(shCtx); err != nil {
 		m.log.Warn("http shutdown", "err", err)
 	}
+	// Every WebSocket handler registered before stopping (wsEnter) is
+	// ordered before this Wait; later ones see stopping and do not.
+	m.wsMu.Lock()
+	m.wsMu.Unlock() //nolint:staticcheck // an empty critical section on purpose
 	m.wsWG.Wait()
 	cancelLoops()
 	wg.Wait()
@@ -295,6 +300,22 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 	}
 	m.log.Info("manager stopped")
 	return nil
+}
+
+// wsEnter registers a WebSocket handler with Run's shutdown, unless the
+// shutdown has begun. A handler's Add must happen before Run's Wait: an Add
+// concurrent with Wait is a misuse of sync.WaitGroup (the race detector
+// reports it).
+func (m *Manager) wsEnter() bool {
+	m.wsMu.Lock()
+	defer m.wsMu.Unlock()
+	select {
+	case <-m.stopping:
+		return false
+	default:
+	}
+	m.wsWG.Add(1)
+	return true
 }
 
 func (m *Manager) beginStop() {
