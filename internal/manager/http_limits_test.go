@@ -494,3 +494,33 @@ func TestDefaultMaxConnections(t *testing.T) {
 		}
 	}
 }
+
+// TestCredentialsAreCheckedBeforeTheBody announces bodies as large as the
+// routes accept, without valid credentials, and sends none of them: the
+// answer (401) comes without the manager waiting for a byte of the body.
+func TestCredentialsAreCheckedBeforeTheBody(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	for _, tc := range []struct {
+		path, auth string
+		limit      int64
+	}{
+		{protocol.PathTasks, "", bodyLarge},
+		{protocol.PathTasks, "Bearer not-a-key", bodyLarge},
+		{protocol.PathDelegateTask + "/t_x/logs", "Bearer s1.forged.session", bodyLarge},
+		{protocol.PathHeartbeat, "", bodyDelegateState},
+	} {
+		c := dialRaw(t, tm.url)
+		h := map[string]string{"Content-Length": strconv.FormatInt(tc.limit, 10)}
+		if tc.auth != "" {
+			h["Authorization"] = tc.auth
+		}
+		c.send("POST", tc.path, h, "")
+		resp, body, err := c.response(10 * time.Second)
+		if err != nil {
+			t.Fatalf("POST %s (%q): no answer without the body: %v", tc.path, tc.auth, err)
+		}
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("POST %s (%q): %d %s; want 401", tc.path, tc.auth, resp.StatusCode, body)
+		}
+	}
+}

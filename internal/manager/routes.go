@@ -179,6 +179,10 @@ func (m *Manager) serveRoute(rt route) http.Handler {
 				"request body of %d bytes is larger than the %d bytes %s %s accepts", r.ContentLength, rt.body, rt.method, rt.pattern)
 			return
 		}
+		// A shallow copy: the server keeps its own *http.Request, whose
+		// body tells it after the answer whether the rest of the body is
+		// worth reading (at most 256 KiB) or the connection is closed.
+		r = r.WithContext(r.Context())
 		if rt.body > 0 {
 			r.Body = http.MaxBytesReader(w, r.Body, rt.body)
 		} else {
