@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,9 +33,9 @@ func newLogger(level string) (*slog.Logger, error) {
 
 // publicURL is the URL clients should use for a listener: https:// when
 // it serves TLS.
-func publicURL(addr net.Addr) string {
+func publicURL(addr net.Addr, tls bool) string {
 	scheme := "http://"
-	if _, ok := addr.(tlsAddr); ok {
+	if tls {
 		scheme = "https://"
 	}
 	host, port, _ := net.SplitHostPort(addr.String())
@@ -47,13 +46,22 @@ func publicURL(addr net.Addr) string {
 	return scheme + net.JoinHostPort(host, port)
 }
 
-// tlsAddr marks the address of a listener that serves TLS.
-type tlsAddr struct{ net.Addr }
-
-// tlsListener is a TLS listener whose Addr says so (see publicURL).
-type tlsListener struct{ net.Listener }
-
-func (l tlsListener) Addr() net.Addr { return tlsAddr{l.Listener.Addr()} }
+// plainHTTPWarning is the start-up warning of a manager that serves plain
+// HTTP where other hosts can reach it, or "" when there is nothing to say:
+// it serves TLS, listens on loopback only, or clients reach it through a
+// TLS-terminating proxy (an https:// --public-url).
+func plainHTTPWarning(addr net.Addr, tls bool, publicURL string) string {
+	if tls || strings.HasPrefix(strings.ToLower(publicURL), "https://") {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(addr.String())
+	if ip := net.ParseIP(host); err == nil && ip != nil && ip.IsLoopback() {
+		return ""
+	}
+	return "serving plain HTTP on " + addr.String() + ", reachable from other hosts: API keys, delegate tokens and " +
+		"task secrets cross the network in clear; serve HTTPS with --tls-cert and --tls-key, or put a TLS-terminating " +
+		"proxy in front and set --public-url https://..."
+}
 
 type managerFlags struct {
 	listen, data, db, publicURL, logLevel string
@@ -62,6 +70,9 @@ type managerFlags struct {
 	heartbeat     time.Duration
 	// apiKeyTTL is how long a cached API key is trusted (legate manager only).
 	apiKeyTTL time.Duration
+	// HTTP server limits; zero values mean manager.Config's defaults.
+	readTimeout, writeTimeout, idleTimeout time.Duration
+	maxConnections                         int
 	// TLS (legate manager only).
 	tls transport.ServerFiles
 }
@@ -100,12 +111,14 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 		return nil, manager.Admin{}, nil, nil, fmt.Errorf("listen on %s: %w", f.listen, err)
 	}
 	if tlsConf != nil {
-		ln = tlsListener{tls.NewListener(ln, tlsConf)}
 		log.Info("serving HTTPS and WSS", "cert", f.tls.Cert, "client_certificates_required", f.tls.ClientCA != "")
+	}
+	if w := plainHTTPWarning(ln.Addr(), tlsConf != nil, f.publicURL); w != "" {
+		log.Warn(w)
 	}
 	url := f.publicURL
 	if url == "" {
-		url = publicURL(ln.Addr())
+		url = publicURL(ln.Addr(), tlsConf != nil)
 	}
 	admin, err := manager.Bootstrap(ctx, st, f.data, url, time.Now())
 	if err != nil {
@@ -113,7 +126,10 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 		st.Close()
 		return nil, admin, nil, nil, err
 	}
-	m, err := manager.New(ctx, st, manager.Config{HeartbeatInterval: f.heartbeat, APIKeyCacheTTL: f.apiKeyTTL, Version: buildVersion(), Logger: log})
+	m, err := manager.New(ctx, st, manager.Config{
+		HeartbeatInterval: f.heartbeat, APIKeyCacheTTL: f.apiKeyTTL, Version: buildVersion(), Logger: log, TLS: tlsConf,
+		ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxConnections: f.maxConnections,
+	})
 	if err != nil {
 		ln.Close()
 		st.Close()
@@ -164,8 +180,8 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 			if err != nil {
 				return err
 			}
-			if f.heartbeat < 100*time.Millisecond {
-				return fmt.Errorf("--heartbeat-interval %s is too short (at least 100ms)", f.heartbeat)
+			if err := f.check(); err != nil {
+				return err
 			}
 			if f.apiKeyTTL <= 0 || f.apiKeyTTL > time.Hour {
 				return fmt.Errorf("--api-key-cache-ttl %s: want more than 0 and at most 1h", f.apiKeyTTL)
@@ -198,7 +214,34 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 	cmd.Flags().StringVar(&f.tls.ClientCA, "tls-client-ca", "", "PEM CA file: require every client to show a certificate signed by it")
 	cmd.Flags().StringVar(&f.masterKeyFile, "master-key-file", "", "master key file sealing the secrets at rest (default: DATA/master.key); LEGATE_MASTER_KEY wins when set")
 	cmd.AddCommand(newManagerKeyCmds()...)
+	cmd.Flags().DurationVar(&f.readTimeout, "read-timeout", 30*time.Second, "a request body must arrive within this long after its headers, or the connection is closed")
+	cmd.Flags().DurationVar(&f.writeTimeout, "write-timeout", 60*time.Second, "a request must be answered within this long after its headers, plus --read-timeout when it has a body (streams: each write), or the connection is closed")
+	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "close a keep-alive connection that carries no request for this long")
+	cmd.Flags().IntVar(&f.maxConnections, "max-connections", 0, "connections served at once; past it new ones wait and idle ones are closed (0 = from the descriptor limit, ulimit -n)")
 	return cmd
+}
+
+// maxHeartbeatInterval keeps the liveness window (3 intervals) and leases
+// in a sane range.
+const maxHeartbeatInterval = 10 * time.Minute
+
+// check refuses flag values the manager cannot run with.
+func (f managerFlags) check() error {
+	if f.heartbeat < 100*time.Millisecond || f.heartbeat > maxHeartbeatInterval {
+		return fmt.Errorf("--heartbeat-interval %s: use 100ms to %s", f.heartbeat, maxHeartbeatInterval)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--read-timeout", f.readTimeout}, {"--write-timeout", f.writeTimeout}, {"--idle-timeout", f.idleTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s %s: want a positive duration such as 30s", d.name, d.v)
+		}
+	}
+	if f.maxConnections < 0 {
+		return fmt.Errorf("--max-connections %d: want 0 (from the descriptor limit) or a positive number", f.maxConnections)
+	}
+	return nil
 }
 
 type delegateFlags struct {
@@ -457,7 +500,7 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 			dlog := devDelegateLogger(log, termLevel, logFile)
 			a, err := delegate.New(delegate.Options{
 				Config: config.Delegate{
-					AccountID: admin.AccountID, Token: token, ManagerURLs: []string{publicURL(ln.Addr())},
+					AccountID: admin.AccountID, Token: token, ManagerURLs: []string{publicURL(ln.Addr(), false)},
 					Name: "dev-delegate", Type: "SHELL", Tags: []string{"dev"}, Proxy: proxy,
 				},
 				WorkDir: workDir, Grace: 10 * time.Second, Version: buildVersion(), Logger: dlog, ForceStop: stop.Force,

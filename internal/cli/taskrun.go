@@ -119,8 +119,8 @@ func (a *app) buildSpec(cmd *cobra.Command, f *runFlags) (protocol.TaskSpec, err
 	if spec.QueueTimeoutMS, err = millis("--queue-timeout", f.queueTimeout); err != nil {
 		return spec, err
 	}
-	if f.retries < 0 {
-		return spec, usagef("--retries %d: want 0 or more", f.retries)
+	if f.retries < 0 || f.retries > protocol.MaxTaskRetries {
+		return spec, usagef("--retries %d is out of range: use 0 to %d", f.retries, protocol.MaxTaskRetries)
 	}
 	spec.Retries = f.retries
 	if err := checkScopeFlags(f.org, f.project); err != nil {
@@ -224,8 +224,8 @@ func parseCapabilities(vals []string) ([]string, error) {
 }
 
 func millis(flag string, d time.Duration) (int64, error) {
-	if d < 0 {
-		return 0, usagef("%s %s: want a positive duration such as 90s or 10m", flag, d)
+	if d < 0 || d > protocol.MaxTaskTimeoutMS*time.Millisecond {
+		return 0, usagef("%s %s is out of range: use a positive duration up to 168h (7 days), such as 90s or 10m", flag, d)
 	}
 	ms := d.Milliseconds()
 	if d > 0 && ms == 0 {

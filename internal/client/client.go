@@ -125,6 +125,7 @@ type call struct {
 	noAuth  bool
 	timeout time.Duration // 0 = c.timeout; <0 = none (context only)
 	accept  string
+	header  http.Header // added to the request's headers
 }
 
 // newRequest builds the HTTP request of a call.
@@ -159,6 +160,9 @@ func (c *Client) newRequest(ctx context.Context, k *call) (*http.Request, error)
 		if s := c.getSecret(); s != "" {
 			req.Header.Set("Authorization", "Bearer "+s)
 		}
+	}
+	for name, vs := range k.header {
+		req.Header[name] = vs
 	}
 	return req, nil
 }
@@ -570,8 +574,13 @@ func (c *Client) Register(ctx context.Context, req protocol.RegisterRequest) (pr
 	if req.ProtocolVersion == 0 {
 		req.ProtocolVersion = protocol.Version
 	}
+	// The credentials also go in the headers, so the manager checks them
+	// before it reads the body.
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+req.Token)
+	h.Set(protocol.HeaderAccountID, req.AccountID)
 	var out protocol.RegisterResponse
-	err := c.do(ctx, &call{op: "register", method: http.MethodPost, path: protocol.PathRegister, in: req, out: &out, noAuth: true})
+	err := c.do(ctx, &call{op: "register", method: http.MethodPost, path: protocol.PathRegister, in: req, out: &out, noAuth: true, header: h})
 	return out, err
 }
 

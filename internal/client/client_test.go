@@ -24,6 +24,7 @@ type seen struct {
 	Path        string // escaped
 	Query       string
 	Auth        string
+	Account     string // protocol.HeaderAccountID
 	Version     string
 	ContentType string
 	Body        string
@@ -43,7 +44,8 @@ func (f *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.reqs = append(f.reqs, seen{
 		Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
-		Auth: r.Header.Get("Authorization"), Version: r.Header.Get(protocol.HeaderProtocolVersion),
+		Auth: r.Header.Get("Authorization"), Account: r.Header.Get(protocol.HeaderAccountID),
+		Version:     r.Header.Get(protocol.HeaderProtocolVersion),
 		ContentType: r.Header.Get("Content-Type"), Body: string(b),
 	})
 	status, body := f.status, f.body
@@ -201,6 +203,9 @@ func TestMethods(t *testing.T) {
 		wantQuery  string
 		wantBody   any // nil = no body
 		noAuth     bool
+		// wantAuth and wantAccount, when set, are the Authorization and
+		// account headers the call sends instead of the session.
+		wantAuth, wantAccount string
 	}{
 		{
 			name:   "WhoAmI",
@@ -390,10 +395,11 @@ func TestMethods(t *testing.T) {
 			wantMethod: "POST", wantPath: "/api/v1/tasks/t_1/cancel",
 		},
 		{
-			name:   "Register sends no Authorization",
+			name:   "Register sends its token and account, not the session, as headers",
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.Register(ctx, reg) },
 			status: 200, resp: regResp,
-			wantMethod: "POST", wantPath: "/api/v1/delegate/register", wantBody: regSent, noAuth: true,
+			wantMethod: "POST", wantPath: "/api/v1/delegate/register", wantBody: regSent,
+			wantAuth: "Bearer tok", wantAccount: "acc",
 		},
 		{
 			name:   "RefreshSession",
@@ -487,8 +493,14 @@ func TestMethods(t *testing.T) {
 			if tt.noAuth {
 				wantAuth = ""
 			}
+			if tt.wantAuth != "" {
+				wantAuth = tt.wantAuth
+			}
 			if r.Auth != wantAuth {
 				t.Errorf("Authorization = %q, want %q", r.Auth, wantAuth)
+			}
+			if r.Account != tt.wantAccount {
+				t.Errorf("%s = %q, want %q", protocol.HeaderAccountID, r.Account, tt.wantAccount)
 			}
 			wantBody := ""
 			if tt.wantBody != nil {

@@ -25,9 +25,15 @@ func (a *Agent) startHTTP(ctx context.Context) (stop func(), err error) {
 	}
 	a.metrics.addProcessCollectors()
 	a.httpAddr.Store(ln.Addr().String())
+	// Probes and scrapes are small GETs answered at once: a client that
+	// is slow to send, slow to read or silent is dropped.
 	srv := &http.Server{
 		Handler:           a.httpHandler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}

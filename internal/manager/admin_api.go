@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
@@ -339,17 +340,23 @@ func (m *Manager) validateSpec(s *protocol.TaskSpec) error {
 	if err := checkSelectors(s.Selectors); err != nil {
 		return err
 	}
-	if s.TimeoutMS < 0 || s.QueueTimeoutMS < 0 {
-		return errors.New("timeouts must not be negative")
+	// A duration beyond the bound would overflow time.Duration further on
+	// (ending the task at once, or never).
+	for _, f := range []struct {
+		name string
+		v    *int64
+		def  time.Duration
+	}{{"timeout_ms", &s.TimeoutMS, m.cfg.DefaultTaskTimeout}, {"queue_timeout_ms", &s.QueueTimeoutMS, m.cfg.DefaultQueueTimeout}} {
+		if *f.v < 0 || *f.v > protocol.MaxTaskTimeoutMS {
+			return fmt.Errorf("%s %d is out of range: use 1 to %d (7 days), or 0 for the manager's default (%s)",
+				f.name, *f.v, protocol.MaxTaskTimeoutMS, f.def)
+		}
+		if *f.v == 0 {
+			*f.v = f.def.Milliseconds()
+		}
 	}
-	if s.TimeoutMS == 0 {
-		s.TimeoutMS = m.cfg.DefaultTaskTimeout.Milliseconds()
-	}
-	if s.QueueTimeoutMS == 0 {
-		s.QueueTimeoutMS = m.cfg.DefaultQueueTimeout.Milliseconds()
-	}
-	if s.Retries < 0 || s.Retries > 100 {
-		return errors.New("retries must be between 0 and 100")
+	if s.Retries < 0 || s.Retries > protocol.MaxTaskRetries {
+		return fmt.Errorf("retries %d is out of range: use 0 to %d", s.Retries, protocol.MaxTaskRetries)
 	}
 	return nil
 }

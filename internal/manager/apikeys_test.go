@@ -18,18 +18,6 @@ import (
 	"github.com/legate-dev/legate/internal/store"
 )
 
-// eventually polls cond until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // wantRevoked checks that c's key is refused as revoked, naming the key.
 func wantRevoked(t *testing.T, what string, c *client.Client, name string) {
 	t.Helper()

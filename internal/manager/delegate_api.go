@@ -94,6 +94,50 @@ func identityKey(req protocol.RegisterRequest) string {
 	return name + "|" + host + "|" + strings.TrimSpace(req.IP)
 }
 
+// delegateToken finds the valid (not revoked) delegate token of an
+// account; when there is none it answers 401 and returns false.
+func (m *Manager) delegateToken(w http.ResponseWriter, r *http.Request, accountID, token string) (store.Token, bool) {
+	ctx := r.Context()
+	const refused = "the delegate token is not valid for account %q: check ACCOUNT_ID and DELEGATE_TOKEN (legate token list shows the account's tokens)"
+	if _, err := m.st.GetAccount(ctx, accountID); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, refused, accountID)
+			return store.Token{}, false
+		}
+		storeError(w, err, "account")
+		return store.Token{}, false
+	}
+	tok, err := m.st.TokenByHash(ctx, accountID, hashSecret(token))
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, refused, accountID)
+			return store.Token{}, false
+		}
+		storeError(w, err, "token")
+		return store.Token{}, false
+	}
+	if tok.RevokedAt != nil {
+		writeError(w, http.StatusUnauthorized, protocol.CodeTokenRevoked, "the delegate token %q was revoked; create a new token and restart the delegate with it", tok.Name)
+		return store.Token{}, false
+	}
+	return tok, true
+}
+
+// registrationHeaders checks the credentials a registration carries in
+// its headers (protocol.HeaderAccountID and the token as a bearer), before
+// its body is read; it answers and returns false when they are not valid.
+// The body's own credentials are checked again by handleRegister: these
+// only earn the larger body limit.
+func (m *Manager) registrationHeaders(w http.ResponseWriter, r *http.Request) bool {
+	account := strings.TrimSpace(r.Header.Get(protocol.HeaderAccountID))
+	if account == "" {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "a registration with an Authorization header needs the %s header too", protocol.HeaderAccountID)
+		return false
+	}
+	_, ok := m.delegateToken(w, r, account, bearer(r))
+	return ok
+}
+
 func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var req protocol.RegisterRequest
@@ -146,26 +190,8 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	const refused = "the delegate token is not valid for account %q: check ACCOUNT_ID and DELEGATE_TOKEN (legate token list shows the account's tokens)"
-	if _, err := m.st.GetAccount(ctx, req.AccountID); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, refused, req.AccountID)
-			return
-		}
-		storeError(w, err, "account")
-		return
-	}
-	tok, err := m.st.TokenByHash(ctx, req.AccountID, hashSecret(req.Token))
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, refused, req.AccountID)
-			return
-		}
-		storeError(w, err, "token")
-		return
-	}
-	if tok.RevokedAt != nil {
-		writeError(w, http.StatusUnauthorized, protocol.CodeTokenRevoked, "the delegate token %q was revoked; create a new token and restart the delegate with it", tok.Name)
+	tok, ok := m.delegateToken(w, r, req.AccountID, req.Token)
+	if !ok {
 		return
 	}
 	if cut > 0 {
@@ -392,7 +418,7 @@ func (m *Manager) handleEvents(w http.ResponseWriter, r *http.Request, d *live) 
 			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "wait_ms must be a non-negative integer")
 			return
 		}
-		if time.Duration(ms)*time.Millisecond < wait {
+		if ms < wait.Milliseconds() { // compared in ms: a huge wait_ms must not overflow a Duration
 			wait = time.Duration(ms) * time.Millisecond
 		}
 	}
@@ -462,7 +488,10 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 		m.log.Debug("websocket accept", "err", err)
 		return
 	}
-	m.wsWG.Add(1)
+	if !m.wsEnter() {
+		_ = c.Close(websocket.StatusGoingAway, "manager shutting down")
+		return
+	}
 	defer m.wsWG.Done()
 	c.SetReadLimit(1 << 20)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
@@ -478,12 +507,21 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 	}()
 	m.log.Debug("websocket open", "instance", d.id, "name", d.name)
 
-	// Reader: heartbeats in, acks queued for the writer.
+	// Reader: heartbeats in, acks queued for the writer. The delegate
+	// heartbeats every interval, so a WebSocket without a frame for the
+	// liveness window has a silent peer: the read's deadline closes it.
 	readErr := make(chan error, 1)
 	go func() {
 		for {
 			var f protocol.Frame
-			if err := wsjson.Read(ctx, c, &f); err != nil {
+			rctx, rcancel := context.WithTimeout(ctx, m.window())
+			err := wsjson.Read(rctx, c, &f)
+			silent := err != nil && rctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+			rcancel()
+			if silent {
+				m.log.Info("closed a silent WebSocket: no frame for the liveness window", "instance", d.id, "name", d.name, "window", m.window())
+			}
+			if err != nil {
 				readErr <- err
 				return
 			}

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base32"
@@ -10,14 +11,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
-
-// maxBody bounds every request body the manager reads.
-const maxBody = 8 << 20
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -32,20 +32,40 @@ func writeError(w http.ResponseWriter, status int, code protocol.Code, format st
 	writeJSON(w, status, protocol.ErrorBody{Error: protocol.Error{Code: code, Message: fmt.Sprintf(format, args...)}})
 }
 
+// readBody reads the whole request body, which serveRoute bounded by the
+// route's limit and by the read timeout; on failure it writes the answer
+// (413, 408 or 400) and returns false.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		// Lift the read deadline: left on the connection, it would end
+		// the request's context while the handler works.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+		return body, true
+	}
+	// Not read to its end: the connection is closed after the answer
+	// (rather than the rest of the body read first).
+	w.Header().Set("Connection", "close")
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, protocol.CodeBadRequest, "request body larger than %d bytes", mbe.Limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		writeError(w, http.StatusRequestTimeout, protocol.CodeUnavailable, "the request body did not arrive in time; retry")
+	default:
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "read body: %v", err)
+	}
+	return nil, false
+}
+
 // decodeBody reads a JSON body into v; on failure it writes a bad_request
 // answer and returns false. An empty body decodes as the zero value.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, protocol.CodeBadRequest, "request body larger than %d bytes", maxBody)
-			return false
-		}
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "read body: %v", err)
+	body, ok := readBody(w, r)
+	if !ok {
 		return false
 	}
-	if len(strings.TrimSpace(string(body))) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 {
 		return true
 	}
 	if err := json.Unmarshal(body, v); err != nil {

@@ -7,6 +7,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,6 +49,40 @@ type Config struct {
 	// without reading it again: the bound on how long a revocation takes
 	// to reach a manager that missed its broadcast; 0 = 5s.
 	APIKeyCacheTTL time.Duration
+
+	// HTTP server limits (docs/security.md).
+
+	// ReadTimeout bounds how long a request body may take to arrive, from
+	// the end of its headers; a slower body is cut (408, connection
+	// closed). 0 = 30s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds how long a request may take from the end of its
+	// headers to the end of its answer, plus ReadTimeout when it has a
+	// body. Streaming answers (the WebSocket,
+	// long polls, followed task logs) instead get WriteTimeout for each
+	// write, so they last as long as they need while a peer that stops
+	// reading is dropped. 0 = 60s.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that carries no request
+	// for this long. 0 = 120s (longer than the 90s after which Go clients
+	// close their idle connections, so clients close first).
+	IdleTimeout time.Duration
+	// MaxConnections bounds the connections served at once, so that the
+	// manager never runs out of file descriptors. Past it, new
+	// connections wait in the listen backlog and the keep-alive
+	// connection idle the longest is closed to make room (WebSockets,
+	// long polls and requests in flight are never closed for it). 0 =
+	// the descriptor limit (RLIMIT_NOFILE) less a quarter of it, at most
+	// 1,024, kept for the database, log files and outgoing connections:
+	// 64,512 of a limit of 65,536, 384 of 512.
+	MaxConnections int
+	// UnauthenticatedBodies bounds how many request bodies without
+	// credentials (registrations, whose token is in the body) are read at
+	// once; a request that finds no slot within a second is answered 503
+	// with Retry-After. 0 = 32.
+	UnauthenticatedBodies int
+	// TLS, when not nil, makes the manager serve HTTPS and WSS only.
+	TLS *tls.Config
 	// Version is reported to clients.
 	Version string
 	// Logger; nil = slog.Default().
@@ -84,6 +119,21 @@ func (c *Config) defaults() {
 	if c.OfferFanout <= 0 {
 		c.OfferFanout = 3
 	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 30 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 60 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 120 * time.Second
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = defaultMaxConnections(nofileLimit())
+	}
+	if c.UnauthenticatedBodies <= 0 {
+		c.UnauthenticatedBodies = 32
+	}
 	if c.Version == "" {
 		c.Version = "dev"
 	}
@@ -111,6 +161,7 @@ type Manager struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 	wsWG     sync.WaitGroup
+	wsMu     sync.Mutex // orders wsWG.Add (wsEnter) before Run's wsWG.Wait
 	tokens   tokenCache
 	apiKeys  apiKeyCache
 	// listenUp is set once the listener of other managers' broadcasts is up.
@@ -123,6 +174,11 @@ type Manager struct {
 	metrics    *managerMetrics
 	// queue indexes the queued tasks (queue.go).
 	queue *queue
+	// bodySlots holds one entry per request body without credentials
+	// being read (routes.go).
+	bodySlots chan struct{}
+	// conns is the connection limit of the running server (set by Run).
+	conns atomic.Pointer[connLimit]
 }
 
 // New creates a manager over an open store.
@@ -153,6 +209,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 		logs:       newLogBus(),
 		started:    cfg.Now(),
 		stopping:   make(chan struct{}),
+		bodySlots:  make(chan struct{}, cfg.UnauthenticatedBodies),
 	}
 	m.tokens.entries = map[string]tokenEntry{}
 	m.caps = assign.NewCapabilities()
@@ -176,65 +233,6 @@ func (m *Manager) window() time.Duration {
 // leaseDuration is how long a task lease lasts without a heartbeat.
 func (m *Manager) leaseDuration() time.Duration { return m.window() }
 
-// Handler returns the HTTP handler of the whole API.
-func (m *Manager) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+protocol.PathHealth, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET "+protocol.PathReady, m.handleReady)
-	mux.Handle("GET "+protocol.PathMetrics, m.metrics.handler(m.log))
-	// Delegate API.
-	mux.HandleFunc("POST "+protocol.PathRegister, m.handleRegister)
-	mux.HandleFunc("POST "+protocol.PathSession, m.delegateAuth(m.handleSession))
-	mux.HandleFunc("GET "+protocol.PathWebSocket, m.delegateAuth(m.handleWebSocket))
-	mux.HandleFunc("GET "+protocol.PathEvents, m.delegateAuth(m.handleEvents))
-	mux.HandleFunc("POST "+protocol.PathHeartbeat, m.delegateAuth(m.handleHeartbeat))
-	mux.HandleFunc("POST "+protocol.PathDeregister, m.delegateAuth(m.handleDeregister))
-	mux.HandleFunc("POST "+protocol.PathDelegateTask+"/{id}/acquire", m.delegateAuth(m.handleAcquire))
-	mux.HandleFunc("POST "+protocol.PathDelegateTask+"/{id}/started", m.delegateAuth(m.handleStarted))
-	mux.HandleFunc("POST "+protocol.PathDelegateTask+"/{id}/logs", m.delegateAuth(m.handleLogs))
-	mux.HandleFunc("POST "+protocol.PathDelegateTask+"/{id}/result", m.delegateAuth(m.handleResult))
-	mux.HandleFunc("POST "+protocol.PathCapabilities, m.delegateAuth(m.handleCapabilities))
-	mux.HandleFunc("GET "+protocol.PathDelegateConfiguration, m.delegateAuth(m.handleDelegateConfiguration))
-	mux.HandleFunc("POST "+protocol.PathDelegateConfigurationResult, m.delegateAuth(m.handleConfigurationResult))
-	// Admin API.
-	mux.HandleFunc("GET "+protocol.PathWhoAmI, m.adminAuth(m.handleWhoAmI))
-	mux.HandleFunc("POST "+protocol.PathTokens, m.adminAuth(m.handleCreateToken))
-	mux.HandleFunc("GET "+protocol.PathTokens, m.adminAuth(m.handleListTokens))
-	mux.HandleFunc("POST "+protocol.PathTokens+"/{name}/revoke", m.adminAuth(m.handleRevokeToken))
-	mux.HandleFunc("GET "+protocol.PathDelegates, m.adminAuth(m.handleListDelegates))
-	mux.HandleFunc("POST "+protocol.PathTasks, m.adminAuth(m.handleSubmitTask))
-	mux.HandleFunc("GET "+protocol.PathTasks, m.adminAuth(m.handleListTasks))
-	mux.HandleFunc("GET "+protocol.PathTasks+"/{id}", m.adminAuth(m.handleGetTask))
-	mux.HandleFunc("POST "+protocol.PathTasks+"/{id}/cancel", m.adminAuth(m.handleCancelTask))
-	mux.HandleFunc("GET "+protocol.PathTasks+"/{id}/logs", m.adminAuth(m.handleTaskLogs))
-	mux.HandleFunc("GET "+protocol.PathTasks+"/{id}/explain", m.adminAuth(m.handleExplainTask))
-	mux.HandleFunc("GET "+protocol.PathDelegates+"/{name}", m.adminAuth(m.handleDescribeDelegate))
-	mux.HandleFunc("POST "+protocol.PathOrgs, m.adminAuth(m.handleCreateOrg))
-	mux.HandleFunc("GET "+protocol.PathOrgs, m.adminAuth(m.handleListOrgs))
-	mux.HandleFunc("DELETE "+protocol.PathOrgs+"/{org}", m.adminAuth(m.handleDeleteOrg))
-	mux.HandleFunc("POST "+protocol.PathOrgs+"/{org}/projects", m.adminAuth(m.handleCreateProject))
-	mux.HandleFunc("GET "+protocol.PathProjects, m.adminAuth(m.handleListProjects))
-	mux.HandleFunc("DELETE "+protocol.PathOrgs+"/{org}/projects/{name}", m.adminAuth(m.handleDeleteProject))
-	mux.HandleFunc("POST "+protocol.PathConnectors, m.adminAuth(m.handleCreateConnector))
-	mux.HandleFunc("GET "+protocol.PathConnectors, m.adminAuth(m.handleListConnectors))
-	mux.HandleFunc("GET "+protocol.PathConnectors+"/{name}", m.adminAuth(m.handleGetConnector))
-	mux.HandleFunc("DELETE "+protocol.PathConnectors+"/{name}", m.adminAuth(m.handleDeleteConnector))
-	mux.HandleFunc("POST "+protocol.PathConfigurations, m.adminAuth(m.handleCreateConfiguration))
-	mux.HandleFunc("GET "+protocol.PathConfigurations, m.adminAuth(m.handleListConfigurations))
-	mux.HandleFunc("GET "+protocol.PathConfigurations+"/{name}", m.adminAuth(m.handleGetConfiguration))
-	mux.HandleFunc("PATCH "+protocol.PathConfigurations+"/{name}", m.adminAuth(m.handleUpdateConfiguration))
-	mux.HandleFunc("DELETE "+protocol.PathConfigurations+"/{name}", m.adminAuth(m.handleDeleteConfiguration))
-	mux.HandleFunc("POST "+protocol.PathAPIKeys, m.adminAuth(m.handleCreateAPIKey))
-	mux.HandleFunc("GET "+protocol.PathAPIKeys, m.adminAuth(m.handleListAPIKeys))
-	mux.HandleFunc("POST "+protocol.PathAPIKeys+"/{name}/revoke", m.adminAuth(m.handleRevokeAPIKey))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
-	})
-	return m.metrics.countErrors(versionCheck(mux))
-}
-
 // versionCheck refuses clients that speak a protocol this manager does not.
 func versionCheck(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -253,13 +251,26 @@ func versionCheck(next http.Handler) http.Handler {
 
 // Run serves the API on ln and runs the background loops until ctx ends,
 // then shuts down: WebSockets get a close frame, long polls return, and
-// in-flight requests finish (bounded by 10s).
+// in-flight requests finish (bounded by 10s). ln is a plain TCP listener;
+// Run applies Config.MaxConnections and Config.TLS to it.
 func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
+	limit := newConnLimit(ln, m.cfg.MaxConnections, m.log)
+	m.conns.Store(limit)
+	ln = limit
+	if m.cfg.TLS != nil {
+		ln = tls.NewListener(ln, m.cfg.TLS)
+	}
 	srv := &http.Server{
 		Handler:           m.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		IdleTimeout:       m.cfg.IdleTimeout,
+		// Body and write deadlines are set per route (routes.go): a
+		// server-wide ReadTimeout or WriteTimeout would also cut the
+		// WebSockets and long polls.
+		MaxHeaderBytes: maxHeaderBytes,
+		ConnState:      limit.connState,
+		ErrorLog:       slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
+		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	srv.RegisterOnShutdown(m.beginStop)
 
@@ -272,7 +283,9 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	m.log.Info("manager listening", "addr", ln.Addr().String(), "heartbeat_interval", m.cfg.HeartbeatInterval)
+	m.log.Info("manager listening", "addr", ln.Addr().String(), "tls", m.cfg.TLS != nil, "heartbeat_interval", m.cfg.HeartbeatInterval,
+		"max_connections", m.cfg.MaxConnections, "read_timeout", m.cfg.ReadTimeout, "write_timeout", m.cfg.WriteTimeout,
+		"idle_timeout", m.cfg.IdleTimeout)
 
 	var serveErr error
 	select {
@@ -285,6 +298,10 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 	if err := srv.Shutdown(shCtx); err != nil {
 		m.log.Warn("http shutdown", "err", err)
 	}
+	// Every WebSocket handler registered before stopping (wsEnter) is
+	// ordered before this Wait; later ones see stopping and do not.
+	m.wsMu.Lock()
+	m.wsMu.Unlock() //nolint:staticcheck // an empty critical section on purpose
 	m.wsWG.Wait()
 	cancelLoops()
 	wg.Wait()
@@ -295,6 +312,22 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 	}
 	m.log.Info("manager stopped")
 	return nil
+}
+
+// wsEnter registers a WebSocket handler with Run's shutdown, unless the
+// shutdown has begun. A handler's Add must happen before Run's Wait: an Add
+// concurrent with Wait is a misuse of sync.WaitGroup (the race detector
+// reports it).
+func (m *Manager) wsEnter() bool {
+	m.wsMu.Lock()
+	defer m.wsMu.Unlock()
+	select {
+	case <-m.stopping:
+		return false
+	default:
+	}
+	m.wsWG.Add(1)
+	return true
 }
 
 func (m *Manager) beginStop() {

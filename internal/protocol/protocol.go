@@ -83,6 +83,14 @@ const (
 // HeaderProtocolVersion carries the sender's protocol version on every request.
 const HeaderProtocolVersion = "Legate-Protocol-Version"
 
+// HeaderAccountID carries the account ID of a registration, next to its
+// token as "Authorization: Bearer TOKEN", so that the manager checks the
+// credentials before it reads the body. Such a registration may carry a
+// larger body (a long list of tasks a re-registering delegate still runs)
+// than one whose credentials are only in its body. Since v4; the body
+// still carries both, for older managers.
+const HeaderAccountID = "Legate-Account-Id"
+
 // Task types.
 const (
 	TaskShell = "shell"
@@ -303,6 +311,15 @@ type TaskSpec struct {
 	// own) and URL (as a capability) the task inherits. Since v2.
 	Connector string `json:"connector,omitempty"`
 }
+
+// Limits of a TaskSpec: the manager refuses values outside them (400,
+// naming the field) and the CLI checks its flags against them first.
+const (
+	// MaxTaskTimeoutMS bounds TimeoutMS and QueueTimeoutMS: 7 days.
+	MaxTaskTimeoutMS = 7 * 24 * 60 * 60 * 1000
+	// MaxTaskRetries bounds Retries.
+	MaxTaskRetries = 100
+)
 
 // HTTPResult is what an http task records.
 type HTTPResult struct {

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPlainHTTPWarning(t *testing.T) {
+	for _, tc := range []struct {
+		addr      string
+		tls       bool
+		publicURL string
+		warn      bool
+	}{
+		{"0.0.0.0:7460", false, "", true},
+		{"[::]:7460", false, "", true},
+		{"192.0.2.10:7460", false, "http://legate.example.com:7460", true},
+		{"127.0.0.1:7460", false, "", false},
+		{"[::1]:7460", false, "", false},
+		{"0.0.0.0:7460", true, "", false},
+		{"0.0.0.0:7460", false, "https://legate.example.com", false}, // a TLS-terminating proxy in front
+	} {
+		addr, err := net.ResolveTCPAddr("tcp", tc.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := plainHTTPWarning(addr, tc.tls, tc.publicURL)
+		if (got != "") != tc.warn {
+			t.Errorf("plainHTTPWarning(%s, tls=%v, %q) = %q, want a warning: %v", tc.addr, tc.tls, tc.publicURL, got, tc.warn)
+		}
+		if got != "" && (!strings.Contains(got, "--tls-cert") || !strings.Contains(got, "proxy")) {
+			t.Errorf("the warning does not say what to do: %q", got)
+		}
+	}
+}
+
+func TestManagerFlagsCheck(t *testing.T) {
+	ok := managerFlags{heartbeat: 10 * time.Second, readTimeout: time.Second, writeTimeout: time.Second, idleTimeout: time.Second}
+	if err := ok.check(); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		mod  func(*managerFlags)
+		want string
+	}{
+		"heartbeat too short":      {func(f *managerFlags) { f.heartbeat = time.Millisecond }, "--heartbeat-interval 1ms: use 100ms to 10m0s"},
+		"heartbeat that overflows": {func(f *managerFlags) { f.heartbeat = 1 << 62 }, "--heartbeat-interval"},
+		"zero read timeout":        {func(f *managerFlags) { f.readTimeout = 0 }, "--read-timeout 0s"},
+		"negative write timeout":   {func(f *managerFlags) { f.writeTimeout = -time.Second }, "--write-timeout -1s"},
+		"zero idle timeout":        {func(f *managerFlags) { f.idleTimeout = 0 }, "--idle-timeout"},
+		"negative connections":     {func(f *managerFlags) { f.maxConnections = -1 }, "--max-connections -1"},
+	} {
+		f := ok
+		tc.mod(&f)
+		if err := f.check(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error with %q", name, err, tc.want)
+		}
+	}
+}

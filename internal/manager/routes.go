@@ -1,0 +1,315 @@
+package manager
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// route is one endpoint of the API. routes() is the only place endpoints
+// are declared: Handler builds the router from it, and docs/security.md
+// has one row per route with the same caller and body limit (a test
+// compares the two).
+type route struct {
+	method  string
+	pattern string // the path as http.ServeMux matches it, with {wildcards}
+	// body is the largest request body the route reads, in bytes; a
+	// larger one is refused with 413, before it is read when its length is
+	// declared. 0 means the route reads no body: one sent anyway is
+	// discarded after the answer (or the connection closed, past 256 KiB).
+	body int64
+	// credBody, when not 0, is the larger body limit of a request without
+	// a session or API key whose delegate credentials come in its headers
+	// (a registration: protocol.HeaderAccountID and the token as a
+	// bearer), which are checked before the body is read.
+	credBody int64
+	// stream marks answers that last as long as the handler wants (the
+	// WebSocket, the long poll, a followed log): they get WriteTimeout
+	// for each write instead of for the whole answer.
+	stream bool
+	// Exactly one handler is set, and which one says who may call:
+	// public (no credentials), delegate (a delegate session) or admin
+	// (an API key of the account).
+	public   http.HandlerFunc
+	delegate delegateHandler
+	admin    adminHandler
+}
+
+// access says who may call a route.
+type access string
+
+const (
+	accessNone     access = "no credentials"
+	accessDelegate access = "delegate session"
+	accessAPIKey   access = "API key"
+)
+
+func (rt route) access() access {
+	switch {
+	case rt.delegate != nil:
+		return accessDelegate
+	case rt.admin != nil:
+		return accessAPIKey
+	}
+	return accessNone
+}
+
+// Body limits. Each is the largest honest request of its routes with room
+// to spare; what is larger is refused unread (413).
+const (
+	// bodyTiny: an epoch.
+	bodyTiny = 1 << 10
+	// bodySmall: names, scopes, one URL.
+	bodySmall = 16 << 10
+	// bodyRegister: the registration is read before the caller is known
+	// (its token is in the body). Name (63), hostname (253), description
+	// (1 KiB), 100 tags and the token take well under 16 KiB; the rest
+	// carries the tasks a re-registering delegate still runs, about 40
+	// bytes each: some 1,200 of them.
+	bodyRegister = 64 << 10
+	// bodyReport: a configuration result (a 4 KiB output excerpt), a
+	// capability report (at most 20 capabilities per task, each a URL).
+	bodyReport = 256 << 10
+	// bodyDelegateState: a heartbeat lists every running task (some
+	// 25,000 at 40 bytes); a result carries an error text and an HTTP
+	// body excerpt (4 KiB).
+	bodyDelegateState = 1 << 20
+	// bodyConfiguration: a configuration script is at most 64 KiB, which
+	// JSON escaping can make six times larger.
+	bodyConfiguration = 512 << 10
+	// bodyLarge: a task's script is at most 1 MiB (six times that once
+	// escaped, in the worst case, plus its environment); one log request
+	// carries at most 1 MiB of output kept on disk by a restarted
+	// delegate, escaped the same way.
+	bodyLarge = 8 << 20
+)
+
+// routes is the API: every endpoint, who may call it, the body it may send.
+func (m *Manager) routes() []route {
+	task := protocol.PathTasks + "/{id}"
+	dtask := protocol.PathDelegateTask + "/{id}"
+	return []route{
+		// Probes and metrics.
+		{method: "GET", pattern: protocol.PathHealth, public: handleHealth},
+		{method: "GET", pattern: protocol.PathReady, public: m.handleReady},
+		{method: "GET", pattern: protocol.PathMetrics, public: m.metrics.handler(m.log).ServeHTTP},
+
+		// Delegate API.
+		{method: "POST", pattern: protocol.PathRegister, body: bodyRegister, credBody: bodyDelegateState, public: m.handleRegister},
+		{method: "POST", pattern: protocol.PathSession, delegate: m.handleSession},
+		{method: "GET", pattern: protocol.PathWebSocket, stream: true, delegate: m.handleWebSocket},
+		{method: "GET", pattern: protocol.PathEvents, stream: true, delegate: m.handleEvents},
+		{method: "POST", pattern: protocol.PathHeartbeat, body: bodyDelegateState, delegate: m.handleHeartbeat},
+		{method: "POST", pattern: protocol.PathDeregister, delegate: m.handleDeregister},
+		{method: "POST", pattern: dtask + "/acquire", delegate: m.handleAcquire},
+		{method: "POST", pattern: dtask + "/started", body: bodyTiny, delegate: m.handleStarted},
+		{method: "POST", pattern: dtask + "/logs", body: bodyLarge, delegate: m.handleLogs},
+		{method: "POST", pattern: dtask + "/result", body: bodyDelegateState, delegate: m.handleResult},
+		{method: "POST", pattern: protocol.PathCapabilities, body: bodyReport, delegate: m.handleCapabilities},
+		{method: "GET", pattern: protocol.PathDelegateConfiguration, delegate: m.handleDelegateConfiguration},
+		{method: "POST", pattern: protocol.PathDelegateConfigurationResult, body: bodyReport, delegate: m.handleConfigurationResult},
+
+		// Admin API.
+		{method: "GET", pattern: protocol.PathWhoAmI, admin: m.handleWhoAmI},
+		{method: "POST", pattern: protocol.PathTokens, body: bodySmall, admin: m.handleCreateToken},
+		{method: "GET", pattern: protocol.PathTokens, admin: m.handleListTokens},
+		{method: "POST", pattern: protocol.PathTokens + "/{name}/revoke", admin: m.handleRevokeToken},
+		{method: "GET", pattern: protocol.PathDelegates, admin: m.handleListDelegates},
+		{method: "GET", pattern: protocol.PathDelegates + "/{name}", admin: m.handleDescribeDelegate},
+		{method: "POST", pattern: protocol.PathTasks, body: bodyLarge, admin: m.handleSubmitTask},
+		{method: "GET", pattern: protocol.PathTasks, admin: m.handleListTasks},
+		{method: "GET", pattern: task, admin: m.handleGetTask},
+		{method: "POST", pattern: task + "/cancel", admin: m.handleCancelTask},
+		{method: "GET", pattern: task + "/logs", stream: true, admin: m.handleTaskLogs},
+		{method: "GET", pattern: task + "/explain", admin: m.handleExplainTask},
+		{method: "POST", pattern: protocol.PathOrgs, body: bodySmall, admin: m.handleCreateOrg},
+		{method: "GET", pattern: protocol.PathOrgs, admin: m.handleListOrgs},
+		{method: "DELETE", pattern: protocol.PathOrgs + "/{org}", admin: m.handleDeleteOrg},
+		{method: "POST", pattern: protocol.PathOrgs + "/{org}/projects", body: bodySmall, admin: m.handleCreateProject},
+		{method: "GET", pattern: protocol.PathProjects, admin: m.handleListProjects},
+		{method: "DELETE", pattern: protocol.PathOrgs + "/{org}/projects/{name}", admin: m.handleDeleteProject},
+		{method: "POST", pattern: protocol.PathConnectors, body: bodySmall, admin: m.handleCreateConnector},
+		{method: "GET", pattern: protocol.PathConnectors, admin: m.handleListConnectors},
+		{method: "GET", pattern: protocol.PathConnectors + "/{name}", admin: m.handleGetConnector},
+		{method: "DELETE", pattern: protocol.PathConnectors + "/{name}", admin: m.handleDeleteConnector},
+		{method: "POST", pattern: protocol.PathConfigurations, body: bodyConfiguration, admin: m.handleCreateConfiguration},
+		{method: "GET", pattern: protocol.PathConfigurations, admin: m.handleListConfigurations},
+		{method: "GET", pattern: protocol.PathConfigurations + "/{name}", admin: m.handleGetConfiguration},
+		{method: "PATCH", pattern: protocol.PathConfigurations + "/{name}", body: bodyConfiguration, admin: m.handleUpdateConfiguration},
+		{method: "DELETE", pattern: protocol.PathConfigurations + "/{name}", admin: m.handleDeleteConfiguration},
+		{method: "POST", pattern: protocol.PathAPIKeys, body: bodySmall, admin: m.handleCreateAPIKey},
+		{method: "GET", pattern: protocol.PathAPIKeys, admin: m.handleListAPIKeys},
+		{method: "POST", pattern: protocol.PathAPIKeys + "/{name}/revoke", body: bodyTiny, admin: m.handleRevokeAPIKey},
+	}
+}
+
+func handleHealth(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// Handler returns the HTTP handler of the whole API.
+func (m *Manager) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range m.routes() {
+		mux.Handle(rt.method+" "+rt.pattern, m.serveRoute(rt))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
+	})
+	return m.metrics.countErrors(m.writeDeadline(versionCheck(mux)))
+}
+
+// serveRoute applies a route's limits around its handler: the body limit
+// and read deadline, the credentials (checked before the body is read),
+// and for streaming routes a write deadline per write.
+func (m *Manager) serveRoute(rt route) http.Handler {
+	var h http.Handler
+	switch rt.access() {
+	case accessDelegate:
+		h = m.delegateAuth(rt.delegate)
+	case accessAPIKey:
+		h = m.adminAuth(rt.admin)
+	default:
+		h = rt.public
+		if rt.body > 0 {
+			h = m.readUnauthenticated(h)
+		}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		next, limit := h, rt.body
+		if rt.credBody > 0 && bearer(r) != "" {
+			// Credentials in the headers: checked first, and once they
+			// hold the body is read as an authenticated one.
+			if !m.registrationHeaders(w, r) {
+				w.Header().Set("Connection", "close")
+				return
+			}
+			next, limit = rt.public, rt.credBody
+		}
+		if limit > 0 && r.ContentLength > limit {
+			w.Header().Set("Connection", "close")
+			writeError(w, http.StatusRequestEntityTooLarge, protocol.CodeBadRequest,
+				"request body of %d bytes is larger than the %d bytes %s %s accepts", r.ContentLength, limit, rt.method, rt.pattern)
+			return
+		}
+		// A shallow copy: the server keeps its own *http.Request, whose
+		// body tells it after the answer whether the rest of the body is
+		// worth reading (at most 256 KiB) or the connection is closed.
+		r = r.WithContext(r.Context())
+		if limit > 0 {
+			r.Body = http.MaxBytesReader(w, r.Body, limit)
+		} else {
+			r.Body = http.NoBody
+		}
+		if r.ContentLength != 0 && limit > 0 {
+			// The body must arrive within ReadTimeout; readBody lifts the
+			// deadline once it has (a deadline left on the connection
+			// would end the request's context while the handler works).
+			// The answer gets WriteTimeout on top, so that a body that
+			// comes late is still answered, and one that is cut hears why.
+			now := time.Now()
+			_ = rc.SetReadDeadline(now.Add(m.cfg.ReadTimeout))
+			_ = rc.SetWriteDeadline(now.Add(m.cfg.ReadTimeout + m.cfg.WriteTimeout))
+		}
+		if rt.stream {
+			_ = rc.SetWriteDeadline(time.Time{})
+			w = &streamWriter{ResponseWriter: w, rc: rc, timeout: m.cfg.WriteTimeout}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// writeDeadline gives every answer WriteTimeout from the end of the
+// request's headers; serveRoute adds ReadTimeout for a request with a
+// body, and lifts it for streaming routes.
+func (m *Manager) writeDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(m.cfg.WriteTimeout))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// streamWriter moves the write deadline forward before every write, so a
+// stream lasts as long as its handler wants while a peer that stops
+// reading is still dropped after WriteTimeout.
+type streamWriter struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (s *streamWriter) Write(p []byte) (int, error) {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	return s.ResponseWriter.Write(p)
+}
+
+func (s *streamWriter) Flush() {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout))
+	_ = s.rc.Flush()
+}
+
+// Unwrap lets the WebSocket upgrade reach the connection.
+func (s *streamWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s *streamWriter) recordAPIError(code protocol.Code) {
+	if rec, ok := s.ResponseWriter.(errorRecorder); ok {
+		rec.recordAPIError(code)
+	}
+}
+
+// bodySlotWait is how long a request without credentials waits for a
+// slot to read its body before it is answered 503.
+const bodySlotWait = time.Second
+
+// readUnauthenticated reads the body of a request that carries no
+// credentials (a registration, whose token is in the body) before its
+// handler runs, holding one of Config.UnauthenticatedBodies slots while
+// it does: however many such requests arrive at once, at most that many
+// bodies are in memory. A request that finds no slot within bodySlotWait
+// is answered 503 with Retry-After.
+func (m *Manager) readUnauthenticated(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !m.takeBodySlot(r.Context()) {
+			if r.Context().Err() != nil {
+				return
+			}
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, protocol.CodeUnavailable,
+				"the manager is reading %d requests without credentials already; retry in a second", cap(m.bodySlots))
+			return
+		}
+		body, ok := readBody(w, r)
+		<-m.bodySlots
+		if !ok {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (m *Manager) takeBodySlot(ctx context.Context) bool {
+	select {
+	case m.bodySlots <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(bodySlotWait)
+	defer t.Stop()
+	select {
+	case m.bodySlots <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}

@@ -1,0 +1,125 @@
+package manager
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// docRow is what docs/security.md says of one endpoint.
+type docRow struct {
+	Access   access
+	Body     int64
+	CredBody int64
+}
+
+// TestSecurityDocListsEveryRoute walks the route table and the endpoint
+// table of docs/security.md: every route needs a row with its caller and
+// body limit, and every row a route.
+func TestSecurityDocListsEveryRoute(t *testing.T) {
+	b, err := os.ReadFile("../../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := parseEndpointTable(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Manager{metrics: &managerMetrics{}}
+	code := map[string]docRow{}
+	for _, rt := range m.routes() {
+		key := rt.method + " " + rt.pattern
+		if _, dup := code[key]; dup {
+			t.Errorf("route %s is declared twice", key)
+		}
+		code[key] = docRow{Access: rt.access(), Body: rt.body, CredBody: rt.credBody}
+	}
+	if diff := cmp.Diff(code, doc); diff != "" {
+		t.Errorf("docs/security.md's endpoint table differs from the routes (-routes +docs):\n%s", diff)
+	}
+}
+
+// parseEndpointTable reads the rows of the table under "## Endpoints":
+// | Method | Path | Who may call | What it checks | Body limit |.
+func parseEndpointTable(doc string) (map[string]docRow, error) {
+	_, section, ok := strings.Cut(doc, "\n## Endpoints\n")
+	if !ok {
+		return nil, fmt.Errorf("no \"## Endpoints\" section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	rows := map[string]docRow{}
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "| Method") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if len(cells) != 5 {
+			return nil, fmt.Errorf("row %q: want 5 cells, got %d", line, len(cells))
+		}
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		key := cells[0] + " " + strings.Trim(cells[1], "`")
+		if _, dup := rows[key]; dup {
+			return nil, fmt.Errorf("endpoint %s has two rows", key)
+		}
+		var r docRow
+		switch who := cells[2]; {
+		case strings.HasPrefix(who, string(accessNone)):
+			r.Access = accessNone
+		case strings.HasPrefix(who, string(accessDelegate)):
+			r.Access = accessDelegate
+		case strings.HasPrefix(who, string(accessAPIKey)):
+			r.Access = accessAPIKey
+		default:
+			return nil, fmt.Errorf("row %s: who may call %q: start with %q, %q or %q", key, who, accessNone, accessDelegate, accessAPIKey)
+		}
+		if cells[3] == "" {
+			return nil, fmt.Errorf("row %s: say what it checks (— for nothing)", key)
+		}
+		// "N KiB" or "N KiB (M MiB with credentials in headers)".
+		limit, cred, hasCred := strings.Cut(cells[4], " (")
+		n, err := parseLimit(limit)
+		if err != nil {
+			return nil, fmt.Errorf("row %s: %w", key, err)
+		}
+		r.Body = n
+		if hasCred {
+			cred, ok := strings.CutSuffix(cred, " with credentials in headers)")
+			if !ok {
+				return nil, fmt.Errorf("row %s: body limit %q: want \"N KiB (M MiB with credentials in headers)\"", key, cells[4])
+			}
+			if r.CredBody, err = parseLimit(cred); err != nil {
+				return nil, fmt.Errorf("row %s: %w", key, err)
+			}
+		}
+		rows[key] = r
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("the endpoint table has no rows")
+	}
+	return rows, nil
+}
+
+// parseLimit reads "none", "N KiB" or "N MiB".
+func parseLimit(s string) (int64, error) {
+	if s == "none" {
+		return 0, nil
+	}
+	num, unit, _ := strings.Cut(s, " ")
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("body limit %q: want none, N KiB or N MiB", s)
+	}
+	switch unit {
+	case "KiB":
+		return n << 10, nil
+	case "MiB":
+		return n << 20, nil
+	}
+	return 0, fmt.Errorf("body limit %q: want none, N KiB or N MiB", s)
+}
