@@ -1,8 +1,14 @@
 // Package mask hides secret values in task output on the delegate, before
 // the output leaves it.
 //
-// Every occurrence of a secret, and of its base64 forms (standard and URL
-// alphabets, padded and unpadded), becomes Replacement. Occurrences that
+// Every occurrence of a secret, and of its encoded forms, becomes
+// Replacement. The encoded forms are base64 (standard and URL alphabets,
+// padded and unpadded, at each of the three byte offsets at which the
+// secret can start inside encoded data, so that base64("user:" + secret)
+// of HTTP Basic auth is caught), the contents of a JSON string (with the
+// escapes of common encoders) and percent-encoding (query, path and strict
+// RFC 3986, upper- and lower-case hex); see forms for the details and
+// MinEncodedLen for the one exception. Occurrences that
 // overlap are masked together: the masked region runs from the first byte
 // of the first occurrence to the last byte of the last overlapping one, so
 // when one secret is a prefix of another the longest match wins and no part
@@ -17,7 +23,6 @@
 package mask
 
 import (
-	"encoding/base64"
 	"fmt"
 	"io"
 )
@@ -39,8 +44,8 @@ type Writer struct {
 }
 
 // New returns a Writer that copies to dst with every occurrence of each
-// secret, and of its base64 forms (standard and URL encodings, padded and
-// unpadded), replaced by Replacement. Empty secrets are ignored.
+// secret, and of its encoded forms (see the package comment), replaced by
+// Replacement. Empty secrets are ignored.
 func New(dst io.Writer, secrets []string) *Writer {
 	return &Writer{dst: dst, m: newMatcher(secrets)}
 }
@@ -105,21 +110,11 @@ func String(s string, secrets []string) string {
 }
 
 // patterns returns the strings masked for secrets: each non-empty secret
-// and its distinct base64 forms.
+// and its distinct encoded forms.
 func patterns(secrets []string) []string {
 	var ps []string
-	encs := []*base64.Encoding{
-		base64.StdEncoding, base64.RawStdEncoding,
-		base64.URLEncoding, base64.RawURLEncoding,
-	}
 	for _, s := range secrets {
-		if s == "" {
-			continue
-		}
-		ps = append(ps, s)
-		for _, e := range encs {
-			ps = append(ps, e.EncodeToString([]byte(s)))
-		}
+		ps = append(ps, forms(s)...)
 	}
 	return ps
 }
@@ -130,6 +125,11 @@ type matcher struct {
 	// with that byte (node 0 is the root itself).
 	root  [256]int32
 	nodes []node
+	// pairs is a bit set of the first two bytes (c<<8 | d) of every
+	// pattern, and single marks the bytes that are a whole pattern: a
+	// quick filter of the positions where no pattern can start.
+	pairs  [1024]uint64
+	single [256]bool
 }
 
 type node struct {
@@ -155,6 +155,12 @@ func newMatcher(secrets []string) *matcher {
 func (m *matcher) empty() bool { return len(m.nodes) == 1 }
 
 func (m *matcher) insert(p string) {
+	if len(p) == 1 {
+		m.single[p[0]] = true
+	} else {
+		k := int(p[0])<<8 | int(p[1])
+		m.pairs[k>>6] |= 1 << (k & 63)
+	}
 	n := int32(0)
 	for i := 0; i < len(p); i++ {
 		if m.nodes[n].maxLen < len(p) {
@@ -218,6 +224,25 @@ func (m *matcher) at(b []byte) (full, partial int) {
 	return full, 0
 }
 
+// skip returns the first position from i on where a pattern may start,
+// or len(buf).
+func (m *matcher) skip(buf []byte, i int) int {
+	for ; i+1 < len(buf); i++ {
+		c := buf[i]
+		if m.root[c] == 0 {
+			continue
+		}
+		k := uint(c)<<8 | uint(buf[i+1])
+		if m.pairs[k>>6]&(1<<(k&63)) != 0 || m.single[c] {
+			return i
+		}
+	}
+	if i < len(buf) && m.root[buf[i]] == 0 {
+		i++
+	}
+	return i
+}
+
 // process masks buf and appends the result to out. inMask is how many bytes
 // at the start of buf belong to a masked region already replaced. Unless
 // final is set, it stops at the first byte whose fate depends on input not
@@ -228,9 +253,11 @@ func (m *matcher) process(out, buf []byte, inMask int, final bool) ([]byte, int,
 	run := 0      // start of literal bytes not yet appended
 	i := 0
 	for i < len(buf) {
-		if i >= end && m.root[buf[i]] == 0 {
-			i++ // fast path: no pattern starts with this byte
-			continue
+		if i >= end {
+			// Fast path: skip the bytes where no pattern starts.
+			if i = m.skip(buf, i); i == len(buf) {
+				break
+			}
 		}
 		full, partial := m.at(buf[i:])
 		if final {
