@@ -180,8 +180,8 @@ type delegateFlags struct {
 
 // delegateConfig reads the environment (both seed generations) and lets
 // flags that were set override it.
-func delegateConfig(cmd *cobra.Command, f delegateFlags) (config.Delegate, error) {
-	cfg, err := config.ReadEnv(os.LookupEnv)
+func delegateConfig(cmd *cobra.Command, f delegateFlags, lookup func(string) (string, bool)) (config.Delegate, error) {
+	cfg, err := config.ReadEnv(lookup)
 	if err != nil {
 		return cfg, err
 	}
@@ -221,7 +221,7 @@ func delegateConfig(cmd *cobra.Command, f delegateFlags) (config.Delegate, error
 	return cfg, cfg.Validate()
 }
 
-func newDelegateCmd(st *stopper) *cobra.Command {
+func newDelegateCmd(st *stopper, su *startup) *cobra.Command {
 	var f delegateFlags
 	cmd := &cobra.Command{
 		Use:   "delegate",
@@ -285,7 +285,15 @@ signal cancels running tasks at once.`,
     DELEGATE_NAME=build DELEGATE_TAGS=linux,docker legate delegate`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := delegateConfig(cmd, f)
+			// Restarts the process without the credentials in its
+			// environment and command line, the first time.
+			exposed := su.guard("token")
+			if tok, ok := su.creds.Flag("token"); ok {
+				if err := cmd.Flags().Set("token", tok); err != nil {
+					return err
+				}
+			}
+			cfg, err := delegateConfig(cmd, f, su.lookupEnv)
 			if err != nil {
 				return err
 			}
@@ -311,10 +319,11 @@ signal cancels running tasks at once.`,
 			defer logFile.Close()
 			log := delegateLogger(level, cmd.OutOrStdout(), logFile)
 			log.Info("delegate starting", "version", buildVersion(), "workdir", workDir, "log_level", level)
+			warnExposed(log, exposed)
 			a, err := delegate.New(delegate.Options{
 				Config: cfg, WorkDir: workDir, Grace: f.grace, Version: buildVersion(),
 				Logger: log, ForceStop: st.Force, PerfInterval: f.perfInterval,
-				HTTPAddr: httpAddr("", cfg.HTTPPort),
+				HTTPAddr: httpAddr("", cfg.HTTPPort), Environ: su.environ(),
 			})
 			if err != nil {
 				return err
@@ -367,7 +376,7 @@ func splitTags(s string) []string {
 	return out
 }
 
-func newDevCmd(stop *stopper) *cobra.Command {
+func newDevCmd(stop *stopper, su *startup) *cobra.Command {
 	var f managerFlags
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -385,10 +394,14 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
   legate task run --script 'echo hello from $(hostname)'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The dev delegate runs tasks in this process's children:
+			// restart without the credentials in the environment first.
+			exposed := su.guard()
 			log, err := newLogger(f.logLevel)
 			if err != nil {
 				return err
 			}
+			warnExposed(log, exposed)
 			ctx := cmd.Context()
 			m, admin, ln, st, err := startManager(ctx, f, log)
 			if err != nil {
@@ -401,12 +414,12 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 			}
 			// The dev delegate serves health and metrics on loopback, on
 			// DELEGATE_HTTP_PORT (3460 unless set; 0 turns it off).
-			httpPort, err := config.HTTPPortFromEnv(os.LookupEnv)
+			httpPort, err := config.HTTPPortFromEnv(su.lookupEnv)
 			if err != nil {
 				return err
 			}
 			// The dev delegate's http tasks honor the proxy variables.
-			proxy, err := config.ReadProxy(os.LookupEnv)
+			proxy, err := config.ReadProxy(su.lookupEnv)
 			if err != nil {
 				return err
 			}
@@ -428,7 +441,8 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 					Name: "dev-delegate", Type: "SHELL", Tags: []string{"dev"}, Proxy: proxy,
 				},
 				WorkDir: workDir, Grace: 10 * time.Second, Version: buildVersion(), Logger: dlog, ForceStop: stop.Force,
-				HTTPAddr: httpAddr("127.0.0.1", httpPort),
+				HTTPAddr: httpAddr("127.0.0.1", httpPort), Environ: su.environ(),
+				MaskValues: []string{admin.APIKey},
 			})
 			if err != nil {
 				return err
