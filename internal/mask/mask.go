@@ -133,10 +133,13 @@ type matcher struct {
 }
 
 type node struct {
-	children []edge
+	// first is the first child (next 0: none); most nodes have at most
+	// one, so more, the others, is rarely allocated.
+	first    edge
+	more     []edge
 	terminal bool // a pattern ends here
 	// maxLen is the length of the longest pattern in this subtree.
-	maxLen int
+	maxLen int32
 }
 
 type edge struct {
@@ -145,8 +148,13 @@ type edge struct {
 }
 
 func newMatcher(secrets []string) *matcher {
-	m := &matcher{nodes: make([]node, 1)}
-	for _, p := range patterns(secrets) {
+	ps := patterns(secrets)
+	size := 1
+	for _, p := range ps {
+		size += len(p)
+	}
+	m := &matcher{nodes: make([]node, 1, size)}
+	for _, p := range ps {
 		m.insert(p)
 	}
 	return m
@@ -162,16 +170,13 @@ func (m *matcher) insert(p string) {
 		m.pairs[k>>6] |= 1 << (k & 63)
 	}
 	n := int32(0)
+	l := int32(len(p))
 	for i := 0; i < len(p); i++ {
-		if m.nodes[n].maxLen < len(p) {
-			m.nodes[n].maxLen = len(p)
-		}
+		m.nodes[n].maxLen = max(m.nodes[n].maxLen, l)
 		n = m.child(n, p[i], true)
 	}
 	m.nodes[n].terminal = true
-	if m.nodes[n].maxLen < len(p) {
-		m.nodes[n].maxLen = len(p)
-	}
+	m.nodes[n].maxLen = max(m.nodes[n].maxLen, l)
 }
 
 // child returns the child of n for byte b, creating it if create is set;
@@ -182,7 +187,11 @@ func (m *matcher) child(n int32, b byte, create bool) int32 {
 			return c
 		}
 	} else {
-		for _, e := range m.nodes[n].children {
+		nd := &m.nodes[n]
+		if nd.first.b == b && nd.first.next != 0 {
+			return nd.first.next
+		}
+		for _, e := range nd.more {
 			if e.b == b {
 				return e.next
 			}
@@ -193,10 +202,13 @@ func (m *matcher) child(n int32, b byte, create bool) int32 {
 	}
 	c := int32(len(m.nodes))
 	m.nodes = append(m.nodes, node{})
-	if n == 0 {
+	switch nd := &m.nodes[n]; {
+	case n == 0:
 		m.root[b] = c
-	} else {
-		m.nodes[n].children = append(m.nodes[n].children, edge{b: b, next: c})
+	case nd.first.next == 0:
+		nd.first = edge{b: b, next: c}
+	default:
+		nd.more = append(nd.more, edge{b: b, next: c})
 	}
 	return c
 }
@@ -213,8 +225,8 @@ func (m *matcher) at(b []byte) (full, partial int) {
 			full = depth
 		}
 		if depth == len(b) {
-			if len(nd.children) > 0 {
-				partial = nd.maxLen
+			if nd.first.next != 0 {
+				partial = int(nd.maxLen)
 			}
 			return full, partial
 		}
