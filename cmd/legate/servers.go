@@ -255,7 +255,10 @@ Log lines go to stdout and to WORKDIR/delegate.log, rolled daily and at
 
 Proxy (PROXY_HOST wins over HTTP(S)_PROXY; both set to different proxies is an error):
   PROXY_HOST, PROXY_PORT, PROXY_SCHEME      the proxy (scheme http or https, default http)
-  PROXY_USER, PROXY_PASSWORD                its credentials (never logged, never given to tasks)
+  PROXY_USER, PROXY_PASSWORD                its credentials (never logged, masked in task output)
+  PROXY_CREDENTIALS_TO_TASKS=true           give tasks PROXY_USER, PROXY_PASSWORD and proxy URLs
+                                            with their credentials (by default they get the
+                                            proxy variables without them)
   HTTPS_PROXY, HTTP_PROXY                   standard variables, used when PROXY_HOST is unset
   NO_PROXY                                  hosts, .domains, IPs or CIDRs reached directly
                                             (localhost and loopback always are)
@@ -277,6 +280,11 @@ name and hostname alone, so a rescheduled pod with a new IP stays the same.
 Delegate configurations (legate configuration create) that match the
 delegate's selectors run after it registers and before it takes tasks, and
 again whenever they change; see docs/configurations.md.
+
+Tasks never get the delegate token, and cannot read it from the delegate:
+at start the delegate restarts itself (same PID) without its credentials in
+its environment and command line, and masks them in task output
+(docs/proxy-and-tls.md).
 
 Flags override the environment. SIGTERM drains: no new tasks, running tasks
 finish within --grace, then the delegate deregisters and exits 0; a second
