@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -74,4 +75,28 @@ func TestCredentialValues(t *testing.T) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("CredentialValues (-want +got):\n%s", d)
 	}
+}
+
+// FuzzStripProxyCredentials: whatever a proxy variable holds, what tasks
+// get of it has no user information left, and nothing else is changed.
+func FuzzStripProxyCredentials(f *testing.F) {
+	for _, s := range []string{"http://bob:pw@proxy:3128", "bob:p@ss@proxy", "http://proxy:1", "://@", "@", "http://a:b@c/d@e"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		got, had := StripProxyCredentials(v)
+		scheme, rest, ok := strings.Cut(got, "://")
+		if !ok {
+			rest = scheme
+		}
+		if strings.Contains(rest, "@") {
+			t.Fatalf("StripProxyCredentials(%q) = %q: user information left", v, got)
+		}
+		if had != (got != v) {
+			t.Fatalf("StripProxyCredentials(%q) = %q, %v", v, got, had)
+		}
+		if pw := proxyURLPassword(v); pw != "" && !had {
+			t.Fatalf("proxyURLPassword(%q) = %q for a value without user information", v, pw)
+		}
+	})
 }
