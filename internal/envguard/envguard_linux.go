@@ -37,6 +37,16 @@ func Reexec(r Request) error {
 	}
 	rd, wr := p[0], p[1]
 	defer syscall.Close(wr)
+	if rd < 3 {
+		// Only when stdin, stdout or stderr was closed: keep those free
+		// (Receive accepts descriptors from 3 on).
+		n, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(rd), syscall.F_DUPFD_CLOEXEC, 3)
+		syscall.Close(rd)
+		if e != 0 {
+			return fmt.Errorf("hand-over pipe: %w", e)
+		}
+		rd = int(n)
+	}
 	if err := handOver(rd, wr, payload); err != nil {
 		syscall.Close(rd)
 		return err
