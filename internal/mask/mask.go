@@ -7,13 +7,15 @@
 // secret can start inside encoded data, so that base64("user:" + secret)
 // of HTTP Basic auth is caught), the contents of a JSON string (with the
 // escapes of common encoders) and percent-encoding (query, path and strict
-// RFC 3986, upper- and lower-case hex); see forms for the details and
-// MinEncodedLen for the one exception. Occurrences that
-// overlap are masked together: the masked region runs from the first byte
-// of the first occurrence to the last byte of the last overlapping one, so
-// when one secret is a prefix of another the longest match wins and no part
-// of any occurrence is shown. Occurrences that merely touch are replaced
-// one by one.
+// RFC 3986, upper- and lower-case hex); see forms for the details, such as
+// the base64 characters at a secret's ends that mix its bits with its
+// neighbours' and stay, and MinEncodedLen for the forms too short to mask.
+//
+// Occurrences that overlap are masked together: the masked region runs
+// from the first byte of the first occurrence to the last byte of the last
+// overlapping one, so when one secret is a prefix of another the longest
+// match wins and no part of any occurrence is shown. Occurrences that
+// merely touch are replaced one by one.
 //
 // A Writer masks a stream that may split a secret across Write calls in any
 // way; it holds back only bytes that may still turn out to be the start of
