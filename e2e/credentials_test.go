@@ -59,15 +59,11 @@ func ancestorFiles(t *testing.T, out string) map[int]map[string]string {
 	return files
 }
 
-// taskOutput runs a shell task on the delegate with hostname host and
-// returns its stored output.
-func (c *cluster) taskOutput(host, script string, env ...string) string {
+// shellOutputOn runs a shell task on a delegate with the selector sel
+// (such as its hostname) and returns its stored output.
+func (c *cluster) shellOutputOn(sel, script string) string {
 	c.t.Helper()
-	args := []string{"--selector", host, "--script", script}
-	for _, e := range env {
-		args = append(args, "--env", e)
-	}
-	task, r := c.runJSON(args...)
+	task, r := c.runJSON("--selector", sel, "--script", script)
 	if task.Status != protocol.StatusSucceeded {
 		c.t.Fatalf("task %s: %s (%s)\nstderr: %s", task.ID, task.Status, task.Error, r.stderr)
 	}
@@ -124,7 +120,7 @@ func TestTasksCannotReadTheDelegatesCredentials(t *testing.T) {
 			}
 			d := start(t, "delegate "+host, s.env, append([]string{"delegate", "--grace", "5s"}, s.args...)...)
 			c.waitConnected(host, "")
-			files := ancestorFiles(t, c.taskOutput(host, ancestorsScript))
+			files := ancestorFiles(t, c.shellOutputOn(host, ancestorsScript))
 			if files[d.cmd.Process.Pid] == nil {
 				t.Fatalf("the walk did not reach the delegate (PID %d): %v", d.cmd.Process.Pid, slices.Collect(maps.Keys(files)))
 			}
@@ -157,7 +153,7 @@ func TestTaskOutputMasksTheDelegatesCredentials(t *testing.T) {
 	tok := c.token("echo")
 	c.delegate("echo", "echo-host", append(c.seed004Env(tok, "echo", ""),
 		"PROXY_HOST=192.0.2.1", "PROXY_PORT=3128", "PROXY_USER=bob", "PROXY_PASSWORD="+proxyPass)...)
-	out := c.taskOutput("echo-host", fmt.Sprintf(`echo "token=%s"
+	out := c.shellOutputOn("echo-host", fmt.Sprintf(`echo "token=%s"
 printf '%%s' 'bob:%s' | base64
 echo '{"password":"%s"}'
 `, tok, proxyPass, proxyPass))
@@ -205,7 +201,7 @@ func TestTaskProxyVariables(t *testing.T) {
 			tok := c.token(host)
 			c.delegate(host, host, append(c.seed004Env(tok, host, ""), tt.env...)...)
 			// In hex: the delegate masks its proxy password in task output.
-			raw, err := hex.DecodeString(strings.TrimSpace(c.taskOutput(host, `env | od -An -v -tx1 | tr -d ' \n'`)))
+			raw, err := hex.DecodeString(strings.TrimSpace(c.shellOutputOn(host, `env | od -An -v -tx1 | tr -d ' \n'`)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -255,13 +251,13 @@ func TestDevHidesCredentials(t *testing.T) {
 		}
 		return err == nil
 	})
-	c.waitConnected(hostname(t), "")
+	c.waitConnected(machineHostname(t), "")
 	token, err := os.ReadFile(filepath.Join(data, "dev-delegate.token"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	secrets := []string{exported, proxyPass, c.apiKey}
-	files := ancestorFiles(t, c.taskOutput("dev", ancestorsScript))
+	files := ancestorFiles(t, c.shellOutputOn("dev", ancestorsScript))
 	if files[d.cmd.Process.Pid] == nil {
 		t.Fatalf("the walk did not reach legate dev (PID %d)", d.cmd.Process.Pid)
 	}
@@ -274,13 +270,13 @@ func TestDevHidesCredentials(t *testing.T) {
 			}
 		}
 	}
-	out := c.taskOutput("dev", fmt.Sprintf("echo key=%s; echo token=%s", c.apiKey, strings.TrimSpace(string(token))))
+	out := c.shellOutputOn("dev", fmt.Sprintf("echo key=%s; echo token=%s", c.apiKey, strings.TrimSpace(string(token))))
 	if out != "key=**************\ntoken=**************\n" {
 		t.Errorf("output %q: the API key and the dev delegate's token must be masked", out)
 	}
 }
 
-func hostname(t *testing.T) string {
+func machineHostname(t *testing.T) string {
 	t.Helper()
 	h, err := os.Hostname()
 	if err != nil {
