@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -283,4 +284,39 @@ func machineHostname(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// TestTasksDoNotInheritTheDelegatesDescriptors: a file descriptor the
+// delegate inherited from whatever started it (a supervisor's socket or
+// pipe, here an open file) does not reach its tasks.
+func TestTasksDoNotInheritTheDelegatesDescriptors(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	tok := c.token("fds")
+	f, err := os.Create(filepath.Join(t.TempDir(), "supervisor-descriptor"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(binary, "delegate", "--grace", "5s")
+	cmd.Env = append(baseEnv(), append(c.seed004Env(tok, "fds", ""), "DELEGATE_HOSTNAME=fds-host")...)
+	cmd.Dir = t.TempDir()
+	cmd.ExtraFiles = []*os.File{f}
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("--- delegate output ---\n%s", out)
+		}
+	})
+	c.waitConnected("fds-host", "")
+	fds := c.shellOutputOn("fds-host", `ls -l /proc/$$/fd; true`)
+	if strings.Contains(fds, f.Name()) {
+		t.Errorf("the task inherited the delegate's descriptor of %s:\n%s", f.Name(), fds)
+	}
 }

@@ -40,10 +40,11 @@ func (s *startup) environ() []string { return s.creds.Environ() }
 // the tasks they run, which run as the same user: the first time, it
 // re-executes the process without them in its environment and without
 // the secretFlags on its command line (the new image starts over from main
-// and finds them in s.creds; this call does not return), and then marks
-// the process not dumpable. When that is impossible it returns the reason,
-// to be logged once as a warning: the delegate runs on, as exposed as
-// before.
+// and finds them in s.creds; this call does not return); then it marks the
+// process not dumpable and the descriptors it inherited close-on-exec, so
+// that tasks do not inherit them. When that is impossible it returns the
+// reason, to be logged once as a warning: the delegate runs on, as exposed
+// as before.
 func (s *startup) guard(secretFlags ...string) error {
 	var errs []error
 	if !s.reexecuted {
@@ -52,6 +53,9 @@ func (s *startup) guard(secretFlags ...string) error {
 		}
 	}
 	if err := envguard.Harden(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := envguard.SealDescriptors(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -10,7 +10,8 @@
 // descriptor number is in FDEnv (not a secret). The new image calls Receive
 // first thing: it reads the values, closes the pipe and removes FDEnv.
 // Harden then marks the process not dumpable, so that processes of the same
-// user cannot read its memory either.
+// user cannot read its memory either, and SealDescriptors keeps the file
+// descriptors it inherited from reaching the programs it starts.
 //
 // The hand-over format (Encode, Decode) is "LGCRED01", the length of the
 // body as 4 bytes big-endian, and the body: name NUL value NUL for each

@@ -36,6 +36,10 @@ func TestMain(m *testing.M) {
 		fmt.Println(d)
 	case "hold":
 		helperHold()
+	case "seal":
+		helperSeal()
+	case "fds":
+		_ = json.NewEncoder(os.Stdout).Encode(openFDs())
 	default:
 		fmt.Fprintln(os.Stderr, "unknown ENVGUARD_HELPER")
 		os.Exit(1)
@@ -386,6 +390,74 @@ func TestHardenStopsSameUserReads(t *testing.T) {
 		leaked := readErr == nil && strings.Contains(string(out), "s3cr3t-t0ken")
 		if leaked == harden {
 			t.Errorf("Harden %v: a process of the same user read the environment: %v (output %q)", harden, leaked, out)
+		}
+	}
+}
+
+// helperSeal calls SealDescriptors when ENVGUARD_SEAL=1 and prints, as
+// JSON, its open descriptors and those of a program it starts.
+func helperSeal() {
+	if os.Getenv("ENVGUARD_SEAL") == "1" {
+		if err := SealDescriptors(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	exe, _ := os.Executable()
+	child := exec.Command(exe)
+	child.Env = []string{"ENVGUARD_HELPER=fds"}
+	out, err := child.Output()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	var childFDs map[int]string
+	if err := json.Unmarshal(out, &childFDs); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	_ = json.NewEncoder(os.Stdout).Encode(map[string]map[int]string{"own": openFDs(), "child": childFDs})
+}
+
+// TestSealDescriptors: a descriptor the process inherited reaches the
+// programs it starts, unless it called SealDescriptors; it stays open in
+// the process itself.
+func TestSealDescriptors(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inherited, err := os.Create(filepath.Join(t.TempDir(), "inherited-descriptor"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inherited.Close()
+	has := func(fds map[int]string) bool {
+		for _, link := range fds {
+			if link == inherited.Name() {
+				return true
+			}
+		}
+		return false
+	}
+	for _, seal := range []bool{false, true} {
+		cmd := exec.Command(exe)
+		cmd.Env = []string{"ENVGUARD_HELPER=seal", "ENVGUARD_SEAL=" + map[bool]string{false: "0", true: "1"}[seal]}
+		cmd.ExtraFiles = []*os.File{inherited} // fd 3, not close-on-exec in the helper
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("seal=%v: %v", seal, err)
+		}
+		var got map[string]map[int]string
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("seal=%v: %q: %v", seal, out, err)
+		}
+		if !has(got["own"]) {
+			t.Errorf("seal=%v: the process lost its inherited descriptor: %v", seal, got["own"])
+		}
+		if has(got["child"]) == seal {
+			t.Errorf("seal=%v: a program it starts has the inherited descriptor: %v; its descriptors: %v", seal, has(got["child"]), got["child"])
 		}
 	}
 }

@@ -31,3 +31,8 @@ func Receive() (Values, bool, error) {
 
 // Harden is Linux only.
 func Harden() error { return fmt.Errorf("mark the process not dumpable: %w", errUnsupported) }
+
+// SealDescriptors is Linux only.
+func SealDescriptors() error {
+	return fmt.Errorf("mark inherited descriptors close-on-exec: %w", errUnsupported)
+}
