@@ -120,7 +120,7 @@ func BenchmarkDelegateStartToConnected(b *testing.B) {
 		cmd.Env = append(baseEnv(), "ACCOUNT_ID="+env.account, "DELEGATE_TOKEN="+tok,
 			"MANAGER_HOST_AND_PORT="+env.url, "DELEGATE_NAME=startup", "DELEGATE_HOSTNAME=startup-host")
 		cmd.Dir = b.TempDir()
-		stderr, err := cmd.StderrPipe()
+		stdout, err := cmd.StdoutPipe() // where the delegate logs
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func BenchmarkDelegateStartToConnected(b *testing.B) {
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
 		}
-		sc := bufio.NewScanner(stderr)
+		sc := bufio.NewScanner(stdout)
 		ok := false
 		for sc.Scan() {
 			if strings.Contains(sc.Text(), "connected to the manager") {

@@ -344,4 +344,13 @@ func TestDevModeSealsTransparently(t *testing.T) {
 		t.Errorf("a dev task sees the master key: %q", logs)
 	}
 	c.stopManager()
+
+	// With the key file gone, the key in the environment alone opens the
+	// database: legate dev re-executes itself without the key in its
+	// environment and must still read it.
+	if err := os.Remove(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	c = dev([]string{seal.EnvMasterKey + "=" + key})
+	c.stopManager()
 }

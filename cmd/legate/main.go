@@ -36,6 +36,13 @@ type stopper struct {
 }
 
 func main() {
+	// First of all: a delegate that restarted itself without its
+	// credentials in the environment reads them back (credentials.go).
+	su, err := receiveCredentials()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "legate:", err)
+		os.Exit(2)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	force := make(chan struct{})
 	sigs := make(chan os.Signal, 2)
@@ -64,10 +71,10 @@ and run scripts and API calls there.
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newManagerCmd(), newDelegateCmd(st), newDevCmd(st), newBenchCmd())
+	root.AddCommand(newManagerCmd(), newDelegateCmd(st, su), newDevCmd(st, su), newBenchCmd())
 	cli.AddCommands(root)
 
-	err := root.ExecuteContext(ctx)
+	err = root.ExecuteContext(ctx)
 	if err == nil {
 		return
 	}

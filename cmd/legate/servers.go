@@ -67,7 +67,11 @@ type managerFlags struct {
 	listen, data, db, publicURL, logLevel string
 	// masterKeyFile is the key file; "" means DATA/master.key.
 	masterKeyFile string
-	heartbeat     time.Duration
+	// lookupEnv reads LEGATE_MASTER_KEY; nil means os.LookupEnv. legate dev
+	// passes its startup's lookup: it re-executed itself without the key in
+	// its environment.
+	lookupEnv func(string) (string, bool)
+	heartbeat time.Duration
 	// apiKeyTTL is how long a cached API key is trusted (legate manager only).
 	apiKeyTTL time.Duration
 	// HTTP server limits; zero values mean manager.Config's defaults.
@@ -94,7 +98,11 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	if dsn == "" {
 		dsn = filepath.Join(f.data, "legate.db")
 	}
-	keys, err := loadMasterKeys(os.LookupEnv, keyFilePath(f.data, f.masterKeyFile), true)
+	lookup := f.lookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	keys, err := loadMasterKeys(lookup, keyFilePath(f.data, f.masterKeyFile), true)
 	if err != nil {
 		return nil, manager.Admin{}, nil, nil, err
 	}
@@ -254,8 +262,8 @@ type delegateFlags struct {
 
 // delegateConfig reads the environment (both seed generations) and lets
 // flags that were set override it.
-func delegateConfig(cmd *cobra.Command, f delegateFlags) (config.Delegate, error) {
-	cfg, err := config.ReadEnv(os.LookupEnv)
+func delegateConfig(cmd *cobra.Command, f delegateFlags, lookup func(string) (string, bool)) (config.Delegate, error) {
+	cfg, err := config.ReadEnv(lookup)
 	if err != nil {
 		return cfg, err
 	}
@@ -295,7 +303,7 @@ func delegateConfig(cmd *cobra.Command, f delegateFlags) (config.Delegate, error
 	return cfg, cfg.Validate()
 }
 
-func newDelegateCmd(st *stopper) *cobra.Command {
+func newDelegateCmd(st *stopper, su *startup) *cobra.Command {
 	var f delegateFlags
 	cmd := &cobra.Command{
 		Use:   "delegate",
@@ -329,7 +337,10 @@ Log lines go to stdout and to WORKDIR/delegate.log, rolled daily and at
 
 Proxy (PROXY_HOST wins over HTTP(S)_PROXY; both set to different proxies is an error):
   PROXY_HOST, PROXY_PORT, PROXY_SCHEME      the proxy (scheme http or https, default http)
-  PROXY_USER, PROXY_PASSWORD                its credentials (never logged, never given to tasks)
+  PROXY_USER, PROXY_PASSWORD                its credentials (never logged, masked in task output)
+  PROXY_CREDENTIALS_TO_TASKS=true           give tasks PROXY_USER, PROXY_PASSWORD and proxy URLs
+                                            with their credentials (by default they get the
+                                            proxy variables without them)
   HTTPS_PROXY, HTTP_PROXY                   standard variables, used when PROXY_HOST is unset
   NO_PROXY                                  hosts, .domains, IPs or CIDRs reached directly
                                             (localhost and loopback always are)
@@ -352,6 +363,11 @@ Delegate configurations (legate configuration create) that match the
 delegate's selectors run after it registers and before it takes tasks, and
 again whenever they change; see docs/configurations.md.
 
+Tasks never get the delegate token, and cannot read it from the delegate:
+at start the delegate restarts itself (same PID) without its credentials in
+its environment and command line, and masks them in task output
+(docs/proxy-and-tls.md).
+
 Flags override the environment. SIGTERM drains: no new tasks, running tasks
 finish within --grace, then the delegate deregisters and exits 0; a second
 signal cancels running tasks at once.`,
@@ -359,7 +375,15 @@ signal cancels running tasks at once.`,
     DELEGATE_NAME=build DELEGATE_TAGS=linux,docker legate delegate`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := delegateConfig(cmd, f)
+			// Restarts the process without the credentials in its
+			// environment and command line, the first time.
+			exposed := su.guard("token")
+			if tok, ok := su.creds.Flag("token"); ok {
+				if err := cmd.Flags().Set("token", tok); err != nil {
+					return err
+				}
+			}
+			cfg, err := delegateConfig(cmd, f, su.lookupEnv)
 			if err != nil {
 				return err
 			}
@@ -385,10 +409,11 @@ signal cancels running tasks at once.`,
 			defer logFile.Close()
 			log := delegateLogger(level, cmd.OutOrStdout(), logFile)
 			log.Info("delegate starting", "version", buildVersion(), "workdir", workDir, "log_level", level)
+			warnExposed(log, exposed)
 			a, err := delegate.New(delegate.Options{
 				Config: cfg, WorkDir: workDir, Grace: f.grace, Version: buildVersion(),
 				Logger: log, ForceStop: st.Force, PerfInterval: f.perfInterval,
-				HTTPAddr: httpAddr("", cfg.HTTPPort),
+				HTTPAddr: httpAddr("", cfg.HTTPPort), Environ: su.environ(),
 			})
 			if err != nil {
 				return err
@@ -441,7 +466,7 @@ func splitTags(s string) []string {
 	return out
 }
 
-func newDevCmd(stop *stopper) *cobra.Command {
+func newDevCmd(stop *stopper, su *startup) *cobra.Command {
 	var f managerFlags
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -461,11 +486,16 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
   legate task run --script 'echo hello from $(hostname)'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The dev delegate runs tasks in this process's children:
+			// restart without the credentials in the environment first.
+			exposed := su.guard()
 			log, err := newLogger(f.logLevel)
 			if err != nil {
 				return err
 			}
+			warnExposed(log, exposed)
 			ctx := cmd.Context()
+			f.lookupEnv = su.lookupEnv
 			m, admin, ln, st, err := startManager(ctx, f, log)
 			if err != nil {
 				return err
@@ -477,12 +507,12 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 			}
 			// The dev delegate serves health and metrics on loopback, on
 			// DELEGATE_HTTP_PORT (3460 unless set; 0 turns it off).
-			httpPort, err := config.HTTPPortFromEnv(os.LookupEnv)
+			httpPort, err := config.HTTPPortFromEnv(su.lookupEnv)
 			if err != nil {
 				return err
 			}
 			// The dev delegate's http tasks honor the proxy variables.
-			proxy, err := config.ReadProxy(os.LookupEnv)
+			proxy, err := config.ReadProxy(su.lookupEnv)
 			if err != nil {
 				return err
 			}
@@ -504,7 +534,8 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 					Name: "dev-delegate", Type: "SHELL", Tags: []string{"dev"}, Proxy: proxy,
 				},
 				WorkDir: workDir, Grace: 10 * time.Second, Version: buildVersion(), Logger: dlog, ForceStop: stop.Force,
-				HTTPAddr: httpAddr("127.0.0.1", httpPort),
+				HTTPAddr: httpAddr("127.0.0.1", httpPort), Environ: su.environ(),
+				MaskValues: []string{admin.APIKey},
 			})
 			if err != nil {
 				return err

@@ -34,6 +34,7 @@ var forbidden = map[string][]string{
 	"internal/transport": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
 	"internal/certtest":  {"internal/"}, // test helpers
 	"internal/proxytest": {"internal/"},
+	"internal/envguard":  {"internal/"}, // process start-up: standard library only
 }
 
 type pkgInfo struct {
@@ -116,8 +117,9 @@ func TestImportRules(t *testing.T) {
 		}
 	}
 	// protocol and metrics are standard library only (metrics replaces
-	// client_golang to keep the delegate small).
-	for _, name := range []string{"internal/protocol", "internal/metrics"} {
+	// client_golang to keep the delegate small), and so is envguard, which
+	// runs before anything else at a delegate's start.
+	for _, name := range []string{"internal/protocol", "internal/metrics", "internal/envguard"} {
 		for imp := range pkgs[name].imports {
 			if strings.Contains(strings.Split(imp, "/")[0], ".") {
 				t.Errorf("%s imports %s; it must use the standard library only", name, imp)

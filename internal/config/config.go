@@ -118,20 +118,6 @@ const (
 	nameWhat    = "the name of your delegate"
 )
 
-// SecretEnvNames lists the environment variables that hold delegate
-// credentials and must never be passed to task processes.
-func SecretEnvNames() []string {
-	return []string{
-		"DELEGATE_TOKEN",
-		"HARNESS_TOKEN",
-		"ACCOUNT_SECRET",
-		"PROXY_PASSWORD",
-		"PROXY_USER",
-		"LEGATE_API_KEY",    // the CLI's admin key, e.g. exported where `legate dev` runs
-		"LEGATE_MASTER_KEY", // the manager's master key, e.g. where `legate dev` runs
-	}
-}
-
 // FromEnv reads the variables of both seed generations through lookup
 // (os.LookupEnv in production), applies defaults and validates the result:
 // it is ReadEnv followed by Validate.

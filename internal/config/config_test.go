@@ -394,7 +394,7 @@ func TestPlaceholder(t *testing.T) {
 func TestSecretEnvNames(t *testing.T) {
 	t.Parallel()
 	names := SecretEnvNames()
-	for _, want := range []string{"DELEGATE_TOKEN", "HARNESS_TOKEN", "ACCOUNT_SECRET", "PROXY_PASSWORD", "LEGATE_MASTER_KEY"} {
+	for _, want := range []string{"DELEGATE_TOKEN", "HARNESS_TOKEN", "ACCOUNT_SECRET", "PROXY_PASSWORD", "PROXY_USER", "LEGATE_API_KEY", "LEGATE_MASTER_KEY"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("SecretEnvNames() lacks %s", want)
 		}

@@ -34,6 +34,11 @@ type Proxy struct {
 	ManagerDirect bool
 	// Source names the variables the proxy came from, for logs.
 	Source string
+	// CredentialsToTasks is PROXY_CREDENTIALS_TO_TASKS=true: task
+	// processes get PROXY_USER, PROXY_PASSWORD and the proxy URLs with
+	// their credentials. By default they get the proxy variables without
+	// credentials.
+	CredentialsToTasks bool
 }
 
 // Enabled reports whether any proxy is configured.
@@ -153,6 +158,11 @@ func readProxy(lookup func(string) (string, bool)) (Proxy, error) {
 		return strings.TrimSpace(v)
 	}
 	var p Proxy
+	toTasks, err := parseBool(ProxyCredentialsToTasksEnv, get(ProxyCredentialsToTasksEnv))
+	if err != nil {
+		return Proxy{}, err
+	}
+	p.CredentialsToTasks = toTasks
 	if v := get("PROXY_MANAGER"); v != "" {
 		viaProxy, err := parseBool("PROXY_MANAGER", v)
 		if err != nil {

@@ -23,6 +23,7 @@ type proxyView struct {
 	NoProxy       []string
 	ManagerDirect bool
 	Source        string
+	ToTasks       bool
 }
 
 func view(p Proxy) proxyView {
@@ -32,7 +33,8 @@ func view(p Proxy) proxyView {
 		}
 		return u.String()
 	}
-	return proxyView{HTTP: s(p.HTTP), HTTPS: s(p.HTTPS), NoProxy: p.NoProxy, ManagerDirect: p.ManagerDirect, Source: p.Source}
+	return proxyView{HTTP: s(p.HTTP), HTTPS: s(p.HTTPS), NoProxy: p.NoProxy, ManagerDirect: p.ManagerDirect, Source: p.Source,
+		ToTasks: p.CredentialsToTasks}
 }
 
 func TestReadProxy(t *testing.T) {
@@ -58,6 +60,10 @@ func TestReadProxy(t *testing.T) {
 			proxyView{HTTP: "http://p:3128", HTTPS: "http://p:3128", Source: "PROXY_HOST"}},
 		{"PROXY_MANAGER true", map[string]string{"HTTP_PROXY": "http://p:1", "PROXY_MANAGER": "TRUE"},
 			proxyView{HTTP: "http://p:1", Source: "HTTP_PROXY"}},
+		{"credentials to tasks", map[string]string{"PROXY_HOST": "p", "PROXY_USER": "bob", "PROXY_PASSWORD": "pw", "PROXY_CREDENTIALS_TO_TASKS": "true"},
+			proxyView{HTTP: "http://bob:pw@p:80", HTTPS: "http://bob:pw@p:80", Source: "PROXY_HOST", ToTasks: true}},
+		{"credentials to tasks false", map[string]string{"HTTPS_PROXY": "http://p:1", "PROXY_CREDENTIALS_TO_TASKS": "False"},
+			proxyView{HTTPS: "http://p:1", Source: "HTTPS_PROXY"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,6 +88,7 @@ func TestReadProxyErrors(t *testing.T) {
 		{"user without host", map[string]string{"PROXY_USER": "bob", "PROXY_PASSWORD": pw}, "PROXY_USER is set but PROXY_HOST is not"},
 		{"port without host", map[string]string{"PROXY_PORT": "3128"}, "PROXY_PORT is set but PROXY_HOST is not"},
 		{"password without user", map[string]string{"PROXY_HOST": "p", "PROXY_PASSWORD": pw}, "PROXY_PASSWORD is set but PROXY_USER is not"},
+		{"credentials to tasks not a bool", map[string]string{"PROXY_HOST": "p", "PROXY_CREDENTIALS_TO_TASKS": "yes"}, `PROXY_CREDENTIALS_TO_TASKS="yes": must be true or false`},
 		{"bad port", map[string]string{"PROXY_HOST": "p", "PROXY_PORT": "99999"}, "PROXY_PORT"},
 		{"bad scheme", map[string]string{"PROXY_HOST": "p", "PROXY_SCHEME": "socks5"}, "PROXY_SCHEME"},
 		{"URL in PROXY_HOST", map[string]string{"PROXY_HOST": "http://bob:" + pw + "@p:3128"}, "PROXY_HOST"},

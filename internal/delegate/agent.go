@@ -48,9 +48,21 @@ type Options struct {
 	TaskHTTPClient *http.Client
 	// IP overrides the detected IP address.
 	IP string
-	// TaskEnv is the base environment of task processes; nil = this
-	// process's environment without the delegate's credentials.
+	// Environ is the delegate's environment as it was started ("K=V"),
+	// including the credentials it took out of its process environment
+	// (package envguard); nil = os.Environ(). TaskEnv and the credentials
+	// masked in task output derive from it.
+	Environ []string
+	// TaskEnv is the base environment of task processes; nil = Environ
+	// without the delegate's credentials and with proxy URLs stripped of
+	// theirs (unless Config.Proxy.CredentialsToTasks).
 	TaskEnv []string
+	// MaskValues are masked in the output of every task and delegate
+	// script, besides each task's secrets and the delegate's own
+	// credentials (its token, its proxy's passwords, and the API and
+	// master keys found in Environ): such as the API key of the manager
+	// that `legate dev` runs. Nil = none.
+	MaskValues []string
 	// ForceStop, when closed, cancels running tasks at once (second signal).
 	ForceStop <-chan struct{}
 	// PerfInterval is how often the performance line is logged; 0 = 1m,
@@ -112,6 +124,9 @@ type Agent struct {
 	// metrics and the address of the health and metrics server.
 	metrics  *agentMetrics
 	httpAddr atomic.Value // string
+	// ownSecrets are the delegate's credentials, masked in every task's
+	// output (credentials.go).
+	ownSecrets []string
 }
 
 type runningTask struct {
@@ -190,9 +205,14 @@ func New(opts Options) (*Agent, error) {
 	if a.ip == "" {
 		a.ip = detectIP(opts.Config.ManagerURLs[0])
 	}
-	if opts.TaskEnv == nil {
-		a.opts.TaskEnv = taskEnv(os.Environ(), config.SecretEnvNames())
+	environ := opts.Environ
+	if environ == nil {
+		environ = os.Environ()
 	}
+	if opts.TaskEnv == nil {
+		a.opts.TaskEnv = taskEnv(environ, opts.Config.Proxy.CredentialsToTasks)
+	}
+	a.ownSecrets = ownSecrets(opts.Config, environ, opts.MaskValues)
 	a.conn.init()
 	a.config = newConfigState()
 	a.caps = newCapabilityChecker(opts.TaskHTTPClient)
@@ -202,20 +222,6 @@ func New(opts Options) (*Agent, error) {
 	a.load = &loadMonitor{cpuLimit: opts.Config.CPUThreshold, memLimit: opts.Config.MemoryThreshold}
 	a.load.sample() // the first CPU sample only sets the baseline
 	return a, nil
-}
-
-// taskEnv removes the delegate's credentials from env: task scripts must
-// never see the delegate token.
-func taskEnv(env, secret []string) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if slices.Contains(secret, k) {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
 }
 
 // detectIP finds the local address used to reach the manager. Dialing UDP

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/executor"
+	"github.com/legate-dev/legate/internal/mask"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -37,12 +38,15 @@ type scriptRun struct {
 // runScript runs script with bash in the delegate's working directory,
 // with the task environment (no delegate credentials) plus extraEnv,
 // bounded by the script timeout; its process group is killed on timeout or
-// cancellation. Every output line is logged (msg, with attribute "line");
-// an excerpt of the head and tail is returned.
+// cancellation. Every output line is logged (msg, with attribute "line")
+// and an excerpt of the head and tail is returned, with the delegate's
+// credentials masked in both.
 func (a *Agent) runScript(ctx context.Context, file, msg, script string, extraEnv []string) scriptRun {
 	lw := &lineLogger{log: a.log, msg: msg}
 	ex := &excerpt{limit: protocol.ConfigurationOutputExcerpt}
-	w := &teeWriter{a: lw, b: ex}
+	// The delegate's credentials are masked in the log and the excerpt
+	// (which goes to the manager) as in task output.
+	w := mask.New(&teeWriter{a: lw, b: ex}, a.ownSecrets)
 	env := append(append([]string{}, a.opts.TaskEnv...), extraEnv...)
 	r := scriptRun{started: time.Now()}
 	r.outcome = executor.Run(ctx, protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: script}},
@@ -52,6 +56,7 @@ func (a *Agent) runScript(ctx context.Context, file, msg, script string, extraEn
 			Env:        env,
 			Timeout:    a.scriptTimeout(),
 		}, w)
+	_ = w.Flush()
 	lw.flush()
 	r.finished = time.Now()
 	r.excerpt, r.total = ex.String(), ex.total

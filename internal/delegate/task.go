@@ -89,10 +89,7 @@ func (a *Agent) runTask(id string, capabilities []string) {
 	log.Info("task acquired")
 
 	ship := newShipper(a, id, acq.Epoch, cancel)
-	secrets := make([]string, 0, len(acq.Spec.SecretEnv))
-	for _, v := range acq.Spec.SecretEnv {
-		secrets = append(secrets, v)
-	}
+	secrets := a.secretsToMask(acq.Spec.SecretEnv)
 	out := mask.New(ship, secrets)
 	dir := taskDir(a.opts.WorkDir, id)
 	env := append(append([]string{}, a.opts.TaskEnv...), "LEGATE_TASK_ID="+id)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"runtime"
 	"slices"
@@ -71,22 +72,50 @@ func TestTaskEnvDropsCredentials(t *testing.T) {
 		"HOME=/home/d",
 		"HARNESS_TOKEN=tok-2",
 		"ACCOUNT_SECRET=tok-3",
+		"PROXY_HOST=proxy.corp",
+		"PROXY_PORT=3128",
+		"PROXY_USER=bob",
 		"PROXY_PASSWORD=pw",
+		"HTTPS_PROXY=http://bob:pw@proxy.corp:3128",
+		"http_proxy=http://proxy.corp:3128",
+		"NO_PROXY=.corp",
 		"LEGATE_API_KEY=lgk_x",
+		"LEGATE_MASTER_KEY=mk",
 		"DELEGATE_TOKEN_FILE=/kept", // only exact names are secret
 		"MY_DELEGATE_TOKEN=kept",
 		"EMPTY=",
 		"A=b=c",
 	}
-	got := taskEnv(env, config.SecretEnvNames())
-	want := []string{"PATH=/usr/bin:/bin", "HOME=/home/d", "DELEGATE_TOKEN_FILE=/kept", "MY_DELEGATE_TOKEN=kept", "EMPTY=", "A=b=c"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("taskEnv (-want +got):\n%s", diff)
-	}
-	for _, name := range []string{"DELEGATE_TOKEN", "HARNESS_TOKEN", "ACCOUNT_SECRET"} {
-		if !slices.Contains(config.SecretEnvNames(), name) {
-			t.Errorf("config.SecretEnvNames() lacks %s", name)
+	for _, tt := range []struct {
+		name             string
+		proxyCredentials bool
+		want             []string
+	}{
+		{"default", false, []string{"PATH=/usr/bin:/bin", "HOME=/home/d", "PROXY_HOST=proxy.corp", "PROXY_PORT=3128",
+			"HTTPS_PROXY=http://proxy.corp:3128", "http_proxy=http://proxy.corp:3128", "NO_PROXY=.corp",
+			"DELEGATE_TOKEN_FILE=/kept", "MY_DELEGATE_TOKEN=kept", "EMPTY=", "A=b=c"}},
+		{"proxy credentials to tasks", true, []string{"PATH=/usr/bin:/bin", "HOME=/home/d", "PROXY_HOST=proxy.corp", "PROXY_PORT=3128",
+			"PROXY_USER=bob", "PROXY_PASSWORD=pw", "HTTPS_PROXY=http://bob:pw@proxy.corp:3128", "http_proxy=http://proxy.corp:3128",
+			"NO_PROXY=.corp", "DELEGATE_TOKEN_FILE=/kept", "MY_DELEGATE_TOKEN=kept", "EMPTY=", "A=b=c"}},
+	} {
+		got := taskEnv(env, tt.proxyCredentials)
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%s: taskEnv (-want +got):\n%s", tt.name, diff)
 		}
+	}
+}
+
+func TestOwnSecrets(t *testing.T) {
+	t.Parallel()
+	cfg := validConfig("http://127.0.0.1:1", 0)
+	cfg.Token = "flag-token"
+	cfg.Proxy.HTTPS = &url.URL{Scheme: "http", Host: "proxy:3128", User: url.UserPassword("bob", "p@ss")}
+	env := []string{"DELEGATE_TOKEN=env-token", "PROXY_USER=bob", "HTTP_PROXY=http://alice:pw2@proxy:3128",
+		"LEGATE_API_KEY=api-key", "LEGATE_MASTER_KEY=master-key", "PATH=/bin", "DELEGATE_TOKEN_FILE=/x"}
+	got := ownSecrets(cfg, env, []string{"dev-api-key", "api-key", ""})
+	want := []string{"flag-token", "p@ss", "env-token", "api-key", "master-key", "pw2", "dev-api-key"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ownSecrets (-want +got):\n%s", diff)
 	}
 }
 

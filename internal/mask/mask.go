@@ -1,13 +1,21 @@
 // Package mask hides secret values in task output on the delegate, before
 // the output leaves it.
 //
-// Every occurrence of a secret, and of its base64 forms (standard and URL
-// alphabets, padded and unpadded), becomes Replacement. Occurrences that
-// overlap are masked together: the masked region runs from the first byte
-// of the first occurrence to the last byte of the last overlapping one, so
-// when one secret is a prefix of another the longest match wins and no part
-// of any occurrence is shown. Occurrences that merely touch are replaced
-// one by one.
+// Every occurrence of a secret, and of its encoded forms, becomes
+// Replacement. The encoded forms are base64 (standard and URL alphabets,
+// padded and unpadded, at each of the three byte offsets at which the
+// secret can start inside encoded data, so that base64("user:" + secret)
+// of HTTP Basic auth is caught), the contents of a JSON string (with the
+// escapes of common encoders) and percent-encoding (query, path and strict
+// RFC 3986, upper- and lower-case hex); see forms for the details, such as
+// the base64 characters at a secret's ends that mix its bits with its
+// neighbours' and stay, and MinEncodedLen for the forms too short to mask.
+//
+// Occurrences that overlap are masked together: the masked region runs
+// from the first byte of the first occurrence to the last byte of the last
+// overlapping one, so when one secret is a prefix of another the longest
+// match wins and no part of any occurrence is shown. Occurrences that
+// merely touch are replaced one by one.
 //
 // A Writer masks a stream that may split a secret across Write calls in any
 // way; it holds back only bytes that may still turn out to be the start of
@@ -17,7 +25,6 @@
 package mask
 
 import (
-	"encoding/base64"
 	"fmt"
 	"io"
 )
@@ -39,8 +46,8 @@ type Writer struct {
 }
 
 // New returns a Writer that copies to dst with every occurrence of each
-// secret, and of its base64 forms (standard and URL encodings, padded and
-// unpadded), replaced by Replacement. Empty secrets are ignored.
+// secret, and of its encoded forms (see the package comment), replaced by
+// Replacement. Empty secrets are ignored.
 func New(dst io.Writer, secrets []string) *Writer {
 	return &Writer{dst: dst, m: newMatcher(secrets)}
 }
@@ -105,21 +112,11 @@ func String(s string, secrets []string) string {
 }
 
 // patterns returns the strings masked for secrets: each non-empty secret
-// and its distinct base64 forms.
+// and its distinct encoded forms.
 func patterns(secrets []string) []string {
 	var ps []string
-	encs := []*base64.Encoding{
-		base64.StdEncoding, base64.RawStdEncoding,
-		base64.URLEncoding, base64.RawURLEncoding,
-	}
 	for _, s := range secrets {
-		if s == "" {
-			continue
-		}
-		ps = append(ps, s)
-		for _, e := range encs {
-			ps = append(ps, e.EncodeToString([]byte(s)))
-		}
+		ps = append(ps, forms(s)...)
 	}
 	return ps
 }
@@ -130,13 +127,21 @@ type matcher struct {
 	// with that byte (node 0 is the root itself).
 	root  [256]int32
 	nodes []node
+	// pairs is a bit set of the first two bytes (c<<8 | d) of every
+	// pattern, and single marks the bytes that are a whole pattern: a
+	// quick filter of the positions where no pattern can start.
+	pairs  [1024]uint64
+	single [256]bool
 }
 
 type node struct {
-	children []edge
+	// first is the first child (next 0: none); most nodes have at most
+	// one, so more, the others, is rarely allocated.
+	first    edge
+	more     []edge
 	terminal bool // a pattern ends here
 	// maxLen is the length of the longest pattern in this subtree.
-	maxLen int
+	maxLen int32
 }
 
 type edge struct {
@@ -145,8 +150,13 @@ type edge struct {
 }
 
 func newMatcher(secrets []string) *matcher {
-	m := &matcher{nodes: make([]node, 1)}
-	for _, p := range patterns(secrets) {
+	ps := patterns(secrets)
+	size := 1
+	for _, p := range ps {
+		size += len(p)
+	}
+	m := &matcher{nodes: make([]node, 1, size)}
+	for _, p := range ps {
 		m.insert(p)
 	}
 	return m
@@ -155,17 +165,20 @@ func newMatcher(secrets []string) *matcher {
 func (m *matcher) empty() bool { return len(m.nodes) == 1 }
 
 func (m *matcher) insert(p string) {
+	if len(p) == 1 {
+		m.single[p[0]] = true
+	} else {
+		k := int(p[0])<<8 | int(p[1])
+		m.pairs[k>>6] |= 1 << (k & 63)
+	}
 	n := int32(0)
+	l := int32(len(p))
 	for i := 0; i < len(p); i++ {
-		if m.nodes[n].maxLen < len(p) {
-			m.nodes[n].maxLen = len(p)
-		}
+		m.nodes[n].maxLen = max(m.nodes[n].maxLen, l)
 		n = m.child(n, p[i], true)
 	}
 	m.nodes[n].terminal = true
-	if m.nodes[n].maxLen < len(p) {
-		m.nodes[n].maxLen = len(p)
-	}
+	m.nodes[n].maxLen = max(m.nodes[n].maxLen, l)
 }
 
 // child returns the child of n for byte b, creating it if create is set;
@@ -176,7 +189,11 @@ func (m *matcher) child(n int32, b byte, create bool) int32 {
 			return c
 		}
 	} else {
-		for _, e := range m.nodes[n].children {
+		nd := &m.nodes[n]
+		if nd.first.b == b && nd.first.next != 0 {
+			return nd.first.next
+		}
+		for _, e := range nd.more {
 			if e.b == b {
 				return e.next
 			}
@@ -187,10 +204,13 @@ func (m *matcher) child(n int32, b byte, create bool) int32 {
 	}
 	c := int32(len(m.nodes))
 	m.nodes = append(m.nodes, node{})
-	if n == 0 {
+	switch nd := &m.nodes[n]; {
+	case n == 0:
 		m.root[b] = c
-	} else {
-		m.nodes[n].children = append(m.nodes[n].children, edge{b: b, next: c})
+	case nd.first.next == 0:
+		nd.first = edge{b: b, next: c}
+	default:
+		nd.more = append(nd.more, edge{b: b, next: c})
 	}
 	return c
 }
@@ -207,8 +227,8 @@ func (m *matcher) at(b []byte) (full, partial int) {
 			full = depth
 		}
 		if depth == len(b) {
-			if len(nd.children) > 0 {
-				partial = nd.maxLen
+			if nd.first.next != 0 {
+				partial = int(nd.maxLen)
 			}
 			return full, partial
 		}
@@ -216,6 +236,25 @@ func (m *matcher) at(b []byte) (full, partial int) {
 		depth++
 	}
 	return full, 0
+}
+
+// skip returns the first position from i on where a pattern may start,
+// or len(buf).
+func (m *matcher) skip(buf []byte, i int) int {
+	for ; i+1 < len(buf); i++ {
+		c := buf[i]
+		if m.root[c] == 0 {
+			continue
+		}
+		k := uint(c)<<8 | uint(buf[i+1])
+		if m.pairs[k>>6]&(1<<(k&63)) != 0 || m.single[c] {
+			return i
+		}
+	}
+	if i < len(buf) && m.root[buf[i]] == 0 {
+		i++
+	}
+	return i
 }
 
 // process masks buf and appends the result to out. inMask is how many bytes
@@ -228,9 +267,11 @@ func (m *matcher) process(out, buf []byte, inMask int, final bool) ([]byte, int,
 	run := 0      // start of literal bytes not yet appended
 	i := 0
 	for i < len(buf) {
-		if i >= end && m.root[buf[i]] == 0 {
-			i++ // fast path: no pattern starts with this byte
-			continue
+		if i >= end {
+			// Fast path: skip the bytes where no pattern starts.
+			if i = m.skip(buf, i); i == len(buf) {
+				break
+			}
 		}
 		full, partial := m.at(buf[i:])
 		if final {

@@ -3,11 +3,18 @@ package mask
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"net/url"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -47,6 +54,25 @@ func TestString(t *testing.T) {
 		{"binary secret", "\x00\xff\x00", []string{"\xff"}, "\x00" + R + "\x00"},
 		{"unicode", "héllo wörld", []string{"wörld"}, "héllo " + R},
 		{"replacement-like secret", "a*b", []string{"*"}, "a" + R + "b"},
+		// base64 at the other byte offsets, and followed by other data.
+		{"basic auth", "Authorization: Basic dXNlcjpodW50ZXIy\n", []string{"hunter2"}, "Authorization: Basic dXNlcjp" + R + "\n"},
+		{"base64 offset 1", "eGh1bnRlcjI=", []string{"hunter2"}, "eG" + R},
+		{"base64 offset 2", "eDpodW50ZXIy", []string{"hunter2"}, "eDp" + R},
+		{"base64 followed by data", "aHVudGVyMjt4", []string{"hunter2"}, R + "jt4"},
+		{"base64 offset 1 url alphabet", "eP_vvw", []string{"\xff\xef\xbf"}, "eP" + R},
+		{"short encoded forms are not masked", "YQ YWI= YWJj a", []string{"a"}, "YQ YWI= YWJj " + R},
+		// JSON string contents.
+		{"json html escapes", `{"pw":"a\u003cb\u003e\u0026c"}`, []string{"a<b>&c"}, `{"pw":"` + R + `"}`},
+		{"json html escapes upper-case", `{"pw":"a\u003Cb\u003E\u0026c"}`, []string{"a<b>&c"}, `{"pw":"` + R + `"}`},
+		{"json quotes and backslashes", `{"pw":"say \"hi\" \\o/"}`, []string{`say "hi" \o/`}, `{"pw":"` + R + `"}`},
+		{"json control characters", `{"pw":"a\tb\u0001c\nd"}`, []string{"a\tb\x01c\nd"}, `{"pw":"` + R + `"}`},
+		{"json ascii-only", `{"pw":"w\u00f6rld \ud83d\ude00"}`, []string{"wörld 😀"}, `{"pw":"` + R + `"}`},
+		{"json line separator", `"a\u2028b"`, []string{"a\u2028b"}, `"` + R + `"`},
+		// Percent-encoding.
+		{"query escape", "?pw=p%40ss+w%2Frd%26x&y=1", []string{"p@ss w/rd&x"}, "?pw=" + R + "&y=1"},
+		{"path escape", "/u/p@ss%20w%2Frd&x/", []string{"p@ss w/rd&x"}, "/u/" + R + "/"},
+		{"strict escape", "p%40ss%20w%2Frd%26x", []string{"p@ss w/rd&x"}, R},
+		{"lower-case hex", "?pw=p%40ss+w%2frd%26x", []string{"p@ss w/rd&x"}, "?pw=" + R},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -80,6 +106,121 @@ func TestBase64Forms(t *testing.T) {
 			if got, want := String(in, []string{secret}), "<"+R+">"; got != want {
 				t.Errorf("%s form %q of %q: got %q, want %q", name, enc, secret, got, want)
 			}
+		}
+	}
+}
+
+// TestFormsMatchReference compares the masked forms of each secret with
+// those the test computes independently (referenceForms).
+func TestFormsMatchReference(t *testing.T) {
+	t.Parallel()
+	secrets := []string{
+		"a", "ab", "abc", "abcd", "hunter2", "s3cr3t-value", "\xff", "\xff\xef\xbf", "\xff\xfe", "\x00\x01\x02\x03",
+		`p"a\ss<w>&rd`, "tab\tnew\nline\r\b\f\x01\x1f\x7f", "wörld", "😀 emoji", "a\u2028b\u2029", "bad\xffutf8\xc3",
+		"p@ss w/rd&x?y=z#f%20+", "~-._", strings.Repeat("x", 100),
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 300 {
+		secrets = append(secrets, randomSecret(rng, 1+rng.IntN(24)))
+	}
+	for _, s := range secrets {
+		got, want := forms(s), referenceForms(s)
+		if got[0] != s {
+			t.Errorf("forms(%q)[0] = %q, want the secret itself first", s, got[0])
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("forms(%q) mismatch (-reference +forms):\n%s", s, diff)
+		}
+		if len(slices.Compact(slices.Clone(got))) != len(got) {
+			t.Errorf("forms(%q) repeats a form: %q", s, got)
+		}
+	}
+}
+
+// randomSecret returns n random bytes, mostly printable, with some of the
+// characters that encoders escape and some non-ASCII.
+func randomSecret(rng *rand.Rand, n int) string {
+	const special = "\"\\<>&/?=+%:@ \t\n\x01\x7f"
+	var b []byte
+	for len(b) < n {
+		switch rng.IntN(10) {
+		case 0:
+			b = append(b, special[rng.IntN(len(special))])
+		case 1:
+			b = utf8.AppendRune(b, []rune("é€😀\u2028")[rng.IntN(4)])
+		case 2:
+			b = append(b, byte(rng.Uint32()))
+		default:
+			b = append(b, byte('!'+rng.IntN('~'-'!'+1)))
+		}
+	}
+	return string(b)
+}
+
+// TestEncodedSecretsDoNotLeak encodes random secrets the way programs leak
+// them (HTTP Basic auth, base64 of a file or of echo's output, JSON
+// documents, URLs), in random surroundings, and checks that the masked
+// output shows nothing of the secret but the mixed base64 characters at
+// its ends.
+func TestEncodedSecretsDoNotLeak(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(7, 8))
+	letters := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte('a' + rng.IntN(26))
+		}
+		return string(b)
+	}
+	for iter := range 2000 {
+		secret := randomSecret(rng, 8+rng.IntN(40))
+		user := letters(rng.IntN(9))
+		after := letters(1 + rng.IntN(5)) // letters: the mixed character differs from the padded one
+		var in, want string
+		switch iter % 9 {
+		case 0, 1, 2: // base64 of user:secret, of secret+data, standard or URL alphabet
+			e := base64.StdEncoding
+			if iter%2 == 1 {
+				e = base64.RawURLEncoding
+			}
+			pre, post := user+":", ""
+			if iter%9 == 1 {
+				post = after
+			}
+			enc := e.EncodeToString([]byte(pre + secret + post))
+			first := (8*len(pre) + 5) / 6
+			last := len(enc)
+			if post != "" {
+				last = 8 * (len(pre) + len(secret)) / 6
+			}
+			in = "Authorization: Basic " + enc + "\n"
+			want = "Authorization: Basic " + enc[:first] + R + enc[last:] + "\n"
+		case 3: // json.Marshal
+			b, _ := json.Marshal(map[string]string{"password": secret})
+			in, want = string(b), `{"password":"`+R+`"}`
+		case 4: // a JSON encoder without HTML escaping
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			_ = enc.Encode([]string{secret})
+			in, want = buf.String(), `["`+R+`"]`+"\n"
+		case 5: // ASCII-only JSON with upper-case hex (.NET, Python's ensure_ascii plus upper case)
+			in = `{"password":"` + referenceJSON(secret, false, false, true, "%04X") + `"}`
+			want = `{"password":"` + R + `"}`
+		case 6:
+			in = "https://api.example.com/v1?user=" + user + "&token=" + url.QueryEscape(secret) + "&x=1"
+			want = "https://api.example.com/v1?user=" + user + "&token=" + R + "&x=1"
+		case 7:
+			in = "https://api.example.com/keys/" + url.PathEscape(secret) + "/x"
+			want = "https://api.example.com/keys/" + R + "/x"
+		case 8:
+			in = "data=" + regexp.MustCompile(`%[0-9A-F]{2}`).ReplaceAllStringFunc(referenceStrict(secret), strings.ToLower) + "&y"
+			want = "data=" + R + "&y"
+		}
+		if got := String(in, []string{secret}); got != want {
+			t.Fatalf("case %d, secret %q:\n  in   %q\n  got  %q\n  want %q", iter%9, secret, in, got, want)
 		}
 	}
 }
@@ -242,6 +383,44 @@ func TestRandomChunking(t *testing.T) {
 	}
 }
 
+// TestRandomChunkingEncoded is TestRandomChunking with inputs made of
+// pieces of the secrets' encoded forms (whole, cut, overlapping) and random
+// bytes, compared with the reference masker.
+func TestRandomChunkingEncoded(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(9, 10))
+	for iter := 0; iter < 2000; iter++ {
+		secrets := make([]string, 1+rng.IntN(3))
+		var fs []string
+		for i := range secrets {
+			secrets[i] = randomSecret(rng, 1+rng.IntN(8))
+			fs = append(fs, referenceForms(secrets[i])...)
+		}
+		var in strings.Builder
+		for range rng.IntN(8) {
+			f := fs[rng.IntN(len(fs))]
+			switch rng.IntN(4) {
+			case 0:
+				f = f[:rng.IntN(len(f)+1)]
+			case 1:
+				f = f[rng.IntN(len(f)+1):]
+			case 2:
+				f = randomSecret(rng, rng.IntN(4))
+			}
+			in.WriteString(f)
+		}
+		want := String(in.String(), secrets)
+		if ref := reference(in.String(), secrets); ref != want {
+			t.Fatalf("String(%q, %q) = %q; reference %q", in.String(), secrets, want, ref)
+		}
+		sizes := []int{1 + rng.IntN(7), 1 + rng.IntN(3), 1 + rng.IntN(20)}
+		if got := streamed(t, in.String(), secrets, sizes); got != want {
+			t.Fatalf("secrets %q input %q chunks %v: streamed %q, String %q", secrets, in.String(), sizes, got, want)
+		}
+		assertNoLeak(t, want, secrets)
+	}
+}
+
 func TestLargeOutput(t *testing.T) {
 	t.Parallel()
 	secret := "correct-horse-battery-staple"
@@ -263,14 +442,49 @@ func TestLargeOutput(t *testing.T) {
 	}
 }
 
+// BenchmarkWriter measures masking throughput with the secrets a task
+// typically has (a delegate token, a password, an API key) over three
+// kinds of output: log text, base64 data (where every character can start
+// a base64 form) and JSON lines.
 func BenchmarkWriter(b *testing.B) {
-	chunk := bytes.Repeat([]byte("a typical log line, with words, numbers 12345, and some punctuation!\n"), 512)
-	w := New(discard{}, []string{"s3cr3t-value", "another-secret"})
-	b.SetBytes(int64(len(chunk)))
+	secrets := []string{"dlg_7f3a9c2e5b1d4f60a8e2c9b7d1f3e5a7", "correct horse battery staple!", "AKIAIOSFODNN7EXAMPLE"}
+	line := "2026-01-02T03:04:05Z INFO a typical log line, with words, numbers 12345, and some punctuation!\n"
+	raw := make([]byte, 48<<10)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range raw {
+		raw[i] = byte(rng.Uint32())
+	}
+	b64 := base64.StdEncoding.EncodeToString(raw)
+	var lines strings.Builder
+	for i := 0; lines.Len() < 64<<10; i++ {
+		fmt.Fprintf(&lines, `{"level":"info","ts":%d,"msg":"request done","path":"/api/v1/items?id=%d&q=a%%20b","status":200}`+"\n", 1700000000+i, i)
+	}
+	for _, in := range []struct {
+		name  string
+		chunk []byte
+	}{
+		{"text", bytes.Repeat([]byte(line), 64<<10/len(line))},
+		{"base64", []byte(b64)},
+		{"json", []byte(lines.String())},
+	} {
+		b.Run(in.name, func(b *testing.B) {
+			w := New(discard{}, secrets)
+			b.SetBytes(int64(len(in.chunk)))
+			for b.Loop() {
+				if _, err := w.Write(in.chunk); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkNew measures what masking adds to each task's start: building
+// the matcher for a delegate token, a proxy password and a task secret.
+func BenchmarkNew(b *testing.B) {
+	secrets := []string{"dlg_7f3a9c2e5b1d4f60a8e2c9b7d1f3e5a7", "pr0xy-pa55word", "correct horse battery staple!"}
 	for b.Loop() {
-		if _, err := w.Write(chunk); err != nil {
-			b.Fatal(err)
-		}
+		New(discard{}, secrets)
 	}
 }
 
@@ -278,14 +492,30 @@ type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
+// FuzzWriterMatchesString checks, for any secrets, input and chunking,
+// that the streaming Writer produces what String does, that String agrees
+// with the reference masker, and that no form of a secret is left. The
+// input gets one encoded form of the first secret spliced in (form picks
+// which, at picks where), so that the fuzzer starts from matches of every
+// kind.
 func FuzzWriterMatchesString(f *testing.F) {
-	f.Add("s3cr3t", "abc", "", "pw=s3cr3t abcabc", []byte{3, 1, 7})
-	f.Add("abc", "abcdef", "cde", "xabcdefx abcde", []byte{1})
-	f.Add("hunter2", "", "", "aHVudGVyMg== aHVudGVyMg", []byte{2, 5})
-	f.Add("aa", "a", "aaa", "aaaaaaaaaa", []byte{0, 1, 2})
-	f.Fuzz(func(t *testing.T, s1, s2, s3, in string, chunks []byte) {
+	f.Add("s3cr3t", "abc", "", "pw=s3cr3t abcabc", []byte{3, 1, 7}, uint8(0), uint8(3))
+	f.Add("abc", "abcdef", "cde", "xabcdefx abcde", []byte{1}, uint8(1), uint8(0))
+	f.Add("hunter2", "", "", "aHVudGVyMg== aHVudGVyMg", []byte{2, 5}, uint8(4), uint8(9))
+	f.Add("aa", "a", "aaa", "aaaaaaaaaa", []byte{0, 1, 2}, uint8(2), uint8(1))
+	f.Add("p@ss w<rd>", "x", "", "Basic dXNlcjpwQHNzIHc8cmQ+ {\"a\":\"p@ss w\\u003crd\\u003e\"}", []byte{4}, uint8(20), uint8(2))
+	f.Fuzz(func(t *testing.T, s1, s2, s3, in string, chunks []byte, form, at uint8) {
 		secrets := []string{s1, s2, s3}
+		if fs := referenceForms(s1); len(fs) > 0 {
+			k := min(int(at), len(in))
+			in = in[:k] + fs[int(form)%len(fs)] + in[k:]
+		}
 		want := String(in, secrets)
+		if len(in) <= 256 {
+			if ref := reference(in, secrets); ref != want {
+				t.Fatalf("String %q, reference %q", want, ref)
+			}
+		}
 		var sizes []int
 		for _, c := range chunks {
 			sizes = append(sizes, int(c%16)+1)
@@ -301,7 +531,7 @@ func FuzzWriterMatchesString(f *testing.F) {
 }
 
 // assertNoLeak fails if masked output still contains a secret or one of its
-// base64 forms. A raw secret containing '*' is skipped: it may legitimately
+// encoded forms. A form containing '*' is skipped: it may legitimately
 // appear next to or inside a Replacement.
 func assertNoLeak(t *testing.T, out string, secrets []string) {
 	t.Helper()
@@ -309,8 +539,8 @@ func assertNoLeak(t *testing.T, out string, secrets []string) {
 		if s == "" {
 			continue
 		}
-		for i, p := range patterns([]string{s}) {
-			if i == 0 && strings.Contains(p, "*") {
+		for _, p := range referenceForms(s) {
+			if strings.Contains(p, "*") {
 				continue
 			}
 			if strings.Contains(out, p) {
@@ -360,7 +590,7 @@ func streamedParts(t *testing.T, secrets []string, parts ...string) string {
 func reference(in string, secrets []string) string {
 	type span struct{ start, end int }
 	var spans []span
-	for _, p := range patterns(secrets) {
+	for _, p := range referencePatterns(secrets) {
 		for i := 0; i+len(p) <= len(in); i++ {
 			if in[i:i+len(p)] == p {
 				spans = append(spans, span{i, i + len(p)})
@@ -384,4 +614,115 @@ func reference(in string, secrets []string) string {
 	}
 	out.WriteString(in[pos:])
 	return out.String()
+}
+
+// referencePatterns is patterns computed independently, by referenceForms.
+func referencePatterns(secrets []string) []string {
+	var ps []string
+	for _, s := range secrets {
+		ps = append(ps, referenceForms(s)...)
+	}
+	return ps
+}
+
+// referenceForms computes the forms of a secret the package comment lists
+// without the package's code: base64 characters by comparing encodings
+// with different neighbours, JSON escapes with encoding/json and a
+// rune-by-rune escaper, percent-encodings with net/url and a byte-by-byte
+// escaper. The order differs from forms; the set is the same.
+func referenceForms(s string) []string {
+	if s == "" {
+		return nil
+	}
+	out := []string{s}
+	add := func(f string) {
+		if len(f) >= MinEncodedLen && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	fill := func(b byte, n int) []byte { return bytes.Repeat([]byte{b}, n) }
+	for k := 0; k < 3; k++ {
+		for _, e := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+			// Followed by other data: the characters that are the same
+			// whatever the neighbours are (all-zero or all-one bits).
+			lo := e.EncodeToString(slices.Concat(fill(0, k), []byte(s), fill(0, 3)))
+			hi := e.EncodeToString(slices.Concat(fill(0xff, k), []byte(s), fill(0xff, 3)))
+			i := 0
+			for i < len(lo) && lo[i] != hi[i] {
+				i++
+			}
+			j := i
+			for j < len(lo) && lo[j] == hi[j] {
+				j++
+			}
+			add(lo[i:j])
+			// Ending the data: the tail that does not depend on what
+			// precedes.
+			for _, enc := range []*base64.Encoding{e, e.WithPadding(base64.NoPadding)} {
+				lo := enc.EncodeToString(slices.Concat(fill(0, k), []byte(s)))
+				hi := enc.EncodeToString(slices.Concat(fill(0xff, k), []byte(s)))
+				i := len(lo)
+				for i > 0 && lo[i-1] == hi[i-1] {
+					i--
+				}
+				add(lo[i:])
+			}
+		}
+	}
+	b, _ := json.Marshal(s)
+	goHTML := string(b[1 : len(b)-1])
+	for _, style := range []struct{ html, lineSep, ascii bool }{{true, true, false}, {false, true, false}, {false, false, false}, {false, false, true}} {
+		for _, hex := range []string{"%04x", "%04X"} {
+			q := referenceJSON(s, style.html, style.lineSep, style.ascii, hex)
+			if style.html && hex == "%04x" && q != goHTML {
+				panic(fmt.Sprintf("referenceJSON(%q) = %q, json.Marshal %q", s, q, goHTML))
+			}
+			add(q)
+		}
+	}
+	lower := regexp.MustCompile(`%[0-9A-F]{2}`)
+	for _, q := range []string{url.QueryEscape(s), url.PathEscape(s), referenceStrict(s)} {
+		add(q)
+		add(lower.ReplaceAllStringFunc(q, strings.ToLower))
+	}
+	return out
+}
+
+// referenceJSON escapes s as a JSON string's contents, rune by rune: '"'
+// and '\\', the short escapes, other control characters; with html also
+// '<', '>' and '&'; with lineSep U+2028 and U+2029; with ascii every rune
+// outside ' '..'~' (in UTF-16). Each byte of invalid UTF-8 becomes U+FFFD,
+// escaped like encoding/json does in the styles with lineSep.
+func referenceJSON(s string, html, lineSep, ascii bool, hex string) string {
+	short := map[rune]string{'"': `\"`, '\\': `\\`, '\b': `\b`, '\f': `\f`, '\n': `\n`, '\r': `\r`, '\t': `\t`}
+	var b strings.Builder
+	for len(s) > 0 {
+		r, size := utf8.DecodeRuneInString(s)
+		s = s[size:]
+		invalid := r == utf8.RuneError && size == 1
+		switch {
+		case short[r] != "":
+			b.WriteString(short[r])
+		case r < 0x20 || html && strings.ContainsRune("<>&", r) || lineSep && (r == 0x2028 || r == 0x2029 || invalid) || ascii && (r < ' ' || r > '~'):
+			for _, u := range utf16.Encode([]rune{r}) {
+				b.WriteString(`\u` + fmt.Sprintf(hex, u))
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// referenceStrict percent-encodes every byte but letters, digits and "-._~".
+func referenceStrict(s string) string {
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		if strings.IndexByte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
 }
