@@ -108,6 +108,7 @@ func (a *Agent) runTask(id string, capabilities []string) {
 		Env:        env,
 		Timeout:    time.Duration(acq.TimeoutMS) * time.Millisecond,
 		HTTPClient: a.opts.TaskHTTPClient,
+		Isolator:   a.iso,
 		OnStart: func() {
 			startedCalled.Store(true)
 			go func() {
@@ -150,6 +151,30 @@ func (a *Agent) runTask(id string, capabilities []string) {
 	}
 	a.deliverResult(log, id, res)
 	log.Info("task finished", "status", outcome.Status, "exit_code", derefInt(outcome.ExitCode))
+}
+
+// startIsolation prepares the isolation of task processes and ends what
+// an earlier run of this delegate (same working directory) left running
+// when it crashed. The returned func releases it once no task runs.
+func (a *Agent) startIsolation() (func(), error) {
+	iso, err := executor.NewIsolator(executor.IsolatorOptions{Mode: a.isolation, Dir: a.opts.WorkDir, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	n, err := iso.Sweep()
+	if err != nil {
+		a.log.Warn("task isolation: could not end everything an earlier run left running", "err", err)
+	}
+	if n > 0 {
+		a.log.Warn("task isolation: ended the processes of tasks an earlier run of this delegate left running", "runs", n)
+	}
+	a.log.Info("task isolation", "mode", iso.Mode(), "cgroup", iso.CgroupPath())
+	a.iso = iso
+	return func() {
+		if err := iso.Close(); err != nil {
+			a.log.Warn("task isolation", "err", err)
+		}
+	}, nil
 }
 
 // acquire claims a task, asking again when the answer was lost on the way
