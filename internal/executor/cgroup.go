@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -152,7 +153,14 @@ func openCgroupDir(path string) (*cgroupDir, error) {
 // create makes the task cgroup name and opens it for CLONE_INTO_CGROUP.
 func (c *cgroupDir) create(name string) (*taskCgroup, error) {
 	p := filepath.Join(c.path, name)
-	if err := os.Mkdir(p, 0o755); err != nil {
+	err := os.Mkdir(p, 0o755)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Another delegate's Sweep removed our cgroup while it was empty.
+		if err = os.Mkdir(c.path, 0o755); err == nil || errors.Is(err, fs.ErrExist) {
+			err = os.Mkdir(p, 0o755)
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("create task cgroup: %w", err)
 	}
 	fd, err := syscall.Open(p, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
@@ -163,8 +171,11 @@ func (c *cgroupDir) create(name string) (*taskCgroup, error) {
 	return &taskCgroup{path: p, fd: fd, noKill: c.noKill}, nil
 }
 
-// sweep kills and removes every task cgroup left in c (by a crashed run).
+// sweep kills and removes every task cgroup left in c (by a crashed run),
+// and removes the empty cgroups of other delegates next to it (left by
+// delegates killed while idle, whose working directory is not used again).
 func (c *cgroupDir) sweep() (int, error) {
+	c.removeIdleSiblings()
 	entries, err := os.ReadDir(c.path)
 	if err != nil {
 		return 0, err
@@ -186,6 +197,28 @@ func (c *cgroupDir) sweep() (int, error) {
 		}
 	}
 	return n, errors.Join(errs...)
+}
+
+// siblingName matches the cgroups delegateCgroup names.
+var siblingName = regexp.MustCompile(`^legate-[0-9a-f]{12}$`)
+
+// removeIdleSiblings removes the delegate cgroups next to c that hold no
+// task cgroup. One that belongs to a live delegate is made again by its
+// next task (see create); one that holds a task cgroup is left alone.
+func (c *cgroupDir) removeIdleSiblings() {
+	parent := filepath.Dir(c.path)
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		p := filepath.Join(parent, e.Name())
+		if !e.IsDir() || p == c.path || !siblingName.MatchString(e.Name()) {
+			continue
+		}
+		// rmdir fails (EBUSY) on a cgroup with children or processes.
+		_ = os.Remove(p)
+	}
 }
 
 // close removes c if no task cgroup is left in it.

@@ -306,3 +306,36 @@ func TestParseIsolation(t *testing.T) {
 		t.Errorf("ParseIsolation(none) error = %v", err)
 	}
 }
+
+// TestCgroupSweepRemovesIdleSiblings: the empty cgroup of a delegate killed
+// while idle is removed by the next delegate's Sweep; a live delegate whose
+// empty cgroup was removed so makes it again for its next task; one that
+// holds a task cgroup is left alone.
+func TestCgroupSweepRemovesIdleSiblings(t *testing.T) {
+	t.Parallel()
+	idle := newIsolator(t, IsolationCgroup)
+	busy := newIsolator(t, IsolationCgroup)
+	run, err := busy.prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.release()
+	sweeper := newIsolator(t, IsolationCgroup)
+	if _, err := sweeper.Sweep(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(idle.cg.path); !os.IsNotExist(err) {
+		t.Fatalf("idle delegate cgroup %s not removed: %v", idle.cg.path, err)
+	}
+	if _, err := os.Stat(run.cg.path); err != nil {
+		t.Fatalf("a task cgroup of a busy delegate was removed: %v", err)
+	}
+	m := marker(t)
+	o := Run(t.Context(), shellSpec(spawnScript(m, allKinds, "exit 0")), Options{
+		WorkDir: t.TempDir(), Env: []string{"PATH=" + os.Getenv("PATH")}, KillGrace: 200 * time.Millisecond, Isolator: idle,
+	}, nil)
+	if o.Status != protocol.StatusSucceeded || idle.Mode() != IsolationCgroup {
+		t.Fatalf("outcome %+v, mode %s", o, idle.Mode())
+	}
+	assertNoMarked(t, m)
+}
