@@ -165,8 +165,8 @@ func TestTaskProcessesEndWithTheirTask(t *testing.T) {
 	}{
 		{name: "success", end: "exit 0", status: protocol.StatusSucceeded},
 		{name: "failure", end: "exit 3", status: protocol.StatusFailed},
-		{name: "timeout", end: "sleep 300", timeout: 8 * time.Second, status: protocol.StatusTimedOut},
-		{name: "cancel", end: "sleep 300", cancel: true, status: protocol.StatusCancelled},
+		{name: "timeout", end: "exec -a $M-end sleep 300", timeout: 8 * time.Second, status: protocol.StatusTimedOut},
+		{name: "cancel", end: "exec -a $M-end sleep 300", cancel: true, status: protocol.StatusCancelled},
 	}
 	for _, mode := range isolationModes(t) {
 		c.isolatedDelegate(mode, t.TempDir(), "")
@@ -215,7 +215,7 @@ func TestTaskProcessesEndWhenTheDelegateIsForcedToStop(t *testing.T) {
 			d := c.isolatedDelegate(mode, t.TempDir(), "")
 			m := procMarker(t)
 			task, err := api.SubmitTask(t.Context(), protocol.TaskSpec{
-				Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: spawnScript(m, "sleep 300")}, Selectors: []string{mode},
+				Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: spawnScript(m, "exec -a $M-end sleep 300")}, Selectors: []string{mode},
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -248,7 +248,7 @@ func TestTaskProcessesOfACrashedDelegateEndAtItsNextStart(t *testing.T) {
 			d := c.isolatedDelegate(mode, wd, tok)
 			m := procMarker(t)
 			task, err := api.SubmitTask(t.Context(), protocol.TaskSpec{
-				Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: spawnScript(m, "sleep 300")}, Selectors: []string{mode},
+				Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: spawnScript(m, "exec -a $M-end sleep 300")}, Selectors: []string{mode},
 			})
 			if err != nil {
 				t.Fatal(err)

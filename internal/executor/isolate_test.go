@@ -137,8 +137,8 @@ func TestIsolationEndsEveryProcess(t *testing.T) {
 	}{
 		{name: "success", end: "exit 0", status: protocol.StatusSucceeded},
 		{name: "failure", end: "exit 3", status: protocol.StatusFailed},
-		{name: "timeout", end: "sleep 300", timeout: 5 * time.Second, status: protocol.StatusTimedOut},
-		{name: "cancel", end: "sleep 300", cancel: true, status: protocol.StatusCancelled},
+		{name: "timeout", end: "exec -a $M-end sleep 300", timeout: 5 * time.Second, status: protocol.StatusTimedOut},
+		{name: "cancel", end: "exec -a $M-end sleep 300", cancel: true, status: protocol.StatusCancelled},
 	}
 	for _, mode := range []Isolation{IsolationCgroup, IsolationTree} {
 		t.Run(string(mode), func(t *testing.T) {
@@ -215,7 +215,7 @@ func TestIsolationSweepEndsLeftovers(t *testing.T) {
 			var out buffer
 			res := make(chan Outcome, 1)
 			go func() {
-				res <- Run(t.Context(), shellSpec(spawnScript(m, allKinds, "sleep 300")), Options{
+				res <- Run(t.Context(), shellSpec(spawnScript(m, allKinds, "exec -a $M-end sleep 300")), Options{
 					WorkDir: t.TempDir(), Env: []string{"PATH=" + os.Getenv("PATH")}, Isolator: crashed,
 				}, &out)
 			}()
