@@ -199,12 +199,24 @@ func (c *cgroupDir) sweep() (int, error) {
 	return n, errors.Join(errs...)
 }
 
-// siblingName matches the cgroups delegateCgroup names.
-var siblingName = regexp.MustCompile(`^legate-[0-9a-f]{12}$`)
+// siblingName and runName match the cgroups delegateCgroup and prepare
+// name.
+var (
+	siblingName = regexp.MustCompile(`^legate-[0-9a-f]{12}$`)
+	runName     = regexp.MustCompile(`^run-[0-9a-f]{16}$`)
+)
+
+// staleRun is how old an empty task cgroup of another delegate must be to
+// be removed: a live delegate's is empty only for the instant between
+// creating it and starting the shell in it (and after the task's processes
+// ended, when removing it under the delegate does no harm).
+const staleRun = time.Minute
 
 // removeIdleSiblings removes the delegate cgroups next to c that hold no
-// task cgroup. One that belongs to a live delegate is made again by its
-// next task (see create); one that holds a task cgroup is left alone.
+// live process, with their empty task cgroups older than staleRun (left by
+// delegates killed with SIGKILL, whose working directory is not used
+// again, so no Sweep of their own removes them). A live delegate whose
+// cgroup was removed makes it again for its next task (see create).
 func (c *cgroupDir) removeIdleSiblings() {
 	parent := filepath.Dir(c.path)
 	entries, err := os.ReadDir(parent)
@@ -215,6 +227,16 @@ func (c *cgroupDir) removeIdleSiblings() {
 		p := filepath.Join(parent, e.Name())
 		if !e.IsDir() || p == c.path || !siblingName.MatchString(e.Name()) {
 			continue
+		}
+		runs, _ := os.ReadDir(p)
+		for _, r := range runs {
+			info, err := r.Info()
+			if !r.IsDir() || !runName.MatchString(r.Name()) || err != nil || time.Since(info.ModTime()) < staleRun {
+				continue
+			}
+			if t := (&taskCgroup{path: filepath.Join(p, r.Name()), fd: -1}); !t.populated() {
+				_ = removeCgroupTree(t.path)
+			}
 		}
 		// rmdir fails (EBUSY) on a cgroup with children or processes.
 		_ = os.Remove(p)

@@ -320,12 +320,25 @@ func TestCgroupSweepRemovesIdleSiblings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer run.release()
+	// A delegate killed right after a task ended: an empty, old task cgroup.
+	killed := newIsolator(t, IsolationCgroup)
+	left, err := killed.prepare()
+	if err != nil {
+		t.Fatal(err)
+	}
+	left.cg.closeFD()
+	old := time.Now().Add(-2 * staleRun)
+	if err := os.Chtimes(left.cg.path, old, old); err != nil {
+		t.Fatal(err)
+	}
 	sweeper := newIsolator(t, IsolationCgroup)
 	if _, err := sweeper.Sweep(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(idle.cg.path); !os.IsNotExist(err) {
-		t.Fatalf("idle delegate cgroup %s not removed: %v", idle.cg.path, err)
+	for _, gone := range []string{idle.cg.path, killed.cg.path} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Fatalf("idle delegate cgroup %s not removed: %v", gone, err)
+		}
 	}
 	if _, err := os.Stat(run.cg.path); err != nil {
 		t.Fatalf("a task cgroup of a busy delegate was removed: %v", err)
