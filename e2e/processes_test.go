@@ -120,7 +120,7 @@ func (c *cluster) api() *client.Client {
 }
 
 // waitTerminal polls the task until it is terminal.
-func waitTerminal(t *testing.T, api *client.Client, id string, within time.Duration) protocol.Task {
+func waitTerminal(t testing.TB, api *client.Client, id string, within time.Duration) protocol.Task {
 	t.Helper()
 	var task protocol.Task
 	eventually(t, within, "task "+id+" to end", func() bool {
