@@ -281,8 +281,10 @@ type isoRun struct {
 	record string   // the run's record file
 	shell  procInfo // the shell, once started
 	// seen holds every process found as part of the run (tree mode),
-	// reaped when it ends if it became our zombie.
+	// reaped when it ends if it became our zombie; last is the last list
+	// of processes stopTree read (what release reaps from).
 	seen map[int]procInfo
+	last []procInfo
 }
 
 // prepare readies a run: in cgroup mode its cgroup, in tree mode its
@@ -386,7 +388,7 @@ func (r *isoRun) release() {
 		return
 	}
 	if r.tree {
-		r.iso.reapOrphans(r.seen, r.shell.pid)
+		r.iso.reapFrom(r.last, r.seen, r.shell.pid)
 		if r.record != "" {
 			_ = os.Remove(r.record)
 		}
@@ -401,19 +403,28 @@ func (i *Isolator) shellLike(p procInfo) bool {
 }
 
 // reapOrphans waits for zombie children that nothing else of this process
-// waits for: the zombies of processes in seen (other than the shell
-// skip, which exec.Cmd waits for), and every zombie child that is not
-// shellLike. It does nothing unless the process inherits orphans.
+// waits for (see reapFrom).
 func (i *Isolator) reapOrphans(seen map[int]procInfo, skip int) {
+	i.reapFrom(nil, seen, skip)
+}
+
+// reapFrom reaps, among procs (nil: read them now), the zombie children
+// that nothing else of this process waits for: the zombies of processes in
+// seen (other than the shell skip, which exec.Cmd waits for), and every
+// zombie child that is not shellLike. It does nothing unless the process
+// inherits orphans.
+func (i *Isolator) reapFrom(procs []procInfo, seen map[int]procInfo, skip int) {
 	i.mu.Lock()
 	sub := i.subreaper
 	i.mu.Unlock()
 	if !sub {
 		return
 	}
-	procs, err := listProcs()
-	if err != nil {
-		return
+	if procs == nil {
+		var err error
+		if procs, err = listProcs(); err != nil {
+			return
+		}
 	}
 	self := os.Getpid()
 	for _, p := range procs {

@@ -81,6 +81,7 @@ func (r *isoRun) stopTree(grace time.Duration) error {
 		}
 		live := r.treeMembers(procs)
 		if len(live) == 0 {
+			r.last = procs
 			return nil
 		}
 		now := time.Now()
