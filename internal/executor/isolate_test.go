@@ -176,6 +176,9 @@ func TestIsolationEndsEveryProcess(t *testing.T) {
 					if o.Status != e.status || !strings.Contains(out.String(), "ready\n") {
 						t.Fatalf("outcome %+v, output %q; want status %s after ready", o, out.String(), e.status)
 					}
+					if (e.cancel || e.timeout > 0) && !strings.HasSuffix(out.String(), "; killed all its processes]\n") {
+						t.Errorf("output %q does not end with the notice", out.String())
+					}
 					assertNoMarked(t, m)
 				})
 			}
