@@ -113,11 +113,10 @@ func runShell(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.
 	}
 	// end stops what is left of the task: with an Isolator every process
 	// it started, else (cancel and timeout only) its process group.
+	var stopErr error
 	end := func(all bool) string {
 		if run != nil {
-			if err := run.stop(opts.killGrace()); err != nil {
-				fmt.Fprintf(out, "\n[legate: %v]\n", err)
-			}
+			stopErr = run.stop(opts.killGrace())
 			if all {
 				<-done
 			}
@@ -146,6 +145,9 @@ func runShell(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.
 	held := reader.finish()
 	if run != nil {
 		run.release()
+	}
+	if stopErr != nil {
+		fmt.Fprintf(out, "\n[legate: %v]\n", stopErr)
 	}
 	if held {
 		fmt.Fprintf(out, "\n[legate: stopped reading output after the script ended; background processes still hold it]\n")
