@@ -448,3 +448,41 @@ func eventuallyT(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestShellTimeoutWhileOutputIsHeld: a task held by back-pressure (its
+// writer does not take output) still times out: its processes end at the
+// timeout, not when the writer lets go, and its output up to then is kept.
+func TestShellTimeoutWhileOutputIsHeld(t *testing.T) {
+	t.Parallel()
+	iso, err := NewIsolator(IsolatorOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = iso.Close() })
+	dir := t.TempDir()
+	w := &gateWriter{gate: make(chan struct{})}
+	res := make(chan Outcome, 1)
+	go func() {
+		res <- Run(t.Context(), shellSpec("echo $$ > pid; exec yes"), Options{
+			WorkDir: dir, Env: []string{"PATH=" + os.Getenv("PATH")}, Timeout: 500 * time.Millisecond, Isolator: iso,
+		}, w)
+	}()
+	var pid int
+	eventuallyT(t, "the script's pid file", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "pid"))
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	})
+	eventuallyT(t, "the held task to be killed at its timeout", func() bool {
+		p, ok := readProc(pid)
+		return !ok || p.dead()
+	})
+	close(w.gate)
+	o := <-res
+	if o.Status != protocol.StatusTimedOut {
+		t.Fatalf("outcome %+v", o)
+	}
+	if out := w.buf.String(); !strings.HasPrefix(out, "y\ny\n") || !strings.HasSuffix(out, "; killed all its processes]\n") {
+		t.Fatalf("output (%d bytes) lacks the task's lines or the timeout notice", len(out))
+	}
+}
