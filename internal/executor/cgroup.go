@@ -154,8 +154,9 @@ func openCgroupDir(path string) (*cgroupDir, error) {
 func (c *cgroupDir) create(name string) (*taskCgroup, error) {
 	p := filepath.Join(c.path, name)
 	err := os.Mkdir(p, 0o755)
-	if errors.Is(err, fs.ErrNotExist) {
-		// Another delegate's Sweep removed our cgroup while it was empty.
+	for attempt := 0; attempt < 5 && errors.Is(err, fs.ErrNotExist); attempt++ {
+		// Another delegate's Sweep removed our cgroup while it was empty
+		// (and may do so again before the task cgroup is in it).
 		if err = os.Mkdir(c.path, 0o755); err == nil || errors.Is(err, fs.ErrExist) {
 			err = os.Mkdir(p, 0o755)
 		}
