@@ -331,6 +331,9 @@ documents, unchanged:
   LOGGING_LEVEL                             debug, info, warn or error (default info)
   DELEGATE_HTTP_PORT                        port of /healthz, /readyz and /metrics
                                             (Prometheus), default 3460, 0 = off
+  LEGATE_TASK_ISOLATION                     how a task's processes all end with it: auto
+                                            (default: a cgroup when possible), cgroup or
+                                            tree (docs/task-processes.md)
 
 Log lines go to stdout and to WORKDIR/delegate.log, rolled daily and at
 50 MB, kept 10 days and 1 GB at most (docs/logging.md).
@@ -414,6 +417,7 @@ signal cancels running tasks at once.`,
 				Config: cfg, WorkDir: workDir, Grace: f.grace, Version: buildVersion(),
 				Logger: log, ForceStop: st.Force, PerfInterval: f.perfInterval,
 				HTTPAddr: httpAddr("", cfg.HTTPPort), Environ: su.environ(),
+				TaskIsolation: os.Getenv("LEGATE_TASK_ISOLATION"),
 			})
 			if err != nil {
 				return err
@@ -535,7 +539,8 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 				},
 				WorkDir: workDir, Grace: 10 * time.Second, Version: buildVersion(), Logger: dlog, ForceStop: stop.Force,
 				HTTPAddr: httpAddr("127.0.0.1", httpPort), Environ: su.environ(),
-				MaskValues: []string{admin.APIKey},
+				TaskIsolation: os.Getenv("LEGATE_TASK_ISOLATION"),
+				MaskValues:    []string{admin.APIKey},
 			})
 			if err != nil {
 				return err

@@ -23,6 +23,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/config"
+	"github.com/legate-dev/legate/internal/executor"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/transport"
 )
@@ -74,6 +75,10 @@ type Options struct {
 	// ScriptTimeout bounds INIT_SCRIPT and each configuration script;
 	// 0 = DefaultScriptTimeout (10m).
 	ScriptTimeout time.Duration
+	// TaskIsolation is how every process of a task is ended with it:
+	// "auto" ("" too), "cgroup" or "tree" (LEGATE_TASK_ISOLATION; see
+	// executor.Isolator and docs/task-processes.md).
+	TaskIsolation string
 }
 
 // Agent is one running delegate. Create it with New and run it with Run.
@@ -127,6 +132,10 @@ type Agent struct {
 	// ownSecrets are the delegate's credentials, masked in every task's
 	// output (credentials.go).
 	ownSecrets []string
+	// isolation is the task isolation mode; iso ends task processes (set
+	// by Run; nil runs tasks without it).
+	isolation executor.Isolation
+	iso       *executor.Isolator
 }
 
 type runningTask struct {
@@ -141,6 +150,10 @@ var errAborted = errors.New("aborted by the manager")
 func New(opts Options) (*Agent, error) {
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
+	}
+	isolation, err := executor.ParseIsolation(opts.TaskIsolation)
+	if err != nil {
+		return nil, fmt.Errorf("LEGATE_TASK_ISOLATION: %w", err)
 	}
 	if opts.Grace <= 0 {
 		opts.Grace = 5 * time.Minute
@@ -166,6 +179,8 @@ func New(opts Options) (*Agent, error) {
 		deferred: map[string][]string{},
 		fatal:    make(chan error, 1),
 		metrics:  newMetrics(opts.Config.Name, time.Now()),
+
+		isolation: isolation,
 	}
 	if opts.HTTPClient == nil || opts.TaskHTTPClient == nil {
 		cl, err := transport.ForDelegate(transport.Options{
@@ -276,6 +291,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer stopHTTP()
 	defer a.metrics.stopped()
+	stopIsolation, err := a.startIsolation()
+	if err != nil {
+		return err
+	}
+	defer stopIsolation()
 
 	if err := a.runInitScript(ctx); err != nil || ctx.Err() != nil {
 		return err

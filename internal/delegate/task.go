@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/legate-dev/legate/internal/executor"
 	"github.com/legate-dev/legate/internal/mask"
@@ -104,6 +105,7 @@ func (a *Agent) runTask(id string, capabilities []string) {
 		Env:        env,
 		Timeout:    time.Duration(acq.TimeoutMS) * time.Millisecond,
 		HTTPClient: a.opts.TaskHTTPClient,
+		Isolator:   a.iso,
 		OnStart: func() {
 			startedCalled.Store(true)
 			go func() {
@@ -146,6 +148,30 @@ func (a *Agent) runTask(id string, capabilities []string) {
 	}
 	a.deliverResult(log, id, res)
 	log.Info("task finished", "status", outcome.Status, "exit_code", derefInt(outcome.ExitCode))
+}
+
+// startIsolation prepares the isolation of task processes and ends what
+// an earlier run of this delegate (same working directory) left running
+// when it crashed. The returned func releases it once no task runs.
+func (a *Agent) startIsolation() (func(), error) {
+	iso, err := executor.NewIsolator(executor.IsolatorOptions{Mode: a.isolation, Dir: a.opts.WorkDir, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	n, err := iso.Sweep()
+	if err != nil {
+		a.log.Warn("task isolation: could not end everything an earlier run left running", "err", err)
+	}
+	if n > 0 {
+		a.log.Warn("task isolation: ended the processes of tasks an earlier run of this delegate left running", "runs", n)
+	}
+	a.log.Info("task isolation", "mode", iso.Mode(), "cgroup", iso.CgroupPath())
+	a.iso = iso
+	return func() {
+		if err := iso.Close(); err != nil {
+			a.log.Warn("task isolation", "err", err)
+		}
+	}, nil
 }
 
 // acquire claims a task, asking again when the answer was lost on the way
@@ -230,41 +256,73 @@ func (a *Agent) deliverResult(log interface {
 // shipper collects output and sends it to the manager in numbered chunks,
 // one request at a time: while a request is in flight new output gathers
 // into the next chunk, so output flows with the least delay and no request
-// storm.
+// storm. At most maxBuffered bytes wait to be sent: beyond that Write blocks
+// until the sender took a chunk, which blocks the task's output pipe and so
+// the task's writes (back-pressure), keeping the delegate's memory flat
+// however fast a task writes. A task blocked so still ends on cancel,
+// timeout or abort (the executor ends its processes without the pipe); a
+// Write stops blocking when the manager refuses the output or the delegate
+// stops delivering (output is then dropped).
 type shipper struct {
 	a      *Agent
 	id     string
 	epoch  int64
 	cancel context.CancelCauseFunc
 
-	mu     sync.Mutex
-	buf    []byte
-	seq    int64
-	closed bool
-	dead   bool // the manager refused the output: discard the rest
-	wake   chan struct{}
-	done   chan struct{}
+	mu    sync.Mutex
+	space *sync.Cond // signalled when buf shrinks or output is dropped from now on
+	buf   []byte
+	seq   int64
+	// closed: the task's output ended; dead: the manager refused the
+	// output; stopped: the delegate stopped delivering. dead and stopped
+	// drop further output.
+	closed, dead, stopped bool
+	wake                  chan struct{}
+	done                  chan struct{}
 }
 
+// maxChunk is the most output one log request carries.
 const maxChunk = 256 << 10
+
+// maxBuffered bounds the output waiting to be sent, per task. Four chunks:
+// the sender always finds a full chunk ready while the task fills the
+// next ones, so a fast task is held to the sender's pace without stalls
+// between requests; more would only cost memory (the sender sends one
+// chunk at a time whatever is waiting).
+const maxBuffered = 4 * maxChunk
 
 func newShipper(a *Agent, id string, epoch int64, cancel context.CancelCauseFunc) *shipper {
 	s := &shipper{a: a, id: id, epoch: epoch, cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s.space = sync.NewCond(&s.mu)
 	go s.loop()
 	return s
 }
 
+// Write queues p to be sent, blocking while maxBuffered bytes wait. It
+// never fails.
 func (s *shipper) Write(p []byte) (int, error) {
+	n := len(p)
 	s.mu.Lock()
-	if !s.dead {
-		s.buf = append(s.buf, p...)
+	for len(p) > 0 && !s.dead && !s.stopped {
+		room := maxBuffered - len(s.buf)
+		if room <= 0 {
+			s.space.Wait()
+			continue
+		}
+		k := min(room, len(p))
+		s.buf = append(s.buf, p[:k]...)
+		p = p[k:]
+		s.poke()
 	}
 	s.mu.Unlock()
+	return n, nil
+}
+
+func (s *shipper) poke() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	return len(p), nil
 }
 
 // close sends what is left and returns the number of the last chunk.
@@ -272,14 +330,71 @@ func (s *shipper) close() int64 {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.poke()
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.seq
+}
+
+// takeChunk removes the next chunk from buf (s.mu held): at most maxChunk
+// bytes, not ending inside a UTF-8 sequence that later bytes complete
+// (the manager stores text: a split rune would become two U+FFFD). It
+// returns nil when nothing can be sent yet.
+func (s *shipper) takeChunk() *protocol.LogChunk {
+	n := min(len(s.buf), maxChunk)
+	if n < len(s.buf) || !s.closed {
+		n = runeBoundary(s.buf, n)
+	}
+	if n == 0 {
+		return nil
+	}
+	s.seq++
+	c := &protocol.LogChunk{Seq: s.seq, Time: time.Now().UTC(), Data: string(s.buf[:n])}
+	// Keep one array of at most maxBuffered bytes.
+	s.buf = s.buf[:copy(s.buf, s.buf[n:])]
+	s.space.Broadcast()
+	return c
+}
+
+// runeBoundary moves n back (by at most 3 bytes) so that b[:n] does not
+// end with the first bytes of a multi-byte UTF-8 sequence.
+func runeBoundary(b []byte, n int) int {
+	for i := 1; i <= utf8.UTFMax-1 && i <= n; i++ {
+		c := b[n-i]
+		if c < utf8.RuneSelf {
+			return n
+		}
+		if utf8.RuneStart(c) {
+			if seqLen(c) > i {
+				return n - i
+			}
+			return n
+		}
+	}
+	return n
+}
+
+// seqLen is the length of the UTF-8 sequence that lead byte c starts
+// (1 for bytes that start none).
+func seqLen(c byte) int {
+	switch {
+	case c >= 0xF8:
+		return 1
+	case c >= 0xF0:
+		return 4
+	case c >= 0xE0:
+		return 3
+	case c >= 0xC0:
+		return 2
+	}
+	return 1
+}
+
+// drop makes Write discard output from now on (s.mu held).
+func (s *shipper) drop() {
+	s.buf = nil
+	s.space.Broadcast()
 }
 
 func (s *shipper) loop() {
@@ -290,15 +405,7 @@ func (s *shipper) loop() {
 	for {
 		if pending == nil {
 			s.mu.Lock()
-			if len(s.buf) > 0 {
-				n := min(len(s.buf), maxChunk)
-				s.seq++
-				pending = &protocol.LogChunk{Seq: s.seq, Time: time.Now().UTC(), Data: string(s.buf[:n])}
-				s.buf = s.buf[n:]
-				if len(s.buf) == 0 {
-					s.buf = nil
-				}
-			}
+			pending = s.takeChunk()
 			closed := s.closed
 			s.mu.Unlock()
 			if pending == nil {
@@ -327,7 +434,8 @@ func (s *shipper) loop() {
 			}
 			s.cancel(errAborted)
 			s.mu.Lock()
-			s.buf, s.dead = nil, true
+			s.dead = true
+			s.drop()
 			s.mu.Unlock()
 			pending = nil
 			continue
@@ -357,16 +465,15 @@ const maxSpooledLogs = 1 << 20
 
 // keep writes the output not sent yet (pending, then the buffer) to the
 // spool, so the next start of the delegate sends it before the result.
+// Output written after this is dropped: the delegate is stopping.
 func (s *shipper) keep(pending *protocol.LogChunk) {
 	chunks := []protocol.LogChunk{*pending}
 	s.mu.Lock()
-	for len(s.buf) > 0 {
-		n := min(len(s.buf), maxChunk)
-		s.seq++
-		chunks = append(chunks, protocol.LogChunk{Seq: s.seq, Time: time.Now().UTC(), Data: string(s.buf[:n])})
-		s.buf = s.buf[n:]
+	s.closed, s.stopped = true, true // the rest goes in one last chunk each
+	for c := s.takeChunk(); c != nil; c = s.takeChunk() {
+		chunks = append(chunks, *c)
 	}
-	s.buf = nil
+	s.drop()
 	s.mu.Unlock()
 	size := 0
 	first := len(chunks)

@@ -2,9 +2,13 @@
 // own process group) and HTTP requests. It turns every way a run can end,
 // including bad specs, timeouts and cancellation, into an Outcome; it never
 // panics and never leaves a cancelled or timed-out process group behind.
+// With an Isolator (cgroup or process tree, see Isolator) no process a
+// shell task started outlives the task, however the task ends.
 //
 // Output goes to the writer the caller passes; masking secrets is the
-// caller's job (see package mask).
+// caller's job (see package mask). The writer may block to slow a task
+// down (back-pressure): the task's writes then wait on its full pipe, and
+// cancellation and timeouts still end it.
 package executor
 
 import (
@@ -71,6 +75,13 @@ type Options struct {
 	// OnStart, if set, is called once the process started or the request
 	// is about to be sent. It is not called when the task fails before.
 	OnStart func()
+	// Isolator, if set, ends every process a shell task started when the
+	// task ends, for any reason (the script exited, failed, timed out or
+	// was cancelled), and sets RunMarkerEnv in its environment. Nil means
+	// only the shell's process group is ended, and only on cancellation and
+	// timeout: background processes of a script that exited are left
+	// running (delegate scripts such as INIT_SCRIPT may start daemons).
+	Isolator *Isolator
 }
 
 // DefaultKillGrace is the SIGTERM → SIGKILL grace when Options.KillGrace is 0.
@@ -82,7 +93,10 @@ var errTimedOut = errors.New("task timed out")
 // Run executes spec, writing its output to out, until it ends, ctx is
 // cancelled (→ StatusCancelled) or the timeout passes (→ StatusTimedOut).
 // It never panics on bad specs: they end StatusFailed with a clear Error.
-// Nothing is written to out after Run returns.
+// A shell task's output is read to its end (every writer gone), or until
+// the pipe stays empty for a second after the task's processes were ended
+// (one that was not still holds it). Nothing is written to out after Run
+// returns.
 func Run(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.Writer) (o Outcome) {
 	defer func() {
 		if r := recover(); r != nil {

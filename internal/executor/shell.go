@@ -20,10 +20,6 @@ import (
 // ScriptName is the file a shell task's script is written to in WorkDir.
 const ScriptName = "script.sh"
 
-// pipeWait is how long Run keeps reading output after the script exited,
-// for background processes that still hold the output pipe.
-const pipeWait = time.Second
-
 // groupPoll is how often a terminating process group is checked for exit.
 const groupPoll = 20 * time.Millisecond
 
@@ -55,23 +51,56 @@ func runShell(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.
 		return faulted(err.Error())
 	}
 
+	// The output pipe is read here, not by exec.Cmd: its copier gives up
+	// WaitDelay after the script exits, which would lose output still in
+	// the pipe while the writer applies back-pressure.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return faulted(fmt.Sprintf("create output pipe: %v", err))
+	}
+	defer pr.Close()
+	env := buildEnv(opts.Env, spec.Env, spec.SecretEnv)
+	var run *isoRun
+	if opts.Isolator != nil {
+		if run, err = opts.Isolator.prepare(); err != nil {
+			pw.Close()
+			return faulted(fmt.Sprintf("isolate task processes: %v", err))
+		}
+		env = append(env, run.marker)
+	}
 	cmd := &exec.Cmd{
 		Path:        bash,
 		Args:        []string{"bash", arg},
 		Dir:         opts.WorkDir,
-		Env:         buildEnv(opts.Env, spec.Env, spec.SecretEnv),
-		Stdout:      out, // the same writer for both: one pipe, order preserved
-		Stderr:      out,
+		Env:         env,
+		Stdout:      pw, // the same pipe for both: order preserved
+		Stderr:      pw,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
-		WaitDelay:   pipeWait,
 	}
-	if err := cmd.Start(); err != nil {
+	if run != nil {
+		run.apply(cmd.SysProcAttr)
+	}
+	err = cmd.Start()
+	if err != nil && run != nil && run.startFailed(err) {
+		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Dir: cmd.Dir, Env: cmd.Env, Stdout: pw, Stderr: pw,
+			SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+		err = cmd.Start()
+	}
+	pw.Close()
+	if err != nil {
+		if run != nil {
+			run.release()
+		}
 		return faulted(fmt.Sprintf("start bash: %v", err))
 	}
 	pgid := cmd.Process.Pid
+	if run != nil {
+		run.started(pgid)
+	}
 	if opts.OnStart != nil {
 		opts.OnStart()
 	}
+	reader := startOutputReader(pr, out)
 
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -82,18 +111,51 @@ func runShell(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.
 		defer t.Stop()
 		timeout = t.C
 	}
+	// end stops what is left of the task: with an Isolator every process
+	// it started, else (cancel and timeout only) its process group.
+	var stopErr error
+	end := func(all bool) string {
+		if run != nil {
+			stopErr = run.stop(opts.killGrace())
+			if all {
+				<-done
+			}
+			return "killed all its processes"
+		}
+		if all {
+			terminate(pgid, done, opts.killGrace())
+		}
+		return "killed process group"
+	}
+	var o Outcome
+	var notice string
 	select {
 	case err := <-done:
-		return exited(cmd, err, out)
+		o = exited(cmd, err)
+		end(false)
 	case <-ctx.Done():
-		terminate(pgid, done, opts.killGrace())
-		fmt.Fprint(out, "\n[legate: task cancelled; killed process group]\n")
-		return Outcome{Status: protocol.StatusCancelled, Error: "task cancelled"}
+		what := end(true)
+		notice = fmt.Sprintf("\n[legate: task cancelled; %s]\n", what)
+		o = Outcome{Status: protocol.StatusCancelled, Error: "task cancelled"}
 	case <-timeout:
-		terminate(pgid, done, opts.killGrace())
-		fmt.Fprintf(out, "\n[legate: task timed out after %s; killed process group]\n", opts.Timeout)
-		return Outcome{Status: protocol.StatusTimedOut, Error: fmt.Sprintf("task timed out after %s", opts.Timeout)}
+		what := end(true)
+		notice = fmt.Sprintf("\n[legate: task timed out after %s; %s]\n", opts.Timeout, what)
+		o = Outcome{Status: protocol.StatusTimedOut, Error: fmt.Sprintf("task timed out after %s", opts.Timeout)}
 	}
+	held := reader.finish()
+	if run != nil {
+		run.release()
+	}
+	if stopErr != nil {
+		fmt.Fprintf(out, "\n[legate: %v]\n", stopErr)
+	}
+	if held {
+		fmt.Fprintf(out, "\n[legate: stopped reading output after the script ended; background processes still hold it]\n")
+	}
+	if notice != "" {
+		io.WriteString(out, notice)
+	}
+	return o
 }
 
 func (o Options) killGrace() time.Duration {
@@ -123,14 +185,7 @@ func writeScript(path, script string) error {
 }
 
 // exited turns the result of a script that ended by itself into an Outcome.
-func exited(cmd *exec.Cmd, err error, out io.Writer) Outcome {
-	if errors.Is(err, exec.ErrWaitDelay) {
-		// The script exited 0 but background processes still hold the
-		// output pipe; they are left running (only cancel and timeout
-		// kill the group).
-		fmt.Fprintf(out, "\n[legate: stopped reading output %s after the script exited; background processes still hold it]\n", pipeWait)
-		err = nil
-	}
+func exited(cmd *exec.Cmd, err error) Outcome {
 	st := cmd.ProcessState
 	if err == nil {
 		code := 0

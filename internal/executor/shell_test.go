@@ -225,19 +225,17 @@ func waitPGID(t *testing.T, out *buffer) int {
 	return 0
 }
 
-// assertGroupGone fails unless no process of group pgid is left. Killed
-// processes whose parent died are reaped by PID 1, which may take a moment.
+// assertGroupGone fails unless no live process of group pgid is left.
+// Killed processes whose parent died wait for their new parent to reap
+// them: PID 1, or this test process once a tree-mode Isolator made it a
+// subreaper (it reaps when its runs end); zombies count as gone.
 func assertGroupGone(t *testing.T, pgid int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := syscall.Kill(-pgid, 0)
-		if errors.Is(err, syscall.ESRCH) {
-			return
-		}
+	for !groupGone(pgid) {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			t.Fatalf("process group %d still alive (kill 0: %v)", pgid, err)
+			t.Fatalf("process group %d still alive", pgid)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -371,5 +369,120 @@ func TestBuildEnv(t *testing.T) {
 	}
 	if env := buildEnv(nil, nil, nil); env == nil || len(env) != 0 {
 		t.Errorf("buildEnv(nil) = %#v; want empty non-nil", env)
+	}
+}
+
+// gateWriter blocks every Write until gate is closed (a manager that does
+// not take output yet: the delegate's back-pressure).
+type gateWriter struct {
+	gate chan struct{}
+	buf  buffer
+}
+
+func (g *gateWriter) Write(p []byte) (int, error) {
+	<-g.gate
+	return g.buf.Write(p)
+}
+
+// seqOutput is what `seq from to | head -c n` prints.
+func seqOutput(from, to, n int) string {
+	var b strings.Builder
+	for i := from; i <= to && b.Len() < n; i++ {
+		b.WriteString(strconv.Itoa(i) + "\n")
+	}
+	return b.String()[:n]
+}
+
+// TestShellOutputCompleteAfterExitWithSlowWriter: output still in the pipe
+// when the script exits is read to the end, however long the writer takes
+// to accept it (exec.Cmd's WaitDelay used to close the pipe a second after
+// the exit and lose it).
+func TestShellOutputCompleteAfterExitWithSlowWriter(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w := &gateWriter{gate: make(chan struct{})}
+	spec := shellSpec("echo $$ > pid; seq 100000 199999 | head -c 60000") // fits in the pipe: the script exits
+	res := make(chan Outcome, 1)
+	go func() {
+		res <- Run(t.Context(), spec, Options{WorkDir: dir, Env: []string{"PATH=" + os.Getenv("PATH")}}, w)
+	}()
+	// Hold the writer until the script is gone, and then some more: Run
+	// must not return (nor give up on the pipe) while output is unread.
+	var pid int
+	eventuallyT(t, "the script's pid file", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "pid"))
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	})
+	eventuallyT(t, "the script to exit", func() bool {
+		p, ok := readProc(pid)
+		return !ok || p.dead()
+	})
+	var o Outcome
+	returned := false
+	select {
+	case o = <-res:
+		returned = true // it gave up on the output
+	case <-time.After(2 * pipeIdle):
+	}
+	close(w.gate)
+	if !returned {
+		o = <-res
+	}
+	if o.Status != protocol.StatusSucceeded {
+		t.Fatalf("outcome %+v", o)
+	}
+	if got, want := w.buf.String(), seqOutput(100000, 199999, 60000); got != want {
+		t.Fatalf("output has %d bytes, want the %d the script wrote (returned before the writer took them: %v)", len(got), len(want), returned)
+	}
+}
+
+// eventuallyT polls cond for up to 20 s.
+func eventuallyT(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestShellTimeoutWhileOutputIsHeld: a task held by back-pressure (its
+// writer does not take output) still times out: its processes end at the
+// timeout, not when the writer lets go, and its output up to then is kept.
+func TestShellTimeoutWhileOutputIsHeld(t *testing.T) {
+	t.Parallel()
+	iso, err := NewIsolator(IsolatorOptions{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = iso.Close() })
+	dir := t.TempDir()
+	w := &gateWriter{gate: make(chan struct{})}
+	res := make(chan Outcome, 1)
+	go func() {
+		res <- Run(t.Context(), shellSpec("echo $$ > pid; exec yes"), Options{
+			WorkDir: dir, Env: []string{"PATH=" + os.Getenv("PATH")}, Timeout: 500 * time.Millisecond, Isolator: iso,
+		}, w)
+	}()
+	var pid int
+	eventuallyT(t, "the script's pid file", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "pid"))
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	})
+	eventuallyT(t, "the held task to be killed at its timeout", func() bool {
+		p, ok := readProc(pid)
+		return !ok || p.dead()
+	})
+	close(w.gate)
+	o := <-res
+	if o.Status != protocol.StatusTimedOut {
+		t.Fatalf("outcome %+v", o)
+	}
+	if out := w.buf.String(); !strings.HasPrefix(out, "y\ny\n") || !strings.HasSuffix(out, "; killed all its processes]\n") {
+		t.Fatalf("output (%d bytes) lacks the task's lines or the timeout notice", len(out))
 	}
 }
