@@ -73,6 +73,7 @@ and run scripts and API calls there.
 	}
 	root.AddCommand(newManagerCmd(), newDelegateCmd(st, su), newDevCmd(st, su), newBenchCmd())
 	cli.AddCommands(root)
+	cli.Finish(root)
 
 	err = root.ExecuteContext(ctx)
 	if err == nil {

@@ -487,6 +487,7 @@ func runCLIOut(ctx context.Context, env map[string]string, stdin string, out *no
 		now:    func() time.Time { return testNow },
 		loc:    time.UTC,
 	})
+	Finish(root)
 	var errb bytes.Buffer
 	root.SetArgs(args)
 	root.SetOut(out)
