@@ -240,7 +240,7 @@ func (m *fakeManager) submit(w http.ResponseWriter, r *http.Request) {
 	id := fmt.Sprintf("t_%d", len(m.specs))
 	t := protocol.Task{ID: id, Type: spec.Type, Status: protocol.StatusQueued, Shell: spec.Shell, HTTP: spec.HTTP,
 		Selectors: spec.Selectors, CreatedAt: testNow, Org: spec.Org, Project: spec.Project,
-		Capabilities: spec.Capabilities, Connector: spec.Connector}
+		Capabilities: spec.Capabilities, Connector: spec.Connector, Env: spec.Env}
 	m.tasks[id] = t
 	writeJSON(w, 201, t)
 }

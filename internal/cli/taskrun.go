@@ -36,7 +36,7 @@ type runFlags struct {
 	body         string
 	expectStatus int
 
-	asJSON bool
+	out    outputFlags
 	detach bool
 }
 
@@ -78,7 +78,7 @@ Ctrl-C stops following but leaves the task running.`,
 			if err != nil {
 				return err
 			}
-			return a.runTask(cmd, spec, f.asJSON, f.detach)
+			return a.runTask(cmd, spec, &f.out, f.detach)
 		}),
 	}
 	fl := cmd.Flags()
@@ -100,8 +100,8 @@ Ctrl-C stops following but leaves the task running.`,
 	fl.StringArrayVar(&f.headers, "header", nil, "HTTP header of an http task, NAME:VALUE (repeatable)")
 	fl.StringVar(&f.body, "body", "", "HTTP request body of an http task")
 	fl.IntVar(&f.expectStatus, "expect-status", 0, "HTTP status that counts as success (0 = any 2xx)")
-	fl.BoolVar(&f.asJSON, "json", false, "print only the final task object as JSON, not the output")
-	fl.BoolVar(&f.detach, "detach", false, "print the task ID (with --json: the queued task) and exit at once; the task keeps running")
+	fl.BoolVar(&f.detach, "detach", false, "print the task ID (with -o: the queued task) and exit at once; the task keeps running")
+	f.out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }
 
@@ -294,7 +294,7 @@ func readScript(stdin io.Reader, path string) (string, error) {
 
 // runTask submits spec, follows its output and turns its outcome into the
 // exit status.
-func (a *app) runTask(cmd *cobra.Command, spec protocol.TaskSpec, asJSON, detach bool) error {
+func (a *app) runTask(cmd *cobra.Command, spec protocol.TaskSpec, o *outputFlags, detach bool) error {
 	c, err := a.client()
 	if err != nil {
 		return err
@@ -305,9 +305,10 @@ func (a *app) runTask(cmd *cobra.Command, spec protocol.TaskSpec, asJSON, detach
 	if err != nil {
 		return err
 	}
+	asJSON := o.structured() // JSON or YAML: the task object instead of the output
 	if detach {
 		if asJSON {
-			return printJSON(out, task)
+			return o.print(out, task)
 		}
 		_, err := fmt.Fprintln(out, escape(task.ID))
 		return err
@@ -325,7 +326,7 @@ func (a *app) runTask(cmd *cobra.Command, spec protocol.TaskSpec, asJSON, detach
 		return fmt.Errorf("task %s was submitted, but following it failed (legate task logs --follow %s): %w", task.ID, task.ID, err)
 	}
 	if asJSON {
-		if err := printJSON(out, final); err != nil {
+		if err := o.print(out, final); err != nil {
 			return err
 		}
 	}
