@@ -66,3 +66,24 @@ func TestMistypedCommandsExitNonZero(t *testing.T) {
 		})
 	}
 }
+
+// TestVersion: legate version and --version print the version, the commit
+// and the Go version without a manager; with one, legate version adds the
+// manager's version, which is the same build's.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"version"}, {"--version"}, {"version", "--client"}} {
+		r := runBinary(t, nil, args...)
+		lines := strings.Split(r.stdout, "\n")
+		if r.code != 0 || !strings.HasPrefix(lines[0], "legate ") || !strings.Contains(r.stdout, "\ncommit: ") ||
+			!strings.Contains(r.stdout, "\ngo: go1.") || r.stderr != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	c := startCluster(t)
+	out := c.mustCLI("version")
+	version := strings.TrimPrefix(strings.SplitN(out, "\n", 2)[0], "legate ")
+	if want := "manager: " + version + " at " + c.url + "\n"; !strings.HasSuffix(out, want) {
+		t.Errorf("legate version with a manager:\n%s\nwant it to end with %q", out, want)
+	}
+}

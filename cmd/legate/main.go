@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -16,18 +15,12 @@ import (
 	"github.com/legate-dev/legate/internal/cli"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
 var version = ""
 
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
+// buildVersion is the version that `legate version` prints, which the
+// manager reports and delegates register with.
+func buildVersion() string { return cli.ReadBuildInfo(version).Version }
 
 // stopper turns signals into a graceful stop (first SIGINT/SIGTERM cancels
 // the context) and a forced stop (the second closes Force).
@@ -67,12 +60,11 @@ and run scripts and API calls there.
   legate delegate                 a delegate, configured by ACCOUNT_ID, DELEGATE_TOKEN,
                                   MANAGER_HOST_AND_PORT, DELEGATE_NAME, DELEGATE_TAGS …
   legate task run --script 'echo hi'   run a task and watch it`,
-		Version:       buildVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newManagerCmd(), newDelegateCmd(st, su), newDevCmd(st, su), newBenchCmd())
-	cli.AddCommands(root)
+	cli.AddCommands(root, cli.ReadBuildInfo(version))
 	cli.Finish(root)
 
 	err = root.ExecuteContext(ctx)

@@ -78,21 +78,28 @@ type app struct {
 	now        func() time.Time
 	loc        *time.Location // for absolute times
 	httpClient *http.Client   // nil = the client package's default
+	build      BuildInfo      // what legate version prints
 }
 
 // AddCommands adds the admin commands (org, project, token, apikey,
-// delegates, connector, configuration, task) and the persistent flags --url and --api-key to root.
-// The flags fall back to LEGATE_URL and LEGATE_API_KEY.
-func AddCommands(root *cobra.Command) {
-	addCommands(root, &app{getenv: os.Getenv, now: time.Now, loc: time.Local})
+// delegates, connector, configuration, task, version) and the persistent
+// flags --url, --api-key and --ca-cert to root, which fall back to
+// LEGATE_URL, LEGATE_API_KEY and LEGATE_CA_CERT. It also gives root its
+// --version flag, which prints build as `legate version --client` does.
+func AddCommands(root *cobra.Command, build BuildInfo) {
+	addCommands(root, &app{getenv: os.Getenv, now: time.Now, loc: time.Local, build: build})
 }
 
 func addCommands(root *cobra.Command, a *app) {
+	if a.build.Version != "" {
+		root.Version = a.build.Version
+		root.SetVersionTemplate(versionTemplate(a.build.String()))
+	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.url, "url", "", "manager URL, e.g. http://127.0.0.1:8080 (env "+EnvURL+")")
 	pf.StringVar(&a.apiKey, "api-key", "", "admin API key (env "+EnvAPIKey+")")
 	pf.StringVar(&a.caCert, "ca-cert", "", "PEM file of the CA that signed the manager's certificate, trusted besides the system roots (env "+EnvCACert+")")
-	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.apikeyCmd(), a.delegatesCmd(), a.connectorCmd(), a.configurationCmd(), a.taskCmd())
+	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.apikeyCmd(), a.delegatesCmd(), a.connectorCmd(), a.configurationCmd(), a.taskCmd(), a.versionCmd())
 }
 
 // adminEnvHint says where a local manager's settings are.

@@ -23,6 +23,9 @@ var testNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 const testKey = "adm_key"
 
+// testBuild is the build information of the tests' CLI.
+var testBuild = BuildInfo{Version: "v1.2.3", Commit: "0123456789abcdef", Modified: true, GoVersion: "go1.26.0", Platform: "linux/amd64"}
+
 // outcomeSpec says how the fake manager runs submitted tasks.
 type outcomeSpec struct {
 	chunks   []string
@@ -78,6 +81,9 @@ func newFakeManager(t *testing.T, o outcomeSpec) *fakeManager {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		writeJSON(w, 200, protocol.DelegateList{Delegates: m.delegates})
+	})
+	mux.HandleFunc("GET /api/v1/whoami", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, protocol.WhoAmI{AccountID: "acc", Version: "v9.9.9"})
 	})
 	mux.HandleFunc("POST /api/v1/tasks", m.submit)
 	mux.HandleFunc("GET /api/v1/tasks", m.list)
@@ -486,6 +492,7 @@ func runCLIOut(ctx context.Context, env map[string]string, stdin string, out *no
 		getenv: func(k string) string { return env[k] },
 		now:    func() time.Time { return testNow },
 		loc:    time.UTC,
+		build:  testBuild,
 	})
 	Finish(root)
 	var errb bytes.Buffer
