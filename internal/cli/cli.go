@@ -96,7 +96,7 @@ func addCommands(root *cobra.Command, a *app) {
 		root.SetVersionTemplate(versionTemplate(a.build.String()))
 	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.url, "url", "", "manager URL, e.g. http://127.0.0.1:8080 (env "+EnvURL+")")
+	pf.StringVar(&a.url, "url", "", "manager URL, e.g. http://127.0.0.1:7460 or https://legate.example.com (env "+EnvURL+"; HOST:PORT means http://HOST:PORT)")
 	pf.StringVar(&a.apiKey, "api-key", "", "admin API key (env "+EnvAPIKey+")")
 	pf.StringVar(&a.caCert, "ca-cert", "", "PEM file of the CA that signed the manager's certificate, trusted besides the system roots (env "+EnvCACert+")")
 	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.apikeyCmd(), a.delegatesCmd(), a.connectorCmd(), a.configurationCmd(), a.taskCmd(), a.versionCmd())
@@ -107,12 +107,16 @@ const adminEnvHint = "a local manager writes both to DATA/admin.env: set -a; . D
 
 // client returns a client for the configured manager and API key.
 func (a *app) client() (*client.Client, error) {
-	u := a.url
+	u, from := a.url, "--url"
 	if u == "" {
-		u = a.getenv(EnvURL)
+		u, from = a.getenv(EnvURL), EnvURL
 	}
 	if u == "" {
 		return nil, &ExitError{Code: ExitUsage, Msg: "legate: no manager URL: set " + EnvURL + " or pass --url (" + adminEnvHint + ")"}
+	}
+	base, err := client.ParseManagerURL(u)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Msg: "legate: " + from + ": " + err.Error()}
 	}
 	key := a.apiKey
 	if key == "" {
@@ -127,7 +131,6 @@ func (a *app) client() (*client.Client, error) {
 		if ca == "" {
 			ca, caFrom = a.getenv(EnvCACert), EnvCACert
 		}
-		var err error
 		hc, err = transport.ForCLI(transport.CLIFiles{CA: ca, Cert: a.getenv(EnvClientCert), Key: a.getenv(EnvClientKey)}, transport.Hints{
 			AddCA:      "set " + EnvCACert + " (or --ca-cert) to the PEM file of the CA that signed the manager's certificate",
 			ClientCert: "set " + EnvClientCert + " and " + EnvClientKey + " to a certificate signed by the manager's --tls-client-ca and its key",
@@ -139,7 +142,7 @@ func (a *app) client() (*client.Client, error) {
 			return nil, &ExitError{Code: ExitUsage, Msg: "legate: " + err.Error()}
 		}
 	}
-	c, err := client.New(u, hc)
+	c, err := client.New(base, hc)
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Msg: "legate: " + err.Error() + " (check " + EnvURL + " or --url)"}
 	}
