@@ -87,3 +87,21 @@ func TestVersion(t *testing.T) {
 		t.Errorf("legate version with a manager:\n%s\nwant it to end with %q", out, want)
 	}
 }
+
+// TestCompletion: the completion scripts exist for each shell, and the
+// binary completes names from a real manager.
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	for _, shell := range []string{"bash", "zsh", "fish", "powershell"} {
+		r := runBinary(t, nil, "completion", shell)
+		if r.code != 0 || !strings.Contains(r.stdout, "__complete") {
+			t.Errorf("completion %s: exit %d, %d bytes, stderr %q", shell, r.code, len(r.stdout), r.stderr)
+		}
+	}
+	c := startCluster(t)
+	c.token("ci")
+	r := c.cli("__complete", "token", "revoke", "")
+	if r.code != 0 || r.stdout != "ci\taccount\n:4\n" {
+		t.Errorf("__complete token revoke: exit %d, stdout %q", r.code, r.stdout)
+	}
+}

@@ -146,8 +146,9 @@ func (a *app) apikeyRevokeCmd() *cobra.Command {
 		force bool
 	)
 	cmd := &cobra.Command{
-		Use:   "revoke NAME",
-		Short: "Revoke an API key on every manager at once",
+		Use:               "revoke NAME",
+		ValidArgsFunction: a.complete(apiKeysLister),
+		Short:             "Revoke an API key on every manager at once",
 		Long: `Revoke the API key NAME. Every manager sharing the database refuses it at
 once, with an error that says it was revoked. Revoking the key you are using
 is allowed while the account has another active key.

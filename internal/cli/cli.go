@@ -100,6 +100,7 @@ func addCommands(root *cobra.Command, a *app) {
 	pf.StringVar(&a.apiKey, "api-key", "", "admin API key (env "+EnvAPIKey+")")
 	pf.StringVar(&a.caCert, "ca-cert", "", "PEM file of the CA that signed the manager's certificate, trusted besides the system roots (env "+EnvCACert+")")
 	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.apikeyCmd(), a.delegatesCmd(), a.connectorCmd(), a.configurationCmd(), a.taskCmd(), a.versionCmd())
+	a.completeFlags(root)
 }
 
 // adminEnvHint says where a local manager's settings are.

@@ -221,9 +221,10 @@ selectors and script.
 func (a *app) configurationGetCmd() *cobra.Command {
 	var out outputFlags
 	cmd := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Show one delegate configuration with its script",
-		Long:  `Show the configuration NAME: version, scope, selectors, times and the whole script.`,
+		Use:               "get NAME",
+		ValidArgsFunction: a.complete(configurationsLister),
+		Short:             "Show one delegate configuration with its script",
+		Long:              `Show the configuration NAME: version, scope, selectors, times and the whole script.`,
 		Example: `  legate configuration get build-tools
   legate configuration get build-tools -o yaml
   legate configuration get build-tools --json | jq -r .script`,
@@ -278,8 +279,9 @@ func (a *app) configurationUpdateCmd() *cobra.Command {
 		selectors []string
 	)
 	cmd := &cobra.Command{
-		Use:   "update NAME [--script FILE] [--selector S]...",
-		Short: "Change a delegate configuration's script or selectors",
+		Use:               "update NAME [--script FILE] [--selector S]...",
+		ValidArgsFunction: a.complete(configurationsLister),
+		Short:             "Change a delegate configuration's script or selectors",
 		Long: `Change the script and/or the selectors of the configuration NAME; its version
 goes up by one. Connected delegates it applies to (before or after the
 change) fetch it and run it again at once. --selector replaces all the
@@ -330,8 +332,9 @@ delegate).
 
 func (a *app) configurationDeleteCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a delegate configuration",
+		Use:               "delete NAME",
+		ValidArgsFunction: a.complete(configurationsLister),
+		Short:             "Delete a delegate configuration",
 		Long: `Delete the configuration NAME. Nothing is undone on the delegates; those it
 applied to run the configuration that applies to them now, if another one
 does. What they last ran stays visible in legate delegates describe.`,

@@ -189,9 +189,10 @@ delegate that last succeeded for each (LAST-SUCCESS, tried first).`,
 func (a *app) connectorGetCmd() *cobra.Command {
 	var out outputFlags
 	cmd := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Show one connector",
-		Long:  `Show the connector NAME: URL, type, selectors and the delegate that last succeeded for it.`,
+		Use:               "get NAME",
+		ValidArgsFunction: a.complete(connectorsLister),
+		Short:             "Show one connector",
+		Long:              `Show the connector NAME: URL, type, selectors and the delegate that last succeeded for it.`,
 		Example: `  legate connector get k8s-east
   legate connector get k8s-east -o yaml`,
 		Args: cobra.ExactArgs(1),
@@ -216,11 +217,12 @@ func (a *app) connectorGetCmd() *cobra.Command {
 
 func (a *app) connectorDeleteCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "delete NAME",
-		Short:   "Delete a connector",
-		Long:    `Delete the connector NAME. Tasks already submitted keep what they inherited from it.`,
-		Example: `  legate connector delete k8s-east`,
-		Args:    cobra.ExactArgs(1),
+		Use:               "delete NAME",
+		ValidArgsFunction: a.complete(connectorsLister),
+		Short:             "Delete a connector",
+		Long:              `Delete the connector NAME. Tasks already submitted keep what they inherited from it.`,
+		Example:           `  legate connector delete k8s-east`,
+		Args:              cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {

@@ -146,8 +146,9 @@ func running(d protocol.Delegate) string {
 func (a *app) delegatesDescribeCmd() *cobra.Command {
 	var out outputFlags
 	cmd := &cobra.Command{
-		Use:   "describe NAME",
-		Short: "Show every instance of a delegate with its capability lists",
+		Use:               "describe NAME",
+		ValidArgsFunction: a.complete(delegatesLister),
+		Short:             "Show every instance of a delegate with its capability lists",
 		Long: `Show each instance of the delegate NAME: hostname, status, connection, scope,
 tags, running tasks and capacity, why it takes no tasks when it is over a
 resource threshold, and its capability lists:

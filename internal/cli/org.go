@@ -114,8 +114,9 @@ func (a *app) orgListCmd() *cobra.Command {
 
 func (a *app) orgDeleteCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "delete ORG",
-		Short: "Delete an organization",
+		Use:               "delete ORG",
+		ValidArgsFunction: a.complete(orgsLister),
+		Short:             "Delete an organization",
 		Long: `Delete the organization ORG. The manager refuses while it is in use (by
 projects, tokens that are not revoked, or queued or running tasks): delete,
 revoke or finish those first.`,
@@ -264,11 +265,12 @@ func (a *app) projectListCmd() *cobra.Command {
 func (a *app) projectDeleteCmd() *cobra.Command {
 	var org string
 	cmd := &cobra.Command{
-		Use:     "delete --org ORG PROJECT",
-		Short:   "Delete a project",
-		Long:    `Delete the project PROJECT of the organization ORG.`,
-		Example: `  legate project delete --org eng web`,
-		Args:    cobra.ExactArgs(1),
+		Use:               "delete --org ORG PROJECT",
+		ValidArgsFunction: a.complete(projectsLister),
+		Short:             "Delete a project",
+		Long:              `Delete the project PROJECT of the organization ORG.`,
+		Example:           `  legate project delete --org eng web`,
+		Args:              cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			if err := needOrg(org, "project delete"); err != nil {
 				return err

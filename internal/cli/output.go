@@ -46,7 +46,7 @@ func (o *outputFlags) add(cmd *cobra.Command, formats ...string) {
 	fl := cmd.Flags()
 	fl.StringVarP(&o.format, "output", "o", "", "output format: "+list)
 	fl.BoolVar(&o.asJSON, "json", false, "print JSON (the same as -o json)")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(formats, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", fixed(formats...))
 	pre := cmd.PreRunE
 	cmd.PreRunE = func(cmd *cobra.Command, args []string) error {
 		if err := o.check(); err != nil {

@@ -42,8 +42,9 @@ func (a *app) taskCmd() *cobra.Command {
 func (a *app) taskGetCmd() *cobra.Command {
 	var out outputFlags
 	cmd := &cobra.Command{
-		Use:   "get ID",
-		Short: "Show one task",
+		Use:               "get ID",
+		ValidArgsFunction: a.complete(a.tasksLister(false)),
+		Short:             "Show one task",
 		Long: `Show a task's status, exit code, error, delegate, timings and payload.
 -o wide adds the whole script, the environment's values (secret values are
 never shown), the timeouts and the delegate instance.`,
@@ -166,8 +167,9 @@ func msDuration(ms int64) string {
 func (a *app) taskLogsCmd() *cobra.Command {
 	var follow bool
 	cmd := &cobra.Command{
-		Use:   "logs ID",
-		Short: "Print a task's output",
+		Use:               "logs ID",
+		ValidArgsFunction: a.complete(a.tasksLister(false)),
+		Short:             "Print a task's output",
 		Long: `Print the output of a task as the delegate captured it (secrets masked).
 With --follow, keep printing new output until the task finishes.`,
 		Example: `  legate task logs t_123
@@ -214,8 +216,9 @@ func rawOutput(out, stderr io.Writer, id string) func(protocol.LogStreamLine) er
 func (a *app) taskCancelCmd() *cobra.Command {
 	var out outputFlags
 	cmd := &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel a queued or running task",
+		Use:               "cancel ID",
+		ValidArgsFunction: a.complete(a.tasksLister(true)),
+		Short:             "Cancel a queued or running task",
 		Long: `Cancel a task. A queued task is cancelled at once; a running task's delegate
 is told to stop it.`,
 		Example: `  legate task cancel t_123`,
@@ -299,6 +302,7 @@ name prints only the IDs.`,
 	}
 	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
 	cmd.Flags().StringVar(&status, "status", "", "only tasks in this status ("+allStatuses()+")")
+	_ = cmd.RegisterFlagCompletionFunc("status", fixed(strings.Split(allStatuses(), ", ")...))
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many tasks (0 = the manager's default)")
 	return cmd
 }
@@ -327,8 +331,9 @@ func (a *app) taskTable(w io.Writer, tasks []protocol.Task, wide bool) error {
 func (a *app) taskExplainCmd() *cobra.Command {
 	var out outputFlags
 	cmd := &cobra.Command{
-		Use:   "explain ID",
-		Short: "Explain why a task runs where it runs, or waits",
+		Use:               "explain ID",
+		ValidArgsFunction: a.complete(a.tasksLister(false)),
+		Short:             "Explain why a task runs where it runs, or waits",
 		Long: `Explain, per delegate, whether it may run the task and which rules exclude it:
 disconnected, draining, scope, selectors, task_denied, capability_denied,
 capacity or threshold (checked in that order). "allowlisted" marks a

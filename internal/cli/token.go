@@ -145,8 +145,9 @@ func (a *app) tokenListCmd() *cobra.Command {
 func (a *app) tokenRevokeCmd() *cobra.Command {
 	var out outputFlags
 	cmd := &cobra.Command{
-		Use:   "revoke NAME",
-		Short: "Revoke a delegate token and disconnect its delegates",
+		Use:               "revoke NAME",
+		ValidArgsFunction: a.complete(tokensLister),
+		Short:             "Revoke a delegate token and disconnect its delegates",
 		Long: `Revoke the delegate token NAME. Delegates that registered with it are
 disconnected and cannot register again with it.`,
 		Example: `  legate token revoke ci`,
