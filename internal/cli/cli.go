@@ -79,6 +79,11 @@ type app struct {
 	loc        *time.Location // for absolute times
 	httpClient *http.Client   // nil = the client package's default
 	build      BuildInfo      // what legate version prints
+
+	// queueNoticeAfter and explainEvery pace task run's notices about a
+	// queued task (0 = defaultQueueNoticeAfter, defaultExplainEvery).
+	queueNoticeAfter time.Duration
+	explainEvery     time.Duration
 }
 
 // AddCommands adds the admin commands (org, project, token, apikey,

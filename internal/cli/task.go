@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -181,7 +182,8 @@ With --follow, keep printing new output until the task finishes.`,
 				return err
 			}
 			ctx := cmd.Context()
-			_, err = c.StreamLogs(ctx, args[0], follow, rawOutput(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0]))
+			_, err = c.StreamLogsWith(ctx, args[0], client.StreamOptions{Follow: follow,
+				OnEvent: connectionNotices(cmd.ErrOrStderr(), c.BaseURL(), args[0])}, rawOutput(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0]))
 			if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				return &ExitError{Code: ExitInterrupted}
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -301,7 +302,7 @@ func (a *app) runTask(cmd *cobra.Command, spec protocol.TaskSpec, o *outputFlags
 		return err
 	}
 	ctx := cmd.Context()
-	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	out, stderr := cmd.OutOrStdout(), io.Writer(&syncWriter{w: cmd.ErrOrStderr()})
 	task, err := c.SubmitTask(ctx, spec)
 	if err != nil {
 		return err
@@ -314,11 +315,22 @@ func (a *app) runTask(cmd *cobra.Command, spec protocol.TaskSpec, o *outputFlags
 		_, err := fmt.Fprintln(out, escape(task.ID))
 		return err
 	}
-	fn := rawOutput(out, stderr, task.ID)
+	show := rawOutput(out, stderr, task.ID)
 	if asJSON {
-		fn = func(protocol.LogStreamLine) error { return nil }
+		show = func(protocol.LogStreamLine) error { return nil }
 	}
-	final, err := c.StreamLogs(ctx, task.ID, true, fn)
+	// While no output comes, say why the task waits, if it does.
+	stopWatch := a.queueWatch(ctx, c, task, stderr)
+	defer stopWatch()
+	fn := func(l protocol.LogStreamLine) error {
+		if l.Chunk != nil {
+			stopWatch()
+		}
+		return show(l)
+	}
+	final, err := c.StreamLogsWith(ctx, task.ID, client.StreamOptions{Follow: true,
+		OnEvent: connectionNotices(stderr, c.BaseURL(), task.ID)}, fn)
+	stopWatch()
 	if err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintf(stderr, "legate: stopped following task %s; it keeps running (legate task cancel %s to stop it)\n", escape(task.ID), escape(task.ID))

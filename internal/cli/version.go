@@ -129,7 +129,7 @@ Go version that built it. When a manager is configured (` + EnvURL + ` and
 				_, err := fmt.Fprintf(w, "manager: %s at %s\n", escape(v.Manager.Version), escape(v.Manager.URL))
 				return err
 			case mgrErr != nil:
-				fmt.Fprintln(cmd.ErrOrStderr(), "legate: manager version unknown: "+escapeLines(mgrErr.Error()))
+				fmt.Fprintln(cmd.ErrOrStderr(), "legate: the manager's version is unknown: "+escapeLines(mgrErr.Error()))
 			}
 			return nil
 		}),
@@ -169,7 +169,7 @@ func (a *app) managerVersion(ctx context.Context) (*managerVersion, error) {
 	defer cancel()
 	who, err := c.WhoAmI(ctx)
 	if err != nil {
-		return nil, err
+		return nil, errors.New(managerProblem(c.BaseURL(), err))
 	}
 	return &managerVersion{URL: c.BaseURL(), Version: who.Version}, nil
 }
