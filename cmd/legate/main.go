@@ -59,7 +59,12 @@ and run scripts and API calls there.
   legate manager --data DIR       the manager (SQLite under DIR)
   legate delegate                 a delegate, configured by ACCOUNT_ID, DELEGATE_TOKEN,
                                   MANAGER_HOST_AND_PORT, DELEGATE_NAME, DELEGATE_TAGS …
-  legate task run --script 'echo hi'   run a task and watch it`,
+  legate task run --script 'echo hi'   run a task and watch it
+  legate version                  this binary's version, commit and Go version
+  legate completion bash          shell completion (also zsh, fish, powershell)
+
+The admin commands read the manager's URL and an API key from LEGATE_URL and
+LEGATE_API_KEY (a manager writes both to DATA/admin.env).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -99,6 +99,7 @@ func addCommands(root *cobra.Command, a *app) {
 	if a.build.Version != "" {
 		root.Version = a.build.Version
 		root.SetVersionTemplate(versionTemplate(a.build.String()))
+		root.Flags().BoolP("version", "v", false, "print the version, the commit and the Go version (as legate version --client)")
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.url, "url", "", "manager URL, e.g. http://127.0.0.1:7460 or https://legate.example.com (env "+EnvURL+"; HOST:PORT means http://HOST:PORT)")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -26,6 +27,19 @@ const groupAnnotation = "legate.group"
 func Finish(root *cobra.Command) {
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Long += `
+Besides commands and flags, the scripts complete what the manager knows:
+task IDs (the ` + strconv.Itoa(completionTaskLimit) + ` most recent), delegate, token, API key, organization,
+project, connector and configuration names, and selectors. They ask the
+manager set by ` + EnvURL + ` and ` + EnvAPIKey + ` (or --url and --api-key on
+the command line) and offer nothing when it does not answer within ` + completionTimeout.String() + `.`
+			c.Example = `  source <(legate completion bash)
+  legate completion zsh > "${fpath[1]}/_legate"
+  legate completion fish > ~/.config/fish/completions/legate.fish`
+		}
+	}
 	root.SetFlagErrorFunc(flagError)
 	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(),
 		"{{if .Runnable}}", `{{if and .Runnable (not (index .Annotations "`+groupAnnotation+`"))}}`, 1))

@@ -172,7 +172,11 @@ func (a *app) taskLogsCmd() *cobra.Command {
 		ValidArgsFunction: a.complete(a.tasksLister(false)),
 		Short:             "Print a task's output",
 		Long: `Print the output of a task as the delegate captured it (secrets masked).
-With --follow, keep printing new output until the task finishes.`,
+With --follow, keep printing new output until the task finishes; if the
+manager cannot be reached meanwhile, say so on stderr and keep trying.
+
+The manager keeps the first and the last 4 MiB of each attempt's output;
+a marker in the output says how much was left out between them.`,
 		Example: `  legate task logs t_123
   legate task logs t_123 --follow`,
 		Args: cobra.ExactArgs(1),

@@ -63,6 +63,12 @@ connector's selectors (unless --selector is given) and its URL as a
 capability. --org (and --project) set the task's scope: only delegates whose
 scope covers it may run it.
 
+While the task waits in the queue for more than a second, task run says why
+on stderr (what legate task explain ID prints), and again when that
+changes. If the manager cannot be reached while it follows the task, it says
+so, keeps trying, and says when the manager is back. -o json (or --json) and
+-o yaml print only the final task object, not the output.
+
 Exit status: the script's exit code; 1 if the task failed without one,
 124 if it timed out, 130 if it was cancelled, 3 if no delegate took it (the
 reason for each delegate is printed; see also legate task explain ID).

@@ -51,6 +51,7 @@ func TestVersion(t *testing.T) {
 		{"--client", m.env(), []string{"version", "--client"}, build},
 		{"no manager configured", map[string]string{}, []string{"version"}, build},
 		{"--version", map[string]string{}, []string{"--version"}, build},
+		{"-v", map[string]string{}, []string{"-v"}, build},
 		{"-o yaml", m.env(), []string{"version", "-o", "yaml"}, "client:\n  version: v1.2.3\n  commit: \"0123456789abcdef\"\n  modified: true\n" +
 			"  go_version: go1.26.0\n  platform: linux/amd64\nmanager:\n  url: " + m.srv.URL + "\n  version: v9.9.9\n"},
 	}
