@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -16,18 +15,12 @@ import (
 	"github.com/legate-dev/legate/internal/cli"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
 var version = ""
 
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
+// buildVersion is the version that `legate version` prints, which the
+// manager reports and delegates register with.
+func buildVersion() string { return cli.ReadBuildInfo(version).Version }
 
 // stopper turns signals into a graceful stop (first SIGINT/SIGTERM cancels
 // the context) and a forced stop (the second closes Force).
@@ -66,13 +59,18 @@ and run scripts and API calls there.
   legate manager --data DIR       the manager (SQLite under DIR)
   legate delegate                 a delegate, configured by ACCOUNT_ID, DELEGATE_TOKEN,
                                   MANAGER_HOST_AND_PORT, DELEGATE_NAME, DELEGATE_TAGS …
-  legate task run --script 'echo hi'   run a task and watch it`,
-		Version:       buildVersion(),
+  legate task run --script 'echo hi'   run a task and watch it
+  legate version                  this binary's version, commit and Go version
+  legate completion bash          shell completion (also zsh, fish, powershell)
+
+The admin commands read the manager's URL and an API key from LEGATE_URL and
+LEGATE_API_KEY (a manager writes both to DATA/admin.env).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newManagerCmd(), newDelegateCmd(st, su), newDevCmd(st, su), newBenchCmd())
-	cli.AddCommands(root)
+	cli.AddCommands(root, cli.ReadBuildInfo(version))
+	cli.Finish(root)
 
 	err = root.ExecuteContext(ctx)
 	if err == nil {

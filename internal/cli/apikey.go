@@ -36,7 +36,7 @@ DATA/admin.env (as it does whenever the key there was revoked or lost).`,
 }
 
 func (a *app) apikeyCreateCmd() *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create an API key and print it",
@@ -56,23 +56,23 @@ the manager stores only its hash.`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return printJSON(out, k)
+			w := cmd.OutOrStdout()
+			if out.structured() {
+				return out.print(w, k)
 			}
 			if k.Value == "" {
 				return fmt.Errorf("create API key: the manager returned no key")
 			}
-			_, err = fmt.Fprintf(out, "Created API key %q. Use it as %s (or --api-key); it is not shown again:\n%s\n", k.Name, EnvAPIKey, k.Value)
+			_, err = fmt.Fprintf(w, "Created API key %q. Use it as %s (or --api-key); it is not shown again:\n%s\n", k.Name, EnvAPIKey, k.Value)
 			return err
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the key object (with its value) as JSON")
+	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }
 
 func (a *app) apikeyListCmd() *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -82,6 +82,7 @@ name, status ("current" marks the key this command used), when it was
 created and by which key ("-" for the manager itself), when it was last used
 (recorded about once a minute) and when it was revoked.`,
 		Example: `  legate apikey list
+  legate apikey list -o name
   legate apikey list --json | jq -r '.api_keys[] | select(.status == "active") | .name'`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
@@ -96,11 +97,24 @@ created and by which key ("-" for the manager itself), when it was last used
 			if list.APIKeys == nil {
 				list.APIKeys = []protocol.APIKey{}
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), list)
+			w := cmd.OutOrStdout()
+			switch {
+			case out.structured():
+				return out.print(w, list)
+			case out.is(formatName):
+				names := make([]string, len(list.APIKeys))
+				for i, k := range list.APIKeys {
+					names[i] = k.Name
+				}
+				return printNames(w, names...)
 			}
 			now := a.now()
-			t := newTable(cmd.OutOrStdout(), "NAME", "STATUS", "CREATED", "CREATED-BY", "LAST-USED", "REVOKED")
+			wide := out.is(formatWide)
+			header := []string{"NAME", "STATUS", "CREATED", "CREATED-BY", "LAST-USED", "REVOKED"}
+			if wide {
+				header = append(header, "OWNER", "CREATED-AT", "LAST-USED-AT", "REVOKED-AT")
+			}
+			t := newTable(w, header...)
 			for _, k := range list.APIKeys {
 				status := k.Status
 				if k.Current {
@@ -113,23 +127,28 @@ created and by which key ("-" for the manager itself), when it was last used
 						revoked += " by " + k.RevokedBy
 					}
 				}
-				t.row(k.Name, status, age(now, k.CreatedAt), k.CreatedBy, agePtr(now, k.LastUsedAt), revoked)
+				row := []string{k.Name, status, age(now, k.CreatedAt), k.CreatedBy, agePtr(now, k.LastUsedAt), revoked}
+				if wide {
+					row = append(row, k.OwnerKind+"/"+k.OwnerID, a.absTime(&k.CreatedAt), a.absTime(k.LastUsedAt), a.absTime(k.RevokedAt))
+				}
+				t.row(row...)
 			}
 			return t.flush()
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the key list as JSON")
+	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
 	return cmd
 }
 
 func (a *app) apikeyRevokeCmd() *cobra.Command {
 	var (
-		asJSON bool
-		force  bool
+		out   outputFlags
+		force bool
 	)
 	cmd := &cobra.Command{
-		Use:   "revoke NAME",
-		Short: "Revoke an API key on every manager at once",
+		Use:               "revoke NAME",
+		ValidArgsFunction: a.complete(apiKeysLister),
+		Short:             "Revoke an API key on every manager at once",
 		Long: `Revoke the API key NAME. Every manager sharing the database refuses it at
 once, with an error that says it was revoked. Revoking the key you are using
 is allowed while the account has another active key.
@@ -149,14 +168,14 @@ DATA/admin.env holds a revoked key writes a new key there when it starts.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), k)
+			if out.structured() {
+				return out.print(cmd.OutOrStdout(), k)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Revoked API key %q; every manager refuses it now.\n", k.Name)
 			return err
 		}),
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "revoke even the account's last active key (locks the account out until a manager restart writes a new key to DATA/admin.env)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the revoked key as JSON")
+	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }

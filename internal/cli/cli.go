@@ -78,21 +78,35 @@ type app struct {
 	now        func() time.Time
 	loc        *time.Location // for absolute times
 	httpClient *http.Client   // nil = the client package's default
+	build      BuildInfo      // what legate version prints
+
+	// queueNoticeAfter and explainEvery pace task run's notices about a
+	// queued task (0 = defaultQueueNoticeAfter, defaultExplainEvery).
+	queueNoticeAfter time.Duration
+	explainEvery     time.Duration
 }
 
 // AddCommands adds the admin commands (org, project, token, apikey,
-// delegates, connector, configuration, task) and the persistent flags --url and --api-key to root.
-// The flags fall back to LEGATE_URL and LEGATE_API_KEY.
-func AddCommands(root *cobra.Command) {
-	addCommands(root, &app{getenv: os.Getenv, now: time.Now, loc: time.Local})
+// delegates, connector, configuration, task, version) and the persistent
+// flags --url, --api-key and --ca-cert to root, which fall back to
+// LEGATE_URL, LEGATE_API_KEY and LEGATE_CA_CERT. It also gives root its
+// --version flag, which prints build as `legate version --client` does.
+func AddCommands(root *cobra.Command, build BuildInfo) {
+	addCommands(root, &app{getenv: os.Getenv, now: time.Now, loc: time.Local, build: build})
 }
 
 func addCommands(root *cobra.Command, a *app) {
+	if a.build.Version != "" {
+		root.Version = a.build.Version
+		root.SetVersionTemplate(versionTemplate(a.build.String()))
+		root.Flags().BoolP("version", "v", false, "print the version, the commit and the Go version (as legate version --client)")
+	}
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.url, "url", "", "manager URL, e.g. http://127.0.0.1:8080 (env "+EnvURL+")")
+	pf.StringVar(&a.url, "url", "", "manager URL, e.g. http://127.0.0.1:7460 or https://legate.example.com (env "+EnvURL+"; HOST:PORT means http://HOST:PORT)")
 	pf.StringVar(&a.apiKey, "api-key", "", "admin API key (env "+EnvAPIKey+")")
 	pf.StringVar(&a.caCert, "ca-cert", "", "PEM file of the CA that signed the manager's certificate, trusted besides the system roots (env "+EnvCACert+")")
-	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.apikeyCmd(), a.delegatesCmd(), a.connectorCmd(), a.configurationCmd(), a.taskCmd())
+	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.apikeyCmd(), a.delegatesCmd(), a.connectorCmd(), a.configurationCmd(), a.taskCmd(), a.versionCmd())
+	a.completeFlags(root)
 }
 
 // adminEnvHint says where a local manager's settings are.
@@ -100,12 +114,16 @@ const adminEnvHint = "a local manager writes both to DATA/admin.env: set -a; . D
 
 // client returns a client for the configured manager and API key.
 func (a *app) client() (*client.Client, error) {
-	u := a.url
+	u, from := a.url, "--url"
 	if u == "" {
-		u = a.getenv(EnvURL)
+		u, from = a.getenv(EnvURL), EnvURL
 	}
 	if u == "" {
 		return nil, &ExitError{Code: ExitUsage, Msg: "legate: no manager URL: set " + EnvURL + " or pass --url (" + adminEnvHint + ")"}
+	}
+	base, err := client.ParseManagerURL(u)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Msg: "legate: " + from + ": " + err.Error()}
 	}
 	key := a.apiKey
 	if key == "" {
@@ -120,7 +138,6 @@ func (a *app) client() (*client.Client, error) {
 		if ca == "" {
 			ca, caFrom = a.getenv(EnvCACert), EnvCACert
 		}
-		var err error
 		hc, err = transport.ForCLI(transport.CLIFiles{CA: ca, Cert: a.getenv(EnvClientCert), Key: a.getenv(EnvClientKey)}, transport.Hints{
 			AddCA:      "set " + EnvCACert + " (or --ca-cert) to the PEM file of the CA that signed the manager's certificate",
 			ClientCert: "set " + EnvClientCert + " and " + EnvClientKey + " to a certificate signed by the manager's --tls-client-ca and its key",
@@ -132,7 +149,7 @@ func (a *app) client() (*client.Client, error) {
 			return nil, &ExitError{Code: ExitUsage, Msg: "legate: " + err.Error()}
 		}
 	}
-	c, err := client.New(u, hc)
+	c, err := client.New(base, hc)
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Msg: "legate: " + err.Error() + " (check " + EnvURL + " or --url)"}
 	}

@@ -424,7 +424,7 @@ func TestMissingConfiguration(t *testing.T) {
 	}{
 		{"no URL", map[string]string{EnvAPIKey: testKey}, []string{"task", "list"}, EnvURL},
 		{"no key", map[string]string{EnvURL: m.srv.URL}, []string{"token", "list"}, EnvAPIKey},
-		{"bad URL", map[string]string{EnvURL: "localhost:8080", EnvAPIKey: testKey}, []string{"delegates", "list"}, "http://"},
+		{"bad URL", map[string]string{EnvURL: "localhost", EnvAPIKey: testKey}, []string{"delegates", "list"}, "http://"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -64,15 +64,24 @@ func readConfigurationScript(cmd *cobra.Command, path string) (string, error) {
 	return string(b), nil
 }
 
-// configurationTable writes configurations as a table.
-func (a *app) configurationTable(w io.Writer, cs []protocol.Configuration) error {
-	t := newTable(w, "NAME", "VERSION", "SCOPE", "SELECTORS", "SCRIPT", "UPDATED")
+// configurationTable writes configurations as a table; wide adds when each
+// was created.
+func (a *app) configurationTable(w io.Writer, cs []protocol.Configuration, wide bool) error {
+	header := []string{"NAME", "VERSION", "SCOPE", "SELECTORS", "SCRIPT", "UPDATED"}
+	if wide {
+		header = append(header, "CREATED")
+	}
+	t := newTable(w, header...)
 	for _, c := range cs {
 		sel := strings.Join(c.Selectors, ",")
 		if sel == "" {
 			sel = "(all delegates)"
 		}
-		t.row(c.Name, strconv.FormatInt(c.Version, 10), scope(c.Org, c.Project), sel, scriptSummary(c.Script), a.timestamp(&c.UpdatedAt))
+		row := []string{c.Name, strconv.FormatInt(c.Version, 10), scope(c.Org, c.Project), sel, scriptSummary(c.Script), a.timestamp(&c.UpdatedAt)}
+		if wide {
+			row = append(row, a.timestamp(&c.CreatedAt))
+		}
+		t.row(row...)
 	}
 	return t.flush()
 }
@@ -92,7 +101,7 @@ func scriptSummary(s string) string {
 
 func (a *app) configurationCreateCmd() *cobra.Command {
 	var (
-		asJSON       bool
+		out          outputFlags
 		script       string
 		selectors    []string
 		org, project string
@@ -134,8 +143,8 @@ delegates it applies to run it at once; others when they start.
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), conf)
+			if out.structured() {
+				return out.print(cmd.OutOrStdout(), conf)
 			}
 			where := ""
 			if conf.Org != "" {
@@ -150,7 +159,7 @@ delegates it applies to run it at once; others when they start.
 	fl.StringSliceVar(&selectors, "selector", nil, "apply only to delegates with this selector (repeatable, or comma-separated)")
 	fl.StringVar(&org, "org", "", "create the configuration at the level of this organization")
 	fl.StringVar(&project, "project", "", "create the configuration at the level of this project of --org")
-	fl.BoolVar(&asJSON, "json", false, "print the configuration as JSON")
+	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }
 
@@ -163,7 +172,7 @@ func selectorText(sel []string) string {
 }
 
 func (a *app) configurationListCmd() *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -173,7 +182,7 @@ selectors and script.
 
 ` + configurationRule,
 		Example: `  legate configuration list
-  legate configuration list --json | jq -r '.configurations[].name'`,
+  legate configuration list -o name`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -187,27 +196,37 @@ selectors and script.
 			if list.Configurations == nil {
 				list.Configurations = []protocol.Configuration{}
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), list)
+			w := cmd.OutOrStdout()
+			switch {
+			case out.structured():
+				return out.print(w, list)
+			case out.is(formatName):
+				names := make([]string, len(list.Configurations))
+				for i, c := range list.Configurations {
+					names[i] = c.Name
+				}
+				return printNames(w, names...)
 			}
 			if len(list.Configurations) == 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "No configurations. Create one with: legate configuration create NAME --script FILE")
 				return nil
 			}
-			return a.configurationTable(cmd.OutOrStdout(), list.Configurations)
+			return a.configurationTable(w, list.Configurations, out.is(formatWide))
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the configuration list as JSON")
+	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
 	return cmd
 }
 
 func (a *app) configurationGetCmd() *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Show one delegate configuration with its script",
-		Long:  `Show the configuration NAME: version, scope, selectors, times and the whole script.`,
+		Use:               "get NAME",
+		ValidArgsFunction: a.complete(configurationsLister),
+		Short:             "Show one delegate configuration with its script",
+		Long:              `Show the configuration NAME: version, scope, selectors, times and the whole script.`,
 		Example: `  legate configuration get build-tools
+  legate configuration get build-tools -o yaml
   legate configuration get build-tools --json | jq -r .script`,
 		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
@@ -219,10 +238,13 @@ func (a *app) configurationGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), conf)
-			}
 			w := cmd.OutOrStdout()
+			switch {
+			case out.structured():
+				return out.print(w, conf)
+			case out.is(formatName):
+				return printNames(w, conf.Name)
+			}
 			t := newTable(w, "Name:", conf.Name)
 			t.row("Version:", strconv.FormatInt(conf.Version, 10))
 			t.row("Scope:", scope(conf.Org, conf.Project))
@@ -236,7 +258,7 @@ func (a *app) configurationGetCmd() *cobra.Command {
 			return err
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the configuration as JSON")
+	out.add(cmd, formatJSON, formatYAML, formatName)
 	return cmd
 }
 
@@ -252,13 +274,14 @@ func indent(s, prefix string) string {
 
 func (a *app) configurationUpdateCmd() *cobra.Command {
 	var (
-		asJSON    bool
+		out       outputFlags
 		script    string
 		selectors []string
 	)
 	cmd := &cobra.Command{
-		Use:   "update NAME [--script FILE] [--selector S]...",
-		Short: "Change a delegate configuration's script or selectors",
+		Use:               "update NAME [--script FILE] [--selector S]...",
+		ValidArgsFunction: a.complete(configurationsLister),
+		Short:             "Change a delegate configuration's script or selectors",
 		Long: `Change the script and/or the selectors of the configuration NAME; its version
 goes up by one. Connected delegates it applies to (before or after the
 change) fetch it and run it again at once. --selector replaces all the
@@ -293,8 +316,8 @@ delegate).
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), conf)
+			if out.structured() {
+				return out.print(cmd.OutOrStdout(), conf)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Updated configuration %q to version %d (for %s).\n", conf.Name, conf.Version, escape(selectorText(conf.Selectors)))
 			return err
@@ -303,14 +326,15 @@ delegate).
 	fl := cmd.Flags()
 	fl.StringVar(&script, "script", "", `file with the new script ("-" = standard input)`)
 	fl.StringSliceVar(&selectors, "selector", nil, "the new selectors, replacing the old ones (repeatable, or comma-separated)")
-	fl.BoolVar(&asJSON, "json", false, "print the configuration as JSON")
+	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }
 
 func (a *app) configurationDeleteCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a delegate configuration",
+		Use:               "delete NAME",
+		ValidArgsFunction: a.complete(configurationsLister),
+		Short:             "Delete a delegate configuration",
 		Long: `Delete the configuration NAME. Nothing is undone on the delegates; those it
 applied to run the configuration that applies to them now, if another one
 does. What they last ran stays visible in legate delegates describe.`,

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"strconv"
@@ -31,11 +32,27 @@ succeeded for a connector is tried first (LAST-SUCCESS).`,
 	return cmd
 }
 
-// connectorTable writes connectors as a table.
-func connectorTable(c *cobra.Command, conns []protocol.Connector) error {
-	t := newTable(c.OutOrStdout(), "NAME", "URL", "TYPE", "SELECTORS", "LAST-SUCCESS")
+// printConnectors writes connectors as out asks, as a table by default.
+func (a *app) printConnectors(w io.Writer, out *outputFlags, conns []protocol.Connector) error {
+	if out.is(formatName) {
+		names := make([]string, len(conns))
+		for i, k := range conns {
+			names[i] = k.Name
+		}
+		return printNames(w, names...)
+	}
+	wide := out.is(formatWide)
+	header := []string{"NAME", "URL", "TYPE", "SELECTORS", "LAST-SUCCESS"}
+	if wide {
+		header = append(header, "CREATED", "CREATED-AT")
+	}
+	t := newTable(w, header...)
 	for _, k := range conns {
-		t.row(k.Name, k.URL, k.Type, strings.Join(k.Selectors, ","), k.LastSuccessDelegate)
+		row := []string{k.Name, k.URL, k.Type, strings.Join(k.Selectors, ","), k.LastSuccessDelegate}
+		if wide {
+			row = append(row, age(a.now(), k.CreatedAt), a.absTime(&k.CreatedAt))
+		}
+		t.row(row...)
 	}
 	return t.flush()
 }
@@ -70,7 +87,7 @@ const connectorURLNote = "on connector create, --url is the connector's endpoint
 
 func (a *app) connectorCreateCmd() *cobra.Command {
 	var (
-		asJSON    bool
+		out       outputFlags
 		urlFlag   repeatFlag
 		typ       string
 		selectors []string
@@ -115,8 +132,8 @@ Here --url is the connector's endpoint, so the manager's URL comes from
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), conn)
+			if out.structured() {
+				return out.print(cmd.OutOrStdout(), conn)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Created connector %q for %s.\n", conn.Name, escape(conn.URL))
 			return err
@@ -126,12 +143,12 @@ Here --url is the connector's endpoint, so the manager's URL comes from
 	fl.Var(&urlFlag, "url", "endpoint of the connector: an http:// or https:// URL (required; the manager URL comes from "+EnvURL+" here)")
 	fl.StringVar(&typ, "type", "", "kind of endpoint, e.g. kubernetes or git (a label)")
 	fl.StringSliceVar(&selectors, "selector", nil, "tasks that use the connector run only on delegates with this tag (repeatable)")
-	fl.BoolVar(&asJSON, "json", false, "print the connector as JSON")
+	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }
 
 func (a *app) connectorListCmd() *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -139,6 +156,7 @@ func (a *app) connectorListCmd() *cobra.Command {
 		Long: `List the account's connectors with their URL, type, selectors and the
 delegate that last succeeded for each (LAST-SUCCESS, tried first).`,
 		Example: `  legate connector list
+  legate connector list -o wide
   legate connector list --json | jq -r '.connectors[].url'`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
@@ -153,28 +171,30 @@ delegate that last succeeded for each (LAST-SUCCESS, tried first).`,
 			if list.Connectors == nil {
 				list.Connectors = []protocol.Connector{}
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), list)
+			w := cmd.OutOrStdout()
+			if out.structured() {
+				return out.print(w, list)
 			}
-			if len(list.Connectors) == 0 {
+			if len(list.Connectors) == 0 && !out.is(formatName) {
 				fmt.Fprintln(cmd.ErrOrStderr(), "No connectors. Create one with: legate connector create NAME --url URL")
 				return nil
 			}
-			return connectorTable(cmd, list.Connectors)
+			return a.printConnectors(w, &out, list.Connectors)
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the connector list as JSON")
+	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
 	return cmd
 }
 
 func (a *app) connectorGetCmd() *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Show one connector",
-		Long:  `Show the connector NAME: URL, type, selectors and the delegate that last succeeded for it.`,
+		Use:               "get NAME",
+		ValidArgsFunction: a.complete(connectorsLister),
+		Short:             "Show one connector",
+		Long:              `Show the connector NAME: URL, type, selectors and the delegate that last succeeded for it.`,
 		Example: `  legate connector get k8s-east
-  legate connector get k8s-east --json`,
+  legate connector get k8s-east -o yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -185,23 +205,24 @@ func (a *app) connectorGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), conn)
+			if out.structured() {
+				return out.print(cmd.OutOrStdout(), conn)
 			}
-			return connectorTable(cmd, []protocol.Connector{conn})
+			return a.printConnectors(cmd.OutOrStdout(), &out, []protocol.Connector{conn})
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the connector as JSON")
+	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
 	return cmd
 }
 
 func (a *app) connectorDeleteCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "delete NAME",
-		Short:   "Delete a connector",
-		Long:    `Delete the connector NAME. Tasks already submitted keep what they inherited from it.`,
-		Example: `  legate connector delete k8s-east`,
-		Args:    cobra.ExactArgs(1),
+		Use:               "delete NAME",
+		ValidArgsFunction: a.complete(connectorsLister),
+		Short:             "Delete a connector",
+		Long:              `Delete the connector NAME. Tasks already submitted keep what they inherited from it.`,
+		Example:           `  legate connector delete k8s-east`,
+		Args:              cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
 			if err != nil {

@@ -26,7 +26,7 @@ that share a name form one delegate group.`,
 }
 
 func (a *app) delegatesListCmd() *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -35,8 +35,11 @@ func (a *app) delegatesListCmd() *cobra.Command {
 project/ORG/PROJECT, from their token), tags, version, connection
 (websocket or polling), time since the last heartbeat, running tasks
 (running/capacity), the delegate configuration it last ran and its
-description (DELEGATE_DESCRIPTION).`,
+description (DELEGATE_DESCRIPTION). -o wide adds the instance ID, type,
+token, registration time and resource threshold, and shows descriptions
+whole; -o name prints each delegate (group) name once.`,
 		Example: `  legate delegates list
+  legate delegates list -o wide
   legate delegates list --json | jq '.delegates[] | select(.status == "connected") | .name'`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
@@ -51,25 +54,61 @@ description (DELEGATE_DESCRIPTION).`,
 			if list.Delegates == nil {
 				list.Delegates = []protocol.Delegate{}
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), list)
+			w := cmd.OutOrStdout()
+			switch {
+			case out.structured():
+				return out.print(w, list)
+			case out.is(formatName):
+				return printNames(w, delegateNames(list.Delegates)...)
 			}
 			if len(list.Delegates) == 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "No delegates. Create a token (legate token create NAME) and start one with it (legate delegate).")
 				return nil
 			}
-			now := a.now()
-			t := newTable(cmd.OutOrStdout(), "NAME", "HOSTNAME", "IP", "SCOPE", "TAGS", "VERSION", "STATUS", "CONNECTION", "LAST-HEARTBEAT", "RUNNING",
-				"CONFIGURATION", "DESCRIPTION")
-			for _, d := range list.Delegates {
-				t.row(d.Name, d.Hostname, d.IP, scope(d.Org, d.Project), strings.Join(d.Tags, ","), d.Version, delegateStatus(d),
-					d.Connection, agePtr(now, d.LastHeartbeat), running(d), d.Configuration, shorten(d.Description, 40))
-			}
-			return t.flush()
+			return a.delegateTable(w, list.Delegates, out.is(formatWide))
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the delegate list as JSON")
+	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
 	return cmd
+}
+
+// delegateTable writes delegate instances as a table; wide adds the
+// instance ID, type, token, registration time and threshold, and does not
+// shorten descriptions.
+func (a *app) delegateTable(w io.Writer, ds []protocol.Delegate, wide bool) error {
+	now := a.now()
+	header := []string{"NAME", "HOSTNAME", "IP", "SCOPE", "TAGS", "VERSION", "STATUS", "CONNECTION", "LAST-HEARTBEAT", "RUNNING",
+		"CONFIGURATION", "DESCRIPTION"}
+	if wide {
+		header = append(header, "INSTANCE-ID", "TYPE", "TOKEN", "REGISTERED", "OVER-THRESHOLD")
+	}
+	t := newTable(w, header...)
+	for _, d := range ds {
+		desc := d.Description
+		if !wide {
+			desc = shorten(desc, 40)
+		}
+		row := []string{d.Name, d.Hostname, d.IP, scope(d.Org, d.Project), strings.Join(d.Tags, ","), d.Version, delegateStatus(d),
+			d.Connection, agePtr(now, d.LastHeartbeat), running(d), d.Configuration, desc}
+		if wide {
+			row = append(row, d.InstanceID, d.Type, d.TokenName, age(now, d.RegisteredAt), d.OverThreshold)
+		}
+		t.row(row...)
+	}
+	return t.flush()
+}
+
+// delegateNames returns each delegate (group) name once, in list order.
+func delegateNames(ds []protocol.Delegate) []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, d := range ds {
+		if !seen[d.Name] {
+			seen[d.Name] = true
+			names = append(names, d.Name)
+		}
+	}
+	return names
 }
 
 // delegateStatus is the status with ",draining" when the delegate drains
@@ -105,10 +144,11 @@ func running(d protocol.Delegate) string {
 }
 
 func (a *app) delegatesDescribeCmd() *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
-		Use:   "describe NAME",
-		Short: "Show every instance of a delegate with its capability lists",
+		Use:               "describe NAME",
+		ValidArgsFunction: a.complete(delegatesLister),
+		Short:             "Show every instance of a delegate with its capability lists",
 		Long: `Show each instance of the delegate NAME: hostname, status, connection, scope,
 tags, running tasks and capacity, why it takes no tasks when it is over a
 resource threshold, and its capability lists:
@@ -144,8 +184,8 @@ with its version, exit code, time and an excerpt of its output.`,
 					d.Instances[i].Denylist = []protocol.CapabilityEntry{}
 				}
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), d)
+			if out.structured() {
+				return out.print(cmd.OutOrStdout(), d)
 			}
 			if d.Name == "" {
 				d.Name = args[0]
@@ -153,7 +193,7 @@ with its version, exit code, time and an excerpt of its output.`,
 			return a.printDelegateDetails(cmd.OutOrStdout(), d)
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the delegate's instances and lists as JSON")
+	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }
 

@@ -23,6 +23,9 @@ var testNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 const testKey = "adm_key"
 
+// testBuild is the build information of the tests' CLI.
+var testBuild = BuildInfo{Version: "v1.2.3", Commit: "0123456789abcdef", Modified: true, GoVersion: "go1.26.0", Platform: "linux/amd64"}
+
 // outcomeSpec says how the fake manager runs submitted tasks.
 type outcomeSpec struct {
 	chunks   []string
@@ -56,6 +59,7 @@ type fakeManager struct {
 	connectors   []protocol.Connector
 	connReqs     []protocol.CreateConnectorRequest
 	explanations map[string]protocol.Explanation
+	explainCalls int
 	details      map[string]protocol.DelegateDetails
 	confs        fakeConfigurations
 	apiKeys      []protocol.APIKey
@@ -79,6 +83,9 @@ func newFakeManager(t *testing.T, o outcomeSpec) *fakeManager {
 		defer m.mu.Unlock()
 		writeJSON(w, 200, protocol.DelegateList{Delegates: m.delegates})
 	})
+	mux.HandleFunc("GET /api/v1/whoami", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, protocol.WhoAmI{AccountID: "acc", Version: "v9.9.9"})
+	})
 	mux.HandleFunc("POST /api/v1/tasks", m.submit)
 	mux.HandleFunc("GET /api/v1/tasks", m.list)
 	mux.HandleFunc("GET /api/v1/tasks/{id}", func(w http.ResponseWriter, r *http.Request) {
@@ -90,6 +97,7 @@ func newFakeManager(t *testing.T, o outcomeSpec) *fakeManager {
 	mux.HandleFunc("GET /api/v1/tasks/{id}/explain", func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
+		m.explainCalls++
 		e, ok := m.explanations[r.PathValue("id")]
 		if !ok {
 			writeError(w, 404, protocol.CodeNotFound, "task "+r.PathValue("id")+" not found")
@@ -240,7 +248,8 @@ func (m *fakeManager) submit(w http.ResponseWriter, r *http.Request) {
 	id := fmt.Sprintf("t_%d", len(m.specs))
 	t := protocol.Task{ID: id, Type: spec.Type, Status: protocol.StatusQueued, Shell: spec.Shell, HTTP: spec.HTTP,
 		Selectors: spec.Selectors, CreatedAt: testNow, Org: spec.Org, Project: spec.Project,
-		Capabilities: spec.Capabilities, Connector: spec.Connector}
+		Capabilities: spec.Capabilities, Connector: spec.Connector, Env: spec.Env,
+		QueueTimeoutMS: spec.QueueTimeoutMS}
 	m.tasks[id] = t
 	writeJSON(w, 201, t)
 }
@@ -481,19 +490,44 @@ func runCLI(ctx context.Context, env map[string]string, stdin string, args ...st
 
 // runCLIOut is runCLI with a given stdout.
 func runCLIOut(ctx context.Context, env map[string]string, stdin string, out *notifyBuffer, args ...string) result {
+	return runCLIWith(ctx, env, stdin, out, newNotifyBuffer(), nil, args...)
+}
+
+// runCLIWith is runCLI with a given stdout and stderr (which the test may
+// read while the command runs) and, when mod is not nil, a change to the
+// app's settings.
+func runCLIWith(ctx context.Context, env map[string]string, stdin string, out, errOut *notifyBuffer, mod func(*app), args ...string) result {
 	root := &cobra.Command{Use: "legate", SilenceUsage: true, SilenceErrors: true}
-	addCommands(root, &app{
+	a := &app{
 		getenv: func(k string) string { return env[k] },
 		now:    func() time.Time { return testNow },
 		loc:    time.UTC,
-	})
-	var errb bytes.Buffer
+		build:  testBuild,
+	}
+	if mod != nil {
+		mod(a)
+	}
+	addCommands(root, a)
+	Finish(root)
 	root.SetArgs(args)
 	root.SetOut(out)
-	root.SetErr(&errb)
+	root.SetErr(errOut)
 	root.SetIn(bytes.NewBufferString(stdin))
 	err := root.ExecuteContext(ctx)
-	return result{stdout: out.String(), stderr: errb.String(), err: err}
+	return result{stdout: out.String(), stderr: errOut.String(), err: err}
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", d, what)
 }
 
 func intp(i int) *int { return &i }

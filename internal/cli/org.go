@@ -26,7 +26,7 @@ delegate serves every task.`,
 }
 
 func (a *app) orgCreateCmd() *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
 		Use:   "create ORG",
 		Short: "Create an organization",
@@ -43,26 +43,26 @@ func (a *app) orgCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), org)
+			if out.structured() {
+				return out.print(cmd.OutOrStdout(), org)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Created organization %q.\n", org.Name)
 			return err
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the organization as JSON")
+	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }
 
 func (a *app) orgListCmd() *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List organizations",
 		Long:    `List the account's organizations.`,
 		Example: `  legate org list
-  legate org list --json | jq -r '.orgs[].name'`,
+  legate org list -o name`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -76,29 +76,47 @@ func (a *app) orgListCmd() *cobra.Command {
 			if list.Orgs == nil {
 				list.Orgs = []protocol.Org{}
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), list)
+			w := cmd.OutOrStdout()
+			switch {
+			case out.structured():
+				return out.print(w, list)
+			case out.is(formatName):
+				names := make([]string, len(list.Orgs))
+				for i, o := range list.Orgs {
+					names[i] = o.Name
+				}
+				return printNames(w, names...)
 			}
 			if len(list.Orgs) == 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "No organizations. Create one with: legate org create ORG")
 				return nil
 			}
 			now := a.now()
-			t := newTable(cmd.OutOrStdout(), "NAME", "CREATED")
+			wide := out.is(formatWide)
+			header := []string{"NAME", "CREATED"}
+			if wide {
+				header = append(header, "CREATED-AT")
+			}
+			t := newTable(w, header...)
 			for _, o := range list.Orgs {
-				t.row(o.Name, age(now, o.CreatedAt))
+				row := []string{o.Name, age(now, o.CreatedAt)}
+				if wide {
+					row = append(row, a.absTime(&o.CreatedAt))
+				}
+				t.row(row...)
 			}
 			return t.flush()
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the organization list as JSON")
+	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
 	return cmd
 }
 
 func (a *app) orgDeleteCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "delete ORG",
-		Short: "Delete an organization",
+		Use:               "delete ORG",
+		ValidArgsFunction: a.complete(orgsLister),
+		Short:             "Delete an organization",
 		Long: `Delete the organization ORG. The manager refuses while it is in use (by
 projects, tokens that are not revoked, or queued or running tasks): delete,
 revoke or finish those first.`,
@@ -146,8 +164,8 @@ func needOrg(org, what string) error {
 
 func (a *app) projectCreateCmd() *cobra.Command {
 	var (
-		asJSON bool
-		org    string
+		out outputFlags
+		org string
 	)
 	cmd := &cobra.Command{
 		Use:   "create --org ORG PROJECT",
@@ -168,30 +186,32 @@ func (a *app) projectCreateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), p)
+			if out.structured() {
+				return out.print(cmd.OutOrStdout(), p)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Created project %q in organization %q.\n", p.Name, p.Org)
 			return err
 		}),
 	}
 	cmd.Flags().StringVar(&org, "org", "", "organization of the project (required)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the project as JSON")
+	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }
 
 func (a *app) projectListCmd() *cobra.Command {
 	var (
-		asJSON bool
-		org    string
+		out outputFlags
+		org string
 	)
 	cmd := &cobra.Command{
 		Use:     "list [--org ORG]",
 		Aliases: []string{"ls"},
 		Short:   "List projects",
-		Long:    `List the projects of one organization (--org) or of all of them.`,
+		Long: `List the projects of one organization (--org) or of all of them. With
+-o name, each line is ORG/PROJECT.`,
 		Example: `  legate project list
-  legate project list --org eng --json`,
+  legate project list --org eng -o yaml
+  legate project list -o name`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -205,34 +225,52 @@ func (a *app) projectListCmd() *cobra.Command {
 			if list.Projects == nil {
 				list.Projects = []protocol.Project{}
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), list)
+			w := cmd.OutOrStdout()
+			switch {
+			case out.structured():
+				return out.print(w, list)
+			case out.is(formatName):
+				names := make([]string, len(list.Projects))
+				for i, p := range list.Projects {
+					names[i] = p.Org + "/" + p.Name
+				}
+				return printNames(w, names...)
 			}
 			if len(list.Projects) == 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "No projects. Create one with: legate project create --org ORG PROJECT")
 				return nil
 			}
 			now := a.now()
-			t := newTable(cmd.OutOrStdout(), "ORG", "NAME", "CREATED")
+			wide := out.is(formatWide)
+			header := []string{"ORG", "NAME", "CREATED"}
+			if wide {
+				header = append(header, "CREATED-AT")
+			}
+			t := newTable(w, header...)
 			for _, p := range list.Projects {
-				t.row(p.Org, p.Name, age(now, p.CreatedAt))
+				row := []string{p.Org, p.Name, age(now, p.CreatedAt)}
+				if wide {
+					row = append(row, a.absTime(&p.CreatedAt))
+				}
+				t.row(row...)
 			}
 			return t.flush()
 		}),
 	}
 	cmd.Flags().StringVar(&org, "org", "", "only the projects of this organization")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the project list as JSON")
+	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
 	return cmd
 }
 
 func (a *app) projectDeleteCmd() *cobra.Command {
 	var org string
 	cmd := &cobra.Command{
-		Use:     "delete --org ORG PROJECT",
-		Short:   "Delete a project",
-		Long:    `Delete the project PROJECT of the organization ORG.`,
-		Example: `  legate project delete --org eng web`,
-		Args:    cobra.ExactArgs(1),
+		Use:               "delete --org ORG PROJECT",
+		ValidArgsFunction: a.complete(projectsLister),
+		Short:             "Delete a project",
+		Long:              `Delete the project PROJECT of the organization ORG.`,
+		Example:           `  legate project delete --org eng web`,
+		Args:              cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			if err := needOrg(org, "project delete"); err != nil {
 				return err

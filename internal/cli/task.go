@@ -8,9 +8,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -39,12 +41,16 @@ func (a *app) taskCmd() *cobra.Command {
 }
 
 func (a *app) taskGetCmd() *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
-		Use:   "get ID",
-		Short: "Show one task",
-		Long:  `Show a task's status, exit code, error, delegate, timings and payload.`,
+		Use:               "get ID",
+		ValidArgsFunction: a.complete(a.tasksLister(false)),
+		Short:             "Show one task",
+		Long: `Show a task's status, exit code, error, delegate, timings and payload.
+-o wide adds the whole script, the environment's values (secret values are
+never shown), the timeouts and the delegate instance.`,
 		Example: `  legate task get t_123
+  legate task get t_123 -o wide
   legate task get t_123 --json | jq .exit_code`,
 		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
@@ -56,18 +62,23 @@ func (a *app) taskGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), t)
+			w := cmd.OutOrStdout()
+			switch {
+			case out.structured():
+				return out.print(w, t)
+			case out.is(formatName):
+				return printNames(w, t.ID)
 			}
-			return a.printTask(cmd.OutOrStdout(), t)
+			return a.printTask(w, t, out.is(formatWide))
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the task object as JSON")
+	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
 	return cmd
 }
 
-// printTask writes one task as aligned "Key: value" lines.
-func (a *app) printTask(w io.Writer, t protocol.Task) error {
+// printTask writes one task as aligned "Key: value" lines; wide adds the
+// whole script, the environment's values, the timeouts and the instance.
+func (a *app) printTask(w io.Writer, t protocol.Task, wide bool) error {
 	tb := newTable(w, "ID:", t.ID)
 	tb.row("Status:", t.Status)
 	tb.row("Type:", t.Type)
@@ -101,7 +112,12 @@ func (a *app) printTask(w io.Writer, t protocol.Task) error {
 	tb.row("Started:", a.timestamp(t.StartedAt))
 	tb.row("Finished:", a.timestamp(t.FinishedAt))
 	tb.row("Duration:", taskDuration(a.now(), t))
-	if t.Shell != nil {
+	if wide {
+		tb.row("Timeout:", msDuration(t.TimeoutMS))
+		tb.row("Queue timeout:", msDuration(t.QueueTimeoutMS))
+		tb.row("Instance:", t.InstanceID)
+	}
+	if t.Shell != nil && !wide {
 		script := t.Shell.Script
 		if i := strings.IndexByte(script, '\n'); i >= 0 {
 			script = script[:i] + " ..."
@@ -120,21 +136,47 @@ func (a *app) printTask(w io.Writer, t protocol.Task) error {
 			names = append(names, k)
 		}
 		sort.Strings(names)
+		if wide {
+			for i, k := range names {
+				names[i] = k + "=" + t.Env[k]
+			}
+		}
 		tb.row("Env:", strings.Join(names, ", "))
 	}
 	if len(t.SecretEnvNames) > 0 {
 		tb.row("Secret env:", strings.Join(t.SecretEnvNames, ", "))
 	}
-	return tb.flush()
+	if err := tb.flush(); err != nil {
+		return err
+	}
+	if wide && t.Shell != nil {
+		if _, err := fmt.Fprintf(w, "Script:\n%s", indent(t.Shell.Script, "  ")); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
+	}
+	return nil
+}
+
+// msDuration renders a timeout in milliseconds; "" for 0.
+func msDuration(ms int64) string {
+	if ms <= 0 {
+		return ""
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
 }
 
 func (a *app) taskLogsCmd() *cobra.Command {
 	var follow bool
 	cmd := &cobra.Command{
-		Use:   "logs ID",
-		Short: "Print a task's output",
+		Use:               "logs ID",
+		ValidArgsFunction: a.complete(a.tasksLister(false)),
+		Short:             "Print a task's output",
 		Long: `Print the output of a task as the delegate captured it (secrets masked).
-With --follow, keep printing new output until the task finishes.`,
+With --follow, keep printing new output until the task finishes; if the
+manager cannot be reached meanwhile, say so on stderr and keep trying.
+
+The manager keeps the first and the last 4 MiB of each attempt's output;
+a marker in the output says how much was left out between them.`,
 		Example: `  legate task logs t_123
   legate task logs t_123 --follow`,
 		Args: cobra.ExactArgs(1),
@@ -144,7 +186,8 @@ With --follow, keep printing new output until the task finishes.`,
 				return err
 			}
 			ctx := cmd.Context()
-			_, err = c.StreamLogs(ctx, args[0], follow, rawOutput(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0]))
+			_, err = c.StreamLogsWith(ctx, args[0], client.StreamOptions{Follow: follow,
+				OnEvent: connectionNotices(cmd.ErrOrStderr(), c.BaseURL(), args[0])}, rawOutput(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0]))
 			if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				return &ExitError{Code: ExitInterrupted}
 			}
@@ -177,10 +220,11 @@ func rawOutput(out, stderr io.Writer, id string) func(protocol.LogStreamLine) er
 }
 
 func (a *app) taskCancelCmd() *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel a queued or running task",
+		Use:               "cancel ID",
+		ValidArgsFunction: a.complete(a.tasksLister(true)),
+		Short:             "Cancel a queued or running task",
 		Long: `Cancel a task. A queued task is cancelled at once; a running task's delegate
 is told to stop it.`,
 		Example: `  legate task cancel t_123`,
@@ -194,8 +238,8 @@ is told to stop it.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), t)
+			if out.structured() {
+				return out.print(cmd.OutOrStdout(), t)
 			}
 			if protocol.Terminal(t.Status) {
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "Task %s is %s.\n", escape(t.ID), escape(t.Status))
@@ -205,13 +249,13 @@ is told to stop it.`,
 			return err
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the task object as JSON")
+	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }
 
 func (a *app) taskListCmd() *cobra.Command {
 	var (
-		asJSON bool
+		out    outputFlags
 		status string
 		limit  int
 	)
@@ -219,9 +263,12 @@ func (a *app) taskListCmd() *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List recent tasks",
-		Long:    `List tasks, newest first, optionally only those in one status.`,
+		Long: `List tasks, newest first, optionally only those in one status. -o wide adds
+the scope, selectors, attempts, the delegate's hostname and the error; -o
+name prints only the IDs.`,
 		Example: `  legate task list
-  legate task list --status failed --limit 10`,
+  legate task list --status failed --limit 10 -o wide
+  legate task list --status queued -o name | xargs -n1 legate task cancel`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			if status != "" && !protocol.ValidStatus(status) {
@@ -241,37 +288,64 @@ func (a *app) taskListCmd() *cobra.Command {
 			if list.Tasks == nil {
 				list.Tasks = []protocol.Task{}
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), list)
+			w := cmd.OutOrStdout()
+			switch {
+			case out.structured():
+				return out.print(w, list)
+			case out.is(formatName):
+				ids := make([]string, len(list.Tasks))
+				for i, t := range list.Tasks {
+					ids[i] = t.ID
+				}
+				return printNames(w, ids...)
 			}
 			if len(list.Tasks) == 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "No tasks.")
 				return nil
 			}
-			now := a.now()
-			t := newTable(cmd.OutOrStdout(), "ID", "STATUS", "TYPE", "EXIT", "DELEGATE", "CREATED", "DURATION")
-			for _, task := range list.Tasks {
-				t.row(task.ID, task.Status, task.Type, exitCode(task), task.DelegateName, age(now, task.CreatedAt), taskDuration(now, task))
-			}
-			return t.flush()
+			return a.taskTable(w, list.Tasks, out.is(formatWide))
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the task list as JSON")
+	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
 	cmd.Flags().StringVar(&status, "status", "", "only tasks in this status ("+allStatuses()+")")
+	_ = cmd.RegisterFlagCompletionFunc("status", fixed(strings.Split(allStatuses(), ", ")...))
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many tasks (0 = the manager's default)")
 	return cmd
 }
 
+// taskTable writes tasks as a table; wide adds scope, selectors, attempts,
+// the delegate's hostname and the first line of the error.
+func (a *app) taskTable(w io.Writer, tasks []protocol.Task, wide bool) error {
+	now := a.now()
+	header := []string{"ID", "STATUS", "TYPE", "EXIT", "DELEGATE", "CREATED", "DURATION"}
+	if wide {
+		header = append(header, "HOSTNAME", "SCOPE", "SELECTORS", "ATTEMPTS", "ERROR")
+	}
+	t := newTable(w, header...)
+	for _, task := range tasks {
+		row := []string{task.ID, task.Status, task.Type, exitCode(task), task.DelegateName, age(now, task.CreatedAt), taskDuration(now, task)}
+		if wide {
+			errLine, _, _ := strings.Cut(strings.TrimSpace(task.Error), "\n")
+			row = append(row, task.DelegateHostname, scope(task.Org, task.Project), strings.Join(task.Selectors, ","),
+				strconv.Itoa(task.Attempts), shorten(errLine, 60))
+		}
+		t.row(row...)
+	}
+	return t.flush()
+}
+
 func (a *app) taskExplainCmd() *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
-		Use:   "explain ID",
-		Short: "Explain why a task runs where it runs, or waits",
+		Use:               "explain ID",
+		ValidArgsFunction: a.complete(a.tasksLister(false)),
+		Short:             "Explain why a task runs where it runs, or waits",
 		Long: `Explain, per delegate, whether it may run the task and which rules exclude it:
 disconnected, draining, scope, selectors, task_denied, capability_denied,
 capacity or threshold (checked in that order). "allowlisted" marks a
 delegate that validated the task's capabilities recently; it is preferred.
-A task that ended not_assigned is explained the same way.`,
+A task that ended not_assigned is explained the same way. -o wide adds each
+delegate's instance ID.`,
 		Example: `  legate task explain t_123
   legate task explain t_123 --json | jq '.delegates[] | select(.eligible)'`,
 		Args: cobra.ExactArgs(1),
@@ -287,30 +361,43 @@ A task that ended not_assigned is explained the same way.`,
 			if e.Delegates == nil {
 				e.Delegates = []protocol.DelegateVerdict{}
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return printJSON(out, e)
+			w := cmd.OutOrStdout()
+			if out.structured() {
+				return out.print(w, e)
 			}
 			summary := fmt.Sprintf("Task %s (%s)", e.TaskID, e.Status)
 			if s := strings.TrimSpace(e.Summary); s != "" {
 				summary += ": " + s
 			}
-			if _, err := fmt.Fprintln(out, escape(summary)); err != nil {
+			if _, err := fmt.Fprintln(w, escape(summary)); err != nil {
 				return fmt.Errorf("write output: %w", err)
 			}
 			if len(e.Delegates) == 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "No delegates to consider. Start one with a token: legate token create NAME, then legate delegate.")
 				return nil
 			}
-			t := newTable(out, "NAME", "HOSTNAME", "ELIGIBLE", "REASONS")
-			for _, v := range e.Delegates {
-				t.row(v.Name, v.Hostname, yesNo(v.Eligible), verdictReasons(v))
-			}
-			return t.flush()
+			return verdictTable(w, e.Delegates, out.is(formatWide))
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the explanation as JSON")
+	out.add(cmd, formatJSON, formatYAML, formatWide)
 	return cmd
+}
+
+// verdictTable writes one row per delegate instance; wide adds its ID.
+func verdictTable(w io.Writer, vs []protocol.DelegateVerdict, wide bool) error {
+	header := []string{"NAME", "HOSTNAME", "ELIGIBLE", "REASONS"}
+	if wide {
+		header = append(header, "INSTANCE-ID")
+	}
+	t := newTable(w, header...)
+	for _, v := range vs {
+		row := []string{v.Name, v.Hostname, yesNo(v.Eligible), verdictReasons(v)}
+		if wide {
+			row = append(row, v.InstanceID)
+		}
+		t.row(row...)
+	}
+	return t.flush()
 }
 
 func yesNo(b bool) string {

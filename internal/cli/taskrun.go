@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -36,7 +37,7 @@ type runFlags struct {
 	body         string
 	expectStatus int
 
-	asJSON bool
+	out    outputFlags
 	detach bool
 }
 
@@ -62,6 +63,12 @@ connector's selectors (unless --selector is given) and its URL as a
 capability. --org (and --project) set the task's scope: only delegates whose
 scope covers it may run it.
 
+While the task waits in the queue for more than a second, task run says why
+on stderr (what legate task explain ID prints), and again when that
+changes. If the manager cannot be reached while it follows the task, it says
+so, keeps trying, and says when the manager is back. -o json (or --json) and
+-o yaml print only the final task object, not the output.
+
 Exit status: the script's exit code; 1 if the task failed without one,
 124 if it timed out, 130 if it was cancelled, 3 if no delegate took it (the
 reason for each delegate is printed; see also legate task explain ID).
@@ -78,7 +85,7 @@ Ctrl-C stops following but leaves the task running.`,
 			if err != nil {
 				return err
 			}
-			return a.runTask(cmd, spec, f.asJSON, f.detach)
+			return a.runTask(cmd, spec, &f.out, f.detach)
 		}),
 	}
 	fl := cmd.Flags()
@@ -89,6 +96,7 @@ Ctrl-C stops following but leaves the task running.`,
 	fl.StringArrayVar(&f.env, "env", nil, "set an environment variable of the task, KEY=VALUE (repeatable)")
 	fl.StringArrayVar(&f.secretEnv, "secret-env", nil, "set a secret environment variable, KEY=VALUE, or KEY to take the value from your environment; masked in the output (repeatable)")
 	fl.StringVar(&f.typ, "type", "", "task type: shell or http (default: http with --http-url, else shell)")
+	_ = cmd.RegisterFlagCompletionFunc("type", fixed(protocol.TaskShell, protocol.TaskHTTP))
 	fl.StringVar(&f.org, "org", "", "organization of the task (default: account level)")
 	fl.StringVar(&f.project, "project", "", "project of the task within --org")
 	fl.StringArrayVar(&f.capabilities, "capability", nil, "the delegate must reach or have this: "+capabilityForms+" (repeatable)")
@@ -100,8 +108,8 @@ Ctrl-C stops following but leaves the task running.`,
 	fl.StringArrayVar(&f.headers, "header", nil, "HTTP header of an http task, NAME:VALUE (repeatable)")
 	fl.StringVar(&f.body, "body", "", "HTTP request body of an http task")
 	fl.IntVar(&f.expectStatus, "expect-status", 0, "HTTP status that counts as success (0 = any 2xx)")
-	fl.BoolVar(&f.asJSON, "json", false, "print only the final task object as JSON, not the output")
-	fl.BoolVar(&f.detach, "detach", false, "print the task ID (with --json: the queued task) and exit at once; the task keeps running")
+	fl.BoolVar(&f.detach, "detach", false, "print the task ID (with -o: the queued task) and exit at once; the task keeps running")
+	f.out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }
 
@@ -294,29 +302,41 @@ func readScript(stdin io.Reader, path string) (string, error) {
 
 // runTask submits spec, follows its output and turns its outcome into the
 // exit status.
-func (a *app) runTask(cmd *cobra.Command, spec protocol.TaskSpec, asJSON, detach bool) error {
+func (a *app) runTask(cmd *cobra.Command, spec protocol.TaskSpec, o *outputFlags, detach bool) error {
 	c, err := a.client()
 	if err != nil {
 		return err
 	}
 	ctx := cmd.Context()
-	out, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	out, stderr := cmd.OutOrStdout(), io.Writer(&syncWriter{w: cmd.ErrOrStderr()})
 	task, err := c.SubmitTask(ctx, spec)
 	if err != nil {
 		return err
 	}
+	asJSON := o.structured() // JSON or YAML: the task object instead of the output
 	if detach {
 		if asJSON {
-			return printJSON(out, task)
+			return o.print(out, task)
 		}
 		_, err := fmt.Fprintln(out, escape(task.ID))
 		return err
 	}
-	fn := rawOutput(out, stderr, task.ID)
+	show := rawOutput(out, stderr, task.ID)
 	if asJSON {
-		fn = func(protocol.LogStreamLine) error { return nil }
+		show = func(protocol.LogStreamLine) error { return nil }
 	}
-	final, err := c.StreamLogs(ctx, task.ID, true, fn)
+	// While no output comes, say why the task waits, if it does.
+	stopWatch := a.queueWatch(ctx, c, task, stderr)
+	defer stopWatch()
+	fn := func(l protocol.LogStreamLine) error {
+		if l.Chunk != nil {
+			stopWatch()
+		}
+		return show(l)
+	}
+	final, err := c.StreamLogsWith(ctx, task.ID, client.StreamOptions{Follow: true,
+		OnEvent: connectionNotices(stderr, c.BaseURL(), task.ID)}, fn)
+	stopWatch()
 	if err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintf(stderr, "legate: stopped following task %s; it keeps running (legate task cancel %s to stop it)\n", escape(task.ID), escape(task.ID))
@@ -325,7 +345,7 @@ func (a *app) runTask(cmd *cobra.Command, spec protocol.TaskSpec, asJSON, detach
 		return fmt.Errorf("task %s was submitted, but following it failed (legate task logs --follow %s): %w", task.ID, task.ID, err)
 	}
 	if asJSON {
-		if err := printJSON(out, final); err != nil {
+		if err := o.print(out, final); err != nil {
 			return err
 		}
 	}

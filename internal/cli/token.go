@@ -28,7 +28,7 @@ scope: account (the default), an organization (--org) or a project (--org and
 
 func (a *app) tokenCreateCmd() *cobra.Command {
 	var (
-		asJSON       bool
+		out          outputFlags
 		org, project string
 	)
 	cmd := &cobra.Command{
@@ -58,9 +58,9 @@ they serve only that project's tasks).`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return printJSON(out, tok)
+			w := cmd.OutOrStdout()
+			if out.structured() {
+				return out.print(w, tok)
 			}
 			if tok.Value == "" {
 				return fmt.Errorf("create token: the manager returned no token value")
@@ -69,25 +69,26 @@ they serve only that project's tasks).`,
 			if tok.Org != "" {
 				where = " (scope " + escape(scope(tok.Org, tok.Project)) + ")"
 			}
-			_, err = fmt.Fprintf(out, "Created delegate token %q%s. Start delegates with DELEGATE_TOKEN set to this value; it is not shown again:\n%s\n", tok.Name, where, tok.Value)
+			_, err = fmt.Fprintf(w, "Created delegate token %q%s. Start delegates with DELEGATE_TOKEN set to this value; it is not shown again:\n%s\n", tok.Name, where, tok.Value)
 			return err
 		}),
 	}
 	cmd.Flags().StringVar(&org, "org", "", "create the token at the level of this organization")
 	cmd.Flags().StringVar(&project, "project", "", "create the token at the level of this project of --org")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the token object (with its value) as JSON")
+	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }
 
 func (a *app) tokenListCmd() *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List delegate tokens",
 		Long:    `List the account's delegate tokens (names, scopes and states, never values).`,
 		Example: `  legate token list
-  legate token list --json`,
+  legate token list -o name
+  legate token list -o yaml`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -101,34 +102,52 @@ func (a *app) tokenListCmd() *cobra.Command {
 			if list.Tokens == nil {
 				list.Tokens = []protocol.Token{}
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), list)
+			w := cmd.OutOrStdout()
+			switch {
+			case out.structured():
+				return out.print(w, list)
+			case out.is(formatName):
+				names := make([]string, len(list.Tokens))
+				for i, tok := range list.Tokens {
+					names[i] = tok.Name
+				}
+				return printNames(w, names...)
 			}
 			if len(list.Tokens) == 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "No tokens. Create one with: legate token create NAME")
 				return nil
 			}
 			now := a.now()
-			t := newTable(cmd.OutOrStdout(), "NAME", "SCOPE", "STATUS", "CREATED", "REVOKED")
+			wide := out.is(formatWide)
+			header := []string{"NAME", "SCOPE", "STATUS", "CREATED", "REVOKED"}
+			if wide {
+				header = append(header, "CREATED-AT", "REVOKED-AT")
+			}
+			t := newTable(w, header...)
 			for _, tok := range list.Tokens {
 				revoked := ""
 				if tok.RevokedAt != nil {
 					revoked = age(now, *tok.RevokedAt)
 				}
-				t.row(tok.Name, scope(tok.Org, tok.Project), tok.Status, age(now, tok.CreatedAt), revoked)
+				row := []string{tok.Name, scope(tok.Org, tok.Project), tok.Status, age(now, tok.CreatedAt), revoked}
+				if wide {
+					row = append(row, a.absTime(&tok.CreatedAt), a.absTime(tok.RevokedAt))
+				}
+				t.row(row...)
 			}
 			return t.flush()
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the token list as JSON")
+	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
 	return cmd
 }
 
 func (a *app) tokenRevokeCmd() *cobra.Command {
-	var asJSON bool
+	var out outputFlags
 	cmd := &cobra.Command{
-		Use:   "revoke NAME",
-		Short: "Revoke a delegate token and disconnect its delegates",
+		Use:               "revoke NAME",
+		ValidArgsFunction: a.complete(tokensLister),
+		Short:             "Revoke a delegate token and disconnect its delegates",
 		Long: `Revoke the delegate token NAME. Delegates that registered with it are
 disconnected and cannot register again with it.`,
 		Example: `  legate token revoke ci`,
@@ -142,13 +161,13 @@ disconnected and cannot register again with it.`,
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), tok)
+			if out.structured() {
+				return out.print(cmd.OutOrStdout(), tok)
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Revoked delegate token %q; delegates that use it are disconnected.\n", tok.Name)
 			return err
 		}),
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the revoked token as JSON")
+	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }

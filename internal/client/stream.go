@@ -62,14 +62,62 @@ func (e permanentError) Unwrap() error { return e.err }
 // protocol.Code.Recoverable, e.g. not_found) are returned at once. An error
 // returned by fn stops the stream and is returned wrapped.
 func (c *Client) StreamLogs(ctx context.Context, id string, follow bool, fn func(protocol.LogStreamLine) error) (protocol.Task, error) {
+	return c.StreamLogsWith(ctx, id, StreamOptions{Follow: follow}, fn)
+}
+
+// StreamOptions are the options of StreamLogsWith. The zero value reads
+// the output stored so far, as StreamLogs without follow does.
+type StreamOptions struct {
+	// Follow keeps the stream open until the task is terminal and its log
+	// complete.
+	Follow bool
+	// OnEvent, when not nil, is told about the stream's connections: each
+	// answer of the manager, each break of an open stream and each failed
+	// attempt, before the wait for the next one. It is called on the
+	// goroutine of StreamLogsWith, so it must not block for long; a caller
+	// uses it to say that the manager is unreachable and when it is back.
+	OnEvent func(StreamEvent)
+}
+
+// StreamEvent is what happened to a log stream's connection.
+type StreamEvent struct {
+	// Kind says what happened.
+	Kind StreamEventKind
+	// Err is why the stream broke or the attempt failed (nil for
+	// StreamConnected).
+	Err error
+	// Retry is the wait before the next attempt (0 for StreamConnected).
+	Retry time.Duration
+}
+
+// StreamEventKind is the kind of a StreamEvent.
+type StreamEventKind int
+
+const (
+	// StreamConnected: the manager answered a (re)connection and the
+	// stream is open.
+	StreamConnected StreamEventKind = iota + 1
+	// StreamLost: an open stream broke; a new attempt follows after Retry.
+	StreamLost
+	// StreamFailed: an attempt got no answer (the manager is unreachable)
+	// or an error answer; another follows after Retry.
+	StreamFailed
+)
+
+// StreamLogsWith is StreamLogs with options.
+func (c *Client) StreamLogsWith(ctx context.Context, id string, opts StreamOptions, fn func(protocol.LogStreamLine) error) (protocol.Task, error) {
 	op := "stream logs of task " + id
 	if err := requireID("stream logs", "task ID", id); err != nil {
 		return protocol.Task{}, err
 	}
+	event := opts.OnEvent
+	if event == nil {
+		event = func(StreamEvent) {}
+	}
 	var pos streamPos
 	delay := c.backoffMin
 	for first := true; ; first = false {
-		task, st, err := c.streamOnce(ctx, id, follow, &pos, fn)
+		task, st, err := c.streamOnce(ctx, id, opts.Follow, &pos, fn, func() { event(StreamEvent{Kind: StreamConnected}) })
 		if err == nil {
 			return task, nil
 		}
@@ -88,6 +136,11 @@ func (c *Client) StreamLogs(ctx context.Context, id string, follow bool, fn func
 		}
 		sleep := delay/2 + rand.N(delay/2+1)
 		delay = min(delay*2, c.backoffMax)
+		kind := StreamFailed
+		if st != notConnected {
+			kind = StreamLost
+		}
+		event(StreamEvent{Kind: kind, Err: err, Retry: sleep})
 		t := time.NewTimer(sleep)
 		select {
 		case <-ctx.Done():
@@ -102,15 +155,16 @@ func (c *Client) StreamLogs(ctx context.Context, id string, follow bool, fn func
 type streamState int
 
 const (
-	notConnected streamState = iota // no 2xx answer
-	connected                       // a 2xx answer, no line yet
-	delivered                       // at least one line (a keep-alive counts)
+	notConnected    streamState = iota // no 2xx answer
+	streamConnected                    // a 2xx answer, no line yet
+	delivered                          // at least one line (a keep-alive counts)
 )
 
 // streamOnce opens the log stream once and reads it until the task line,
-// an error or its end.
+// an error or its end; connected is called when the manager answers with
+// the stream.
 func (c *Client) streamOnce(ctx context.Context, id string, follow bool, pos *streamPos,
-	fn func(protocol.LogStreamLine) error) (protocol.Task, streamState, error) {
+	fn func(protocol.LogStreamLine) error, connected func()) (protocol.Task, streamState, error) {
 	q := url.Values{}
 	if follow {
 		q.Set("follow", "1")
@@ -141,7 +195,8 @@ func (c *Client) streamOnce(ctx context.Context, id string, follow bool, pos *st
 		}
 		return protocol.Task{}, notConnected, err
 	}
-	st := connected
+	connected()
+	st := streamConnected
 
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	for {

@@ -200,6 +200,45 @@ func TestStreamLogsRetriesUnavailable(t *testing.T) {
 	}
 }
 
+// TestStreamLogsEvents: the caller hears of each connection, each break
+// and each failed attempt, in order, with the error and the wait.
+func TestStreamLogsEvents(t *testing.T) {
+	t.Parallel()
+	_, c := newStreamServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		switch n {
+		case 1:
+			send(w, chunk(1, 1))
+			panic(http.ErrAbortHandler)
+		case 2, 3:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"error":{"code":"unavailable","message":"restarting"}}`)
+		default:
+			send(w, chunk(1, 2), protocol.LogStreamLine{Task: finalTask(protocol.StatusSucceeded, 0)})
+		}
+	})
+	var kinds []StreamEventKind
+	var lines int
+	_, err := c.StreamLogsWith(t.Context(), "t_1", StreamOptions{Follow: true, OnEvent: func(e StreamEvent) {
+		kinds = append(kinds, e.Kind)
+		switch {
+		case e.Kind == StreamConnected && (e.Err != nil || e.Retry != 0):
+			t.Errorf("connected event %+v has an error or a wait", e)
+		case e.Kind != StreamConnected && (e.Err == nil || e.Retry <= 0):
+			t.Errorf("event %+v lacks the error or the wait", e)
+		case e.Kind == StreamFailed && !IsCode(e.Err, protocol.CodeUnavailable):
+			t.Errorf("failed event: %v, want the manager's unavailable error", e.Err)
+		}
+	}}, func(protocol.LogStreamLine) error { lines++; return nil })
+	if err != nil || lines != 3 {
+		t.Fatalf("err %v, %d lines", err, lines)
+	}
+	want := []StreamEventKind{StreamConnected, StreamLost, StreamFailed, StreamFailed, StreamConnected}
+	if d := cmp.Diff(want, kinds); d != "" {
+		t.Errorf("events (-want +got):\n%s", d)
+	}
+}
+
 func TestStreamLogsCleanEOFWithoutTaskReconnects(t *testing.T) {
 	t.Parallel()
 	_, c := newStreamServer(t, func(n int, w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// BuildInfo says which build of legate runs.
+type BuildInfo struct {
+	// Version is the version given at build time (-ldflags "-X
+	// main.version=v1.2.3"), else the main module's version as the go
+	// command stamped it (a tag, or a pseudo-version such as
+	// v0.0.0-20261123101500-0f85cf4e8c12+dirty), else "dev".
+	Version string `json:"version"`
+	// Commit is the VCS revision the binary was built from; empty when the
+	// build had no VCS information (go run, -buildvcs=false).
+	Commit string `json:"commit,omitempty"`
+	// Modified reports uncommitted changes in the build's working tree.
+	Modified bool `json:"modified,omitempty"`
+	// CommitTime is the time of the commit (RFC 3339), when known.
+	CommitTime string `json:"commit_time,omitempty"`
+	// GoVersion is the Go toolchain that built the binary.
+	GoVersion string `json:"go_version"`
+	// Platform is GOOS/GOARCH.
+	Platform string `json:"platform"`
+}
+
+// ReadBuildInfo returns the build information of the running binary;
+// ldVersion is the version set with -ldflags (empty when not set).
+func ReadBuildInfo(ldVersion string) BuildInfo {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		bi = nil
+	}
+	return buildInfoFrom(ldVersion, bi)
+}
+
+func buildInfoFrom(ldVersion string, bi *debug.BuildInfo) BuildInfo {
+	info := BuildInfo{Version: ldVersion, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	if bi == nil {
+		if info.Version == "" {
+			info.Version = "dev"
+		}
+		return info
+	}
+	if bi.GoVersion != "" {
+		info.GoVersion = bi.GoVersion
+	}
+	if info.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		info.Version = bi.Main.Version
+	}
+	if info.Version == "" {
+		info.Version = "dev"
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			info.Commit = s.Value
+		case "vcs.modified":
+			info.Modified, _ = strconv.ParseBool(s.Value)
+		case "vcs.time":
+			info.CommitTime = s.Value
+		}
+	}
+	return info
+}
+
+// String renders the build information as `legate version` prints it:
+// "legate VERSION" and one line each for the commit and Go.
+func (b BuildInfo) String() string {
+	s := "legate " + b.Version + "\n"
+	commit := b.Commit
+	switch {
+	case commit == "":
+		commit = "unknown (built without version control information)"
+	case b.Modified:
+		commit += " (with uncommitted changes)"
+	}
+	s += "commit: " + commit + "\n"
+	if b.CommitTime != "" {
+		s += "commit time: " + b.CommitTime + "\n"
+	}
+	return s + "go: " + b.GoVersion + " " + b.Platform + "\n"
+}
+
+// versionTemplate is a cobra version template that prints s as it is.
+func versionTemplate(s string) string { return "{{printf \"%s\" " + strconv.Quote(s) + "}}" }
+
+func (a *app) versionCmd() *cobra.Command {
+	var (
+		out        outputFlags
+		clientOnly bool
+	)
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version, commit and Go version of legate (and of the manager)",
+		Long: `Print the version of this legate binary, the commit it was built from and the
+Go version that built it. When a manager is configured (` + EnvURL + ` and
+` + EnvAPIKey + `, or --url and --api-key), also ask it for its version;
+--client skips that. "legate --version" prints the same as --client.`,
+		Example: `  legate version
+  legate version --client
+  legate version -o json`,
+		Args: cobra.NoArgs,
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			v := versionView{Client: a.build}
+			var mgrErr error
+			if !clientOnly && a.configured() {
+				v.Manager, mgrErr = a.managerVersion(cmd.Context())
+			}
+			w := cmd.OutOrStdout()
+			if out.structured() {
+				return out.print(w, v)
+			}
+			if _, err := io.WriteString(w, a.build.String()); err != nil {
+				return fmt.Errorf("write output: %w", err)
+			}
+			switch {
+			case v.Manager != nil:
+				_, err := fmt.Fprintf(w, "manager: %s at %s\n", escape(v.Manager.Version), escape(v.Manager.URL))
+				return err
+			case mgrErr != nil:
+				fmt.Fprintln(cmd.ErrOrStderr(), "legate: the manager's version is unknown: "+escapeLines(mgrErr.Error()))
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().BoolVar(&clientOnly, "client", false, "print only this binary's version; do not ask the manager")
+	out.add(cmd, "json", "yaml")
+	return cmd
+}
+
+// versionView is what `legate version -o json` prints.
+type versionView struct {
+	Client  BuildInfo       `json:"client"`
+	Manager *managerVersion `json:"manager,omitempty"`
+}
+
+type managerVersion struct {
+	URL     string `json:"url"`
+	Version string `json:"version"`
+}
+
+// configured reports whether a manager URL and an API key are set.
+func (a *app) configured() bool {
+	return (a.url != "" || a.getenv(EnvURL) != "") && (a.apiKey != "" || a.getenv(EnvAPIKey) != "")
+}
+
+// managerVersion asks the configured manager for its version, briefly.
+func (a *app) managerVersion(ctx context.Context) (*managerVersion, error) {
+	c, err := a.client()
+	if err != nil {
+		var ee *ExitError
+		if errors.As(err, &ee) && ee.Msg != "" {
+			err = errors.New(strings.TrimPrefix(ee.Msg, "legate: "))
+		}
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	who, err := c.WhoAmI(ctx)
+	if err != nil {
+		return nil, errors.New(managerProblem(c.BaseURL(), err))
+	}
+	return &managerVersion{URL: c.BaseURL(), Version: who.Version}, nil
+}
