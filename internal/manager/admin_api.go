@@ -109,7 +109,7 @@ func (m *Manager) handleCreateToken(w http.ResponseWriter, r *http.Request, acct
 	t := store.Token{ID: newID("k_"), AccountID: acct, Name: req.Name, Hash: hashSecret(value), CreatedAt: m.cfg.Now(), Org: req.Org, Project: req.Project}
 	if err := m.st.CreateToken(r.Context(), t); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			writeError(w, http.StatusConflict, protocol.CodeConflict, "a token named %q already exists (revoked tokens keep their name); choose another name", req.Name)
+			writeError(w, http.StatusConflict, protocol.CodeConflict, "a token named %q already exists (its value is shown only when it is created, and a revoked token keeps its name): choose another name", req.Name)
 			return
 		}
 		storeError(w, err, "token")
