@@ -146,8 +146,8 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	}
 	m, err := manager.New(ctx, st, manager.Config{
 		HeartbeatInterval: f.heartbeat, APIKeyCacheTTL: f.apiKeyTTL, Version: buildVersion(), Logger: log, TLS: tlsConf,
-		PruneDelegatesAfter: prune,
 		ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxConnections: f.maxConnections,
+		PruneDelegatesAfter: prune,
 	})
 	if err != nil {
 		ln.Close()
