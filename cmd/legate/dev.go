@@ -89,6 +89,7 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 			var termLevel slog.Level
 			_ = termLevel.UnmarshalText([]byte(f.logLevel)) // checked by newLogger
 			dlog := devDelegateLogger(log, termLevel, logFile)
+			registered := make(chan struct{}) // closed once, by Run
 			a, err := delegate.New(delegate.Options{
 				Config: config.Delegate{
 					AccountID: admin.AccountID, Token: token, ManagerURLs: []string{publicURL(ln.Addr(), false)},
@@ -98,6 +99,7 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 				HTTPAddr: httpAddr("127.0.0.1", delegateHTTPPort), Environ: su.environ(),
 				TaskIsolation: os.Getenv("LEGATE_TASK_ISOLATION"),
 				MaskValues:    []string{admin.APIKey},
+				Registered:    func() { close(registered) },
 			})
 			if err != nil {
 				return err
@@ -108,8 +110,17 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 			var merr error
 			wg.Add(1)
 			go func() { defer wg.Done(); merr = m.Run(mctx, ln) }()
-			fmt.Fprint(cmd.OutOrStdout(), devBanner(admin, f.data, delegateHTTPPort, thisCLI()))
-			derr := a.Run(ctx)
+			// The banner comes once the dev delegate is registered, so
+			// that the commands it suggests find it.
+			errc := make(chan error, 1)
+			go func() { errc <- a.Run(ctx) }()
+			var derr error
+			select {
+			case <-registered:
+				fmt.Fprint(cmd.OutOrStdout(), devBanner(admin, f.data, delegateHTTPPort, thisCLI()))
+				derr = <-errc
+			case derr = <-errc: // stopped, or failed, before it registered
+			}
 			stopManager()
 			wg.Wait()
 			return errors.Join(derr, merr)
