@@ -72,7 +72,7 @@ func peakRSS(t testing.TB, pid int) int64 {
 
 const mib = 1 << 20
 
-var omittedRE = regexp.MustCompile(`\n\[legate: (\d+) bytes of output omitted\]\n`)
+var omittedRE = regexp.MustCompile(`\n\[legate: (\d+) bytes of output omitted here: a task's stored output keeps its first and last 4 MiB\]\n`)
 
 // checkHeadAndTail checks that out, the stored output of seqScript(total),
 // is exactly its first h bytes, the omitted marker for the n bytes in

@@ -213,7 +213,7 @@ func TestE2EIdentityAcrossIPChange(t *testing.T) {
 		var instances []protocol.Delegate
 		eventually(t, 30*time.Second, tt.name+" connected with the new IP", func() bool {
 			instances = nil
-			for _, d := range c.delegates() {
+			for _, d := range c.allDelegates() { // the first stopped and deregistered
 				if d.Name == tt.name {
 					instances = append(instances, d)
 				}

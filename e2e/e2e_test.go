@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -265,8 +266,16 @@ func TestSigtermDrainsRunningTasks(t *testing.T) {
 	if !strings.Contains(logs, "finished cleanly") {
 		t.Errorf("logs = %q", logs)
 	}
-	if d, _ := c.findDelegate("drain-host"); d.Status != protocol.DelegateDisconnected {
-		t.Errorf("after deregistering, delegate status = %s", d.Status)
+	// It deregistered: it leaves the listing, and --all shows it so.
+	if d, ok := c.findDelegate("drain-host"); ok {
+		t.Errorf("after deregistering, the delegate is still listed: %+v", d)
+	}
+	var all protocol.DelegateList
+	if err := json.Unmarshal([]byte(c.mustCLI("delegates", "list", "--all", "--json")), &all); err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Delegates) != 1 || all.Delegates[0].Hostname != "drain-host" || all.Delegates[0].Status != protocol.DelegateDeregistered {
+		t.Errorf("delegates list --all after deregistering: %+v", all.Delegates)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -79,6 +79,12 @@ type managerFlags struct {
 	maxConnections                         int
 	// TLS (legate manager only).
 	tls transport.ServerFiles
+	// pruneAfter: instances out of contact for longer are removed; 0 =
+	// never (legate dev: 6h).
+	pruneAfter time.Duration
+	// listenFallback: when listen is taken, listen on a free port of the
+	// same host instead (legate dev without --listen).
+	listenFallback bool
 }
 
 // startManager opens the store, bootstraps the account and starts the
@@ -113,10 +119,10 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	if err != nil {
 		return nil, manager.Admin{}, nil, nil, fmt.Errorf("open store: %w", err)
 	}
-	ln, err := net.Listen("tcp", f.listen)
+	ln, err := listen(f.listen, f.listenFallback, log)
 	if err != nil {
 		st.Close()
-		return nil, manager.Admin{}, nil, nil, fmt.Errorf("listen on %s: %w", f.listen, err)
+		return nil, manager.Admin{}, nil, nil, err
 	}
 	if tlsConf != nil {
 		log.Info("serving HTTPS and WSS", "cert", f.tls.Cert, "client_certificates_required", f.tls.ClientCA != "")
@@ -134,9 +140,14 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 		st.Close()
 		return nil, admin, nil, nil, err
 	}
+	prune := f.pruneAfter
+	if prune == 0 {
+		prune = -1 // never
+	}
 	m, err := manager.New(ctx, st, manager.Config{
 		HeartbeatInterval: f.heartbeat, APIKeyCacheTTL: f.apiKeyTTL, Version: buildVersion(), Logger: log, TLS: tlsConf,
 		ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxConnections: f.maxConnections,
+		PruneDelegatesAfter: prune,
 	})
 	if err != nil {
 		ln.Close()
@@ -226,7 +237,30 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 	cmd.Flags().DurationVar(&f.writeTimeout, "write-timeout", 60*time.Second, "a request must be answered within this long after its headers, plus --read-timeout when it has a body (streams: each write), or the connection is closed")
 	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "close a keep-alive connection that carries no request for this long")
 	cmd.Flags().IntVar(&f.maxConnections, "max-connections", 0, "connections served at once; past it new ones wait and idle ones are closed (0 = from the descriptor limit, ulimit -n)")
+	cmd.Flags().DurationVar(&f.pruneAfter, "prune-delegates-after", defaultPruneAfter, "remove delegate instances out of contact (stopped, or silent) for longer than this; 0 = never")
 	return cmd
+}
+
+// defaultPruneAfter is how long a delegate instance out of contact is kept.
+const defaultPruneAfter = 6 * time.Hour
+
+// listen listens on addr. When fallback is set and addr is in use, it
+// listens on a free port of the same host instead, and says so.
+func listen(addr string, fallback bool, log *slog.Logger) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln, nil
+	}
+	if fallback && errors.Is(err, syscall.EADDRINUSE) {
+		host, _, splitErr := net.SplitHostPort(addr)
+		if splitErr == nil {
+			if ln, err2 := net.Listen("tcp", net.JoinHostPort(host, "0")); err2 == nil {
+				log.Warn(addr+" is in use (another legate?): listening on a free port instead; --listen chooses the address", "addr", ln.Addr().String())
+				return ln, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("listen on %s: %w", addr, err)
 }
 
 // maxHeartbeatInterval keeps the liveness window (3 intervals) and leases
@@ -248,6 +282,9 @@ func (f managerFlags) check() error {
 	}
 	if f.maxConnections < 0 {
 		return fmt.Errorf("--max-connections %d: want 0 (from the descriptor limit) or a positive number", f.maxConnections)
+	}
+	if least := 2 * 3 * f.heartbeat; f.pruneAfter != 0 && f.pruneAfter < least {
+		return fmt.Errorf("--prune-delegates-after %s: use 0 (never) or at least %s, twice the liveness window (3 heartbeat intervals)", f.pruneAfter, least)
 	}
 	return nil
 }
@@ -451,15 +488,6 @@ func httpAddr(host string, port int) string {
 	return net.JoinHostPort(host, strconv.Itoa(port))
 }
 
-// devDelegateHTTP describes the dev delegate's health and metrics server
-// for the banner.
-func devDelegateHTTP(port int) string {
-	if port == 0 {
-		return "; delegate: off (DELEGATE_HTTP_PORT=0)"
-	}
-	return fmt.Sprintf(", http://127.0.0.1:%d/metrics and /readyz (delegate)", port)
-}
-
 func splitTags(s string) []string {
 	var out []string
 	for _, t := range strings.Split(s, ",") {
@@ -468,134 +496,4 @@ func splitTags(s string) []string {
 		}
 	}
 	return out
-}
-
-func newDevCmd(stop *stopper, su *startup) *cobra.Command {
-	var f managerFlags
-	cmd := &cobra.Command{
-		Use:   "dev",
-		Short: "Run a manager and one delegate in one process, to try legate",
-		Long: `Run a manager with an embedded SQLite store under ./.legate-dev/ (or --data)
-and one delegate connected to it, in one process. Nothing else to install.
-It prints the URL, account ID and API key, and an example to copy. Ctrl-C stops
-both cleanly; running again on the same directory keeps everything. Task
-secrets are sealed at rest with the master key in DATA/master.key (created on
-first start) unless LEGATE_MASTER_KEY is set; see docs/secrets-at-rest.md.
-
-Dev mode serves plain HTTP on loopback: to try TLS, proxies or client
-certificates, run legate manager --tls-cert … and legate delegate.`,
-		Example: `  legate dev
-  # in another terminal:
-  set -a; . .legate-dev/admin.env; set +a
-  legate task run --script 'echo hello from $(hostname)'`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			// The dev delegate runs tasks in this process's children:
-			// restart without the credentials in the environment first.
-			exposed := su.guard()
-			log, err := newLogger(f.logLevel)
-			if err != nil {
-				return err
-			}
-			warnExposed(log, exposed)
-			ctx := cmd.Context()
-			f.lookupEnv = su.lookupEnv
-			m, admin, ln, st, err := startManager(ctx, f, log)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			token, err := devToken(ctx, st, f.data, admin)
-			if err != nil {
-				return err
-			}
-			// The dev delegate serves health and metrics on loopback, on
-			// DELEGATE_HTTP_PORT (3460 unless set; 0 turns it off).
-			httpPort, err := config.HTTPPortFromEnv(su.lookupEnv)
-			if err != nil {
-				return err
-			}
-			// The dev delegate's http tasks honor the proxy variables.
-			proxy, err := config.ReadProxy(su.lookupEnv)
-			if err != nil {
-				return err
-			}
-			workDir := filepath.Join(f.data, "delegate")
-			if err := os.MkdirAll(workDir, 0o700); err != nil {
-				return err
-			}
-			logFile, err := openDelegateLog(workDir)
-			if err != nil {
-				return err
-			}
-			defer logFile.Close()
-			var termLevel slog.Level
-			_ = termLevel.UnmarshalText([]byte(f.logLevel)) // checked by newLogger
-			dlog := devDelegateLogger(log, termLevel, logFile)
-			a, err := delegate.New(delegate.Options{
-				Config: config.Delegate{
-					AccountID: admin.AccountID, Token: token, ManagerURLs: []string{publicURL(ln.Addr(), false)},
-					Name: "dev-delegate", Type: "SHELL", Tags: []string{"dev"}, Proxy: proxy,
-				},
-				WorkDir: workDir, Grace: 10 * time.Second, Version: buildVersion(), Logger: dlog, ForceStop: stop.Force,
-				HTTPAddr: httpAddr("127.0.0.1", httpPort), Environ: su.environ(),
-				TaskIsolation: os.Getenv("LEGATE_TASK_ISOLATION"),
-				MaskValues:    []string{admin.APIKey},
-			})
-			if err != nil {
-				return err
-			}
-			mctx, stopManager := context.WithCancel(context.WithoutCancel(ctx))
-			defer stopManager()
-			var wg sync.WaitGroup
-			var merr error
-			wg.Add(1)
-			go func() { defer wg.Done(); merr = m.Run(mctx, ln) }()
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, `
-legate dev is running.
-
-  URL         %s
-  account ID  %s
-  API key     %s
-  data        %s
-  metrics     %s/metrics (manager)%s
-
-Try it from another terminal:
-
-  set -a; . %s; set +a
-  legate delegates list
-  legate task run --script 'echo hello from $(hostname); uname -a'
-
-Press Ctrl-C to stop.
-
-`, admin.URL, admin.AccountID, admin.APIKey, f.data, admin.URL, devDelegateHTTP(httpPort), admin.EnvFile)
-			derr := a.Run(ctx)
-			stopManager()
-			wg.Wait()
-			return errors.Join(derr, merr)
-		},
-	}
-	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:7460", "address to listen on")
-	cmd.Flags().StringVar(&f.data, "data", ".legate-dev", "data directory")
-	cmd.Flags().DurationVar(&f.heartbeat, "heartbeat-interval", 10*time.Second, "how often delegates heartbeat")
-	cmd.Flags().StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
-	return cmd
-}
-
-// devToken returns the dev delegate's token, creating it on first start and
-// keeping it in DATA/dev-delegate.token (mode 0600).
-func devToken(ctx context.Context, st *store.Store, dataDir string, admin manager.Admin) (string, error) {
-	path := filepath.Join(dataDir, "dev-delegate.token")
-	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) != "" {
-		return strings.TrimSpace(string(b)), nil
-	}
-	value, err := manager.IssueToken(ctx, st, admin.AccountID, fmt.Sprintf("dev-%d", time.Now().Unix()), time.Now())
-	if err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(path, []byte(value+"\n"), 0o600); err != nil {
-		return "", err
-	}
-	return value, nil
 }

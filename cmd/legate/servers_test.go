@@ -51,6 +51,7 @@ func TestManagerFlagsCheck(t *testing.T) {
 		"negative write timeout":   {func(f *managerFlags) { f.writeTimeout = -time.Second }, "--write-timeout -1s"},
 		"zero idle timeout":        {func(f *managerFlags) { f.idleTimeout = 0 }, "--idle-timeout"},
 		"negative connections":     {func(f *managerFlags) { f.maxConnections = -1 }, "--max-connections -1"},
+		"prune before the window":  {func(f *managerFlags) { f.pruneAfter = 30 * time.Second }, "--prune-delegates-after 30s: use 0 (never) or at least 1m0s"},
 	} {
 		f := ok
 		tc.mod(&f)

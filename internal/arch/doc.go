@@ -1,4 +1,4 @@
 // Package arch holds no code: its tests enforce the layout rules of
-// DESIGN §9 (which internal packages may import which, stdlib-only
+// docs/design.md §9 (which internal packages may import which, stdlib-only
 // protocol, and a doc comment on every package).
 package arch

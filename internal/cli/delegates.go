@@ -17,16 +17,25 @@ func (a *app) delegatesCmd() *cobra.Command {
 		Use:   "delegates",
 		Short: "Show the delegates connected to the manager",
 		Long: `Show delegate instances: one row per running delegate process. Replicas
-that share a name form one delegate group.`,
+that share a name form one delegate group.
+
+A delegate that stops cleanly (Ctrl-C or SIGTERM) deregisters and leaves
+the listing (list --all still shows it); delete removes a stopped delegate
+at once; the manager removes by itself the instances out of contact for
+longer than its --prune-delegates-after (6h by default).`,
 		Example: `  legate delegates list
-  legate delegates describe build`,
+  legate delegates describe build
+  legate delegates delete build`,
 	}
-	cmd.AddCommand(a.delegatesListCmd(), a.delegatesDescribeCmd())
+	cmd.AddCommand(a.delegatesListCmd(), a.delegatesDescribeCmd(), a.delegatesDeleteCmd())
 	return cmd
 }
 
 func (a *app) delegatesListCmd() *cobra.Command {
-	var out outputFlags
+	var (
+		out outputFlags
+		all bool
+	)
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -37,9 +46,13 @@ project/ORG/PROJECT, from their token), tags, version, connection
 (running/capacity), the delegate configuration it last ran and its
 description (DELEGATE_DESCRIPTION). -o wide adds the instance ID, type,
 token, registration time and resource threshold, and shows descriptions
-whole; -o name prints each delegate (group) name once.`,
+whole; -o name prints each delegate (group) name once.
+
+Instances that stopped cleanly and deregistered are left out; --all lists
+them too, with the status deregistered, until the manager prunes them.`,
 		Example: `  legate delegates list
   legate delegates list -o wide
+  legate delegates list --all
   legate delegates list --json | jq '.delegates[] | select(.status == "connected") | .name'`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
@@ -47,7 +60,11 @@ whole; -o name prints each delegate (group) name once.`,
 			if err != nil {
 				return err
 			}
-			list, err := c.ListDelegates(cmd.Context())
+			listDelegates := c.ListDelegates
+			if all {
+				listDelegates = c.ListAllDelegates
+			}
+			list, err := listDelegates(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -69,6 +86,61 @@ whole; -o name prints each delegate (group) name once.`,
 		}),
 	}
 	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
+	cmd.Flags().BoolVar(&all, "all", false, "also list the instances that stopped and deregistered")
+	return cmd
+}
+
+func (a *app) delegatesDeleteCmd() *cobra.Command {
+	var out outputFlags
+	cmd := &cobra.Command{
+		Use:     "delete NAME",
+		Aliases: []string{"rm"},
+		Short:   "Remove a stopped delegate: every instance of it",
+		Long: `Remove every instance of the delegate NAME from the manager, with their
+capability lists and configuration results. Tasks keep the name and
+hostname of the delegate that ran them.
+
+A delegate with an instance connected, or running a task, is not removed:
+stop it first (Ctrl-C or SIGTERM: it finishes its tasks and deregisters),
+or revoke its token to disconnect it (legate token revoke). A delegate
+started again after its deletion registers as a new instance.
+
+There is no need to delete what stopped: deregistered instances are left
+out of legate delegates list, and the manager removes by itself the
+instances out of contact for longer than --prune-delegates-after (6h).`,
+		Example: `  legate delegates delete build`,
+		Args:    cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			del, err := c.DeleteDelegate(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if del.Instances == nil {
+				del.Instances = []protocol.Delegate{}
+			}
+			if out.structured() {
+				return out.print(cmd.OutOrStdout(), del)
+			}
+			hosts := make([]string, 0, len(del.Instances))
+			for _, in := range del.Instances {
+				hosts = append(hosts, in.Hostname)
+			}
+			noun := "instances"
+			if len(hosts) == 1 {
+				noun = "instance"
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Deleted delegate %q (%d %s: %s).\n", del.Name, len(hosts), noun, escape(strings.Join(hosts, ", ")))
+			if err != nil {
+				return fmt.Errorf("write output: %w", err)
+			}
+			return nil
+		}),
+	}
+	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }
 

@@ -81,11 +81,22 @@ func newFakeManager(t *testing.T, o outcomeSpec) *fakeManager {
 	mux.HandleFunc("GET /api/v1/delegates", func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		writeJSON(w, 200, protocol.DelegateList{Delegates: m.delegates})
+		all := r.URL.Query().Get(protocol.QueryAll) == "true"
+		list := protocol.DelegateList{Delegates: []protocol.Delegate{}}
+		for _, d := range m.delegates {
+			if all || d.Status != protocol.DelegateDeregistered {
+				list.Delegates = append(list.Delegates, d)
+			}
+		}
+		if m.delegates == nil {
+			list.Delegates = nil
+		}
+		writeJSON(w, 200, list)
 	})
 	mux.HandleFunc("GET /api/v1/whoami", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, protocol.WhoAmI{AccountID: "acc", Version: "v9.9.9"})
 	})
+	mux.HandleFunc("DELETE /api/v1/delegates/{name}", m.deleteDelegate)
 	mux.HandleFunc("POST /api/v1/tasks", m.submit)
 	mux.HandleFunc("GET /api/v1/tasks", m.list)
 	mux.HandleFunc("GET /api/v1/tasks/{id}", func(w http.ResponseWriter, r *http.Request) {
@@ -165,6 +176,33 @@ func (m *fakeManager) createToken(w http.ResponseWriter, r *http.Request) {
 	m.tokens = append(m.tokens, tok)
 	tok.Value = "tok_secret_" + req.Name
 	writeJSON(w, 201, tok)
+}
+
+// deleteDelegate removes the delegates of a name, refusing connected ones
+// as the manager does.
+func (m *fakeManager) deleteDelegate(w http.ResponseWriter, r *http.Request) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	name := r.PathValue("name")
+	out := protocol.DeletedDelegate{Name: name}
+	var keep []protocol.Delegate
+	for _, d := range m.delegates {
+		if d.Name != name {
+			keep = append(keep, d)
+			continue
+		}
+		if d.Status == protocol.DelegateConnected {
+			writeError(w, 409, protocol.CodeConflict, "delegate "+strconv.Quote(name)+" has 1 connected instance ("+d.Hostname+"): stop it first")
+			return
+		}
+		out.Instances = append(out.Instances, d)
+	}
+	if len(out.Instances) == 0 {
+		writeError(w, 404, protocol.CodeNotFound, "no delegate named "+strconv.Quote(name)+" in this account")
+		return
+	}
+	m.delegates = keep
+	writeJSON(w, 200, out)
 }
 
 func (m *fakeManager) revokeToken(w http.ResponseWriter, r *http.Request) {

@@ -29,6 +29,7 @@ scope: account (the default), an organization (--org) or a project (--org and
 func (a *app) tokenCreateCmd() *cobra.Command {
 	var (
 		out          outputFlags
+		valueOnly    bool
 		org, project string
 	)
 	cmd := &cobra.Command{
@@ -40,15 +41,24 @@ line of the output and is shown only once: the manager stores only its hash.
 Delegates that register with the token get its scope: the account (the
 default), the organization ORG (--org: they serve that org's org- and
 project-level tasks) or the project PROJECT of ORG (--org and --project:
-they serve only that project's tasks).`,
+they serve only that project's tasks).
+
+--value-only prints the value alone, for a shell variable; when the token
+cannot be created it prints nothing and exits non-zero, so that
+TOKEN=$(legate token create ci --value-only) && ... stops there. A token's
+name stays taken once it is created, revoked or not: choose another name
+to create another token.`,
 		Example: `  legate token create ci
-  export DELEGATE_TOKEN=$(legate token create ci | tail -n1)
+  TOKEN=$(legate token create ci --value-only) && echo "token created"
   legate token create eng-ci --org eng
   legate token create web-ci --org eng --project web`,
 		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			if err := checkScopeFlags(org, project); err != nil {
 				return err
+			}
+			if out.format != "" && valueOnly {
+				return usagef("-o/--json and --value-only: choose one")
 			}
 			c, err := a.client()
 			if err != nil {
@@ -65,6 +75,10 @@ they serve only that project's tasks).`,
 			if tok.Value == "" {
 				return fmt.Errorf("create token: the manager returned no token value")
 			}
+			if valueOnly {
+				_, err = fmt.Fprintln(w, tok.Value)
+				return err
+			}
 			where := ""
 			if tok.Org != "" {
 				where = " (scope " + escape(scope(tok.Org, tok.Project)) + ")"
@@ -76,6 +90,7 @@ they serve only that project's tasks).`,
 	cmd.Flags().StringVar(&org, "org", "", "create the token at the level of this organization")
 	cmd.Flags().StringVar(&project, "project", "", "create the token at the level of this project of --org")
 	out.add(cmd, formatJSON, formatYAML)
+	cmd.Flags().BoolVar(&valueOnly, "value-only", false, "print only the token's value (for TOKEN=$(legate token create NAME --value-only))")
 	return cmd
 }
 

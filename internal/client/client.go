@@ -335,6 +335,28 @@ func (c *Client) ListDelegates(ctx context.Context) (protocol.DelegateList, erro
 	return out, err
 }
 
+// ListAllDelegates lists the account's delegate instances, those that
+// stopped and deregistered included (status "deregistered").
+func (c *Client) ListAllDelegates(ctx context.Context) (protocol.DelegateList, error) {
+	var out protocol.DelegateList
+	err := c.do(ctx, &call{op: "list delegates", method: http.MethodGet, path: protocol.PathDelegates,
+		query: url.Values{protocol.QueryAll: {"true"}}, out: &out})
+	return out, err
+}
+
+// DeleteDelegate removes every instance of the delegate called name. The
+// manager answers conflict while one of them is connected or runs a task,
+// and not_found when no instance has that name.
+func (c *Client) DeleteDelegate(ctx context.Context, name string) (protocol.DeletedDelegate, error) {
+	const op = "delete delegate"
+	if err := requireID(op, "delegate name", name); err != nil {
+		return protocol.DeletedDelegate{}, err
+	}
+	var out protocol.DeletedDelegate
+	err := c.do(ctx, &call{op: op, method: http.MethodDelete, path: protocol.PathDelegates + "/" + seg(name), out: &out})
+	return out, err
+}
+
 // DescribeDelegate returns every instance of the delegate called name, with
 // its capability allowlist and deny list. The manager answers not_found when
 // no instance has that name.

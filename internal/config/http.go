@@ -22,14 +22,6 @@ func readHTTP(get func(string) string, d *Delegate) error {
 	return nil
 }
 
-// HTTPPortFromEnv reads DELEGATE_HTTP_PORT alone through lookup, for a
-// delegate configured in code (legate dev): DefaultHTTPPort when unset, 0
-// for off.
-func HTTPPortFromEnv(lookup func(string) (string, bool)) (int, error) {
-	v, _ := lookup(envHTTPPort)
-	return parseHTTPPort(envHTTPPort, strings.TrimSpace(v))
-}
-
 // parseHTTPPort reads a port: empty is DefaultHTTPPort, 0 turns the server
 // off, else 1..65535.
 func parseHTTPPort(name, v string) (int, error) {

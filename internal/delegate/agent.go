@@ -79,6 +79,10 @@ type Options struct {
 	// "auto" ("" too), "cgroup" or "tree" (LEGATE_TASK_ISOLATION; see
 	// executor.Isolator and docs/task-processes.md).
 	TaskIsolation string
+	// Registered, when not nil, is called once by Run, when the first
+	// registration succeeded: the manager lists the delegate from then
+	// on (legate dev prints its banner then). Nil = nothing is called.
+	Registered func()
 }
 
 // Agent is one running delegate. Create it with New and run it with Run.
@@ -308,6 +312,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		}
 		return err
+	}
+	if a.opts.Registered != nil {
+		a.opts.Registered()
 	}
 	a.redeliver()
 	a.wg.Add(4)

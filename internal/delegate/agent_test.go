@@ -350,8 +350,8 @@ func TestDrainFinishesRunningTaskAndTakesNoNewOnes(t *testing.T) {
 		t.Errorf("task submitted during the drain is %s on %q, want queued on no delegate", got.Status, got.InstanceID)
 	}
 	d, ok := tm.delegateByHost(t, ag.hostname)
-	if !ok || d.Status != protocol.DelegateDisconnected {
-		t.Errorf("after the drain the delegate is listed as %+v, want disconnected", d)
+	if !ok || d.Status != protocol.DelegateDeregistered {
+		t.Errorf("after the drain the delegate is listed as %+v, want deregistered", d)
 	}
 }
 
@@ -379,8 +379,8 @@ func TestGraceExpiryCancelsRunningTasks(t *testing.T) {
 	if len(ag.logs.lines("grace period over")) == 0 {
 		t.Error("the agent did not log the end of the grace period")
 	}
-	if d, ok := tm.delegateByHost(t, ag.hostname); !ok || d.Status != protocol.DelegateDisconnected {
-		t.Errorf("after stopping the delegate is listed as %+v, want disconnected", d)
+	if d, ok := tm.delegateByHost(t, ag.hostname); !ok || d.Status != protocol.DelegateDeregistered {
+		t.Errorf("after stopping the delegate is listed as %+v, want deregistered", d)
 	}
 }
 

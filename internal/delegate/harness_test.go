@@ -270,10 +270,11 @@ func (tm *testManager) waitTask(t *testing.T, id, status string) protocol.Task {
 	return last
 }
 
-// delegateByHost returns the listing of the delegate with that hostname.
+// delegateByHost returns the listing of the delegate with that hostname
+// (deregistered ones included).
 func (tm *testManager) delegateByHost(t *testing.T, hostname string) (protocol.Delegate, bool) {
 	t.Helper()
-	list, err := tm.api.ListDelegates(context.Background())
+	list, err := tm.api.ListAllDelegates(context.Background())
 	if err != nil {
 		t.Fatalf("list delegates: %v", err)
 	}

@@ -109,7 +109,7 @@ func (m *Manager) handleCreateToken(w http.ResponseWriter, r *http.Request, acct
 	t := store.Token{ID: newID("k_"), AccountID: acct, Name: req.Name, Hash: hashSecret(value), CreatedAt: m.cfg.Now(), Org: req.Org, Project: req.Project}
 	if err := m.st.CreateToken(r.Context(), t); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			writeError(w, http.StatusConflict, protocol.CodeConflict, "a token named %q already exists (revoked tokens keep their name); choose another name", req.Name)
+			writeError(w, http.StatusConflict, protocol.CodeConflict, "a token named %q already exists (its value is shown only when it is created, and a revoked token keeps its name): choose another name", req.Name)
 			return
 		}
 		storeError(w, err, "token")
@@ -150,7 +150,12 @@ func (m *Manager) handleRevokeToken(w http.ResponseWriter, r *http.Request, acct
 }
 
 func (m *Manager) handleListDelegates(w http.ResponseWriter, r *http.Request, acct string) {
-	ds, err := m.delegateList(r.Context(), acct)
+	all, err := queryBool(r, protocol.QueryAll)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
+	ds, err := m.delegateList(r.Context(), acct, all)
 	if err != nil {
 		storeError(w, err, "delegates")
 		return
@@ -159,8 +164,9 @@ func (m *Manager) handleListDelegates(w http.ResponseWriter, r *http.Request, ac
 }
 
 // delegateList is every instance of the account as the API shows it: the
-// stored row with the live state of this manager laid over it.
-func (m *Manager) delegateList(ctx context.Context, acct string) ([]protocol.Delegate, error) {
+// stored row with the live state of this manager laid over it. Instances
+// that deregistered are left out unless all is set.
+func (m *Manager) delegateList(ctx context.Context, acct string, all bool) ([]protocol.Delegate, error) {
 	ins, err := m.st.ListInstances(ctx, acct)
 	if err != nil {
 		return nil, err
@@ -180,6 +186,9 @@ func (m *Manager) delegateList(ctx context.Context, acct string) ([]protocol.Del
 	now := m.cfg.Now()
 	out := make([]protocol.Delegate, 0, len(ins))
 	for _, in := range ins {
+		if in.DeregisteredAt != nil && !all {
+			continue
+		}
 		v := protocol.Delegate{
 			InstanceID: in.ID, Name: in.Name, Hostname: in.Hostname, IP: in.IP, Tags: in.Tags,
 			Version: in.Version, Type: in.Type, TokenName: tokenNames[in.TokenID],
@@ -211,7 +220,10 @@ func (m *Manager) delegateList(ctx context.Context, acct string) ([]protocol.Del
 			// its liveness every half heartbeat interval.
 			v.Status = protocol.DelegateConnected
 		}
-		if v.Status == protocol.DelegateDisconnected {
+		if in.DeregisteredAt != nil {
+			v.Status = protocol.DelegateDeregistered
+		}
+		if v.Status != protocol.DelegateConnected {
 			v.Connection = ""
 		}
 		out = append(out, v)

@@ -213,9 +213,13 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 		TokenID:      tok.ID,
 		Capacity:     req.Capacity,
 		RegisteredAt: now,
-		Org:          tok.Org,
-		Project:      tok.Project,
-		Description:  strings.TrimSpace(req.Description),
+		// A registration is contact: the other managers of the
+		// database count the instance connected from now on, and a
+		// deletion is refused, before its first heartbeat is recorded.
+		LastHeartbeat: &now,
+		Org:           tok.Org,
+		Project:       tok.Project,
+		Description:   strings.TrimSpace(req.Description),
 	})
 	var conflict *store.IdentityConflictError
 	if errors.As(err, &conflict) {

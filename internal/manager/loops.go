@@ -49,8 +49,17 @@ func (m *Manager) flush(ctx context.Context) {
 		}
 	}
 	if len(touches) > 0 {
-		if err := m.st.TouchInstances(ctx, touches); err != nil {
+		missing, err := m.st.TouchInstances(ctx, touches)
+		if err != nil {
 			m.log.Warn("record delegate liveness", "err", err, "delegates", len(touches))
+		}
+		// Deleted (legate delegates delete) or pruned while the delegate
+		// was in contact: its session ends, and it registers again.
+		for _, id := range missing {
+			if d := m.hub.remove(id); d != nil {
+				m.caps.Forget(id)
+				m.log.Info("delegate instance deleted while connected: it must register again", "instance", id, "name", d.name, "hostname", d.hostname)
+			}
 		}
 	}
 	if len(ext) > 0 {

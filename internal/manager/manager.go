@@ -45,6 +45,12 @@ type Config struct {
 	// OfferFanout is how many eligible delegates are told about a new task
 	// at once (least loaded first); 0 = 3.
 	OfferFanout int
+	// PruneDelegatesAfter is how long a delegate instance may be out of
+	// contact (silent, or stopped and deregistered) before the manager
+	// removes it from the store; 0 = 6h, negative = never. A value under
+	// twice the liveness window is raised to it. Every manager of a
+	// database prunes, in bounded batches (delegates.go).
+	PruneDelegatesAfter time.Duration
 	// APIKeyCacheTTL is how long a manager trusts an API key it has seen
 	// without reading it again: the bound on how long a revocation takes
 	// to reach a manager that missed its broadcast; 0 = 5s.
@@ -112,6 +118,12 @@ func (c *Config) defaults() {
 	}
 	if c.LogCap.Head <= 0 && c.LogCap.Tail <= 0 {
 		c.LogCap = store.LogCap{Head: 4 << 20, Tail: 4 << 20}
+	}
+	if c.PruneDelegatesAfter == 0 {
+		c.PruneDelegatesAfter = 6 * time.Hour
+	}
+	if window := time.Duration(c.MissedHeartbeats) * c.HeartbeatInterval; c.PruneDelegatesAfter > 0 && c.PruneDelegatesAfter < 2*window {
+		c.PruneDelegatesAfter = 2 * window
 	}
 	if c.SweepInterval <= 0 {
 		c.SweepInterval = min(max(c.HeartbeatInterval/10, 100*time.Millisecond), 500*time.Millisecond)
@@ -280,6 +292,7 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 	go func() { defer wg.Done(); m.flushLoop(loopCtx) }()
 	go func() { defer wg.Done(); m.sweepLoop(loopCtx) }()
 	go func() { defer wg.Done(); m.listenLoop(loopCtx) }()
+	wg.Go(func() { m.pruneLoop(loopCtx) })
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

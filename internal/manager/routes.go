@@ -120,6 +120,7 @@ func (m *Manager) routes() []route {
 		{method: "POST", pattern: protocol.PathTokens + "/{name}/revoke", admin: m.handleRevokeToken},
 		{method: "GET", pattern: protocol.PathDelegates, admin: m.handleListDelegates},
 		{method: "GET", pattern: protocol.PathDelegates + "/{name}", admin: m.handleDescribeDelegate},
+		{method: "DELETE", pattern: protocol.PathDelegates + "/{name}", admin: m.handleDeleteDelegate},
 		{method: "POST", pattern: protocol.PathTasks, body: bodyLarge, admin: m.handleSubmitTask},
 		{method: "GET", pattern: protocol.PathTasks, admin: m.handleListTasks},
 		{method: "GET", pattern: task, admin: m.handleGetTask},

@@ -24,6 +24,9 @@
 //	  against the scope of the delegate's token, an instance identity is
 //	  bound to the token that registered it (identity_conflict), per-route
 //	  body limits, API keys as objects. Older delegates still work.
+//	  Delegate listings leave out instances that deregistered unless asked
+//	  (?all=true; status "deregistered"), and DELETE PathDelegates/{name}
+//	  removes a delegate group that is not connected and runs no task.
 package protocol
 
 import (
@@ -68,7 +71,9 @@ const (
 	PathConnectors = "/api/v1/connectors" // + "/{name}"
 	PathProjects   = "/api/v1/projects"   // listing, ?org=ORG
 	// Task explanations are served at PathTasks + "/{id}/explain"; one
-	// delegate's details at PathDelegates + "/{name}".
+	// delegate's details at PathDelegates + "/{name}" (DELETE removes the
+	// delegate). A listing of PathDelegates leaves out the instances that
+	// deregistered unless QueryAll is "true".
 	PathTokens    = "/api/v1/tokens"
 	PathDelegates = "/api/v1/delegates"
 	PathTasks     = "/api/v1/tasks"
@@ -79,6 +84,10 @@ const (
 	// and revoke (POST + "/{name}/revoke"). Since v4.
 	PathAPIKeys = "/api/v1/apikeys"
 )
+
+// QueryAll is the query parameter of a delegate listing that includes
+// the instances that deregistered ("true").
+const QueryAll = "all"
 
 // HeaderProtocolVersion carries the sender's protocol version on every request.
 const HeaderProtocolVersion = "Legate-Protocol-Version"
@@ -129,6 +138,9 @@ const (
 
 	DelegateConnected    = "connected"
 	DelegateDisconnected = "disconnected"
+	// DelegateDeregistered: the instance stopped cleanly and said so. It
+	// is listed only on request, until the manager prunes it.
+	DelegateDeregistered = "deregistered"
 )
 
 // ---------------------------------------------------------------------------
@@ -721,6 +733,13 @@ type Explanation struct {
 	Status    string            `json:"status"`
 	Summary   string            `json:"summary"`
 	Delegates []DelegateVerdict `json:"delegates"`
+}
+
+// DeletedDelegate answers the deletion of a delegate group.
+type DeletedDelegate struct {
+	Name string `json:"name"`
+	// Instances are the instances removed.
+	Instances []Delegate `json:"instances"`
 }
 
 // DelegateList answers a delegate listing.

@@ -46,8 +46,10 @@ const (
 )
 
 // omittedMarker is the text of the chunk that stands for dropped output.
+// It says why: the manager keeps the start and the end of a task's output
+// (Config.LogCap of package manager: 4 MiB of each by default).
 func omittedMarker(n int64) string {
-	return fmt.Sprintf("\n[legate: %d bytes of output omitted]\n", n)
+	return fmt.Sprintf("\n[legate: %d bytes of output omitted here: a task's stored output keeps its first and last 4 MiB]\n", n)
 }
 
 type attemptState struct {

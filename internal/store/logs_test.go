@@ -31,7 +31,7 @@ func storedChunk(attempt int, c protocol.LogChunk) StoredChunk {
 }
 
 func marker(attempt int, seq, omitted int64) StoredChunk {
-	return storedChunk(attempt, chunk(seq, fmt.Sprintf("\n[legate: %d bytes of output omitted]\n", omitted)))
+	return storedChunk(attempt, chunk(seq, fmt.Sprintf("\n[legate: %d bytes of output omitted here: a task's stored output keeps its first and last 4 MiB]\n", omitted)))
 }
 
 func readAll(t *testing.T, s *Store, id string) []StoredChunk {

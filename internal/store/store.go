@@ -374,27 +374,35 @@ func (s *Store) ListInstances(ctx context.Context, accountID string) ([]Instance
 }
 
 // TouchInstances records liveness for many instances in one transaction.
-// Unknown IDs are ignored.
-func (s *Store) TouchInstances(ctx context.Context, touches []InstanceTouch) error {
+// It returns the IDs it found no row for (an instance deleted or pruned
+// while its delegate was still in contact with a manager).
+func (s *Store) TouchInstances(ctx context.Context, touches []InstanceTouch) (missing []string, err error) {
 	if len(touches) == 0 {
-		return nil
+		return nil, nil
 	}
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		missing = nil
 		stmt, err := s.w(tx).stmt(ctx, `UPDATE instances SET last_heartbeat = ?, connection = ?, draining = ? WHERE id = ?`)
 		if err != nil {
 			return err
 		}
 		for _, t := range touches {
-			if _, err := stmt.ExecContext(ctx, micros(t.LastHeartbeat), t.Connection, boolInt(t.Draining), t.ID); err != nil {
+			res, err := stmt.ExecContext(ctx, micros(t.LastHeartbeat), t.Connection, boolInt(t.Draining), t.ID)
+			if err != nil {
 				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				missing = append(missing, t.ID)
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("touch %d instances: %w", len(touches), err)
+		return nil, fmt.Errorf("touch %d instances: %w", len(touches), err)
 	}
-	return nil
+	return missing, nil
 }
 
 // DeregisterInstance marks an instance deregistered at now; ErrNotFound
@@ -965,9 +973,10 @@ func (s *Store) AppendLogs(ctx context.Context, taskID string, epoch int64, chun
 
 // ReadLogs returns up to limit chunks after cursor, ordered by attempt then
 // seq. Where chunks were dropped by the cap, a synthetic chunk is returned
-// in their place whose Data is "\n[legate: N bytes of output omitted]\n"
-// and whose Seq is that of the first dropped chunk. limit <= 0 means 1000
-// (at most 10000). An unknown task has no chunks.
+// in their place whose Data is "\n[legate: N bytes of output omitted
+// here: ...]\n" (omittedMarker) and whose Seq is that of the first
+// dropped chunk. limit <= 0 means 1000 (at most 10000). An unknown task
+// has no chunks.
 func (s *Store) ReadLogs(ctx context.Context, taskID string, after LogCursor, limit int) ([]StoredChunk, error) {
 	var out []StoredChunk
 	err := s.read(ctx, func(tx *sql.Tx) error {

@@ -494,14 +494,17 @@ func TestInstances(t *testing.T) {
 			t.Errorf("ListInstances order (-want +got):\n%s", diff)
 		}
 
-		// Touch: batched, unknown IDs ignored.
-		err = s.TouchInstances(ctx, []InstanceTouch{
+		// Touch: batched, unknown IDs reported.
+		missing, err := s.TouchInstances(ctx, []InstanceTouch{
 			{ID: "i3", LastHeartbeat: at(2 * time.Hour), Connection: protocol.ConnWebSocket, Draining: true},
 			{ID: "ghost", LastHeartbeat: at(2 * time.Hour)},
 			{ID: "i4", LastHeartbeat: at(3 * time.Hour), Connection: protocol.ConnPolling},
 		})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"ghost"}, missing); diff != "" {
+			t.Errorf("TouchInstances missing (-want +got):\n%s", diff)
 		}
 		got3, _ := s.GetInstance(ctx, "i3")
 		got4, _ := s.GetInstance(ctx, "i4")
@@ -512,7 +515,7 @@ func TestInstances(t *testing.T) {
 		if diff := cmp.Diff([]Instance{want3, want4}, []Instance{got3, got4}, equateEmpty); diff != "" {
 			t.Errorf("after TouchInstances (-want +got):\n%s", diff)
 		}
-		if err := s.TouchInstances(ctx, nil); err != nil {
+		if _, err := s.TouchInstances(ctx, nil); err != nil {
 			t.Errorf("TouchInstances(nil): %v", err)
 		}
 		wantErr(t, "deregister unknown", s.DeregisterInstance(ctx, "ghost", t0), ErrNotFound)
