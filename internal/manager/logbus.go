@@ -22,6 +22,9 @@ type follower struct {
 	lonce  sync.Once
 }
 
+// markLagged tells the follower that a chunk could not be delivered to it.
+func (f *follower) markLagged() { f.lonce.Do(func() { close(f.lagged) }) }
+
 func newLogBus() *logBus { return &logBus{subs: map[string]map[*follower]struct{}{}} }
 
 func (b *logBus) subscribe(taskID string) *follower {
@@ -56,7 +59,7 @@ func (b *logBus) publish(taskID string, chunks []store.StoredChunk) {
 			select {
 			case f.ch <- c:
 			default:
-				f.lonce.Do(func() { close(f.lagged) })
+				f.markLagged()
 			}
 		}
 	}
