@@ -491,7 +491,8 @@ func (m *Manager) handleTaskLogs(w http.ResponseWriter, r *http.Request, acct st
 	var sub *follower
 	if follow {
 		sub = m.logs.subscribe(id)
-		defer m.logs.unsubscribe(id, sub)
+		// A lagged follow subscribes again: unsubscribe the last one.
+		defer func() { m.logs.unsubscribe(id, sub) }()
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")

@@ -132,6 +132,11 @@ func runTestManager(t testing.TB, dsn, dir string, cfg Config) (tm *testManager,
 		case <-time.After(15 * time.Second):
 			t.Error("manager did not stop within 15s")
 		}
+		// Every follow has returned with the server: none may be left
+		// subscribed to task output.
+		if n := m.logs.subscribedTasks(); n != 0 {
+			t.Errorf("log followers of %d tasks left subscribed after the manager stopped", n)
+		}
 		st.Close()
 	}
 	return &testManager{url: url, admin: admin, st: st, m: m}, stop
