@@ -94,8 +94,15 @@ func (m *Manager) offerTask(ctx context.Context, t store.Task, widen bool) {
 		l.pending[t.ID] = struct{}{}
 		l.mu.Unlock()
 		l.push(ev)
+		if !m.enter() {
+			l.unpend(t.ID) // shutting down: the next start offers it again
+			return
+		}
 		acct, id := t.AccountID, t.ID
-		time.AfterFunc(offerWindow, func() { m.widenOffer(acct, id, l) })
+		time.AfterFunc(offerWindow, func() {
+			defer m.bg.Done()
+			m.widenOffer(acct, id, l)
+		})
 		return
 	}
 	k := m.cfg.OfferFanout

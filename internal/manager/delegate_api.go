@@ -475,7 +475,8 @@ func (l *live) takeOrRevoked() []protocol.Event {
 }
 
 // handleWebSocket upgrades to the event channel: manager → delegate events,
-// delegate → manager heartbeats (acknowledged as events).
+// delegate → manager heartbeats (acknowledged as events). It returns once
+// the connection is closed and its reader has ended.
 func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *live) {
 	select {
 	case <-m.stopping:
@@ -488,11 +489,11 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 		m.log.Debug("websocket accept", "err", err)
 		return
 	}
-	if !m.wsEnter() {
+	if !m.enter() {
 		_ = c.Close(websocket.StatusGoingAway, "manager shutting down")
 		return
 	}
-	defer m.wsWG.Done()
+	defer m.bg.Done()
 	c.SetReadLimit(1 << 20)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
@@ -507,35 +508,15 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 	}()
 	m.log.Debug("websocket open", "instance", d.id, "name", d.name)
 
-	// Reader: heartbeats in, acks queued for the writer. The delegate
-	// heartbeats every interval, so a WebSocket without a frame for the
-	// liveness window has a silent peer: the read's deadline closes it.
 	readErr := make(chan error, 1)
-	go func() {
-		for {
-			var f protocol.Frame
-			rctx, rcancel := context.WithTimeout(ctx, m.window())
-			err := wsjson.Read(rctx, c, &f)
-			silent := err != nil && rctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
-			rcancel()
-			if silent {
-				m.log.Info("closed a silent WebSocket: no frame for the liveness window", "instance", d.id, "name", d.name, "window", m.window())
-			}
-			if err != nil {
-				readErr <- err
-				return
-			}
-			d.touch(m.cfg.Now())
-			if f.Kind == protocol.FrameHeartbeat && f.Heartbeat != nil {
-				if err := checkRunning(f.Heartbeat.Running); err != nil {
-					// Not something a delegate sends: end the channel.
-					m.log.Warn("refused a heartbeat; closing the delegate's WebSocket", "instance", d.id, "err", err)
-					readErr <- err
-					return
-				}
-				resp := m.heartbeat(ctx, d, *f.Heartbeat)
-				d.push(protocol.Event{Kind: protocol.EventHeartbeatAck, Seq: resp.Seq, Abort: resp.Abort})
-			}
+	go func() { readErr <- m.readFrames(ctx, c, d) }()
+	readerDone := false
+	defer func() {
+		// Every path below has closed the connection (or cancelled ctx,
+		// which closes it): the reader's read returns.
+		cancel()
+		if !readerDone {
+			<-readErr
 		}
 	}()
 	m.offerQueued(ctx, d)
@@ -574,10 +555,42 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 			closeWith(websocket.StatusGoingAway, "manager shutting down")
 			return
 		case err := <-readErr:
+			readerDone = true
 			m.log.Debug("websocket closed", "instance", d.id, "err", err)
 			closeWith(websocket.StatusNormalClosure, "")
 			m.lostWebSocket(d)
 			return
+		}
+	}
+}
+
+// readFrames reads a delegate's WebSocket frames until the connection
+// fails or closes, or ctx ends: heartbeats are recorded and their acks
+// queued for the writer. The delegate heartbeats every interval, so a
+// WebSocket without a frame for the liveness window has a silent peer:
+// the read's deadline closes it.
+func (m *Manager) readFrames(ctx context.Context, c *websocket.Conn, d *live) error {
+	for {
+		var f protocol.Frame
+		rctx, rcancel := context.WithTimeout(ctx, m.window())
+		err := wsjson.Read(rctx, c, &f)
+		silent := err != nil && rctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+		rcancel()
+		if silent {
+			m.log.Info("closed a silent WebSocket: no frame for the liveness window", "instance", d.id, "name", d.name, "window", m.window())
+		}
+		if err != nil {
+			return err
+		}
+		d.touch(m.cfg.Now())
+		if f.Kind == protocol.FrameHeartbeat && f.Heartbeat != nil {
+			if err := checkRunning(f.Heartbeat.Running); err != nil {
+				// Not something a delegate sends: end the channel.
+				m.log.Warn("refused a heartbeat; closing the delegate's WebSocket", "instance", d.id, "err", err)
+				return err
+			}
+			resp := m.heartbeat(ctx, d, *f.Heartbeat)
+			d.push(protocol.Event{Kind: protocol.EventHeartbeatAck, Seq: resp.Seq, Abort: resp.Abort})
 		}
 	}
 }

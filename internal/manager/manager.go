@@ -160,10 +160,13 @@ type Manager struct {
 	// end on it so the HTTP server can drain.
 	stopping chan struct{}
 	stopOnce sync.Once
-	wsWG     sync.WaitGroup
-	wsMu     sync.Mutex // orders wsWG.Add (wsEnter) before Run's wsWG.Wait
-	tokens   tokenCache
-	apiKeys  apiKeyCache
+	// bg counts the work that outlives the request that started it (a
+	// WebSocket, whose connection the HTTP server no longer tracks once
+	// hijacked; an offer's widening timer): Run waits for it.
+	bg      sync.WaitGroup
+	bgMu    sync.Mutex // orders bg.Add (enter) before Run's bg.Wait
+	tokens  tokenCache
+	apiKeys apiKeyCache
 	// listenUp is set once the listener of other managers' broadcasts is up.
 	listenUp atomic.Bool
 	// caps holds every delegate's allow and deny list entries.
@@ -272,7 +275,6 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 		ErrorLog:       slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
 		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	srv.RegisterOnShutdown(m.beginStop)
 
 	loopCtx, cancelLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -288,21 +290,29 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 		"idle_timeout", m.cfg.IdleTimeout)
 
 	var serveErr error
+	served := false
 	select {
 	case <-ctx.Done():
 	case serveErr = <-errc:
+		served = true
 	}
 	m.beginStop()
 	shCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shCtx); err != nil {
-		m.log.Warn("http shutdown", "err", err)
+		// Requests still running after the grace period lose their
+		// connections; their handlers end on the errors that follow.
+		m.log.Warn("http shutdown: closing the connections of requests still running", "err", err)
+		_ = srv.Close()
 	}
-	// Every WebSocket handler registered before stopping (wsEnter) is
-	// ordered before this Wait; later ones see stopping and do not.
-	m.wsMu.Lock()
-	m.wsMu.Unlock() //nolint:staticcheck // an empty critical section on purpose
-	m.wsWG.Wait()
+	if !served {
+		<-errc // Serve returns ErrServerClosed once Shutdown has begun
+	}
+	// Every WebSocket and timer registered before stopping (enter) is
+	// ordered before this Wait; later ones see stopping and do not start.
+	m.bgMu.Lock()
+	m.bgMu.Unlock() //nolint:staticcheck // an empty critical section on purpose
+	m.bg.Wait()
 	cancelLoops()
 	wg.Wait()
 	// Record the last liveness so a restart knows when delegates were seen.
@@ -314,19 +324,20 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// wsEnter registers a WebSocket handler with Run's shutdown, unless the
-// shutdown has begun. A handler's Add must happen before Run's Wait: an Add
-// concurrent with Wait is a misuse of sync.WaitGroup (the race detector
-// reports it).
-func (m *Manager) wsEnter() bool {
-	m.wsMu.Lock()
-	defer m.wsMu.Unlock()
+// enter registers work that outlives its request (see Manager.bg) with
+// Run's shutdown, unless the shutdown has begun: then it returns false
+// and the work must not start. The work calls m.bg.Done when it ends. An
+// Add must happen before Run's Wait: an Add concurrent with Wait is a
+// misuse of sync.WaitGroup (the race detector reports it).
+func (m *Manager) enter() bool {
+	m.bgMu.Lock()
+	defer m.bgMu.Unlock()
 	select {
 	case <-m.stopping:
 		return false
 	default:
 	}
-	m.wsWG.Add(1)
+	m.bg.Add(1)
 	return true
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -69,18 +70,45 @@ func startTestManagers(t testing.TB, dsn string, cfgs ...Config) []*testManager 
 	return tms
 }
 
-// checkLeaks notes the goroutines running now; the function it returns
-// fails t if any goroutine started since is still running (goleak retries
-// for a while, so goroutines on their way out are not reported). Tests of
-// this package do not run in parallel, so another test's goroutines are
-// never mistaken for this one's.
+// checkLeaks notes the goroutines running now; the function it returns,
+// called once the test's managers have stopped, fails t if a goroutine
+// still runs manager code (Run waits for everything it starts; this is
+// checked at once), or if any goroutine started since is still running
+// (goleak retries for a while, so goroutines on their way out, such as
+// those of the test's HTTP clients, are not reported). Tests of this
+// package do not run in parallel, so another test's goroutines are never
+// mistaken for this one's.
 func checkLeaks(t testing.TB) func() {
 	before := goleak.IgnoreCurrent()
 	return func() {
+		if gs := managerGoroutines(); len(gs) > 0 {
+			t.Errorf("manager code still running after Run returned:\n%s", strings.Join(gs, "\n\n"))
+		}
 		if err := goleak.Find(before); err != nil {
 			t.Errorf("goroutines left behind: %v", err)
 		}
 	}
+}
+
+// managerGoroutines returns the stacks of the goroutines that run a
+// method of a Manager (or a function one started).
+func managerGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "/internal/manager.(*Manager).") {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // runTestManager starts a manager on a loopback port; stop stops it (and
