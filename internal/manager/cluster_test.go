@@ -1,0 +1,87 @@
+package manager
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/legate-dev/legate/internal/pgtest"
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+// TestSweepKeepsTasksOfTheOtherManagersDelegates runs two managers on one
+// PostgreSQL database, a delegate connected to A, and tasks submitted
+// through B, which has no delegate of its own. B's queue sweep must not
+// end as not_assigned a task that A's delegate can take (a queued one) or
+// has taken (a running one), however long they wait or run; once the
+// delegate has not been seen for a liveness window, the queued one is
+// not assigned, and the running one is left to its lease.
+func TestSweepKeepsTasksOfTheOtherManagersDelegates(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	// Sweeps are run by the test, with chosen times: B's own sweep loop
+	// waits an hour.
+	cfg := Config{HeartbeatInterval: time.Hour, DefaultQueueTimeout: 24 * time.Hour}
+	bcfg := cfg
+	bcfg.SweepInterval = time.Hour
+	tms := startTestManagers(t, dsn, cfg, bcfg)
+	a, b := tms[0], tms[1]
+	ctx := context.Background()
+	viaB := b.client(t, b.admin.APIKey)
+	tok, err := viaB.CreateToken(ctx, "far")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, reg := a.registerFake(t, a.admin.AccountID, tok.Value, "far", "far-host", "far")
+	spec := protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "x"}, Selectors: []string{"far"}}
+	waiting, err := viaB.SubmitTask(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, err := viaB.SubmitTask(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acq, err := d.Acquire(ctx, running.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Started(ctx, running.ID, protocol.StartedRequest{Epoch: acq.Epoch}); err != nil {
+		t.Fatal(err)
+	}
+	status := func(id string) string {
+		t.Helper()
+		got, err := viaB.GetTask(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Status
+	}
+
+	// Two windows pass; A records the delegate's heartbeats meanwhile.
+	now := time.Now()
+	window := b.m.window()
+	b.m.sweepQueue(ctx, now)
+	later := now.Add(window + time.Second)
+	if err := b.st.TouchInstances(ctx, []store.InstanceTouch{{ID: reg.InstanceID, LastHeartbeat: later, Connection: protocol.ConnPolling}}); err != nil {
+		t.Fatal(err)
+	}
+	b.m.sweepQueue(ctx, later)
+	if got := status(waiting.ID); got != protocol.StatusQueued {
+		t.Errorf("a task that the other manager's delegate can take: %s after a window, want queued", got)
+	}
+	if got := status(running.ID); got != protocol.StatusRunning {
+		t.Errorf("a task that the other manager's delegate runs: %s after a window, want running", got)
+	}
+
+	// The delegate is not seen for two more windows.
+	for _, at := range []time.Time{later.Add(window + time.Second), later.Add(2*window + 2*time.Second)} {
+		b.m.sweepQueue(ctx, at)
+	}
+	if got := status(waiting.ID); got != protocol.StatusNotAssigned {
+		t.Errorf("a task whose only delegate is gone: %s, want %s", got, protocol.StatusNotAssigned)
+	}
+	if got := status(running.ID); got != protocol.StatusRunning {
+		t.Errorf("a running task: %s after its delegate was not seen for a window, want running (its lease decides)", got)
+	}
+}
