@@ -51,6 +51,13 @@ func (b *logBus) unsubscribe(taskID string, f *follower) {
 	b.mu.Unlock()
 }
 
+// resubscribe replaces the subscription f of a follower that lagged with a
+// new one.
+func (b *logBus) resubscribe(taskID string, f *follower) *follower {
+	b.unsubscribe(taskID, f)
+	return b.subscribe(taskID)
+}
+
 func (b *logBus) publish(taskID string, chunks []store.StoredChunk) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

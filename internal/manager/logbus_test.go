@@ -39,8 +39,10 @@ func TestFollowThatLaggedUnsubscribes(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
+	fctx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop) // before the manager stops: the client would retry
 	go func() {
-		_, err := admin.StreamLogs(ctx, task.ID, true, func(protocol.LogStreamLine) error { return nil })
+		_, err := admin.StreamLogs(fctx, task.ID, true, func(protocol.LogStreamLine) error { return nil })
 		done <- err
 	}()
 	var first *follower
