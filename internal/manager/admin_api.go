@@ -457,7 +457,7 @@ func (m *Manager) afterManagerFinish(ctx context.Context, t store.Task) {
 			m.broadcast(ctx, clusterEvent{Kind: clusterAbort, Account: t.AccountID, Task: t.ID, Instance: t.InstanceID})
 		}
 	}
-	m.logs.finish(t.ID)
+	m.taskEnded(t.ID)
 }
 
 // handleTaskLogs streams a task's output as NDJSON: stored chunks first,
@@ -603,10 +603,11 @@ func (s *logStream) sendLive(c store.StoredChunk) bool {
 // follow sends output as it arrives until the task ends (then the rest of
 // its stored output and the task), the client leaves or the manager
 // stops. Output comes on the log bus when its delegate sends it to this
-// manager; when it comes through another manager, the next poll reads it
-// from the store.
+// manager; when it comes through another manager, that manager's
+// notification, or at the latest the next poll, has it read from the
+// store.
 func (s *logStream) follow(ctx context.Context) {
-	poll := time.NewTicker(time.Second)
+	poll := time.NewTicker(s.m.cfg.FollowPollInterval)
 	defer poll.Stop()
 	keepAlive := time.NewTicker(15 * time.Second)
 	defer keepAlive.Stop()
@@ -626,6 +627,11 @@ func (s *logStream) follow(ctx context.Context) {
 		select {
 		case c := <-s.sub.ch:
 			if !s.sendLive(c) {
+				return
+			}
+			check = false
+		case <-s.sub.stored:
+			if !s.drain(ctx) {
 				return
 			}
 			check = false

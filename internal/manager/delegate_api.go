@@ -804,6 +804,7 @@ func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 		out[i] = store.StoredChunk{Attempt: int(req.Epoch), Chunk: c}
 	}
 	m.logs.publish(id, out)
+	m.outputStored(id)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -852,7 +853,7 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 			m.offerTask(ctx, t, true)
 			m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: t.AccountID, Task: t.ID})
 		} else {
-			m.logs.finish(id)
+			m.taskEnded(id)
 			m.log.Info("task failed on a delegate fault, no retries left", "task", id, "instance", d.id)
 		}
 		m.offerQueued(ctx, d)
@@ -872,7 +873,7 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 	}
 	wasFull := d.full()
 	d.dropRunning(id)
-	m.logs.finish(id)
+	m.taskEnded(id)
 	m.log.Info("task finished", "task", id, "status", t.Status, "instance", d.id)
 	if t.Status == protocol.StatusSucceeded && len(t.Spec.Capabilities) > 0 {
 		// A task that succeeded proves its capabilities on this delegate:
@@ -976,7 +977,7 @@ func (m *Manager) reconcileRestart(ctx context.Context, d *live, running []proto
 			m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: nt.AccountID, Task: nt.ID})
 		} else {
 			m.log.Info("task failed: its delegate restarted", "task", t.ID, "instance", d.id)
-			m.logs.finish(t.ID)
+			m.taskEnded(t.ID)
 		}
 	}
 }

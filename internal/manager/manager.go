@@ -45,6 +45,10 @@ type Config struct {
 	// OfferFanout is how many eligible delegates are told about a new task
 	// at once (least loaded first); 0 = 3.
 	OfferFanout int
+	// FollowPollInterval is how often a followed task log reads the store
+	// for output that reached it through another manager sharing the
+	// store and whose notification was lost; 0 = 1s.
+	FollowPollInterval time.Duration
 	// APIKeyCacheTTL is how long a manager trusts an API key it has seen
 	// without reading it again: the bound on how long a revocation takes
 	// to reach a manager that missed its broadcast; 0 = 5s.
@@ -116,6 +120,9 @@ func (c *Config) defaults() {
 	if c.SweepInterval <= 0 {
 		c.SweepInterval = min(max(c.HeartbeatInterval/10, 100*time.Millisecond), 500*time.Millisecond)
 	}
+	if c.FollowPollInterval <= 0 {
+		c.FollowPollInterval = time.Second
+	}
 	if c.OfferFanout <= 0 {
 		c.OfferFanout = 3
 	}
@@ -154,6 +161,7 @@ type Manager struct {
 	sessionKey []byte
 	hub        *hub
 	logs       *logBus
+	outputs    *outputNotes
 	started    time.Time
 
 	// stopping is closed when shutdown begins; long polls and WebSockets
@@ -210,6 +218,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 		sessionKey: kb,
 		hub:        newHub(),
 		logs:       newLogBus(),
+		outputs:    newOutputNotes(),
 		started:    cfg.Now(),
 		stopping:   make(chan struct{}),
 		bodySlots:  make(chan struct{}, cfg.UnauthenticatedBodies),
@@ -278,10 +287,11 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 
 	loopCtx, cancelLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); m.flushLoop(loopCtx) }()
 	go func() { defer wg.Done(); m.sweepLoop(loopCtx) }()
 	go func() { defer wg.Done(); m.listenLoop(loopCtx) }()
+	go func() { defer wg.Done(); m.outputLoop(loopCtx) }()
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
