@@ -148,8 +148,12 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	if req.ProtocolVersion != 0 && (req.ProtocolVersion < protocol.MinVersion) {
-		writeError(w, http.StatusBadRequest, protocol.CodeVersion, "delegate protocol version %d is too old (need %d..%d); upgrade the delegate", req.ProtocolVersion, protocol.MinVersion, protocol.Version)
+	// A delegate newer than this manager is served: the answer carries
+	// this manager's version, and the delegate uses only what it has.
+	if req.ProtocolVersion != 0 && !protocol.Supported(req.ProtocolVersion) {
+		writeError(w, http.StatusBadRequest, protocol.CodeVersion,
+			"delegate protocol version %d is older than this manager serves (%d or later; it speaks %d); upgrade the delegate",
+			req.ProtocolVersion, protocol.MinVersion, protocol.Version)
 		return
 	}
 	cut, err := checkRegisterRequest(&req)

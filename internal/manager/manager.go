@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -245,18 +247,25 @@ func (m *Manager) window() time.Duration {
 // leaseDuration is how long a task lease lasts without a heartbeat.
 func (m *Manager) leaseDuration() time.Duration { return m.window() }
 
-// versionCheck refuses clients that speak a protocol this manager does not.
+// versionCheck refuses clients older than this manager serves, and tells
+// every client the manager's version (protocol.Supported: newer clients
+// are served, and use only what this version has).
 func versionCheck(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(protocol.HeaderProtocolVersion, strconv.Itoa(protocol.Version))
 		if v := r.Header.Get(protocol.HeaderProtocolVersion); v != "" {
-			var n int
-			if _, err := fmt.Sscanf(v, "%d", &n); err != nil || n < protocol.MinVersion {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
 				writeError(w, http.StatusBadRequest, protocol.CodeVersion,
-					"protocol version %q is not supported (this manager speaks %d..%d); upgrade the client", v, protocol.MinVersion, protocol.Version)
+					"%s %q is not a protocol version (a whole number)", protocol.HeaderProtocolVersion, v)
+				return
+			}
+			if !protocol.Supported(n) {
+				writeError(w, http.StatusBadRequest, protocol.CodeVersion,
+					"protocol version %d is older than this manager serves (%d or later; it speaks %d); upgrade the client", n, protocol.MinVersion, protocol.Version)
 				return
 			}
 		}
-		w.Header().Set(protocol.HeaderProtocolVersion, fmt.Sprint(protocol.Version))
 		next.ServeHTTP(w, r)
 	})
 }
