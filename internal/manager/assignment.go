@@ -223,14 +223,15 @@ func explanationText(head, summary string, verdicts []protocol.DelegateVerdict) 
 
 // sweepQueue ends queued tasks that cannot run: those no connected
 // delegate could ever take (static rules) after one liveness window, and
-// those past their queue timeout. On a store shared by several managers,
-// a delegate connected to another manager counts as connected, and only
-// a task still queued in the store is ended (this manager's index may not
-// know yet that another manager's delegate claimed it). Either way the error explains, per
+// those past their queue timeout. Either way the error explains, per
 // delegate, what excluded it. Expired tasks come from the store's deadline
 // index; the "nothing can ever run it" check reads the queue index and
 // evaluates each distinct set of static requirements once per account, so
-// a deep queue of tasks that share selectors costs one evaluation.
+// a deep queue of tasks that share selectors costs one evaluation. On a
+// store shared by several managers, a delegate connected to another
+// manager counts as connected, and only a task still queued in the store
+// is ended (this manager's index may not know yet that another manager's
+// delegate claimed it).
 func (m *Manager) sweepQueue(ctx context.Context, now time.Time) {
 	expired, err := m.st.QueuedPastDeadline(ctx, now, 1000)
 	if err != nil {
