@@ -174,7 +174,7 @@ type Manager struct {
 	// WebSocket, whose connection the HTTP server no longer tracks once
 	// hijacked; an offer's widening timer): Run waits for it.
 	bg      sync.WaitGroup
-	bgMu    sync.Mutex // orders bg.Add (enter) before Run's bg.Wait
+	bgMu    sync.Mutex // orders bg.Add (enter) and the close of stopping
 	tokens  tokenCache
 	apiKeys apiKeyCache
 	// listenUp is set once the listener of other managers' broadcasts is up.
@@ -327,10 +327,8 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 	if !served {
 		<-errc // Serve returns ErrServerClosed once Shutdown has begun
 	}
-	// Every WebSocket and timer registered before stopping (enter) is
+	// Every WebSocket and timer registered (enter) before beginStop is
 	// ordered before this Wait; later ones see stopping and do not start.
-	m.bgMu.Lock()
-	m.bgMu.Unlock() //nolint:staticcheck // an empty critical section on purpose
 	m.bg.Wait()
 	cancelLoops()
 	wg.Wait()
@@ -360,7 +358,11 @@ func (m *Manager) enter() bool {
 	return true
 }
 
+// beginStop closes stopping, under bgMu: an enter either has added to bg
+// before, or sees stopping closed.
 func (m *Manager) beginStop() {
+	m.bgMu.Lock()
+	defer m.bgMu.Unlock()
 	m.stopOnce.Do(func() { close(m.stopping) })
 }
 
