@@ -29,7 +29,7 @@ type managerPair struct {
 }
 
 // startManagerPair starts manager A, then manager B on the same database.
-func startManagerPair(t *testing.T) managerPair {
+func startManagerPair(t testing.TB) managerPair {
 	t.Helper()
 	dsn := pgtest.NewDatabase(t) // before the managers: dropped after they are killed
 	// Managers of one database share its master key.
@@ -48,7 +48,7 @@ func startManagerPair(t *testing.T) managerPair {
 // startSharedManager starts a manager on the database dsn with its own data
 // dir, the environment env and extra flags, and waits until it serves and
 // has written its admin.env.
-func startSharedManager(t *testing.T, name, dsn string, env []string, extra ...string) *cluster {
+func startSharedManager(t testing.TB, name, dsn string, env []string, extra ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, data: t.TempDir()}
 	addr := freePort(t)

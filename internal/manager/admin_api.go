@@ -469,150 +469,201 @@ func (m *Manager) afterManagerFinish(ctx context.Context, t store.Task) {
 			m.broadcast(ctx, clusterEvent{Kind: clusterAbort, Account: t.AccountID, Task: t.ID, Instance: t.InstanceID})
 		}
 	}
-	m.logs.finish(t.ID)
+	m.taskEnded(t.ID)
 }
 
 // handleTaskLogs streams a task's output as NDJSON: stored chunks first,
 // then (with follow=1) live chunks, and last the task once it is terminal.
 func (m *Manager) handleTaskLogs(w http.ResponseWriter, r *http.Request, acct string) {
-	ctx := r.Context()
 	id := r.PathValue("id")
-	q := r.URL.Query()
-	follow := q.Get("follow") == "1" || q.Get("follow") == "true"
-	var cur store.LogCursor
+	follow, cur, err := logsQuery(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
+	ctx := r.Context()
+	if _, err := m.st.GetTask(ctx, acct, id); err != nil {
+		storeError(w, err, "task "+id)
+		return
+	}
+	s := &logStream{m: m, acct: acct, id: id, cur: cur, w: w, enc: json.NewEncoder(w)}
+	s.flusher, _ = w.(http.Flusher)
+	if follow {
+		// Subscribed before the stored output is read, so that nothing
+		// falls between the two.
+		s.sub = m.logs.subscribe(id)
+		// s.sub changes when a lagged follow subscribes again.
+		defer func() { m.logs.unsubscribe(id, s.sub) }()
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	if !s.drain(ctx) {
+		return
+	}
+	if follow {
+		s.follow(ctx)
+		return
+	}
+	s.end(ctx)
+}
+
+// logsQuery reads a task log request's parameters: follow, and the cursor
+// to start after (after_attempt, after_seq).
+func logsQuery(q url.Values) (follow bool, cur store.LogCursor, err error) {
+	follow = q.Get("follow") == "1" || q.Get("follow") == "true"
 	if v := q.Get("after_attempt"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "after_attempt must be a non-negative integer")
-			return
+			return false, cur, errors.New("after_attempt must be a non-negative integer")
 		}
 		cur.Attempt = n
 	}
 	if v := q.Get("after_seq"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "after_seq must be a non-negative integer")
-			return
+			return false, cur, errors.New("after_seq must be a non-negative integer")
 		}
 		cur.Seq = n
 	}
-	if _, err := m.st.GetTask(ctx, acct, id); err != nil {
-		storeError(w, err, "task "+id)
-		return
+	return follow, cur, nil
+}
+
+// logStream writes one task log answer. Its methods return false when the
+// answer cannot go on (the client left, or the store failed).
+type logStream struct {
+	m       *Manager
+	acct    string
+	id      string
+	cur     store.LogCursor // the last chunk sent
+	w       http.ResponseWriter
+	enc     *json.Encoder
+	flusher http.Flusher // nil when the writer cannot flush
+	sub     *follower    // nil unless following
+}
+
+// send writes one chunk and moves the cursor past it.
+func (s *logStream) send(c store.StoredChunk) bool {
+	ch := c.Chunk
+	ch.Attempt = c.Attempt
+	if err := s.enc.Encode(protocol.LogStreamLine{Chunk: &ch}); err != nil {
+		return false
 	}
-	var sub *follower
-	if follow {
-		sub = m.logs.subscribe(id)
-		defer m.logs.unsubscribe(id, sub)
+	s.cur = store.LogCursor{Attempt: c.Attempt, Seq: c.Chunk.Seq}
+	return true
+}
+
+func (s *logStream) flush() {
+	if s.flusher != nil {
+		s.flusher.Flush()
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	enc := json.NewEncoder(w)
-	send := func(c store.StoredChunk) bool {
-		ch := c.Chunk
-		ch.Attempt = c.Attempt
-		if err := enc.Encode(protocol.LogStreamLine{Chunk: &ch}); err != nil {
+}
+
+// after reports whether c comes after the cursor (was not sent yet).
+func (s *logStream) after(c store.StoredChunk) bool {
+	return c.Attempt > s.cur.Attempt || (c.Attempt == s.cur.Attempt && c.Chunk.Seq > s.cur.Seq)
+}
+
+// drain sends everything stored after the cursor.
+func (s *logStream) drain(ctx context.Context) bool {
+	const page = 500
+	for {
+		cs, err := s.m.st.ReadLogs(ctx, s.id, s.cur, page)
+		if err != nil {
+			s.m.log.Error("read logs", "task", s.id, "err", err)
 			return false
 		}
-		cur = store.LogCursor{Attempt: c.Attempt, Seq: c.Chunk.Seq}
-		return true
-	}
-	after := func(c store.StoredChunk) bool {
-		return c.Attempt > cur.Attempt || (c.Attempt == cur.Attempt && c.Chunk.Seq > cur.Seq)
-	}
-	// drain copies everything stored after the cursor.
-	drain := func() bool {
-		for {
-			cs, err := m.st.ReadLogs(ctx, id, cur, 500)
-			if err != nil {
-				m.log.Error("read logs", "task", id, "err", err)
+		for _, c := range cs {
+			if !s.send(c) {
 				return false
 			}
-			for _, c := range cs {
-				if !send(c) {
-					return false
-				}
-			}
-			if flusher != nil {
-				flusher.Flush()
-			}
-			if len(cs) < 500 {
-				return true
-			}
+		}
+		s.flush()
+		if len(cs) < page {
+			return true
 		}
 	}
-	finish := func() {
-		t, err := m.st.GetTask(ctx, acct, id)
-		if err != nil {
-			return
+}
+
+// end sends the task, which ends the answer.
+func (s *logStream) end(ctx context.Context) {
+	t, err := s.m.st.GetTask(ctx, s.acct, s.id)
+	if err != nil {
+		return
+	}
+	v := s.m.taskView(t)
+	_ = s.enc.Encode(protocol.LogStreamLine{Task: &v})
+}
+
+// sendLive sends the chunk c from the log bus and what else waits there,
+// skipping those already sent from the store.
+func (s *logStream) sendLive(c store.StoredChunk) bool {
+	for {
+		if s.after(c) && !s.send(c) {
+			return false
 		}
-		v := m.taskView(t)
-		_ = enc.Encode(protocol.LogStreamLine{Task: &v})
+		select {
+		case c = <-s.sub.ch:
+			continue
+		default:
+		}
+		s.flush()
+		return true
 	}
-	if !drain() {
-		return
-	}
-	if !follow {
-		finish()
-		return
-	}
-	poll := time.NewTicker(time.Second)
+}
+
+// follow sends output as it arrives until the task ends (then the rest of
+// its stored output and the task), the client leaves or the manager
+// stops. Output comes on the log bus when its delegate sends it to this
+// manager; when it comes through another manager, that manager's
+// notification, or at the latest the next poll, has it read from the
+// store.
+func (s *logStream) follow(ctx context.Context) {
+	poll := time.NewTicker(s.m.cfg.FollowPollInterval)
 	defer poll.Stop()
 	keepAlive := time.NewTicker(15 * time.Second)
 	defer keepAlive.Stop()
-	for {
-		// A terminal task whose stored log is drained is complete.
-		t, err := m.st.GetTask(ctx, acct, id)
-		if err == nil && protocol.Terminal(t.Status) {
-			if drain() {
-				finish()
-			}
-			return
-		}
-		select {
-		case c := <-sub.ch:
-			if after(c) {
-				if !send(c) {
-					return
+	for check := true; ; {
+		if check {
+			// A terminal task whose stored log is drained is complete.
+			t, err := s.m.st.GetTask(ctx, s.acct, s.id)
+			if err == nil && protocol.Terminal(t.Status) {
+				if s.drain(ctx) {
+					s.end(ctx)
 				}
-			}
-		batch:
-			for {
-				select {
-				case c := <-sub.ch:
-					if after(c) && !send(c) {
-						return
-					}
-				default:
-					break batch
-				}
-			}
-			if flusher != nil {
-				flusher.Flush()
-			}
-			continue // check for terminal only on the other paths
-		case <-sub.lagged:
-			// Fell behind: read from the store and resubscribe.
-			m.logs.unsubscribe(id, sub)
-			sub = m.logs.subscribe(id)
-			if !drain() {
 				return
 			}
-		case <-sub.done:
+		}
+		// Output does not end a task: only the other paths check.
+		check = true
+		select {
+		case c := <-s.sub.ch:
+			if !s.sendLive(c) {
+				return
+			}
+			check = false
+		case <-s.sub.stored:
+			if !s.drain(ctx) {
+				return
+			}
+			check = false
+		case <-s.sub.lagged:
+			// Fell behind: read from the store and subscribe again.
+			s.sub = s.m.logs.resubscribe(s.id, s.sub)
+			if !s.drain(ctx) {
+				return
+			}
+		case <-s.sub.done:
 		case <-poll.C:
-			if !drain() {
+			if !s.drain(ctx) {
 				return
 			}
 		case <-keepAlive.C:
-			if _, err := w.Write([]byte("\n")); err != nil {
+			if _, err := s.w.Write([]byte("\n")); err != nil {
 				return
 			}
-			if flusher != nil {
-				flusher.Flush()
-			}
-		case <-m.stopping:
+			s.flush()
+		case <-s.m.stopping:
 			return
 		case <-ctx.Done():
 			return

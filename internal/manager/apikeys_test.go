@@ -232,8 +232,8 @@ func TestAPIKeyLastUseIsBatched(t *testing.T) {
 func TestAPIKeyRevokeReachesTheOtherManager(t *testing.T) {
 	dsn := pgtest.NewDatabase(t) // first: dropped after the managers stop
 	cfg := Config{APIKeyCacheTTL: time.Hour}
-	a := startTestManagerOn(t, dsn, t.TempDir(), cfg)
-	b := startTestManagerOn(t, dsn, t.TempDir(), cfg)
+	tms := startTestManagers(t, dsn, cfg, cfg)
+	a, b := tms[0], tms[1]
 	if a.admin.AccountID != b.admin.AccountID || a.admin.KeyName == b.admin.KeyName {
 		t.Fatalf("managers: account %s key %s, account %s key %s; want one account, a key each",
 			a.admin.AccountID, a.admin.KeyName, b.admin.AccountID, b.admin.KeyName)

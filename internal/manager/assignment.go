@@ -94,8 +94,15 @@ func (m *Manager) offerTask(ctx context.Context, t store.Task, widen bool) {
 		l.pending[t.ID] = struct{}{}
 		l.mu.Unlock()
 		l.push(ev)
+		if !m.enter() {
+			l.unpend(t.ID) // shutting down: the next start offers it again
+			return
+		}
 		acct, id := t.AccountID, t.ID
-		time.AfterFunc(offerWindow, func() { m.widenOffer(acct, id, l) })
+		time.AfterFunc(offerWindow, func() {
+			defer m.bg.Done()
+			m.widenOffer(acct, id, l)
+		})
 		return
 	}
 	k := m.cfg.OfferFanout
@@ -220,7 +227,11 @@ func explanationText(head, summary string, verdicts []protocol.DelegateVerdict) 
 // delegate, what excluded it. Expired tasks come from the store's deadline
 // index; the "nothing can ever run it" check reads the queue index and
 // evaluates each distinct set of static requirements once per account, so
-// a deep queue of tasks that share selectors costs one evaluation.
+// a deep queue of tasks that share selectors costs one evaluation. On a
+// store shared by several managers, a delegate connected to another
+// manager counts as connected, and only a task still queued in the store
+// is ended (this manager's index may not know yet that another manager's
+// delegate claimed it).
 func (m *Manager) sweepQueue(ctx context.Context, now time.Time) {
 	expired, err := m.st.QueuedPastDeadline(ctx, now, 1000)
 	if err != nil {
@@ -236,6 +247,10 @@ func (m *Manager) sweepQueue(ctx context.Context, now time.Time) {
 	pol := m.policy()
 	for acct, entries := range m.queue.snapshot() {
 		views, _ := m.liveViews(acct)
+		// others are the account's delegates connected to the other
+		// managers sharing the store, read once per account if needed.
+		var others []assign.Delegate
+		othersRead, othersUnknown := false, false
 		possible := map[string]bool{}
 		for _, e := range entries {
 			id := e.task.ID
@@ -245,11 +260,18 @@ func (m *Manager) sweepQueue(ctx context.Context, now time.Time) {
 			}
 			ok, known := possible[e.sig]
 			if !known {
-				for _, v := range views {
-					if !assign.ExcludedForGood(pol.Evaluate(v, e.view, m.caps, now)) {
-						ok = true
-						break
+				ok = m.anyCouldRun(views, e, pol, now)
+				if !ok && m.st.Shared() {
+					if !othersRead {
+						othersRead = true
+						others, err = m.connectedElsewhere(ctx, acct, now)
+						if err != nil {
+							// Cannot tell now: nothing is ended for it.
+							m.log.Warn("list the delegates connected to the other managers", "account", acct, "err", err)
+							othersUnknown = true
+						}
 					}
+					ok = othersUnknown || m.anyCouldRun(others, e, pol, now)
 				}
 				possible[e.sig] = ok
 			}
@@ -276,20 +298,55 @@ func (m *Manager) sweepQueue(ctx context.Context, now time.Time) {
 			m.log.Warn("explain task", "task", t.ID, "err", err)
 			continue
 		}
-		ft, err := m.st.FinishTask(ctx, t.AccountID, t.ID, store.Result{Status: protocol.StatusNotAssigned, Error: explanationText(head, summary, verdicts)}, now)
+		// Only while it is queued: this manager's index may be behind a
+		// claim made through another manager.
+		ft, err := m.st.FinishQueuedTask(ctx, t.AccountID, t.ID, store.Result{Status: protocol.StatusNotAssigned, Error: explanationText(head, summary, verdicts)}, now)
 		m.queue.drop(t.ID)
 		delete(m.unrunnable, t.ID)
 		if err != nil {
 			continue // claimed or cancelled meanwhile
 		}
 		m.log.Info("task not assigned", "task", ft.ID, "why", head)
-		m.logs.finish(ft.ID)
+		m.taskEnded(ft.ID)
 	}
 	for id := range m.unrunnable {
 		if !seen[id] {
 			delete(m.unrunnable, id)
 		}
 	}
+}
+
+// anyCouldRun reports whether one of views is not excluded for good from
+// the queued task e.
+func (m *Manager) anyCouldRun(views []assign.Delegate, e *queuedTask, pol assign.Policy, now time.Time) bool {
+	for _, v := range views {
+		if !assign.ExcludedForGood(pol.Evaluate(v, e.view, m.caps, now)) {
+			return true
+		}
+	}
+	return false
+}
+
+// connectedElsewhere returns the views of an account's delegates that are
+// connected to another manager sharing the store: not live here, not
+// deregistered, and seen (as that manager last recorded) within the
+// liveness window.
+func (m *Manager) connectedElsewhere(ctx context.Context, acct string, now time.Time) ([]assign.Delegate, error) {
+	ins, err := m.st.ListInstances(ctx, acct)
+	if err != nil {
+		return nil, err
+	}
+	var out []assign.Delegate
+	for _, in := range ins {
+		if in.DeregisteredAt != nil || in.LastHeartbeat == nil || now.Sub(*in.LastHeartbeat) > m.window() {
+			continue
+		}
+		if l := m.hub.get(in.ID); l != nil && !l.isGone() {
+			continue
+		}
+		out = append(out, instanceView(in))
+	}
+	return out, nil
 }
 
 // recordCapabilities keeps validation results in memory and in the store.

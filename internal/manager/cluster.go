@@ -25,6 +25,8 @@ type clusterEvent struct {
 	Instance string `json:"i,omitempty"`
 	Token    string `json:"tok,omitempty"`
 	APIKey   string `json:"ak,omitempty"`
+	// Output lists tasks with new output or ended (outputcast.go).
+	Output []outputMark `json:"out,omitempty"`
 }
 
 const (
@@ -34,6 +36,9 @@ const (
 	clusterConfig = "config" // Account's configurations changed: tell your delegates
 	// APIKey (an ID) is revoked: drop it from your cache.
 	clusterAPIKeyRevoke = "apikey_revoke"
+	// Output's tasks have new output in the store, or ended: tell your
+	// followers.
+	clusterOutput = "output"
 )
 
 // broadcast tells the other managers about ev (a no-op on SQLite).
@@ -92,6 +97,14 @@ func (m *Manager) applyClusterEvent(ctx context.Context, ev clusterEvent) {
 		m.logs.finish(ev.Task)
 	case clusterConfig:
 		m.reconfigure(ctx, ev.Account)
+	case clusterOutput:
+		for _, mk := range ev.Output {
+			if mk.Ended {
+				m.logs.finish(mk.Task)
+			} else {
+				m.logs.stored(mk.Task)
+			}
+		}
 	case clusterAPIKeyRevoke:
 		m.apiKeys.invalidate(ev.APIKey)
 	case clusterRevoke:

@@ -138,55 +138,26 @@ func (m *Manager) registrationHeaders(w http.ResponseWriter, r *http.Request) bo
 	return ok
 }
 
+// handleRegister registers a delegate instance: the request is checked,
+// then its token, the instance is recorded (or found again by its
+// identity), and its live state is set up here; the answer carries a
+// session credential and the configuration that applies to it.
 func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var req protocol.RegisterRequest
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	if req.ProtocolVersion != 0 && (req.ProtocolVersion < protocol.MinVersion) {
-		writeError(w, http.StatusBadRequest, protocol.CodeVersion, "delegate protocol version %d is too old (need %d..%d); upgrade the delegate", req.ProtocolVersion, protocol.MinVersion, protocol.Version)
+	// A delegate newer than this manager is served: the answer carries
+	// this manager's version, and the delegate uses only what it has.
+	if req.ProtocolVersion != 0 && !protocol.Supported(req.ProtocolVersion) {
+		writeError(w, http.StatusBadRequest, protocol.CodeVersion,
+			"delegate protocol version %d is older than this manager serves (%d or later; it speaks %d); upgrade the delegate",
+			req.ProtocolVersion, protocol.MinVersion, protocol.Version)
 		return
 	}
-	req.AccountID = strings.TrimSpace(req.AccountID)
-	req.Name = strings.TrimSpace(req.Name)
-	req.Hostname = strings.TrimSpace(req.Hostname)
-	switch {
-	case req.AccountID == "":
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "account_id is required")
-		return
-	case req.Token == "":
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "token is required")
-		return
-	case req.Name == "" || len(req.Name) > 63:
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "name is required (1-63 characters)")
-		return
-	case req.Hostname == "" || len(req.Hostname) > 253:
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "hostname is required (1-253 characters)")
-		return
-	case req.Capacity < 0:
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "capacity must not be negative")
-		return
-	case len(req.Tags) > 100:
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "too many tags (at most 100)")
-		return
-	case len(req.Description) > 1024:
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "description too long (at most 1024 bytes)")
-		return
-	}
-	cut := 0 // entries of a running list longer than the limit
-	if err := checkRegistration(&req); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
-		return
-	}
-	if len(req.Running) > runningLimit(req.Capacity) {
-		// Not refused (an honest delegate never lists more than it may
-		// run, and must always be able to register): only the first
-		// entries are looked at, like a heartbeat's.
-		cut = len(req.Running)
-		req.Running = req.Running[:runningLimit(req.Capacity)]
-	}
-	if err := checkRunning(req.Running); err != nil {
+	cut, err := checkRegisterRequest(&req)
+	if err != nil {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
@@ -199,8 +170,70 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 			"listed", cut, "looked_at", len(req.Running), "capacity", req.Capacity,
 			"account", req.AccountID, "token", tok.Name, "name", req.Name, "hostname", req.Hostname)
 	}
+	in, ok := m.recordInstance(w, r, req, tok)
+	if !ok {
+		return
+	}
+	d, applied, err := m.connectInstance(ctx, in, req)
+	if err != nil {
+		m.log.Error("find the delegate's configuration", "err", err)
+		storeError(w, err, "delegate configurations")
+		return
+	}
+	sess, exp := m.issueSession(d)
+	m.log.Info("delegate registered", "account", in.AccountID, "instance", in.ID, "name", in.Name, "hostname", in.Hostname, "generation", in.Generation)
+	writeJSON(w, http.StatusOK, protocol.RegisterResponse{
+		ProtocolVersion:     protocol.Version,
+		InstanceID:          in.ID,
+		Session:             sess,
+		SessionExpiresAt:    exp,
+		HeartbeatIntervalMS: m.cfg.HeartbeatInterval.Milliseconds(),
+		MissedHeartbeats:    m.cfg.MissedHeartbeats,
+		Configuration:       applied,
+	})
+}
+
+// checkRegisterRequest trims and checks a registration's fields. A list
+// of running tasks longer than the delegate may run is not refused (an
+// honest delegate never sends one, and must always be able to register):
+// it is cut, like a heartbeat's, and cut says how long it was (0: not cut).
+func checkRegisterRequest(req *protocol.RegisterRequest) (cut int, err error) {
+	req.AccountID = strings.TrimSpace(req.AccountID)
+	req.Name = strings.TrimSpace(req.Name)
+	req.Hostname = strings.TrimSpace(req.Hostname)
+	switch {
+	case req.AccountID == "":
+		return 0, errors.New("account_id is required")
+	case req.Token == "":
+		return 0, errors.New("token is required")
+	case req.Name == "" || len(req.Name) > 63:
+		return 0, errors.New("name is required (1-63 characters)")
+	case req.Hostname == "" || len(req.Hostname) > 253:
+		return 0, errors.New("hostname is required (1-253 characters)")
+	case req.Capacity < 0:
+		return 0, errors.New("capacity must not be negative")
+	case len(req.Tags) > 100:
+		return 0, errors.New("too many tags (at most 100)")
+	case len(req.Description) > 1024:
+		return 0, errors.New("description too long (at most 1024 bytes)")
+	}
+	if err := checkRegistration(req); err != nil {
+		return 0, err
+	}
+	if limit := runningLimit(req.Capacity); len(req.Running) > limit {
+		cut = len(req.Running)
+		req.Running = req.Running[:limit]
+	}
+	return cut, checkRunning(req.Running)
+}
+
+// recordInstance records the registering instance in the store, a new
+// generation of the instance with the same identity if there is one; when
+// it cannot (the identity is bound to another token, or the store fails)
+// it answers and returns false.
+func (m *Manager) recordInstance(w http.ResponseWriter, r *http.Request, req protocol.RegisterRequest, tok store.Token) (store.Instance, bool) {
 	now := m.cfg.Now()
-	in, err := m.st.UpsertInstance(ctx, store.Instance{
+	in, err := m.st.UpsertInstance(r.Context(), store.Instance{
 		ID:           newID("d_"),
 		AccountID:    req.AccountID,
 		IdentityKey:  identityKey(req),
@@ -227,21 +260,28 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 			"instance", conflict.InstanceID, "bound_token", conflict.TokenName, "token", tok.Name,
 			"name", req.Name, "hostname", req.Hostname, "ip", req.IP)
 		identityConflict(w, req, conflict)
-		return
+		return store.Instance{}, false
 	}
 	if err != nil {
 		m.log.Error("register delegate", "err", err)
 		storeError(w, err, "delegate instance")
-		return
+		return store.Instance{}, false
 	}
+	return in, true
+}
+
+// connectInstance sets up the live state of a registered instance: the
+// configuration that applies to it, the tasks it still runs that the
+// store agrees on, and (on a fresh start) the end of those it no longer
+// runs. It fails only when the configuration cannot be read; the instance
+// is not live here then.
+func (m *Manager) connectInstance(ctx context.Context, in store.Instance, req protocol.RegisterRequest) (*live, *protocol.AppliedConfiguration, error) {
 	d := newLive(in)
-	d.touch(now)
+	d.touch(m.cfg.Now())
 	d.protocolVersion = req.ProtocolVersion
 	applied, err := m.configurationFor(ctx, in.AccountID, targetOf(d))
 	if err != nil {
-		m.log.Error("find the delegate's configuration", "err", err)
-		storeError(w, err, "delegate configurations")
-		return
+		return nil, nil, err
 	}
 	d.cfgKey, d.cfgKnown = configurationKey(applied), true
 	if applied != nil && req.FreshStart && req.ProtocolVersion >= 3 {
@@ -259,17 +299,7 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if req.FreshStart {
 		m.reconcileRestart(ctx, d, req.Running)
 	}
-	sess, exp := m.issueSession(d)
-	m.log.Info("delegate registered", "account", in.AccountID, "instance", in.ID, "name", in.Name, "hostname", in.Hostname, "generation", in.Generation)
-	writeJSON(w, http.StatusOK, protocol.RegisterResponse{
-		ProtocolVersion:     protocol.Version,
-		InstanceID:          in.ID,
-		Session:             sess,
-		SessionExpiresAt:    exp,
-		HeartbeatIntervalMS: m.cfg.HeartbeatInterval.Milliseconds(),
-		MissedHeartbeats:    m.cfg.MissedHeartbeats,
-		Configuration:       applied,
-	})
+	return d, applied, nil
 }
 
 func (m *Manager) handleSession(w http.ResponseWriter, r *http.Request, d *live) {
@@ -479,7 +509,8 @@ func (l *live) takeOrRevoked() []protocol.Event {
 }
 
 // handleWebSocket upgrades to the event channel: manager → delegate events,
-// delegate → manager heartbeats (acknowledged as events).
+// delegate → manager heartbeats (acknowledged as events). It returns once
+// the connection is closed and its reader has ended.
 func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *live) {
 	select {
 	case <-m.stopping:
@@ -492,11 +523,11 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 		m.log.Debug("websocket accept", "err", err)
 		return
 	}
-	if !m.wsEnter() {
+	if !m.enter() {
 		_ = c.Close(websocket.StatusGoingAway, "manager shutting down")
 		return
 	}
-	defer m.wsWG.Done()
+	defer m.bg.Done()
 	c.SetReadLimit(1 << 20)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
@@ -511,35 +542,15 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 	}()
 	m.log.Debug("websocket open", "instance", d.id, "name", d.name)
 
-	// Reader: heartbeats in, acks queued for the writer. The delegate
-	// heartbeats every interval, so a WebSocket without a frame for the
-	// liveness window has a silent peer: the read's deadline closes it.
 	readErr := make(chan error, 1)
-	go func() {
-		for {
-			var f protocol.Frame
-			rctx, rcancel := context.WithTimeout(ctx, m.window())
-			err := wsjson.Read(rctx, c, &f)
-			silent := err != nil && rctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
-			rcancel()
-			if silent {
-				m.log.Info("closed a silent WebSocket: no frame for the liveness window", "instance", d.id, "name", d.name, "window", m.window())
-			}
-			if err != nil {
-				readErr <- err
-				return
-			}
-			d.touch(m.cfg.Now())
-			if f.Kind == protocol.FrameHeartbeat && f.Heartbeat != nil {
-				if err := checkRunning(f.Heartbeat.Running); err != nil {
-					// Not something a delegate sends: end the channel.
-					m.log.Warn("refused a heartbeat; closing the delegate's WebSocket", "instance", d.id, "err", err)
-					readErr <- err
-					return
-				}
-				resp := m.heartbeat(ctx, d, *f.Heartbeat)
-				d.push(protocol.Event{Kind: protocol.EventHeartbeatAck, Seq: resp.Seq, Abort: resp.Abort})
-			}
+	go func() { readErr <- m.readFrames(ctx, c, d) }()
+	readerDone := false
+	defer func() {
+		// Every path below has closed the connection (or cancelled ctx,
+		// which closes it): the reader's read returns.
+		cancel()
+		if !readerDone {
+			<-readErr
 		}
 	}()
 	m.offerQueued(ctx, d)
@@ -578,10 +589,42 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 			closeWith(websocket.StatusGoingAway, "manager shutting down")
 			return
 		case err := <-readErr:
+			readerDone = true
 			m.log.Debug("websocket closed", "instance", d.id, "err", err)
 			closeWith(websocket.StatusNormalClosure, "")
 			m.lostWebSocket(d)
 			return
+		}
+	}
+}
+
+// readFrames reads a delegate's WebSocket frames until the connection
+// fails or closes, or ctx ends: heartbeats are recorded and their acks
+// queued for the writer. The delegate heartbeats every interval, so a
+// WebSocket without a frame for the liveness window has a silent peer:
+// the read's deadline closes it.
+func (m *Manager) readFrames(ctx context.Context, c *websocket.Conn, d *live) error {
+	for {
+		var f protocol.Frame
+		rctx, rcancel := context.WithTimeout(ctx, m.window())
+		err := wsjson.Read(rctx, c, &f)
+		silent := err != nil && rctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+		rcancel()
+		if silent {
+			m.log.Info("closed a silent WebSocket: no frame for the liveness window", "instance", d.id, "name", d.name, "window", m.window())
+		}
+		if err != nil {
+			return err
+		}
+		d.touch(m.cfg.Now())
+		if f.Kind == protocol.FrameHeartbeat && f.Heartbeat != nil {
+			if err := checkRunning(f.Heartbeat.Running); err != nil {
+				// Not something a delegate sends: end the channel.
+				m.log.Warn("refused a heartbeat; closing the delegate's WebSocket", "instance", d.id, "err", err)
+				return err
+			}
+			resp := m.heartbeat(ctx, d, *f.Heartbeat)
+			d.push(protocol.Event{Kind: protocol.EventHeartbeatAck, Seq: resp.Seq, Abort: resp.Abort})
 		}
 	}
 }
@@ -795,6 +838,7 @@ func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 		out[i] = store.StoredChunk{Attempt: int(req.Epoch), Chunk: c}
 	}
 	m.logs.publish(id, out)
+	m.outputStored(id)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -843,7 +887,7 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 			m.offerTask(ctx, t, true)
 			m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: t.AccountID, Task: t.ID})
 		} else {
-			m.logs.finish(id)
+			m.taskEnded(id)
 			m.log.Info("task failed on a delegate fault, no retries left", "task", id, "instance", d.id)
 		}
 		m.offerQueued(ctx, d)
@@ -863,7 +907,7 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 	}
 	wasFull := d.full()
 	d.dropRunning(id)
-	m.logs.finish(id)
+	m.taskEnded(id)
 	m.log.Info("task finished", "task", id, "status", t.Status, "instance", d.id)
 	if t.Status == protocol.StatusSucceeded && len(t.Spec.Capabilities) > 0 {
 		// A task that succeeded proves its capabilities on this delegate:
@@ -967,7 +1011,7 @@ func (m *Manager) reconcileRestart(ctx context.Context, d *live, running []proto
 			m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: nt.AccountID, Task: nt.ID})
 		} else {
 			m.log.Info("task failed: its delegate restarted", "task", t.ID, "instance", d.id)
-			m.logs.finish(t.ID)
+			m.taskEnded(t.ID)
 		}
 	}
 }

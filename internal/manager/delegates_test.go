@@ -36,7 +36,6 @@ func newToken(t *testing.T, admin *client.Client, name string) string {
 // TestDeregisteredDelegatesLeaveTheListing: a delegate that stops
 // cleanly is no longer listed; --all (all=true) still shows it, marked.
 func TestDeregisteredDelegatesLeaveTheListing(t *testing.T) {
-	t.Parallel()
 	tm := startTestManager(t, Config{})
 	ctx := context.Background()
 	admin := tm.client(t, tm.admin.APIKey)
@@ -100,7 +99,6 @@ func TestDeregisteredDelegatesLeaveTheListing(t *testing.T) {
 }
 
 func TestDeleteDelegate(t *testing.T) {
-	t.Parallel()
 	tm := startTestManager(t, Config{})
 	ctx := context.Background()
 	admin := tm.client(t, tm.admin.APIKey)
@@ -158,7 +156,6 @@ func TestDeleteDelegate(t *testing.T) {
 // return, or a prune on another manager), the next liveness flush ends its
 // session, so it registers again instead of working unlisted.
 func TestDelegateDeletedWhileConnectedRegistersAgain(t *testing.T) {
-	t.Parallel()
 	tm := startTestManager(t, Config{HeartbeatInterval: time.Hour})
 	ctx := context.Background()
 	admin := tm.client(t, tm.admin.APIKey)
@@ -181,11 +178,10 @@ func TestDelegateDeletedWhileConnectedRegistersAgain(t *testing.T) {
 // PostgreSQL database: a delegate just registered with one of them cannot
 // be deleted through the other, before any heartbeat was recorded.
 func TestDeleteRefusedForADelegateOfAnotherManager(t *testing.T) {
-	t.Parallel()
 	dsn := pgtest.NewDatabase(t)
 	cfg := Config{HeartbeatInterval: time.Hour} // no liveness flush during the test
-	a := startTestManagerOn(t, dsn, t.TempDir(), cfg)
-	b := startTestManagerOn(t, dsn, t.TempDir(), cfg)
+	tms := startTestManagers(t, dsn, cfg, cfg)
+	a, b := tms[0], tms[1]
 	ctx := context.Background()
 	tok := newToken(t, a.client(t, a.admin.APIKey), "ci")
 	a.registerFake(t, a.admin.AccountID, tok, "build", "host-a")
@@ -205,7 +201,6 @@ func TestDeleteRefusedForADelegateOfAnotherManager(t *testing.T) {
 // instances silent or deregistered for longer than PruneDelegatesAfter,
 // and keeps those in contact.
 func TestPruneRemovesInstancesOutOfContact(t *testing.T) {
-	t.Parallel()
 	clock := &fakeClock{now: time.Now()}
 	tm := startTestManager(t, Config{Now: clock.Now, HeartbeatInterval: time.Hour, SessionTTL: 24 * time.Hour, PruneDelegatesAfter: 7 * time.Hour})
 	ctx := context.Background()
@@ -243,7 +238,6 @@ func TestPruneRemovesInstancesOutOfContact(t *testing.T) {
 
 // TestPruneLoopRuns: the manager prunes by itself, without a request.
 func TestPruneLoopRuns(t *testing.T) {
-	t.Parallel()
 	// Liveness window 300ms: PruneDelegatesAfter is raised to 600ms, a
 	// pass runs every 100ms.
 	tm := startTestManager(t, Config{HeartbeatInterval: 100 * time.Millisecond, PruneDelegatesAfter: time.Millisecond})

@@ -454,7 +454,10 @@ func TestWriteTimeoutDropsAPeerThatStopsReading(t *testing.T) {
 	c.send("GET", protocol.PathTasks+"?limit=1000", map[string]string{"Authorization": "Bearer " + tm.admin.APIKey}, "")
 	eventually(t, 10*time.Second, "the listing request is being answered", func() bool { return len(limit.slots) >= 1 })
 	open := len(limit.slots)
-	eventually(t, 20*time.Second, "the manager drops the connection that does not read", func() bool { return len(limit.slots) < open })
+	// The answer is encoded whole before its first write, which fails
+	// once the write timeout has passed: about a second, but under -race
+	// on a loaded machine encoding 24 MiB takes more than 20 s.
+	eventually(t, 2*time.Minute, "the manager drops the connection that does not read", func() bool { return len(limit.slots) < open })
 	resp, _, err := c.response(20 * time.Second)
 	if err == nil && resp.StatusCode == 200 {
 		t.Fatal("the whole answer arrived; want it cut")

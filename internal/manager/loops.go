@@ -152,7 +152,7 @@ func (m *Manager) sweep(ctx context.Context, now time.Time) {
 			m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: o.Task.AccountID, Task: o.Task.ID})
 		} else {
 			m.log.Info("task failed: its delegate was lost", "task", o.Task.ID, "lost_instance", o.LostInstanceID)
-			m.logs.finish(o.Task.ID)
+			m.taskEnded(o.Task.ID)
 		}
 	}
 }

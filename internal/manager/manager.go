@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +53,10 @@ type Config struct {
 	// twice the liveness window is raised to it. Every manager of a
 	// database prunes, in bounded batches (delegates.go).
 	PruneDelegatesAfter time.Duration
+	// FollowPollInterval is how often a followed task log reads the store
+	// for output that reached it through another manager sharing the
+	// store and whose notification was lost; 0 = 1s.
+	FollowPollInterval time.Duration
 	// APIKeyCacheTTL is how long a manager trusts an API key it has seen
 	// without reading it again: the bound on how long a revocation takes
 	// to reach a manager that missed its broadcast; 0 = 5s.
@@ -128,6 +134,9 @@ func (c *Config) defaults() {
 	if c.SweepInterval <= 0 {
 		c.SweepInterval = min(max(c.HeartbeatInterval/10, 100*time.Millisecond), 500*time.Millisecond)
 	}
+	if c.FollowPollInterval <= 0 {
+		c.FollowPollInterval = time.Second
+	}
 	if c.OfferFanout <= 0 {
 		c.OfferFanout = 3
 	}
@@ -166,16 +175,20 @@ type Manager struct {
 	sessionKey []byte
 	hub        *hub
 	logs       *logBus
+	outputs    *outputNotes
 	started    time.Time
 
 	// stopping is closed when shutdown begins; long polls and WebSockets
 	// end on it so the HTTP server can drain.
 	stopping chan struct{}
 	stopOnce sync.Once
-	wsWG     sync.WaitGroup
-	wsMu     sync.Mutex // orders wsWG.Add (wsEnter) before Run's wsWG.Wait
-	tokens   tokenCache
-	apiKeys  apiKeyCache
+	// bg counts the work that outlives the request that started it (a
+	// WebSocket, whose connection the HTTP server no longer tracks once
+	// hijacked; an offer's widening timer): Run waits for it.
+	bg      sync.WaitGroup
+	bgMu    sync.Mutex // orders bg.Add (enter) and the close of stopping
+	tokens  tokenCache
+	apiKeys apiKeyCache
 	// listenUp is set once the listener of other managers' broadcasts is up.
 	listenUp atomic.Bool
 	// caps holds every delegate's allow and deny list entries.
@@ -219,6 +232,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 		sessionKey: kb,
 		hub:        newHub(),
 		logs:       newLogBus(),
+		outputs:    newOutputNotes(),
 		started:    cfg.Now(),
 		stopping:   make(chan struct{}),
 		bodySlots:  make(chan struct{}, cfg.UnauthenticatedBodies),
@@ -245,18 +259,25 @@ func (m *Manager) window() time.Duration {
 // leaseDuration is how long a task lease lasts without a heartbeat.
 func (m *Manager) leaseDuration() time.Duration { return m.window() }
 
-// versionCheck refuses clients that speak a protocol this manager does not.
+// versionCheck refuses clients older than this manager serves, and tells
+// every client the manager's version (protocol.Supported: newer clients
+// are served, and use only what this version has).
 func versionCheck(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(protocol.HeaderProtocolVersion, strconv.Itoa(protocol.Version))
 		if v := r.Header.Get(protocol.HeaderProtocolVersion); v != "" {
-			var n int
-			if _, err := fmt.Sscanf(v, "%d", &n); err != nil || n < protocol.MinVersion {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
 				writeError(w, http.StatusBadRequest, protocol.CodeVersion,
-					"protocol version %q is not supported (this manager speaks %d..%d); upgrade the client", v, protocol.MinVersion, protocol.Version)
+					"%s %q is not a protocol version (a whole number)", protocol.HeaderProtocolVersion, v)
+				return
+			}
+			if !protocol.Supported(n) {
+				writeError(w, http.StatusBadRequest, protocol.CodeVersion,
+					"protocol version %d is older than this manager serves (%d or later; it speaks %d); upgrade the client", n, protocol.MinVersion, protocol.Version)
 				return
 			}
 		}
-		w.Header().Set(protocol.HeaderProtocolVersion, fmt.Sprint(protocol.Version))
 		next.ServeHTTP(w, r)
 	})
 }
@@ -284,14 +305,14 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 		ErrorLog:       slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
 		BaseContext:    func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	srv.RegisterOnShutdown(m.beginStop)
 
 	loopCtx, cancelLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); m.flushLoop(loopCtx) }()
 	go func() { defer wg.Done(); m.sweepLoop(loopCtx) }()
 	go func() { defer wg.Done(); m.listenLoop(loopCtx) }()
+	go func() { defer wg.Done(); m.outputLoop(loopCtx) }()
 	wg.Go(func() { m.pruneLoop(loopCtx) })
 
 	errc := make(chan error, 1)
@@ -301,21 +322,27 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 		"idle_timeout", m.cfg.IdleTimeout)
 
 	var serveErr error
+	served := false
 	select {
 	case <-ctx.Done():
 	case serveErr = <-errc:
+		served = true
 	}
 	m.beginStop()
 	shCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shCtx); err != nil {
-		m.log.Warn("http shutdown", "err", err)
+		// Requests still running after the grace period lose their
+		// connections; their handlers end on the errors that follow.
+		m.log.Warn("http shutdown: closing the connections of requests still running", "err", err)
+		_ = srv.Close()
 	}
-	// Every WebSocket handler registered before stopping (wsEnter) is
-	// ordered before this Wait; later ones see stopping and do not.
-	m.wsMu.Lock()
-	m.wsMu.Unlock() //nolint:staticcheck // an empty critical section on purpose
-	m.wsWG.Wait()
+	if !served {
+		<-errc // Serve returns ErrServerClosed once Shutdown has begun
+	}
+	// Every WebSocket and timer registered (enter) before beginStop is
+	// ordered before this Wait; later ones see stopping and do not start.
+	m.bg.Wait()
 	cancelLoops()
 	wg.Wait()
 	// Record the last liveness so a restart knows when delegates were seen.
@@ -327,23 +354,28 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// wsEnter registers a WebSocket handler with Run's shutdown, unless the
-// shutdown has begun. A handler's Add must happen before Run's Wait: an Add
-// concurrent with Wait is a misuse of sync.WaitGroup (the race detector
-// reports it).
-func (m *Manager) wsEnter() bool {
-	m.wsMu.Lock()
-	defer m.wsMu.Unlock()
+// enter registers work that outlives its request (see Manager.bg) with
+// Run's shutdown, unless the shutdown has begun: then it returns false
+// and the work must not start. The work calls m.bg.Done when it ends. An
+// Add must happen before Run's Wait: an Add concurrent with Wait is a
+// misuse of sync.WaitGroup (the race detector reports it).
+func (m *Manager) enter() bool {
+	m.bgMu.Lock()
+	defer m.bgMu.Unlock()
 	select {
 	case <-m.stopping:
 		return false
 	default:
 	}
-	m.wsWG.Add(1)
+	m.bg.Add(1)
 	return true
 }
 
+// beginStop closes stopping, under bgMu: an enter either has added to bg
+// before, or sees stopping closed.
 func (m *Manager) beginStop() {
+	m.bgMu.Lock()
+	defer m.bgMu.Unlock()
 	m.stopOnce.Do(func() { close(m.stopping) })
 }
 

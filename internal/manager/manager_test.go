@@ -9,10 +9,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/protocol"
@@ -35,8 +38,82 @@ func startTestManager(t testing.TB, cfg Config) *testManager {
 }
 
 // startTestManagerOn starts a manager on the store dsn with its admin.env
-// in dir. Managers on one PostgreSQL dsn share it as replicas do.
+// in dir. When the test ends, the manager is stopped, its store closed,
+// and the test fails if a goroutine started since is still running (see
+// checkLeaks). A test that runs several managers at once starts them with
+// startTestManagers instead.
 func startTestManagerOn(t testing.TB, dsn, dir string, cfg Config) *testManager {
+	t.Helper()
+	leaks := checkLeaks(t)
+	tm, stop := runTestManager(t, dsn, dir, cfg)
+	t.Cleanup(func() { stop(); leaks() })
+	return tm
+}
+
+// startTestManagers starts one manager per configuration on the store dsn
+// (a PostgreSQL database, shared as replicas share it), each with its own
+// admin.env; when the test ends they are all stopped before the leak check.
+func startTestManagers(t testing.TB, dsn string, cfgs ...Config) []*testManager {
+	t.Helper()
+	leaks := checkLeaks(t)
+	tms := make([]*testManager, len(cfgs))
+	stops := make([]func(), len(cfgs))
+	for i, cfg := range cfgs {
+		tms[i], stops[i] = runTestManager(t, dsn, t.TempDir(), cfg)
+	}
+	t.Cleanup(func() {
+		for _, stop := range stops {
+			stop()
+		}
+		leaks()
+	})
+	return tms
+}
+
+// checkLeaks notes the goroutines running now; the function it returns,
+// called once the test's managers have stopped, fails t if a goroutine
+// still runs manager code (Run waits for everything it starts; this is
+// checked at once), or if any goroutine started since is still running
+// (goleak retries for a while, so goroutines on their way out, such as
+// those of the test's HTTP clients, are not reported). Tests of this
+// package do not run in parallel, so another test's goroutines are never
+// mistaken for this one's.
+func checkLeaks(t testing.TB) func() {
+	before := goleak.IgnoreCurrent()
+	return func() {
+		if gs := managerGoroutines(); len(gs) > 0 {
+			t.Errorf("manager code still running after Run returned:\n%s", strings.Join(gs, "\n\n"))
+		}
+		if err := goleak.Find(before); err != nil {
+			t.Errorf("goroutines left behind: %v", err)
+		}
+	}
+}
+
+// managerGoroutines returns the stacks of the goroutines that run a
+// method of a Manager (or a function one started).
+func managerGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "/internal/manager.(*Manager).") {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// runTestManager starts a manager on a loopback port; stop stops it (and
+// fails t if it does not stop cleanly) and closes its store.
+func runTestManager(t testing.TB, dsn, dir string, cfg Config) (tm *testManager, stop func()) {
 	t.Helper()
 	ctx := context.Background()
 	// One fixed master key for every test manager, so that managers sharing
@@ -51,11 +128,14 @@ func startTestManagerOn(t testing.TB, dsn, dir string, cfg Config) *testManager 
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		st.Close()
 		t.Fatal(err)
 	}
 	url := "http://" + ln.Addr().String()
 	admin, err := Bootstrap(ctx, st, dir, url, time.Now())
 	if err != nil {
+		ln.Close()
+		st.Close()
 		t.Fatal(err)
 	}
 	if cfg.Logger == nil {
@@ -63,12 +143,14 @@ func startTestManagerOn(t testing.TB, dsn, dir string, cfg Config) *testManager 
 	}
 	m, err := New(ctx, st, cfg)
 	if err != nil {
+		ln.Close()
+		st.Close()
 		t.Fatal(err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- m.Run(runCtx, ln) }()
-	t.Cleanup(func() {
+	stop = func() {
 		cancel()
 		select {
 		case err := <-done:
@@ -78,9 +160,14 @@ func startTestManagerOn(t testing.TB, dsn, dir string, cfg Config) *testManager 
 		case <-time.After(15 * time.Second):
 			t.Error("manager did not stop within 15s")
 		}
+		// Every follow has returned with the server: none may be left
+		// subscribed to task output.
+		if n := m.logs.subscribedTasks(); n != 0 {
+			t.Errorf("log followers of %d tasks left subscribed after the manager stopped", n)
+		}
 		st.Close()
-	})
-	return &testManager{url: url, admin: admin, st: st, m: m}
+	}
+	return &testManager{url: url, admin: admin, st: st, m: m}, stop
 }
 
 func (tm *testManager) client(t testing.TB, secret string) *client.Client {

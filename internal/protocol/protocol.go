@@ -3,7 +3,14 @@
 // event and heartbeat frames, task objects, and the append-only list of error
 // codes. It depends on the standard library only.
 //
-// Version history (the version only goes up):
+// Version history (the version only goes up). Peers of different versions
+// work together: a manager accepts delegates and CLIs of every version from
+// MinVersion on, older or newer than its own (a client from a later
+// release included), and tells them its own version in the registration
+// answer and in a HeaderProtocolVersion header on every response. Each side
+// then uses only what the lower of the two versions has: a manager does not
+// send an older delegate what its version lacks, and a newer client does
+// not ask an older manager for it.
 //
 //	1 (2026-11-22): register, session refresh, WebSocket events and heartbeats,
 //	  long-poll fallback, acquire with lease epoch, numbered log chunks,
@@ -23,7 +30,8 @@
 //	4 (2026-11-23): security hardening: every delegate call is checked
 //	  against the scope of the delegate's token, an instance identity is
 //	  bound to the token that registered it (identity_conflict), per-route
-//	  body limits, API keys as objects. Older delegates still work.
+//	  body limits, API keys as objects; the manager's version header is on
+//	  every response, refusals included. Older delegates still work.
 //	  Delegate listings leave out instances that deregistered unless asked
 //	  (?all=true; status "deregistered"), and DELETE PathDelegates/{name}
 //	  removes a delegate group that is not connected and runs no task.
@@ -35,12 +43,19 @@ import (
 	"time"
 )
 
-// Version is the protocol version spoken by this build. A manager accepts
-// delegates whose version is at most its own and at least MinVersion.
+// Version is the protocol version spoken by this build. A manager of this
+// build answers with it; it accepts every client version that Supported
+// accepts, newer ones included.
 const Version = 4
 
-// MinVersion is the oldest protocol version this build still accepts.
+// MinVersion is the oldest protocol version a manager of this build
+// accepts; an older client is refused with CodeVersion.
 const MinVersion = 1
+
+// Supported reports whether a manager of this build serves a client that
+// speaks protocol version v: any version from MinVersion on, newer than
+// Version included (the client then uses only what Version has).
+func Supported(v int) bool { return v >= MinVersion }
 
 // API paths. Delegate endpoints authenticate with a session credential,
 // admin endpoints with an API key; both as "Authorization: Bearer <secret>".
@@ -89,7 +104,8 @@ const (
 // the instances that deregistered ("true").
 const QueryAll = "all"
 
-// HeaderProtocolVersion carries the sender's protocol version on every request.
+// HeaderProtocolVersion carries the sender's protocol version on every
+// request, and the manager's on every response.
 const HeaderProtocolVersion = "Legate-Protocol-Version"
 
 // HeaderAccountID carries the account ID of a registration, next to its
@@ -149,6 +165,7 @@ const (
 // RegisterRequest is sent once when a delegate starts (and again if its
 // session is lost). The raw token is sent only here.
 type RegisterRequest struct {
+	// ProtocolVersion is the delegate's (0: not said; served as MinVersion).
 	ProtocolVersion int      `json:"protocol_version"`
 	AccountID       string   `json:"account_id"`
 	Token           string   `json:"token"`
@@ -180,6 +197,8 @@ type RegisterRequest struct {
 
 // RegisterResponse answers a successful registration.
 type RegisterResponse struct {
+	// ProtocolVersion is the manager's: a newer delegate uses only what
+	// this version has.
 	ProtocolVersion  int       `json:"protocol_version"`
 	InstanceID       string    `json:"instance_id"`
 	Session          string    `json:"session"`
@@ -874,8 +893,10 @@ type ErrorBody struct {
 	Error Error `json:"error"`
 }
 
-// DecodeError parses an error body; when the body is not one it returns an
-// Error with CodeInternal (5xx) or CodeBadRequest (4xx) and the raw text.
+// DecodeError parses an error body; when the body is not one (a proxy's
+// page, an empty body) it returns an Error with the raw text (cut to 200
+// bytes) and CodeUnavailable for a 5xx, 408 or 429 status, which is worth
+// a retry, or CodeBadRequest for any other status.
 func DecodeError(status int, body []byte) *Error {
 	var eb ErrorBody
 	if err := json.Unmarshal(body, &eb); err == nil && eb.Error.Code != "" {

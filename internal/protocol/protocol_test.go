@@ -79,18 +79,42 @@ func TestRecoverableTable(t *testing.T) {
 	}
 }
 
+// TestDecodeError: an error body is decoded as sent; any other body gives
+// CodeUnavailable (worth a retry) for 5xx, 408 and 429, and
+// CodeBadRequest for other statuses, with the text as the message.
 func TestDecodeError(t *testing.T) {
-	e := DecodeError(409, []byte(`{"error":{"code":"stale_lease","message":"old"}}`))
-	if e.Code != CodeStaleLease || e.Message != "old" || e.Status != 409 {
-		t.Errorf("got %+v", e)
+	long := strings.Repeat("x", 300)
+	for _, tt := range []struct {
+		name   string
+		status int
+		body   string
+		want   Error
+	}{
+		{"error body", 409, `{"error":{"code":"stale_lease","message":"old"}}`, Error{Code: CodeStaleLease, Message: "old", Status: 409}},
+		{"error body without a message", 500, `{"error":{"code":"internal"}}`, Error{Code: CodeInternal, Message: "HTTP 500", Status: 500}},
+		{"5xx page of a proxy", 502, "<html>bad gateway</html>", Error{Code: CodeUnavailable, Message: "<html>bad gateway</html>", Status: 502}},
+		{"empty 503", 503, "", Error{Code: CodeUnavailable, Message: "HTTP 503", Status: 503}},
+		{"408", 408, "timeout", Error{Code: CodeUnavailable, Message: "timeout", Status: 408}},
+		{"429", 429, "slow down", Error{Code: CodeUnavailable, Message: "slow down", Status: 429}},
+		{"empty 404", 404, "", Error{Code: CodeBadRequest, Message: "HTTP 404", Status: 404}},
+		{"JSON that is not an error body", 400, `{"x":1}`, Error{Code: CodeBadRequest, Message: `{"x":1}`, Status: 400}},
+		{"long text is cut", 500, long, Error{Code: CodeUnavailable, Message: long[:200] + "...", Status: 500}},
+	} {
+		if diff := cmp.Diff(tt.want, *DecodeError(tt.status, []byte(tt.body))); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+		}
 	}
-	e = DecodeError(502, []byte("<html>bad gateway</html>"))
-	if e.Code != CodeUnavailable || e.Status != 502 {
-		t.Errorf("5xx non-JSON: got %+v", e)
-	}
-	e = DecodeError(404, nil)
-	if e.Code != CodeBadRequest || e.Message != "HTTP 404" {
-		t.Errorf("empty 4xx: got %+v", e)
+}
+
+// TestSupported: a manager serves every client version from MinVersion
+// on, newer than its own included.
+func TestSupported(t *testing.T) {
+	for v, want := range map[int]bool{
+		MinVersion - 1: false, MinVersion: true, Version - 1: true, Version: true, Version + 1: true, Version + 100: true,
+	} {
+		if got := Supported(v); got != want {
+			t.Errorf("Supported(%d) = %v, want %v", v, got, want)
+		}
 	}
 }
 

@@ -766,6 +766,17 @@ func (s *Store) CompleteTask(ctx context.Context, id string, epoch int64, r Resu
 // if it already finished (the stored task is returned with it);
 // ErrNotFound if unknown or of another account. r.Status must be terminal.
 func (s *Store) FinishTask(ctx context.Context, accountID, id string, r Result, now time.Time) (Task, error) {
+	return s.finishTask(ctx, accountID, id, r, now, false)
+}
+
+// FinishQueuedTask ends a task with r only while it is queued (a task no
+// delegate took: not_assigned); one a delegate claimed meanwhile is left
+// alone, with ErrAlreadyClaimed. Otherwise as FinishTask.
+func (s *Store) FinishQueuedTask(ctx context.Context, accountID, id string, r Result, now time.Time) (Task, error) {
+	return s.finishTask(ctx, accountID, id, r, now, true)
+}
+
+func (s *Store) finishTask(ctx context.Context, accountID, id string, r Result, now time.Time, queuedOnly bool) (Task, error) {
 	if err := validResult(r); err != nil {
 		return Task{}, fmt.Errorf("finish task %s: %w", id, err)
 	}
@@ -782,6 +793,9 @@ func (s *Store) FinishTask(ctx context.Context, accountID, id string, r Result, 
 		}
 		if protocol.Terminal(t.Status) {
 			return ErrTaskTerminal
+		}
+		if queuedOnly && t.Status != protocol.StatusQueued {
+			return ErrAlreadyClaimed
 		}
 		prevStatus, prevEpoch := t.Status, t.Epoch
 		finish(&t, r, now)

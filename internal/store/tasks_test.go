@@ -469,6 +469,40 @@ func TestFinishTask(t *testing.T) {
 	})
 }
 
+// TestFinishQueuedTask ends only a task that is still queued: a claimed
+// one (running) keeps running, a finished one stays finished.
+func TestFinishQueuedTask(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		mustCreate(t, s, newTask("queued", "acc1", t0), newTask("running", "acc1", t0), newTask("done", "acc1", t0))
+		mustClaim(t, s, "running", "i1", at(time.Minute))
+		mustClaim(t, s, "done", "i1", at(time.Minute))
+		if _, err := s.CompleteTask(ctx, "done", 1, Result{Status: protocol.StatusSucceeded}, at(2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		r := Result{Status: protocol.StatusNotAssigned, Error: "no delegate"}
+		now := at(3 * time.Minute)
+		for _, tt := range []struct {
+			id         string
+			wantErr    error
+			wantStatus string
+		}{
+			{"queued", nil, protocol.StatusNotAssigned},
+			{"running", ErrAlreadyClaimed, protocol.StatusRunning},
+			{"done", ErrTaskTerminal, protocol.StatusSucceeded},
+		} {
+			if _, err := s.FinishQueuedTask(ctx, "acc1", tt.id, r, now); !errors.Is(err, tt.wantErr) {
+				t.Errorf("%s: error %v, want %v", tt.id, err, tt.wantErr)
+			}
+			if got := mustGet(t, s, "acc1", tt.id); got.Status != tt.wantStatus {
+				t.Errorf("%s: %s after FinishQueuedTask, want %s", tt.id, got.Status, tt.wantStatus)
+			}
+		}
+	})
+}
+
 func TestExtendLeases(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {
