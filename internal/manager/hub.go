@@ -190,12 +190,6 @@ func (l *live) dropRunning(id string) {
 	l.mu.Unlock()
 }
 
-func (l *live) setConnection(kind string) {
-	l.mu.Lock()
-	l.connection = kind
-	l.mu.Unlock()
-}
-
 // hub indexes the live instances of every account.
 type hub struct {
 	mu        sync.RWMutex
