@@ -161,7 +161,7 @@ type Manager struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 	wsWG     sync.WaitGroup
-	wsMu     sync.Mutex // orders wsWG.Add (wsEnter) before Run's wsWG.Wait
+	wsMu     sync.Mutex // orders each wsWG.Add (wsEnter) with the close of stopping (beginStop)
 	tokens   tokenCache
 	apiKeys  apiKeyCache
 	// listenUp is set once the listener of other managers' broadcasts is up.
@@ -299,9 +299,8 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 		m.log.Warn("http shutdown", "err", err)
 	}
 	// Every WebSocket handler registered before stopping (wsEnter) is
-	// ordered before this Wait; later ones see stopping and do not.
-	m.wsMu.Lock()
-	m.wsMu.Unlock() //nolint:staticcheck // an empty critical section on purpose
+	// ordered before this Wait (beginStop closes stopping under wsMu);
+	// later ones see stopping and do not.
 	m.wsWG.Wait()
 	cancelLoops()
 	wg.Wait()
@@ -330,8 +329,14 @@ func (m *Manager) wsEnter() bool {
 	return true
 }
 
+// beginStop closes stopping, under wsMu: a wsEnter either registered its
+// handler before (and Run's wsWG.Wait sees it) or sees stopping.
 func (m *Manager) beginStop() {
-	m.stopOnce.Do(func() { close(m.stopping) })
+	m.stopOnce.Do(func() {
+		m.wsMu.Lock()
+		defer m.wsMu.Unlock()
+		close(m.stopping)
+	})
 }
 
 // tokenCache remembers whether tokens are revoked, so authenticating a
