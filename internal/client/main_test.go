@@ -1,12 +1,13 @@
 package client
 
 import (
+	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/legate-dev/legate/internal/leaktest"
 )
 
 // TestMain runs the tests and then, if every test passed, fails the run
-// when goroutines are left behind (goleak): a stream or a request that
+// when goroutines are left behind (leaktest): a stream or a request that
 // outlives its test.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { os.Exit(leaktest.Main(m.Run)) }

@@ -2,11 +2,11 @@ package store
 
 import (
 	"database/sql"
+	"os"
 	"path/filepath"
 	"testing"
 
-	"go.uber.org/goleak"
-
+	"github.com/legate-dev/legate/internal/leaktest"
 	"github.com/legate-dev/legate/internal/pgtest"
 )
 
@@ -55,16 +55,11 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 
 // TestMain runs the tests and stops the throwaway PostgreSQL cluster, if a
 // test started one (pgtest.Main); then, if every test passed, it fails the
-// run when goroutines are left behind (goleak), so that a Store (or
-// anything else) the tests forgot to close is found.
+// run when goroutines are left behind (leaktest), such as those of a Store
+// that a test did not close.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(runFunc(func() int { return pgtest.Main(m) }))
+	os.Exit(leaktest.Main(func() int { return pgtest.Main(m) }))
 }
-
-// runFunc adapts a function to goleak.TestingM.
-type runFunc func() int
-
-func (f runFunc) Run() int { return f() }
 
 // pgAvailable reports whether PostgreSQL can be tested, for tests that
 // also do something without it. Under CI=true it must be.
