@@ -35,6 +35,7 @@ var forbidden = map[string][]string{
 	"internal/certtest":  {"internal/"}, // test helpers
 	"internal/proxytest": {"internal/"},
 	"internal/envguard":  {"internal/"}, // process start-up: standard library only
+	"internal/leaktest":  {"internal/"}, // a test helper: imports nothing from the project
 }
 
 type pkgInfo struct {
@@ -85,6 +86,16 @@ func loadPackages(t *testing.T) map[string]*pkgInfo {
 		}
 	}
 	return pkgs
+}
+
+// TestLeaktestInTestsOnly: the goroutine-leak check is imported by test
+// files alone, so goleak is never linked into a binary.
+func TestLeaktestInTestsOnly(t *testing.T) {
+	for name, p := range loadPackages(t) {
+		if p.imports[module+"internal/leaktest"] || p.imports["go.uber.org/goleak"] && name != "internal/leaktest" {
+			t.Errorf("%s imports the leak check outside its _test.go files", name)
+		}
+	}
 }
 
 func TestEveryPackageHasADocComment(t *testing.T) {

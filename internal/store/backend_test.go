@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/legate-dev/legate/internal/leaktest"
 	"github.com/legate-dev/legate/internal/pgtest"
 )
 
@@ -52,8 +53,13 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 	}
 }
 
-// TestMain stops the throwaway PostgreSQL cluster, if a test started one.
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+// TestMain runs the tests and stops the throwaway PostgreSQL cluster, if a
+// test started one (pgtest.Main); then, if every test passed, it fails the
+// run when goroutines are left behind (leaktest), such as those of a Store
+// that a test did not close.
+func TestMain(m *testing.M) {
+	os.Exit(leaktest.Main(func() int { return pgtest.Main(m) }))
+}
 
 // pgAvailable reports whether PostgreSQL can be tested, for tests that
 // also do something without it. Under CI=true it must be.

@@ -393,6 +393,12 @@ func TestOpenPostgres(t *testing.T) {
 
 // TestWriteRetriesDeadlock makes two write transactions deadlock on
 // PostgreSQL: the one the server aborts runs again and both succeed.
+//
+// The test decides when the aborted transaction runs again: once the other
+// one has committed. Left to the scheduler, its retry can take its first
+// row back before the survivor (woken by the abort, on a busy machine not
+// at once) gets to that row; the two then deadlock a second time and the
+// count of attempts depends on the scheduling.
 func TestWriteRetriesDeadlock(t *testing.T) {
 	t.Parallel()
 	s := postgresBackend.open(t)
@@ -410,7 +416,13 @@ func TestWriteRetriesDeadlock(t *testing.T) {
 		return err
 	}
 	errs := make([]error, 2)
+	done := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	// Should the server abort both (it aborts one per deadlock), each retry
+	// would wait for the other: give up instead of hanging.
+	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	race(2, func(i int) {
+		defer close(done[i])
 		first, second := "a", "b"
 		if i == 1 {
 			first, second = "b", "a"
@@ -419,6 +431,13 @@ func TestWriteRetriesDeadlock(t *testing.T) {
 		errs[i] = s.write(ctx, func(tx *sql.Tx) error {
 			tries++
 			attempts.Add(1)
+			if tries > 1 {
+				select {
+				case <-done[1-i]:
+				case <-waitCtx.Done():
+					return fmt.Errorf("retry %d waits for the other transaction to end: %w", tries, waitCtx.Err())
+				}
+			}
 			if err := update(tx, first); err != nil {
 				return err
 			}

@@ -59,20 +59,23 @@ func parseSQLiteDSN(dsn string) (string, error) {
 }
 
 // openSQLite opens the writer (one connection, BEGIN IMMEDIATE) and the
-// reader pool (query_only) on the file at path, and migrates it.
+// reader pool (query_only) on the file at path, and migrates it. It holds
+// the open lock (openlock.go) from creating the file until the migrations
+// are applied, so that concurrent openers of a new database take turns.
 func openSQLite(ctx context.Context, path string) (*Store, error) {
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create directory of %s: %w", path, err)
 		}
 	}
-	// The database holds secret task values: create it private. SQLite
-	// gives its -wal and -shm files the permissions of the database file.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	unlock, err := lockOpen(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	f.Close()
+	defer unlock()
+	if err := createPrivate(path); err != nil {
+		return nil, err
+	}
 
 	common := "_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMS) + ")&_pragma=foreign_keys(1)"
 	writer, err := sql.Open("sqlite", path+"?"+common+
@@ -104,6 +107,24 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	}
 	s.reader = reader
 	return s, nil
+}
+
+// createPrivate creates the database file at path, readable by its owner
+// only, if it does not exist: it holds secret task values, and SQLite
+// gives its -wal and -shm files the permissions of the database file. An
+// existing file is not opened here: closing a descriptor of the database
+// file would drop the locks that SQLite connections of this process hold
+// on it. (A file created here is new: no connection can hold a lock on it
+// while the open lock is held.)
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case errors.Is(err, fs.ErrExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // migrate applies the embedded migrations that are not yet recorded in

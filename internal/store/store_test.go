@@ -224,26 +224,50 @@ func TestMigrationsReopen(t *testing.T) {
 func TestOpenConcurrent(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {
-		// Several managers opening a fresh database at once all migrate it safely.
+		// Several managers opening a fresh database at once all migrate it
+		// safely (on SQLite, switching it to WAL among them).
 		path := b.newDSN(t)
-		var wg sync.WaitGroup
-		errs := make([]error, 4)
-		for i := range errs {
-			wg.Go(func() {
-				s, err := Open(context.Background(), path)
-				if err == nil {
-					err = s.Close()
-				}
-				errs[i] = err
-			})
-		}
-		wg.Wait()
+		errs := make([]error, 8)
+		race(len(errs), func(i int) {
+			s, err := Open(context.Background(), path)
+			if err == nil {
+				err = s.Close()
+			}
+			errs[i] = err
+		})
 		for i, err := range errs {
 			if err != nil {
 				t.Errorf("open %d: %v", i, err)
 			}
 		}
 	})
+}
+
+// TestOpenWaitsForTheOpenLock holds the open lock of a SQLite database:
+// Open waits for it, as long as its context allows, and succeeds once it is
+// released.
+func TestOpenWaitsForTheOpenLock(t *testing.T) {
+	t.Parallel()
+	path := sqliteBackend.newDSN(t)
+	unlock, err := lockOpen(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s, err := Open(ctx, path)
+	if err == nil {
+		s.Close()
+		t.Fatal("Open succeeded while another opener held the lock")
+	}
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "another process is opening the database") {
+		t.Errorf("Open error %q, want context.Canceled and the reason", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the database file was created without the lock: %v", err)
+	}
+	unlock()
+	openAt(t, path)
 }
 
 func TestRebind(t *testing.T) {
