@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
+	"github.com/legate-dev/legate/internal/backoff"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -67,7 +67,7 @@ func (c *Client) StreamLogs(ctx context.Context, id string, follow bool, fn func
 		return protocol.Task{}, err
 	}
 	var pos streamPos
-	delay := c.backoffMin
+	b := backoff.Backoff{Min: c.backoffMin, Max: c.backoffMax}
 	for first := true; ; first = false {
 		task, st, err := c.streamOnce(ctx, id, follow, &pos, fn)
 		if err == nil {
@@ -84,16 +84,10 @@ func (c *Client) StreamLogs(ctx context.Context, id string, follow bool, fn func
 			return protocol.Task{}, fmt.Errorf("%s: %w", op, err)
 		}
 		if st == delivered {
-			delay = c.backoffMin
+			b.Reset()
 		}
-		sleep := delay/2 + rand.N(delay/2+1)
-		delay = min(delay*2, c.backoffMax)
-		t := time.NewTimer(sleep)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !b.Wait(ctx) {
 			return protocol.Task{}, fmt.Errorf("%s: %w", op, context.Cause(ctx))
-		case <-t.C:
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -21,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/legate-dev/legate/internal/backoff"
 	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/config"
 	"github.com/legate-dev/legate/internal/executor"
@@ -408,7 +408,7 @@ func (a *Agent) register(ctx context.Context) error {
 
 // registerLocked is register with regMu held.
 func (a *Agent) registerLocked(ctx context.Context) error {
-	b := backoff{min: 250 * time.Millisecond, max: 30 * time.Second}
+	b := backoff.Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second}
 	for {
 		req := protocol.RegisterRequest{
 			ProtocolVersion:    protocol.Version,
@@ -462,7 +462,7 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			// setting to fix, not a manager to wait for.
 			return fmt.Errorf("cannot connect to %s: %w", a.client().BaseURL(), err)
 		}
-		d := b.next()
+		d := b.Next()
 		a.log.Warn("cannot register yet; retrying", "manager", a.client().BaseURL(), "err", err, "retry_in", d.Round(time.Millisecond))
 		a.rotateManager()
 		select {
@@ -684,23 +684,5 @@ func (a *Agent) offeredWith(id string, capabilities []string) {
 	a.mu.Unlock()
 	go a.runTask(id, capabilities)
 }
-
-// backoff is jittered exponential backoff.
-type backoff struct {
-	min, max time.Duration
-	n        int
-}
-
-func (b *backoff) next() time.Duration {
-	d := b.min << min(b.n, 20)
-	if d > b.max || d <= 0 {
-		d = b.max
-	}
-	b.n++
-	// Full jitter in [d/2, d).
-	return d/2 + rand.N(d/2+1)
-}
-
-func (b *backoff) reset() { b.n = 0 }
 
 func taskDir(workDir, id string) string { return filepath.Join(workDir, "tasks", id) }

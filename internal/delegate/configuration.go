@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/legate-dev/legate/internal/backoff"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -98,7 +99,7 @@ func (a *Agent) configLoop(ctx context.Context) {
 // is not the one last run, reports the outcome, and then takes tasks again.
 func (a *Agent) applyConfiguration(ctx context.Context) {
 	s := a.config
-	b := backoff{min: 250 * time.Millisecond, max: 30 * time.Second}
+	b := backoff.Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second}
 	wasBusy := false
 	for ctx.Err() == nil {
 		s.mu.Lock()
@@ -125,10 +126,8 @@ func (a *Agent) applyConfiguration(ctx context.Context) {
 				s.mu.Lock()
 				s.fetch = true
 				s.mu.Unlock()
-				select {
-				case <-ctx.Done():
+				if !b.Wait(ctx) {
 					return
-				case <-time.After(b.next()):
 				}
 				continue
 			}
@@ -207,7 +206,7 @@ func (a *Agent) runConfiguration(ctx context.Context, c *protocol.AppliedConfigu
 // a few times if it has to.
 func (a *Agent) reportConfiguration(ctx context.Context, res protocol.ConfigurationResult) {
 	rctx := context.WithoutCancel(ctx)
-	b := backoff{min: 250 * time.Millisecond, max: 5 * time.Second}
+	b := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
 	for attempt := 1; attempt <= 5; attempt++ {
 		gen := a.regGen.Load()
 		cctx, cancel := context.WithTimeout(rctx, 10*time.Second)
@@ -220,10 +219,8 @@ func (a *Agent) reportConfiguration(ctx context.Context, res protocol.Configurat
 		if !a.handleCallError(rctx, err, gen) {
 			return
 		}
-		select {
-		case <-ctx.Done():
+		if !b.Wait(ctx) {
 			return
-		case <-time.After(b.next()):
 		}
 	}
 }

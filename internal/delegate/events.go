@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
 
+	"github.com/legate-dev/legate/internal/backoff"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -75,16 +76,16 @@ func (a *Agent) eventLoop(ctx context.Context) {
 	wg.Add(1)
 	go func() { defer wg.Done(); a.pollLoop(ctx) }()
 	defer wg.Wait()
-	b := backoff{min: 500 * time.Millisecond, max: 30 * time.Second}
+	b := backoff.Backoff{Min: 500 * time.Millisecond, Max: 30 * time.Second}
 	for {
 		connected, err := a.runWebSocket(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if connected {
-			b.reset()
+			b.Reset()
 		}
-		d := b.next()
+		d := b.Next()
 		a.log.Warn("websocket unavailable; polling meanwhile", "err", err, "retry_in", d.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
@@ -170,7 +171,7 @@ func (a *Agent) runWebSocket(ctx context.Context) (bool, error) {
 // pollLoop long-polls for events whenever the WebSocket is down. It never
 // sleeps after an empty poll; it only backs off after errors.
 func (a *Agent) pollLoop(ctx context.Context) {
-	b := backoff{min: 250 * time.Millisecond, max: 15 * time.Second}
+	b := backoff.Backoff{Min: 250 * time.Millisecond, Max: 15 * time.Second}
 	logged := false
 	polling := false
 	for {
@@ -227,7 +228,7 @@ func (a *Agent) pollLoop(ctx context.Context) {
 					return
 				}
 			}
-			d := b.next()
+			d := b.Next()
 			a.log.Warn("poll failed", "err", err, "retry_in", d.Round(time.Millisecond))
 			var pe *protocol.Error
 			if !errors.As(err, &pe) {
@@ -240,7 +241,7 @@ func (a *Agent) pollLoop(ctx context.Context) {
 			}
 			continue
 		}
-		b.reset()
+		b.Reset()
 		a.metrics.polled(true)
 		for _, ev := range evs.Events {
 			a.handleEvent(ctx, ev)

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/legate-dev/legate/internal/backoff"
 	"github.com/legate-dev/legate/internal/executor"
 	"github.com/legate-dev/legate/internal/mask"
 	"github.com/legate-dev/legate/internal/protocol"
@@ -178,7 +179,7 @@ func (a *Agent) startIsolation() (func(), error) {
 // (a transport error, not a refusal): the manager answers a repeated claim
 // by the holder with the same lease, so the task runs exactly once.
 func (a *Agent) acquire(ctx context.Context, id string) (protocol.AcquireResponse, error) {
-	b := backoff{min: 50 * time.Millisecond, max: time.Second}
+	b := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		var acq protocol.AcquireResponse
@@ -187,10 +188,8 @@ func (a *Agent) acquire(ctx context.Context, id string) (protocol.AcquireRespons
 		if err == nil || errors.As(err, &pe) || ctx.Err() != nil {
 			return acq, err
 		}
-		select {
-		case <-ctx.Done():
+		if !b.Wait(ctx) {
 			return acq, err
-		case <-time.After(b.next()):
 		}
 	}
 	return protocol.AcquireResponse{}, err
@@ -209,7 +208,7 @@ func derefInt(p *int) any {
 func (a *Agent) deliverResult(log interface {
 	Warn(string, ...any)
 }, id string, res protocol.ResultRequest) {
-	b := backoff{min: 200 * time.Millisecond, max: 15 * time.Second}
+	b := backoff.Backoff{Min: 200 * time.Millisecond, Max: 15 * time.Second}
 	saved := false
 	for {
 		gen := a.regGen.Load()
@@ -241,7 +240,7 @@ func (a *Agent) deliverResult(log interface {
 			}
 			saved = true
 		}
-		d := b.next()
+		d := b.Next()
 		log.Warn("result not delivered yet; retrying", "err", err, "retry_in", d.Round(time.Millisecond))
 		select {
 		case <-time.After(d):
@@ -399,7 +398,7 @@ func (s *shipper) drop() {
 
 func (s *shipper) loop() {
 	defer close(s.done)
-	b := backoff{min: 100 * time.Millisecond, max: 10 * time.Second}
+	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
 	var pending *protocol.LogChunk
 	warned := false
 	for {
@@ -422,7 +421,7 @@ func (s *shipper) loop() {
 		cancel()
 		if err == nil {
 			pending = nil
-			b.reset()
+			b.Reset()
 			continue
 		}
 		var pe *protocol.Error
@@ -449,7 +448,7 @@ func (s *shipper) loop() {
 			warned = true
 		}
 		select {
-		case <-time.After(b.next()):
+		case <-time.After(b.Next()):
 		case <-s.a.stopDelivery:
 			s.keep(pending)
 			return
@@ -495,7 +494,7 @@ func (a *Agent) deliverSpooledLogs(log interface{ Warn(string, ...any) }, taskID
 	if !ok {
 		return
 	}
-	b := backoff{min: 200 * time.Millisecond, max: 15 * time.Second}
+	b := backoff.Backoff{Min: 200 * time.Millisecond, Max: 15 * time.Second}
 	for {
 		gen := a.regGen.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -515,7 +514,7 @@ func (a *Agent) deliverSpooledLogs(log interface{ Warn(string, ...any) }, taskID
 			return
 		}
 		select {
-		case <-time.After(b.next()):
+		case <-time.After(b.Next()):
 		case <-a.stopDelivery:
 			return
 		case <-a.opts.ForceStop:

@@ -23,47 +23,6 @@ import (
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
-func TestBackoffStaysWithinBoundsAndCaps(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ min, max time.Duration }{
-		{100 * time.Millisecond, 10 * time.Second},
-		{250 * time.Millisecond, 30 * time.Second},
-		{time.Millisecond, time.Millisecond},
-		{3, 1000}, // odd nanosecond values: integer halving
-		{time.Hour, 2 * time.Hour},
-	} {
-		b := backoff{min: tc.min, max: tc.max}
-		for step := range 70 { // well past the shift cap of 20
-			// d = min doubled per step (at most 20 times), capped at max.
-			want := tc.min
-			for i := 0; i < min(step, 20) && want < tc.max; i++ {
-				want *= 2
-			}
-			want = min(want, tc.max)
-			got := b.next()
-			if got < want/2 || got > want {
-				t.Fatalf("min %v max %v step %d: next() = %v, want within [%v, %v]", tc.min, tc.max, step, got, want/2, want)
-			}
-		}
-		b.reset()
-		if got := b.next(); got < tc.min/2 || got > tc.min {
-			t.Fatalf("min %v max %v: after reset next() = %v, want within [%v, %v]", tc.min, tc.max, got, tc.min/2, tc.min)
-		}
-	}
-}
-
-func TestBackoffIsJittered(t *testing.T) {
-	t.Parallel()
-	seen := map[time.Duration]bool{}
-	for range 200 {
-		b := backoff{min: time.Second, max: time.Minute}
-		seen[b.next()] = true
-	}
-	if len(seen) < 50 {
-		t.Fatalf("200 first delays took only %d distinct values: not jittered", len(seen))
-	}
-}
-
 func TestTaskEnvDropsCredentials(t *testing.T) {
 	t.Parallel()
 	env := []string{
