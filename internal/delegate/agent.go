@@ -81,7 +81,24 @@ type Options struct {
 	TaskIsolation string
 }
 
-// Agent is one running delegate. Create it with New and run it with Run.
+// Agent is one running delegate. Create it with New and run it once with
+// Run.
+//
+// Lock order. The agent's locks nest in one order only; a lock may be
+// taken while holding those before it in this list, never the reverse:
+//
+//  1. regMu: one registration at a time; held across the call to the
+//     manager, it takes mu and config.mu (and leaf locks) inside.
+//  2. mu: the agent's task bookkeeping; offeredWith takes config.mu inside
+//     (reading config.busy under mu, so that an offer deferred while a
+//     configuration runs is never missed by retryDeferred).
+//  3. config.mu (configState).
+//
+// Every other lock is a leaf, held only around its own fields and never
+// while taking another: wsMu, conn.mu, kill.mu, the wsConn and shipper
+// locks, caps.mu, load.mu and the metrics' locks. No lock is held while
+// calling the manager except regMu and a wsConn's (which only writes one
+// frame to its WebSocket).
 type Agent struct {
 	opts     Options
 	cfg      config.Delegate
@@ -111,14 +128,17 @@ type Agent struct {
 	regGen   atomic.Int64
 	fatal    chan error
 	fatalOne sync.Once
-	wg       sync.WaitGroup
-	tasksCtx context.Context
-	killAll  context.CancelFunc
-	taskWG   sync.WaitGroup
-	caps     *capabilityChecker
-	load     *loadMonitor
-	config   *configState
-	spool    spool
+	// wg joins the loops Run starts; taskWG joins every task (and every
+	// delivery of a result kept from an earlier run): Run waits for both.
+	wg     sync.WaitGroup
+	taskWG sync.WaitGroup
+	// kill cancels running tasks and configuration scripts at once (grace
+	// period over, second stop request, or a fatal error).
+	kill   killSwitch
+	caps   *capabilityChecker
+	load   *loadMonitor
+	config *configState
+	spool  spool
 	// stopDelivery ends result delivery loops when the delegate stops;
 	// undelivered results stay in the spool for the next start.
 	stopDelivery chan struct{}
@@ -138,13 +158,26 @@ type Agent struct {
 	iso       *executor.Isolator
 }
 
+// runningTask is a task of a.tasks. Its fields do not change: acquiring
+// the task replaces its placeholder (epoch 0, no cancel) with a new one.
 type runningTask struct {
-	epoch  int64
-	cancel context.CancelCauseFunc
+	epoch  int64                   // 0 while the task is being acquired
+	cancel context.CancelCauseFunc // nil while the task is being acquired
+	// aborted is set when the manager aborted the task (a user cancelled
+	// it, or it is no longer this delegate's): the manager's refusals of
+	// its output and result are then expected.
+	aborted atomic.Bool
 }
 
-// errAborted is the cause of a task cancelled by the manager.
-var errAborted = errors.New("aborted by the manager")
+var (
+	// errAborted is the cause of a task the manager aborted.
+	errAborted = errors.New("aborted by the manager")
+	// errLeaseLost is the cause of a task whose output the manager
+	// refused: it no longer assigns the task to this delegate.
+	errLeaseLost = errors.New("the manager no longer assigns the task to this delegate")
+	// errStopping is the cause of the tasks the delegate kills as it stops.
+	errStopping = errors.New("delegate stopping")
+)
 
 // New checks the options and prepares an agent.
 func New(opts Options) (*Agent, error) {
@@ -276,15 +309,15 @@ func (a *Agent) fail(err error) {
 // acquiring, keeps heartbeating, lets running tasks finish within the
 // grace period (cancelling them after it, or at once on ForceStop),
 // reports them, deregisters and returns nil. It returns an error when the
-// delegate cannot go on (refused token, revoked token).
+// delegate cannot go on (refused token, revoked token). Every goroutine
+// it started has ended when it returns.
 func (a *Agent) Run(ctx context.Context) error {
-	// Loops outlive ctx: they keep heartbeating while tasks drain.
+	// Loops outlive ctx: they keep heartbeating while tasks drain. Tasks
+	// run in contexts derived from loopCtx (which drain outlives), each
+	// also cancelled by a.kill.
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoops()
-	tasksCtx, killAll := context.WithCancelCause(context.WithoutCancel(ctx))
-	a.tasksCtx = tasksCtx
-	a.killAll = func() { killAll(errors.New("delegate stopping")) }
-	defer a.killAll()
+	defer a.kill.kill(errStopping)
 	stopHTTP, err := a.startHTTP(ctx)
 	if err != nil {
 		return err
@@ -310,11 +343,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.redeliver()
-	a.wg.Add(4)
-	go func() { defer a.wg.Done(); a.configLoop(loopCtx) }()
-	go func() { defer a.wg.Done(); a.heartbeatLoop(loopCtx) }()
-	go func() { defer a.wg.Done(); a.eventLoop(loopCtx) }()
-	go func() { defer a.wg.Done(); a.sessionLoop(loopCtx) }()
+	a.wg.Go(func() { a.configLoop(loopCtx) })
+	a.wg.Go(func() { a.heartbeatLoop(loopCtx) })
+	a.wg.Go(func() { a.eventLoop(loopCtx) })
+	a.wg.Go(func() { a.sessionLoop(loopCtx) })
 	a.wg.Go(func() { a.perfLoop(loopCtx) })
 
 	var runErr error
@@ -339,18 +371,19 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // drain waits for running tasks to finish, cancelling them after the grace
-// period, on ForceStop, or at once when the delegate cannot continue.
+// period, on ForceStop, or at once when the delegate cannot continue. It
+// returns once every task (and every delivery) has ended.
 func (a *Agent) drain(now bool) {
 	a.mu.Lock()
-	a.draining = true
+	a.draining = true // from now on no task starts: taskWG only goes down
 	a.mu.Unlock()
 	a.metrics.setDraining()
 	a.sendHeartbeat(context.Background())
 	done := make(chan struct{})
-	go func() { a.taskWG.Wait(); close(done) }()
-	if now {
-		a.killAll()
-	} else {
+	var waiter sync.WaitGroup
+	waiter.Go(func() { a.taskWG.Wait(); close(done) })
+	defer waiter.Wait()
+	if !now {
 		grace := time.NewTimer(a.opts.Grace)
 		defer grace.Stop()
 		select {
@@ -361,8 +394,8 @@ func (a *Agent) drain(now bool) {
 		case <-a.opts.ForceStop:
 			a.log.Warn("second stop request: cancelling running tasks now", "running", a.runningCount())
 		}
-		a.killAll()
 	}
+	a.kill.kill(errStopping)
 	select {
 	case <-done:
 		return
@@ -374,7 +407,7 @@ func (a *Agent) drain(now bool) {
 	case <-done:
 		a.log.Warn("results not delivered are kept on disk and sent at the next start", "dir", a.spool.dir)
 	case <-time.After(5 * time.Second):
-		a.log.Error("tasks did not report after cancellation")
+		a.log.Error("tasks did not report after cancellation; waiting for them to end", "running", a.runningCount())
 	}
 }
 
@@ -608,24 +641,28 @@ func (a *Agent) sendHeartbeat(ctx context.Context) {
 	a.abort(resp.Abort)
 }
 
-// abort cancels tasks the manager no longer assigns to this delegate.
+// abort cancels tasks the manager no longer assigns to this delegate. A
+// task still being acquired is left to its acquire, which the manager
+// refuses.
 func (a *Agent) abort(ids []string) {
 	for _, id := range ids {
 		a.mu.Lock()
 		t := a.tasks[id]
 		a.mu.Unlock()
-		if t != nil {
+		if t != nil && t.cancel != nil {
 			a.log.Info("manager aborted task", "task", id)
+			t.aborted.Store(true)
 			t.cancel(errAborted)
 		}
 	}
 }
 
-// handleEvent reacts to one event from the manager.
+// handleEvent reacts to one event from the manager. ctx is the agent's
+// loop context: the tasks it starts run in contexts derived from it.
 func (a *Agent) handleEvent(ctx context.Context, ev protocol.Event) {
 	switch ev.Kind {
 	case protocol.EventTaskAvailable:
-		a.offeredWith(ev.TaskID, ev.Capabilities)
+		a.offeredWith(ctx, ev.TaskID, ev.Capabilities)
 	case protocol.EventAbort:
 		a.abort([]string{ev.TaskID})
 	case protocol.EventHeartbeatAck:
@@ -644,11 +681,13 @@ func (a *Agent) handleEvent(ctx context.Context, ev protocol.Event) {
 }
 
 // offered tries to acquire a task the manager announced, if there is room.
-func (a *Agent) offered(id string) { a.offeredWith(id, nil) }
+func (a *Agent) offered(ctx context.Context, id string) { a.offeredWith(ctx, id, nil) }
 
 // offeredWith is offered for a task that needs capabilities: they are
-// validated (unless validated recently) before the task is acquired.
-func (a *Agent) offeredWith(id string, capabilities []string) {
+// validated (unless validated recently) before the task is acquired. The
+// task runs in a context derived from ctx, which must outlive it (the
+// agent's loop context does: drain waits for every task).
+func (a *Agent) offeredWith(ctx context.Context, id string, capabilities []string) {
 	if id == "" {
 		return
 	}
@@ -679,10 +718,10 @@ func (a *Agent) offeredWith(id string, capabilities []string) {
 	}
 	delete(a.deferred, id)
 	// Placeholder so a second offer of the same task is ignored.
-	a.tasks[id] = &runningTask{epoch: 0, cancel: func(error) {}}
-	a.taskWG.Add(1)
+	a.tasks[id] = &runningTask{}
+	a.taskWG.Add(1) // not draining: drain has not started waiting
 	a.mu.Unlock()
-	go a.runTask(id, capabilities)
+	go a.runTask(ctx, id, capabilities)
 }
 
 func taskDir(workDir, id string) string { return filepath.Join(workDir, "tasks", id) }

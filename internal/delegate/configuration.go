@@ -165,7 +165,7 @@ func (a *Agent) applyConfiguration(ctx context.Context) {
 	}
 	if wasBusy && ctx.Err() == nil {
 		a.sendHeartbeat(ctx) // done: takes tasks again
-		a.retryDeferred()
+		a.retryDeferred(ctx)
 	}
 }
 
@@ -175,10 +175,8 @@ func (a *Agent) runConfiguration(ctx context.Context, c *protocol.AppliedConfigu
 	a.log.Info("running delegate configuration (no new tasks meanwhile)", "configuration", c.Name, "version", c.Version,
 		"timeout", a.scriptTimeout())
 	// Killed when the delegate stops (its loops end) or kills its tasks.
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(a.tasksCtx, cancel)
-	defer stop()
+	sctx, release := a.kill.context(ctx)
+	defer release()
 	r := a.runScript(sctx, "configuration.sh", "configuration "+label, c.Script, []string{
 		"LEGATE_CONFIGURATION=" + c.Name,
 		"LEGATE_CONFIGURATION_VERSION=" + strconv.FormatInt(c.Version, 10),
@@ -226,8 +224,8 @@ func (a *Agent) reportConfiguration(ctx context.Context, res protocol.Configurat
 }
 
 // retryDeferred offers again the tasks refused while a configuration ran
-// or while no slot was free.
-func (a *Agent) retryDeferred() {
+// or while no slot was free; ctx is the agent's loop context.
+func (a *Agent) retryDeferred(ctx context.Context) {
 	a.mu.Lock()
 	pending := make(map[string][]string, len(a.deferred))
 	for id, caps := range a.deferred {
@@ -236,6 +234,6 @@ func (a *Agent) retryDeferred() {
 	}
 	a.mu.Unlock()
 	for id, caps := range pending {
-		a.offeredWith(id, caps)
+		a.offeredWith(ctx, id, caps)
 	}
 }

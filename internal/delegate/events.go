@@ -72,10 +72,9 @@ func (a *Agent) eventLoop(ctx context.Context) {
 		a.pollLoop(ctx)
 		return
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); a.pollLoop(ctx) }()
-	defer wg.Wait()
+	var poller sync.WaitGroup
+	poller.Go(func() { a.pollLoop(ctx) })
+	defer poller.Wait()
 	b := backoff.Backoff{Min: 500 * time.Millisecond, Max: 30 * time.Second}
 	for {
 		connected, err := a.runWebSocket(ctx)
@@ -195,14 +194,16 @@ func (a *Agent) pollLoop(ctx context.Context) {
 		polling = true
 		pctx, cancel := context.WithCancel(ctx)
 		stop := make(chan struct{})
+		var watcher sync.WaitGroup
 		if !a.cfg.PollForTasks {
-			go func() {
+			// The poll ends when the WebSocket comes back.
+			watcher.Go(func() {
 				select {
 				case <-changed:
 					cancel()
 				case <-stop:
 				}
-			}()
+			})
 		}
 		gen := a.regGen.Load()
 		// Until a poll succeeds, poll without waiting: the answer confirms
@@ -213,6 +214,7 @@ func (a *Agent) pollLoop(ctx context.Context) {
 		}
 		evs, err := a.client().Poll(pctx, wait)
 		close(stop)
+		watcher.Wait()
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {

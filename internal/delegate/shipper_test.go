@@ -202,8 +202,8 @@ func TestShipperUnblocksWhenTheManagerRefuses(t *testing.T) {
 	s.close()
 	mu.Lock()
 	defer mu.Unlock()
-	if cause != errAborted {
-		t.Fatalf("task cancelled with %v, want errAborted", cause)
+	if cause != errLeaseLost {
+		t.Fatalf("task cancelled with %v, want errLeaseLost", cause)
 	}
 }
 

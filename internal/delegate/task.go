@@ -16,9 +16,12 @@ import (
 )
 
 // runTask acquires an offered task and, if this delegate wins it, runs it,
-// streams its output and reports the result.
-func (a *Agent) runTask(id string, capabilities []string) {
+// streams its output and reports the result. parent is the agent's loop
+// context; the task runs in a child of it that a.kill cancels.
+func (a *Agent) runTask(parent context.Context, id string, capabilities []string) {
 	defer a.taskWG.Done()
+	ctx, unkill := a.kill.context(parent)
+	defer unkill()
 	release := func() {
 		a.mu.Lock()
 		delete(a.tasks, id)
@@ -32,10 +35,9 @@ func (a *Agent) runTask(id string, capabilities []string) {
 		a.mu.Unlock()
 		if nextID != "" {
 			// An offer that found no free slot gets this one.
-			a.offeredWith(nextID, nextCaps)
+			a.offeredWith(parent, nextID, nextCaps)
 		}
 	}
-	ctx := a.tasksCtx
 	gen := a.regGen.Load()
 	if len(capabilities) > 0 {
 		results, ok := a.caps.check(ctx, capabilities)
@@ -122,15 +124,12 @@ func (a *Agent) runTask(id string, capabilities []string) {
 	_ = out.Flush()
 	lastSeq := ship.close()
 	if startedCalled.Load() {
-		select {
-		case <-startedSent:
-		case <-time.After(15 * time.Second):
-		}
+		<-startedSent // bounded by the report's timeout
 	}
-	if errors.Is(context.Cause(taskCtx), errAborted) {
+	if cause := context.Cause(taskCtx); errors.Is(cause, errAborted) || errors.Is(cause, errLeaseLost) {
 		outcome.Status = protocol.StatusCancelled
 		if outcome.Error == "" {
-			outcome.Error = "aborted by the manager"
+			outcome.Error = cause.Error()
 		}
 	}
 	a.metrics.taskFinished(acq.Spec.Type, outcome.Status, time.Since(began))
@@ -431,7 +430,7 @@ func (s *shipper) loop() {
 			if pe.Code == protocol.CodeStaleLease {
 				s.a.metrics.staleReport("log")
 			}
-			s.cancel(errAborted)
+			s.cancel(errLeaseLost)
 			s.mu.Lock()
 			s.dead = true
 			s.drop()

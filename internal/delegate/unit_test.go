@@ -177,7 +177,6 @@ func newOfferAgent(t *testing.T, capacity int) (*Agent, *acquireServer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.tasksCtx = context.Background()
 	t.Cleanup(func() {
 		close(srv.release)
 		a.taskWG.Wait()
@@ -226,7 +225,7 @@ func TestOfferedRespectsCapacityDrainingAndDuplicates(t *testing.T) {
 			a, srv := newOfferAgent(t, tc.capacity)
 			a.draining = tc.draining
 			for _, id := range tc.offers {
-				a.offered(id)
+				a.offered(context.Background(), id)
 			}
 			if got := a.taskIDs(); !slices.Equal(got, tc.want) {
 				t.Fatalf("tasks held after offers %v: %v, want %v", tc.offers, got, tc.want)
@@ -243,9 +242,9 @@ func TestOfferedRespectsCapacityDrainingAndDuplicates(t *testing.T) {
 func TestOfferedCapacityTwoAcquiresTwoAtOnce(t *testing.T) {
 	t.Parallel()
 	a, srv := newOfferAgent(t, 2)
-	a.offered("t1")
-	a.offered("t2")
-	a.offered("t3")
+	a.offered(context.Background(), "t1")
+	a.offered(context.Background(), "t2")
+	a.offered(context.Background(), "t3")
 	if got, want := a.taskIDs(), []string{"t1", "t2"}; !slices.Equal(got, want) {
 		t.Fatalf("tasks held after offering t1, t2, t3 with capacity 2: %v, want %v", got, want)
 	}
@@ -276,7 +275,7 @@ func TestOfferArrivingWhileResultIsDeliveredIsNotLost(t *testing.T) {
 		case "t1/started", "t1/logs":
 			w.WriteHeader(http.StatusNoContent)
 		case "t1/result":
-			a.offered("t2") // the manager's offer, sent before its answer
+			a.offered(context.Background(), "t2") // the manager's offer, sent before its answer
 			_ = json.NewEncoder(w).Encode(protocol.Task{ID: "t1", Status: protocol.StatusSucceeded})
 		default:
 			w.WriteHeader(http.StatusConflict)
@@ -295,8 +294,7 @@ func TestOfferArrivingWhileResultIsDeliveredIsNotLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.tasksCtx = context.Background()
-	a.offered("t1")
+	a.offered(context.Background(), "t1")
 	a.taskWG.Wait() // t1, and t2 if it was taken
 	mu.Lock()
 	defer mu.Unlock()
