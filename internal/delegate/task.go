@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -17,47 +16,18 @@ import (
 
 // runTask acquires an offered task and, if this delegate wins it, runs it,
 // streams its output and reports the result. parent is the agent's loop
-// context; the task runs in a child of it that a.kill cancels.
+// context; the task runs in a child of it that a.kill cancels. The task's
+// slot (its placeholder in a.tasks, made by offeredWith) is freed when
+// runTask returns.
 func (a *Agent) runTask(parent context.Context, id string, capabilities []string) {
 	defer a.taskWG.Done()
+	defer a.freeSlot(parent, id)
 	ctx, unkill := a.kill.context(parent)
 	defer unkill()
-	release := func() {
-		a.mu.Lock()
-		delete(a.tasks, id)
-		var nextID string
-		var nextCaps []string
-		for did, caps := range a.deferred {
-			nextID, nextCaps = did, caps
-			delete(a.deferred, did)
-			break
-		}
-		a.mu.Unlock()
-		if nextID != "" {
-			// An offer that found no free slot gets this one.
-			a.offeredWith(parent, nextID, nextCaps)
-		}
-	}
 	gen := a.regGen.Load()
-	if len(capabilities) > 0 {
-		results, ok := a.caps.check(ctx, capabilities)
-		if len(results) > 0 {
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			if err := a.client().ReportCapabilities(rctx, protocol.CapabilityReport{TaskID: id, Results: results}); err != nil {
-				a.log.Warn("report capability results", "task", id, "err", err)
-			}
-			cancel()
-		}
-		if !ok {
-			for _, r := range results {
-				if !r.OK {
-					a.log.Info("not taking task: capability not available here", "task", id, "criteria", r.Criteria, "err", r.Error)
-				}
-			}
-			a.metrics.rejectedOffer(rejectCapability)
-			release()
-			return
-		}
+	if !a.capable(ctx, id, capabilities) {
+		a.metrics.rejectedOffer(rejectCapability)
+		return
 	}
 	// A stop requested since the offer (or during the capability check)
 	// means no new task: the offer is left for other delegates.
@@ -66,32 +36,94 @@ func (a *Agent) runTask(parent context.Context, id string, capabilities []string
 	a.mu.Unlock()
 	if draining {
 		a.metrics.rejectedOffer(rejectDraining)
-		release()
 		return
 	}
-	acq, err := a.acquire(ctx, id)
-	if err != nil {
-		var pe *protocol.Error
-		if errors.As(err, &pe) && (pe.Code == protocol.CodeAlreadyClaimed || pe.Code == protocol.CodeTaskTerminal) {
-			a.log.Debug("task taken by another delegate", "task", id)
-		} else {
-			a.log.Warn("acquire failed", "task", id, "err", err)
-			a.metrics.rejectedOffer(rejectAcquire)
-			a.handleCallError(ctx, err, gen)
-		}
-		release()
+	acq, ok := a.claim(ctx, id, gen)
+	if !ok {
 		return
 	}
 	taskCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	t := &runningTask{epoch: acq.Epoch, cancel: cancel}
 	a.mu.Lock()
-	a.tasks[id] = &runningTask{epoch: acq.Epoch, cancel: cancel}
+	a.tasks[id] = t
 	a.mu.Unlock()
-	defer release()
 	defer a.perf.executing.begin()()
 	log := a.log.With("task", id, "epoch", acq.Epoch, "type", acq.Spec.Type)
 	log.Info("task acquired")
+	res := a.execute(taskCtx, log, id, acq, cancel)
+	a.deliverResult(log, id, res)
+	log.Info("task finished", "status", res.Status, "exit_code", derefInt(res.ExitCode))
+}
 
+// freeSlot forgets task id and gives its slot to an offer that found none
+// free, if there is one.
+func (a *Agent) freeSlot(ctx context.Context, id string) {
+	a.mu.Lock()
+	delete(a.tasks, id)
+	var nextID string
+	var nextCaps []string
+	for did, caps := range a.deferred {
+		nextID, nextCaps = did, caps
+		delete(a.deferred, did)
+		break
+	}
+	a.mu.Unlock()
+	if nextID != "" {
+		a.offeredWith(ctx, nextID, nextCaps)
+	}
+}
+
+// capable validates the capabilities a task needs from here (those not
+// validated recently), reports fresh results to the manager, and reports
+// whether all are available.
+func (a *Agent) capable(ctx context.Context, id string, capabilities []string) bool {
+	if len(capabilities) == 0 {
+		return true
+	}
+	results, ok := a.caps.check(ctx, capabilities)
+	if len(results) > 0 {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := a.client().ReportCapabilities(rctx, protocol.CapabilityReport{TaskID: id, Results: results}); err != nil {
+			a.log.Warn("report capability results", "task", id, "err", err)
+		}
+		cancel()
+	}
+	for _, r := range results {
+		if !r.OK {
+			a.log.Info("not taking task: capability not available here", "task", id, "criteria", r.Criteria, "err", r.Error)
+		}
+	}
+	return ok
+}
+
+// claim acquires an offered task; false when another delegate has it or
+// the acquire failed (logged). gen is the registration the offer came in.
+func (a *Agent) claim(ctx context.Context, id string, gen int64) (protocol.AcquireResponse, bool) {
+	acq, err := a.acquire(ctx, id)
+	if err == nil {
+		return acq, true
+	}
+	var pe *protocol.Error
+	switch {
+	case errors.As(err, &pe) && (pe.Code == protocol.CodeAlreadyClaimed || pe.Code == protocol.CodeTaskTerminal):
+		a.log.Debug("task taken by another delegate", "task", id)
+	case ctx.Err() != nil:
+		a.log.Debug("acquire given up: the delegate is stopping", "task", id)
+	default:
+		a.log.Warn("acquire failed", "task", id, "err", err)
+		a.metrics.rejectedOffer(rejectAcquire)
+		a.handleCallError(ctx, err, gen)
+	}
+	return protocol.AcquireResponse{}, false
+}
+
+// execute runs an acquired task in its working directory while its
+// output is masked and shipped to the manager, reports its start, and
+// returns its result (masked), once all its output was sent or kept.
+// ctx is the task's context and cancel cancels it (as an abort by the
+// manager does; the shipper does when the manager refuses the output).
+func (a *Agent) execute(ctx context.Context, log logger, id string, acq protocol.AcquireResponse, cancel context.CancelCauseFunc) protocol.ResultRequest {
 	ship := newShipper(a, id, acq.Epoch, cancel)
 	secrets := a.secretsToMask(acq.Spec.SecretEnv)
 	out := mask.New(ship, secrets)
@@ -99,34 +131,23 @@ func (a *Agent) runTask(parent context.Context, id string, capabilities []string
 	env := append(append([]string{}, a.opts.TaskEnv...), "LEGATE_TASK_ID="+id)
 	// The start report must land before the result, or a fast task would
 	// finish without a started_at.
-	startedSent := make(chan struct{})
-	var startedCalled atomic.Bool
+	var started sync.WaitGroup
 	a.metrics.taskStarted(acq.Spec.Type)
 	began := time.Now()
-	outcome := executor.Run(taskCtx, acq.Spec, executor.Options{
+	outcome := executor.Run(ctx, acq.Spec, executor.Options{
 		WorkDir:    dir,
 		Env:        env,
 		Timeout:    time.Duration(acq.TimeoutMS) * time.Millisecond,
 		HTTPClient: a.opts.TaskHTTPClient,
 		Isolator:   a.iso,
 		OnStart: func() {
-			startedCalled.Store(true)
-			go func() {
-				defer close(startedSent)
-				sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
-				defer scancel()
-				if err := a.client().Started(sctx, id, protocol.StartedRequest{Epoch: acq.Epoch}); err != nil {
-					log.Debug("report started", "err", err)
-				}
-			}()
+			started.Go(func() { a.reportStarted(ctx, log, id, acq.Epoch) })
 		},
 	}, out)
 	_ = out.Flush()
 	lastSeq := ship.close()
-	if startedCalled.Load() {
-		<-startedSent // bounded by the report's timeout
-	}
-	if cause := context.Cause(taskCtx); errors.Is(cause, errAborted) || errors.Is(cause, errLeaseLost) {
+	started.Wait()
+	if cause := context.Cause(ctx); errors.Is(cause, errAborted) || errors.Is(cause, errLeaseLost) {
 		outcome.Status = protocol.StatusCancelled
 		if outcome.Error == "" {
 			outcome.Error = cause.Error()
@@ -146,8 +167,24 @@ func (a *Agent) runTask(parent context.Context, id string, capabilities []string
 		h.BodyExcerpt = mask.String(h.BodyExcerpt, secrets)
 		res.HTTPResult = &h
 	}
-	a.deliverResult(log, id, res)
-	log.Info("task finished", "status", outcome.Status, "exit_code", derefInt(outcome.ExitCode))
+	return res
+}
+
+// reportStarted tells the manager that the task's process started.
+func (a *Agent) reportStarted(ctx context.Context, log logger, id string, epoch int64) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := a.client().Started(ctx, id, protocol.StartedRequest{Epoch: epoch}); err != nil {
+		log.Debug("report started", "err", err)
+	}
+}
+
+// logger is what a task's code logs with: the agent's logger with the
+// task's attributes.
+type logger interface {
+	Debug(msg string, args ...any)
+	Info(msg string, args ...any)
+	Warn(msg string, args ...any)
 }
 
 // startIsolation prepares the isolation of task processes and ends what
@@ -204,9 +241,7 @@ func derefInt(p *int) any {
 // deliverResult sends the result until the manager answers (or refuses it
 // for good). A result the first attempt could not deliver is kept on disk:
 // when the delegate stops first, the next start delivers it.
-func (a *Agent) deliverResult(log interface {
-	Warn(string, ...any)
-}, id string, res protocol.ResultRequest) {
+func (a *Agent) deliverResult(log logger, id string, res protocol.ResultRequest) {
 	b := backoff.Backoff{Min: 200 * time.Millisecond, Max: 15 * time.Second}
 	saved := false
 	for {
@@ -488,7 +523,7 @@ func (s *shipper) keep(pending *protocol.LogChunk) {
 }
 
 // deliverSpooledLogs sends output kept by an earlier run, before its result.
-func (a *Agent) deliverSpooledLogs(log interface{ Warn(string, ...any) }, taskID string) {
+func (a *Agent) deliverSpooledLogs(log logger, taskID string) {
 	l, ok := a.spool.loadLogs(taskID)
 	if !ok {
 		return
