@@ -144,6 +144,7 @@ func (a *Agent) execute(ctx context.Context, log logger, id string, acq protocol
 			started.Go(func() { a.reportStarted(ctx, log, id, acq.Epoch) })
 		},
 	}, out)
+	log.Debug("task process ended; sending the rest of its output", "status", outcome.Status)
 	_ = out.Flush()
 	lastSeq := ship.close()
 	started.Wait()
@@ -310,8 +311,10 @@ type shipper struct {
 	// output; stopped: the delegate stopped delivering. dead and stopped
 	// drop further output.
 	closed, dead, stopped bool
-	wake                  chan struct{}
-	done                  chan struct{}
+	// held counts the writers waiting for room (held by back-pressure).
+	held int
+	wake chan struct{}
+	done chan struct{}
 }
 
 // maxChunk is the most output one log request carries.
@@ -339,7 +342,9 @@ func (s *shipper) Write(p []byte) (int, error) {
 	for len(p) > 0 && !s.dead && !s.stopped {
 		room := maxBuffered - len(s.buf)
 		if room <= 0 {
+			s.held++
 			s.space.Wait()
+			s.held--
 			continue
 		}
 		k := min(room, len(p))

@@ -356,9 +356,7 @@ func TestConcurrentReauthRegistersOnce(t *testing.T) {
 	go func() { defer wg.Done(); a.reauth(ctx, gen) }()
 	// The second caller is past its check and waits for the first.
 	waitFor(t, "the second caller to wait for the registration lock", func() bool {
-		buf := make([]byte, 1<<20)
-		stacks := strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n")
-		for _, s := range stacks {
+		for _, s := range goroutineStacks() {
 			if strings.Contains(s, "sync.(*Mutex).Lock") && strings.Contains(s, "(*Agent).reauth") {
 				return true
 			}
@@ -374,6 +372,17 @@ func TestConcurrentReauthRegistersOnce(t *testing.T) {
 	}
 	if got := a.regGen.Load(); got != gen+1 {
 		t.Fatalf("registration generation %d, want %d", got, gen+1)
+	}
+}
+
+// goroutineStacks returns the stack of every goroutine, whole: the buffer
+// grows until they all fit (other tests run in parallel).
+func goroutineStacks() []string {
+	for size := 1 << 20; ; size *= 2 {
+		buf := make([]byte, size)
+		if n := runtime.Stack(buf, true); n < size {
+			return strings.Split(string(buf[:n]), "\n\n")
+		}
 	}
 }
 
