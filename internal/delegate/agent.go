@@ -420,7 +420,9 @@ func (a *Agent) redeliver() {
 			defer a.taskWG.Done()
 			log := a.log.With("task", r.TaskID)
 			a.deliverSpooledLogs(log, r.TaskID)
-			a.deliverResult(log, r.TaskID, r.Result)
+			if err := a.deliverResult(log, r.TaskID, r.Result); err != nil {
+				log.Warn("manager refused the result kept from an earlier run", "err", err)
+			}
 		}()
 	}
 }

@@ -336,6 +336,20 @@ func TestCancelKillsTheTaskAndFreesTheSlot(t *testing.T) {
 	if len(ag.logs.lines("manager aborted task", "task="+task.ID)) == 0 {
 		t.Error("the agent did not log the manager's abort")
 	}
+	// The manager refuses the cancelled task's result (the cancel ended its
+	// lease): expected after a cancel, so neither side warns about it. (The
+	// manager logs the refusal before it answers, so before "task finished".)
+	if got := ag.logs.lines("level=INFO", "manager refused the result", "task="+task.ID); len(got) != 1 {
+		t.Errorf("agent log lines about the refused result: %q, want one at info", got)
+	}
+	if got := tm.log.lines("level=INFO", "refused result from a stale lease", "task="+task.ID); len(got) != 1 {
+		t.Errorf("manager log lines about the refused result: %q, want one at info", got)
+	}
+	for name, l := range map[string]*logBuffer{"agent": ag.logs, "manager": tm.log} {
+		if got := l.lines("level=WARN", "task="+task.ID); len(got) > 0 {
+			t.Errorf("the %s warns about the cancelled task: %q", name, got)
+		}
+	}
 
 	// The only slot is free again.
 	next := tm.submitScript(t, "echo next")

@@ -51,9 +51,30 @@ func (a *Agent) runTask(parent context.Context, id string, capabilities []string
 	defer a.perf.executing.begin()()
 	log := a.log.With("task", id, "epoch", acq.Epoch, "type", acq.Spec.Type)
 	log.Info("task acquired")
-	res := a.execute(taskCtx, log, id, acq, cancel)
-	a.deliverResult(log, id, res)
+	res, outputRefused := a.execute(taskCtx, log, id, acq, cancel)
+	resultRefused := a.deliverResult(log, id, res)
+	logRefusal(log, t, outputRefused, resultRefused)
 	log.Info("task finished", "status", res.Status, "exit_code", derefInt(res.ExitCode))
+}
+
+// logRefusal logs, once per task, that the manager refused its output or
+// result because the task is no longer this delegate's. After the manager
+// aborted the task (a user cancelled it) that is expected: info, not a
+// warning. Logged when the task is over, by when the abort that crossed a
+// refused report on the way has arrived.
+func logRefusal(log logger, t *runningTask, output, result error) {
+	if output == nil && result == nil {
+		return
+	}
+	msg, err := "manager refused the result: the task is no longer held by this delegate", result
+	if result == nil {
+		msg, err = "manager refused the task's output: the task is no longer held by this delegate", output
+	}
+	if t.aborted.Load() {
+		log.Info(msg+" (it aborted the task)", "err", err, "output_refused", output != nil)
+		return
+	}
+	log.Warn(msg, "err", err, "output_refused", output != nil)
 }
 
 // freeSlot forgets task id and gives its slot to an offer that found none
@@ -120,10 +141,12 @@ func (a *Agent) claim(ctx context.Context, id string, gen int64) (protocol.Acqui
 
 // execute runs an acquired task in its working directory while its
 // output is masked and shipped to the manager, reports its start, and
-// returns its result (masked), once all its output was sent or kept.
-// ctx is the task's context and cancel cancels it (as an abort by the
-// manager does; the shipper does when the manager refuses the output).
-func (a *Agent) execute(ctx context.Context, log logger, id string, acq protocol.AcquireResponse, cancel context.CancelCauseFunc) protocol.ResultRequest {
+// returns its result (masked), once all its output was sent or kept, and
+// the manager's refusal of the output, if it refused it. ctx is the task's
+// context and cancel cancels it (as an abort by the manager does; the
+// shipper does when the manager refuses the output).
+func (a *Agent) execute(ctx context.Context, log logger, id string, acq protocol.AcquireResponse,
+	cancel context.CancelCauseFunc) (protocol.ResultRequest, error) {
 	ship := newShipper(a, id, acq.Epoch, cancel)
 	secrets := a.secretsToMask(acq.Spec.SecretEnv)
 	out := mask.New(ship, secrets)
@@ -168,7 +191,7 @@ func (a *Agent) execute(ctx context.Context, log logger, id string, acq protocol
 		h.BodyExcerpt = mask.String(h.BodyExcerpt, secrets)
 		res.HTTPResult = &h
 	}
-	return res
+	return res, ship.refusal()
 }
 
 // reportStarted tells the manager that the task's process started.
@@ -241,8 +264,10 @@ func derefInt(p *int) any {
 
 // deliverResult sends the result until the manager answers (or refuses it
 // for good). A result the first attempt could not deliver is kept on disk:
-// when the delegate stops first, the next start delivers it.
-func (a *Agent) deliverResult(log logger, id string, res protocol.ResultRequest) {
+// when the delegate stops first, the next start delivers it. It returns
+// the manager's refusal when the task is no longer this delegate's (for
+// the caller to log), nil otherwise.
+func (a *Agent) deliverResult(log logger, id string, res protocol.ResultRequest) (refused error) {
 	b := backoff.Backoff{Min: 200 * time.Millisecond, Max: 15 * time.Second}
 	saved := false
 	for {
@@ -252,21 +277,20 @@ func (a *Agent) deliverResult(log logger, id string, res protocol.ResultRequest)
 		cancel()
 		if err == nil {
 			a.spool.remove(id)
-			return
+			return nil
 		}
 		var pe *protocol.Error
 		if errors.As(err, &pe) && (pe.Code == protocol.CodeStaleLease || pe.Code == protocol.CodeNotFound || pe.Code == protocol.CodeTaskTerminal) {
-			log.Warn("manager refused the result", "err", err)
 			if pe.Code == protocol.CodeStaleLease {
 				a.metrics.staleReport("result")
 			}
 			a.spool.remove(id)
-			return
+			return err
 		}
 		if !a.handleCallError(context.Background(), err, gen) {
 			log.Warn("result not delivered", "err", err)
 			a.spool.remove(id)
-			return
+			return nil
 		}
 		if !saved {
 			// Not delivered at the first try: keep it on disk until it is.
@@ -280,9 +304,9 @@ func (a *Agent) deliverResult(log logger, id string, res protocol.ResultRequest)
 		select {
 		case <-time.After(d):
 		case <-a.stopDelivery:
-			return // kept in the spool
+			return nil // kept in the spool
 		case <-a.opts.ForceStop:
-			return // kept in the spool
+			return nil // kept in the spool
 		}
 	}
 }
@@ -308,9 +332,10 @@ type shipper struct {
 	buf   []byte
 	seq   int64
 	// closed: the task's output ended; dead: the manager refused the
-	// output; stopped: the delegate stopped delivering. dead and stopped
-	// drop further output.
+	// output (refused says why); stopped: the delegate stopped delivering.
+	// dead and stopped drop further output.
 	closed, dead, stopped bool
+	refused               error
 	// held counts the writers waiting for room (held by back-pressure).
 	held int
 	wake chan struct{}
@@ -361,6 +386,13 @@ func (s *shipper) poke() {
 	case s.wake <- struct{}{}:
 	default:
 	}
+}
+
+// refusal is the manager's refusal of the output, nil when it took it.
+func (s *shipper) refusal() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
 }
 
 // close sends what is left and returns the number of the last chunk.
@@ -465,14 +497,14 @@ func (s *shipper) loop() {
 		}
 		var pe *protocol.Error
 		if errors.As(err, &pe) && (pe.Code == protocol.CodeStaleLease || pe.Code == protocol.CodeNotFound) {
-			// The task is no longer ours: stop it and drop its output.
-			s.a.log.Warn("manager refused output: task no longer held by this delegate", "task", s.id, "err", err)
+			// The task is no longer ours: stop it and drop its output. The
+			// refusal is logged when the task is over (logRefusal).
 			if pe.Code == protocol.CodeStaleLease {
 				s.a.metrics.staleReport("log")
 			}
 			s.cancel(errLeaseLost)
 			s.mu.Lock()
-			s.dead = true
+			s.dead, s.refused = true, err
 			s.drop()
 			s.mu.Unlock()
 			pending = nil

@@ -396,3 +396,62 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestLogRefusal: the manager's refusal of a task's output or result is
+// logged once, at info after the manager aborted the task (a user
+// cancelled it), as a warning otherwise.
+func TestLogRefusal(t *testing.T) {
+	t.Parallel()
+	refused := &protocol.Error{Code: protocol.CodeStaleLease, Message: "stale"}
+	for _, tc := range []struct {
+		name           string
+		aborted        bool
+		output, result error
+		want           []string // "LEVEL msg"
+	}{
+		{name: "nothing refused", output: nil, result: nil, want: nil},
+		{name: "result after an abort", aborted: true, result: refused,
+			want: []string{"INFO manager refused the result: the task is no longer held by this delegate (it aborted the task)"}},
+		{name: "output and result after an abort", aborted: true, output: refused, result: refused,
+			want: []string{"INFO manager refused the result: the task is no longer held by this delegate (it aborted the task)"}},
+		{name: "output only after an abort", aborted: true, output: refused,
+			want: []string{"INFO manager refused the task's output: the task is no longer held by this delegate (it aborted the task)"}},
+		{name: "result without an abort", result: refused,
+			want: []string{"WARN manager refused the result: the task is no longer held by this delegate"}},
+		{name: "output and result without an abort", output: refused, result: refused,
+			want: []string{"WARN manager refused the result: the task is no longer held by this delegate"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var rec recordHandler
+			task := &runningTask{epoch: 1, cancel: func(error) {}}
+			task.aborted.Store(tc.aborted)
+			logRefusal(slog.New(&rec), task, tc.output, tc.result)
+			if diff := cmp.Diff(tc.want, rec.lines()); diff != "" {
+				t.Errorf("log lines (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// recordHandler keeps the level and message of every record.
+type recordHandler struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.got = append(h.got, r.Level.String()+" "+r.Message)
+	return nil
+}
+func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordHandler) WithGroup(string) slog.Handler      { return h }
+
+func (h *recordHandler) lines() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.got
+}
