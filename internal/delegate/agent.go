@@ -158,8 +158,9 @@ type Agent struct {
 	iso       *executor.Isolator
 }
 
-// runningTask is a task of a.tasks. Its fields do not change: acquiring
-// the task replaces its placeholder (epoch 0, no cancel) with a new one.
+// runningTask is a task of a.tasks. Its epoch and cancel do not change:
+// acquiring the task replaces its placeholder (epoch 0, no cancel) with a
+// new one.
 type runningTask struct {
 	epoch  int64                   // 0 while the task is being acquired
 	cancel context.CancelCauseFunc // nil while the task is being acquired

@@ -60,8 +60,8 @@ func (a *Agent) runTask(parent context.Context, id string, capabilities []string
 // logRefusal logs, once per task, that the manager refused its output or
 // result because the task is no longer this delegate's. After the manager
 // aborted the task (a user cancelled it) that is expected: info, not a
-// warning. Logged when the task is over, by when the abort that crossed a
-// refused report on the way has arrived.
+// warning. It is logged when the task is over rather than at the refusal:
+// by then an abort that crossed the refused report has normally arrived.
 func logRefusal(log logger, t *runningTask, output, result error) {
 	if output == nil && result == nil {
 		return
