@@ -36,6 +36,7 @@ var forbidden = map[string][]string{
 	"internal/proxytest": {"internal/"},
 	"internal/envguard":  {"internal/"}, // process start-up: standard library only
 	"internal/leaktest":  {"internal/"}, // a test helper: imports nothing from the project
+	"internal/backoff":   {"internal/"}, // retry pacing: standard library only
 }
 
 type pkgInfo struct {
@@ -129,8 +130,9 @@ func TestImportRules(t *testing.T) {
 	}
 	// protocol and metrics are standard library only (metrics replaces
 	// client_golang to keep the delegate small), and so is envguard, which
-	// runs before anything else at a delegate's start.
-	for _, name := range []string{"internal/protocol", "internal/metrics", "internal/envguard"} {
+	// runs before anything else at a delegate's start, and backoff, which
+	// every client's retry loop uses.
+	for _, name := range []string{"internal/protocol", "internal/metrics", "internal/envguard", "internal/backoff"} {
 		for imp := range pkgs[name].imports {
 			if strings.Contains(strings.Split(imp, "/")[0], ".") {
 				t.Errorf("%s imports %s; it must use the standard library only", name, imp)

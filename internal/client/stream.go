@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
+	"github.com/legate-dev/legate/internal/backoff"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -115,7 +115,7 @@ func (c *Client) StreamLogsWith(ctx context.Context, id string, opts StreamOptio
 		event = func(StreamEvent) {}
 	}
 	var pos streamPos
-	delay := c.backoffMin
+	b := backoff.Backoff{Min: c.backoffMin, Max: c.backoffMax}
 	for first := true; ; first = false {
 		task, st, err := c.streamOnce(ctx, id, opts.Follow, &pos, fn, func() { event(StreamEvent{Kind: StreamConnected}) })
 		if err == nil {
@@ -132,10 +132,9 @@ func (c *Client) StreamLogsWith(ctx context.Context, id string, opts StreamOptio
 			return protocol.Task{}, fmt.Errorf("%s: %w", op, err)
 		}
 		if st == delivered {
-			delay = c.backoffMin
+			b.Reset()
 		}
-		sleep := delay/2 + rand.N(delay/2+1)
-		delay = min(delay*2, c.backoffMax)
+		sleep := b.Next()
 		kind := StreamFailed
 		if st != notConnected {
 			kind = StreamLost

@@ -139,121 +139,131 @@ func FromEnv(lookup func(string) (string, bool)) (Delegate, error) {
 // different values is an error, as is a placeholder left over from the seed
 // examples. The error is one line and names the variable.
 func ReadEnv(lookup func(string) (string, bool)) (Delegate, error) {
+	e := vars(lookup)
 	var d Delegate
-	get := func(name string) string {
-		v, _ := lookup(name)
-		return strings.TrimSpace(v)
-	}
-
-	name, v, err := pick(lookup, false, envAccountID, envAccountID2)
-	if err != nil {
-		return Delegate{}, err
-	}
-	if v != "" {
-		if err := checkAccountID(name, v); err != nil {
+	for _, read := range []func(*Delegate) error{
+		e.readConnection,
+		e.readIdentity,
+		e.readWork,
+		func(d *Delegate) error { return readLogging(d, e.get) },
+		func(d *Delegate) error { return readHTTP(e.get, d) },
+		func(d *Delegate) (err error) { d.Proxy, err = readProxy(lookup); return err },
+		func(d *Delegate) (err error) { d.TLS, err = readTLS(lookup); return err },
+	} {
+		if err := read(&d); err != nil {
 			return Delegate{}, err
 		}
 	}
-	d.AccountID = v
+	return d, nil
+}
 
-	name, v, err = pick(lookup, true, envToken, envToken2, envTokenOld)
-	if err != nil {
-		return Delegate{}, err
-	}
-	if v != "" {
-		if err := checkToken(name, v); err != nil {
-			return Delegate{}, err
-		}
-	}
-	d.Token = v
+// vars looks up environment variables (os.LookupEnv in production).
+type vars func(string) (string, bool)
 
-	name, v, err = pick(lookup, false, envURL, envURL2)
-	if err != nil {
-		return Delegate{}, err
-	}
-	if v != "" {
-		if d.ManagerURLs, err = parseURLs(name, v); err != nil {
-			return Delegate{}, err
-		}
-	}
+// get returns the trimmed value of a variable, "" when unset.
+func (e vars) get(name string) string {
+	v, _ := e(name)
+	return strings.TrimSpace(v)
+}
 
-	name, v, err = pick(lookup, false, envName, envName2)
-	if err != nil {
-		return Delegate{}, err
+// checked reads a setting that has a name in each generation (see pick)
+// and checks it when set; "" when none is set.
+func (e vars) checked(secret bool, check func(name, v string) error, names ...string) (string, error) {
+	name, v, err := pick(e, secret, names...)
+	if err != nil || v == "" {
+		return "", err
 	}
-	if v == "" {
-		v = DefaultName
-	} else if err := checkName(name, v); err != nil {
-		return Delegate{}, err
+	if err := check(name, v); err != nil {
+		return "", err
 	}
-	d.Name = v
+	return v, nil
+}
 
-	name, v, err = pick(lookup, false, envTags, envTags2)
+// readConnection reads what the delegate connects with: its account,
+// token and manager URL(s).
+func (e vars) readConnection(d *Delegate) error {
+	var err error
+	if d.AccountID, err = e.checked(false, checkAccountID, envAccountID, envAccountID2); err != nil {
+		return err
+	}
+	if d.Token, err = e.checked(true, checkToken, envToken, envToken2, envTokenOld); err != nil {
+		return err
+	}
+	_, err = e.checked(false, func(name, v string) (err error) {
+		d.ManagerURLs, err = parseURLs(name, v)
+		return err
+	}, envURL, envURL2)
+	return err
+}
+
+// readIdentity reads what identifies the delegate and what its tasks
+// select it by: name, tags, hostname, type and IP.
+func (e vars) readIdentity(d *Delegate) error {
+	var err error
+	if d.Name, err = e.checked(false, checkName, envName, envName2); err != nil {
+		return err
+	}
+	if d.Name == "" {
+		d.Name = DefaultName
+	}
+	name, v, err := pick(e, false, envTags, envTags2)
 	if err != nil {
-		return Delegate{}, err
+		return err
 	}
 	if placeholder(v) {
-		return Delegate{}, placeholderErr(name, v, "a comma-separated list of tags, or leave it empty")
+		return placeholderErr(name, v, "a comma-separated list of tags, or leave it empty")
 	}
 	d.Tags = protocol.SplitTags(v)
 	if err := checkTags(name, d.Tags); err != nil {
-		return Delegate{}, err
+		return err
 	}
-
-	d.Hostname = get("DELEGATE_HOSTNAME")
+	d.Hostname = e.get("DELEGATE_HOSTNAME")
 	if err := checkHostname("DELEGATE_HOSTNAME", d.Hostname); err != nil {
-		return Delegate{}, err
+		return err
 	}
-
-	d.Type = strings.ToUpper(get("DELEGATE_TYPE"))
+	d.Type = strings.ToUpper(e.get("DELEGATE_TYPE"))
 	if d.Type == "" {
 		d.Type = DefaultType
 	} else if err := checkType("DELEGATE_TYPE", d.Type); err != nil {
-		return Delegate{}, err
+		return err
 	}
-
-	d.DeployMode = get("DEPLOY_MODE")
-	if placeholder(d.DeployMode) {
-		return Delegate{}, placeholderErr("DEPLOY_MODE", d.DeployMode, "the deploy mode, or leave it empty")
-	}
-	if d.NextGen, err = parseBool("NEXT_GEN", get("NEXT_GEN")); err != nil {
-		return Delegate{}, err
-	}
-	if d.PollForTasks, err = parseBool("POLL_FOR_TASKS", get("POLL_FOR_TASKS")); err != nil {
-		return Delegate{}, err
-	}
-	if d.Capacity, err = parseCapacity("DELEGATE_TASK_CAPACITY", get("DELEGATE_TASK_CAPACITY")); err != nil {
-		return Delegate{}, err
-	}
-	if d.CPUThreshold, err = parsePercent("DELEGATE_CPU_THRESHOLD", get("DELEGATE_CPU_THRESHOLD")); err != nil {
-		return Delegate{}, err
-	}
-	if d.MemoryThreshold, err = parsePercent("DELEGATE_MEMORY_THRESHOLD", get("DELEGATE_MEMORY_THRESHOLD")); err != nil {
-		return Delegate{}, err
-	}
-	// Not used by legate, so never a reason to refuse to start.
-	d.LogStreamingURL = get("LOG_STREAMING_SERVICE_URL")
-	d.Description = get("DELEGATE_DESCRIPTION")
-	d.InitScript = get("INIT_SCRIPT")
-	d.IP = get("DELEGATE_IP")
+	d.IP = e.get("DELEGATE_IP")
 	if d.IP != "" && net.ParseIP(d.IP) == nil {
-		return Delegate{}, fmt.Errorf("DELEGATE_IP=%q: not an IP address", d.IP)
+		return fmt.Errorf("DELEGATE_IP=%q: not an IP address", d.IP)
 	}
 	d.IdentityByHostname = d.Type == "KUBERNETES" || d.Type == "HELM_DELEGATE" ||
-		get("KUBERNETES_SERVICE_HOST") != ""
-	if err := readLogging(&d, get); err != nil {
-		return Delegate{}, err
+		e.get("KUBERNETES_SERVICE_HOST") != ""
+	return nil
+}
+
+// readWork reads how the delegate takes and runs tasks (polling,
+// capacity, load thresholds, INIT_SCRIPT) and the settings it only shows.
+func (e vars) readWork(d *Delegate) error {
+	d.DeployMode = e.get("DEPLOY_MODE")
+	if placeholder(d.DeployMode) {
+		return placeholderErr("DEPLOY_MODE", d.DeployMode, "the deploy mode, or leave it empty")
 	}
-	if err := readHTTP(get, &d); err != nil {
-		return Delegate{}, err
+	var err error
+	if d.NextGen, err = parseBool("NEXT_GEN", e.get("NEXT_GEN")); err != nil {
+		return err
 	}
-	if d.Proxy, err = readProxy(lookup); err != nil {
-		return Delegate{}, err
+	if d.PollForTasks, err = parseBool("POLL_FOR_TASKS", e.get("POLL_FOR_TASKS")); err != nil {
+		return err
 	}
-	if d.TLS, err = readTLS(lookup); err != nil {
-		return Delegate{}, err
+	if d.Capacity, err = parseCapacity("DELEGATE_TASK_CAPACITY", e.get("DELEGATE_TASK_CAPACITY")); err != nil {
+		return err
 	}
-	return d, nil
+	if d.CPUThreshold, err = parsePercent("DELEGATE_CPU_THRESHOLD", e.get("DELEGATE_CPU_THRESHOLD")); err != nil {
+		return err
+	}
+	if d.MemoryThreshold, err = parsePercent("DELEGATE_MEMORY_THRESHOLD", e.get("DELEGATE_MEMORY_THRESHOLD")); err != nil {
+		return err
+	}
+	// Not used by legate, so never a reason to refuse to start.
+	d.LogStreamingURL = e.get("LOG_STREAMING_SERVICE_URL")
+	d.Description = e.get("DELEGATE_DESCRIPTION")
+	d.InitScript = e.get("INIT_SCRIPT")
+	return nil
 }
 
 // Validate checks a Delegate (also one built from flags) and returns one

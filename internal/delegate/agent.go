@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -21,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/legate-dev/legate/internal/backoff"
 	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/config"
 	"github.com/legate-dev/legate/internal/executor"
@@ -85,7 +85,24 @@ type Options struct {
 	Registered func()
 }
 
-// Agent is one running delegate. Create it with New and run it with Run.
+// Agent is one running delegate. Create it with New and run it once with
+// Run.
+//
+// Lock order. The agent's locks nest in one order only; a lock may be
+// taken while holding those before it in this list, never the reverse:
+//
+//  1. regMu: one registration at a time; held across the call to the
+//     manager, it takes mu and config.mu (and leaf locks) inside.
+//  2. mu: the agent's task bookkeeping; offeredWith takes config.mu inside
+//     (reading config.busy under mu, so that an offer deferred while a
+//     configuration runs is never missed by retryDeferred).
+//  3. config.mu (configState).
+//
+// Every other lock is a leaf, held only around its own fields and never
+// while taking another: wsMu, conn.mu, kill.mu, the wsConn and shipper
+// locks, caps.mu, load.mu and the metrics' locks. No lock is held while
+// calling the manager except regMu and a wsConn's (which only writes one
+// frame to its WebSocket).
 type Agent struct {
 	opts     Options
 	cfg      config.Delegate
@@ -115,14 +132,17 @@ type Agent struct {
 	regGen   atomic.Int64
 	fatal    chan error
 	fatalOne sync.Once
-	wg       sync.WaitGroup
-	tasksCtx context.Context
-	killAll  context.CancelFunc
-	taskWG   sync.WaitGroup
-	caps     *capabilityChecker
-	load     *loadMonitor
-	config   *configState
-	spool    spool
+	// wg joins the loops Run starts; taskWG joins every task (and every
+	// delivery of a result kept from an earlier run): Run waits for both.
+	wg     sync.WaitGroup
+	taskWG sync.WaitGroup
+	// kill cancels running tasks and configuration scripts at once (grace
+	// period over, second stop request, or a fatal error).
+	kill   killSwitch
+	caps   *capabilityChecker
+	load   *loadMonitor
+	config *configState
+	spool  spool
 	// stopDelivery ends result delivery loops when the delegate stops;
 	// undelivered results stay in the spool for the next start.
 	stopDelivery chan struct{}
@@ -142,13 +162,27 @@ type Agent struct {
 	iso       *executor.Isolator
 }
 
+// runningTask is a task of a.tasks. Its epoch and cancel do not change:
+// acquiring the task replaces its placeholder (epoch 0, no cancel) with a
+// new one.
 type runningTask struct {
-	epoch  int64
-	cancel context.CancelCauseFunc
+	epoch  int64                   // 0 while the task is being acquired
+	cancel context.CancelCauseFunc // nil while the task is being acquired
+	// aborted is set when the manager aborted the task (a user cancelled
+	// it, or it is no longer this delegate's): the manager's refusals of
+	// its output and result are then expected.
+	aborted atomic.Bool
 }
 
-// errAborted is the cause of a task cancelled by the manager.
-var errAborted = errors.New("aborted by the manager")
+var (
+	// errAborted is the cause of a task the manager aborted.
+	errAborted = errors.New("aborted by the manager")
+	// errLeaseLost is the cause of a task whose output the manager
+	// refused: it no longer assigns the task to this delegate.
+	errLeaseLost = errors.New("the manager no longer assigns the task to this delegate")
+	// errStopping is the cause of the tasks the delegate kills as it stops.
+	errStopping = errors.New("delegate stopping")
+)
 
 // New checks the options and prepares an agent.
 func New(opts Options) (*Agent, error) {
@@ -280,15 +314,15 @@ func (a *Agent) fail(err error) {
 // acquiring, keeps heartbeating, lets running tasks finish within the
 // grace period (cancelling them after it, or at once on ForceStop),
 // reports them, deregisters and returns nil. It returns an error when the
-// delegate cannot go on (refused token, revoked token).
+// delegate cannot go on (refused token, revoked token). Every goroutine
+// it started has ended when it returns.
 func (a *Agent) Run(ctx context.Context) error {
-	// Loops outlive ctx: they keep heartbeating while tasks drain.
+	// Loops outlive ctx: they keep heartbeating while tasks drain. Tasks
+	// run in contexts derived from loopCtx (which drain outlives), each
+	// also cancelled by a.kill.
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoops()
-	tasksCtx, killAll := context.WithCancelCause(context.WithoutCancel(ctx))
-	a.tasksCtx = tasksCtx
-	a.killAll = func() { killAll(errors.New("delegate stopping")) }
-	defer a.killAll()
+	defer a.kill.kill(errStopping)
 	stopHTTP, err := a.startHTTP(ctx)
 	if err != nil {
 		return err
@@ -317,11 +351,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.opts.Registered()
 	}
 	a.redeliver()
-	a.wg.Add(4)
-	go func() { defer a.wg.Done(); a.configLoop(loopCtx) }()
-	go func() { defer a.wg.Done(); a.heartbeatLoop(loopCtx) }()
-	go func() { defer a.wg.Done(); a.eventLoop(loopCtx) }()
-	go func() { defer a.wg.Done(); a.sessionLoop(loopCtx) }()
+	a.wg.Go(func() { a.configLoop(loopCtx) })
+	a.wg.Go(func() { a.heartbeatLoop(loopCtx) })
+	a.wg.Go(func() { a.eventLoop(loopCtx) })
+	a.wg.Go(func() { a.sessionLoop(loopCtx) })
 	a.wg.Go(func() { a.perfLoop(loopCtx) })
 
 	var runErr error
@@ -346,18 +379,19 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // drain waits for running tasks to finish, cancelling them after the grace
-// period, on ForceStop, or at once when the delegate cannot continue.
+// period, on ForceStop, or at once when the delegate cannot continue. It
+// returns once every task (and every delivery) has ended.
 func (a *Agent) drain(now bool) {
 	a.mu.Lock()
-	a.draining = true
+	a.draining = true // from now on no task starts: taskWG only goes down
 	a.mu.Unlock()
 	a.metrics.setDraining()
 	a.sendHeartbeat(context.Background())
 	done := make(chan struct{})
-	go func() { a.taskWG.Wait(); close(done) }()
-	if now {
-		a.killAll()
-	} else {
+	var waiter sync.WaitGroup
+	waiter.Go(func() { a.taskWG.Wait(); close(done) })
+	defer waiter.Wait()
+	if !now {
 		grace := time.NewTimer(a.opts.Grace)
 		defer grace.Stop()
 		select {
@@ -368,8 +402,8 @@ func (a *Agent) drain(now bool) {
 		case <-a.opts.ForceStop:
 			a.log.Warn("second stop request: cancelling running tasks now", "running", a.runningCount())
 		}
-		a.killAll()
 	}
+	a.kill.kill(errStopping)
 	select {
 	case <-done:
 		return
@@ -381,7 +415,7 @@ func (a *Agent) drain(now bool) {
 	case <-done:
 		a.log.Warn("results not delivered are kept on disk and sent at the next start", "dir", a.spool.dir)
 	case <-time.After(5 * time.Second):
-		a.log.Error("tasks did not report after cancellation")
+		a.log.Error("tasks did not report after cancellation; waiting for them to end", "running", a.runningCount())
 	}
 }
 
@@ -394,7 +428,9 @@ func (a *Agent) redeliver() {
 			defer a.taskWG.Done()
 			log := a.log.With("task", r.TaskID)
 			a.deliverSpooledLogs(log, r.TaskID)
-			a.deliverResult(log, r.TaskID, r.Result)
+			if err := a.deliverResult(log, r.TaskID, r.Result); err != nil {
+				log.Warn("manager refused the result kept from an earlier run", "err", err)
+			}
 		}()
 	}
 }
@@ -415,7 +451,7 @@ func (a *Agent) register(ctx context.Context) error {
 
 // registerLocked is register with regMu held.
 func (a *Agent) registerLocked(ctx context.Context) error {
-	b := backoff{min: 250 * time.Millisecond, max: 30 * time.Second}
+	b := backoff.Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second}
 	for {
 		req := protocol.RegisterRequest{
 			ProtocolVersion:    protocol.Version,
@@ -469,7 +505,7 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			// setting to fix, not a manager to wait for.
 			return fmt.Errorf("cannot connect to %s: %w", a.client().BaseURL(), err)
 		}
-		d := b.next()
+		d := b.Next()
 		a.log.Warn("cannot register yet; retrying", "manager", a.client().BaseURL(), "err", err, "retry_in", d.Round(time.Millisecond))
 		a.rotateManager()
 		select {
@@ -615,24 +651,28 @@ func (a *Agent) sendHeartbeat(ctx context.Context) {
 	a.abort(resp.Abort)
 }
 
-// abort cancels tasks the manager no longer assigns to this delegate.
+// abort cancels tasks the manager no longer assigns to this delegate. A
+// task still being acquired is left to its acquire, which the manager
+// refuses.
 func (a *Agent) abort(ids []string) {
 	for _, id := range ids {
 		a.mu.Lock()
 		t := a.tasks[id]
 		a.mu.Unlock()
-		if t != nil {
+		if t != nil && t.cancel != nil {
 			a.log.Info("manager aborted task", "task", id)
+			t.aborted.Store(true)
 			t.cancel(errAborted)
 		}
 	}
 }
 
-// handleEvent reacts to one event from the manager.
+// handleEvent reacts to one event from the manager. ctx is the agent's
+// loop context: the tasks it starts run in contexts derived from it.
 func (a *Agent) handleEvent(ctx context.Context, ev protocol.Event) {
 	switch ev.Kind {
 	case protocol.EventTaskAvailable:
-		a.offeredWith(ev.TaskID, ev.Capabilities)
+		a.offeredWith(ctx, ev.TaskID, ev.Capabilities)
 	case protocol.EventAbort:
 		a.abort([]string{ev.TaskID})
 	case protocol.EventHeartbeatAck:
@@ -651,11 +691,13 @@ func (a *Agent) handleEvent(ctx context.Context, ev protocol.Event) {
 }
 
 // offered tries to acquire a task the manager announced, if there is room.
-func (a *Agent) offered(id string) { a.offeredWith(id, nil) }
+func (a *Agent) offered(ctx context.Context, id string) { a.offeredWith(ctx, id, nil) }
 
 // offeredWith is offered for a task that needs capabilities: they are
-// validated (unless validated recently) before the task is acquired.
-func (a *Agent) offeredWith(id string, capabilities []string) {
+// validated (unless validated recently) before the task is acquired. The
+// task runs in a context derived from ctx, which must outlive it (the
+// agent's loop context does: drain waits for every task).
+func (a *Agent) offeredWith(ctx context.Context, id string, capabilities []string) {
 	if id == "" {
 		return
 	}
@@ -686,28 +728,10 @@ func (a *Agent) offeredWith(id string, capabilities []string) {
 	}
 	delete(a.deferred, id)
 	// Placeholder so a second offer of the same task is ignored.
-	a.tasks[id] = &runningTask{epoch: 0, cancel: func(error) {}}
-	a.taskWG.Add(1)
+	a.tasks[id] = &runningTask{}
+	a.taskWG.Add(1) // not draining: drain has not started waiting
 	a.mu.Unlock()
-	go a.runTask(id, capabilities)
+	go a.runTask(ctx, id, capabilities)
 }
-
-// backoff is jittered exponential backoff.
-type backoff struct {
-	min, max time.Duration
-	n        int
-}
-
-func (b *backoff) next() time.Duration {
-	d := b.min << min(b.n, 20)
-	if d > b.max || d <= 0 {
-		d = b.max
-	}
-	b.n++
-	// Full jitter in [d/2, d).
-	return d/2 + rand.N(d/2+1)
-}
-
-func (b *backoff) reset() { b.n = 0 }
 
 func taskDir(workDir, id string) string { return filepath.Join(workDir, "tasks", id) }

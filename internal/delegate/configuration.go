@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/legate-dev/legate/internal/backoff"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -98,7 +99,7 @@ func (a *Agent) configLoop(ctx context.Context) {
 // is not the one last run, reports the outcome, and then takes tasks again.
 func (a *Agent) applyConfiguration(ctx context.Context) {
 	s := a.config
-	b := backoff{min: 250 * time.Millisecond, max: 30 * time.Second}
+	b := backoff.Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second}
 	wasBusy := false
 	for ctx.Err() == nil {
 		s.mu.Lock()
@@ -125,10 +126,8 @@ func (a *Agent) applyConfiguration(ctx context.Context) {
 				s.mu.Lock()
 				s.fetch = true
 				s.mu.Unlock()
-				select {
-				case <-ctx.Done():
+				if !b.Wait(ctx) {
 					return
-				case <-time.After(b.next()):
 				}
 				continue
 			}
@@ -166,7 +165,7 @@ func (a *Agent) applyConfiguration(ctx context.Context) {
 	}
 	if wasBusy && ctx.Err() == nil {
 		a.sendHeartbeat(ctx) // done: takes tasks again
-		a.retryDeferred()
+		a.retryDeferred(ctx)
 	}
 }
 
@@ -176,10 +175,8 @@ func (a *Agent) runConfiguration(ctx context.Context, c *protocol.AppliedConfigu
 	a.log.Info("running delegate configuration (no new tasks meanwhile)", "configuration", c.Name, "version", c.Version,
 		"timeout", a.scriptTimeout())
 	// Killed when the delegate stops (its loops end) or kills its tasks.
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(a.tasksCtx, cancel)
-	defer stop()
+	sctx, release := a.kill.context(ctx)
+	defer release()
 	r := a.runScript(sctx, "configuration.sh", "configuration "+label, c.Script, []string{
 		"LEGATE_CONFIGURATION=" + c.Name,
 		"LEGATE_CONFIGURATION_VERSION=" + strconv.FormatInt(c.Version, 10),
@@ -207,7 +204,7 @@ func (a *Agent) runConfiguration(ctx context.Context, c *protocol.AppliedConfigu
 // a few times if it has to.
 func (a *Agent) reportConfiguration(ctx context.Context, res protocol.ConfigurationResult) {
 	rctx := context.WithoutCancel(ctx)
-	b := backoff{min: 250 * time.Millisecond, max: 5 * time.Second}
+	b := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
 	for attempt := 1; attempt <= 5; attempt++ {
 		gen := a.regGen.Load()
 		cctx, cancel := context.WithTimeout(rctx, 10*time.Second)
@@ -220,17 +217,15 @@ func (a *Agent) reportConfiguration(ctx context.Context, res protocol.Configurat
 		if !a.handleCallError(rctx, err, gen) {
 			return
 		}
-		select {
-		case <-ctx.Done():
+		if !b.Wait(ctx) {
 			return
-		case <-time.After(b.next()):
 		}
 	}
 }
 
 // retryDeferred offers again the tasks refused while a configuration ran
-// or while no slot was free.
-func (a *Agent) retryDeferred() {
+// or while no slot was free; ctx is the agent's loop context.
+func (a *Agent) retryDeferred(ctx context.Context) {
 	a.mu.Lock()
 	pending := make(map[string][]string, len(a.deferred))
 	for id, caps := range a.deferred {
@@ -239,6 +234,6 @@ func (a *Agent) retryDeferred() {
 	}
 	a.mu.Unlock()
 	for id, caps := range pending {
-		a.offeredWith(id, caps)
+		a.offeredWith(ctx, id, caps)
 	}
 }

@@ -65,7 +65,7 @@ func (tm *testManager) waitConfigured(t *testing.T, host, name string, v int64) 
 
 func TestInitScriptRunsBeforeTheDelegateConnects(t *testing.T) {
 	t.Parallel()
-	tm := startManager(t, fastManager())
+	tm := startManager(t, testConfig())
 	ag := startAgent(t, tm, agentOpts{
 		initScript:  "echo hello from init\necho to stderr >&2\nprintf '%s' \"$DELEGATE_TOKEN\" > token-seen\necho prepared > prepared.txt",
 		description: "the init test box",
@@ -96,7 +96,7 @@ func TestInitScriptRunsBeforeTheDelegateConnects(t *testing.T) {
 
 func TestFailingInitScriptStopsTheDelegate(t *testing.T) {
 	t.Parallel()
-	tm := startManager(t, fastManager())
+	tm := startManager(t, testConfig())
 	tests := []struct {
 		name, script string
 		timeout      time.Duration
@@ -127,7 +127,7 @@ func TestConfigurationRunsAtStartAndOnUpdate(t *testing.T) {
 	for _, poll := range []bool{false, true} {
 		t.Run(fmt.Sprintf("poll=%v", poll), func(t *testing.T) {
 			t.Parallel()
-			tm := startManager(t, fastManager())
+			tm := startManager(t, testConfig())
 			tm.createConfiguration(t, "tools", "echo configuring $LEGATE_CONFIGURATION v$LEGATE_CONFIGURATION_VERSION\necho v1 > tool.txt", "linux")
 			ag := startAgent(t, tm, agentOpts{poll: poll, tags: []string{"linux"}})
 			res := tm.waitConfigured(t, ag.hostname, "tools", 1)
@@ -169,7 +169,7 @@ func TestConfigurationRunsAtStartAndOnUpdate(t *testing.T) {
 // run; deleting the winner makes the next one apply.
 func TestConfigurationMatching(t *testing.T) {
 	t.Parallel()
-	tm := startManager(t, fastManager())
+	tm := startManager(t, testConfig())
 	tm.createConfiguration(t, "gpu-only", "echo gpu", "gpu")
 	tm.createConfiguration(t, "all", "echo all")
 	tm.createConfiguration(t, "linux-docker", "echo linux-docker", "linux", "docker")
@@ -202,7 +202,7 @@ func TestConfigurationMatching(t *testing.T) {
 // configuring rule) and then sees the script's effect.
 func TestNoTasksWhileConfiguring(t *testing.T) {
 	t.Parallel()
-	tm := startManager(t, fastManager())
+	tm := startManager(t, testConfig())
 	marker := filepath.Join(t.TempDir(), "go")
 	tm.createConfiguration(t, "slow", waitMarkerScript(marker)+"echo ready > ready.txt\n")
 	ag := startAgent(t, tm, agentOpts{})

@@ -19,7 +19,7 @@ func TestDelegateCredentialsAreMasked(t *testing.T) {
 	t.Parallel()
 	const proxyPass = "pr0xy-pa55-w0rd"
 	const R = mask.Replacement
-	tm := startManager(t, fastManager())
+	tm := startManager(t, testConfig())
 	ag := startAgent(t, tm, agentOpts{tags: []string{"masked"}, configure: func(cfg *config.Delegate, _ string) {
 		// The manager is on loopback, which is never proxied.
 		u := &url.URL{Scheme: "http", Host: "192.0.2.1:3128", User: url.UserPassword("bob", proxyPass)}

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
 
+	"github.com/legate-dev/legate/internal/backoff"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -71,20 +72,19 @@ func (a *Agent) eventLoop(ctx context.Context) {
 		a.pollLoop(ctx)
 		return
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); a.pollLoop(ctx) }()
-	defer wg.Wait()
-	b := backoff{min: 500 * time.Millisecond, max: 30 * time.Second}
+	var poller sync.WaitGroup
+	poller.Go(func() { a.pollLoop(ctx) })
+	defer poller.Wait()
+	b := backoff.Backoff{Min: 500 * time.Millisecond, Max: 30 * time.Second}
 	for {
 		connected, err := a.runWebSocket(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if connected {
-			b.reset()
+			b.Reset()
 		}
-		d := b.next()
+		d := b.Next()
 		a.log.Warn("websocket unavailable; polling meanwhile", "err", err, "retry_in", d.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
@@ -168,15 +168,17 @@ func (a *Agent) runWebSocket(ctx context.Context) (bool, error) {
 }
 
 // pollLoop long-polls for events whenever the WebSocket is down. It never
-// sleeps after an empty poll; it only backs off after errors.
+// sleeps after an empty poll; it only backs off after errors. It logs that
+// the delegate is connected (over polling) once a poll was answered, not
+// when it starts polling: a delegate that lost its manager polls in vain.
 func (a *Agent) pollLoop(ctx context.Context) {
-	b := backoff{min: 250 * time.Millisecond, max: 15 * time.Second}
-	logged := false
-	polling := false
+	b := backoff.Backoff{Min: 250 * time.Millisecond, Max: 15 * time.Second}
+	polling := false   // polling since the WebSocket went down (or always)
+	announced := false // "connected" logged since polling began or last failed
 	for {
 		up, tried, changed := a.conn.get()
 		if !a.cfg.PollForTasks && (up || !tried) {
-			polling = false
+			polling, announced = false, false
 			select {
 			case <-ctx.Done():
 				return
@@ -184,42 +186,20 @@ func (a *Agent) pollLoop(ctx context.Context) {
 				continue
 			}
 		}
-		if !logged && !a.cfg.PollForTasks {
-			a.log.Info("connected to the manager", "connection", protocol.ConnPolling, "manager", a.client().BaseURL())
-		}
-		logged = true
 		if !polling && !a.cfg.PollForTasks {
 			a.metrics.fellBackToPolling()
 		}
 		polling = true
-		pctx, cancel := context.WithCancel(ctx)
-		stop := make(chan struct{})
-		if !a.cfg.PollForTasks {
-			go func() {
-				select {
-				case <-changed:
-					cancel()
-				case <-stop:
-				}
-			}()
-		}
 		gen := a.regGen.Load()
-		// Until a poll succeeds, poll without waiting: the answer confirms
-		// at once that polling works (the delegate is connected).
-		wait := 25 * time.Second
-		if !a.metrics.pollConfirmed() {
-			wait = 0
-		}
-		evs, err := a.client().Poll(pctx, wait)
-		close(stop)
-		cancel()
+		evs, err := a.poll(ctx, changed)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			if pctx.Err() != nil {
-				continue // the WebSocket came back
+			if errors.Is(err, errWebSocketBack) {
+				continue
 			}
+			announced = false
 			a.metrics.polled(false)
 			if !a.handleCallError(ctx, err, gen) {
 				var pe *protocol.Error
@@ -227,7 +207,7 @@ func (a *Agent) pollLoop(ctx context.Context) {
 					return
 				}
 			}
-			d := b.next()
+			d := b.Next()
 			a.log.Warn("poll failed", "err", err, "retry_in", d.Round(time.Millisecond))
 			var pe *protocol.Error
 			if !errors.As(err, &pe) {
@@ -240,10 +220,62 @@ func (a *Agent) pollLoop(ctx context.Context) {
 			}
 			continue
 		}
-		b.reset()
+		b.Reset()
 		a.metrics.polled(true)
+		// An answer that only asks the delegate to reconnect comes from a
+		// manager that is shutting down: not a connection to announce.
+		if !announced && !onlyReconnect(evs.Events) {
+			a.log.Info("connected to the manager", "connection", protocol.ConnPolling, "manager", a.client().BaseURL())
+			announced = true
+		}
 		for _, ev := range evs.Events {
 			a.handleEvent(ctx, ev)
 		}
 	}
+}
+
+// errWebSocketBack ends a poll when the WebSocket comes back.
+var errWebSocketBack = errors.New("the WebSocket is back")
+
+// poll makes one long poll. Unless the delegate always polls, the poll
+// ends with errWebSocketBack when the connection state changes (changed
+// is closed).
+func (a *Agent) poll(ctx context.Context, changed <-chan struct{}) (protocol.EventsResponse, error) {
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := make(chan struct{})
+	var watcher sync.WaitGroup
+	defer watcher.Wait()
+	defer close(stop)
+	if !a.cfg.PollForTasks {
+		watcher.Go(func() {
+			select {
+			case <-changed:
+				cancel(errWebSocketBack)
+			case <-stop:
+			}
+		})
+	}
+	// Until a poll succeeds, poll without waiting: the answer confirms at
+	// once that polling works (the delegate is connected).
+	wait := 25 * time.Second
+	if !a.metrics.pollConfirmed() {
+		wait = 0
+	}
+	evs, err := a.client().Poll(pctx, wait)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(pctx), errWebSocketBack) {
+		return evs, errWebSocketBack
+	}
+	return evs, err
+}
+
+// onlyReconnect reports whether evs holds reconnect requests and nothing
+// else.
+func onlyReconnect(evs []protocol.Event) bool {
+	for _, ev := range evs {
+		if ev.Kind != protocol.EventReconnect {
+			return false
+		}
+	}
+	return len(evs) > 0
 }

@@ -100,9 +100,17 @@ type testManager struct {
 	done   chan error
 }
 
-// fastManager is a manager configuration that keeps tests quick.
-func fastManager() manager.Config {
-	return manager.Config{HeartbeatInterval: 200 * time.Millisecond}
+// testConfig is the manager configuration of these tests. Its heartbeat
+// interval is long enough that no test depends on a heartbeat arriving
+// within a few hundred milliseconds on a loaded machine: the liveness
+// window (and a task's lease) is three intervals, 15s, and a delegate or
+// manager that stalls for less is never declared lost. Nothing in these
+// tests waits for a periodic heartbeat (a delegate heartbeats at once when
+// it drains or configures); a test that needs a delegate declared lost
+// sets a shorter interval and expects the loss. Queued tasks are re-offered
+// promptly all the same (SweepInterval).
+func testConfig() manager.Config {
+	return manager.Config{HeartbeatInterval: 5 * time.Second, SweepInterval: 100 * time.Millisecond}
 }
 
 func startManager(t *testing.T, cfg manager.Config) *testManager {

@@ -64,7 +64,7 @@ func waitMetric(t *testing.T, base, name string, want float64, labels ...string)
 
 func TestDelegateMetricsCountTasks(t *testing.T) {
 	t.Parallel()
-	tm := startManager(t, fastManager())
+	tm := startManager(t, testConfig())
 	ag := startAgent(t, tm, agentOpts{capacity: 1, httpAddr: "127.0.0.1:0", grace: waitLong})
 	base := ag.httpBase(t)
 	waitReady(t, base, http.StatusOK)
@@ -153,7 +153,7 @@ func TestDelegateMetricsCountTasks(t *testing.T) {
 // gone; the delegate counts the reconnect and the fallback to polling.
 func TestDelegateReadyzFollowsTheManager(t *testing.T) {
 	t.Parallel()
-	tm := startManager(t, fastManager())
+	tm := startManager(t, testConfig())
 	tok := tm.token(t, "early")
 	tm.stop()
 	ag := startAgent(t, tm, agentOpts{token: tok.Value, httpAddr: "127.0.0.1:0"})
@@ -189,7 +189,7 @@ func TestDelegateReadyzFollowsTheManager(t *testing.T) {
 // (and ready) once a poll answers, without counting a fallback.
 func TestDelegatePollingIsConnected(t *testing.T) {
 	t.Parallel()
-	tm := startManager(t, fastManager())
+	tm := startManager(t, testConfig())
 	ag := startAgent(t, tm, agentOpts{poll: true, httpAddr: "127.0.0.1:0"})
 	base := ag.httpBase(t)
 	waitReady(t, base, http.StatusOK)
@@ -210,7 +210,7 @@ func TestDelegatePollingIsConnected(t *testing.T) {
 // DELEGATE_HTTP_PORT when the port is taken.
 func TestDelegateHTTPPortInUse(t *testing.T) {
 	t.Parallel()
-	tm := startManager(t, fastManager())
+	tm := startManager(t, testConfig())
 	first := startAgent(t, tm, agentOpts{httpAddr: "127.0.0.1:0"})
 	addr := strings.TrimPrefix(first.httpBase(t), "http://")
 	second := startAgent(t, tm, agentOpts{httpAddr: addr})

@@ -17,7 +17,7 @@ import (
 // disk for the next start.
 func TestForceStopEndsATaskHeldByItsOutputWhileTheManagerIsDown(t *testing.T) {
 	t.Parallel()
-	tm := startManager(t, fastManager())
+	tm := startManager(t, testConfig())
 	ag := startAgent(t, tm, agentOpts{grace: time.Hour})
 	tm.waitConnected(t, ag.hostname, protocol.ConnWebSocket)
 

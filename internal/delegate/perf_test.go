@@ -75,7 +75,7 @@ func waitPerf(t *testing.T, buf *logBuffer, skip int, what string, cond func(per
 
 func TestPerformanceLineCountsExecutingAndValidatingTasks(t *testing.T) {
 	t.Parallel()
-	tm := startManager(t, fastManager())
+	tm := startManager(t, testConfig())
 	buf := &logBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {

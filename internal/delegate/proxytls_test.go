@@ -58,7 +58,7 @@ func apiServer(t *testing.T) *httptest.Server {
 
 func TestDelegateThroughProxy(t *testing.T) {
 	const pass = "pr0xy-s3cret-pw"
-	tm := startManager(t, fastManager())
+	tm := startManager(t, testConfig())
 	px := proxytest.Start(t, "bob", pass)
 	px.Alias(remoteManager, "127.0.0.1")
 	px.Alias(remoteAPI, "127.0.0.1")
@@ -102,7 +102,7 @@ func portOf(t *testing.T, raw string) string {
 }
 
 func TestDelegateProxyManagerFalse(t *testing.T) {
-	tm := startManager(t, fastManager())
+	tm := startManager(t, testConfig())
 	px := proxytest.Start(t, "", "")
 	px.Alias(remoteAPI, "127.0.0.1")
 	ag := startAgent(t, tm, agentOpts{configure: func(c *config.Delegate, _ string) {
@@ -127,7 +127,7 @@ func TestDelegateProxyManagerFalse(t *testing.T) {
 
 func TestDelegateWrongProxyPassword(t *testing.T) {
 	const wrong = "wr0ng-s3cret-pw"
-	tm := startManager(t, fastManager())
+	tm := startManager(t, testConfig())
 	px := proxytest.Start(t, "bob", "the-right-one")
 	px.Alias(remoteManager, "127.0.0.1")
 	ag := startAgent(t, tm, agentOpts{urls: []string{withHost(t, tm.url, remoteManager)}, configure: func(c *config.Delegate, _ string) {
@@ -208,7 +208,7 @@ func newTLSSetup(t *testing.T, clientCA *certtest.CA) tlsSetup {
 
 func TestDelegateTLS(t *testing.T) {
 	s := newTLSSetup(t, nil)
-	tm := startTLSManager(t, fastManager(), s.server, s.api)
+	tm := startTLSManager(t, testConfig(), s.server, s.api)
 	tests := []struct {
 		name      string
 		configure func(t *testing.T, c *config.Delegate, workDir string)
@@ -265,7 +265,7 @@ func TestDelegateTLS(t *testing.T) {
 func TestDelegateClientCertificate(t *testing.T) {
 	clientCA := certtest.NewCA(t, "client CA")
 	s := newTLSSetup(t, clientCA)
-	tm := startTLSManager(t, fastManager(), s.server, s.api)
+	tm := startTLSManager(t, testConfig(), s.server, s.api)
 	trust := func(c *config.Delegate, wd string) {
 		certtest.WriteFile(t, filepath.Join(wd, "ca-bundle", "corp.pem"), s.ca.PEM)
 	}

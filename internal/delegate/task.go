@@ -5,56 +5,29 @@ import (
 	"errors"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
+	"github.com/legate-dev/legate/internal/backoff"
 	"github.com/legate-dev/legate/internal/executor"
 	"github.com/legate-dev/legate/internal/mask"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
 // runTask acquires an offered task and, if this delegate wins it, runs it,
-// streams its output and reports the result.
-func (a *Agent) runTask(id string, capabilities []string) {
+// streams its output and reports the result. parent is the agent's loop
+// context; the task runs in a child of it that a.kill cancels. The task's
+// slot (its placeholder in a.tasks, made by offeredWith) is freed when
+// runTask returns.
+func (a *Agent) runTask(parent context.Context, id string, capabilities []string) {
 	defer a.taskWG.Done()
-	release := func() {
-		a.mu.Lock()
-		delete(a.tasks, id)
-		var nextID string
-		var nextCaps []string
-		for did, caps := range a.deferred {
-			nextID, nextCaps = did, caps
-			delete(a.deferred, did)
-			break
-		}
-		a.mu.Unlock()
-		if nextID != "" {
-			// An offer that found no free slot gets this one.
-			a.offeredWith(nextID, nextCaps)
-		}
-	}
-	ctx := a.tasksCtx
+	defer a.freeSlot(parent, id)
+	ctx, unkill := a.kill.context(parent)
+	defer unkill()
 	gen := a.regGen.Load()
-	if len(capabilities) > 0 {
-		results, ok := a.caps.check(ctx, capabilities)
-		if len(results) > 0 {
-			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			if err := a.client().ReportCapabilities(rctx, protocol.CapabilityReport{TaskID: id, Results: results}); err != nil {
-				a.log.Warn("report capability results", "task", id, "err", err)
-			}
-			cancel()
-		}
-		if !ok {
-			for _, r := range results {
-				if !r.OK {
-					a.log.Info("not taking task: capability not available here", "task", id, "criteria", r.Criteria, "err", r.Error)
-				}
-			}
-			a.metrics.rejectedOffer(rejectCapability)
-			release()
-			return
-		}
+	if !a.capable(ctx, id, capabilities) {
+		a.metrics.rejectedOffer(rejectCapability)
+		return
 	}
 	// A stop requested since the offer (or during the capability check)
 	// means no new task: the offer is left for other delegates.
@@ -63,32 +36,117 @@ func (a *Agent) runTask(id string, capabilities []string) {
 	a.mu.Unlock()
 	if draining {
 		a.metrics.rejectedOffer(rejectDraining)
-		release()
 		return
 	}
-	acq, err := a.acquire(ctx, id)
-	if err != nil {
-		var pe *protocol.Error
-		if errors.As(err, &pe) && (pe.Code == protocol.CodeAlreadyClaimed || pe.Code == protocol.CodeTaskTerminal) {
-			a.log.Debug("task taken by another delegate", "task", id)
-		} else {
-			a.log.Warn("acquire failed", "task", id, "err", err)
-			a.metrics.rejectedOffer(rejectAcquire)
-			a.handleCallError(ctx, err, gen)
-		}
-		release()
+	acq, ok := a.claim(ctx, id, gen)
+	if !ok {
 		return
 	}
 	taskCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	t := &runningTask{epoch: acq.Epoch, cancel: cancel}
 	a.mu.Lock()
-	a.tasks[id] = &runningTask{epoch: acq.Epoch, cancel: cancel}
+	a.tasks[id] = t
 	a.mu.Unlock()
-	defer release()
 	defer a.perf.executing.begin()()
 	log := a.log.With("task", id, "epoch", acq.Epoch, "type", acq.Spec.Type)
 	log.Info("task acquired")
+	res, outputRefused := a.execute(taskCtx, log, id, acq, cancel)
+	resultRefused := a.deliverResult(log, id, res)
+	logRefusal(log, t, outputRefused, resultRefused)
+	log.Info("task finished", "status", res.Status, "exit_code", derefInt(res.ExitCode))
+}
 
+// logRefusal logs, once per task, that the manager refused its output or
+// result because the task is no longer this delegate's. After the manager
+// aborted the task (a user cancelled it) that is expected: info, not a
+// warning. It is logged when the task is over rather than at the refusal:
+// by then an abort that crossed the refused report has normally arrived.
+func logRefusal(log logger, t *runningTask, output, result error) {
+	if output == nil && result == nil {
+		return
+	}
+	msg, err := "manager refused the result: the task is no longer held by this delegate", result
+	if result == nil {
+		msg, err = "manager refused the task's output: the task is no longer held by this delegate", output
+	}
+	if t.aborted.Load() {
+		log.Info(msg+" (it aborted the task)", "err", err, "output_refused", output != nil)
+		return
+	}
+	log.Warn(msg, "err", err, "output_refused", output != nil)
+}
+
+// freeSlot forgets task id and gives its slot to an offer that found none
+// free, if there is one.
+func (a *Agent) freeSlot(ctx context.Context, id string) {
+	a.mu.Lock()
+	delete(a.tasks, id)
+	var nextID string
+	var nextCaps []string
+	for did, caps := range a.deferred {
+		nextID, nextCaps = did, caps
+		delete(a.deferred, did)
+		break
+	}
+	a.mu.Unlock()
+	if nextID != "" {
+		a.offeredWith(ctx, nextID, nextCaps)
+	}
+}
+
+// capable validates the capabilities a task needs from here (those not
+// validated recently), reports fresh results to the manager, and reports
+// whether all are available.
+func (a *Agent) capable(ctx context.Context, id string, capabilities []string) bool {
+	if len(capabilities) == 0 {
+		return true
+	}
+	results, ok := a.caps.check(ctx, capabilities)
+	if len(results) > 0 {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := a.client().ReportCapabilities(rctx, protocol.CapabilityReport{TaskID: id, Results: results}); err != nil {
+			a.log.Warn("report capability results", "task", id, "err", err)
+		}
+		cancel()
+	}
+	for _, r := range results {
+		if !r.OK {
+			a.log.Info("not taking task: capability not available here", "task", id, "criteria", r.Criteria, "err", r.Error)
+		}
+	}
+	return ok
+}
+
+// claim acquires an offered task; false when another delegate has it or
+// the acquire failed (logged). gen is the registration the offer came in.
+func (a *Agent) claim(ctx context.Context, id string, gen int64) (protocol.AcquireResponse, bool) {
+	acq, err := a.acquire(ctx, id)
+	if err == nil {
+		return acq, true
+	}
+	var pe *protocol.Error
+	switch {
+	case errors.As(err, &pe) && (pe.Code == protocol.CodeAlreadyClaimed || pe.Code == protocol.CodeTaskTerminal):
+		a.log.Debug("task taken by another delegate", "task", id)
+	case ctx.Err() != nil:
+		a.log.Debug("acquire given up: the delegate is stopping", "task", id)
+	default:
+		a.log.Warn("acquire failed", "task", id, "err", err)
+		a.metrics.rejectedOffer(rejectAcquire)
+		a.handleCallError(ctx, err, gen)
+	}
+	return protocol.AcquireResponse{}, false
+}
+
+// execute runs an acquired task in its working directory while its
+// output is masked and shipped to the manager, reports its start, and
+// returns its result (masked), once all its output was sent or kept, and
+// the manager's refusal of the output, if it refused it. ctx is the task's
+// context and cancel cancels it (as an abort by the manager does; the
+// shipper does when the manager refuses the output).
+func (a *Agent) execute(ctx context.Context, log logger, id string, acq protocol.AcquireResponse,
+	cancel context.CancelCauseFunc) (protocol.ResultRequest, error) {
 	ship := newShipper(a, id, acq.Epoch, cancel)
 	secrets := a.secretsToMask(acq.Spec.SecretEnv)
 	out := mask.New(ship, secrets)
@@ -96,40 +154,27 @@ func (a *Agent) runTask(id string, capabilities []string) {
 	env := append(append([]string{}, a.opts.TaskEnv...), "LEGATE_TASK_ID="+id)
 	// The start report must land before the result, or a fast task would
 	// finish without a started_at.
-	startedSent := make(chan struct{})
-	var startedCalled atomic.Bool
+	var started sync.WaitGroup
 	a.metrics.taskStarted(acq.Spec.Type)
 	began := time.Now()
-	outcome := executor.Run(taskCtx, acq.Spec, executor.Options{
+	outcome := executor.Run(ctx, acq.Spec, executor.Options{
 		WorkDir:    dir,
 		Env:        env,
 		Timeout:    time.Duration(acq.TimeoutMS) * time.Millisecond,
 		HTTPClient: a.opts.TaskHTTPClient,
 		Isolator:   a.iso,
 		OnStart: func() {
-			startedCalled.Store(true)
-			go func() {
-				defer close(startedSent)
-				sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
-				defer scancel()
-				if err := a.client().Started(sctx, id, protocol.StartedRequest{Epoch: acq.Epoch}); err != nil {
-					log.Debug("report started", "err", err)
-				}
-			}()
+			started.Go(func() { a.reportStarted(ctx, log, id, acq.Epoch) })
 		},
 	}, out)
+	log.Debug("task process ended; sending the rest of its output", "status", outcome.Status)
 	_ = out.Flush()
 	lastSeq := ship.close()
-	if startedCalled.Load() {
-		select {
-		case <-startedSent:
-		case <-time.After(15 * time.Second):
-		}
-	}
-	if errors.Is(context.Cause(taskCtx), errAborted) {
+	started.Wait()
+	if cause := context.Cause(ctx); errors.Is(cause, errAborted) || errors.Is(cause, errLeaseLost) {
 		outcome.Status = protocol.StatusCancelled
 		if outcome.Error == "" {
-			outcome.Error = "aborted by the manager"
+			outcome.Error = cause.Error()
 		}
 	}
 	a.metrics.taskFinished(acq.Spec.Type, outcome.Status, time.Since(began))
@@ -146,8 +191,24 @@ func (a *Agent) runTask(id string, capabilities []string) {
 		h.BodyExcerpt = mask.String(h.BodyExcerpt, secrets)
 		res.HTTPResult = &h
 	}
-	a.deliverResult(log, id, res)
-	log.Info("task finished", "status", outcome.Status, "exit_code", derefInt(outcome.ExitCode))
+	return res, ship.refusal()
+}
+
+// reportStarted tells the manager that the task's process started.
+func (a *Agent) reportStarted(ctx context.Context, log logger, id string, epoch int64) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := a.client().Started(ctx, id, protocol.StartedRequest{Epoch: epoch}); err != nil {
+		log.Debug("report started", "err", err)
+	}
+}
+
+// logger is what a task's code logs with: the agent's logger with the
+// task's attributes.
+type logger interface {
+	Debug(msg string, args ...any)
+	Info(msg string, args ...any)
+	Warn(msg string, args ...any)
 }
 
 // startIsolation prepares the isolation of task processes and ends what
@@ -178,7 +239,7 @@ func (a *Agent) startIsolation() (func(), error) {
 // (a transport error, not a refusal): the manager answers a repeated claim
 // by the holder with the same lease, so the task runs exactly once.
 func (a *Agent) acquire(ctx context.Context, id string) (protocol.AcquireResponse, error) {
-	b := backoff{min: 50 * time.Millisecond, max: time.Second}
+	b := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		var acq protocol.AcquireResponse
@@ -187,10 +248,8 @@ func (a *Agent) acquire(ctx context.Context, id string) (protocol.AcquireRespons
 		if err == nil || errors.As(err, &pe) || ctx.Err() != nil {
 			return acq, err
 		}
-		select {
-		case <-ctx.Done():
+		if !b.Wait(ctx) {
 			return acq, err
-		case <-time.After(b.next()):
 		}
 	}
 	return protocol.AcquireResponse{}, err
@@ -205,11 +264,11 @@ func derefInt(p *int) any {
 
 // deliverResult sends the result until the manager answers (or refuses it
 // for good). A result the first attempt could not deliver is kept on disk:
-// when the delegate stops first, the next start delivers it.
-func (a *Agent) deliverResult(log interface {
-	Warn(string, ...any)
-}, id string, res protocol.ResultRequest) {
-	b := backoff{min: 200 * time.Millisecond, max: 15 * time.Second}
+// when the delegate stops first, the next start delivers it. It returns
+// the manager's refusal when the task is no longer this delegate's (for
+// the caller to log), nil otherwise.
+func (a *Agent) deliverResult(log logger, id string, res protocol.ResultRequest) (refused error) {
+	b := backoff.Backoff{Min: 200 * time.Millisecond, Max: 15 * time.Second}
 	saved := false
 	for {
 		gen := a.regGen.Load()
@@ -218,21 +277,20 @@ func (a *Agent) deliverResult(log interface {
 		cancel()
 		if err == nil {
 			a.spool.remove(id)
-			return
+			return nil
 		}
 		var pe *protocol.Error
 		if errors.As(err, &pe) && (pe.Code == protocol.CodeStaleLease || pe.Code == protocol.CodeNotFound || pe.Code == protocol.CodeTaskTerminal) {
-			log.Warn("manager refused the result", "err", err)
 			if pe.Code == protocol.CodeStaleLease {
 				a.metrics.staleReport("result")
 			}
 			a.spool.remove(id)
-			return
+			return err
 		}
 		if !a.handleCallError(context.Background(), err, gen) {
 			log.Warn("result not delivered", "err", err)
 			a.spool.remove(id)
-			return
+			return nil
 		}
 		if !saved {
 			// Not delivered at the first try: keep it on disk until it is.
@@ -241,14 +299,14 @@ func (a *Agent) deliverResult(log interface {
 			}
 			saved = true
 		}
-		d := b.next()
+		d := b.Next()
 		log.Warn("result not delivered yet; retrying", "err", err, "retry_in", d.Round(time.Millisecond))
 		select {
 		case <-time.After(d):
 		case <-a.stopDelivery:
-			return // kept in the spool
+			return nil // kept in the spool
 		case <-a.opts.ForceStop:
-			return // kept in the spool
+			return nil // kept in the spool
 		}
 	}
 }
@@ -274,11 +332,14 @@ type shipper struct {
 	buf   []byte
 	seq   int64
 	// closed: the task's output ended; dead: the manager refused the
-	// output; stopped: the delegate stopped delivering. dead and stopped
-	// drop further output.
+	// output (refused says why); stopped: the delegate stopped delivering.
+	// dead and stopped drop further output.
 	closed, dead, stopped bool
-	wake                  chan struct{}
-	done                  chan struct{}
+	refused               error
+	// held counts the writers waiting for room (held by back-pressure).
+	held int
+	wake chan struct{}
+	done chan struct{}
 }
 
 // maxChunk is the most output one log request carries.
@@ -306,7 +367,9 @@ func (s *shipper) Write(p []byte) (int, error) {
 	for len(p) > 0 && !s.dead && !s.stopped {
 		room := maxBuffered - len(s.buf)
 		if room <= 0 {
+			s.held++
 			s.space.Wait()
+			s.held--
 			continue
 		}
 		k := min(room, len(p))
@@ -323,6 +386,13 @@ func (s *shipper) poke() {
 	case s.wake <- struct{}{}:
 	default:
 	}
+}
+
+// refusal is the manager's refusal of the output, nil when it took it.
+func (s *shipper) refusal() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
 }
 
 // close sends what is left and returns the number of the last chunk.
@@ -399,7 +469,7 @@ func (s *shipper) drop() {
 
 func (s *shipper) loop() {
 	defer close(s.done)
-	b := backoff{min: 100 * time.Millisecond, max: 10 * time.Second}
+	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
 	var pending *protocol.LogChunk
 	warned := false
 	for {
@@ -422,19 +492,19 @@ func (s *shipper) loop() {
 		cancel()
 		if err == nil {
 			pending = nil
-			b.reset()
+			b.Reset()
 			continue
 		}
 		var pe *protocol.Error
 		if errors.As(err, &pe) && (pe.Code == protocol.CodeStaleLease || pe.Code == protocol.CodeNotFound) {
-			// The task is no longer ours: stop it and drop its output.
-			s.a.log.Warn("manager refused output: task no longer held by this delegate", "task", s.id, "err", err)
+			// The task is no longer ours: stop it and drop its output. The
+			// refusal is logged when the task is over (logRefusal).
 			if pe.Code == protocol.CodeStaleLease {
 				s.a.metrics.staleReport("log")
 			}
-			s.cancel(errAborted)
+			s.cancel(errLeaseLost)
 			s.mu.Lock()
-			s.dead = true
+			s.dead, s.refused = true, err
 			s.drop()
 			s.mu.Unlock()
 			pending = nil
@@ -449,7 +519,7 @@ func (s *shipper) loop() {
 			warned = true
 		}
 		select {
-		case <-time.After(b.next()):
+		case <-time.After(b.Next()):
 		case <-s.a.stopDelivery:
 			s.keep(pending)
 			return
@@ -490,12 +560,12 @@ func (s *shipper) keep(pending *protocol.LogChunk) {
 }
 
 // deliverSpooledLogs sends output kept by an earlier run, before its result.
-func (a *Agent) deliverSpooledLogs(log interface{ Warn(string, ...any) }, taskID string) {
+func (a *Agent) deliverSpooledLogs(log logger, taskID string) {
 	l, ok := a.spool.loadLogs(taskID)
 	if !ok {
 		return
 	}
-	b := backoff{min: 200 * time.Millisecond, max: 15 * time.Second}
+	b := backoff.Backoff{Min: 200 * time.Millisecond, Max: 15 * time.Second}
 	for {
 		gen := a.regGen.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -515,7 +585,7 @@ func (a *Agent) deliverSpooledLogs(log interface{ Warn(string, ...any) }, taskID
 			return
 		}
 		select {
-		case <-time.After(b.next()):
+		case <-time.After(b.Next()):
 		case <-a.stopDelivery:
 			return
 		case <-a.opts.ForceStop:

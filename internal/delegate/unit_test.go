@@ -23,47 +23,6 @@ import (
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
-func TestBackoffStaysWithinBoundsAndCaps(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ min, max time.Duration }{
-		{100 * time.Millisecond, 10 * time.Second},
-		{250 * time.Millisecond, 30 * time.Second},
-		{time.Millisecond, time.Millisecond},
-		{3, 1000}, // odd nanosecond values: integer halving
-		{time.Hour, 2 * time.Hour},
-	} {
-		b := backoff{min: tc.min, max: tc.max}
-		for step := range 70 { // well past the shift cap of 20
-			// d = min doubled per step (at most 20 times), capped at max.
-			want := tc.min
-			for i := 0; i < min(step, 20) && want < tc.max; i++ {
-				want *= 2
-			}
-			want = min(want, tc.max)
-			got := b.next()
-			if got < want/2 || got > want {
-				t.Fatalf("min %v max %v step %d: next() = %v, want within [%v, %v]", tc.min, tc.max, step, got, want/2, want)
-			}
-		}
-		b.reset()
-		if got := b.next(); got < tc.min/2 || got > tc.min {
-			t.Fatalf("min %v max %v: after reset next() = %v, want within [%v, %v]", tc.min, tc.max, got, tc.min/2, tc.min)
-		}
-	}
-}
-
-func TestBackoffIsJittered(t *testing.T) {
-	t.Parallel()
-	seen := map[time.Duration]bool{}
-	for range 200 {
-		b := backoff{min: time.Second, max: time.Minute}
-		seen[b.next()] = true
-	}
-	if len(seen) < 50 {
-		t.Fatalf("200 first delays took only %d distinct values: not jittered", len(seen))
-	}
-}
-
 func TestTaskEnvDropsCredentials(t *testing.T) {
 	t.Parallel()
 	env := []string{
@@ -218,7 +177,6 @@ func newOfferAgent(t *testing.T, capacity int) (*Agent, *acquireServer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.tasksCtx = context.Background()
 	t.Cleanup(func() {
 		close(srv.release)
 		a.taskWG.Wait()
@@ -267,7 +225,7 @@ func TestOfferedRespectsCapacityDrainingAndDuplicates(t *testing.T) {
 			a, srv := newOfferAgent(t, tc.capacity)
 			a.draining = tc.draining
 			for _, id := range tc.offers {
-				a.offered(id)
+				a.offered(context.Background(), id)
 			}
 			if got := a.taskIDs(); !slices.Equal(got, tc.want) {
 				t.Fatalf("tasks held after offers %v: %v, want %v", tc.offers, got, tc.want)
@@ -284,9 +242,9 @@ func TestOfferedRespectsCapacityDrainingAndDuplicates(t *testing.T) {
 func TestOfferedCapacityTwoAcquiresTwoAtOnce(t *testing.T) {
 	t.Parallel()
 	a, srv := newOfferAgent(t, 2)
-	a.offered("t1")
-	a.offered("t2")
-	a.offered("t3")
+	a.offered(context.Background(), "t1")
+	a.offered(context.Background(), "t2")
+	a.offered(context.Background(), "t3")
 	if got, want := a.taskIDs(), []string{"t1", "t2"}; !slices.Equal(got, want) {
 		t.Fatalf("tasks held after offering t1, t2, t3 with capacity 2: %v, want %v", got, want)
 	}
@@ -317,7 +275,7 @@ func TestOfferArrivingWhileResultIsDeliveredIsNotLost(t *testing.T) {
 		case "t1/started", "t1/logs":
 			w.WriteHeader(http.StatusNoContent)
 		case "t1/result":
-			a.offered("t2") // the manager's offer, sent before its answer
+			a.offered(context.Background(), "t2") // the manager's offer, sent before its answer
 			_ = json.NewEncoder(w).Encode(protocol.Task{ID: "t1", Status: protocol.StatusSucceeded})
 		default:
 			w.WriteHeader(http.StatusConflict)
@@ -336,8 +294,7 @@ func TestOfferArrivingWhileResultIsDeliveredIsNotLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.tasksCtx = context.Background()
-	a.offered("t1")
+	a.offered(context.Background(), "t1")
 	a.taskWG.Wait() // t1, and t2 if it was taken
 	mu.Lock()
 	defer mu.Unlock()
@@ -399,9 +356,7 @@ func TestConcurrentReauthRegistersOnce(t *testing.T) {
 	go func() { defer wg.Done(); a.reauth(ctx, gen) }()
 	// The second caller is past its check and waits for the first.
 	waitFor(t, "the second caller to wait for the registration lock", func() bool {
-		buf := make([]byte, 1<<20)
-		stacks := strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n")
-		for _, s := range stacks {
+		for _, s := range goroutineStacks() {
 			if strings.Contains(s, "sync.(*Mutex).Lock") && strings.Contains(s, "(*Agent).reauth") {
 				return true
 			}
@@ -420,6 +375,17 @@ func TestConcurrentReauthRegistersOnce(t *testing.T) {
 	}
 }
 
+// goroutineStacks returns the stack of every goroutine, whole: the buffer
+// grows until they all fit (other tests run in parallel).
+func goroutineStacks() []string {
+	for size := 1 << 20; ; size *= 2 {
+		buf := make([]byte, size)
+		if n := runtime.Stack(buf, true); n < size {
+			return strings.Split(string(buf[:n]), "\n\n")
+		}
+	}
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -429,4 +395,63 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// TestLogRefusal: the manager's refusal of a task's output or result is
+// logged once, at info after the manager aborted the task (a user
+// cancelled it), as a warning otherwise.
+func TestLogRefusal(t *testing.T) {
+	t.Parallel()
+	refused := &protocol.Error{Code: protocol.CodeStaleLease, Message: "stale"}
+	for _, tc := range []struct {
+		name           string
+		aborted        bool
+		output, result error
+		want           []string // "LEVEL msg"
+	}{
+		{name: "nothing refused", output: nil, result: nil, want: nil},
+		{name: "result after an abort", aborted: true, result: refused,
+			want: []string{"INFO manager refused the result: the task is no longer held by this delegate (it aborted the task)"}},
+		{name: "output and result after an abort", aborted: true, output: refused, result: refused,
+			want: []string{"INFO manager refused the result: the task is no longer held by this delegate (it aborted the task)"}},
+		{name: "output only after an abort", aborted: true, output: refused,
+			want: []string{"INFO manager refused the task's output: the task is no longer held by this delegate (it aborted the task)"}},
+		{name: "result without an abort", result: refused,
+			want: []string{"WARN manager refused the result: the task is no longer held by this delegate"}},
+		{name: "output and result without an abort", output: refused, result: refused,
+			want: []string{"WARN manager refused the result: the task is no longer held by this delegate"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var rec recordHandler
+			task := &runningTask{epoch: 1, cancel: func(error) {}}
+			task.aborted.Store(tc.aborted)
+			logRefusal(slog.New(&rec), task, tc.output, tc.result)
+			if diff := cmp.Diff(tc.want, rec.lines()); diff != "" {
+				t.Errorf("log lines (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// recordHandler keeps the level and message of every record.
+type recordHandler struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.got = append(h.got, r.Level.String()+" "+r.Message)
+	return nil
+}
+func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordHandler) WithGroup(string) slog.Handler      { return h }
+
+func (h *recordHandler) lines() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.got
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -790,6 +791,18 @@ func (m *Manager) ownsTask(w http.ResponseWriter, r *http.Request, d *live, id, 
 	return true
 }
 
+// staleLevel is the level at which to log a report refused from a stale
+// lease of task id: info when the task has ended (a user cancelled it, or
+// the manager ended it and said why), as its delegate's last output and
+// result arrive after that by nature; a warning otherwise (the task was
+// handed out again).
+func (m *Manager) staleLevel(ctx context.Context, d *live, id string) slog.Level {
+	if t, err := m.st.GetTask(ctx, d.accountID, id); err == nil && protocol.Terminal(t.Status) {
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
+}
+
 func (m *Manager) refuseNotHolder(w http.ResponseWriter, d *live, id, holder, kind string) {
 	m.log.Warn("refused report from a delegate that does not hold the task", "task", id, "instance", d.id, "holder", holder)
 	m.metrics.staleReport(kind)
@@ -820,7 +833,7 @@ func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 	}
 	if err := m.st.AppendLogs(r.Context(), id, req.Epoch, req.Chunks, m.cfg.LogCap); err != nil {
 		if errors.Is(err, store.ErrStaleLease) {
-			m.log.Warn("refused logs from a stale lease", "task", id, "instance", d.id, "epoch", req.Epoch)
+			m.log.Log(r.Context(), m.staleLevel(r.Context(), d, id), "refused logs from a stale lease", "task", id, "instance", d.id, "epoch", req.Epoch)
 			m.metrics.staleReport(staleLog)
 		}
 		if errors.Is(err, store.ErrLogClosed) {
@@ -899,7 +912,7 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 	}, m.cfg.Now())
 	if err != nil {
 		if errors.Is(err, store.ErrStaleLease) {
-			m.log.Warn("refused result from a stale lease", "task", id, "instance", d.id, "epoch", req.Epoch)
+			m.log.Log(ctx, m.staleLevel(ctx, d, id), "refused result from a stale lease", "task", id, "instance", d.id, "epoch", req.Epoch)
 			m.metrics.staleReport(staleResult)
 		}
 		storeError(w, err, "task "+id)

@@ -3,10 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/legate-dev/legate/internal/backoff"
 )
 
 // notifyChannel is the PostgreSQL channel managers talk on.
@@ -39,21 +40,15 @@ func (s *Store) Listen(ctx context.Context, fn func(payload string), connected f
 		<-ctx.Done()
 		return nil
 	}
-	wait := 100 * time.Millisecond
+	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
 	for ctx.Err() == nil {
 		err := s.listenOnce(ctx, fn, connected)
 		if ctx.Err() != nil {
 			return nil
 		}
 		_ = err
-		d := wait/2 + rand.N(wait/2+1)
-		select {
-		case <-ctx.Done():
+		if !b.Wait(ctx) {
 			return nil
-		case <-time.After(d):
-		}
-		if wait < 10*time.Second {
-			wait *= 2
 		}
 	}
 	return nil
