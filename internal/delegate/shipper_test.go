@@ -21,11 +21,10 @@ import (
 // While hold is set every request waits for release; answer, when set,
 // decides the reply instead of 204.
 type logServer struct {
-	mu       sync.Mutex
-	chunks   []protocol.LogChunk
-	requests int
-	hold     chan struct{} // closed: requests go through
-	answer   func(w http.ResponseWriter) bool
+	mu     sync.Mutex
+	chunks []protocol.LogChunk
+	hold   chan struct{} // closed: requests go through
+	answer func(w http.ResponseWriter) bool
 }
 
 func (ls *logServer) handler(w http.ResponseWriter, r *http.Request) {
@@ -34,7 +33,6 @@ func (ls *logServer) handler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ls.mu.Lock()
-	ls.requests++
 	hold, answer := ls.hold, ls.answer
 	ls.mu.Unlock()
 	if hold != nil {
@@ -70,12 +68,6 @@ func (ls *logServer) received() (string, []int64, int) {
 		biggest = max(biggest, len(c.Data))
 	}
 	return b.String(), seqs, biggest
-}
-
-func (ls *logServer) requestCount() int {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	return ls.requests
 }
 
 // shipperAgent returns an agent whose manager is ls.
