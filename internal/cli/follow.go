@@ -89,6 +89,9 @@ func netReason(err error) (reason string, ok bool) {
 		return "connection refused", true
 	case errors.Is(err, syscall.ECONNRESET):
 		return "connection reset", true
+	case errors.Is(err, syscall.EPIPE):
+		// Writing a request on a connection the other end has reset.
+		return "connection closed", true
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
 		return "no route to host", true
 	case errors.As(err, &dns):

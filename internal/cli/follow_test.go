@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -262,6 +263,7 @@ func TestNetReason(t *testing.T) {
 	}{
 		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, "connection refused"},
 		{&net.OpError{Op: "read", Err: syscall.ECONNRESET}, "connection reset"},
+		{&net.OpError{Op: "write", Err: &os.SyscallError{Syscall: "write", Err: syscall.EPIPE}}, "connection closed"},
 		{&net.DNSError{Name: "nope.invalid", IsNotFound: true}, "host nope.invalid not found"},
 		{context.DeadlineExceeded, "timed out"},
 		{io.ErrUnexpectedEOF, "connection closed"},
