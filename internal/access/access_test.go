@@ -213,3 +213,45 @@ func FuzzParseScope(f *testing.F) {
 		}
 	})
 }
+
+func TestPassword(t *testing.T) {
+	h := HashPassword("correct horse")
+	if !strings.HasPrefix(h, "$argon2id$v=19$m=19456,t=2,p=1$") {
+		t.Errorf("hash %q", h)
+	}
+	if h2 := HashPassword("correct horse"); h2 == h {
+		t.Error("two hashes of one password are equal: no salt")
+	}
+	for _, tt := range []struct {
+		hash, pw string
+		want     bool
+	}{
+		{h, "correct horse", true}, {h, "correct horse ", false}, {h, "", false},
+		{"", "", false}, {"", "correct horse", false},
+		{strings.Replace(h, "m=19456", "m=4294967295", 1), "correct horse", false},
+	} {
+		if got := VerifyPassword(tt.hash, tt.pw); got != tt.want {
+			t.Errorf("VerifyPassword(%q, %q) = %v, want %v", tt.hash, tt.pw, got, tt.want)
+		}
+	}
+	for pw, ok := range map[string]bool{"short": false, "eight ch": true, strings.Repeat("x", MaxPasswordLen+1): false} {
+		if err := CheckPassword(pw); (err == nil) != ok {
+			t.Errorf("CheckPassword(%d bytes) = %v", len(pw), err)
+		}
+	}
+}
+
+func FuzzParsePHC(f *testing.F) {
+	f.Add("$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0$a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2U")
+	f.Add("$argon2id$v=19$m=8,t=1,p=1$$")
+	f.Add("$bcrypt$")
+	f.Fuzz(func(t *testing.T, s string) {
+		h, err := parsePHC(s)
+		if err != nil {
+			return
+		}
+		if h.memory > 1<<20 || h.time > 16 || h.threads > 16 || len(h.key) > 64 {
+			t.Fatalf("parsePHC(%q) accepted unbounded parameters %+v", s, h)
+		}
+	})
+}
