@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
