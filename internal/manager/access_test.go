@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -373,5 +375,39 @@ func TestAccessScenarios(t *testing.T) {
 		if st, b := tm.api(t, "", "POST", protocol.PathSessions, `{"user":"vera","password":"correct horse"}`); st != 429 || !strings.Contains(b, "rate_limited") {
 			t.Errorf("after %d failures: %d %s", signInFailures, st, b)
 		}
+	})
+}
+
+// TestDisableReachesTheOtherManager: two managers on one PostgreSQL
+// database, with caches that would keep a policy for an hour: a user
+// disabled (or unbound) through one is refused by the other at once, by
+// broadcast.
+func TestDisableReachesTheOtherManager(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	cfg := Config{APIKeyCacheTTL: time.Hour}
+	tms := startTestManagers(t, dsn, cfg, cfg)
+	a, b := tms[0], tms[1]
+	a.mustAPI(t, a.admin.APIKey, "POST", protocol.PathOrgs, `{"name":"o1"}`, 201)
+	a.mustAPI(t, a.admin.APIKey, "POST", protocol.PathTokens, `{"name":"t1","org":"o1"}`, 201)
+	key := a.userKey(t, "dana", access.RoleViewer, access.Scope{Org: "o1"})
+	b.mustAPI(t, key, "GET", protocol.PathTokens, "", 200) // B caches dana's policy
+	eventually(t, 10*time.Second, "manager B listening", func() bool { return b.m.listening() })
+	a.mustAPI(t, a.admin.APIKey, "PATCH", protocol.PathUsers+"/dana", `{"disabled":true}`, 200)
+	eventually(t, 10*time.Second, "manager B refusing the disabled user", func() bool {
+		st, _ := b.api(t, key, "GET", protocol.PathWhoAmI, "")
+		return st == http.StatusUnauthorized
+	})
+	a.mustAPI(t, a.admin.APIKey, "PATCH", protocol.PathUsers+"/dana", `{"disabled":false}`, 200)
+	eventually(t, 10*time.Second, "manager B accepting the enabled user", func() bool {
+		st, _ := b.api(t, key, "GET", protocol.PathWhoAmI, "")
+		return st == http.StatusOK
+	})
+	// An unbinding too: B stops showing dana o1's token.
+	if got := b.mustAPI(t, key, "GET", protocol.PathTokens, "", 200); !strings.Contains(got, `"t1"`) {
+		t.Fatalf("dana's tokens on B: %s", got)
+	}
+	a.mustAPI(t, a.admin.APIKey, "DELETE", protocol.PathBindings+"?role=viewer&subject_kind=user&subject=dana&org=o1", "", 204)
+	eventually(t, 10*time.Second, "manager B applying the unbinding", func() bool {
+		return !strings.Contains(b.mustAPI(t, key, "GET", protocol.PathTokens, "", 200), `"t1"`)
 	})
 }
