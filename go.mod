@@ -16,6 +16,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	golang.org/x/crypto v0.55.0
 	golang.org/x/sys v0.49.0
+	golang.org/x/term v0.45.0
 	modernc.org/sqlite v1.60.1
 )
 
