@@ -37,6 +37,7 @@ var forbidden = map[string][]string{
 	"internal/envguard":  {"internal/"}, // process start-up: standard library only
 	"internal/leaktest":  {"internal/"}, // a test helper: imports nothing from the project
 	"internal/backoff":   {"internal/"}, // retry pacing: standard library only
+	"internal/access":    {"internal/"}, // decisions only: no HTTP, no SQL, nothing of the project
 }
 
 type pkgInfo struct {

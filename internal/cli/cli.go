@@ -105,7 +105,14 @@ func addCommands(root *cobra.Command, a *app) {
 	pf.StringVar(&a.url, "url", "", "manager URL, e.g. http://127.0.0.1:7460 or https://legate.example.com (env "+EnvURL+"; HOST:PORT means http://HOST:PORT)")
 	pf.StringVar(&a.apiKey, "api-key", "", "admin API key (env "+EnvAPIKey+")")
 	pf.StringVar(&a.caCert, "ca-cert", "", "PEM file of the CA that signed the manager's certificate, trusted besides the system roots (env "+EnvCACert+")")
-	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.apikeyCmd(), a.delegatesCmd(), a.connectorCmd(), a.configurationCmd(), a.taskCmd(), a.versionCmd())
+	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.apikeyCmd(), a.delegatesCmd(), a.connectorCmd(), a.configurationCmd(), a.taskCmd(), a.versionCmd(),
+		a.userCmd(), a.groupCmd(), a.roleCmd(), a.whoamiCmd(), a.loginCmd(), a.logoutCmd())
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "user", "group", "role", "whoami", "login", "logout":
+			fillHelp(c)
+		}
+	}
 	a.completeFlags(root)
 }
 
@@ -118,6 +125,15 @@ func (a *app) client() (*client.Client, error) {
 	if u == "" {
 		u, from = a.getenv(EnvURL), EnvURL
 	}
+	// What legate login stored, when neither flags nor the environment
+	// say (they win).
+	storedURL, storedKey := "", ""
+	if u == "" || (a.apiKey == "" && a.getenv(EnvAPIKey) == "") {
+		storedURL, storedKey = a.storedLogin()
+	}
+	if u == "" && storedURL != "" {
+		u, from = storedURL, "the config of legate login"
+	}
 	if u == "" {
 		return nil, &ExitError{Code: ExitUsage, Msg: "legate: no manager URL: set " + EnvURL + " or pass --url (" + adminEnvHint + ")"}
 	}
@@ -128,6 +144,9 @@ func (a *app) client() (*client.Client, error) {
 	key := a.apiKey
 	if key == "" {
 		key = a.getenv(EnvAPIKey)
+	}
+	if key == "" {
+		key = storedKey
 	}
 	if key == "" {
 		return nil, &ExitError{Code: ExitUsage, Msg: "legate: no API key: set " + EnvAPIKey + " or pass --api-key (" + adminEnvHint + ")"}

@@ -709,3 +709,9 @@ func (c *Client) ReportConfiguration(ctx context.Context, res protocol.Configura
 	return c.do(ctx, &call{op: "report configuration result", method: http.MethodPost,
 		path: protocol.PathDelegateConfigurationResult, in: res})
 }
+
+// Admin makes one admin API call: in (when not nil) is sent as JSON, the
+// answer decoded into out (when not nil). op names the call in errors.
+func (c *Client) Admin(ctx context.Context, op, method, path string, in, out any) error {
+	return c.do(ctx, &call{op: op, method: method, path: path, in: in, out: out})
+}

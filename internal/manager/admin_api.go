@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -20,39 +21,22 @@ type adminHandler func(w http.ResponseWriter, r *http.Request, accountID string)
 
 // adminAuth resolves the API key to its account. Every admin handler works
 // within that account only; callerKey tells which key made the request.
-func (m *Manager) adminAuth(next adminHandler) http.HandlerFunc {
+func (m *Manager) adminAuth(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		key := bearer(r)
-		if key == "" {
-			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "missing API key (Authorization: Bearer <key>; the CLI reads LEGATE_API_KEY)")
+		c, acct, ok := m.authenticate(w, r)
+		if !ok {
 			return
 		}
-		k, err := m.apiKey(r.Context(), hashSecret(key))
-		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "invalid API key")
-				return
-			}
-			storeError(w, err, "API key")
+		ctx := context.WithValue(r.Context(), callerCtx{}, c)
+		if c.key.ID != "" {
+			ctx = withAPIKey(ctx, c.key)
+		}
+		r = r.WithContext(ctx)
+		if !m.authorize(w, r, rt.rule, c, acct) {
 			return
 		}
-		now := m.cfg.Now()
-		if k.RevokedAt != nil {
-			if m.apiKeys.shouldWarn(k.ID, now) {
-				m.log.Warn("request with a revoked API key refused", "account", k.AccountID, "key", k.Name, "remote", r.RemoteAddr)
-			}
-			writeError(w, http.StatusUnauthorized, protocol.CodeAPIKeyRevoked,
-				"API key %q was revoked at %s; use another API key (DATA/admin.env of a manager holds one, and legate apikey create makes more)",
-				k.Name, k.RevokedAt.UTC().Format(time.RFC3339))
-			return
-		}
-		m.apiKeys.used(k.ID, now)
-		next(w, r.WithContext(withAPIKey(r.Context(), k)), k.AccountID)
+		rt.admin(w, r, acct)
 	}
-}
-
-func (m *Manager) handleWhoAmI(w http.ResponseWriter, r *http.Request, acct string) {
-	writeJSON(w, http.StatusOK, protocol.WhoAmI{AccountID: acct, Version: m.cfg.Version})
 }
 
 // isTokenName reports whether s is a valid name of a token, org, project
@@ -126,8 +110,12 @@ func (m *Manager) handleListTokens(w http.ResponseWriter, r *http.Request, acct 
 		storeError(w, err, "tokens")
 		return
 	}
+	pol := callerOf(r.Context()).policy
 	out := protocol.TokenList{Tokens: make([]protocol.Token, 0, len(ts))}
 	for _, t := range ts {
+		if !pol.Allows(access.TokenView, access.Scope{Org: t.Org, Project: t.Project}) {
+			continue
+		}
 		out.Tokens = append(out.Tokens, tokenView(t))
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -423,8 +411,12 @@ func (m *Manager) handleListTasks(w http.ResponseWriter, r *http.Request, acct s
 		storeError(w, err, "tasks")
 		return
 	}
+	pol := callerOf(r.Context()).policy
 	out := protocol.TaskList{Tasks: make([]protocol.Task, 0, len(ts))}
 	for _, t := range ts {
+		if !pol.Allows(access.TaskView, access.Scope{Org: t.Spec.Org, Project: t.Spec.Project}) {
+			continue
+		}
 		out.Tasks = append(out.Tasks, m.taskView(t))
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -142,8 +143,12 @@ func (m *Manager) handleListOrgs(w http.ResponseWriter, r *http.Request, acct st
 		storeError(w, err, "orgs")
 		return
 	}
+	pol := callerOf(r.Context()).policy
 	out := protocol.OrgList{Orgs: make([]protocol.Org, 0, len(os))}
 	for _, o := range os {
+		if !pol.AllowsBelow(access.OrgView, access.Scope{Org: o.Name}) {
+			continue
+		}
 		out.Orgs = append(out.Orgs, protocol.Org{Name: o.Name, CreatedAt: o.CreatedAt.UTC()})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -222,8 +227,12 @@ func (m *Manager) handleListProjects(w http.ResponseWriter, r *http.Request, acc
 		storeError(w, err, "projects")
 		return
 	}
+	pol := callerOf(r.Context()).policy
 	out := protocol.ProjectList{Projects: make([]protocol.Project, 0, len(ps))}
 	for _, p := range ps {
+		if !pol.Allows(access.OrgView, access.Scope{Org: p.Org, Project: p.Name}) {
+			continue
+		}
 		out.Projects = append(out.Projects, protocol.Project{Org: p.Org, Name: p.Name, CreatedAt: p.CreatedAt.UTC()})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -303,6 +312,9 @@ func (m *Manager) handleListConnectors(w http.ResponseWriter, r *http.Request, a
 		return
 	}
 	out := protocol.ConnectorList{Connectors: make([]protocol.Connector, 0, len(cs))}
+	if !callerOf(r.Context()).policy.Allows(access.ConnectorView, access.Account) {
+		cs = nil // connectors are account objects
+	}
 	for _, c := range cs {
 		out.Connectors = append(out.Connectors, m.connectorView(r.Context(), c))
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -259,7 +260,7 @@ func (m *Manager) apiKeyView(k store.APIKey, names map[string]string, current st
 		Name: k.Name, Status: protocol.TokenActive, CreatedAt: k.CreatedAt.UTC(),
 		CreatedBy: names[k.CreatedBy], LastUsedAt: utcPtr(m.apiKeys.lastUse(k.ID, k.LastUsedAt)),
 		RevokedAt: utcPtr(k.RevokedAt), RevokedBy: names[k.RevokedBy],
-		OwnerKind: k.OwnerKind, OwnerID: k.OwnerID, Current: k.ID == current,
+		OwnerKind: k.OwnerKind, OwnerID: k.OwnerID, Owner: names[k.OwnerID], Current: k.ID == current,
 	}
 	if k.RevokedAt != nil {
 		v.Status = protocol.TokenRevoked
@@ -278,9 +279,28 @@ func (m *Manager) handleCreateAPIKey(w http.ResponseWriter, r *http.Request, acc
 		return
 	}
 	caller := callerKey(r.Context())
+	c := callerOf(r.Context())
+	ownerKind, ownerID, ownerName := c.policy.Principal.Kind, c.policy.Principal.ID, c.policy.Principal.Name
+	if req.Owner = strings.TrimSpace(req.Owner); req.Owner != "" && req.Owner != ownerName {
+		if !c.mayManageOthers() {
+			writeError(w, http.StatusForbidden, protocol.CodeForbidden, "%s lacks the permission %s at account scope, which creating a key for %q needs",
+				c.policy.Principal, access.UserManage, req.Owner)
+			return
+		}
+		p, err := m.st.GetPrincipal(r.Context(), acct, req.Owner)
+		if err != nil {
+			storeError(w, err, "user "+strconv.Quote(req.Owner))
+			return
+		}
+		if p.Disabled {
+			writeError(w, http.StatusConflict, protocol.CodeConflict, "%s %s is disabled; enable it first (legate user enable %s)", kindWord(p.Kind), p.Name, p.Name)
+			return
+		}
+		ownerKind, ownerID, ownerName = p.Kind, p.ID, p.Name
+	}
 	value := newSecret(apiKeyPrefix, 24)
 	k := store.APIKey{ID: newID("ak_"), AccountID: acct, Name: req.Name, Hash: hashSecret(value),
-		OwnerKind: protocol.OwnerAccount, OwnerID: acct, CreatedAt: m.cfg.Now(), CreatedBy: caller.ID}
+		OwnerKind: ownerKind, OwnerID: ownerID, CreatedAt: m.cfg.Now(), CreatedBy: caller.ID}
 	if err := m.st.CreateAPIKey(r.Context(), k); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			writeError(w, http.StatusConflict, protocol.CodeConflict, "an API key named %q already exists (revoked keys keep their name); choose another name", req.Name)
@@ -289,8 +309,8 @@ func (m *Manager) handleCreateAPIKey(w http.ResponseWriter, r *http.Request, acc
 		storeError(w, err, "API key")
 		return
 	}
-	m.log.Info("API key created", "account", acct, "key", k.Name, "by", caller.Name)
-	v := m.apiKeyView(k, map[string]string{caller.ID: caller.Name}, caller.ID)
+	m.log.Info("API key created", "account", acct, "key", k.Name, "owner", ownerName, "by", c.policy.Principal.Name)
+	v := m.apiKeyView(k, map[string]string{caller.ID: caller.Name, ownerID: ownerName}, caller.ID)
 	v.Value = value
 	writeJSON(w, http.StatusCreated, v)
 }
@@ -302,10 +322,19 @@ func (m *Manager) handleListAPIKeys(w http.ResponseWriter, r *http.Request, acct
 		return
 	}
 	names := apiKeyNames(keys)
+	if owners, err := m.names(r.Context(), acct); err == nil {
+		for id, n := range owners {
+			names[id] = n
+		}
+	}
 	caller := callerKey(r.Context())
+	c := callerOf(r.Context())
+	all := c.policy.Allows(access.UserView, access.Account)
 	out := protocol.APIKeyList{APIKeys: make([]protocol.APIKey, 0, len(keys))}
 	for _, k := range keys {
-		out.APIKeys = append(out.APIKeys, m.apiKeyView(k, names, caller.ID))
+		if all || k.OwnerID == c.policy.Principal.ID {
+			out.APIKeys = append(out.APIKeys, m.apiKeyView(k, names, caller.ID))
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -321,6 +350,21 @@ func (m *Manager) handleRevokeAPIKey(w http.ResponseWriter, r *http.Request, acc
 	}
 	name := r.PathValue("name")
 	caller := callerKey(r.Context())
+	c := callerOf(r.Context())
+	if !c.mayManageOthers() {
+		keys, err := m.st.ListAPIKeys(r.Context(), acct)
+		if err != nil {
+			storeError(w, err, "API keys")
+			return
+		}
+		for _, k := range keys {
+			if k.Name == name && k.OwnerID != c.policy.Principal.ID {
+				writeError(w, http.StatusForbidden, protocol.CodeForbidden, "%s lacks the permission %s at account scope, which revoking another's API key needs",
+					c.policy.Principal, access.UserManage)
+				return
+			}
+		}
+	}
 	k, err := m.st.RevokeAPIKey(r.Context(), acct, name, caller.ID, m.cfg.Now(), req.Force)
 	if err != nil {
 		if errors.Is(err, store.ErrLastAPIKey) {

@@ -44,7 +44,7 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	if !strings.HasPrefix(ci.Value, "lgk_") || len(ci.Value) != len("lgk_")+48 {
 		t.Errorf("new key value %q: want lgk_ and 48 hex digits", ci.Value)
 	}
-	want := protocol.APIKey{Name: "ci", Status: protocol.TokenActive, CreatedBy: "admin", OwnerKind: protocol.OwnerAccount, OwnerID: tm.admin.AccountID}
+	want := protocol.APIKey{Name: "ci", Status: protocol.TokenActive, CreatedBy: "admin", OwnerKind: protocol.PrincipalUser, OwnerID: "u_" + tm.admin.AccountID, Owner: "admin"}
 	ignore := cmpopts.IgnoreFields(protocol.APIKey{}, "Value", "CreatedAt", "LastUsedAt", "RevokedAt")
 	if diff := cmp.Diff(want, ci, ignore); diff != "" {
 		t.Errorf("created key (-want +got):\n%s", diff)
@@ -81,8 +81,8 @@ func TestAPIKeyLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantList := []protocol.APIKey{
-		{Name: "admin", Status: protocol.TokenActive, OwnerKind: protocol.OwnerAccount, OwnerID: tm.admin.AccountID},
-		{Name: "ci", Status: protocol.TokenActive, CreatedBy: "admin", OwnerKind: protocol.OwnerAccount, OwnerID: tm.admin.AccountID, Current: true},
+		{Name: "admin", Status: protocol.TokenActive, OwnerKind: protocol.PrincipalUser, OwnerID: "u_" + tm.admin.AccountID, Owner: "admin"},
+		{Name: "ci", Status: protocol.TokenActive, CreatedBy: "admin", OwnerKind: protocol.PrincipalUser, OwnerID: "u_" + tm.admin.AccountID, Owner: "admin", Current: true},
 	}
 	if diff := cmp.Diff(wantList, list.APIKeys, ignore); diff != "" {
 		t.Errorf("list (-want +got):\n%s", diff)

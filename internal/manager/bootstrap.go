@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/atomicfile"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
@@ -60,6 +61,10 @@ func Bootstrap(ctx context.Context, st *store.Store, dataDir, url string, now ti
 		}
 		a.Created = true
 	}
+	admin, err := ensureAdminUser(ctx, st, a.AccountID, now)
+	if err != nil {
+		return a, err
+	}
 	prev, err := readEnvFile(a.EnvFile)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return a, fmt.Errorf("bootstrap: read %s: %w", a.EnvFile, err)
@@ -80,7 +85,7 @@ func Bootstrap(ctx context.Context, st *store.Store, dataDir, url string, now ti
 	if a.APIKey == "" {
 		a.APIKey = newSecret(apiKeyPrefix, 24)
 		k := store.APIKey{ID: newID("ak_"), AccountID: a.AccountID, Hash: hashSecret(a.APIKey),
-			OwnerKind: protocol.OwnerAccount, OwnerID: a.AccountID, CreatedAt: now}
+			OwnerKind: admin.Kind, OwnerID: admin.ID, CreatedAt: now}
 		for n := 1; ; n++ {
 			k.Name = bootstrapKeyName
 			if n > 1 {
@@ -102,6 +107,35 @@ func Bootstrap(ctx context.Context, st *store.Store, dataDir, url string, now ti
 		return a, fmt.Errorf("bootstrap: write %s: %w", a.EnvFile, err)
 	}
 	return a, nil
+}
+
+// adminUserName is the user of the first administrator.
+const adminUserName = "admin"
+
+// ensureAdminUser makes sure the account has the user "admin"; when this
+// call creates it (a new account, or the user was deleted), it binds the
+// account-admin role to it at account scope. The keys Bootstrap writes to
+// admin.env belong to it. (Migration 0008 made it for accounts that
+// existed before users.)
+func ensureAdminUser(ctx context.Context, st *store.Store, acct string, now time.Time) (store.Principal, error) {
+	p := store.Principal{ID: "u_" + acct, AccountID: acct, Kind: protocol.PrincipalUser, Name: adminUserName,
+		Display: "first administrator", CreatedAt: now}
+	err := st.CreatePrincipal(ctx, p)
+	switch {
+	case err == nil:
+		b := store.Binding{ID: newID("b_"), AccountID: acct, Role: access.RoleAccountAdmin, SubjectKind: p.Kind, SubjectID: p.ID, CreatedAt: now}
+		if err := st.CreateBinding(ctx, b); err != nil && !errors.Is(err, store.ErrConflict) {
+			return p, fmt.Errorf("bootstrap: bind account-admin to %s: %w", adminUserName, err)
+		}
+		return p, nil
+	case !errors.Is(err, store.ErrConflict):
+		return p, fmt.Errorf("bootstrap: create user %s: %w", adminUserName, err)
+	}
+	p, err = st.GetPrincipal(ctx, acct, adminUserName)
+	if err != nil {
+		return p, fmt.Errorf("bootstrap: user %s: %w", adminUserName, err)
+	}
+	return p, nil
 }
 
 func newAccountID() string {

@@ -36,6 +36,9 @@ const (
 	clusterConfig = "config" // Account's configurations changed: tell your delegates
 	// APIKey (an ID) is revoked: drop it from your cache.
 	clusterAPIKeyRevoke = "apikey_revoke"
+	// Account's users, groups, roles or bindings changed: drop your
+	// cached policies.
+	clusterAccess = "access"
 	// Output's tasks have new output in the store, or ended: tell your
 	// followers.
 	clusterOutput = "output"
@@ -107,6 +110,8 @@ func (m *Manager) applyClusterEvent(ctx context.Context, ev clusterEvent) {
 		}
 	case clusterAPIKeyRevoke:
 		m.apiKeys.invalidate(ev.APIKey)
+	case clusterAccess:
+		m.policies.clear()
 	case clusterRevoke:
 		m.markTokenRevoked(ev.Token)
 		m.disconnectToken(ev.Account, ev.Token, "the delegate token was revoked")

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
@@ -315,8 +316,12 @@ func (m *Manager) handleListConfigurations(w http.ResponseWriter, r *http.Reques
 		storeError(w, err, "configurations")
 		return
 	}
+	pol := callerOf(r.Context()).policy
 	out := protocol.ConfigurationList{Configurations: make([]protocol.Configuration, 0, len(cs))}
 	for _, c := range cs {
+		if !pol.Allows(access.ConfigurationView, access.Scope{Org: c.Org, Project: c.Project}) {
+			continue
+		}
 		out.Configurations = append(out.Configurations, configurationView(c))
 	}
 	writeJSON(w, http.StatusOK, out)

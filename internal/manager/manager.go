@@ -189,6 +189,10 @@ type Manager struct {
 	bgMu    sync.Mutex // orders bg.Add (enter) and the close of stopping
 	tokens  tokenCache
 	apiKeys apiKeyCache
+	// policies caches the callers' roles and bindings (access.go).
+	policies policyCache
+	// signIns paces sign-in attempts (sessions.go).
+	signIns signInLimiter
 	// listenUp is set once the listener of other managers' broadcasts is up.
 	listenUp atomic.Bool
 	// caps holds every delegate's allow and deny list entries.

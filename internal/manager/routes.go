@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -37,18 +38,21 @@ type route struct {
 	public   http.HandlerFunc
 	delegate delegateHandler
 	admin    adminHandler
+	// rule is what an admin route needs (access.go): every admin route
+	// has one, and docs/security.md's permission column says it.
+	rule rule
 }
 
-// access says who may call a route.
-type access string
+// callerKind says who may call a route.
+type callerKind string
 
 const (
-	accessNone     access = "no credentials"
-	accessDelegate access = "delegate session"
-	accessAPIKey   access = "API key"
+	accessNone     callerKind = "no credentials"
+	accessDelegate callerKind = "delegate session"
+	accessAPIKey   callerKind = "API key"
 )
 
-func (rt route) access() access {
+func (rt route) access() callerKind {
 	switch {
 	case rt.delegate != nil:
 		return accessDelegate
@@ -113,38 +117,60 @@ func (m *Manager) routes() []route {
 		{method: "GET", pattern: protocol.PathDelegateConfiguration, delegate: m.handleDelegateConfiguration},
 		{method: "POST", pattern: protocol.PathDelegateConfigurationResult, body: bodyReport, delegate: m.handleConfigurationResult},
 
-		// Admin API.
-		{method: "GET", pattern: protocol.PathWhoAmI, admin: m.handleWhoAmI},
-		{method: "POST", pattern: protocol.PathTokens, body: bodySmall, admin: m.handleCreateToken},
-		{method: "GET", pattern: protocol.PathTokens, admin: m.handleListTokens},
-		{method: "POST", pattern: protocol.PathTokens + "/{name}/revoke", admin: m.handleRevokeToken},
-		{method: "GET", pattern: protocol.PathDelegates, admin: m.handleListDelegates},
-		{method: "GET", pattern: protocol.PathDelegates + "/{name}", admin: m.handleDescribeDelegate},
-		{method: "DELETE", pattern: protocol.PathDelegates + "/{name}", admin: m.handleDeleteDelegate},
-		{method: "POST", pattern: protocol.PathTasks, body: bodyLarge, admin: m.handleSubmitTask},
-		{method: "GET", pattern: protocol.PathTasks, admin: m.handleListTasks},
-		{method: "GET", pattern: task, admin: m.handleGetTask},
-		{method: "POST", pattern: task + "/cancel", admin: m.handleCancelTask},
-		{method: "GET", pattern: task + "/logs", stream: true, admin: m.handleTaskLogs},
-		{method: "GET", pattern: task + "/explain", admin: m.handleExplainTask},
-		{method: "POST", pattern: protocol.PathOrgs, body: bodySmall, admin: m.handleCreateOrg},
-		{method: "GET", pattern: protocol.PathOrgs, admin: m.handleListOrgs},
-		{method: "DELETE", pattern: protocol.PathOrgs + "/{org}", admin: m.handleDeleteOrg},
-		{method: "POST", pattern: protocol.PathOrgs + "/{org}/projects", body: bodySmall, admin: m.handleCreateProject},
-		{method: "GET", pattern: protocol.PathProjects, admin: m.handleListProjects},
-		{method: "DELETE", pattern: protocol.PathOrgs + "/{org}/projects/{name}", admin: m.handleDeleteProject},
-		{method: "POST", pattern: protocol.PathConnectors, body: bodySmall, admin: m.handleCreateConnector},
-		{method: "GET", pattern: protocol.PathConnectors, admin: m.handleListConnectors},
-		{method: "GET", pattern: protocol.PathConnectors + "/{name}", admin: m.handleGetConnector},
-		{method: "DELETE", pattern: protocol.PathConnectors + "/{name}", admin: m.handleDeleteConnector},
-		{method: "POST", pattern: protocol.PathConfigurations, body: bodyConfiguration, admin: m.handleCreateConfiguration},
-		{method: "GET", pattern: protocol.PathConfigurations, admin: m.handleListConfigurations},
-		{method: "GET", pattern: protocol.PathConfigurations + "/{name}", admin: m.handleGetConfiguration},
-		{method: "PATCH", pattern: protocol.PathConfigurations + "/{name}", body: bodyConfiguration, admin: m.handleUpdateConfiguration},
-		{method: "DELETE", pattern: protocol.PathConfigurations + "/{name}", admin: m.handleDeleteConfiguration},
-		{method: "POST", pattern: protocol.PathAPIKeys, body: bodySmall, admin: m.handleCreateAPIKey},
-		{method: "GET", pattern: protocol.PathAPIKeys, admin: m.handleListAPIKeys},
-		{method: "POST", pattern: protocol.PathAPIKeys + "/{name}/revoke", body: bodyTiny, admin: m.handleRevokeAPIKey},
+		// Admin API. Each route's rule: the permission and where its scope
+		// comes from (access.go).
+		{method: "GET", pattern: protocol.PathWhoAmI, admin: m.handleWhoAmI, rule: rule{self: true}},
+		{method: "POST", pattern: protocol.PathTokens, body: bodySmall, admin: m.handleCreateToken, rule: rule{perm: access.DelegateEdit, scope: atBody}},
+		{method: "GET", pattern: protocol.PathTokens, admin: m.handleListTokens, rule: rule{perm: access.TokenView, list: true}},
+		{method: "POST", pattern: protocol.PathTokens + "/{name}/revoke", admin: m.handleRevokeToken, rule: rule{perm: access.TokenDelete, scope: atToken}},
+		{method: "GET", pattern: protocol.PathDelegates, admin: m.handleListDelegates, rule: rule{perm: access.DelegateView, list: true}},
+		{method: "GET", pattern: protocol.PathDelegates + "/{name}", admin: m.handleDescribeDelegate, rule: rule{perm: access.DelegateView, scope: atDelegate}},
+		{method: "DELETE", pattern: protocol.PathDelegates + "/{name}", admin: m.handleDeleteDelegate, rule: rule{perm: access.DelegateDelete, scope: atDelegate}},
+		{method: "POST", pattern: protocol.PathTasks, body: bodyLarge, admin: m.handleSubmitTask, rule: rule{perm: access.TaskRun, scope: atBody, also: taskUses}},
+		{method: "GET", pattern: protocol.PathTasks, admin: m.handleListTasks, rule: rule{perm: access.TaskView, list: true}},
+		{method: "GET", pattern: task, admin: m.handleGetTask, rule: rule{perm: access.TaskView, scope: atTask}},
+		{method: "POST", pattern: task + "/cancel", admin: m.handleCancelTask, rule: rule{perm: access.TaskCancel, scope: atTask}},
+		{method: "GET", pattern: task + "/logs", stream: true, admin: m.handleTaskLogs, rule: rule{perm: access.TaskView, scope: atTask}},
+		{method: "GET", pattern: task + "/explain", admin: m.handleExplainTask, rule: rule{perm: access.TaskView, scope: atTask}},
+		{method: "POST", pattern: protocol.PathOrgs, body: bodySmall, admin: m.handleCreateOrg, rule: rule{perm: access.OrgEdit, scope: atAccount}},
+		{method: "GET", pattern: protocol.PathOrgs, admin: m.handleListOrgs, rule: rule{perm: access.OrgView, list: true}},
+		{method: "DELETE", pattern: protocol.PathOrgs + "/{org}", admin: m.handleDeleteOrg, rule: rule{perm: access.OrgDelete, scope: atAccount}},
+		{method: "POST", pattern: protocol.PathOrgs + "/{org}/projects", body: bodySmall, admin: m.handleCreateProject, rule: rule{perm: access.OrgEdit, scope: atOrgPath}},
+		{method: "GET", pattern: protocol.PathProjects, admin: m.handleListProjects, rule: rule{perm: access.OrgView, list: true}},
+		{method: "DELETE", pattern: protocol.PathOrgs + "/{org}/projects/{name}", admin: m.handleDeleteProject, rule: rule{perm: access.OrgDelete, scope: atOrgPath}},
+		{method: "POST", pattern: protocol.PathConnectors, body: bodySmall, admin: m.handleCreateConnector, rule: rule{perm: access.ConnectorEdit, scope: atAccount}},
+		{method: "GET", pattern: protocol.PathConnectors, admin: m.handleListConnectors, rule: rule{perm: access.ConnectorView, list: true}},
+		{method: "GET", pattern: protocol.PathConnectors + "/{name}", admin: m.handleGetConnector, rule: rule{perm: access.ConnectorView, scope: atAccount}},
+		{method: "DELETE", pattern: protocol.PathConnectors + "/{name}", admin: m.handleDeleteConnector, rule: rule{perm: access.ConnectorDelete, scope: atAccount}},
+		{method: "POST", pattern: protocol.PathConfigurations, body: bodyConfiguration, admin: m.handleCreateConfiguration, rule: rule{perm: access.ConfigurationEdit, scope: atBody}},
+		{method: "GET", pattern: protocol.PathConfigurations, admin: m.handleListConfigurations, rule: rule{perm: access.ConfigurationView, list: true}},
+		{method: "GET", pattern: protocol.PathConfigurations + "/{name}", admin: m.handleGetConfiguration, rule: rule{perm: access.ConfigurationView, scope: atConfiguration}},
+		{method: "PATCH", pattern: protocol.PathConfigurations + "/{name}", body: bodyConfiguration, admin: m.handleUpdateConfiguration, rule: rule{perm: access.ConfigurationEdit, scope: atConfiguration}},
+		{method: "DELETE", pattern: protocol.PathConfigurations + "/{name}", admin: m.handleDeleteConfiguration, rule: rule{perm: access.ConfigurationDelete, scope: atConfiguration}},
+		{method: "POST", pattern: protocol.PathAPIKeys, body: bodySmall, admin: m.handleCreateAPIKey, rule: rule{self: true}},
+		{method: "GET", pattern: protocol.PathAPIKeys, admin: m.handleListAPIKeys, rule: rule{self: true}},
+		{method: "POST", pattern: protocol.PathAPIKeys + "/{name}/revoke", body: bodyTiny, admin: m.handleRevokeAPIKey, rule: rule{self: true}},
+
+		// Users and roles.
+		{method: "POST", pattern: protocol.PathSessions, body: bodySmall, public: m.handleCreateSession},
+		{method: "DELETE", pattern: protocol.PathSessions, admin: m.handleDeleteSession, rule: rule{self: true}},
+		{method: "POST", pattern: protocol.PathUsers, body: bodySmall, admin: m.handleCreateUser, rule: rule{perm: access.UserManage, scope: atAccount}},
+		{method: "GET", pattern: protocol.PathUsers, admin: m.handleListUsers, rule: rule{perm: access.UserView, list: true}},
+		{method: "GET", pattern: protocol.PathUsers + "/{name}", admin: m.handleGetUser, rule: rule{perm: access.UserView, scope: anywhere}},
+		{method: "PATCH", pattern: protocol.PathUsers + "/{name}", body: bodySmall, admin: m.handleUpdateUser, rule: rule{perm: access.UserManage, scope: atAccount}},
+		{method: "DELETE", pattern: protocol.PathUsers + "/{name}", admin: m.handleDeleteUser, rule: rule{perm: access.UserManage, scope: atAccount}},
+		{method: "POST", pattern: protocol.PathGroups, body: bodySmall, admin: m.handleCreateGroup, rule: rule{perm: access.UserManage, scope: atAccount}},
+		{method: "GET", pattern: protocol.PathGroups, admin: m.handleListGroups, rule: rule{perm: access.UserView, list: true}},
+		{method: "DELETE", pattern: protocol.PathGroups + "/{name}", admin: m.handleDeleteGroup, rule: rule{perm: access.UserManage, scope: atAccount}},
+		{method: "POST", pattern: protocol.PathGroups + "/{name}/members", body: bodySmall, admin: m.handleAddGroupMember, rule: rule{perm: access.UserManage, scope: atAccount}},
+		{method: "DELETE", pattern: protocol.PathGroups + "/{name}/members/{member}", admin: m.handleRemoveGroupMember, rule: rule{perm: access.UserManage, scope: atAccount}},
+		{method: "POST", pattern: protocol.PathRoles, body: bodySmall, admin: m.handleCreateRole, rule: rule{perm: access.UserManage, scope: atAccount}},
+		{method: "GET", pattern: protocol.PathRoles, admin: m.handleListRoles, rule: rule{perm: access.UserView, list: true}},
+		{method: "GET", pattern: protocol.PathRoles + "/{name}", admin: m.handleGetRole, rule: rule{perm: access.UserView, scope: anywhere}},
+		{method: "DELETE", pattern: protocol.PathRoles + "/{name}", admin: m.handleDeleteRole, rule: rule{perm: access.UserManage, scope: atAccount}},
+		{method: "POST", pattern: protocol.PathBindings, body: bodySmall, admin: m.handleCreateBinding, rule: rule{perm: access.UserManage, scope: atBody}},
+		{method: "GET", pattern: protocol.PathBindings, admin: m.handleListBindings, rule: rule{perm: access.UserView, list: true}},
+		{method: "DELETE", pattern: protocol.PathBindings, admin: m.handleDeleteBinding, rule: rule{perm: access.UserManage, scope: atQuery}},
 	}
 }
 
@@ -173,7 +199,7 @@ func (m *Manager) serveRoute(rt route) http.Handler {
 	case accessDelegate:
 		h = m.delegateAuth(rt.delegate)
 	case accessAPIKey:
-		h = m.adminAuth(rt.admin)
+		h = m.adminAuth(rt)
 	default:
 		h = rt.public
 		if rt.body > 0 {

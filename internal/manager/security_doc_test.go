@@ -12,9 +12,12 @@ import (
 
 // docRow is what docs/security.md says of one endpoint.
 type docRow struct {
-	Access   access
+	Access   callerKind
 	Body     int64
 	CredBody int64
+	// Permission is the route's rule as rule.doc writes it ("—" for
+	// routes without an API key).
+	Permission string
 }
 
 // TestSecurityDocListsEveryRoute walks the route table and the endpoint
@@ -36,7 +39,11 @@ func TestSecurityDocListsEveryRoute(t *testing.T) {
 		if _, dup := code[key]; dup {
 			t.Errorf("route %s is declared twice", key)
 		}
-		code[key] = docRow{Access: rt.access(), Body: rt.body, CredBody: rt.credBody}
+		perm := "—"
+		if rt.access() == accessAPIKey {
+			perm = rt.rule.doc()
+		}
+		code[key] = docRow{Access: rt.access(), Body: rt.body, CredBody: rt.credBody, Permission: perm}
 	}
 	if diff := cmp.Diff(code, doc); diff != "" {
 		t.Errorf("docs/security.md's endpoint table differs from the routes (-routes +docs):\n%s", diff)
@@ -44,7 +51,7 @@ func TestSecurityDocListsEveryRoute(t *testing.T) {
 }
 
 // parseEndpointTable reads the rows of the table under "## Endpoints":
-// | Method | Path | Who may call | What it checks | Body limit |.
+// | Method | Path | Who may call | Permission | What it checks | Body limit |.
 func parseEndpointTable(doc string) (map[string]docRow, error) {
 	_, section, ok := strings.Cut(doc, "\n## Endpoints\n")
 	if !ok {
@@ -57,12 +64,14 @@ func parseEndpointTable(doc string) (map[string]docRow, error) {
 			continue
 		}
 		cells := strings.Split(strings.Trim(line, "|"), "|")
-		if len(cells) != 5 {
-			return nil, fmt.Errorf("row %q: want 5 cells, got %d", line, len(cells))
+		if len(cells) != 6 {
+			return nil, fmt.Errorf("row %q: want 6 cells, got %d", line, len(cells))
 		}
 		for i := range cells {
 			cells[i] = strings.TrimSpace(cells[i])
 		}
+		perm := cells[3]
+		cells = append(cells[:3], cells[4:]...)
 		key := cells[0] + " " + strings.Trim(cells[1], "`")
 		if _, dup := rows[key]; dup {
 			return nil, fmt.Errorf("endpoint %s has two rows", key)
@@ -97,6 +106,7 @@ func parseEndpointTable(doc string) (map[string]docRow, error) {
 				return nil, fmt.Errorf("row %s: %w", key, err)
 			}
 		}
+		r.Permission = perm
 		rows[key] = r
 	}
 	if len(rows) == 0 {

@@ -35,6 +35,12 @@
 //	  Delegate listings leave out instances that deregistered unless asked
 //	  (?all=true; status "deregistered"), and DELETE PathDelegates/{name}
 //	  removes a delegate group that is not connected and runs no task.
+//	  Users and roles (issue 13, admin API only): users, service accounts,
+//	  groups, roles and bindings (PathUsers, PathGroups, PathRoles,
+//	  PathBindings), sign-in sessions (PathSessions), API keys owned by a
+//	  user or service account, every admin route checked against the
+//	  caller's roles (403 forbidden names the missing permission), and
+//	  the code rate_limited.
 package protocol
 
 import (
@@ -98,6 +104,19 @@ const (
 	// PathAPIKeys is the admin API of API keys: create (POST), list (GET),
 	// and revoke (POST + "/{name}/revoke"). Since v4.
 	PathAPIKeys = "/api/v1/apikeys"
+
+	// Users and roles (since v4, issue 13). PathUsers holds users and
+	// service accounts (+ "/{name}"); PathGroups groups (+ "/{name}",
+	// + "/{name}/members", + "/{name}/members/{member}"); PathRoles custom
+	// and built-in roles (+ "/{name}"); PathBindings bindings (DELETE
+	// names the binding in the query: role, subject_kind, subject, org,
+	// project); PathSessions sign-in sessions (POST signs in, DELETE
+	// revokes the session of the request).
+	PathUsers    = "/api/v1/users"
+	PathGroups   = "/api/v1/groups"
+	PathRoles    = "/api/v1/roles"
+	PathBindings = "/api/v1/bindings"
+	PathSessions = "/api/v1/sessions"
 )
 
 // QueryAll is the query parameter of a delegate listing that includes
@@ -766,10 +785,141 @@ type DelegateList struct {
 	Delegates []Delegate `json:"delegates"`
 }
 
-// WhoAmI answers who an API key belongs to.
+// WhoAmI answers who makes the request: the account, the user or service
+// account, the API key (or sign-in session) and the bindings that apply.
 type WhoAmI struct {
 	AccountID string `json:"account_id"`
 	Version   string `json:"version"`
+	// PrincipalKind is PrincipalUser, PrincipalServiceAccount, or
+	// OwnerAccount for a key that acts as its whole account.
+	PrincipalKind string `json:"principal_kind,omitempty"`
+	Principal     string `json:"principal,omitempty"`
+	// APIKey names the key of the request; empty for a sign-in session.
+	APIKey   string    `json:"api_key,omitempty"`
+	Session  bool      `json:"session,omitempty"`
+	Bindings []Binding `json:"bindings,omitempty"`
+}
+
+// Principal kinds: users sign in with a password; service accounts are
+// for automation and only have API keys.
+const (
+	PrincipalUser           = "user"
+	PrincipalServiceAccount = "service_account"
+	// SubjectGroup is the subject kind of a binding to a group.
+	SubjectGroup = "group"
+)
+
+// CreateUserRequest creates a user or a service account (Kind; a user by
+// default). Password is optional for users (without one, a user signs in
+// only with API keys an administrator creates for it) and refused for
+// service accounts.
+type CreateUserRequest struct {
+	Name     string `json:"name"`
+	Kind     string `json:"kind,omitempty"`
+	Display  string `json:"display,omitempty"`
+	Password string `json:"password,omitempty"`
+}
+
+// UpdateUserRequest changes a user: nil fields stay as they are.
+type UpdateUserRequest struct {
+	Disabled *bool   `json:"disabled,omitempty"`
+	Password *string `json:"password,omitempty"`
+}
+
+// User describes a user or service account (never its password).
+type User struct {
+	Name        string    `json:"name"`
+	Kind        string    `json:"kind"`
+	Display     string    `json:"display,omitempty"`
+	Disabled    bool      `json:"disabled"`
+	HasPassword bool      `json:"has_password"`
+	CreatedAt   time.Time `json:"created_at"`
+	Groups      []string  `json:"groups,omitempty"`
+	// Bindings are the bindings of the user itself (not its groups').
+	Bindings []Binding `json:"bindings,omitempty"`
+}
+
+// UserList answers a listing of users and service accounts, by name.
+type UserList struct {
+	Users []User `json:"users"`
+}
+
+// CreateGroupRequest creates a group.
+type CreateGroupRequest struct {
+	Name string `json:"name"`
+}
+
+// GroupMemberRequest adds a user or service account to a group.
+type GroupMemberRequest struct {
+	Member string `json:"member"`
+}
+
+// Group describes a group and its members (by name).
+type Group struct {
+	Name      string    `json:"name"`
+	Members   []string  `json:"members"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// GroupList answers a listing of groups, by name.
+type GroupList struct {
+	Groups []Group `json:"groups"`
+}
+
+// CreateRoleRequest creates a custom role. Permissions are
+// "resource:action" strings ("resource:*" for every action).
+type CreateRoleRequest struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Permissions []string `json:"permissions"`
+}
+
+// Role describes a built-in or custom role.
+type Role struct {
+	Name        string    `json:"name"`
+	Builtin     bool      `json:"builtin"`
+	Description string    `json:"description,omitempty"`
+	Permissions []string  `json:"permissions"`
+	CreatedAt   time.Time `json:"created_at,omitzero"`
+}
+
+// RoleList answers a listing of roles: built-in ones first, then custom
+// ones by name.
+type RoleList struct {
+	Roles []Role `json:"roles"`
+}
+
+// Binding grants a role to a subject (SubjectKind PrincipalUser,
+// PrincipalServiceAccount or SubjectGroup; Subject its name) at a scope
+// (Org and Project empty for the account) and beneath.
+type Binding struct {
+	Role        string    `json:"role"`
+	SubjectKind string    `json:"subject_kind"`
+	Subject     string    `json:"subject"`
+	Org         string    `json:"org,omitempty"`
+	Project     string    `json:"project,omitempty"`
+	CreatedAt   time.Time `json:"created_at,omitzero"`
+}
+
+// BindingList answers a listing of bindings.
+type BindingList struct {
+	Bindings []Binding `json:"bindings"`
+}
+
+// CreateSessionRequest signs a user in.
+type CreateSessionRequest struct {
+	AccountID string `json:"account_id,omitempty"`
+	User      string `json:"user"`
+	Password  string `json:"password"`
+}
+
+// Session answers a sign-in: a token to send as "Authorization: Bearer"
+// until ExpiresAt, or until DELETE PathSessions revokes it.
+type Session struct {
+	Token     string    `json:"token"`
+	AccountID string    `json:"account_id"`
+	User      string    `json:"user"`
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 // ---------------------------------------------------------------------------
@@ -779,6 +929,10 @@ type WhoAmI struct {
 // names.
 type CreateAPIKeyRequest struct {
 	Name string `json:"name"`
+	// Owner names the user or service account the key acts for; empty
+	// for the caller itself. A key for another principal needs
+	// user:manage.
+	Owner string `json:"owner,omitempty"`
 }
 
 // RevokeAPIKeyRequest revokes an API key. The body is optional.
@@ -793,6 +947,8 @@ type RevokeAPIKeyRequest struct {
 // users and service accounts come with users and roles.
 const (
 	OwnerAccount = "account"
+	// Keys of users and service accounts have the owner kind
+	// PrincipalUser or PrincipalServiceAccount.
 )
 
 // APIKey describes an admin API key. Value is set only in the answer that
@@ -817,6 +973,8 @@ type APIKey struct {
 	// the account ID today.
 	OwnerKind string `json:"owner_kind"`
 	OwnerID   string `json:"owner_id"`
+	// Owner names the user or service account that owns the key.
+	Owner string `json:"owner,omitempty"`
 	// Current is true for the key that made the request.
 	Current bool `json:"current,omitempty"`
 }
@@ -856,6 +1014,9 @@ const (
 	// hostname, IP) that is bound to another delegate token that is still
 	// valid. Since v4.
 	CodeIdentityConflict Code = "identity_conflict"
+	// CodeRateLimited: too many attempts (sign-ins with a wrong password);
+	// retry after the answer's Retry-After. Since v4 (issue 13).
+	CodeRateLimited Code = "rate_limited"
 )
 
 // Recoverable reports whether an error with this code may succeed if
@@ -868,6 +1029,8 @@ func (c Code) Recoverable() bool {
 		CodeNotEligible, CodeVersion, CodeTaskTerminal, CodeAPIKeyRevoked, CodeIdentityConflict:
 		return false
 	case CodeSessionExpired: // re-register, then retry
+		return true
+	case CodeRateLimited: // after Retry-After
 		return true
 	}
 	return true

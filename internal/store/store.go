@@ -119,6 +119,15 @@ func (s *Store) SettingOrInit(ctx context.Context, key, value string) (string, e
 	return stored, nil
 }
 
+// Setting returns the value stored under key; ErrNotFound.
+func (s *Store) Setting(ctx context.Context, key string) (string, error) {
+	var v string
+	if err := s.r(nil).queryRow(ctx, `SELECT value FROM settings WHERE key = ?`, key).Scan(&v); err != nil {
+		return "", fmt.Errorf("setting %s: %w", key, notFound(err))
+	}
+	return v, nil
+}
+
 // --- accounts -------------------------------------------------------------------
 
 // CreateAccount creates an account. ErrConflict if the ID exists.

@@ -1,0 +1,413 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/pgtest"
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// accessFixture is a request that reaches one admin route for a resource
+// at a known scope, and how to make sure that resource exists before it.
+type accessFixture struct {
+	path, body string
+	// at is the scope of the resource the route acts on.
+	at access.Scope
+	// ensure recreates what an earlier allowed request may have removed.
+	ensure func()
+}
+
+// api makes one admin request with key and returns the status and body.
+func (tm *testManager) api(t *testing.T, key, method, path, body string) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, tm.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set(protocol.HeaderProtocolVersion, fmt.Sprint(protocol.Version))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// mustAPI is api that fails the test on a status outside ok.
+func (tm *testManager) mustAPI(t *testing.T, key, method, path, body string, ok ...int) string {
+	t.Helper()
+	st, b := tm.api(t, key, method, path, body)
+	for _, s := range ok {
+		if st == s {
+			return b
+		}
+	}
+	t.Fatalf("%s %s %s: %d %s", method, path, body, st, b)
+	return ""
+}
+
+// userKey creates a user with role bound at scope s and returns an API
+// key of it.
+func (tm *testManager) userKey(t *testing.T, name, role string, s access.Scope) string {
+	t.Helper()
+	admin := tm.admin.APIKey
+	tm.mustAPI(t, admin, "POST", protocol.PathUsers, fmt.Sprintf(`{"name":%q}`, name), 201)
+	if role != "" {
+		tm.mustAPI(t, admin, "POST", protocol.PathBindings, fmt.Sprintf(`{"role":%q,"subject_kind":"user","subject":%q,"org":%q,"project":%q}`,
+			role, name, s.Org, s.Project), 201)
+	}
+	var k protocol.APIKey
+	if err := json.Unmarshal([]byte(tm.mustAPI(t, admin, "POST", protocol.PathAPIKeys, fmt.Sprintf(`{"name":"k-%s","owner":%q}`, name, name), 201)), &k); err != nil {
+		t.Fatal(err)
+	}
+	return k.Value
+}
+
+// TestEveryRouteEnforcesItsRule walks every admin route with every
+// built-in role bound at the resource's scope, above it, at a sibling and
+// beneath, and checks that each is allowed or refused (403) as the
+// route's rule and the role's permissions say. A new admin route without
+// a fixture here fails the test; one without a rule fails
+// TestEveryAdminRouteHasARule.
+func TestEveryRouteEnforcesItsRule(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	admin := tm.admin.APIKey
+	ctx := context.Background()
+	o1, o2 := access.Scope{Org: "o1"}, access.Scope{Org: "o2"}
+	p1, p2 := access.Scope{Org: "o1", Project: "p1"}, access.Scope{Org: "o1", Project: "p2"}
+	for _, o := range []string{"o1", "o2"} {
+		tm.mustAPI(t, admin, "POST", protocol.PathOrgs, fmt.Sprintf(`{"name":%q}`, o), 201)
+	}
+	for _, p := range []string{"o1/p1", "o1/p2", "o2/p1"} {
+		org, name, _ := strings.Cut(p, "/")
+		tm.mustAPI(t, admin, "POST", protocol.PathOrgs+"/"+org+"/projects", fmt.Sprintf(`{"name":%q}`, name), 201)
+	}
+	// Tokens: t-o1 is revoked by the walk; t-p1 keeps project p1 from
+	// being deleted; t-d registers the delegate d-o1 at o1.
+	tm.mustAPI(t, admin, "POST", protocol.PathTokens, `{"name":"t-o1","org":"o1"}`, 201)
+	tm.mustAPI(t, admin, "POST", protocol.PathTokens, `{"name":"t-p1","org":"o1","project":"p1"}`, 201)
+	var td protocol.Token
+	if err := json.Unmarshal([]byte(tm.mustAPI(t, admin, "POST", protocol.PathTokens, `{"name":"t-d","org":"o1"}`, 201)), &td); err != nil {
+		t.Fatal(err)
+	}
+	registered := false
+	ensureDelegate := func() {
+		if ds, err := tm.st.ListInstances(ctx, tm.admin.AccountID); err == nil && len(ds) > 0 && registered {
+			return
+		}
+		tm.registerFake(t, tm.admin.AccountID, td.Value, "d-o1", "host-"+fmt.Sprint(len(t.Name())))
+		registered = true
+	}
+	ensureDelegate()
+	ensureConfig := func() {
+		tm.mustAPI(t, admin, "POST", protocol.PathConfigurations, `{"name":"c-p1","script":"true","org":"o1","project":"p1"}`, 201, 409)
+	}
+	ensureConfig()
+	ensureConnector := func() {
+		tm.mustAPI(t, admin, "POST", protocol.PathConnectors, `{"name":"conn","url":"http://127.0.0.1:1"}`, 201, 409)
+	}
+	ensureConnector()
+	var task protocol.Task
+	if err := json.Unmarshal([]byte(tm.mustAPI(t, admin, "POST", protocol.PathTasks, `{"type":"shell","shell":{"script":"true"},"org":"o1","project":"p1"}`, 201)), &task); err != nil {
+		t.Fatal(err)
+	}
+	ensureVictim := func() {
+		tm.mustAPI(t, admin, "POST", protocol.PathUsers, `{"name":"victim"}`, 201, 409)
+	}
+	ensureVictim()
+	ensureGroup := func() {
+		tm.mustAPI(t, admin, "POST", protocol.PathGroups, `{"name":"grp"}`, 201, 409)
+		tm.mustAPI(t, admin, "POST", protocol.PathGroups+"/grp/members", `{"member":"victim"}`, 204)
+	}
+	ensureGroup()
+	ensureRole := func() {
+		tm.mustAPI(t, admin, "POST", protocol.PathRoles, `{"name":"custom","permissions":["delegate:delete"]}`, 201, 409)
+	}
+	ensureRole()
+	ensureBinding := func() {
+		ensureVictim()
+		tm.mustAPI(t, admin, "POST", protocol.PathBindings, `{"role":"viewer","subject_kind":"user","subject":"victim","org":"o1","project":"p1"}`, 201, 409)
+	}
+	ensureBinding()
+	tm.mustAPI(t, admin, "POST", protocol.PathAPIKeys, `{"name":"spare","owner":"victim"}`, 201)
+
+	taskP := protocol.PathTasks + "/" + task.ID
+	fixtures := map[string]accessFixture{
+		"GET " + protocol.PathWhoAmI:                                 {path: protocol.PathWhoAmI},
+		"POST " + protocol.PathTokens:                                {path: protocol.PathTokens, body: `{"name":"t-new","org":"o1"}`, at: o1},
+		"GET " + protocol.PathTokens:                                 {path: protocol.PathTokens},
+		"POST " + protocol.PathTokens + "/{name}/revoke":             {path: protocol.PathTokens + "/t-o1/revoke", at: o1},
+		"GET " + protocol.PathDelegates:                              {path: protocol.PathDelegates},
+		"GET " + protocol.PathDelegates + "/{name}":                  {path: protocol.PathDelegates + "/d-o1", at: o1, ensure: ensureDelegate},
+		"DELETE " + protocol.PathDelegates + "/{name}":               {path: protocol.PathDelegates + "/d-o1", at: o1, ensure: ensureDelegate},
+		"POST " + protocol.PathTasks:                                 {path: protocol.PathTasks, body: `{"type":"shell","shell":{"script":"true"},"org":"o1","project":"p1"}`, at: p1},
+		"GET " + protocol.PathTasks:                                  {path: protocol.PathTasks},
+		"GET " + protocol.PathTasks + "/{id}":                        {path: taskP, at: p1},
+		"POST " + protocol.PathTasks + "/{id}/cancel":                {path: taskP + "/cancel", at: p1},
+		"GET " + protocol.PathTasks + "/{id}/logs":                   {path: taskP + "/logs", at: p1},
+		"GET " + protocol.PathTasks + "/{id}/explain":                {path: taskP + "/explain", at: p1},
+		"POST " + protocol.PathOrgs:                                  {path: protocol.PathOrgs, body: `{"name":"o-new"}`},
+		"GET " + protocol.PathOrgs:                                   {path: protocol.PathOrgs},
+		"DELETE " + protocol.PathOrgs + "/{org}":                     {path: protocol.PathOrgs + "/o2"}, // it has a project: 409 once allowed
+		"POST " + protocol.PathOrgs + "/{org}/projects":              {path: protocol.PathOrgs + "/o1/projects", body: `{"name":"p-new"}`, at: o1},
+		"GET " + protocol.PathProjects:                               {path: protocol.PathProjects},
+		"DELETE " + protocol.PathOrgs + "/{org}/projects/{name}":     {path: protocol.PathOrgs + "/o1/projects/p1", at: o1}, // active token t-p1: 409
+		"POST " + protocol.PathConnectors:                            {path: protocol.PathConnectors, body: `{"name":"conn-new","url":"http://127.0.0.1:1"}`},
+		"GET " + protocol.PathConnectors:                             {path: protocol.PathConnectors},
+		"GET " + protocol.PathConnectors + "/{name}":                 {path: protocol.PathConnectors + "/conn", ensure: ensureConnector},
+		"DELETE " + protocol.PathConnectors + "/{name}":              {path: protocol.PathConnectors + "/conn", ensure: ensureConnector},
+		"POST " + protocol.PathConfigurations:                        {path: protocol.PathConfigurations, body: `{"name":"c-new","script":"true","org":"o1","project":"p1"}`, at: p1},
+		"GET " + protocol.PathConfigurations:                         {path: protocol.PathConfigurations},
+		"GET " + protocol.PathConfigurations + "/{name}":             {path: protocol.PathConfigurations + "/c-p1", at: p1, ensure: ensureConfig},
+		"PATCH " + protocol.PathConfigurations + "/{name}":           {path: protocol.PathConfigurations + "/c-p1", body: `{"script":"true"}`, at: p1, ensure: ensureConfig},
+		"DELETE " + protocol.PathConfigurations + "/{name}":          {path: protocol.PathConfigurations + "/c-p1", at: p1, ensure: ensureConfig},
+		"POST " + protocol.PathAPIKeys:                               {path: protocol.PathAPIKeys, body: `{"name":"mine-%s"}`},
+		"GET " + protocol.PathAPIKeys:                                {path: protocol.PathAPIKeys},
+		"POST " + protocol.PathAPIKeys + "/{name}/revoke":            {path: protocol.PathAPIKeys + "/mine-%s/revoke"},
+		"DELETE " + protocol.PathSessions:                            {path: protocol.PathSessions},
+		"POST " + protocol.PathUsers:                                 {path: protocol.PathUsers, body: `{"name":"new-%s"}`},
+		"GET " + protocol.PathUsers:                                  {path: protocol.PathUsers},
+		"GET " + protocol.PathUsers + "/{name}":                      {path: protocol.PathUsers + "/victim", ensure: ensureVictim},
+		"PATCH " + protocol.PathUsers + "/{name}":                    {path: protocol.PathUsers + "/victim", body: `{"disabled":false}`, ensure: ensureVictim},
+		"DELETE " + protocol.PathUsers + "/{name}":                   {path: protocol.PathUsers + "/victim", ensure: ensureVictim},
+		"POST " + protocol.PathGroups:                                {path: protocol.PathGroups, body: `{"name":"g-new"}`},
+		"GET " + protocol.PathGroups:                                 {path: protocol.PathGroups},
+		"DELETE " + protocol.PathGroups + "/{name}":                  {path: protocol.PathGroups + "/grp", ensure: func() { ensureVictim(); ensureGroup() }},
+		"POST " + protocol.PathGroups + "/{name}/members":            {path: protocol.PathGroups + "/grp/members", body: `{"member":"victim"}`, ensure: func() { ensureVictim(); ensureGroup() }},
+		"DELETE " + protocol.PathGroups + "/{name}/members/{member}": {path: protocol.PathGroups + "/grp/members/victim", ensure: func() { ensureVictim(); ensureGroup() }},
+		"POST " + protocol.PathRoles:                                 {path: protocol.PathRoles, body: `{"name":"r-new","permissions":["task:view"]}`},
+		"GET " + protocol.PathRoles:                                  {path: protocol.PathRoles},
+		"GET " + protocol.PathRoles + "/{name}":                      {path: protocol.PathRoles + "/custom", ensure: ensureRole},
+		"DELETE " + protocol.PathRoles + "/{name}":                   {path: protocol.PathRoles + "/custom", ensure: ensureRole},
+		"POST " + protocol.PathBindings:                              {path: protocol.PathBindings, body: `{"role":"viewer","subject_kind":"user","subject":"victim","org":"o1","project":"p1"}`, at: p1, ensure: ensureVictim},
+		"GET " + protocol.PathBindings:                               {path: protocol.PathBindings},
+		"DELETE " + protocol.PathBindings:                            {path: protocol.PathBindings + "?role=viewer&subject_kind=user&subject=victim&org=o1&project=p1", at: p1, ensure: ensureBinding},
+	}
+
+	// A user per built-in role and binding scope: the account, the
+	// resources' orgs and projects, and their siblings.
+	type principal struct {
+		role string
+		at   access.Scope
+		key  string
+	}
+	var principals []principal
+	for _, r := range access.Builtins() {
+		for _, s := range []access.Scope{access.Account, o1, o2, p1, p2} {
+			name := fmt.Sprintf("%s-%s", r.Name, strings.ReplaceAll(s.Key(), "/", "-"))
+			principals = append(principals, principal{role: r.Name, at: s, key: tm.userKey(t, name, r.Name, s)})
+		}
+	}
+
+	for _, rt := range tm.m.routes() {
+		if rt.access() != accessAPIKey {
+			continue
+		}
+		key := rt.method + " " + rt.pattern
+		fx, ok := fixtures[key]
+		if !ok {
+			t.Errorf("route %s has no fixture in TestEveryRouteEnforcesItsRule: add one (a request, the scope of its resource)", key)
+			continue
+		}
+		for _, p := range principals {
+			role, _ := access.Builtin(p.role)
+			var want bool
+			switch {
+			case rt.rule.self || rt.rule.list:
+				want = true
+			case rt.rule.perm == access.DelegateView:
+				want = true
+			case rt.rule.scope.resolve == nil: // anywhere
+				want = role.Has(rt.rule.perm)
+			default:
+				want = role.Has(rt.rule.perm) && p.at.Covers(fx.at)
+			}
+			if fx.ensure != nil {
+				fx.ensure()
+			}
+			name := fmt.Sprintf("%s-%s", p.role, strings.ReplaceAll(p.at.Key(), "/", "-"))
+			path, body := fx.path, fx.body
+			if strings.Contains(path, "%s") {
+				path = fmt.Sprintf(path, name)
+			}
+			if strings.Contains(body, "%s") {
+				body = fmt.Sprintf(body, name)
+			}
+			status, answer := tm.api(t, p.key, rt.method, path, body)
+			if got := status != http.StatusForbidden; got != want {
+				t.Errorf("%s as %s bound at %s (resource at %s): got %d %s; want allowed=%v",
+					key, p.role, p.at, fx.at, status, strings.TrimSpace(answer), want)
+			}
+			if status == http.StatusUnauthorized || status >= 500 {
+				t.Errorf("%s as %s at %s: %d %s", key, p.role, p.at, status, answer)
+			}
+		}
+	}
+}
+
+// TestEveryAdminRouteHasARule: an admin route without a permission (or
+// self) would be open to every signed-in principal.
+func TestEveryAdminRouteHasARule(t *testing.T) {
+	m := &Manager{metrics: &managerMetrics{}}
+	for _, rt := range m.routes() {
+		if rt.access() != accessAPIKey {
+			continue
+		}
+		rl := rt.rule
+		if !rl.self && (rl.perm == "" || (!rl.list && rl.scope.name == "")) {
+			t.Errorf("%s %s has no rule: give it a permission and a scope source in routes()", rt.method, rt.pattern)
+		}
+	}
+}
+
+// selfRoutes are the only admin routes open to every signed-in principal
+// (each limits itself to the caller's own objects).
+var selfRoutes = map[string]bool{
+	"GET " + protocol.PathWhoAmI:                      true,
+	"POST " + protocol.PathAPIKeys:                    true,
+	"GET " + protocol.PathAPIKeys:                     true,
+	"POST " + protocol.PathAPIKeys + "/{name}/revoke": true,
+	"DELETE " + protocol.PathSessions:                 true,
+}
+
+func TestOnlyOwnObjectRoutesAreSelf(t *testing.T) {
+	m := &Manager{metrics: &managerMetrics{}}
+	for _, rt := range m.routes() {
+		if key := rt.method + " " + rt.pattern; rt.rule.self != selfRoutes[key] {
+			t.Errorf("%s: self is %v; only %v may be", key, rt.rule.self, selfRoutes)
+		}
+	}
+}
+
+func TestAccessScenarios(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	admin := tm.admin.APIKey
+	tm.mustAPI(t, admin, "POST", protocol.PathOrgs, `{"name":"o1"}`, 201)
+	for _, p := range []string{"p1", "p2"} {
+		tm.mustAPI(t, admin, "POST", protocol.PathOrgs+"/o1/projects", fmt.Sprintf(`{"name":%q}`, p), 201)
+		tm.mustAPI(t, admin, "POST", protocol.PathTasks, fmt.Sprintf(`{"type":"shell","shell":{"script":"true"},"org":"o1","project":%q}`, p), 201)
+	}
+	tm.mustAPI(t, admin, "POST", protocol.PathConnectors, `{"name":"conn","url":"http://127.0.0.1:1"}`, 201)
+	tm.mustAPI(t, admin, "POST", protocol.PathRoles, `{"name":"runner","permissions":["task:run","task:view"]}`, 201)
+	p1 := access.Scope{Org: "o1", Project: "p1"}
+	viewer := tm.userKey(t, "vera", access.RoleViewer, p1)
+	runner := tm.userKey(t, "rune", "runner", p1)
+	member := tm.userKey(t, "pam", access.RoleProjectAdmin, p1)
+	tm.mustAPI(t, admin, "POST", protocol.PathAPIKeys, `{"name":"spare","owner":"pam"}`, 201)
+
+	t.Run("listings are filtered", func(t *testing.T) {
+		var tl protocol.TaskList
+		_ = json.Unmarshal([]byte(tm.mustAPI(t, viewer, "GET", protocol.PathTasks, "", 200)), &tl)
+		if len(tl.Tasks) != 1 || tl.Tasks[0].Project != "p1" {
+			t.Errorf("a viewer of p1 lists %+v, want p1's one task", tl.Tasks)
+		}
+		var kl protocol.APIKeyList
+		_ = json.Unmarshal([]byte(tm.mustAPI(t, viewer, "GET", protocol.PathAPIKeys, "", 200)), &kl)
+		if len(kl.APIKeys) != 1 || kl.APIKeys[0].Owner != "vera" {
+			t.Errorf("vera lists keys %+v, want her own", kl.APIKeys)
+		}
+	})
+	t.Run("others' keys need user:manage", func(t *testing.T) {
+		if st, b := tm.api(t, viewer, "POST", protocol.PathAPIKeys, `{"name":"x","owner":"pam"}`); st != 403 {
+			t.Errorf("vera creates a key for pam: %d %s", st, b)
+		}
+		if st, b := tm.api(t, viewer, "POST", protocol.PathAPIKeys+"/spare/revoke", ""); st != 403 {
+			t.Errorf("vera revokes pam's key: %d %s", st, b)
+		}
+	})
+	t.Run("a task that uses a connector needs connector access", func(t *testing.T) {
+		body := `{"type":"shell","shell":{"script":"true"},"org":"o1","project":"p1","connector":"conn"}`
+		st, b := tm.api(t, runner, "POST", protocol.PathTasks, body)
+		if st != 403 || !strings.Contains(b, "connector:access") || !strings.Contains(b, `connector \"conn\"`) || !strings.Contains(b, "project o1/p1") {
+			t.Errorf("runner without connector access: %d %s", st, b)
+		}
+		tm.mustAPI(t, member, "POST", protocol.PathTasks, body, 201)
+		if st, b := tm.api(t, member, "POST", protocol.PathTasks, strings.Replace(body, "p1", "p2", 1)); st != 403 || !strings.Contains(b, "task:run") {
+			t.Errorf("project member runs in another project: %d %s", st, b)
+		}
+	})
+	t.Run("a disabled user is refused at once", func(t *testing.T) {
+		tm.mustAPI(t, member, "GET", protocol.PathWhoAmI, "", 200)
+		tm.mustAPI(t, admin, "PATCH", protocol.PathUsers+"/pam", `{"disabled":true}`, 200)
+		if st, b := tm.api(t, member, "GET", protocol.PathWhoAmI, ""); st != 401 || !strings.Contains(b, "disabled") {
+			t.Errorf("disabled user: %d %s", st, b)
+		}
+		tm.mustAPI(t, admin, "PATCH", protocol.PathUsers+"/pam", `{"disabled":false}`, 200)
+		tm.mustAPI(t, member, "GET", protocol.PathWhoAmI, "", 200)
+	})
+	t.Run("sessions", func(t *testing.T) {
+		tm.mustAPI(t, admin, "PATCH", protocol.PathUsers+"/vera", `{"password":"correct horse"}`, 200)
+		var s protocol.Session
+		_ = json.Unmarshal([]byte(tm.mustAPI(t, "", "POST", protocol.PathSessions, `{"user":"vera","password":"correct horse"}`, 201)), &s)
+		var who protocol.WhoAmI
+		_ = json.Unmarshal([]byte(tm.mustAPI(t, s.Token, "GET", protocol.PathWhoAmI, "", 200)), &who)
+		if who.Principal != "vera" || !who.Session || len(who.Bindings) != 1 || who.Bindings[0].Role != access.RoleViewer {
+			t.Errorf("whoami with a session: %+v", who)
+		}
+		// A session creates a key for its user (legate login).
+		tm.mustAPI(t, s.Token, "POST", protocol.PathAPIKeys, `{"name":"login"}`, 201)
+		tm.mustAPI(t, s.Token, "DELETE", protocol.PathSessions, "", 204)
+		if st, b := tm.api(t, s.Token, "GET", protocol.PathWhoAmI, ""); st != 401 {
+			t.Errorf("revoked session: %d %s", st, b)
+		}
+		for i := range signInFailures {
+			if st, b := tm.api(t, "", "POST", protocol.PathSessions, `{"user":"vera","password":"wrong horse"}`); st != 401 {
+				t.Fatalf("wrong password %d: %d %s", i, st, b)
+			}
+		}
+		if st, b := tm.api(t, "", "POST", protocol.PathSessions, `{"user":"vera","password":"correct horse"}`); st != 429 || !strings.Contains(b, "rate_limited") {
+			t.Errorf("after %d failures: %d %s", signInFailures, st, b)
+		}
+	})
+}
+
+// TestDisableReachesTheOtherManager: two managers on one PostgreSQL
+// database, with caches that would keep a policy for an hour: a user
+// disabled (or unbound) through one is refused by the other at once, by
+// broadcast.
+func TestDisableReachesTheOtherManager(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	cfg := Config{APIKeyCacheTTL: time.Hour}
+	tms := startTestManagers(t, dsn, cfg, cfg)
+	a, b := tms[0], tms[1]
+	a.mustAPI(t, a.admin.APIKey, "POST", protocol.PathOrgs, `{"name":"o1"}`, 201)
+	a.mustAPI(t, a.admin.APIKey, "POST", protocol.PathTokens, `{"name":"t1","org":"o1"}`, 201)
+	key := a.userKey(t, "dana", access.RoleViewer, access.Scope{Org: "o1"})
+	b.mustAPI(t, key, "GET", protocol.PathTokens, "", 200) // B caches dana's policy
+	eventually(t, 10*time.Second, "manager B listening", func() bool { return b.m.listening() })
+	a.mustAPI(t, a.admin.APIKey, "PATCH", protocol.PathUsers+"/dana", `{"disabled":true}`, 200)
+	eventually(t, 10*time.Second, "manager B refusing the disabled user", func() bool {
+		st, _ := b.api(t, key, "GET", protocol.PathWhoAmI, "")
+		return st == http.StatusUnauthorized
+	})
+	a.mustAPI(t, a.admin.APIKey, "PATCH", protocol.PathUsers+"/dana", `{"disabled":false}`, 200)
+	eventually(t, 10*time.Second, "manager B accepting the enabled user", func() bool {
+		st, _ := b.api(t, key, "GET", protocol.PathWhoAmI, "")
+		return st == http.StatusOK
+	})
+	// An unbinding too: B stops showing dana o1's token.
+	if got := b.mustAPI(t, key, "GET", protocol.PathTokens, "", 200); !strings.Contains(got, `"t1"`) {
+		t.Fatalf("dana's tokens on B: %s", got)
+	}
+	a.mustAPI(t, a.admin.APIKey, "DELETE", protocol.PathBindings+"?role=viewer&subject_kind=user&subject=dana&org=o1", "", 204)
+	eventually(t, 10*time.Second, "manager B applying the unbinding", func() bool {
+		return !strings.Contains(b.mustAPI(t, key, "GET", protocol.PathTokens, "", 200), `"t1"`)
+	})
+}

@@ -1,0 +1,164 @@
+package manager
+
+import (
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+// Sign-in sessions: POST PathSessions trades a user's name and password
+// for a session token ("lgs_" and 24 random bytes; only its SHA-256 hash
+// is stored) that adminAuth accepts like an API key until it expires
+// (sessionTTL) or DELETE PathSessions revokes it. Sessions are read from
+// the store on every request, so a revocation holds at once on every
+// manager.
+
+// sessionTTL is how long a sign-in session lasts.
+const sessionTTL = time.Hour
+
+// Sign-in pacing: at most signInFailures failed sign-ins per user and per
+// client address within signInWindow; more are answered 429 until the
+// window has passed. It is per manager: N managers allow N times as many.
+const (
+	signInFailures = 10
+	signInWindow   = 15 * time.Minute
+	// signInTracked bounds the memory of the limiter: past it, expired
+	// entries are dropped.
+	signInTracked = 10000
+)
+
+// signInLimiter counts failed sign-ins by user and by address. Its zero
+// value is ready to use.
+type signInLimiter struct {
+	mu       sync.Mutex
+	failures map[string]signInCount
+}
+
+type signInCount struct {
+	n     int
+	since time.Time
+}
+
+// blocked returns how long keys must wait, 0 when none is blocked.
+func (l *signInLimiter) blocked(now time.Time, keys ...string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var wait time.Duration
+	for _, k := range keys {
+		c, ok := l.failures[k]
+		if ok && c.n >= signInFailures {
+			if left := c.since.Add(signInWindow).Sub(now); left > wait {
+				wait = left
+			}
+		}
+	}
+	return wait
+}
+
+// failed counts a failed sign-in for each key.
+func (l *signInLimiter) failed(now time.Time, keys ...string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failures == nil {
+		l.failures = map[string]signInCount{}
+	}
+	if len(l.failures) >= signInTracked {
+		for k, c := range l.failures {
+			if now.Sub(c.since) >= signInWindow {
+				delete(l.failures, k)
+			}
+		}
+	}
+	for _, k := range keys {
+		c := l.failures[k]
+		if c.n == 0 || now.Sub(c.since) >= signInWindow {
+			c = signInCount{since: now}
+		}
+		c.n++
+		l.failures[k] = c
+	}
+}
+
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func (m *Manager) handleCreateSession(w http.ResponseWriter, r *http.Request) {
+	var req protocol.CreateSessionRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	ctx := r.Context()
+	if req.AccountID == "" {
+		acct, err := m.st.Setting(ctx, "bootstrap_account")
+		if err != nil {
+			storeError(w, err, "account")
+			return
+		}
+		req.AccountID = acct
+	}
+	req.User = strings.TrimSpace(req.User)
+	now := m.cfg.Now()
+	keys := []string{"user:" + req.AccountID + "/" + strings.ToLower(req.User), "addr:" + clientAddr(r)}
+	if wait := m.signIns.blocked(now, keys...); wait > 0 {
+		secs := int(wait.Round(time.Second) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+		writeError(w, http.StatusTooManyRequests, protocol.CodeRateLimited,
+			"too many failed sign-ins for this user or from this address; try again in %s", wait.Round(time.Second))
+		return
+	}
+	p, err := m.st.GetPrincipal(ctx, req.AccountID, req.User)
+	// The hash is computed for unknown users too, so that the answer's
+	// time does not tell which users exist.
+	hash := p.PasswordHash
+	if err != nil || hash == "" {
+		hash = dummyPasswordHash
+	}
+	ok := access.VerifyPassword(hash, req.Password) && err == nil && p.PasswordHash != "" && p.Kind == protocol.PrincipalUser
+	if !ok {
+		m.signIns.failed(now, keys...)
+		m.log.Info("sign-in refused", "account", req.AccountID, "user", req.User, "remote", r.RemoteAddr)
+		writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "wrong user name or password")
+		return
+	}
+	if p.Disabled {
+		writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "user %s is disabled; an administrator can enable it (legate user enable %s)", p.Name, p.Name)
+		return
+	}
+	token := newSecret(sessionPrefix, 24)
+	ws := store.WebSession{ID: newID("s_"), AccountID: p.AccountID, PrincipalID: p.ID, Hash: hashSecret(token), CreatedAt: now, ExpiresAt: now.Add(sessionTTL)}
+	if err := m.st.CreateWebSession(ctx, ws); err != nil {
+		storeError(w, err, "sign-in session")
+		return
+	}
+	m.log.Info("signed in", "account", p.AccountID, "user", p.Name, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusCreated, protocol.Session{Token: token, AccountID: p.AccountID, User: p.Name, ExpiresAt: ws.ExpiresAt.UTC()})
+}
+
+// dummyPasswordHash is verified against when the user is unknown.
+const dummyPasswordHash = "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$ZHVtbXlkdW1teWR1bW15ZHVtbXlkdW1teWR1bW15ZHU"
+
+func (m *Manager) handleDeleteSession(w http.ResponseWriter, r *http.Request, acct string) {
+	c := callerOf(r.Context())
+	if c.session.ID == "" {
+		badRequest(w, "this request uses an API key, not a sign-in session: revoke keys with legate apikey revoke")
+		return
+	}
+	if err := m.st.RevokeWebSession(r.Context(), c.session.ID, m.cfg.Now()); err != nil {
+		storeError(w, err, "sign-in session")
+		return
+	}
+	m.log.Info("signed out", "account", acct, "user", c.policy.Principal.Name)
+	w.WriteHeader(http.StatusNoContent)
+}

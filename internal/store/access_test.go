@@ -1,0 +1,148 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestPrincipalsGroupsRolesBindings(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		alice := Principal{ID: "u1", AccountID: "acc1", Kind: "user", Name: "alice", Display: "Alice", PasswordHash: "$argon2id$x", CreatedAt: t0}
+		bot := Principal{ID: "u2", AccountID: "acc1", Kind: "service_account", Name: "bot", CreatedAt: t0}
+		for _, p := range []Principal{alice, bot, {ID: "u3", AccountID: "acc2", Kind: "user", Name: "alice", CreatedAt: t0}} {
+			if err := s.CreatePrincipal(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantErr(t, "a user named like a service account", s.CreatePrincipal(ctx, Principal{ID: "u9", AccountID: "acc1", Kind: "user", Name: "bot", CreatedAt: t0}), ErrConflict)
+		users, err := s.ListPrincipals(ctx, "acc1", "user")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]Principal{alice}, users); diff != "" {
+			t.Errorf("users (-want +got):\n%s", diff)
+		}
+		got, err := s.UpdatePrincipal(ctx, "acc1", "alice", true, nil)
+		if err != nil || !got.Disabled || got.PasswordHash != alice.PasswordHash {
+			t.Errorf("disable: %+v, %v", got, err)
+		}
+		if p, err := s.PrincipalByID(ctx, "u1"); err != nil || !p.Disabled {
+			t.Errorf("disabled user reads back %+v, %v", p, err)
+		}
+		_, err = s.UpdatePrincipal(ctx, "acc1", "nobody", true, nil)
+		wantErr(t, "disable an unknown user", err, ErrNotFound)
+
+		if err := s.CreateGroup(ctx, Group{ID: "g1", AccountID: "acc1", Name: "ops", CreatedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "same group", s.CreateGroup(ctx, Group{ID: "g2", AccountID: "acc1", Name: "ops", CreatedAt: t0}), ErrConflict)
+		for _, id := range []string{"u1", "u2", "u1"} {
+			if err := s.SetGroupMember(ctx, "g1", id, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.SetGroupMember(ctx, "g1", "u2", false); err != nil {
+			t.Fatal(err)
+		}
+		gs, err := s.ListGroups(ctx, "acc1")
+		if err != nil || len(gs) != 1 || !cmp.Equal(gs[0].Members, []string{"u1"}) {
+			t.Errorf("groups: %+v, %v", gs, err)
+		}
+		if ids, err := s.GroupsOf(ctx, "u1"); err != nil || !cmp.Equal(ids, []string{"g1"}) {
+			t.Errorf("groups of u1: %v, %v", ids, err)
+		}
+
+		role := Role{AccountID: "acc1", Name: "deleter", Description: "d", Permissions: []string{"delegate:delete"}, CreatedAt: t0}
+		if err := s.CreateRole(ctx, role); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "same role", s.CreateRole(ctx, role), ErrConflict)
+		bs := []Binding{
+			{ID: "b1", AccountID: "acc1", Role: "deleter", SubjectKind: "user", SubjectID: "u1", Org: "o1", CreatedAt: t0},
+			{ID: "b2", AccountID: "acc1", Role: "viewer", SubjectKind: "group", SubjectID: "g1", CreatedAt: t0},
+			{ID: "b3", AccountID: "acc1", Role: "viewer", SubjectKind: "service_account", SubjectID: "u2", CreatedAt: t0},
+		}
+		for _, bd := range bs {
+			if err := s.CreateBinding(ctx, bd); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dup := bs[0]
+		dup.ID = "b9"
+		wantErr(t, "same binding", s.CreateBinding(ctx, dup), ErrConflict)
+		wantErr(t, "delete a bound role", s.DeleteRole(ctx, "acc1", "deleter"), ErrInUse)
+		mine, err := s.ListBindings(ctx, "acc1", "u1", "g1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]Binding{bs[1], bs[0]}, mine); diff != "" {
+			t.Errorf("bindings of u1 and g1 (-want +got):\n%s", diff)
+		}
+
+		// Deleting a user drops its bindings and memberships and revokes
+		// its keys and sessions.
+		if err := s.CreateAPIKey(ctx, APIKey{ID: "ak1", AccountID: "acc1", Name: "k", Hash: "h1", OwnerKind: "user", OwnerID: "u1", CreatedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+		ws := WebSession{ID: "s1", AccountID: "acc1", PrincipalID: "u1", Hash: "sh1", CreatedAt: t0, ExpiresAt: at(time.Hour)}
+		if err := s.CreateWebSession(ctx, ws); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DeletePrincipal(ctx, "acc1", "alice", at(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if k, err := s.APIKeyByHash(ctx, "h1"); err != nil || k.RevokedAt == nil {
+			t.Errorf("key of a deleted user: %+v, %v", k, err)
+		}
+		if got, err := s.WebSessionByHash(ctx, "sh1"); err != nil || got.RevokedAt == nil {
+			t.Errorf("session of a deleted user: %+v, %v", got, err)
+		}
+		if left, err := s.ListBindings(ctx, "acc1", "u1"); err != nil || len(left) != 0 {
+			t.Errorf("bindings of a deleted user: %+v, %v", left, err)
+		}
+		if err := s.DeleteBinding(ctx, bs[1]); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "delete a deleted binding", s.DeleteBinding(ctx, bs[1]), ErrNotFound)
+		if err := s.DeleteRole(ctx, "acc1", "deleter"); err != nil {
+			t.Errorf("delete an unbound role: %v", err)
+		}
+		if err := s.DeleteGroup(ctx, "acc1", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "delete a deleted group", s.DeleteGroup(ctx, "acc1", "ops"), ErrNotFound)
+	})
+}
+
+func TestWebSessions(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		old := WebSession{ID: "s0", AccountID: "acc1", PrincipalID: "u1", Hash: "h0", CreatedAt: t0, ExpiresAt: at(time.Minute)}
+		cur := WebSession{ID: "s1", AccountID: "acc1", PrincipalID: "u1", Hash: "h1", CreatedAt: at(time.Hour), ExpiresAt: at(2 * time.Hour)}
+		for _, ws := range []WebSession{old, cur} {
+			if err := s.CreateWebSession(ctx, ws); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.WebSessionByHash(ctx, "h1")
+		if diff := cmp.Diff(cur, got); err != nil || diff != "" {
+			t.Fatalf("session: %v\n%s", err, diff)
+		}
+		if err := s.RevokeWebSession(ctx, "s1", at(time.Hour+time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.WebSessionByHash(ctx, "h1"); err != nil || got.RevokedAt == nil || !got.RevokedAt.Equal(at(time.Hour+time.Second)) {
+			t.Errorf("revoked session: %+v, %v", got, err)
+		}
+		_, err = s.WebSessionByHash(ctx, "h0")
+		wantErr(t, "an expired session after a revocation", err, ErrNotFound)
+	})
+}
