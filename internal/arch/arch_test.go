@@ -37,6 +37,8 @@ var forbidden = map[string][]string{
 	"internal/envguard":  {"internal/"}, // process start-up: standard library only
 	"internal/leaktest":  {"internal/"}, // a test helper: imports nothing from the project
 	"internal/backoff":   {"internal/"}, // retry pacing: standard library only
+	// manifest: a pure generator over the protocol's request type.
+	"internal/manifest": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/transport", "internal/config"},
 }
 
 type pkgInfo struct {
