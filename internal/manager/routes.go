@@ -145,6 +145,7 @@ func (m *Manager) routes() []route {
 		{method: "POST", pattern: protocol.PathAPIKeys, body: bodySmall, admin: m.handleCreateAPIKey},
 		{method: "GET", pattern: protocol.PathAPIKeys, admin: m.handleListAPIKeys},
 		{method: "POST", pattern: protocol.PathAPIKeys + "/{name}/revoke", body: bodyTiny, admin: m.handleRevokeAPIKey},
+		{method: "POST", pattern: protocol.PathManifests, body: bodyManifest, admin: m.handleManifest},
 	}
 }
 
