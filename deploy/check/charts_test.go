@@ -27,7 +27,9 @@ func TestDelegateChartRenders(t *testing.T) {
 		"ca bundle configmap": func(v map[string]any) { v["caBundle"] = map[string]any{"configMap": "corp-ca"} },
 		"ca bundle secret":    func(v map[string]any) { v["caBundle"] = map[string]any{"secret": "corp-ca", "key": "root.pem"} },
 		"replicas 3":          func(v map[string]any) { v["replicas"] = 3 },
-		"extra env":           func(v map[string]any) { v["extraEnv"] = []any{map[string]any{"name": "INIT_SCRIPT", "value": "echo \"hi\"\nexit 0"}} },
+		"extra env": func(v map[string]any) {
+			v["extraEnv"] = []any{map[string]any{"name": "INIT_SCRIPT", "value": "echo \"hi\"\nexit 0"}}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
