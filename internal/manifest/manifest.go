@@ -515,7 +515,7 @@ func checkToken(t string) error {
 func checkARN(what, arn, service string) error {
 	parts := strings.SplitN(arn, ":", 6)
 	if len(arn) > 2048 || len(parts) != 6 || parts[0] != "arn" || parts[2] != service || parts[5] == "" || strings.IndexFunc(arn, func(r rune) bool { return r <= ' ' || r > 126 || r == '"' }) >= 0 {
-		return fmt.Errorf("%s %q is not an ARN such as arn:aws:%s:...", what, arn, service)
+		return fmt.Errorf("%s %q is not an ARN of %s (arn:aws:%s:REGION:ACCOUNT:...)", what, arn, service, service)
 	}
 	return nil
 }

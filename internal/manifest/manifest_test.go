@@ -72,7 +72,7 @@ func TestGenerateRefusesPerKind(t *testing.T) {
 		{KindFargate, func(p *Params) { p.ExecutionRoleARN = "" }, "Fargate needs it"},
 		{KindFargate, func(p *Params) { p.CPU, p.Memory = "256", "4096" }, "not a Fargate task size"},
 		{KindFargate, func(p *Params) { p.Service = true }, "a Fargate service needs its network"},
-		{KindFargate, func(p *Params) { p.TokenSecretARN = "arn:aws:s3:::bucket"; p.Token = "" }, "is not an ARN such as arn:aws:secretsmanager"},
+		{KindFargate, func(p *Params) { p.TokenSecretARN = "arn:aws:s3:::bucket"; p.Token = "" }, "is not an ARN of secretsmanager"},
 		{KindSystemd, func(p *Params) { p.Image = "x" }, "image does not apply to a systemd manifest"},
 		{KindSystemd, func(p *Params) { p.Env = []protocol.EnvVar{{Name: "INIT_SCRIPT", Value: "a\nb"}} }, "cannot hold line breaks"},
 		{KindDocker, func(p *Params) { p.Name = "-x" }, `name "-x"`},
