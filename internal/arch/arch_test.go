@@ -38,6 +38,8 @@ var forbidden = map[string][]string{
 	"internal/leaktest":  {"internal/"}, // a test helper: imports nothing from the project
 	"internal/backoff":   {"internal/"}, // retry pacing: standard library only
 	"internal/access":    {"internal/"}, // decisions only: no HTTP, no SQL, nothing of the project
+	// manifest: a pure generator over the protocol's request type.
+	"internal/manifest": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/transport", "internal/config"},
 }
 
 type pkgInfo struct {

@@ -120,8 +120,9 @@ type call struct {
 	method  string
 	path    string // escaped, starting with "/"
 	query   url.Values
-	in      any // JSON body; nil = none
-	out     any // decoded from a 2xx answer; nil = discarded
+	in      any     // JSON body; nil = none
+	out     any     // decoded from a 2xx answer; nil = discarded
+	text    *string // set to a 2xx answer's body as it is (instead of out)
 	noAuth  bool
 	timeout time.Duration // 0 = c.timeout; <0 = none (context only)
 	accept  string
@@ -190,7 +191,7 @@ func (c *Client) do(ctx context.Context, k *call) error {
 	if err := checkStatus(resp); err != nil {
 		return fmt.Errorf("%s: %w", k.op, err)
 	}
-	if k.out == nil || resp.StatusCode == http.StatusNoContent {
+	if (k.out == nil && k.text == nil) || resp.StatusCode == http.StatusNoContent {
 		return nil
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
@@ -199,6 +200,10 @@ func (c *Client) do(ctx context.Context, k *call) error {
 	}
 	if len(b) > MaxBodyBytes {
 		return fmt.Errorf("%s: answer larger than %d bytes", k.op, MaxBodyBytes)
+	}
+	if k.text != nil {
+		*k.text = string(b)
+		return nil
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil // an empty 2xx answer leaves out at its zero value
@@ -275,6 +280,15 @@ func (c *Client) CreateScopedToken(ctx context.Context, req protocol.CreateToken
 	}
 	var out protocol.Token
 	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: protocol.PathTokens, in: req, out: &out})
+	return out, err
+}
+
+// Manifest generates the install manifest of a delegate (the manager's
+// internal/manifest generator, for the API key's account) and returns its
+// text.
+func (c *Client) Manifest(ctx context.Context, req protocol.ManifestRequest) (string, error) {
+	var out string
+	err := c.do(ctx, &call{op: "manifest", method: http.MethodPost, path: protocol.PathManifests, in: req, text: &out, accept: "text/plain"})
 	return out, err
 }
 

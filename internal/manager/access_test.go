@@ -199,6 +199,7 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 		"POST " + protocol.PathBindings:                              {path: protocol.PathBindings, body: `{"role":"viewer","subject_kind":"user","subject":"victim","org":"o1","project":"p1"}`, at: p1, ensure: ensureVictim},
 		"GET " + protocol.PathBindings:                               {path: protocol.PathBindings},
 		"DELETE " + protocol.PathBindings:                            {path: protocol.PathBindings + "?role=viewer&subject_kind=user&subject=victim&org=o1&project=p1", at: p1, ensure: ensureBinding},
+		"POST " + protocol.PathManifests:                             {path: protocol.PathManifests, body: `{"kind":"docker","token":"tok","org":"o1","project":"p1"}`, at: p1},
 	}
 
 	// A user per built-in role and binding scope: the account, the

@@ -171,6 +171,7 @@ func (m *Manager) routes() []route {
 		{method: "POST", pattern: protocol.PathBindings, body: bodySmall, admin: m.handleCreateBinding, rule: rule{perm: access.UserManage, scope: atBody}},
 		{method: "GET", pattern: protocol.PathBindings, admin: m.handleListBindings, rule: rule{perm: access.UserView, list: true}},
 		{method: "DELETE", pattern: protocol.PathBindings, admin: m.handleDeleteBinding, rule: rule{perm: access.UserManage, scope: atQuery}},
+		{method: "POST", pattern: protocol.PathManifests, body: bodyManifest, admin: m.handleManifest, rule: rule{perm: access.DelegateEdit, scope: atBody}},
 	}
 }
 

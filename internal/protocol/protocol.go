@@ -40,7 +40,9 @@
 //	  PathBindings), sign-in sessions (PathSessions), API keys owned by a
 //	  user or service account, every admin route checked against the
 //	  caller's roles (403 forbidden names the missing permission), and
-//	  the code rate_limited.
+//	  the code rate_limited. Install manifests (issue 12, admin API):
+//	  POST PathManifests with a ManifestRequest answers the text of one
+//	  install artifact (legate manifest KIND).
 package protocol
 
 import (

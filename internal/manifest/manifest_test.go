@@ -1,0 +1,189 @@
+package manifest
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// base is a valid request of kind; the cases change one thing.
+func base(kind string) Params {
+	p := Params{Kind: kind, AccountID: "ABCDEFGH2345", ManagerURL: "https://legate.example.com", Token: "tok_abc"}
+	switch kind {
+	case KindECS:
+		p.Region = "us-east-1"
+	case KindFargate:
+		p.Region = "us-east-1"
+		p.ExecutionRoleARN = "arn:aws:iam::123456789012:role/ecsTaskExecutionRole"
+	}
+	return p
+}
+
+func TestGenerateRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Params)
+		want string // a part of the error
+	}{
+		{"unknown kind", func(p *Params) { p.Kind = "nomad" }, `unknown manifest kind "nomad": use one of kubernetes, helm, docker, ecs, fargate, systemd`},
+		{"no token", func(p *Params) { p.Token = "" }, "no delegate token"},
+		{"two tokens", func(p *Params) { p.TokenSecret = "s" }, "give the token once"},
+		{"token with a space", func(p *Params) { p.Token = "a b" }, "not a delegate token"},
+		{"k8s name with capitals", func(p *Params) { p.Name = "My_Delegate" }, `name "My_Delegate" cannot name Kubernetes objects`},
+		{"k8s name too long", func(p *Params) { p.Name = strings.Repeat("a", 57) }, "at most 56 characters"},
+		{"namespace", func(p *Params) { p.Namespace = "Prod" }, `namespace "Prod" is not a Kubernetes namespace name`},
+		{"rbac", func(p *Params) { p.RBAC = "admin" }, `rbac "admin": use cluster`},
+		{"replicas", func(p *Params) { p.Replicas = -1 }, "replicas -1: use 1 to 1000"},
+		{"bad env name", func(p *Params) { p.Env = []protocol.EnvVar{{Name: "1X", Value: "v"}} }, `env name "1X"`},
+		{"reserved env", func(p *Params) { p.Env = []protocol.EnvVar{{Name: "HARNESS_NAME", Value: "v"}} }, "env HARNESS_NAME is set by the manifest: use name instead"},
+		{"env twice", func(p *Params) { p.Env = []protocol.EnvVar{{Name: "X", Value: "1"}, {Name: "X", Value: "2"}} }, "env X is given twice"},
+		{"tag with comma", func(p *Params) { p.Tags = []string{"a,b"} }, `tag "a,b"`},
+		{"manager URL scheme", func(p *Params) { p.ManagerURL = "legate.example.com" }, "must start with http:// or https://"},
+		{"no manager URL", func(p *Params) { p.ManagerURL = "" }, "no manager URL"},
+		{"account too short for the code", func(p *Params) { p.AccountID = "ab-c" }, "six letters or digits"},
+		{"cpu", func(p *Params) { p.CPU = "lots" }, `cpu "lots" is not a Kubernetes quantity`},
+		{"not for kubernetes", func(p *Params) { p.Compose = true }, "compose does not apply to a kubernetes manifest"},
+		{"image", func(p *Params) { p.Image = "not an image" }, `image "not an image"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := base(KindKubernetes)
+			tc.edit(&p)
+			_, err := Generate(p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestGenerateRefusesPerKind(t *testing.T) {
+	for _, tc := range []struct {
+		kind string
+		edit func(*Params)
+		want string
+	}{
+		{KindECS, func(p *Params) { p.Name = "a.b" }, "cannot name an ECS task family"},
+		{KindECS, func(p *Params) { p.Region = "" }, "no AWS region"},
+		{KindECS, func(p *Params) { p.Token = ""; p.TokenSecretARN = "arn:aws:secretsmanager:us-east-1:1:secret:x" }, "ECS needs it to read the token's secret"},
+		{KindECS, func(p *Params) { p.Namespace = "x" }, "namespace does not apply to a ecs manifest"},
+		{KindFargate, func(p *Params) { p.ExecutionRoleARN = "" }, "Fargate needs it"},
+		{KindFargate, func(p *Params) { p.CPU, p.Memory = "256", "4096" }, "not a Fargate task size"},
+		{KindFargate, func(p *Params) { p.Service = true }, "a Fargate service needs its network"},
+		{KindFargate, func(p *Params) { p.TokenSecretARN = "arn:aws:s3:::bucket"; p.Token = "" }, "is not an ARN of secretsmanager"},
+		{KindSystemd, func(p *Params) { p.Image = "x" }, "image does not apply to a systemd manifest"},
+		{KindSystemd, func(p *Params) { p.Env = []protocol.EnvVar{{Name: "INIT_SCRIPT", Value: "a\nb"}} }, "cannot hold line breaks"},
+		{KindDocker, func(p *Params) { p.Name = "-x" }, `name "-x"`},
+		{KindHelm, func(p *Params) { p.Token = ""; p.TokenSecret = "Bad_Name" }, "is not a Kubernetes Secret name"},
+	} {
+		t.Run(tc.kind+" "+tc.want, func(t *testing.T) {
+			p := base(tc.kind)
+			tc.edit(&p)
+			_, err := Generate(p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestGenerateEveryKind(t *testing.T) {
+	for _, k := range Kinds() {
+		out, err := Generate(base(k))
+		if err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		if !strings.Contains(out, "ABCDEFGH2345") || !strings.Contains(out, "https://legate.example.com") || !strings.Contains(out, "tok_abc") {
+			t.Errorf("%s: the output lacks the account, URL or token:\n%s", k, out)
+		}
+		if !TokenEmbedded(base(k)) || Notice(base(k)) == "" {
+			t.Errorf("%s: a token by value is embedded and needs a notice", k)
+		}
+	}
+}
+
+func TestAccountCode(t *testing.T) {
+	for in, want := range map[string]string{"ABCDEFGH2345": "abcdef", "a-b_c.D2345x": "abcd23", "ab": "ab"} {
+		if got := AccountCode(in); got != want {
+			t.Errorf("AccountCode(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestDefaultImage(t *testing.T) {
+	for in, want := range map[string]string{"v1.2.3": ImageRepository + ":v1.2.3", "(devel)": ImageRepository + ":latest", "": ImageRepository + ":latest", "v1.0.0+dirty": ImageRepository + ":latest"} {
+		if got := DefaultImage(in); got != want {
+			t.Errorf("DefaultImage(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParseEnv(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    protocol.EnvVar
+		wantErr bool
+	}{
+		{in: "A=b", want: protocol.EnvVar{Name: "A", Value: "b"}},
+		{in: "A=", want: protocol.EnvVar{Name: "A"}},
+		{in: "INIT_SCRIPT=a=b c", want: protocol.EnvVar{Name: "INIT_SCRIPT", Value: "a=b c"}},
+		{in: "A", wantErr: true},
+		{in: "=b", wantErr: true},
+		{in: "A B=c", wantErr: true},
+		{in: "9A=c", wantErr: true},
+	} {
+		got, err := ParseEnv(tc.in)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("ParseEnv(%q): error %v, want error %v", tc.in, err, tc.wantErr)
+			continue
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" && !tc.wantErr {
+			t.Errorf("ParseEnv(%q) (-want +got):\n%s", tc.in, diff)
+		}
+	}
+}
+
+func FuzzParseEnv(f *testing.F) {
+	for _, s := range []string{"A=b", "A=", "=", "A", "INIT_SCRIPT=echo a=b", "é=x", "A=\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		e, err := ParseEnv(s)
+		if err != nil {
+			return
+		}
+		if e.Name+"="+e.Value != s {
+			t.Fatalf("ParseEnv(%q) = %+v: not the input back", s, e)
+		}
+		if checkEnvName(e.Name) != nil {
+			t.Fatalf("ParseEnv(%q) accepted the name %q", s, e.Name)
+		}
+	})
+}
+
+// FuzzGenerate: any name, tags, description and env value either gives a
+// one-line error or an output that is the same on a second run.
+func FuzzGenerate(f *testing.F) {
+	f.Add(0, "legate-delegate", "a,b", "desc", "INIT_SCRIPT", "echo hi\nexit 0")
+	f.Add(2, "x", "yes,no,null", "", "X", "'\"$`\\")
+	f.Add(5, "d.1", "", "\u2028", "Y", "\x00")
+	f.Fuzz(func(t *testing.T, kind int, name, tags, desc, envName, envValue string) {
+		kinds := Kinds()
+		p := base(kinds[(kind%len(kinds)+len(kinds))%len(kinds)])
+		p.Name, p.Tags, p.Description = name, strings.Split(tags, ","), desc
+		p.Env = []protocol.EnvVar{{Name: envName, Value: envValue}}
+		out, err := Generate(p)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("a multi-line error: %q", err)
+			}
+			return
+		}
+		again, _ := Generate(p)
+		if out != again {
+			t.Fatal("two runs gave different output")
+		}
+	})
+}

@@ -1,0 +1,96 @@
+package protocol
+
+// PathManifests generates an install manifest (POST a ManifestRequest; the
+// answer is the manifest as text/plain). It is the API of `legate manifest`
+// and of internal/manifest: the CLI calls it, so the CLI and the API give
+// the same output for the same request. Since v4 (added 2026-11-23 with the
+// install issue; no delegate-facing change).
+const PathManifests = "/api/v1/manifests"
+
+// ManifestRequest asks for the manifest of one delegate install. The zero
+// value of each optional field means its documented default; a field that
+// does not apply to Kind must stay zero (it is refused otherwise, so a
+// setting is never silently dropped).
+type ManifestRequest struct {
+	// Kind is one of kubernetes, helm, docker, ecs, fargate, systemd.
+	Kind string `json:"kind"`
+	// Org and Project are the scope of the delegate the manifest is for
+	// (the level of its token). The manager checks the caller's
+	// delegate:edit permission there; they are not in the output.
+	Org     string `json:"org,omitempty"`
+	Project string `json:"project,omitempty"`
+	// AccountID is the delegate's account. Over the API the manager sets
+	// it to the caller's account; a different value is refused.
+	AccountID string `json:"account_id,omitempty"`
+	// ManagerURL is the URL delegates reach the manager at
+	// (MANAGER_HOST_AND_PORT). Over the API, empty means the URL the
+	// request came in at.
+	ManagerURL string `json:"manager_url"`
+
+	// The token: its value (Token, embedded in the output: treat the
+	// output as a secret), or where it lives: TokenSecret names an
+	// existing Kubernetes Secret with the key DELEGATE_TOKEN (kubernetes,
+	// helm); TokenSecretARN is a Secrets Manager ARN (ecs, fargate).
+	// Exactly one of them is set.
+	Token          string `json:"token,omitempty"`
+	TokenSecret    string `json:"token_secret,omitempty"`
+	TokenSecretARN string `json:"token_secret_arn,omitempty"`
+
+	// Name is the delegate's name (DELEGATE_NAME); empty means
+	// "legate-delegate". Replicas with one name form one delegate.
+	Name string `json:"name,omitempty"`
+	// Tags are the delegate's tags (DELEGATE_TAGS).
+	Tags []string `json:"tags,omitempty"`
+	// Replicas is the number of delegate processes; 0 means 1.
+	Replicas int `json:"replicas,omitempty"`
+	// Image is the container image (not for systemd); empty means the
+	// release image of the manager's version.
+	Image string `json:"image,omitempty"`
+	// Env is extra environment, after the variables the manifest sets
+	// itself (proxy settings, INIT_SCRIPT, thresholds...).
+	Env []EnvVar `json:"env,omitempty"`
+	// Description is DELEGATE_DESCRIPTION.
+	Description string `json:"description,omitempty"`
+
+	// Kubernetes (kind kubernetes, helm).
+	// Namespace defaults to "legate-delegate".
+	Namespace string `json:"namespace,omitempty"`
+	// RBAC is cluster (the default: a ClusterRole over every namespace),
+	// namespace (a Role limited to Namespace) or none.
+	RBAC string `json:"rbac,omitempty"`
+
+	// Docker: Compose asks for a compose file instead of docker run.
+	Compose bool `json:"compose,omitempty"`
+
+	// ECS and Fargate.
+	// Service asks for the service JSON (CreateServiceInput) instead of
+	// the task definition.
+	Service bool `json:"service,omitempty"`
+	// Region is the AWS region of the awslogs log driver (required).
+	Region string `json:"region,omitempty"`
+	// ExecutionRoleARN is the task execution role: required for Fargate,
+	// and for ECS when the token comes from TokenSecretARN.
+	ExecutionRoleARN string `json:"execution_role_arn,omitempty"`
+	// Cluster is the ECS cluster of the service; empty means
+	// "legate-delegate".
+	Cluster string `json:"cluster,omitempty"`
+	// Subnets and SecurityGroups are the awsvpc network of a Fargate
+	// service (at least one subnet); AssignPublicIP gives its tasks a
+	// public address (default: none; use a private subnet with NAT).
+	Subnets        []string `json:"subnets,omitempty"`
+	SecurityGroups []string `json:"security_groups,omitempty"`
+	AssignPublicIP bool     `json:"assign_public_ip,omitempty"`
+
+	// CPU and Memory size the delegate. Kubernetes and helm: resource
+	// requests as quantities (default "50m", "64Mi"); ECS and Fargate:
+	// task CPU units and MiB (default "256" and "512", a valid Fargate
+	// pair). Not for docker and systemd.
+	CPU    string `json:"cpu,omitempty"`
+	Memory string `json:"memory,omitempty"`
+}
+
+// EnvVar is one environment variable of a manifest.
+type EnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
