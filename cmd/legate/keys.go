@@ -147,13 +147,16 @@ change, only the key that seals it.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dsn := db
 			if dsn == "" {
+				dsn = strings.TrimSpace(os.Getenv(envDB))
+			}
+			if dsn == "" {
 				dsn = filepath.Join(data, "legate.db")
 			}
 			return rotateKey(cmd.Context(), cmd.OutOrStdout(), dsn, keyFilePath(data, keyFile), dropOld)
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "legate-data", "data directory of the manager (SQLite database, master.key)")
-	cmd.Flags().StringVar(&db, "db", "", "database URL (default: SQLite at DATA/legate.db)")
+	cmd.Flags().StringVar(&db, "db", "", "database URL (default: $LEGATE_DB, else SQLite at DATA/legate.db)")
 	cmd.Flags().StringVar(&keyFile, "master-key-file", "", "master key file (default: DATA/master.key); LEGATE_MASTER_KEY wins when set")
 	cmd.Flags().BoolVar(&dropOld, "drop-old", false, "finish a rotation: re-seal what is left, check nothing is sealed with an old key, remove the old keys from the key file")
 	return cmd

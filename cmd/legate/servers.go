@@ -98,13 +98,23 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	if err := os.MkdirAll(f.data, 0o700); err != nil {
 		return nil, manager.Admin{}, nil, nil, fmt.Errorf("create data directory: %w", err)
 	}
-	dsn := f.db
-	if dsn == "" {
-		dsn = filepath.Join(f.data, "legate.db")
-	}
 	lookup := f.lookupEnv
 	if lookup == nil {
 		lookup = os.LookupEnv
+	}
+	dsn := f.db
+	if v, ok := lookup(envDB); ok && dsn == "" {
+		dsn = strings.TrimSpace(v)
+	}
+	if dsn == "" {
+		dsn = filepath.Join(f.data, "legate.db")
+	}
+	preset, _ := lookup(manager.EnvAdminAPIKey)
+	preset = strings.TrimSpace(preset)
+	if preset != "" {
+		if err := manager.CheckPresetKey(preset); err != nil {
+			return nil, manager.Admin{}, nil, nil, err
+		}
 	}
 	keys, err := loadMasterKeys(lookup, keyFilePath(f.data, f.masterKeyFile), true)
 	if err != nil {
@@ -132,7 +142,7 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	if url == "" {
 		url = publicURL(ln.Addr(), tlsConf != nil)
 	}
-	admin, err := manager.Bootstrap(ctx, st, f.data, url, time.Now())
+	admin, err := manager.BootstrapWithKey(ctx, st, f.data, url, preset, time.Now())
 	if err != nil {
 		ln.Close()
 		st.Close()
@@ -170,6 +180,13 @@ writes them to DIR/admin.env (mode 0600), so the CLI is configured with:
 
 legate apikey creates more keys and revokes them. A start that finds a
 revoked key (or none) in DIR/admin.env writes a new one there.
+LEGATE_ADMIN_API_KEY=lgk_... presets that first key instead (at least 32
+letters or digits after lgk_): every replica on one database then shares it,
+it is created on the first start that sees it, and a start refuses to run
+with it once it has been revoked.
+
+LEGATE_DB is the database URL when --db is not given (a postgres:// DSN with
+its password stays out of the process list).
 
 Restarting on the same DIR keeps everything.
 
@@ -221,7 +238,7 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 	}
 	cmd.Flags().StringVar(&f.listen, "listen", ":7460", "address to listen on")
 	cmd.Flags().StringVar(&f.data, "data", "legate-data", "data directory (SQLite database, admin.env)")
-	cmd.Flags().StringVar(&f.db, "db", "", "database URL (default: SQLite at DATA/legate.db)")
+	cmd.Flags().StringVar(&f.db, "db", "", "database URL (default: $LEGATE_DB, else SQLite at DATA/legate.db); a postgres:// DSN is better given as LEGATE_DB, out of the process list")
 	cmd.Flags().StringVar(&f.publicURL, "public-url", "", "URL that clients use to reach this manager, written to admin.env (default: from --listen)")
 	cmd.Flags().DurationVar(&f.heartbeat, "heartbeat-interval", 10*time.Second, "how often delegates heartbeat; 3 missed heartbeats disconnect a delegate")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
@@ -260,6 +277,9 @@ func listen(addr string, fallback bool, log *slog.Logger) (net.Listener, error) 
 	}
 	return nil, fmt.Errorf("listen on %s: %w", addr, err)
 }
+
+// envDB is the database URL when --db is not given.
+const envDB = "LEGATE_DB"
 
 // maxHeartbeatInterval keeps the liveness window (3 intervals) and leases
 // in a sane range.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 )
 
@@ -94,6 +95,7 @@ func TestManagerChartRenders(t *testing.T) {
 		"ingress":     {"database": map[string]any{"existingSecret": "pg"}, "ingress": map[string]any{"enabled": true, "host": "legate.example.com"}},
 		"ingress TLS": {"database": map[string]any{"existingSecret": "pg"}, "ingress": map[string]any{"enabled": true, "host": "legate.example.com", "tlsSecret": "legate-tls", "className": "nginx", "annotations": map[string]any{"a": "b"}}},
 		"master key":  {"database": map[string]any{"existingSecret": "pg"}, "masterKey": map[string]any{"existingSecret": "mk"}},
+		"admin key":   {"database": map[string]any{"existingSecret": "pg"}, "adminKey": map[string]any{"existingSecret": "ak"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -118,8 +120,37 @@ func TestManagerChartRenders(t *testing.T) {
 			if dep == nil || dep.Spec.Template.Spec.Containers[0].ReadinessProbe.HTTPGet.Path != "/readyz" {
 				t.Fatalf("no Deployment with a /readyz probe:\n%s", out)
 			}
-			if !strings.Contains(strings.Join(dep.Spec.Template.Spec.Containers[0].Args, " "), "--db=$(LEGATE_DB)") {
-				t.Errorf("args %v do not take the DSN from the Secret", dep.Spec.Template.Spec.Containers[0].Args)
+			// The DSN and the admin key come from Secrets, into the
+			// environment (not the arguments: the process list shows those).
+			c := dep.Spec.Template.Spec.Containers[0]
+			if strings.Contains(strings.Join(c.Args, " "), "--db") {
+				t.Errorf("args %v carry the DSN", c.Args)
+			}
+			wantAdmin := "test-legate-manager-admin-key"
+			if name == "admin key" {
+				wantAdmin = "ak"
+			}
+			fromSecret := map[string]string{}
+			for _, e := range c.Env {
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					fromSecret[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+				}
+			}
+			if fromSecret["LEGATE_DB"] != "pg/dsn" || fromSecret["LEGATE_ADMIN_API_KEY"] != wantAdmin+"/LEGATE_API_KEY" {
+				t.Errorf("environment from Secrets %v; want LEGATE_DB from pg/dsn and LEGATE_ADMIN_API_KEY from %s/LEGATE_API_KEY", fromSecret, wantAdmin)
+			}
+			var adminSecret *corev1.Secret
+			for _, o := range objs {
+				if s, ok := o.Obj.(*corev1.Secret); ok && s.Name == wantAdmin {
+					adminSecret = s
+				}
+			}
+			if name == "admin key" {
+				if adminSecret != nil {
+					t.Errorf("rendered an admin key Secret besides the existing one")
+				}
+			} else if adminSecret == nil || !strings.HasPrefix(string(adminSecret.Data["LEGATE_API_KEY"]), "lgk_") || len(adminSecret.Data["LEGATE_API_KEY"]) < 36 {
+				t.Errorf("admin key Secret %v: want one with LEGATE_API_KEY lgk_...", adminSecret)
 			}
 			if wantIng := strings.HasPrefix(name, "ingress"); (ing != nil) != wantIng {
 				t.Errorf("ingress %v, want %v", ing != nil, wantIng)

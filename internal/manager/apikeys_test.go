@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -310,5 +312,68 @@ func TestBootstrapKeys(t *testing.T) {
 	}
 	if k, err := st.APIKeyByHash(ctx, hashSecret(second.APIKey)); err != nil || k.RevokedAt != nil {
 		t.Errorf("the key of the lost admin.env: %+v, %v", k, err)
+	}
+}
+
+// TestBootstrapPresetKey: LEGATE_ADMIN_API_KEY is the administrator's
+// key on every manager that starts with it (replicas with data
+// directories of their own, one database), also when they start at once;
+// admin.env holds it; once revoked it stops a start instead of being
+// replaced; a malformed one is refused with what to write.
+func TestBootstrapPresetKey(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, t.TempDir()+"/legate.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	preset := "lgk_" + strings.Repeat("ab12", 12)
+	boot := func(key string) (Admin, error) {
+		return BootstrapWithKey(ctx, st, t.TempDir(), "http://127.0.0.1:1", key, time.Now())
+	}
+
+	// Replicas starting at once: one key, known to all.
+	const replicas = 4
+	admins := make([]Admin, replicas)
+	errs := make([]error, replicas)
+	var wg sync.WaitGroup
+	for i := range replicas {
+		wg.Add(1)
+		go func() { defer wg.Done(); admins[i], errs[i] = boot(preset) }()
+	}
+	wg.Wait()
+	for i := range replicas {
+		if errs[i] != nil {
+			t.Fatalf("replica %d: %v", i, errs[i])
+		}
+		env, err := readEnvFile(admins[i].EnvFile)
+		if err != nil || env["LEGATE_API_KEY"] != preset || admins[i].APIKey != preset || admins[i].KeyName != admins[0].KeyName {
+			t.Errorf("replica %d: %+v, admin.env %v, %v; want the preset key", i, admins[i], env, err)
+		}
+	}
+	keys, err := st.ListAPIKeys(ctx, admins[0].AccountID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || keys[0].Hash != hashSecret(preset) || keys[0].OwnerID != "u_"+admins[0].AccountID {
+		t.Errorf("keys after the replicas started: %+v; want the preset key alone, the user admin's", keys)
+	}
+	// Without the preset a start keeps using admin.env's key as before.
+	if a, err := BootstrapWithKey(ctx, st, filepath.Dir(admins[0].EnvFile), "http://127.0.0.1:1", "", time.Now()); err != nil || a.APIKey != preset {
+		t.Errorf("start without the preset on a replica's data: %+v, %v", a, err)
+	}
+
+	// Revoked: the next start with it stops and says why.
+	if _, err := st.RevokeAPIKey(ctx, admins[0].AccountID, admins[0].KeyName, "", time.Now(), true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := boot(preset); err == nil || !strings.Contains(err.Error(), "revoked") {
+		t.Errorf("start with a revoked preset key: %v; want a refusal that says it was revoked", err)
+	}
+
+	for _, bad := range []string{"secret", "lgk_short", "lgk_" + strings.Repeat("a", 31), "lgk_" + strings.Repeat("é", 32), "lgk_" + strings.Repeat("a b ", 10)} {
+		if _, err := boot(bad); err == nil || !strings.Contains(err.Error(), EnvAdminAPIKey) {
+			t.Errorf("preset %q: %v; want a refusal naming %s", bad, err, EnvAdminAPIKey)
+		}
 	}
 }

@@ -48,7 +48,50 @@ const bootstrapKeyName = "admin"
 // are): whoever can start a manager on the data can reach the API again.
 // Several managers sharing one database each get a key of their own.
 func Bootstrap(ctx context.Context, st *store.Store, dataDir, url string, now time.Time) (Admin, error) {
+	return BootstrapWithKey(ctx, st, dataDir, url, "", now)
+}
+
+// EnvAdminAPIKey presets the first administrator's API key, so that
+// managers started together (replicas of a deployment on one database)
+// and the people or jobs that deploy them know it in advance.
+const EnvAdminAPIKey = "LEGATE_ADMIN_API_KEY"
+
+// minPresetKeyLen is the least length of a preset key after its prefix:
+// 32 hex digits, 128 bits.
+const minPresetKeyLen = 32
+
+// CheckPresetKey says what is wrong with a preset admin API key, if
+// anything.
+func CheckPresetKey(key string) error {
+	rest, ok := strings.CutPrefix(key, apiKeyPrefix)
+	if !ok || len(rest) < minPresetKeyLen || len(key) > 256 || !printableASCII(rest) {
+		return fmt.Errorf("%s: want %s followed by at least %d letters or digits, e.g. %s$(openssl rand -hex 24)",
+			EnvAdminAPIKey, apiKeyPrefix, minPresetKeyLen, apiKeyPrefix)
+	}
+	return nil
+}
+
+func printableASCII(s string) bool {
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// BootstrapWithKey is Bootstrap with the first administrator's API key
+// preset (see EnvAdminAPIKey; empty: none). A preset key is created (for
+// the user admin) on the start that first sees it and used by every
+// start after, whatever admin.env holds; a revoked one stops the start,
+// so that revoking it is not undone by a restart.
+func BootstrapWithKey(ctx context.Context, st *store.Store, dataDir, url, preset string, now time.Time) (Admin, error) {
 	a := Admin{URL: url, EnvFile: filepath.Join(dataDir, "admin.env")}
+	if preset != "" {
+		if err := CheckPresetKey(preset); err != nil {
+			return a, err
+		}
+	}
 	acctID := newAccountID()
 	stored, err := st.SettingOrInit(ctx, "bootstrap_account", acctID)
 	if err != nil {
@@ -64,6 +107,12 @@ func Bootstrap(ctx context.Context, st *store.Store, dataDir, url string, now ti
 	admin, err := ensureAdminUser(ctx, st, a.AccountID, now)
 	if err != nil {
 		return a, err
+	}
+	if preset != "" {
+		if err := presetKey(ctx, st, &a, admin, preset, now); err != nil {
+			return a, err
+		}
+		return a, writeAdminEnv(a)
 	}
 	prev, err := readEnvFile(a.EnvFile)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -101,12 +150,55 @@ func Bootstrap(ctx context.Context, st *store.Store, dataDir, url string, now ti
 		}
 		a.KeyName = k.Name
 	}
+	return a, writeAdminEnv(a)
+}
+
+// writeAdminEnv writes a's credentials to its admin.env (mode 0600).
+func writeAdminEnv(a Admin) error {
 	content := fmt.Sprintf("# legate admin credentials (API key %q); load with: set -a; . %s; set +a\nLEGATE_URL=%s\nLEGATE_ACCOUNT_ID=%s\nLEGATE_API_KEY=%s\n",
-		a.KeyName, a.EnvFile, url, a.AccountID, a.APIKey)
+		a.KeyName, a.EnvFile, a.URL, a.AccountID, a.APIKey)
 	if err := atomicfile.WriteFile(a.EnvFile, []byte(content), 0o600); err != nil {
-		return a, fmt.Errorf("bootstrap: write %s: %w", a.EnvFile, err)
+		return fmt.Errorf("bootstrap: write %s: %w", a.EnvFile, err)
 	}
-	return a, nil
+	return nil
+}
+
+// presetKey makes the preset key the administrator's: it uses it when the
+// store has it (for this account, not revoked), else creates it. Managers
+// starting at once on one database may both try; the one that loses the
+// insert finds the winner's key.
+func presetKey(ctx context.Context, st *store.Store, a *Admin, admin store.Principal, key string, now time.Time) error {
+	hash := hashSecret(key)
+	for n := 1; n <= 10000; n++ {
+		k, err := st.APIKeyByHash(ctx, hash)
+		switch {
+		case err == nil && k.AccountID != a.AccountID:
+			return fmt.Errorf("%s belongs to another account than this database's %s", EnvAdminAPIKey, a.AccountID)
+		case err == nil && k.RevokedAt != nil:
+			return fmt.Errorf("%s is the API key %q, which was revoked: set a new key (or unset it to have admin.env get one)", EnvAdminAPIKey, k.Name)
+		case err == nil:
+			a.APIKey, a.KeyName = key, k.Name
+			return nil
+		case !errors.Is(err, store.ErrNotFound):
+			return fmt.Errorf("bootstrap: look up %s: %w", EnvAdminAPIKey, err)
+		}
+		k = store.APIKey{ID: newID("ak_"), AccountID: a.AccountID, Hash: hash, Name: bootstrapKeyName,
+			OwnerKind: admin.Kind, OwnerID: admin.ID, CreatedAt: now}
+		if n > 1 {
+			k.Name += "-" + strconv.Itoa(n)
+		}
+		err = st.CreateAPIKey(ctx, k)
+		if err == nil {
+			a.APIKey, a.KeyName = key, k.Name
+			return nil
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return fmt.Errorf("bootstrap: create the API key of %s: %w", EnvAdminAPIKey, err)
+		}
+		// The name is taken, or another manager created this key: look
+		// again.
+	}
+	return fmt.Errorf("bootstrap: no free name for the API key of %s", EnvAdminAPIKey)
 }
 
 // adminUserName is the user of the first administrator.

@@ -20,3 +20,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | quote }}
 {{- printf "%s-master-key" (include "legate-manager.fullname" .) -}}
 {{- end -}}
 {{- end -}}
+
+{{- define "legate-manager.adminKeySecret" -}}
+{{- if .Values.adminKey.existingSecret -}}
+{{- .Values.adminKey.existingSecret -}}
+{{- else -}}
+{{- printf "%s-admin-key" (include "legate-manager.fullname" .) -}}
+{{- end -}}
+{{- end -}}
