@@ -100,11 +100,15 @@ func buildImages() (images, error) {
 			return images{}, fmt.Errorf("scripts/image %s: %v\n%s", strings.Join(b.args, " "), err, out.String())
 		}
 	}
-	// Images of earlier binaries pile up (about 20 MB each): remove those
-	// older than a day; an image a container still uses stays.
-	if old, err := exec.Command("podman", "images", "--quiet", "--filter", "reference="+e2eImageName,
-		"--filter", "until=24h").Output(); err == nil && len(bytes.TrimSpace(old)) > 0 {
-		_ = exec.Command("podman", append([]string{"rmi", "--force=false"}, strings.Fields(string(old))...)...).Run()
+	// Images of earlier binaries pile up (about 20 MB each): untag those
+	// older than a day (an image a container uses stays).
+	if old, err := exec.Command("podman", "images", "--format", "{{.Repository}}:{{.Tag}}",
+		"--filter", "reference="+e2eImageName, "--filter", "until=24h").Output(); err == nil {
+		for _, ref := range strings.Fields(string(old)) {
+			if ref != imgs.delegate && ref != imgs.managerScratch {
+				_ = exec.Command("podman", "rmi", ref).Run()
+			}
+		}
 	}
 	return imgs, nil
 }
