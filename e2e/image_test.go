@@ -157,10 +157,11 @@ func (c container) logs() string {
 	return out
 }
 
-// running reports whether the container is still running.
-func (c container) running() bool {
+// stopped reports whether podman says the container is no longer running
+// (not when podman could not answer, as may happen on a busy machine).
+func (c container) stopped() bool {
 	out, err := podman(c.t, "inspect", "--format", "{{.State.Running}}", c.name)
-	return err == nil && strings.TrimSpace(out) == "true"
+	return err == nil && strings.TrimSpace(out) == "false"
 }
 
 // runContainer starts a detached container on the host's network with the
@@ -239,7 +240,7 @@ func (c *cluster) waitImageDelegate(d imageDelegate) protocol.Delegate {
 			got = dl
 			return true
 		}
-		if !d.running() {
+		if d.stopped() {
 			c.t.Fatalf("the delegate's container stopped:\n%s", d.logs())
 		}
 		return false
@@ -311,7 +312,7 @@ func TestImageManagerServesReadyz(t *testing.T) {
 			// no --data.
 			m := runContainer(t, tc.image, nil, "manager", "--listen", addr)
 			eventually(t, 90*time.Second, "the containerised manager's /readyz", func() bool {
-				if !m.running() {
+				if m.stopped() {
 					t.Fatalf("the manager's container stopped:\n%s", m.logs())
 				}
 				code, _ := httpGet(t, "http://"+addr+protocol.PathReady)
