@@ -41,6 +41,10 @@ type route struct {
 	// rule is what an admin route needs (access.go): every admin route
 	// has one, and docs/security.md's permission column says it.
 	rule rule
+	// audit is the action an admin route records in the audit log
+	// (audit.go), RESOURCE.VERB; every route that changes something has
+	// one (a test checks), and only those.
+	audit string
 }
 
 // callerKind says who may call a route.
@@ -120,57 +124,60 @@ func (m *Manager) routes() []route {
 		// Admin API. Each route's rule: the permission and where its scope
 		// comes from (access.go).
 		{method: "GET", pattern: protocol.PathWhoAmI, admin: m.handleWhoAmI, rule: rule{self: true}},
-		{method: "POST", pattern: protocol.PathTokens, body: bodySmall, admin: m.handleCreateToken, rule: rule{perm: access.DelegateEdit, scope: atBody}},
+		{method: "POST", pattern: protocol.PathTokens, body: bodySmall, admin: m.handleCreateToken, rule: rule{perm: access.DelegateEdit, scope: atBody}, audit: "token.create"},
 		{method: "GET", pattern: protocol.PathTokens, admin: m.handleListTokens, rule: rule{perm: access.TokenView, list: true}},
-		{method: "POST", pattern: protocol.PathTokens + "/{name}/revoke", admin: m.handleRevokeToken, rule: rule{perm: access.TokenDelete, scope: atToken}},
+		{method: "POST", pattern: protocol.PathTokens + "/{name}/revoke", admin: m.handleRevokeToken, rule: rule{perm: access.TokenDelete, scope: atToken}, audit: "token.revoke"},
 		{method: "GET", pattern: protocol.PathDelegates, admin: m.handleListDelegates, rule: rule{perm: access.DelegateView, list: true}},
 		{method: "GET", pattern: protocol.PathDelegates + "/{name}", admin: m.handleDescribeDelegate, rule: rule{perm: access.DelegateView, scope: atDelegate}},
-		{method: "DELETE", pattern: protocol.PathDelegates + "/{name}", admin: m.handleDeleteDelegate, rule: rule{perm: access.DelegateDelete, scope: atDelegate}},
+		{method: "POST", pattern: protocol.PathDelegates + "/{name}/approve", admin: m.handleApproveDelegate, rule: rule{perm: access.DelegateEdit, scope: atDelegate}, audit: "delegate.approve"},
+		{method: "POST", pattern: protocol.PathDelegates + "/{name}/reject", admin: m.handleRejectDelegate, rule: rule{perm: access.DelegateEdit, scope: atDelegate}, audit: "delegate.reject"},
+		{method: "DELETE", pattern: protocol.PathDelegates + "/{name}", admin: m.handleDeleteDelegate, rule: rule{perm: access.DelegateDelete, scope: atDelegate}, audit: "delegate.delete"},
 		{method: "POST", pattern: protocol.PathTasks, body: bodyLarge, admin: m.handleSubmitTask, rule: rule{perm: access.TaskRun, scope: atBody, also: taskUses}},
 		{method: "GET", pattern: protocol.PathTasks, admin: m.handleListTasks, rule: rule{perm: access.TaskView, list: true}},
 		{method: "GET", pattern: task, admin: m.handleGetTask, rule: rule{perm: access.TaskView, scope: atTask}},
-		{method: "POST", pattern: task + "/cancel", admin: m.handleCancelTask, rule: rule{perm: access.TaskCancel, scope: atTask}},
+		{method: "POST", pattern: task + "/cancel", admin: m.handleCancelTask, rule: rule{perm: access.TaskCancel, scope: atTask}, audit: "task.cancel"},
 		{method: "GET", pattern: task + "/logs", stream: true, admin: m.handleTaskLogs, rule: rule{perm: access.TaskView, scope: atTask}},
 		{method: "GET", pattern: task + "/explain", admin: m.handleExplainTask, rule: rule{perm: access.TaskView, scope: atTask}},
-		{method: "POST", pattern: protocol.PathOrgs, body: bodySmall, admin: m.handleCreateOrg, rule: rule{perm: access.OrgEdit, scope: atAccount}},
+		{method: "POST", pattern: protocol.PathOrgs, body: bodySmall, admin: m.handleCreateOrg, rule: rule{perm: access.OrgEdit, scope: atAccount}, audit: "org.create"},
 		{method: "GET", pattern: protocol.PathOrgs, admin: m.handleListOrgs, rule: rule{perm: access.OrgView, list: true}},
-		{method: "DELETE", pattern: protocol.PathOrgs + "/{org}", admin: m.handleDeleteOrg, rule: rule{perm: access.OrgDelete, scope: atAccount}},
-		{method: "POST", pattern: protocol.PathOrgs + "/{org}/projects", body: bodySmall, admin: m.handleCreateProject, rule: rule{perm: access.OrgEdit, scope: atOrgPath}},
+		{method: "DELETE", pattern: protocol.PathOrgs + "/{org}", admin: m.handleDeleteOrg, rule: rule{perm: access.OrgDelete, scope: atAccount}, audit: "org.delete"},
+		{method: "POST", pattern: protocol.PathOrgs + "/{org}/projects", body: bodySmall, admin: m.handleCreateProject, rule: rule{perm: access.OrgEdit, scope: atOrgPath}, audit: "project.create"},
 		{method: "GET", pattern: protocol.PathProjects, admin: m.handleListProjects, rule: rule{perm: access.OrgView, list: true}},
-		{method: "DELETE", pattern: protocol.PathOrgs + "/{org}/projects/{name}", admin: m.handleDeleteProject, rule: rule{perm: access.OrgDelete, scope: atOrgPath}},
-		{method: "POST", pattern: protocol.PathConnectors, body: bodySmall, admin: m.handleCreateConnector, rule: rule{perm: access.ConnectorEdit, scope: atAccount}},
+		{method: "DELETE", pattern: protocol.PathOrgs + "/{org}/projects/{name}", admin: m.handleDeleteProject, rule: rule{perm: access.OrgDelete, scope: atOrgPath}, audit: "project.delete"},
+		{method: "POST", pattern: protocol.PathConnectors, body: bodySmall, admin: m.handleCreateConnector, rule: rule{perm: access.ConnectorEdit, scope: atAccount}, audit: "connector.create"},
 		{method: "GET", pattern: protocol.PathConnectors, admin: m.handleListConnectors, rule: rule{perm: access.ConnectorView, list: true}},
 		{method: "GET", pattern: protocol.PathConnectors + "/{name}", admin: m.handleGetConnector, rule: rule{perm: access.ConnectorView, scope: atAccount}},
-		{method: "DELETE", pattern: protocol.PathConnectors + "/{name}", admin: m.handleDeleteConnector, rule: rule{perm: access.ConnectorDelete, scope: atAccount}},
-		{method: "POST", pattern: protocol.PathConfigurations, body: bodyConfiguration, admin: m.handleCreateConfiguration, rule: rule{perm: access.ConfigurationEdit, scope: atBody}},
+		{method: "DELETE", pattern: protocol.PathConnectors + "/{name}", admin: m.handleDeleteConnector, rule: rule{perm: access.ConnectorDelete, scope: atAccount}, audit: "connector.delete"},
+		{method: "POST", pattern: protocol.PathConfigurations, body: bodyConfiguration, admin: m.handleCreateConfiguration, rule: rule{perm: access.ConfigurationEdit, scope: atBody}, audit: "configuration.create"},
 		{method: "GET", pattern: protocol.PathConfigurations, admin: m.handleListConfigurations, rule: rule{perm: access.ConfigurationView, list: true}},
 		{method: "GET", pattern: protocol.PathConfigurations + "/{name}", admin: m.handleGetConfiguration, rule: rule{perm: access.ConfigurationView, scope: atConfiguration}},
-		{method: "PATCH", pattern: protocol.PathConfigurations + "/{name}", body: bodyConfiguration, admin: m.handleUpdateConfiguration, rule: rule{perm: access.ConfigurationEdit, scope: atConfiguration}},
-		{method: "DELETE", pattern: protocol.PathConfigurations + "/{name}", admin: m.handleDeleteConfiguration, rule: rule{perm: access.ConfigurationDelete, scope: atConfiguration}},
-		{method: "POST", pattern: protocol.PathAPIKeys, body: bodySmall, admin: m.handleCreateAPIKey, rule: rule{self: true}},
+		{method: "PATCH", pattern: protocol.PathConfigurations + "/{name}", body: bodyConfiguration, admin: m.handleUpdateConfiguration, rule: rule{perm: access.ConfigurationEdit, scope: atConfiguration}, audit: "configuration.update"},
+		{method: "DELETE", pattern: protocol.PathConfigurations + "/{name}", admin: m.handleDeleteConfiguration, rule: rule{perm: access.ConfigurationDelete, scope: atConfiguration}, audit: "configuration.delete"},
+		{method: "POST", pattern: protocol.PathAPIKeys, body: bodySmall, admin: m.handleCreateAPIKey, rule: rule{self: true}, audit: "apikey.create"},
 		{method: "GET", pattern: protocol.PathAPIKeys, admin: m.handleListAPIKeys, rule: rule{self: true}},
-		{method: "POST", pattern: protocol.PathAPIKeys + "/{name}/revoke", body: bodyTiny, admin: m.handleRevokeAPIKey, rule: rule{self: true}},
+		{method: "POST", pattern: protocol.PathAPIKeys + "/{name}/revoke", body: bodyTiny, admin: m.handleRevokeAPIKey, rule: rule{self: true}, audit: "apikey.revoke"},
 
 		// Users and roles.
 		{method: "POST", pattern: protocol.PathSessions, body: bodySmall, public: m.handleCreateSession},
-		{method: "DELETE", pattern: protocol.PathSessions, admin: m.handleDeleteSession, rule: rule{self: true}},
-		{method: "POST", pattern: protocol.PathUsers, body: bodySmall, admin: m.handleCreateUser, rule: rule{perm: access.UserManage, scope: atAccount}},
+		{method: "DELETE", pattern: protocol.PathSessions, admin: m.handleDeleteSession, rule: rule{self: true}, audit: "session.delete"},
+		{method: "POST", pattern: protocol.PathUsers, body: bodySmall, admin: m.handleCreateUser, rule: rule{perm: access.UserManage, scope: atAccount}, audit: "user.create"},
 		{method: "GET", pattern: protocol.PathUsers, admin: m.handleListUsers, rule: rule{perm: access.UserView, list: true}},
 		{method: "GET", pattern: protocol.PathUsers + "/{name}", admin: m.handleGetUser, rule: rule{perm: access.UserView, scope: anywhere}},
-		{method: "PATCH", pattern: protocol.PathUsers + "/{name}", body: bodySmall, admin: m.handleUpdateUser, rule: rule{perm: access.UserManage, scope: atAccount}},
-		{method: "DELETE", pattern: protocol.PathUsers + "/{name}", admin: m.handleDeleteUser, rule: rule{perm: access.UserManage, scope: atAccount}},
-		{method: "POST", pattern: protocol.PathGroups, body: bodySmall, admin: m.handleCreateGroup, rule: rule{perm: access.UserManage, scope: atAccount}},
+		{method: "PATCH", pattern: protocol.PathUsers + "/{name}", body: bodySmall, admin: m.handleUpdateUser, rule: rule{perm: access.UserManage, scope: atAccount}, audit: "user.update"},
+		{method: "DELETE", pattern: protocol.PathUsers + "/{name}", admin: m.handleDeleteUser, rule: rule{perm: access.UserManage, scope: atAccount}, audit: "user.delete"},
+		{method: "POST", pattern: protocol.PathGroups, body: bodySmall, admin: m.handleCreateGroup, rule: rule{perm: access.UserManage, scope: atAccount}, audit: "group.create"},
 		{method: "GET", pattern: protocol.PathGroups, admin: m.handleListGroups, rule: rule{perm: access.UserView, list: true}},
-		{method: "DELETE", pattern: protocol.PathGroups + "/{name}", admin: m.handleDeleteGroup, rule: rule{perm: access.UserManage, scope: atAccount}},
-		{method: "POST", pattern: protocol.PathGroups + "/{name}/members", body: bodySmall, admin: m.handleAddGroupMember, rule: rule{perm: access.UserManage, scope: atAccount}},
-		{method: "DELETE", pattern: protocol.PathGroups + "/{name}/members/{member}", admin: m.handleRemoveGroupMember, rule: rule{perm: access.UserManage, scope: atAccount}},
-		{method: "POST", pattern: protocol.PathRoles, body: bodySmall, admin: m.handleCreateRole, rule: rule{perm: access.UserManage, scope: atAccount}},
+		{method: "DELETE", pattern: protocol.PathGroups + "/{name}", admin: m.handleDeleteGroup, rule: rule{perm: access.UserManage, scope: atAccount}, audit: "group.delete"},
+		{method: "POST", pattern: protocol.PathGroups + "/{name}/members", body: bodySmall, admin: m.handleAddGroupMember, rule: rule{perm: access.UserManage, scope: atAccount}, audit: "group.add_member"},
+		{method: "DELETE", pattern: protocol.PathGroups + "/{name}/members/{member}", admin: m.handleRemoveGroupMember, rule: rule{perm: access.UserManage, scope: atAccount}, audit: "group.remove_member"},
+		{method: "POST", pattern: protocol.PathRoles, body: bodySmall, admin: m.handleCreateRole, rule: rule{perm: access.UserManage, scope: atAccount}, audit: "role.create"},
 		{method: "GET", pattern: protocol.PathRoles, admin: m.handleListRoles, rule: rule{perm: access.UserView, list: true}},
 		{method: "GET", pattern: protocol.PathRoles + "/{name}", admin: m.handleGetRole, rule: rule{perm: access.UserView, scope: anywhere}},
-		{method: "DELETE", pattern: protocol.PathRoles + "/{name}", admin: m.handleDeleteRole, rule: rule{perm: access.UserManage, scope: atAccount}},
-		{method: "POST", pattern: protocol.PathBindings, body: bodySmall, admin: m.handleCreateBinding, rule: rule{perm: access.UserManage, scope: atBody}},
+		{method: "DELETE", pattern: protocol.PathRoles + "/{name}", admin: m.handleDeleteRole, rule: rule{perm: access.UserManage, scope: atAccount}, audit: "role.delete"},
+		{method: "POST", pattern: protocol.PathBindings, body: bodySmall, admin: m.handleCreateBinding, rule: rule{perm: access.UserManage, scope: atBody}, audit: "binding.create"},
 		{method: "GET", pattern: protocol.PathBindings, admin: m.handleListBindings, rule: rule{perm: access.UserView, list: true}},
-		{method: "DELETE", pattern: protocol.PathBindings, admin: m.handleDeleteBinding, rule: rule{perm: access.UserManage, scope: atQuery}},
+		{method: "GET", pattern: protocol.PathAudit, admin: m.handleListAudit, rule: rule{perm: access.AuditView, scope: atAccount}},
+		{method: "DELETE", pattern: protocol.PathBindings, admin: m.handleDeleteBinding, rule: rule{perm: access.UserManage, scope: atQuery}, audit: "binding.delete"},
 	}
 }
 
