@@ -83,9 +83,13 @@ func TestEveryChangeIsAudited(t *testing.T) {
 				e.Action, e.ResourceType, e.Resource, e.Org, e.Project = "token.revoke", "token", "ci", "o1", "p1"
 			}), false},
 		{"connector create", func() string { return ak.Value }, "POST", protocol.PathConnectors, `{"name":"git","url":"http://127.0.0.1:1"}`, 201,
-			with(alice(""), func(e *store.AuditEvent) { e.Action, e.ResourceType, e.Resource = "connector.create", "connector", "git" }), false},
+			with(alice(""), func(e *store.AuditEvent) {
+				e.Action, e.ResourceType, e.Resource = "connector.create", "connector", "git"
+			}), false},
 		{"connector delete", func() string { return ak.Value }, "DELETE", protocol.PathConnectors + "/git", "", 204,
-			with(alice(""), func(e *store.AuditEvent) { e.Action, e.ResourceType, e.Resource = "connector.delete", "connector", "git" }), false},
+			with(alice(""), func(e *store.AuditEvent) {
+				e.Action, e.ResourceType, e.Resource = "connector.delete", "connector", "git"
+			}), false},
 		{"configuration create", func() string { return ak.Value }, "POST", protocol.PathConfigurations, `{"name":"base","script":"true","org":"o1"}`, 201,
 			with(alice(""), func(e *store.AuditEvent) {
 				e.Action, e.ResourceType, e.Resource, e.Org = "configuration.create", "configuration", "base", "o1"
