@@ -253,7 +253,7 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 		return t, nil
 	}
 	if d, ok := strings.CutSuffix(s, "d"); ok {
-		if n, err := strconv.Atoi(d); err == nil && n >= 0 {
+		if n, err := strconv.Atoi(d); err == nil && n >= 0 && n <= 100000 {
 			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
 		}
 	}
