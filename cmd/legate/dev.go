@@ -62,6 +62,7 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 			ctx := cmd.Context()
 			f.lookupEnv = su.lookupEnv
 			f.pruneAfter = defaultPruneAfter
+			f.auditRetention = 90 * 24 * time.Hour
 			f.listenFallback = !cmd.Flags().Changed("listen")
 			m, admin, ln, st, err := startManager(ctx, f, log)
 			if err != nil {

@@ -80,6 +80,8 @@ type managerFlags struct {
 	// pruneAfter: instances out of contact for longer are removed; 0 =
 	// never (legate dev: 6h).
 	pruneAfter time.Duration
+	// auditRetention: audit records older are removed; 0 = never.
+	auditRetention time.Duration
 	// listenFallback: when listen is taken, listen on a free port of the
 	// same host instead (legate dev without --listen).
 	listenFallback bool
@@ -152,10 +154,14 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	if prune == 0 {
 		prune = -1 // never
 	}
+	retention := f.auditRetention
+	if retention == 0 {
+		retention = -1 // forever
+	}
 	m, err := manager.New(ctx, st, manager.Config{
 		HeartbeatInterval: f.heartbeat, APIKeyCacheTTL: f.apiKeyTTL, Version: buildVersion(), Logger: log, TLS: tlsConf,
 		ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxConnections: f.maxConnections,
-		PruneDelegatesAfter: prune,
+		PruneDelegatesAfter: prune, AuditRetention: retention,
 	})
 	if err != nil {
 		ln.Close()
@@ -252,6 +258,7 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 	cmd.Flags().DurationVar(&f.writeTimeout, "write-timeout", 60*time.Second, "a request must be answered within this long after its headers, plus --read-timeout when it has a body (streams: each write), or the connection is closed")
 	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "close a keep-alive connection that carries no request for this long")
 	cmd.Flags().IntVar(&f.maxConnections, "max-connections", 0, "connections served at once; past it new ones wait and idle ones are closed (0 = from the descriptor limit, ulimit -n)")
+	cmd.Flags().DurationVar(&f.auditRetention, "audit-retention", 90*24*time.Hour, "remove audit records older than this (legate audit list); 0 = keep them forever")
 	cmd.Flags().DurationVar(&f.pruneAfter, "prune-delegates-after", defaultPruneAfter, "remove delegate instances out of contact (stopped, or silent) for longer than this; 0 = never")
 	return cmd
 }
@@ -300,6 +307,9 @@ func (f managerFlags) check() error {
 	}
 	if f.maxConnections < 0 {
 		return fmt.Errorf("--max-connections %d: want 0 (from the descriptor limit) or a positive number", f.maxConnections)
+	}
+	if f.auditRetention < 0 {
+		return fmt.Errorf("--audit-retention %s: use 0 (forever) or a positive duration such as 2160h (90 days)", f.auditRetention)
 	}
 	if least := 2 * 3 * f.heartbeat; f.pruneAfter != 0 && f.pruneAfter < least {
 		return fmt.Errorf("--prune-delegates-after %s: use 0 (never) or at least %s, twice the liveness window (3 heartbeat intervals)", f.pruneAfter, least)

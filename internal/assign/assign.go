@@ -45,6 +45,9 @@ type Delegate struct {
 	// Configuring, when not empty, names the configuration whose script
 	// the delegate runs now; it takes no task meanwhile.
 	Configuring string
+	// Pending: the delegate waits for an administrator's approval (its
+	// token requires it); it takes no task meanwhile.
+	Pending bool
 }
 
 // Task is what assignment needs to know about one task.
@@ -179,7 +182,7 @@ func atCapacity(d *Delegate) bool { return d.Capacity > 0 && d.Running >= d.Capa
 // eligible delegate it also reports whether it is allowlisted for every
 // capability of the task (one lookup per capability serves both answers).
 func (p Policy) eligible(d *Delegate, tv *taskView, now time.Time) (ok, allowlisted bool) {
-	if !p.connected(d, now) || d.Draining || atCapacity(d) || d.OverThreshold != "" || d.Configuring != "" ||
+	if !p.connected(d, now) || d.Draining || atCapacity(d) || d.OverThreshold != "" || d.Configuring != "" || d.Pending ||
 		!Covers(d.Org, d.Project, tv.t.Org, tv.t.Project) || !hasSelectors(tv.sel, d) || tv.denied(d) {
 		return false, false
 	}
@@ -259,6 +262,9 @@ func (p Policy) evaluate(d *Delegate, tv *taskView, now time.Time) []protocol.Re
 	}
 	if d.Configuring != "" {
 		add(protocol.RuleConfiguring, "running the script of configuration "+d.Configuring)
+	}
+	if d.Pending {
+		add(protocol.RulePendingApproval, "pending approval (legate delegates approve "+d.Name+")")
 	}
 	return rs
 }

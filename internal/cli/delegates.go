@@ -25,16 +25,20 @@ at once; the manager removes by itself the instances out of contact for
 longer than its --prune-delegates-after (6h by default).`,
 		Example: `  legate delegates list
   legate delegates describe build
-  legate delegates delete build`,
+  legate delegates delete build
+  legate delegates list --pending
+  legate delegates approve build`,
 	}
-	cmd.AddCommand(a.delegatesListCmd(), a.delegatesDescribeCmd(), a.delegatesDeleteCmd())
+	cmd.AddCommand(a.delegatesListCmd(), a.delegatesDescribeCmd(), a.delegatesDeleteCmd(),
+		a.delegatesDecideCmd(protocol.ApprovalApproved), a.delegatesDecideCmd(protocol.ApprovalRejected))
 	return cmd
 }
 
 func (a *app) delegatesListCmd() *cobra.Command {
 	var (
-		out outputFlags
-		all bool
+		out     outputFlags
+		all     bool
+		pending bool
 	)
 	cmd := &cobra.Command{
 		Use:     "list",
@@ -49,7 +53,11 @@ token, registration time and resource threshold, and shows descriptions
 whole; -o name prints each delegate (group) name once.
 
 Instances that stopped cleanly and deregistered are left out; --all lists
-them too, with the status deregistered, until the manager prunes them.`,
+them too, with the status deregistered, until the manager prunes them.
+
+A delegate registered with a token that requires approval shows
+",pending" in its status until approved (",rejected" once rejected);
+--pending lists only those that wait.`,
 		Example: `  legate delegates list
   legate delegates list -o wide
   legate delegates list --all
@@ -71,12 +79,25 @@ them too, with the status deregistered, until the manager prunes them.`,
 			if list.Delegates == nil {
 				list.Delegates = []protocol.Delegate{}
 			}
+			if pending {
+				kept := []protocol.Delegate{}
+				for _, d := range list.Delegates {
+					if d.Approval == protocol.ApprovalPending {
+						kept = append(kept, d)
+					}
+				}
+				list.Delegates = kept
+			}
 			w := cmd.OutOrStdout()
 			switch {
 			case out.structured():
 				return out.print(w, list)
 			case out.is(formatName):
 				return printNames(w, delegateNames(list.Delegates)...)
+			}
+			if len(list.Delegates) == 0 && pending {
+				fmt.Fprintln(cmd.ErrOrStderr(), "No delegate waits for approval.")
+				return nil
 			}
 			if len(list.Delegates) == 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "No delegates. Create a token (legate token create NAME) and start one with it (legate delegate).")
@@ -87,6 +108,7 @@ them too, with the status deregistered, until the manager prunes them.`,
 	}
 	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
 	cmd.Flags().BoolVar(&all, "all", false, "also list the instances that stopped and deregistered")
+	cmd.Flags().BoolVar(&pending, "pending", false, "list only the delegates that wait for approval (legate delegates approve NAME)")
 	return cmd
 }
 
@@ -193,7 +215,74 @@ func delegateStatus(d protocol.Delegate) string {
 	if d.Configuring != "" {
 		s += ",configuring"
 	}
+	if d.Approval == protocol.ApprovalPending || d.Approval == protocol.ApprovalRejected {
+		s += "," + d.Approval
+	}
 	return s
+}
+
+// delegatesDecideCmd is legate delegates approve (state approved) or
+// reject (rejected).
+func (a *app) delegatesDecideCmd(state string) *cobra.Command {
+	var out outputFlags
+	verb, short, long := "approve", "Approve a delegate that waits for approval", `Approve the delegate NAME, registered with a token that requires approval
+(legate token create NAME --require-approval): it receives its delegate
+configuration and takes tasks from now on. The decision is about the
+delegate, not one process: every instance of it, and the replicas that
+register later with the same name and token, are approved. It holds on
+every manager and across restarts. A rejected delegate can be approved
+too; start it again afterwards.
+
+Needs the permission delegate:edit at the delegate's scope.`
+	if state == protocol.ApprovalRejected {
+		verb, short, long = "reject", "Reject a delegate: it is refused and stops", `Reject the delegate NAME, registered with a token that requires approval:
+each of its instances is refused at its next call (delegate_rejected),
+logs why and stops; replicas that register later with the same name and
+token are refused too. legate delegates approve NAME reverses it.
+
+To stop every delegate of a token at once, revoke the token instead
+(legate token revoke NAME). Needs the permission delegate:edit at the
+delegate's scope.`
+	}
+	cmd := &cobra.Command{
+		Use:     verb + " NAME",
+		Short:   short,
+		Long:    long,
+		Example: "  legate delegates list --pending\n  legate delegates " + verb + " build",
+		Args:    cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			decide := c.ApproveDelegate
+			if state == protocol.ApprovalRejected {
+				decide = c.RejectDelegate
+			}
+			ans, err := decide(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if ans.Instances == nil {
+				ans.Instances = []protocol.Delegate{}
+			}
+			if out.structured() {
+				return out.print(cmd.OutOrStdout(), ans)
+			}
+			hosts := make([]string, 0, len(ans.Instances))
+			for _, in := range ans.Instances {
+				hosts = append(hosts, in.Hostname)
+			}
+			which := "no instance now; replicas that register get the decision"
+			if len(hosts) > 0 {
+				which = strconv.Itoa(len(hosts)) + " instance(s): " + escape(strings.Join(hosts, ", "))
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Delegate %q %s (%s).\n", ans.Name, state, which)
+			return err
+		}),
+	}
+	out.add(cmd, formatJSON, formatYAML)
+	return cmd
 }
 
 // shorten cuts s to at most n runes, marking the cut.

@@ -31,6 +31,7 @@ func (a *app) tokenCreateCmd() *cobra.Command {
 		out          outputFlags
 		valueOnly    bool
 		org, project string
+		approval     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME [--org ORG [--project PROJECT]]",
@@ -47,11 +48,17 @@ they serve only that project's tasks).
 cannot be created it prints nothing and exits non-zero, so that
 TOKEN=$(legate token create ci --value-only) && ... stops there. A token's
 name stays taken once it is created, revoked or not: choose another name
-to create another token.`,
+to create another token.
+
+--require-approval makes the delegates that register with the token wait,
+listed as pending (legate delegates list --pending), offered no task and no
+configuration, until an administrator approves them (legate delegates
+approve NAME) or rejects them (legate delegates reject NAME: they stop).`,
 		Example: `  legate token create ci
   TOKEN=$(legate token create ci --value-only) && echo "token created"
   legate token create eng-ci --org eng
-  legate token create web-ci --org eng --project web`,
+  legate token create web-ci --org eng --project web
+  legate token create untrusted --require-approval`,
 		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			if err := checkScopeFlags(org, project); err != nil {
@@ -64,7 +71,7 @@ to create another token.`,
 			if err != nil {
 				return err
 			}
-			tok, err := c.CreateScopedToken(cmd.Context(), protocol.CreateTokenRequest{Name: args[0], Org: org, Project: project})
+			tok, err := c.CreateScopedToken(cmd.Context(), protocol.CreateTokenRequest{Name: args[0], Org: org, Project: project, RequireApproval: approval})
 			if err != nil {
 				return err
 			}
@@ -83,6 +90,9 @@ to create another token.`,
 			if tok.Org != "" {
 				where = " (scope " + escape(scope(tok.Org, tok.Project)) + ")"
 			}
+			if tok.RequireApproval {
+				where += ", requiring approval"
+			}
 			_, err = fmt.Fprintf(w, "Created delegate token %q%s. Start delegates with DELEGATE_TOKEN set to this value; it is not shown again:\n%s\n", tok.Name, where, tok.Value)
 			return err
 		}),
@@ -90,6 +100,7 @@ to create another token.`,
 	cmd.Flags().StringVar(&org, "org", "", "create the token at the level of this organization")
 	cmd.Flags().StringVar(&project, "project", "", "create the token at the level of this project of --org")
 	out.add(cmd, formatJSON, formatYAML)
+	cmd.Flags().BoolVar(&approval, "require-approval", false, "delegates that register with the token wait for an administrator's approval")
 	cmd.Flags().BoolVar(&valueOnly, "value-only", false, "print only the token's value (for TOKEN=$(legate token create NAME --value-only))")
 	return cmd
 }
@@ -144,7 +155,11 @@ func (a *app) tokenListCmd() *cobra.Command {
 				if tok.RevokedAt != nil {
 					revoked = age(now, *tok.RevokedAt)
 				}
-				row := []string{tok.Name, scope(tok.Org, tok.Project), tok.Status, age(now, tok.CreatedAt), revoked}
+				status := tok.Status
+				if tok.RequireApproval {
+					status += ",requires-approval"
+				}
+				row := []string{tok.Name, scope(tok.Org, tok.Project), status, age(now, tok.CreatedAt), revoked}
 				if wide {
 					row = append(row, a.absTime(&tok.CreatedAt), a.absTime(tok.RevokedAt))
 				}

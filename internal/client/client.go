@@ -371,6 +371,58 @@ func (c *Client) DeleteDelegate(ctx context.Context, name string) (protocol.Dele
 	return out, err
 }
 
+// ApproveDelegate approves the delegate called name (every instance of
+// it, and the replicas that register later with its token).
+func (c *Client) ApproveDelegate(ctx context.Context, name string) (protocol.ApprovalAnswer, error) {
+	return c.decide(ctx, "approve", name)
+}
+
+// RejectDelegate rejects the delegate called name: its instances are
+// refused at their next call and stop.
+func (c *Client) RejectDelegate(ctx context.Context, name string) (protocol.ApprovalAnswer, error) {
+	return c.decide(ctx, "reject", name)
+}
+
+func (c *Client) decide(ctx context.Context, verb, name string) (protocol.ApprovalAnswer, error) {
+	op := verb + " delegate"
+	if err := requireID(op, "delegate name", name); err != nil {
+		return protocol.ApprovalAnswer{}, err
+	}
+	var out protocol.ApprovalAnswer
+	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: protocol.PathDelegates + "/" + seg(name) + "/" + verb, out: &out})
+	return out, err
+}
+
+// AuditQuery selects a page of the audit log; zero fields select
+// everything (the manager's default page size).
+type AuditQuery struct {
+	// Since is a time (RFC 3339) or a duration back from now (24h, 7d).
+	Since string
+	// User is the name of a user or service account.
+	User string
+	// Resource is TYPE or TYPE/NAME (token, token/ci).
+	Resource string
+	Limit    int
+	// After is the Next of the previous page.
+	After string
+}
+
+// ListAudit returns a page of the audit log, newest first.
+func (c *Client) ListAudit(ctx context.Context, q AuditQuery) (protocol.AuditList, error) {
+	v := url.Values{}
+	for k, s := range map[string]string{"since": q.Since, "user": q.User, "resource": q.Resource, "after": q.After} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var out protocol.AuditList
+	err := c.do(ctx, &call{op: "list the audit log", method: http.MethodGet, path: protocol.PathAudit, query: v, out: &out})
+	return out, err
+}
+
 // DescribeDelegate returns every instance of the delegate called name, with
 // its capability allowlist and deny list. The manager answers not_found when
 // no instance has that name.

@@ -497,6 +497,9 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			return nil
 		}
 		var pe *protocol.Error
+		if errors.As(err, &pe) && pe.Code == protocol.CodeDelegateRejected {
+			return fmt.Errorf("rejected by %s: %s", a.client().BaseURL(), pe.Message)
+		}
 		if errors.As(err, &pe) && !pe.Code.Recoverable() {
 			return fmt.Errorf("registration refused by %s: %s", a.client().BaseURL(), pe.Message)
 		}
@@ -537,6 +540,9 @@ func (a *Agent) handleCallError(ctx context.Context, err error, gen int64) bool 
 		switch pe.Code {
 		case protocol.CodeTokenRevoked:
 			a.fail(fmt.Errorf("the delegate token was revoked: %s", pe.Message))
+			return false
+		case protocol.CodeDelegateRejected:
+			a.fail(fmt.Errorf("rejected by the manager: %s", pe.Message))
 			return false
 		case protocol.CodeSessionExpired, protocol.CodeUnauthenticated:
 			a.reauth(ctx, gen)

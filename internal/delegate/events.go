@@ -203,7 +203,7 @@ func (a *Agent) pollLoop(ctx context.Context) {
 			a.metrics.polled(false)
 			if !a.handleCallError(ctx, err, gen) {
 				var pe *protocol.Error
-				if errors.As(err, &pe) && pe.Code == protocol.CodeTokenRevoked {
+				if errors.As(err, &pe) && (pe.Code == protocol.CodeTokenRevoked || pe.Code == protocol.CodeDelegateRejected) {
 					return
 				}
 			}

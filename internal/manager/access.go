@@ -450,6 +450,9 @@ func (m *Manager) authorize(w http.ResponseWriter, r *http.Request, rl rule, c c
 		}
 		needs = append(needs, more...)
 	}
+	if len(needs) > 0 {
+		auditResource(r.Context(), needs[0].res)
+	}
 	for _, n := range needs {
 		if err := c.policy.Check(n.perm, n.res); err != nil {
 			m.log.Info("request refused", "account", acct, "principal", c.policy.Principal.Name,

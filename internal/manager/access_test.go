@@ -116,6 +116,12 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 		registered = true
 	}
 	ensureDelegate()
+	// t-a requires approval: d-a waits for it at o1.
+	var ta protocol.Token
+	if err := json.Unmarshal([]byte(tm.mustAPI(t, admin, "POST", protocol.PathTokens, `{"name":"t-a","org":"o1","require_approval":true}`, 201)), &ta); err != nil {
+		t.Fatal(err)
+	}
+	tm.registerFake(t, tm.admin.AccountID, ta.Value, "d-a", "host-a")
 	ensureConfig := func() {
 		tm.mustAPI(t, admin, "POST", protocol.PathConfigurations, `{"name":"c-p1","script":"true","org":"o1","project":"p1"}`, 201, 409)
 	}
@@ -157,6 +163,9 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 		"GET " + protocol.PathDelegates:                              {path: protocol.PathDelegates},
 		"GET " + protocol.PathDelegates + "/{name}":                  {path: protocol.PathDelegates + "/d-o1", at: o1, ensure: ensureDelegate},
 		"DELETE " + protocol.PathDelegates + "/{name}":               {path: protocol.PathDelegates + "/d-o1", at: o1, ensure: ensureDelegate},
+		"POST " + protocol.PathDelegates + "/{name}/approve":         {path: protocol.PathDelegates + "/d-a/approve", at: o1},
+		"POST " + protocol.PathDelegates + "/{name}/reject":          {path: protocol.PathDelegates + "/d-a/reject", at: o1},
+		"GET " + protocol.PathAudit:                                  {path: protocol.PathAudit},
 		"POST " + protocol.PathTasks:                                 {path: protocol.PathTasks, body: `{"type":"shell","shell":{"script":"true"},"org":"o1","project":"p1"}`, at: p1},
 		"GET " + protocol.PathTasks:                                  {path: protocol.PathTasks},
 		"GET " + protocol.PathTasks + "/{id}":                        {path: taskP, at: p1},

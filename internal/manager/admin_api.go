@@ -32,10 +32,17 @@ func (m *Manager) adminAuth(rt route) http.HandlerFunc {
 			ctx = withAPIKey(ctx, c.key)
 		}
 		r = r.WithContext(ctx)
-		if !m.authorize(w, r, rt.rule, c, acct) {
+		serve := func(w http.ResponseWriter, r *http.Request) {
+			if !m.authorize(w, r, rt.rule, c, acct) {
+				return
+			}
+			rt.admin(w, r, acct)
+		}
+		if rt.audit == "" {
+			serve(w, r)
 			return
 		}
-		rt.admin(w, r, acct)
+		m.auditRequest(w, r, rt.audit, acct, serve)
 	}
 }
 
@@ -60,7 +67,8 @@ func isTokenName(s string) bool {
 }
 
 func tokenView(t store.Token) protocol.Token {
-	v := protocol.Token{Name: t.Name, CreatedAt: t.CreatedAt.UTC(), RevokedAt: utcPtr(t.RevokedAt), Status: protocol.TokenActive, Org: t.Org, Project: t.Project}
+	v := protocol.Token{Name: t.Name, CreatedAt: t.CreatedAt.UTC(), RevokedAt: utcPtr(t.RevokedAt), Status: protocol.TokenActive, Org: t.Org, Project: t.Project,
+		RequireApproval: t.RequireApproval}
 	if t.RevokedAt != nil {
 		v.Status = protocol.TokenRevoked
 	}
@@ -90,7 +98,8 @@ func (m *Manager) handleCreateToken(w http.ResponseWriter, r *http.Request, acct
 		return
 	}
 	value := newSecret("", 24)
-	t := store.Token{ID: newID("k_"), AccountID: acct, Name: req.Name, Hash: hashSecret(value), CreatedAt: m.cfg.Now(), Org: req.Org, Project: req.Project}
+	t := store.Token{ID: newID("k_"), AccountID: acct, Name: req.Name, Hash: hashSecret(value), CreatedAt: m.cfg.Now(),
+		Org: req.Org, Project: req.Project, RequireApproval: req.RequireApproval}
 	if err := m.st.CreateToken(r.Context(), t); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			writeError(w, http.StatusConflict, protocol.CodeConflict, "a token named %q already exists (its value is shown only when it is created, and a revoked token keeps its name): choose another name", req.Name)
@@ -183,7 +192,10 @@ func (m *Manager) delegateList(ctx context.Context, acct string, all bool) ([]pr
 			Status: protocol.DelegateDisconnected, Connection: in.Connection,
 			LastHeartbeat: utcPtr(in.LastHeartbeat), Capacity: in.Capacity, Draining: in.Draining,
 			RegisteredAt: in.RegisteredAt.UTC(), Org: in.Org, Project: in.Project,
-			Description: in.Description,
+			Description: in.Description, Approval: in.Approval,
+		}
+		if d := m.hub.get(in.ID); d != nil && !d.isGone() {
+			v.Approval = d.approvalState()
 		}
 		if res, ok := results[in.ID]; ok {
 			v.Configuration = res.Configuration
@@ -380,6 +392,12 @@ func (m *Manager) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 		TimeoutMS: spec.TimeoutMS, QueueTimeoutMS: spec.QueueTimeoutMS, Retries: spec.Retries,
 		CreatedAt: now, QueueDeadline: now.Add(time.Duration(spec.QueueTimeoutMS) * time.Millisecond),
 	}
+	noteAudit(r.Context(), func(e *store.AuditEvent) {
+		e.Resource, e.Org, e.Project = t.ID, spec.Org, spec.Project
+		if spec.Connector != "" {
+			e.Detail = "connector " + spec.Connector
+		}
+	})
 	if err := m.st.CreateTask(r.Context(), t); err != nil {
 		m.log.Error("create task", "err", err)
 		storeError(w, err, "task")

@@ -125,6 +125,7 @@ func (m *Manager) handleCreateOrg(w http.ResponseWriter, r *http.Request, acct s
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
+	auditNamed(r, req.Name)
 	if err := validName("org", req.Name); err != nil {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
@@ -198,6 +199,7 @@ func (m *Manager) handleCreateProject(w http.ResponseWriter, r *http.Request, ac
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
+	auditNamed(r, req.Name)
 	if err := validName("project", req.Name); err != nil {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
@@ -277,6 +279,7 @@ func (m *Manager) handleCreateConnector(w http.ResponseWriter, r *http.Request, 
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
+	auditNamed(r, req.Name)
 	if err := validName("connector", req.Name); err != nil {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return

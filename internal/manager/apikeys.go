@@ -274,6 +274,7 @@ func (m *Manager) handleCreateAPIKey(w http.ResponseWriter, r *http.Request, acc
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
+	auditNamed(r, req.Name)
 	if !isTokenName(req.Name) {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "API key name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name)
 		return

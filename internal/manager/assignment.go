@@ -23,7 +23,7 @@ func delegateView(l *live) assign.Delegate {
 		InstanceID: l.id, Name: l.name, Hostname: l.hostname, Tags: l.tags,
 		Org: l.org, Project: l.project, LastSeen: time.Unix(0, l.lastSeen.Load()),
 		Deregistered: l.gone, Draining: l.draining, Running: len(l.running) + len(l.pending), Capacity: l.capacity,
-		OverThreshold: l.overThreshold, Configuring: l.configuring,
+		OverThreshold: l.overThreshold, Configuring: l.configuring, Pending: l.approval != "" && l.approval != protocol.ApprovalApproved,
 	}
 }
 
@@ -33,7 +33,7 @@ func instanceView(in store.Instance) assign.Delegate {
 	d := assign.Delegate{
 		InstanceID: in.ID, Name: in.Name, Hostname: in.Hostname, Tags: in.Tags,
 		Org: in.Org, Project: in.Project, Deregistered: in.DeregisteredAt != nil,
-		Draining: in.Draining, Capacity: in.Capacity,
+		Draining: in.Draining, Capacity: in.Capacity, Pending: in.Approval != "" && in.Approval != protocol.ApprovalApproved,
 	}
 	if in.LastHeartbeat != nil {
 		d.LastSeen = *in.LastHeartbeat

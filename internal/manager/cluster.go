@@ -42,6 +42,9 @@ const (
 	// Output's tasks have new output in the store, or ended: tell your
 	// followers.
 	clusterOutput = "output"
+	// The delegates of Account named Instance were approved or rejected:
+	// read the decision for yours.
+	clusterApproval = "approval"
 )
 
 // broadcast tells the other managers about ev (a no-op on SQLite).
@@ -112,6 +115,8 @@ func (m *Manager) applyClusterEvent(ctx context.Context, ev clusterEvent) {
 		m.apiKeys.invalidate(ev.APIKey)
 	case clusterAccess:
 		m.policies.clear()
+	case clusterApproval:
+		m.approvalChanged(ctx, ev.Account, ev.Instance)
 	case clusterRevoke:
 		m.markTokenRevoked(ev.Token)
 		m.disconnectToken(ev.Account, ev.Token, "the delegate token was revoked")

@@ -124,6 +124,9 @@ func (m *Manager) reconfigure(ctx context.Context, acct string) {
 		return
 	}
 	for _, l := range ls {
+		if l.awaitingApproval() {
+			continue // told once approved
+		}
 		key := configurationKey(appliedView(applicableConfiguration(cs, targetOf(l))))
 		l.mu.Lock()
 		changed := !l.cfgKnown || l.cfgKey != key
@@ -146,6 +149,10 @@ func (m *Manager) configurationChanged(ctx context.Context, acct string) {
 // --- delegate API --------------------------------------------------------------
 
 func (m *Manager) handleDelegateConfiguration(w http.ResponseWriter, r *http.Request, d *live) {
+	if d.awaitingApproval() {
+		writeJSON(w, http.StatusOK, protocol.DelegateConfigurationResponse{})
+		return
+	}
 	applied, err := m.configurationFor(r.Context(), d.accountID, targetOf(d))
 	if err != nil {
 		m.log.Error("find the delegate's configuration", "instance", d.id, "err", err)

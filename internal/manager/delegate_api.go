@@ -66,6 +66,11 @@ func (m *Manager) delegateAuth(next delegateHandler) http.HandlerFunc {
 			writeError(w, http.StatusUnauthorized, protocol.CodeSessionExpired, "this delegate session was superseded by a newer registration with the same identity; register again")
 			return
 		}
+		if d.rejected() {
+			m.hub.remove(d.id)
+			refuseRejected(w, d.name)
+			return
+		}
 		d.touch(m.cfg.Now())
 		next(w, r, d)
 	}
@@ -93,6 +98,15 @@ func identityKey(req protocol.RegisterRequest) string {
 		return name + "|" + host
 	}
 	return name + "|" + host + "|" + strings.TrimSpace(req.IP)
+}
+
+// approvalRequest is what a registration with tok asks of the store's
+// approval: pending when the token requires approval ("" otherwise).
+func approvalRequest(tok store.Token) string {
+	if tok.RequireApproval {
+		return protocol.ApprovalPending
+	}
+	return ""
 }
 
 // delegateToken finds the valid (not revoked) delegate token of an
@@ -175,6 +189,12 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if in.Approval == protocol.ApprovalRejected {
+		m.log.Info("registration refused: the delegate was rejected", "account", in.AccountID, "instance", in.ID,
+			"name", in.Name, "hostname", in.Hostname, "token", tok.Name)
+		refuseRejected(w, in.Name)
+		return
+	}
 	d, applied, err := m.connectInstance(ctx, in, req)
 	if err != nil {
 		m.log.Error("find the delegate's configuration", "err", err)
@@ -182,7 +202,12 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess, exp := m.issueSession(d)
-	m.log.Info("delegate registered", "account", in.AccountID, "instance", in.ID, "name", in.Name, "hostname", in.Hostname, "generation", in.Generation)
+	if in.Approval == protocol.ApprovalPending {
+		m.log.Info("delegate registered, pending approval (legate delegates approve NAME)", "account", in.AccountID, "instance", in.ID,
+			"name", in.Name, "hostname", in.Hostname, "token", tok.Name)
+	} else {
+		m.log.Info("delegate registered", "account", in.AccountID, "instance", in.ID, "name", in.Name, "hostname", in.Hostname, "generation", in.Generation)
+	}
 	writeJSON(w, http.StatusOK, protocol.RegisterResponse{
 		ProtocolVersion:     protocol.Version,
 		InstanceID:          in.ID,
@@ -254,6 +279,7 @@ func (m *Manager) recordInstance(w http.ResponseWriter, r *http.Request, req pro
 		Org:           tok.Org,
 		Project:       tok.Project,
 		Description:   strings.TrimSpace(req.Description),
+		Approval:      approvalRequest(tok),
 	})
 	var conflict *store.IdentityConflictError
 	if errors.As(err, &conflict) {
@@ -280,9 +306,12 @@ func (m *Manager) connectInstance(ctx context.Context, in store.Instance, req pr
 	d := newLive(in)
 	d.touch(m.cfg.Now())
 	d.protocolVersion = req.ProtocolVersion
-	applied, err := m.configurationFor(ctx, in.AccountID, targetOf(d))
-	if err != nil {
-		return nil, nil, err
+	var applied *protocol.AppliedConfiguration
+	if !d.awaitingApproval() { // a pending delegate receives its configuration once approved
+		var err error
+		if applied, err = m.configurationFor(ctx, in.AccountID, targetOf(d)); err != nil {
+			return nil, nil, err
+		}
 	}
 	d.cfgKey, d.cfgKnown = configurationKey(applied), true
 	if applied != nil && req.FreshStart && req.ProtocolVersion >= 3 {
@@ -383,6 +412,11 @@ func (m *Manager) heartbeat(ctx context.Context, d *live, hb protocol.Heartbeat)
 	if unblocked {
 		// Back under its thresholds: offer what waits.
 		m.offerQueued(ctx, d)
+	}
+	if d.awaitingApproval() {
+		// The decision may come from another manager whose broadcast was
+		// lost: the store is the truth.
+		m.refreshApproval(ctx, d)
 	}
 	return protocol.HeartbeatResponse{Seq: hb.Seq, Abort: abort}
 }
@@ -723,6 +757,9 @@ func acquireCheck(t store.Task, d *live) error {
 	}
 	if !d.covers(t.Spec.Org, t.Spec.Project) {
 		return &acquireRefusal{outOfScope: true, msg: "task outside the scope of the delegate's token"}
+	}
+	if t.Status == protocol.StatusQueued && d.approvalState() != "" && d.approvalState() != protocol.ApprovalApproved {
+		return &acquireRefusal{msg: "delegate is pending approval (legate delegates approve " + d.name + ")"}
 	}
 	if t.Status == protocol.StatusRunning && t.InstanceID == d.id && t.StartedAt == nil {
 		return &acquireRefusal{held: true}

@@ -130,20 +130,29 @@ func pruneEvery(after time.Duration) time.Duration {
 }
 
 // pruneLoop removes the delegate instances out of contact for longer than
-// Config.PruneDelegatesAfter, until ctx ends.
+// Config.PruneDelegatesAfter, and the audit records older than
+// Config.AuditRetention, until ctx ends.
 func (m *Manager) pruneLoop(ctx context.Context) {
 	after := m.cfg.PruneDelegatesAfter
-	if after < 0 {
+	if after < 0 && m.cfg.AuditRetention < 0 {
 		return
 	}
-	t := time.NewTicker(pruneEvery(after))
+	every := 10 * time.Minute
+	if after > 0 {
+		every = pruneEvery(after)
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			m.prune(ctx, m.cfg.Now())
+			now := m.cfg.Now()
+			if after >= 0 {
+				m.prune(ctx, now)
+			}
+			m.pruneAudit(ctx, now)
 		}
 	}
 }

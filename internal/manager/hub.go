@@ -64,6 +64,9 @@ type live struct {
 	// warnedRunning: a running list longer than the delegate may run was
 	// logged (once per instance).
 	warnedRunning bool
+	// approval is the decision about the delegate (protocol.Approval*),
+	// "" when its token requires none (approval.go).
+	approval string
 }
 
 func newLive(in store.Instance) *live {
@@ -78,6 +81,7 @@ func newLive(in store.Instance) *live {
 		org:        in.Org,
 		project:    in.Project,
 		capacity:   in.Capacity,
+		approval:   in.Approval,
 		running:    map[string]int64{},
 		pending:    map[string]struct{}{},
 		claimed:    map[string]time.Time{},

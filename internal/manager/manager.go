@@ -61,6 +61,9 @@ type Config struct {
 	// without reading it again: the bound on how long a revocation takes
 	// to reach a manager that missed its broadcast; 0 = 5s.
 	APIKeyCacheTTL time.Duration
+	// AuditRetention is how long the audit log keeps a record; the prune
+	// loop removes older ones. 0 = 90 days, negative = forever.
+	AuditRetention time.Duration
 
 	// HTTP server limits (docs/security.md).
 
@@ -133,6 +136,9 @@ func (c *Config) defaults() {
 	}
 	if c.SweepInterval <= 0 {
 		c.SweepInterval = min(max(c.HeartbeatInterval/10, 100*time.Millisecond), 500*time.Millisecond)
+	}
+	if c.AuditRetention == 0 {
+		c.AuditRetention = 90 * 24 * time.Hour
 	}
 	if c.FollowPollInterval <= 0 {
 		c.FollowPollInterval = time.Second

@@ -126,13 +126,28 @@ func (m *Manager) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 		hash = dummyPasswordHash
 	}
 	ok := access.VerifyPassword(hash, req.Password) && err == nil && p.PasswordHash != "" && p.Kind == protocol.PrincipalUser
+	// A sign-in is recorded whatever its outcome (a refused one names the
+	// user it tried; the limiter above bounds how many a client makes).
+	signIn := store.AuditEvent{AccountID: req.AccountID, Action: "session.create", ResourceType: "session",
+		PrincipalKind: protocol.PrincipalUser, Principal: req.User, Credential: "password", Status: http.StatusUnauthorized}
+	if err == nil {
+		signIn.PrincipalKind, signIn.PrincipalID, signIn.Principal = p.Kind, p.ID, p.Name
+	}
 	if !ok {
 		m.signIns.failed(now, keys...)
 		m.log.Info("sign-in refused", "account", req.AccountID, "user", req.User, "remote", r.RemoteAddr)
+		signIn.Detail = "wrong user name or password"
+		// An unknown user is recorded too (someone tries names), if the
+		// account exists.
+		if _, aerr := m.st.GetAccount(ctx, req.AccountID); err == nil || aerr == nil {
+			m.audit(ctx, r, signIn)
+		}
 		writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "wrong user name or password")
 		return
 	}
 	if p.Disabled {
+		signIn.Detail = "user is disabled"
+		m.audit(ctx, r, signIn)
 		writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "user %s is disabled; an administrator can enable it (legate user enable %s)", p.Name, p.Name)
 		return
 	}
@@ -143,6 +158,9 @@ func (m *Manager) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.log.Info("signed in", "account", p.AccountID, "user", p.Name, "remote", r.RemoteAddr)
+	signIn.Status, signIn.Credential, signIn.CredentialName, signIn.Resource = http.StatusCreated, "session", ws.ID, ws.ID
+	signIn.Detail = ""
+	m.audit(ctx, r, signIn)
 	writeJSON(w, http.StatusCreated, protocol.Session{Token: token, AccountID: p.AccountID, User: p.Name, ExpiresAt: ws.ExpiresAt.UTC()})
 }
 
@@ -155,6 +173,7 @@ func (m *Manager) handleDeleteSession(w http.ResponseWriter, r *http.Request, ac
 		badRequest(w, "this request uses an API key, not a sign-in session: revoke keys with legate apikey revoke")
 		return
 	}
+	auditNamed(r, c.session.ID)
 	if err := m.st.RevokeWebSession(r.Context(), c.session.ID, m.cfg.Now()); err != nil {
 		storeError(w, err, "sign-in session")
 		return

@@ -81,6 +81,7 @@ func (m *Manager) handleCreateUser(w http.ResponseWriter, r *http.Request, acct 
 		return
 	}
 	req.Name, req.Display = strings.TrimSpace(req.Name), strings.TrimSpace(req.Display)
+	auditNamed(r, req.Name)
 	if req.Kind == "" {
 		req.Kind = protocol.PrincipalUser
 	}
@@ -249,6 +250,7 @@ func (m *Manager) handleCreateGroup(w http.ResponseWriter, r *http.Request, acct
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
+	auditNamed(r, req.Name)
 	if !access.ValidName(req.Name) {
 		nameError(w, "group", req.Name)
 		return
@@ -322,10 +324,12 @@ func (m *Manager) handleAddGroupMember(w http.ResponseWriter, r *http.Request, a
 	if !decodeBody(w, r, &req) {
 		return
 	}
+	noteAudit(r.Context(), func(e *store.AuditEvent) { e.Detail = "member " + strings.TrimSpace(req.Member) })
 	m.setMember(w, r, acct, strings.TrimSpace(req.Member), true)
 }
 
 func (m *Manager) handleRemoveGroupMember(w http.ResponseWriter, r *http.Request, acct string) {
+	noteAudit(r.Context(), func(e *store.AuditEvent) { e.Detail = "member " + r.PathValue("member") })
 	m.setMember(w, r, acct, r.PathValue("member"), false)
 }
 
@@ -343,6 +347,7 @@ func (m *Manager) handleCreateRole(w http.ResponseWriter, r *http.Request, acct 
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
+	auditNamed(r, req.Name)
 	if !access.ValidName(req.Name) {
 		nameError(w, "role", req.Name)
 		return
@@ -487,6 +492,7 @@ func (m *Manager) handleCreateBinding(w http.ResponseWriter, r *http.Request, ac
 	if !decodeBody(w, r, &req) {
 		return
 	}
+	auditBinding(r, req)
 	b, ok := m.bindingOfRequest(w, r, acct, req)
 	if !ok {
 		return
@@ -509,8 +515,10 @@ func (m *Manager) handleCreateBinding(w http.ResponseWriter, r *http.Request, ac
 
 func (m *Manager) handleDeleteBinding(w http.ResponseWriter, r *http.Request, acct string) {
 	q := r.URL.Query()
-	b, ok := m.bindingOfRequest(w, r, acct, protocol.Binding{Role: q.Get("role"), SubjectKind: q.Get("subject_kind"),
-		Subject: q.Get("subject"), Org: q.Get("org"), Project: q.Get("project")})
+	req := protocol.Binding{Role: q.Get("role"), SubjectKind: q.Get("subject_kind"),
+		Subject: q.Get("subject"), Org: q.Get("org"), Project: q.Get("project")}
+	auditBinding(r, req)
+	b, ok := m.bindingOfRequest(w, r, acct, req)
 	if !ok {
 		return
 	}

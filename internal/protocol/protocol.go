@@ -40,9 +40,14 @@
 //	  PathBindings), sign-in sessions (PathSessions), API keys owned by a
 //	  user or service account, every admin route checked against the
 //	  caller's roles (403 forbidden names the missing permission), and
-//	  the code rate_limited. Install manifests (issue 12, admin API):
-//	  POST PathManifests with a ManifestRequest answers the text of one
-//	  install artifact (legate manifest KIND).
+//	  the code rate_limited. Delegate approval: tokens that require it
+//	  (CreateTokenRequest.RequireApproval), delegates listed with their
+//	  Approval, POST PathDelegates/{name}/approve and /reject, the code
+//	  delegate_rejected (a rejected delegate stops) and the assignment
+//	  rule pending_approval; the audit log (GET PathAudit). Install
+//	  manifests (issue 12, admin API): POST PathManifests with a
+//	  ManifestRequest answers the text of one install artifact (legate
+//	  manifest KIND).
 package protocol
 
 import (
@@ -119,6 +124,12 @@ const (
 	PathRoles    = "/api/v1/roles"
 	PathBindings = "/api/v1/bindings"
 	PathSessions = "/api/v1/sessions"
+
+	// PathAudit lists the audit log (GET; newest first; query
+	// parameters since, user, resource, limit and the cursor after).
+	// Approvals are POST PathDelegates + "/{name}/approve" and
+	// "/{name}/reject". Since v4 (issue 13).
+	PathAudit = "/api/v1/audit"
 )
 
 // QueryAll is the query parameter of a delegate listing that includes
@@ -499,6 +510,9 @@ type CreateTokenRequest struct {
 	Name    string `json:"name"`
 	Org     string `json:"org,omitempty"`
 	Project string `json:"project,omitempty"`
+	// RequireApproval: delegates that register with the token wait,
+	// listed as pending, until an administrator approves them. Since v4.
+	RequireApproval bool `json:"require_approval,omitempty"`
 }
 
 // Token describes a delegate token. Value is set only when it is created.
@@ -510,6 +524,8 @@ type Token struct {
 	Status    string     `json:"status"`
 	Org       string     `json:"org,omitempty"`
 	Project   string     `json:"project,omitempty"`
+	// RequireApproval: see CreateTokenRequest. Since v4.
+	RequireApproval bool `json:"require_approval,omitempty"`
 }
 
 // Token statuses.
@@ -551,6 +567,76 @@ type Delegate struct {
 	// Configuring names the configuration whose script runs now ("NAME
 	// vVERSION"); the instance takes no task meanwhile. Since v3.
 	Configuring string `json:"configuring,omitempty"`
+	// Approval is ApprovalPending, ApprovalApproved or ApprovalRejected
+	// for a delegate whose token requires approval; empty otherwise. Since
+	// v4.
+	Approval string `json:"approval,omitempty"`
+}
+
+// Approval states of a delegate registered with a token that requires
+// approval.
+const (
+	// ApprovalPending: offered no task and no configuration until approved.
+	ApprovalPending  = "pending"
+	ApprovalApproved = "approved"
+	// ApprovalRejected: refused at its next call (CodeDelegateRejected).
+	ApprovalRejected = "rejected"
+)
+
+// AuditEvent is one record of the audit log: who changed what, when, at
+// which scope, from which address, and how it ended. It never holds a
+// secret value, a token or a key.
+type AuditEvent struct {
+	ID   string    `json:"id"`
+	Time time.Time `json:"time"`
+	// PrincipalKind is PrincipalUser, PrincipalServiceAccount, OwnerAccount
+	// (a key acting as its whole account) or "" when no one was
+	// identified (a failed sign-in names the user it tried in Principal).
+	PrincipalKind string `json:"principal_kind,omitempty"`
+	Principal     string `json:"principal,omitempty"`
+	// Credential is how the caller signed in: "api_key" (CredentialName
+	// is the key's name) or "session" (its ID); "password" for a sign-in.
+	Credential     string `json:"credential,omitempty"`
+	CredentialName string `json:"credential_name,omitempty"`
+	// Action is RESOURCE.VERB, e.g. token.create, delegate.approve.
+	Action       string `json:"action"`
+	ResourceType string `json:"resource_type"`
+	Resource     string `json:"resource,omitempty"`
+	Org          string `json:"org,omitempty"`
+	Project      string `json:"project,omitempty"`
+	// Address is the client's address as the manager's socket saw it.
+	Address string `json:"address,omitempty"`
+	// Outcome is AuditSuccess, AuditDenied (permission) or AuditFailed;
+	// Status the HTTP status of the answer.
+	Outcome string `json:"outcome"`
+	Status  int    `json:"status,omitempty"`
+	// Detail says more: the error message of a failure, the decision's
+	// subject (which instances were approved).
+	Detail string `json:"detail,omitempty"`
+}
+
+// Audit outcomes.
+const (
+	AuditSuccess = "success"
+	AuditDenied  = "denied"
+	AuditFailed  = "failed"
+)
+
+// AuditList answers GET PathAudit. Next, when set, is the cursor of the
+// following page (query parameter after).
+type AuditList struct {
+	Events []AuditEvent `json:"events"`
+	Next   string       `json:"next,omitempty"`
+}
+
+// ApprovalAnswer answers POST PathDelegates/{name}/approve and /reject.
+type ApprovalAnswer struct {
+	Name     string `json:"name"`
+	Approval string `json:"approval"`
+	// Instances are the instances of the delegate the decision applies
+	// to now; replicas that register later with the same name and token
+	// get the same decision.
+	Instances []Delegate `json:"instances"`
 }
 
 // CapabilityEntry is one allowlist or deny-list entry of a delegate.
@@ -749,6 +835,9 @@ const (
 	RuleThreshold        = "threshold"
 	// RuleConfiguring: the delegate runs its configuration script. Since v3.
 	RuleConfiguring = "configuring"
+	// RulePendingApproval: the delegate waits for an administrator's
+	// approval (its token requires it). Since v4.
+	RulePendingApproval = "pending_approval"
 )
 
 // Reason is one rule that excludes a delegate from a task.
@@ -1019,6 +1108,9 @@ const (
 	// CodeRateLimited: too many attempts (sign-ins with a wrong password);
 	// retry after the answer's Retry-After. Since v4 (issue 13).
 	CodeRateLimited Code = "rate_limited"
+	// CodeDelegateRejected: an administrator rejected the delegate (legate
+	// delegates reject); it must stop, not retry. Since v4 (issue 13).
+	CodeDelegateRejected Code = "delegate_rejected"
 )
 
 // Recoverable reports whether an error with this code may succeed if
@@ -1028,7 +1120,8 @@ func (c Code) Recoverable() bool {
 	switch c {
 	case CodeBadRequest, CodeUnauthenticated, CodeTokenRevoked, CodeForbidden,
 		CodeNotFound, CodeConflict, CodeAlreadyClaimed, CodeStaleLease,
-		CodeNotEligible, CodeVersion, CodeTaskTerminal, CodeAPIKeyRevoked, CodeIdentityConflict:
+		CodeNotEligible, CodeVersion, CodeTaskTerminal, CodeAPIKeyRevoked, CodeIdentityConflict,
+		CodeDelegateRejected:
 		return false
 	case CodeSessionExpired: // re-register, then retry
 		return true

@@ -22,15 +22,17 @@ var errRowChanged = errors.New("task changed concurrently")
 
 // --- tokens ------------------------------------------------------------------------
 
-const tokenCols = `id, account_id, name, hash, created_at, revoked_at, org, project`
+const tokenCols = `id, account_id, name, hash, created_at, revoked_at, org, project, require_approval`
 
 func scanToken(r rowScanner) (Token, error) {
 	var t Token
 	var created int64
 	var revoked sql.NullInt64
-	if err := r.Scan(&t.ID, &t.AccountID, &t.Name, &t.Hash, &created, &revoked, &t.Org, &t.Project); err != nil {
+	var approval int
+	if err := r.Scan(&t.ID, &t.AccountID, &t.Name, &t.Hash, &created, &revoked, &t.Org, &t.Project, &approval); err != nil {
 		return Token{}, err
 	}
+	t.RequireApproval = approval != 0
 	t.CreatedAt = fromMicros(created)
 	t.RevokedAt = fromNullMicros(revoked)
 	return t, nil
@@ -40,7 +42,7 @@ func scanToken(r rowScanner) (Token, error) {
 
 const instanceCols = `id, account_id, identity_key, name, hostname, ip, tags, version, type,
 	token_id, capacity, generation, connection, draining, registered_at, last_heartbeat, deregistered_at,
-	org, project, description`
+	org, project, description, approval`
 
 func scanInstance(r rowScanner) (Instance, error) {
 	var in Instance
@@ -50,7 +52,7 @@ func scanInstance(r rowScanner) (Instance, error) {
 	var heartbeat, deregistered sql.NullInt64
 	if err := r.Scan(&in.ID, &in.AccountID, &in.IdentityKey, &in.Name, &in.Hostname, &in.IP, &tags,
 		&in.Version, &in.Type, &in.TokenID, &in.Capacity, &in.Generation, &in.Connection, &draining,
-		&registered, &heartbeat, &deregistered, &in.Org, &in.Project, &in.Description); err != nil {
+		&registered, &heartbeat, &deregistered, &in.Org, &in.Project, &in.Description, &in.Approval); err != nil {
 		return Instance{}, err
 	}
 	var err error

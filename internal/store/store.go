@@ -160,8 +160,8 @@ func (s *Store) GetAccount(ctx context.Context, id string) (Account, error) {
 // CreateToken stores a token. ErrConflict if the account already has a token
 // with that name (revoked tokens keep their name).
 func (s *Store) CreateToken(ctx context.Context, t Token) error {
-	err := s.insert(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		t.ID, t.AccountID, t.Name, t.Hash, micros(t.CreatedAt), nullMicros(t.RevokedAt), t.Org, t.Project)
+	err := s.insert(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		t.ID, t.AccountID, t.Name, t.Hash, micros(t.CreatedAt), nullMicros(t.RevokedAt), t.Org, t.Project, boolInt(t.RequireApproval))
 	if err != nil {
 		return fmt.Errorf("create token %q: %w", t.Name, err)
 	}
@@ -275,13 +275,20 @@ func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, erro
 			return s.w(tx).queryRow(ctx, `SELECT id, generation, token_id FROM instances WHERE account_id = ? AND identity_key = ?`+
 				s.lockClause("FOR UPDATE"), in.AccountID, in.IdentityKey).Scan(&id, &generation, &tokenID)
 		}
+		if in.Approval != "" {
+			state, err := s.approvalOf(ctx, tx, in.AccountID, in.TokenID, in.Name, in.RegisteredAt)
+			if err != nil {
+				return err
+			}
+			in.Approval = state
+		}
 		err := lookup()
 		if errors.Is(err, sql.ErrNoRows) {
 			res, err := s.w(tx).exec(ctx, `INSERT INTO instances (`+instanceCols+`)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 				in.ID, in.AccountID, in.IdentityKey, in.Name, in.Hostname, in.IP, encodeStrings(in.Tags),
 				in.Version, in.Type, in.TokenID, in.Capacity, int64(1), in.Connection, boolInt(in.Draining),
-				micros(in.RegisteredAt), nullMicros(in.LastHeartbeat), nil, in.Org, in.Project, cleanText(in.Description))
+				micros(in.RegisteredAt), nullMicros(in.LastHeartbeat), nil, in.Org, in.Project, cleanText(in.Description), in.Approval)
 			if err != nil {
 				return err
 			}
@@ -344,10 +351,10 @@ func (s *Store) checkRebind(ctx context.Context, tx *sql.Tx, id, boundToken stri
 func (s *Store) updateInstance(ctx context.Context, tx *sql.Tx, id string, generation int64, in Instance) error {
 	_, err := s.w(tx).exec(ctx, `UPDATE instances SET name = ?, hostname = ?, ip = ?, tags = ?,
 	version = ?, type = ?, token_id = ?, capacity = ?, generation = ?, connection = ?, draining = ?,
-	last_heartbeat = ?, deregistered_at = NULL, org = ?, project = ?, description = ? WHERE id = ?`,
+	last_heartbeat = ?, deregistered_at = NULL, org = ?, project = ?, description = ?, approval = ? WHERE id = ?`,
 		in.Name, in.Hostname, in.IP, encodeStrings(in.Tags), in.Version, in.Type, in.TokenID,
 		in.Capacity, generation+1, in.Connection, boolInt(in.Draining), nullMicros(in.LastHeartbeat),
-		in.Org, in.Project, cleanText(in.Description), id)
+		in.Org, in.Project, cleanText(in.Description), in.Approval, id)
 	return err
 }
 

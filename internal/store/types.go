@@ -43,6 +43,9 @@ type Token struct {
 	// the token; empty means account level.
 	Org     string
 	Project string
+	// RequireApproval: delegates that register with the token wait for an
+	// administrator's approval (Instance.Approval).
+	RequireApproval bool
 }
 
 // Instance is one delegate process, identified within its account by
@@ -73,6 +76,12 @@ type Instance struct {
 	RegisteredAt   time.Time
 	LastHeartbeat  *time.Time
 	DeregisteredAt *time.Time
+	// Approval is the decision about the instance's delegate
+	// (protocol.ApprovalPending, ApprovalApproved, ApprovalRejected), or
+	// "" when its token requires none. On UpsertInstance, any non-empty
+	// value asks for approval: the stored decision of the delegate (its
+	// name within its token) is taken, pending when there is none.
+	Approval string
 }
 
 // InstanceTouch is one entry of a batched liveness flush.
