@@ -34,10 +34,11 @@ var forbidden = map[string][]string{
 	"internal/transport": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
 	"internal/certtest":  {"internal/"}, // test helpers
 	"internal/proxytest": {"internal/"},
-	"internal/envguard":  {"internal/"}, // process start-up: standard library only
-	"internal/leaktest":  {"internal/"}, // a test helper: imports nothing from the project
-	"internal/backoff":   {"internal/"}, // retry pacing: standard library only
-	"internal/access":    {"internal/"}, // decisions only: no HTTP, no SQL, nothing of the project
+	"internal/envguard":  {"internal/"},                                                                                                                                           // process start-up: standard library only
+	"internal/leaktest":  {"internal/"},                                                                                                                                           // a test helper: imports nothing from the project
+	"internal/backoff":   {"internal/"},                                                                                                                                           // retry pacing: standard library only
+	"internal/access":    {"internal/"},                                                                                                                                           // decisions only: no HTTP, no SQL, nothing of the project
+	"internal/secretref": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/seal", "internal/access"}, // references only: values come from the caller
 }
 
 type pkgInfo struct {
