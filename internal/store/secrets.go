@@ -183,7 +183,9 @@ type SealReport struct {
 }
 
 // Changed reports whether the pass changed anything.
-func (r SealReport) Changed() bool { return r.SessionKey || r.Sealed > 0 || r.Dropped > 0 || r.Secrets > 0 }
+func (r SealReport) Changed() bool {
+	return r.SessionKey || r.Sealed > 0 || r.Dropped > 0 || r.Secrets > 0
+}
 
 // SealInClear seals what a version before migration 0006 left in clear:
 // the session key and the secret values of queued and running tasks; ended
