@@ -151,6 +151,14 @@ func (m *Manager) routes() []route {
 		{method: "GET", pattern: protocol.PathAPIKeys, admin: m.handleListAPIKeys, rule: rule{self: true}},
 		{method: "POST", pattern: protocol.PathAPIKeys + "/{name}/revoke", body: bodyTiny, admin: m.handleRevokeAPIKey, rule: rule{self: true}},
 
+		// Stored secrets: values go in, never out. The scope of a named
+		// secret is in the query (?org=&project=).
+		{method: "POST", pattern: protocol.PathSecrets, body: bodySecret, admin: m.handleCreateSecret, rule: rule{perm: access.SecretEdit, scope: atBody}},
+		{method: "GET", pattern: protocol.PathSecrets, admin: m.handleListSecrets, rule: rule{perm: access.SecretView, list: true}},
+		{method: "GET", pattern: protocol.PathSecrets + "/{name}", admin: m.handleGetSecret, rule: rule{perm: access.SecretView, scope: atQuery}},
+		{method: "PATCH", pattern: protocol.PathSecrets + "/{name}", body: bodySecret, admin: m.handleUpdateSecret, rule: rule{perm: access.SecretEdit, scope: atQuery}},
+		{method: "DELETE", pattern: protocol.PathSecrets + "/{name}", admin: m.handleDeleteSecret, rule: rule{perm: access.SecretDelete, scope: atQuery}},
+
 		// Users and roles.
 		{method: "POST", pattern: protocol.PathSessions, body: bodySmall, public: m.handleCreateSession},
 		{method: "DELETE", pattern: protocol.PathSessions, admin: m.handleDeleteSession, rule: rule{self: true}},

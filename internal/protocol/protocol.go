@@ -41,6 +41,11 @@
 //	  user or service account, every admin route checked against the
 //	  caller's roles (403 forbidden names the missing permission), and
 //	  the code rate_limited.
+//	  Secrets (issue 13): stored secrets at account, org and project scope
+//	  (PathSecrets); tasks reference them as ${secrets.NAME}, which the
+//	  manager resolves only into the acquire answer, whose Mask lists the
+//	  values it put there for the delegate to mask (a delegate that
+//	  predates Mask masks only SecretEnv values).
 package protocol
 
 import (
@@ -117,6 +122,12 @@ const (
 	PathRoles    = "/api/v1/roles"
 	PathBindings = "/api/v1/bindings"
 	PathSessions = "/api/v1/sessions"
+
+	// PathSecrets is the admin API of stored secrets (since v4, issue 13):
+	// create (POST), list names (GET), and + "/{name}" with the scope in
+	// the query (?org=&project=) get metadata (GET), update the value
+	// (PATCH), delete (DELETE). No route returns a value.
+	PathSecrets = "/api/v1/secrets"
 )
 
 // QueryAll is the query parameter of a delegate listing that includes
@@ -428,6 +439,10 @@ type AcquireResponse struct {
 	Spec   TaskSpec `json:"spec"`
 	// DeadlineMS is the execution timeout the delegate enforces.
 	TimeoutMS int64 `json:"timeout_ms"`
+	// Mask lists the values of the stored secrets the manager put into
+	// Spec in place of ${secrets.NAME} references; the delegate masks them
+	// in the output as it masks SecretEnv values. Since v4 (issue 13).
+	Mask []string `json:"mask,omitempty"`
 }
 
 // StartedRequest reports that the task's process started.
@@ -686,6 +701,40 @@ type CreateConfigurationRequest struct {
 	Selectors []string `json:"selectors,omitempty"`
 	Org       string   `json:"org,omitempty"`
 	Project   string   `json:"project,omitempty"`
+}
+
+// MaxSecretValue bounds a stored secret's value, in bytes.
+const MaxSecretValue = 64 << 10
+
+// Secret is a stored secret as the API shows it: never its value.
+type Secret struct {
+	Name string `json:"name"`
+	// Org and Project are its scope; both empty for the account.
+	Org       string    `json:"org,omitempty"`
+	Project   string    `json:"project,omitempty"`
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// SecretList answers a secret listing: names and scopes only.
+type SecretList struct {
+	Secrets []Secret `json:"secrets"`
+}
+
+// CreateSecretRequest stores a secret. Value is text (UTF-8, no NUL byte),
+// at most MaxSecretValue bytes.
+type CreateSecretRequest struct {
+	Name    string `json:"name"`
+	Org     string `json:"org,omitempty"`
+	Project string `json:"project,omitempty"`
+	Value   string `json:"value"`
+}
+
+// UpdateSecretRequest replaces a secret's value (the scope is in the
+// query of the URL).
+type UpdateSecretRequest struct {
+	Value string `json:"value"`
 }
 
 // UpdateConfigurationRequest changes a configuration; nil fields are kept.

@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/legate-dev/legate/internal/seal"
+	"github.com/legate-dev/legate/internal/secretref"
 )
 
 // Secrets as objects: named values at account, org or project scope that
@@ -169,7 +171,11 @@ func (s *Store) FindSecrets(ctx context.Context, acct, org, project string, name
 // found nowhere. A value that does not open is an error wrapping the seal
 // package's error.
 func (s *Store) SecretValues(ctx context.Context, acct, org, project string, names []string) (map[string]string, []string, error) {
-	found, err := s.lookupSecrets(ctx, acct, org, project, names, true)
+	return s.secretValuesIn(ctx, s.r(nil), acct, org, project, names)
+}
+
+func (s *Store) secretValuesIn(ctx context.Context, h handle, acct, org, project string, names []string) (map[string]string, []string, error) {
+	found, err := lookupSecretsIn(ctx, h, acct, org, project, names, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -196,6 +202,10 @@ type foundSecret struct {
 }
 
 func (s *Store) lookupSecrets(ctx context.Context, acct, org, project string, names []string, withValues bool) (map[string]foundSecret, error) {
+	return lookupSecretsIn(ctx, s.r(nil), acct, org, project, names, withValues)
+}
+
+func lookupSecretsIn(ctx context.Context, h handle, acct, org, project string, names []string, withValues bool) (map[string]foundSecret, error) {
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
@@ -205,7 +215,7 @@ func (s *Store) lookupSecrets(ctx context.Context, acct, org, project string, na
 	rank := map[string]int{}
 	// One query: every secret of the account at one of the task's scopes
 	// (a handful of rows); the names are filtered here.
-	rows, err := s.r(nil).query(ctx, `SELECT `+secretCols+`, value FROM secrets
+	rows, err := h.query(ctx, `SELECT `+secretCols+`, value FROM secrets
 	WHERE account_id = ? AND ((org = '' AND project = '') OR (org = ? AND project = '') OR (org = ? AND project = ?))`,
 		acct, org, org, project)
 	if err != nil {
@@ -244,6 +254,49 @@ func (s *Store) lookupSecrets(ctx context.Context, acct, org, project string, na
 		return nil, fmt.Errorf("look up secrets: %w", err)
 	}
 	return out, nil
+}
+
+// MissingSecretsError reports references of a task that no stored
+// secret answers: deleted after the task was submitted.
+type MissingSecretsError struct {
+	Names        []string
+	Org, Project string
+}
+
+func (e *MissingSecretsError) Error() string {
+	var looked []string
+	for _, sc := range lookupScopes(e.Org, e.Project) {
+		looked = append(looked, scopeText(sc[0], sc[1]))
+	}
+	what := "secret " + e.Names[0] + " was"
+	if len(e.Names) > 1 {
+		what = "secrets " + strings.Join(e.Names, ", ") + " were"
+	}
+	return fmt.Sprintf("%s deleted after the task was submitted (looked in %s); create it again (legate secret create) and run the task again",
+		what, strings.Join(looked, ", then "))
+}
+
+// referencedSecrets returns the values of the stored secrets t's spec
+// references (nil for none), read in the claim's transaction.
+func (s *Store) referencedSecrets(ctx context.Context, h handle, t Task) (map[string]string, error) {
+	if !secretref.Uses(t.Spec) {
+		return nil, nil
+	}
+	names, err := secretref.SpecNames(t.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	if len(names) == 0 {
+		return nil, nil // escapes only
+	}
+	values, missing, err := s.secretValuesIn(ctx, h, t.AccountID, t.Spec.Org, t.Spec.Project, names)
+	if err != nil {
+		return nil, err
+	}
+	if len(missing) > 0 {
+		return nil, &MissingSecretsError{Names: missing, Org: t.Spec.Org, Project: t.Spec.Project}
+	}
+	return values, nil
 }
 
 // scopeText names a scope in messages.
