@@ -36,6 +36,9 @@ func TestSecretReferencesResolveOnlyForTheAcquirer(t *testing.T) {
 			t.Errorf("%s: %d %s, want 400 saying %q", bad.body, st, b, bad.want)
 		}
 	}
+	if st, b := tm.api(t, admin, "POST", protocol.PathConnectors, `{"name":"c","url":"https://h/?k=${secrets.TOKEN}"}`); st != 400 || !strings.Contains(b, "cannot reference a secret") {
+		t.Errorf("connector with a reference: %d %s", st, b)
+	}
 	tok, err := tm.client(t, admin).CreateToken(ctx, "t")
 	if err != nil {
 		t.Fatal(err)
