@@ -221,6 +221,13 @@ func TestMasterKeyFileAndRotation(t *testing.T) {
 		t.Fatalf("task: %s %s", task.Status, task.Error)
 	}
 	laterID := c.submitDetached("--selector", "later", "--queue-timeout", "10m", "--script", hashScript, "--secret-env", "S="+later)
+	// A stored secret, re-sealed by the rotation too.
+	stored := uniqueSecret(t, "stored")
+	storedFile := filepath.Join(t.TempDir(), "stored")
+	if err := os.WriteFile(storedFile, []byte(stored), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.mustCLI("secret", "create", "ROT", "--from-file", storedFile)
 	c.stopManager()
 
 	if err := os.Chmod(keyFile, 0o644); err != nil {
@@ -254,7 +261,7 @@ func TestMasterKeyFileAndRotation(t *testing.T) {
 	}
 	out := rotate()
 	ids = keyFileIDs(t, keyFile)
-	if len(ids) != 2 || ids[1] != keyA || !strings.Contains(out, "new primary key "+ids[0]) {
+	if len(ids) != 2 || ids[1] != keyA || !strings.Contains(out, "new primary key "+ids[0]) || !strings.Contains(out, "1 stored secrets") {
 		t.Fatalf("after rotate-key the key file holds %v; output:\n%s", ids, out)
 	}
 	keyB := ids[0]
@@ -278,7 +285,9 @@ func TestMasterKeyFileAndRotation(t *testing.T) {
 	fourth := uniqueSecret(t, "fourth")
 	id := c.submitDetached("--script", hashScript, "--secret-env", "S="+fourth, "--selector", "rot-host")
 	c.waitSucceeded(id, hashOf(fourth))
-	assertNoSecretInDatabase(t, c.data, "after the rotation", first, later, third, fourth)
+	id = c.submitDetached("--script", hashScript, "--env", "S=${secrets.ROT}", "--selector", "rot-host")
+	c.waitSucceeded(id, hashOf(stored))
+	assertNoSecretInDatabase(t, c.data, "after the rotation", first, later, third, fourth, stored)
 }
 
 // TestDevModeSealsTransparently: legate dev makes its key file in its data

@@ -263,7 +263,7 @@ func describeReseal(r store.SealReport) string {
 	if r.SessionKey {
 		parts = append(parts, "the session key")
 	}
-	parts = append(parts, fmt.Sprintf("the secret values of %d tasks", r.Sealed))
+	parts = append(parts, fmt.Sprintf("the secret values of %d tasks", r.Sealed), fmt.Sprintf("%d stored secrets", r.Secrets))
 	if r.Dropped > 0 {
 		parts = append(parts, fmt.Sprintf("(and dropped those of %d ended tasks)", r.Dropped))
 	}

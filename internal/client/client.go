@@ -595,6 +595,70 @@ func (c *Client) DeleteConfiguration(ctx context.Context, name string) error {
 	return c.do(ctx, &call{op: op, method: http.MethodDelete, path: protocol.PathConfigurations + "/" + seg(name)})
 }
 
+// secretQuery names a secret's scope in the query of its URL.
+func secretQuery(org, project string) url.Values {
+	q := url.Values{}
+	if org != "" {
+		q.Set("org", org)
+	}
+	if project != "" {
+		q.Set("project", project)
+	}
+	return q
+}
+
+// CreateSecret stores a secret; the answer never carries its value.
+func (c *Client) CreateSecret(ctx context.Context, req protocol.CreateSecretRequest) (protocol.Secret, error) {
+	const op = "create secret"
+	if err := requireID(op, "secret name", req.Name); err != nil {
+		return protocol.Secret{}, err
+	}
+	var out protocol.Secret
+	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: protocol.PathSecrets, in: req, out: &out})
+	return out, err
+}
+
+// ListSecrets lists the account's secrets the caller may view: names and
+// scopes, never values.
+func (c *Client) ListSecrets(ctx context.Context) (protocol.SecretList, error) {
+	var out protocol.SecretList
+	err := c.do(ctx, &call{op: "list secrets", method: http.MethodGet, path: protocol.PathSecrets, out: &out})
+	return out, err
+}
+
+// GetSecret returns a secret's metadata (never its value).
+func (c *Client) GetSecret(ctx context.Context, name, org, project string) (protocol.Secret, error) {
+	const op = "get secret"
+	if err := requireID(op, "secret name", name); err != nil {
+		return protocol.Secret{}, err
+	}
+	var out protocol.Secret
+	err := c.do(ctx, &call{op: op, method: http.MethodGet, path: protocol.PathSecrets + "/" + seg(name),
+		query: secretQuery(org, project), out: &out})
+	return out, err
+}
+
+// UpdateSecret replaces a secret's value and returns its metadata.
+func (c *Client) UpdateSecret(ctx context.Context, name, org, project, value string) (protocol.Secret, error) {
+	const op = "update secret"
+	if err := requireID(op, "secret name", name); err != nil {
+		return protocol.Secret{}, err
+	}
+	var out protocol.Secret
+	err := c.do(ctx, &call{op: op, method: http.MethodPatch, path: protocol.PathSecrets + "/" + seg(name),
+		query: secretQuery(org, project), in: protocol.UpdateSecretRequest{Value: value}, out: &out})
+	return out, err
+}
+
+// DeleteSecret deletes a secret.
+func (c *Client) DeleteSecret(ctx context.Context, name, org, project string) error {
+	const op = "delete secret"
+	if err := requireID(op, "secret name", name); err != nil {
+		return err
+	}
+	return c.do(ctx, &call{op: op, method: http.MethodDelete, path: protocol.PathSecrets + "/" + seg(name), query: secretQuery(org, project)})
+}
+
 // SubmitTask queues a task.
 func (c *Client) SubmitTask(ctx context.Context, spec protocol.TaskSpec) (protocol.Task, error) {
 	var out protocol.Task

@@ -118,6 +118,26 @@ func TestExitStatusEnvironmentMaskingAndTimeout(t *testing.T) {
 			}
 		})
 	}
+	t.Run("stored secrets referenced in the script and env are masked", func(t *testing.T) {
+		t.Parallel()
+		const stored = "stored-secret-value-42"
+		if _, err := tm.api.CreateSecret(context.Background(), protocol.CreateSecretRequest{Name: "STORED", Value: stored}); err != nil {
+			t.Fatal(err)
+		}
+		task := tm.submit(t, protocol.TaskSpec{
+			Shell: &protocol.ShellSpec{Script: `echo "script=${secrets.STORED} env=$FROM_SECRET"` + "\n" +
+				`printf '%s' '${secrets.STORED}' | base64` + "\n" + `echo 'literal=$${secrets.STORED}'` + "\n"},
+			Env: map[string]string{"FROM_SECRET": "${secrets.STORED}"},
+		})
+		out, _, final := tm.logs(t, task.ID, true)
+		if final.Status != protocol.StatusSucceeded {
+			t.Fatalf("task ended %s (%q)", final.Status, final.Error)
+		}
+		want := "script=" + mask.Replacement + " env=" + mask.Replacement + "\n" + mask.Replacement + "\nliteral=${secrets.STORED}\n"
+		if out != want {
+			t.Fatalf("output %q, want %q", out, want)
+		}
+	})
 	t.Run("timeout ends the task timed_out and kills it", func(t *testing.T) {
 		t.Parallel()
 		pidFile := filepath.Join(t.TempDir(), "pid")

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/legate-dev/legate/internal/config"
+	"github.com/legate-dev/legate/internal/protocol"
 )
 
 // taskEnv returns the base environment of task processes from the
@@ -72,11 +73,13 @@ func ownSecrets(cfg config.Delegate, env []string, extra []string) []string {
 }
 
 // secretsToMask returns what a task's output is masked for: the values of
-// its secret environment variables and the delegate's own credentials.
-func (a *Agent) secretsToMask(secretEnv map[string]string) []string {
-	out := make([]string, 0, len(secretEnv)+len(a.ownSecrets))
-	for _, v := range secretEnv {
+// its secret environment variables, of the stored secrets the manager
+// resolved into it (acq.Mask), and the delegate's own credentials.
+func (a *Agent) secretsToMask(acq protocol.AcquireResponse) []string {
+	out := make([]string, 0, len(acq.Spec.SecretEnv)+len(acq.Mask)+len(a.ownSecrets))
+	for _, v := range acq.Spec.SecretEnv {
 		out = append(out, v)
 	}
+	out = append(out, acq.Mask...)
 	return append(out, a.ownSecrets...)
 }

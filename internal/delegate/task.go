@@ -148,7 +148,7 @@ func (a *Agent) claim(ctx context.Context, id string, gen int64) (protocol.Acqui
 func (a *Agent) execute(ctx context.Context, log logger, id string, acq protocol.AcquireResponse,
 	cancel context.CancelCauseFunc) (protocol.ResultRequest, error) {
 	ship := newShipper(a, id, acq.Epoch, cancel)
-	secrets := a.secretsToMask(acq.Spec.SecretEnv)
+	secrets := a.secretsToMask(acq)
 	out := mask.New(ship, secrets)
 	dir := taskDir(a.opts.WorkDir, id)
 	env := append(append([]string{}, a.opts.TaskEnv...), "LEGATE_TASK_ID="+id)

@@ -104,7 +104,11 @@ var (
 	// atQuery: ?org=&project=.
 	atQuery = scopeSource{"query", func(_ *Manager, r *http.Request, _ string) ([]access.Resource, error) {
 		q := r.URL.Query()
-		return res(resourceKind(r), q.Get("role"), access.Scope{Org: q.Get("org"), Project: q.Get("project")}), nil
+		name := q.Get("role")
+		if name == "" {
+			name = r.PathValue("name")
+		}
+		return res(resourceKind(r), name, access.Scope{Org: q.Get("org"), Project: q.Get("project")}), nil
 	}}
 	// atOrgPath: the org of the path (a project is created or deleted
 	// within its org).
@@ -186,23 +190,25 @@ func peekBody(r *http.Request) ([]byte, error) {
 }
 
 // taskUses: a task that uses a connector needs connector:access at the
-// task's scope. (Secrets add secret:access here.)
-func taskUses(_ *Manager, r *http.Request, _ string) ([]need, error) {
+// task's scope; one that references stored secrets needs secret:access on
+// each at the scope it resolves to (secretNeeds).
+func taskUses(m *Manager, r *http.Request, acct string) ([]need, error) {
 	body, err := peekBody(r)
 	if err != nil {
 		return nil, err
 	}
-	var spec struct {
-		Org       string `json:"org"`
-		Project   string `json:"project"`
-		Connector string `json:"connector"`
+	var spec protocol.TaskSpec
+	_ = json.Unmarshal(body, &spec) // the handler reports a bad body
+	var out []need
+	if spec.Connector != "" {
+		out = append(out, need{access.ConnectorAccess, access.Resource{Kind: "connector", Name: spec.Connector,
+			Scope: access.Scope{Org: strings.TrimSpace(spec.Org), Project: strings.TrimSpace(spec.Project)}}})
 	}
-	_ = json.Unmarshal(body, &spec)
-	if spec.Connector == "" {
-		return nil, nil
+	secrets, err := m.secretNeeds(r.Context(), acct, spec)
+	if err != nil {
+		return nil, err
 	}
-	return []need{{access.ConnectorAccess, access.Resource{Kind: "connector", Name: spec.Connector,
-		Scope: access.Scope{Org: strings.TrimSpace(spec.Org), Project: strings.TrimSpace(spec.Project)}}}}, nil
+	return append(out, secrets...), nil
 }
 
 // caller is who makes an admin request.

@@ -153,6 +153,11 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 	}
 	ensureBinding()
 	tm.mustAPI(t, admin, "POST", protocol.PathAPIKeys, `{"name":"spare","owner":"victim"}`, 201)
+	ensureSecret := func() {
+		tm.mustAPI(t, admin, "POST", protocol.PathSecrets, `{"name":"S_P1","org":"o1","project":"p1","value":"v"}`, 201, 409)
+	}
+	ensureSecret()
+	secretP := protocol.PathSecrets + "/S_P1?org=o1&project=p1"
 
 	taskP := protocol.PathTasks + "/" + task.ID
 	fixtures := map[string]accessFixture{
@@ -209,6 +214,11 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 		"GET " + protocol.PathBindings:                               {path: protocol.PathBindings},
 		"DELETE " + protocol.PathBindings:                            {path: protocol.PathBindings + "?role=viewer&subject_kind=user&subject=victim&org=o1&project=p1", at: p1, ensure: ensureBinding},
 		"POST " + protocol.PathManifests:                             {path: protocol.PathManifests, body: `{"kind":"docker","token":"tok","org":"o1","project":"p1"}`, at: p1},
+		"POST " + protocol.PathSecrets:                               {path: protocol.PathSecrets, body: `{"name":"S_NEW","org":"o1","project":"p1","value":"v"}`, at: p1},
+		"GET " + protocol.PathSecrets:                                {path: protocol.PathSecrets},
+		"GET " + protocol.PathSecrets + "/{name}":                    {path: secretP, at: p1, ensure: ensureSecret},
+		"PATCH " + protocol.PathSecrets + "/{name}":                  {path: secretP, body: `{"value":"v2"}`, at: p1, ensure: ensureSecret},
+		"DELETE " + protocol.PathSecrets + "/{name}":                 {path: secretP, at: p1, ensure: ensureSecret},
 	}
 
 	// A user per built-in role and binding scope: the account, the
@@ -351,6 +361,63 @@ func TestAccessScenarios(t *testing.T) {
 		tm.mustAPI(t, member, "POST", protocol.PathTasks, body, 201)
 		if st, b := tm.api(t, member, "POST", protocol.PathTasks, strings.Replace(body, "p1", "p2", 1)); st != 403 || !strings.Contains(b, "task:run") {
 			t.Errorf("project member runs in another project: %d %s", st, b)
+		}
+	})
+	t.Run("a delegate admin without secret access cannot run a task that uses a secret", func(t *testing.T) {
+		tm.mustAPI(t, admin, "POST", protocol.PathSecrets, `{"name":"DEPLOY_KEY","org":"o1","value":"org-value"}`, 201)
+		tm.mustAPI(t, admin, "POST", protocol.PathSecrets, `{"name":"P2_ONLY","org":"o1","project":"p2","value":"p2-value"}`, 201)
+		// A delegate admin who may also run tasks in p1 (the built-in role
+		// alone runs none): a plain task runs, one that uses a secret not.
+		dela := tm.userKey(t, "dela", access.RoleDelegateAdmin, p1)
+		tm.mustAPI(t, admin, "POST", protocol.PathBindings, `{"role":"runner","subject_kind":"user","subject":"dela","org":"o1","project":"p1"}`, 201)
+		tm.mustAPI(t, dela, "POST", protocol.PathTasks, `{"type":"shell","shell":{"script":"true"},"org":"o1","project":"p1"}`, 201)
+		uses := `{"type":"shell","shell":{"script":"deploy --key ${secrets.DEPLOY_KEY}"},"org":"o1","project":"p1"}`
+		st, b := tm.api(t, dela, "POST", protocol.PathTasks, uses)
+		if st != 403 || !strings.Contains(b, "secret:access") || !strings.Contains(b, `secret \"DEPLOY_KEY\"`) || !strings.Contains(b, "org o1") {
+			t.Errorf("delegate admin without secret access: %d %s", st, b)
+		}
+		// In an env value or an HTTP header just the same.
+		for _, body := range []string{
+			`{"type":"shell","shell":{"script":"true"},"env":{"K":"${secrets.DEPLOY_KEY}"},"org":"o1","project":"p1"}`,
+			`{"type":"http","http":{"url":"http://127.0.0.1:1/","headers":{"Authorization":"Bearer ${secrets.DEPLOY_KEY}"}},"org":"o1","project":"p1"}`,
+		} {
+			if st, b := tm.api(t, dela, "POST", protocol.PathTasks, body); st != 403 || !strings.Contains(b, "secret:access") {
+				t.Errorf("%s: %d %s", body, st, b)
+			}
+		}
+		// secret:access bound at the secret's org lets the task run.
+		tm.mustAPI(t, admin, "POST", protocol.PathRoles, `{"name":"secret-user","permissions":["secret:access"]}`, 201)
+		tm.mustAPI(t, admin, "POST", protocol.PathBindings, `{"role":"secret-user","subject_kind":"user","subject":"dela","org":"o1"}`, 201)
+		tm.mustAPI(t, dela, "POST", protocol.PathTasks, uses, 201)
+		// Another project's secret is not the task's to use, and an unknown
+		// name is refused with the scopes looked in.
+		st, b = tm.api(t, dela, "POST", protocol.PathTasks, `{"type":"shell","shell":{"script":"echo ${secrets.P2_ONLY}"},"org":"o1","project":"p1"}`)
+		if st != 400 || !strings.Contains(b, "unknown secret P2_ONLY") || !strings.Contains(b, "looked in project o1/p1, then org o1, then the account") {
+			t.Errorf("a p1 task using p2's secret: %d %s", st, b)
+		}
+		st, b = tm.api(t, dela, "POST", protocol.PathTasks, `{"type":"shell","shell":{"script":"echo ${secrets.bad-name}"},"org":"o1","project":"p1"}`)
+		if st != 400 || !strings.Contains(b, "script: malformed secret reference") {
+			t.Errorf("malformed reference: %d %s", st, b)
+		}
+		// A viewer lists the names at the scopes it views; no answer
+		// carries a value.
+		tm.mustAPI(t, member, "POST", protocol.PathSecrets, `{"name":"P1_ONLY","org":"o1","project":"p1","value":"p1-value"}`, 201)
+		list := tm.mustAPI(t, viewer, "GET", protocol.PathSecrets, "", 200)
+		all := tm.mustAPI(t, admin, "GET", protocol.PathSecrets, "", 200)
+		get := tm.mustAPI(t, member, "GET", protocol.PathSecrets+"/P1_ONLY?org=o1&project=p1", "", 200)
+		for _, answer := range []string{list, all, get} {
+			if strings.Contains(answer, "-value") || strings.Contains(answer, `"value"`) {
+				t.Errorf("an answer carries a secret value: %s", answer)
+			}
+		}
+		if !strings.Contains(list, "P1_ONLY") || strings.Contains(list, "P2_ONLY") || strings.Contains(list, "DEPLOY_KEY") {
+			t.Errorf("a viewer of p1 lists %s; want p1's P1_ONLY alone", list)
+		}
+		if !strings.Contains(all, "P2_ONLY") || !strings.Contains(all, "DEPLOY_KEY") {
+			t.Errorf("the admin lists %s", all)
+		}
+		if st, b := tm.api(t, member, "GET", protocol.PathSecrets+"/DEPLOY_KEY?org=o1", ""); st != 403 || !strings.Contains(b, "secret:view") {
+			t.Errorf("a project admin reads the org's secret's metadata: %d %s", st, b)
 		}
 	})
 	t.Run("a disabled user is refused at once", func(t *testing.T) {

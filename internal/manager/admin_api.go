@@ -386,6 +386,10 @@ func (m *Manager) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
+	if err := m.checkSecretRefs(r.Context(), acct, spec); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
 	now := m.cfg.Now()
 	t := store.Task{
 		ID: newID("t_"), AccountID: acct, Spec: spec, Status: protocol.StatusQueued,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/secretref"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -293,6 +294,13 @@ func (m *Manager) handleCreateConnector(w http.ResponseWriter, r *http.Request, 
 			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 			return
 		}
+	}
+	if secretref.Has(req.URL) {
+		// The URL is stored and shown as it is, and probed by delegates as
+		// a capability: it must not carry credentials.
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest,
+			"a connector's url cannot reference a secret: it is shown by legate connector get and probed by delegates as it is; put credentials in the task that uses the connector (a header or environment value with ${secrets.NAME})")
+		return
 	}
 	u, err := url.Parse(strings.TrimSpace(req.URL))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -696,12 +696,22 @@ func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live)
 		Check: func(t store.Task) error { return acquireCheck(t, d) },
 	}, m.cfg.Now())
 	var refused *acquireRefusal
+	var missing *store.MissingSecretsError
 	switch {
+	case errors.As(err, &missing) && t.AccountID == d.accountID:
+		m.failMissingSecrets(ctx, w, t, missing)
+		return
 	case errors.As(err, &refused) && refused.held:
 		// The same delegate asks again: the answer to its claim was lost.
 		// Acquire is idempotent for the holder until the task starts.
+		resp, err := acquireAnswer(t)
+		if err != nil {
+			m.log.Error("cannot hand a task to a delegate: its secret references do not resolve", "task", id, "err", err)
+			writeError(w, http.StatusInternalServerError, protocol.CodeInternal, "task %s: internal error", id)
+			return
+		}
 		d.setRunning(t.ID, t.Epoch, m.cfg.Now())
-		writeJSON(w, http.StatusOK, protocol.AcquireResponse{TaskID: t.ID, Epoch: t.Epoch, Spec: t.Spec, TimeoutMS: t.TimeoutMS})
+		writeJSON(w, http.StatusOK, resp)
 		return
 	case errors.As(err, &refused) && t.AccountID != d.accountID:
 		storeError(w, store.ErrNotFound, "task "+id)
@@ -725,10 +735,16 @@ func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live)
 		return
 	}
 	m.queue.drop(id)
+	resp, err := acquireAnswer(t)
+	if err != nil {
+		// Cannot happen: the store read every value the spec references.
+		m.log.Error("cannot hand a task to a delegate: its secret references do not resolve", "task", id, "err", err)
+		writeError(w, http.StatusInternalServerError, protocol.CodeInternal, "task %s: internal error", id)
+		return
+	}
 	d.setRunning(t.ID, t.Epoch, m.cfg.Now())
-	timeout := time.Duration(t.TimeoutMS) * time.Millisecond
 	m.log.Debug("task acquired", "task", t.ID, "instance", d.id, "epoch", t.Epoch)
-	writeJSON(w, http.StatusOK, protocol.AcquireResponse{TaskID: t.ID, Epoch: t.Epoch, Spec: t.Spec, TimeoutMS: timeout.Milliseconds()})
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // acquireRefusal ends a claim before the store decides: the delegate

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -701,5 +703,26 @@ func TestRestartedDelegateReconcilesItsTasks(t *testing.T) {
 	}
 	if got, _ := a.GetTask(ctx, kept.ID); got.Status != protocol.StatusRunning || got.Attempts != 1 {
 		t.Errorf("task the new process still runs: %s (attempts %d), want running", got.Status, got.Attempts)
+	}
+}
+
+// TestNoParallelTests: the leak check of each test (checkLeaks) counts
+// every goroutine running manager code as its own, so tests of this
+// package must not run in parallel.
+func TestNoParallelTests(t *testing.T) {
+	files, err := filepath.Glob("*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if strings.TrimSpace(line) == "t.Parallel()" {
+				t.Errorf("%s:%d: t.Parallel(): the tests of package manager run one at a time (see checkLeaks)", f, i+1)
+			}
+		}
 	}
 }

@@ -17,7 +17,6 @@ import (
 // at and the release image of the manager's version (the CLI uses this
 // route, so CLI and API output are the same by construction).
 func TestManifestRouteIsTheGenerator(t *testing.T) {
-	t.Parallel()
 	tm := startTestManager(t, Config{Version: "v1.4.0"})
 	c := tm.client(t, tm.admin.APIKey)
 	for _, kind := range manifest.Kinds() {
@@ -51,7 +50,6 @@ func TestManifestRouteIsTheGenerator(t *testing.T) {
 }
 
 func TestManifestRouteRefusals(t *testing.T) {
-	t.Parallel()
 	tm := startTestManager(t, Config{})
 	c := tm.client(t, tm.admin.APIKey)
 	_, err := c.Manifest(t.Context(), protocol.ManifestRequest{Kind: "nomad", Token: "t"})

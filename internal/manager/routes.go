@@ -157,6 +157,14 @@ func (m *Manager) routes() []route {
 		{method: "GET", pattern: protocol.PathAPIKeys, admin: m.handleListAPIKeys, rule: rule{self: true}},
 		{method: "POST", pattern: protocol.PathAPIKeys + "/{name}/revoke", body: bodyTiny, admin: m.handleRevokeAPIKey, rule: rule{self: true}, audit: "apikey.revoke"},
 
+		// Stored secrets: values go in, never out. The scope of a named
+		// secret is in the query (?org=&project=).
+		{method: "POST", pattern: protocol.PathSecrets, body: bodySecret, admin: m.handleCreateSecret, rule: rule{perm: access.SecretEdit, scope: atBody}, audit: "secret.create"},
+		{method: "GET", pattern: protocol.PathSecrets, admin: m.handleListSecrets, rule: rule{perm: access.SecretView, list: true}},
+		{method: "GET", pattern: protocol.PathSecrets + "/{name}", admin: m.handleGetSecret, rule: rule{perm: access.SecretView, scope: atQuery}},
+		{method: "PATCH", pattern: protocol.PathSecrets + "/{name}", body: bodySecret, admin: m.handleUpdateSecret, rule: rule{perm: access.SecretEdit, scope: atQuery}, audit: "secret.update"},
+		{method: "DELETE", pattern: protocol.PathSecrets + "/{name}", admin: m.handleDeleteSecret, rule: rule{perm: access.SecretDelete, scope: atQuery}, audit: "secret.delete"},
+
 		// Users and roles.
 		{method: "POST", pattern: protocol.PathSessions, body: bodySmall, public: m.handleCreateSession},
 		{method: "DELETE", pattern: protocol.PathSessions, admin: m.handleDeleteSession, rule: rule{self: true}, audit: "session.delete"},

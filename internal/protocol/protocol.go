@@ -48,6 +48,11 @@
 //	  manifests (issue 12, admin API): POST PathManifests with a
 //	  ManifestRequest answers the text of one install artifact (legate
 //	  manifest KIND).
+//	  Secrets (issue 13): stored secrets at account, org and project scope
+//	  (PathSecrets); tasks reference them as ${secrets.NAME}, which the
+//	  manager resolves only into the acquire answer, whose Mask lists the
+//	  values it put there for the delegate to mask (a delegate that
+//	  predates Mask masks only SecretEnv values).
 package protocol
 
 import (
@@ -130,6 +135,12 @@ const (
 	// Approvals are POST PathDelegates + "/{name}/approve" and
 	// "/{name}/reject". Since v4 (issue 13).
 	PathAudit = "/api/v1/audit"
+
+	// PathSecrets is the admin API of stored secrets (since v4, issue 13):
+	// create (POST), list names (GET), and + "/{name}" with the scope in
+	// the query (?org=&project=) get metadata (GET), update the value
+	// (PATCH), delete (DELETE). No route returns a value.
+	PathSecrets = "/api/v1/secrets"
 )
 
 // QueryAll is the query parameter of a delegate listing that includes
@@ -441,6 +452,10 @@ type AcquireResponse struct {
 	Spec   TaskSpec `json:"spec"`
 	// DeadlineMS is the execution timeout the delegate enforces.
 	TimeoutMS int64 `json:"timeout_ms"`
+	// Mask lists the values of the stored secrets the manager put into
+	// Spec in place of ${secrets.NAME} references; the delegate masks them
+	// in the output as it masks SecretEnv values. Since v4 (issue 13).
+	Mask []string `json:"mask,omitempty"`
 }
 
 // StartedRequest reports that the task's process started.
@@ -774,6 +789,40 @@ type CreateConfigurationRequest struct {
 	Selectors []string `json:"selectors,omitempty"`
 	Org       string   `json:"org,omitempty"`
 	Project   string   `json:"project,omitempty"`
+}
+
+// MaxSecretValue bounds a stored secret's value, in bytes.
+const MaxSecretValue = 64 << 10
+
+// Secret is a stored secret as the API shows it: never its value.
+type Secret struct {
+	Name string `json:"name"`
+	// Org and Project are its scope; both empty for the account.
+	Org       string    `json:"org,omitempty"`
+	Project   string    `json:"project,omitempty"`
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// SecretList answers a secret listing: names and scopes only.
+type SecretList struct {
+	Secrets []Secret `json:"secrets"`
+}
+
+// CreateSecretRequest stores a secret. Value is text (UTF-8, no NUL byte),
+// at most MaxSecretValue bytes.
+type CreateSecretRequest struct {
+	Name    string `json:"name"`
+	Org     string `json:"org,omitempty"`
+	Project string `json:"project,omitempty"`
+	Value   string `json:"value"`
+}
+
+// UpdateSecretRequest replaces a secret's value (the scope is in the
+// query of the URL).
+type UpdateSecretRequest struct {
+	Value string `json:"value"`
 }
 
 // UpdateConfigurationRequest changes a configuration; nil fields are kept.

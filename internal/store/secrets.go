@@ -177,10 +177,15 @@ type SealReport struct {
 	Sealed int
 	// Dropped counts the ended tasks whose secret values were dropped.
 	Dropped int
+	// Secrets counts the stored secrets (legate secret) re-sealed with the
+	// primary key.
+	Secrets int
 }
 
 // Changed reports whether the pass changed anything.
-func (r SealReport) Changed() bool { return r.SessionKey || r.Sealed > 0 || r.Dropped > 0 }
+func (r SealReport) Changed() bool {
+	return r.SessionKey || r.Sealed > 0 || r.Dropped > 0 || r.Secrets > 0
+}
 
 // SealInClear seals what a version before migration 0006 left in clear:
 // the session key and the secret values of queued and running tasks; ended
@@ -243,6 +248,11 @@ func (s *Store) Reseal(ctx context.Context) (SealReport, error) {
 	}
 	if err := s.walkSecrets(ctx, true, &rep); err != nil {
 		return rep, fmt.Errorf("re-seal secret values: %w", err)
+	}
+	n, err := s.resealSecretObjects(ctx)
+	rep.Secrets = n
+	if err != nil {
+		return rep, fmt.Errorf("re-seal stored secrets: %w", err)
 	}
 	return rep, nil
 }
@@ -377,7 +387,8 @@ func (s *Store) resealRow(ctx context.Context, tx *sql.Tx, id, status, specText,
 }
 
 // SealedKeys counts the values the database holds per key that sealed
-// them (the session key and each task's secret values count one each);
+// them (the session key, each task's secret values and each stored secret
+// count one each);
 // values in clear count under "". What a rotation checks before it drops
 // the old keys: a full read of the tasks table's secret columns.
 func (s *Store) SealedKeys(ctx context.Context) (map[string]int, error) {
@@ -398,7 +409,8 @@ func (s *Store) SealedKeys(ctx context.Context) (map[string]int, error) {
 	} else if ok {
 		count(v)
 	}
-	rows, err := s.r(nil).query(ctx, `SELECT substr(secrets, 1, ?), COUNT(*) FROM tasks WHERE secrets <> '' GROUP BY 1`, prefixLen)
+	rows, err := s.r(nil).query(ctx, `SELECT substr(secrets, 1, ?), COUNT(*) FROM tasks WHERE secrets <> '' GROUP BY 1
+	UNION ALL SELECT substr(value, 1, ?), COUNT(*) FROM secrets GROUP BY 1`, prefixLen, prefixLen)
 	if err != nil {
 		return nil, fmt.Errorf("count sealed values: %w", err)
 	}

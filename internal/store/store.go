@@ -619,7 +619,11 @@ func (s *Store) QueuedPastDeadline(ctx context.Context, now time.Time, limit int
 // with the store's keys: the only read that does, and only for the claimer
 // that holds the task (the winner, or the holder whose repeated claim Check
 // refused). A value that does not open fails the claim (the task stays
-// queued) with an error wrapping the seal package's error.
+// queued) with an error wrapping the seal package's error. The values of
+// the stored secrets the spec references come in StoredSecrets; a
+// reference no secret answers any more (it was deleted after the task was
+// submitted) fails the claim with a *MissingSecretsError and the task as
+// read (the task stays as it was: the caller decides its end).
 func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, error) {
 	var t Task
 	var checkErr error
@@ -640,6 +644,10 @@ func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, er
 						return err
 					}
 					t.Spec.SecretEnv = values
+					if t.StoredSecrets, err = s.referencedSecrets(ctx, s.w(tx), t); err != nil {
+						checkErr = nil
+						return err
+					}
 				}
 				return checkErr
 			}
@@ -667,6 +675,10 @@ func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, er
 		if err != nil {
 			return err
 		}
+		stored, err := s.referencedSecrets(ctx, s.w(tx), t)
+		if err != nil {
+			return err
+		}
 		prevEpoch := t.Epoch
 		t.Status = protocol.StatusRunning
 		t.Epoch++
@@ -681,10 +693,12 @@ func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, er
 			return err
 		}
 		t.Spec.SecretEnv = values
+		t.StoredSecrets = stored
 		return nil
 	})
 	if err != nil {
-		if checkErr != nil {
+		var missing *MissingSecretsError
+		if checkErr != nil || errors.As(err, &missing) {
 			return t, fmt.Errorf("claim task %s: %w", c.TaskID, err)
 		}
 		return Task{}, fmt.Errorf("claim task %s: %w", c.TaskID, err)

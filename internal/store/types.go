@@ -129,12 +129,17 @@ type Task struct {
 	// many of them were dropped by the head/tail cap.
 	LogBytes   int64
 	LogOmitted int64
+	// StoredSecrets are the values of the stored secrets the spec
+	// references (${secrets.NAME}), by name, as the task's scope sees
+	// them: set by ClaimTask only, for the claimer, like Spec.SecretEnv.
+	StoredSecrets map[string]string
 }
 
 // WithoutSecretValues returns t with its secret names in SecretNames and
 // no secret values: the form every read but ClaimTask returns, and the one
 // to keep in memory.
 func (t Task) WithoutSecretValues() Task {
+	t.StoredSecrets = nil
 	if len(t.Spec.SecretEnv) == 0 {
 		return t
 	}
