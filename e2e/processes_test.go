@@ -131,10 +131,11 @@ func waitTerminal(t testing.TB, api *client.Client, id string, within time.Durat
 	return task
 }
 
-// waitLogs waits until the task's output contains s.
-func (c *cluster) waitLogs(id, s string) {
-	c.t.Helper()
-	eventually(c.t, 60*time.Second, "output "+strconv.Quote(s)+" of task "+id, func() bool {
+// waitLogs waits until the task's output contains s; t is the (sub)test
+// that waits.
+func (c *cluster) waitLogs(t testing.TB, id, s string) {
+	t.Helper()
+	eventually(t, 60*time.Second, "output "+strconv.Quote(s)+" of task "+id, func() bool {
 		return strings.Contains(c.cli("task", "logs", id).stdout, s)
 	})
 }
@@ -155,7 +156,7 @@ func (c *cluster) isolatedDelegate(mode, workDir, token string) *proc {
 
 func TestTaskProcessesEndWithTheirTask(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t)
+	c := startCluster(t, "--heartbeat-interval", "2s") // no failover here: a busy machine must not lose the delegate
 	api := c.api()
 	endings := []struct {
 		name, end string
@@ -184,7 +185,7 @@ func TestTaskProcessesEndWithTheirTask(t *testing.T) {
 						t.Fatal(err)
 					}
 					if e.cancel {
-						c.waitLogs(task.ID, "ready\n")
+						c.waitLogs(t, task.ID, "ready\n")
 						if _, err := api.CancelTask(t.Context(), task.ID); err != nil {
 							t.Fatal(err)
 						}
@@ -210,7 +211,7 @@ func TestTaskProcessesEndWhenTheDelegateIsForcedToStop(t *testing.T) {
 	for _, mode := range isolationModes(t) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			c := startCluster(t)
+			c := startCluster(t, "--heartbeat-interval", "2s") // no failover here: a busy machine must not lose the delegate
 			api := c.api()
 			d := c.isolatedDelegate(mode, t.TempDir(), "")
 			m := procMarker(t)
@@ -220,7 +221,7 @@ func TestTaskProcessesEndWhenTheDelegateIsForcedToStop(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.waitLogs(task.ID, "ready\n")
+			c.waitLogs(t, task.ID, "ready\n")
 			d.signal(syscall.SIGTERM) // drain: the task may finish...
 			eventually(t, 20*time.Second, "the delegate to drain", func() bool {
 				return strings.Contains(d.out.String(), "stop requested")
@@ -242,7 +243,7 @@ func TestTaskProcessesOfACrashedDelegateEndAtItsNextStart(t *testing.T) {
 	for _, mode := range isolationModes(t) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			c := startCluster(t)
+			c := startCluster(t, "--heartbeat-interval", "2s") // no failover here: a busy machine must not lose the delegate
 			api := c.api()
 			wd, tok := t.TempDir(), c.token("crashing")
 			d := c.isolatedDelegate(mode, wd, tok)
@@ -253,7 +254,7 @@ func TestTaskProcessesOfACrashedDelegateEndAtItsNextStart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.waitLogs(task.ID, "ready\n")
+			c.waitLogs(t, task.ID, "ready\n")
 			d.signal(syscall.SIGKILL)
 			d.wait(30 * time.Second)
 			if n := len(markedPIDs(m)); n < len(spawnKinds) {
