@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket/wsjson"
 
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/secretref"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -782,6 +783,9 @@ func acquireCheck(t store.Task, d *live) error {
 	}
 	if t.Status != protocol.StatusQueued {
 		return nil
+	}
+	if v := d.protocolVersion; v > 0 && v < protocol.MaskVersion && secretref.Uses(t.Spec) {
+		return &acquireRefusal{msg: fmt.Sprintf("the task uses stored secrets (${secrets.NAME}), which a delegate of protocol %d cannot mask in its output: upgrade the delegate (protocol %d or later)", v, protocol.MaskVersion)}
 	}
 	if missing := protocol.MissingSelectors(t.Spec.Selectors, d.tags, d.name, d.hostname); len(missing) > 0 {
 		return &acquireRefusal{msg: "delegate lacks selectors " + strings.Join(missing, ", ")}

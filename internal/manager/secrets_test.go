@@ -102,3 +102,50 @@ func TestSecretReferencesResolveOnlyForTheAcquirer(t *testing.T) {
 		t.Errorf("http task: %+v, %v", acq.Spec.HTTP, err)
 	}
 }
+
+// TestOldDelegatesAreNotHandedStoredSecrets: a delegate of a protocol
+// before MaskVersion ignores AcquireResponse.Mask and would print stored
+// secret values in clear, so it cannot acquire a task that uses them (the
+// task stays queued for a newer one); other tasks it still takes.
+func TestOldDelegatesAreNotHandedStoredSecrets(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	ctx := context.Background()
+	admin := tm.admin.APIKey
+	tm.mustAPI(t, admin, "POST", protocol.PathSecrets, `{"name":"TOKEN","value":"s3cr3t-value"}`, 201)
+	tok, err := tm.client(t, admin).CreateToken(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := tm.client(t, "")
+	resp, err := old.Register(ctx, protocol.RegisterRequest{ProtocolVersion: protocol.MaskVersion - 1, AccountID: tm.admin.AccountID,
+		Token: tok.Value, Name: "old", Hostname: "old-host", IP: "127.0.0.1", Version: "old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.SetSecret(resp.Session)
+	submit := func(script string) protocol.Task {
+		var task protocol.Task
+		body, _ := json.Marshal(protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: script}})
+		if err := json.Unmarshal([]byte(tm.mustAPI(t, admin, "POST", protocol.PathTasks, string(body), 201)), &task); err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	secret := submit("echo ${secrets.TOKEN}")
+	_, err = old.Acquire(ctx, secret.ID)
+	wantCode(t, "old delegate acquiring a task with a stored secret", err, protocol.CodeNotEligible)
+	if !strings.Contains(err.Error(), "upgrade the delegate") {
+		t.Errorf("refusal %q does not say what to do", err)
+	}
+	if got, err := tm.client(t, admin).GetTask(ctx, secret.ID); err != nil || got.Status != protocol.StatusQueued {
+		t.Errorf("task after the refusal: %s, %v; want queued", got.Status, err)
+	}
+	if _, err := old.Acquire(ctx, submit("echo plain").ID); err != nil {
+		t.Errorf("old delegate acquiring a task without stored secrets: %v", err)
+	}
+	current, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "new", "new-host")
+	acq, err := current.Acquire(ctx, secret.ID)
+	if err != nil || len(acq.Mask) != 1 || acq.Mask[0] != "s3cr3t-value" {
+		t.Errorf("current delegate: %+v, %v; want the task with the value to mask", acq, err)
+	}
+}

@@ -70,6 +70,12 @@ const Version = 4
 // accepts; an older client is refused with CodeVersion.
 const MinVersion = 1
 
+// MaskVersion is the first version whose delegates mask the values an
+// acquire answer lists in AcquireResponse.Mask (the stored secrets the
+// manager resolved into the spec). Older delegates are not handed tasks
+// that use stored secrets: they would print the values unmasked.
+const MaskVersion = 4
+
 // Supported reports whether a manager of this build serves a client that
 // speaks protocol version v: any version from MinVersion on, newer than
 // Version included (the client then uses only what Version has).
