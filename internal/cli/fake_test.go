@@ -64,6 +64,7 @@ type fakeManager struct {
 	confs        fakeConfigurations
 	apiKeys      []protocol.APIKey
 	revokeReqs   []protocol.RevokeAPIKeyRequest
+	keyReqs      []protocol.CreateAPIKeyRequest
 }
 
 func newFakeManager(t *testing.T, o outcomeSpec) *fakeManager {
@@ -222,7 +223,7 @@ func (m *fakeManager) revokeToken(w http.ResponseWriter, r *http.Request) {
 // apiKeyRoutes serves API keys; the key of the tests is "admin".
 func (m *fakeManager) apiKeyRoutes(mux *http.ServeMux) {
 	m.apiKeys = []protocol.APIKey{{Name: "admin", Status: protocol.TokenActive, CreatedAt: testNow.Add(-time.Hour),
-		LastUsedAt: &testNow, OwnerKind: protocol.OwnerAccount, OwnerID: "acc", Current: true}}
+		LastUsedAt: &testNow, OwnerKind: protocol.PrincipalUser, OwnerID: "u_acc", Owner: "admin", Current: true}}
 	mux.HandleFunc("POST /api/v1/apikeys", func(w http.ResponseWriter, r *http.Request) {
 		var req protocol.CreateAPIKeyRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Name == "" {
@@ -237,8 +238,17 @@ func (m *fakeManager) apiKeyRoutes(mux *http.ServeMux) {
 				return
 			}
 		}
+		m.keyReqs = append(m.keyReqs, req)
 		k := protocol.APIKey{Name: req.Name, Status: protocol.TokenActive, CreatedAt: testNow.Add(-time.Minute), CreatedBy: "admin",
-			OwnerKind: protocol.OwnerAccount, OwnerID: "acc"}
+			OwnerKind: protocol.PrincipalUser, OwnerID: "u_acc", Owner: "admin"}
+		switch req.Owner {
+		case "", "admin":
+		case "ci-bot":
+			k.OwnerKind, k.OwnerID, k.Owner = protocol.PrincipalServiceAccount, "u_ci", "ci-bot"
+		default:
+			writeError(w, 404, protocol.CodeNotFound, "user "+strconv.Quote(req.Owner)+" not found")
+			return
+		}
 		m.apiKeys = append(m.apiKeys, k)
 		k.Value = "lgk_secret_" + req.Name
 		writeJSON(w, 201, k)
