@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/pgtest"
@@ -410,4 +413,63 @@ func TestDisableReachesTheOtherManager(t *testing.T) {
 	eventually(t, 10*time.Second, "manager B applying the unbinding", func() bool {
 		return !strings.Contains(b.mustAPI(t, key, "GET", protocol.PathTokens, "", 200), `"t1"`)
 	})
+}
+
+// A caller who may view some tasks only gets full pages of them: the
+// limit counts the tasks it may see, not those the store returned before
+// the filter (newer tasks of another project used to fill the page and
+// leave it empty).
+func TestTaskListPagesCountVisibleTasks(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	admin := tm.admin.APIKey
+	tm.mustAPI(t, admin, "POST", protocol.PathOrgs, `{"name":"o1"}`, 201)
+	for _, p := range []string{"p1", "p2"} {
+		tm.mustAPI(t, admin, "POST", protocol.PathOrgs+"/o1/projects", fmt.Sprintf(`{"name":%q}`, p), 201)
+	}
+	submit := func(project string, n int) (ids []string) {
+		for range n {
+			var tk protocol.Task
+			b := tm.mustAPI(t, admin, "POST", protocol.PathTasks, fmt.Sprintf(`{"type":"shell","shell":{"script":"true"},"org":"o1","project":%q}`, project), 201)
+			if err := json.Unmarshal([]byte(b), &tk); err != nil {
+				t.Fatal(err)
+			}
+			ids = append([]string{tk.ID}, ids...) // newest first
+		}
+		return ids
+	}
+	mine := submit("p1", 3)
+	submit("p2", 5) // newer, and not the viewer's
+	viewer := tm.userKey(t, "vic", access.RoleViewer, access.Scope{Org: "o1", Project: "p1"})
+	list := func(key, query string) []string {
+		var tl protocol.TaskList
+		if err := json.Unmarshal([]byte(tm.mustAPI(t, key, "GET", protocol.PathTasks+query, "", 200)), &tl); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, tk := range tl.Tasks {
+			ids = append(ids, tk.ID)
+		}
+		return ids
+	}
+	for _, tt := range []struct {
+		query string
+		want  []string
+	}{
+		{"?limit=2", mine[:2]},
+		{"?limit=3", mine},
+		{"?limit=10", mine},
+		{"", mine},
+		{"?limit=2&status=queued", mine[:2]},
+	} {
+		if diff := cmp.Diff(tt.want, list(viewer, tt.query)); diff != "" {
+			t.Errorf("viewer of o1/p1 lists %s (-want +got):\n%s", tt.query, diff)
+		}
+	}
+	if got := list(admin, "?limit=2"); len(got) != 2 || slices.Contains(mine, got[0]) {
+		t.Errorf("the admin's newest 2 tasks: %v, want 2 of p2", got)
+	}
+	nobody := tm.userKey(t, "nobody", "", access.Account)
+	if got := list(nobody, "?limit=5"); len(got) != 0 {
+		t.Errorf("a user without bindings lists %v", got)
+	}
 }
