@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -291,4 +292,58 @@ func storedKey(t *testing.T, p person) string {
 		t.Fatalf("stored login of %s: %v %v", p.name, env, err)
 	}
 	return env["api_key"]
+}
+
+// An account admin disables the user admin: a manager restart keeps it
+// disabled and warns that the key in admin.env is refused; legate manager
+// reset-admin on the data directory gives the admin back, with a new key
+// in admin.env.
+func TestResetAdmin(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	c.mustCLI("user", "create", "root")
+	c.mustCLI("role", "bind", "account-admin", "--user", "root")
+	root := c.newAPIKeyFor("root-cli", "root")
+	if r := c.as(root, "user", "disable", "admin"); r.code != 0 {
+		t.Fatalf("root disables admin: exit %d, stderr %q", r.code, r.stderr)
+	}
+	oldKey := c.apiKey
+	restart := func() {
+		t.Helper()
+		c.mgr.signal(syscall.SIGTERM)
+		if code := c.mgr.wait(30 * time.Second); code != 0 {
+			t.Fatalf("manager exit %d", code)
+		}
+		c.startManager(strings.TrimPrefix(c.url, "http://"))
+	}
+	restart()
+	if r := c.cli("whoami"); r.code != 1 || !strings.Contains(r.stderr, "user admin is disabled") {
+		t.Errorf("the admin.env key after a restart: exit %d, stderr %q; want it still refused", r.code, r.stderr)
+	}
+	if out := c.mgr.out.String(); !strings.Contains(out, "the user admin is disabled") || !strings.Contains(out, "legate manager reset-admin") {
+		t.Errorf("the manager does not warn about the disabled admin:\n%s", out)
+	}
+
+	// While the manager runs (SQLite: seen within the key cache's 5 s).
+	r := c.cliEnv(nil, "manager", "reset-admin", "--data", c.data)
+	if r.code != 0 || !strings.Contains(r.stdout, "enabled the user admin") || !strings.Contains(r.stdout, `"admin-2"`) {
+		t.Fatalf("reset-admin: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	env, err := readEnv(filepath.Join(c.data, "admin.env"))
+	if err != nil || env["LEGATE_API_KEY"] == "" || env["LEGATE_API_KEY"] == oldKey || env["LEGATE_URL"] != c.url {
+		t.Fatalf("admin.env after reset-admin: %v %v", env, err)
+	}
+	c.apiKey = env["LEGATE_API_KEY"]
+	eventually(t, 15*time.Second, "the reset admin's key accepted", func() bool { return c.cli("whoami").code == 0 })
+	if out := c.mustCLI("whoami"); !strings.Contains(out, "user admin") || !strings.Contains(out, "account-admin at account") {
+		t.Errorf("whoami after reset-admin: %q", out)
+	}
+	// A mistyped data directory creates nothing.
+	missing := filepath.Join(t.TempDir(), "nope")
+	if r := c.cliEnv(nil, "manager", "reset-admin", "--data", missing); r.code == 0 || !strings.Contains(r.stderr, "no database at") {
+		t.Errorf("reset-admin on a wrong --data: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("reset-admin created %s: %v", missing, err)
+	}
 }

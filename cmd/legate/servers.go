@@ -215,6 +215,10 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 			if admin.Replaced != "" {
 				log.Warn(admin.Replaced+"; wrote a new API key to it", "key", admin.KeyName)
 			}
+			if admin.AdminDisabled {
+				log.Warn("the user admin is disabled, so the API key in "+admin.EnvFile+" is refused; another account admin can enable it "+
+					"(legate user enable admin), or run legate manager reset-admin on this data directory", "key", admin.KeyName)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "legate manager at %s (account %s); CLI: set -a; . %s; set +a\n", admin.URL, admin.AccountID, admin.EnvFile)
 			return m.Run(ctx, ln)
 		},

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
 )
 
 // accessFixture is a request that reaches one admin route for a resource
@@ -471,5 +474,88 @@ func TestTaskListPagesCountVisibleTasks(t *testing.T) {
 	nobody := tm.userKey(t, "nobody", "", access.Account)
 	if got := list(nobody, "?limit=5"); len(got) != 0 {
 		t.Errorf("a user without bindings lists %v", got)
+	}
+}
+
+// The user admin disabled and stripped of its role by another account
+// admin stays so across a manager start (Bootstrap reports it and does not
+// undo it); ResetAdmin, which legate manager reset-admin runs on the
+// store, gives it back: enabled, account-admin again, a new key in
+// admin.env.
+func TestResetAdminRestoresTheFirstAdministrator(t *testing.T) {
+	tm := startTestManager(t, Config{APIKeyCacheTTL: 50 * time.Millisecond})
+	ctx := context.Background()
+	first := tm.admin
+	root := tm.userKey(t, "root", access.RoleAccountAdmin, access.Account)
+	tm.mustAPI(t, root, "PATCH", protocol.PathUsers+"/admin", `{"disabled":true}`, 200)
+	tm.mustAPI(t, root, "DELETE", protocol.PathBindings+"?role=account-admin&subject_kind=user&subject=admin", "", 204)
+	if st, b := tm.api(t, first.APIKey, "GET", protocol.PathWhoAmI, ""); st != 401 || !strings.Contains(b, "user admin is disabled") {
+		t.Fatalf("the disabled admin's key: %d %s", st, b)
+	}
+
+	// A start keeps it disabled, with the same key in admin.env, and says so.
+	dir := filepath.Dir(first.EnvFile)
+	again, err := Bootstrap(ctx, tm.st, dir, tm.url, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.AdminDisabled || again.APIKey != first.APIKey {
+		t.Errorf("Bootstrap after disabling admin: disabled %v, same key %v; want it left disabled, key kept", again.AdminDisabled, again.APIKey == first.APIKey)
+	}
+	if st, _ := tm.api(t, first.APIKey, "GET", protocol.PathWhoAmI, ""); st != 401 {
+		t.Errorf("a start re-enabled the admin: whoami %d", st)
+	}
+
+	reset, did, err := ResetAdmin(ctx, tm.st, dir, "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"enabled the user admin", "bound account-admin to the user admin at account scope",
+		`created the API key "admin-2" of the user admin and wrote it to ` + first.EnvFile}
+	if diff := cmp.Diff(want, did); diff != "" {
+		t.Errorf("ResetAdmin did (-want +got):\n%s", diff)
+	}
+	env, err := readEnvFile(first.EnvFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env["LEGATE_API_KEY"] != reset.APIKey || env["LEGATE_URL"] != tm.url || env["LEGATE_ACCOUNT_ID"] != first.AccountID {
+		t.Errorf("admin.env after reset-admin: %v; want the new key, the URL it held and the account", env)
+	}
+	fi, err := os.Stat(first.EnvFile)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("admin.env mode: %v %v", fi.Mode(), err)
+	}
+	// The running manager sees it within its cache TTL: the new key acts as
+	// account admin (it may manage users), and so does the old one again.
+	for _, key := range []string{reset.APIKey, first.APIKey} {
+		eventually(t, 10*time.Second, "the reset admin's key accepted", func() bool {
+			st, _ := tm.api(t, key, "GET", protocol.PathWhoAmI, "")
+			return st == 200
+		})
+	}
+	tm.mustAPI(t, reset.APIKey, "POST", protocol.PathUsers, `{"name":"after-reset"}`, 201)
+
+	// Again: only a new key; a deleted admin is created again.
+	if _, did, err = ResetAdmin(ctx, tm.st, dir, "http://example.invalid:1", time.Now()); err != nil || len(did) != 1 {
+		t.Errorf("second ResetAdmin: %v, %q; want only a new key", err, did)
+	}
+	tm.mustAPI(t, root, "DELETE", protocol.PathUsers+"/admin", "", 204)
+	_, did, err = ResetAdmin(ctx, tm.st, dir, "", time.Now())
+	if err != nil || len(did) != 2 || !strings.Contains(did[0], "created the user admin, account-admin") {
+		t.Errorf("ResetAdmin after deleting admin: %v, %q", err, did)
+	}
+	if env, _ := readEnvFile(first.EnvFile); env["LEGATE_URL"] != "http://example.invalid:1" {
+		t.Errorf("LEGATE_URL kept from the file: %q", env["LEGATE_URL"])
+	}
+
+	// A database without an account says what to do.
+	empty, err := store.Open(ctx, filepath.Join(t.TempDir(), "legate.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer empty.Close()
+	if _, _, err := ResetAdmin(ctx, empty, t.TempDir(), "", time.Now()); err == nil || !strings.Contains(err.Error(), "start a manager") {
+		t.Errorf("ResetAdmin on an empty database: %v", err)
 	}
 }
