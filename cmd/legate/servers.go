@@ -169,7 +169,9 @@ writes them to DIR/admin.env (mode 0600), so the CLI is configured with:
   set -a; . DIR/admin.env; set +a
 
 legate apikey creates more keys and revokes them. A start that finds a
-revoked key (or none) in DIR/admin.env writes a new one there.
+revoked key (or none) in DIR/admin.env writes a new one there. The key
+belongs to the user admin (account-admin); a start does not enable that
+user when an administrator disabled it: legate manager reset-admin does.
 
 Restarting on the same DIR keeps everything.
 
