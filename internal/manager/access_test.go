@@ -559,3 +559,56 @@ func TestResetAdminRestoresTheFirstAdministrator(t *testing.T) {
 		t.Errorf("ResetAdmin on an empty database: %v", err)
 	}
 }
+
+// Connectors have no scope of their own: a task at any scope may use one
+// (with connector:access there). So whoever may view connectors at some
+// scope — a project member — sees them all and each of them; a role
+// without connector:view anywhere sees none.
+func TestProjectMemberSeesConnectors(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	admin := tm.admin.APIKey
+	tm.mustAPI(t, admin, "POST", protocol.PathOrgs, `{"name":"o1"}`, 201)
+	tm.mustAPI(t, admin, "POST", protocol.PathOrgs+"/o1/projects", `{"name":"p1"}`, 201)
+	tm.mustAPI(t, admin, "POST", protocol.PathConnectors, `{"name":"github","url":"http://127.0.0.1:1"}`, 201)
+	tm.mustAPI(t, admin, "POST", protocol.PathRoles, `{"name":"runner","permissions":["task:run","task:view"]}`, 201)
+	p1 := access.Scope{Org: "o1", Project: "p1"}
+	member := tm.userKey(t, "pam", access.RoleProjectAdmin, p1)
+	viewer := tm.userKey(t, "vera", access.RoleViewer, access.Scope{Org: "o1"})
+	runner := tm.userKey(t, "rune", "runner", p1)
+	names := func(key string) []string {
+		var l protocol.ConnectorList
+		if err := json.Unmarshal([]byte(tm.mustAPI(t, key, "GET", protocol.PathConnectors, "", 200)), &l); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, c := range l.Connectors {
+			out = append(out, c.Name)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		who, key string
+		sees     bool
+	}{{"a project admin of o1/p1", member, true}, {"a viewer of o1", viewer, true}, {"a runner without connector:view", runner, false}} {
+		var want []string
+		if tt.sees {
+			want = []string{"github"}
+		}
+		if diff := cmp.Diff(want, names(tt.key)); diff != "" {
+			t.Errorf("%s lists connectors (-want +got):\n%s", tt.who, diff)
+		}
+		st, b := tm.api(t, tt.key, "GET", protocol.PathConnectors+"/github", "")
+		if tt.sees && st != 200 {
+			t.Errorf("%s gets the connector: %d %s", tt.who, st, b)
+		}
+		if !tt.sees && (st != 403 || !strings.Contains(b, "connector:view")) {
+			t.Errorf("%s gets the connector: %d %s; want 403 naming connector:view", tt.who, st, b)
+		}
+	}
+	// What the member sees, the member may use in its project, and only there.
+	tm.mustAPI(t, member, "POST", protocol.PathTasks, `{"type":"shell","shell":{"script":"true"},"org":"o1","project":"p1","connector":"github"}`, 201)
+	// Changing connectors stays an account matter.
+	if st, b := tm.api(t, member, "DELETE", protocol.PathConnectors+"/github", ""); st != 403 || !strings.Contains(b, "connector:delete") {
+		t.Errorf("the member deletes the connector: %d %s", st, b)
+	}
+}
