@@ -97,6 +97,11 @@ func newFakeManager(t *testing.T, o outcomeSpec) *fakeManager {
 	mux.HandleFunc("GET /api/v1/whoami", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, protocol.WhoAmI{AccountID: "acc", Version: "v9.9.9"})
 	})
+	mux.HandleFunc("GET /api/v1/users", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, protocol.UserList{Users: []protocol.User{
+			{Name: "admin", Kind: protocol.PrincipalUser}, {Name: "alice", Kind: protocol.PrincipalUser},
+			{Name: "gone", Kind: protocol.PrincipalUser, Disabled: true}, {Name: "ci-bot", Kind: protocol.PrincipalServiceAccount}}})
+	})
 	mux.HandleFunc("DELETE /api/v1/delegates/{name}", m.deleteDelegate)
 	mux.HandleFunc("POST /api/v1/tasks", m.submit)
 	mux.HandleFunc("GET /api/v1/tasks", m.list)
