@@ -162,6 +162,14 @@ func TestAccessProjectMemberAndViewer(t *testing.T) {
 	}
 	wantRefused(t, "alice reads the p2 task", alice.cli("task", "get", other), "task:view", "at project o1/p2")
 
+	// She sees the account's connectors, which her tasks may use, but
+	// cannot delete one.
+	c.mustCLI("connector", "create", "github", "--url", "http://127.0.0.1:1")
+	if out := alice.mustCLI("connector", "list"); !strings.Contains(out, "github") {
+		t.Errorf("alice's connector list does not show the connector:\n%s", out)
+	}
+	wantRefused(t, "alice deletes the connector", alice.cli("connector", "delete", "github"), "connector:delete", "at account scope")
+
 	// A viewer at the account, signed in with a key an administrator made
 	// for her.
 	c.mustCLI("user", "create", "vera")
