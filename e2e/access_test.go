@@ -304,8 +304,8 @@ func storedKey(t *testing.T, p person) string {
 
 // An account admin disables the user admin: a manager restart keeps it
 // disabled and warns that the key in admin.env is refused; legate manager
-// reset-admin on the data directory gives the admin back, with a new key
-// in admin.env.
+// reset-admin on the data directory gives the admin back (the key in
+// admin.env works again; a revoked one is replaced).
 func TestResetAdmin(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t)
@@ -334,18 +334,25 @@ func TestResetAdmin(t *testing.T) {
 
 	// While the manager runs (SQLite: seen within the key cache's 5 s).
 	r := c.cliEnv(nil, "manager", "reset-admin", "--data", c.data)
-	if r.code != 0 || !strings.Contains(r.stdout, "enabled the user admin") || !strings.Contains(r.stdout, `"admin-2"`) {
+	if r.code != 0 || !strings.Contains(r.stdout, "enabled the user admin") || !strings.Contains(r.stdout, `the key "admin" in`) {
 		t.Fatalf("reset-admin: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	env, err := readEnv(filepath.Join(c.data, "admin.env"))
-	if err != nil || env["LEGATE_API_KEY"] == "" || env["LEGATE_API_KEY"] == oldKey || env["LEGATE_URL"] != c.url {
-		t.Fatalf("admin.env after reset-admin: %v %v", env, err)
+	if err != nil || env["LEGATE_API_KEY"] != oldKey || env["LEGATE_URL"] != c.url {
+		t.Fatalf("admin.env after reset-admin: %v %v; want the same key and URL", env, err)
 	}
-	c.apiKey = env["LEGATE_API_KEY"]
-	eventually(t, 15*time.Second, "the reset admin's key accepted", func() bool { return c.cli("whoami").code == 0 })
+	eventually(t, 15*time.Second, "the admin's key accepted again", func() bool { return c.cli("whoami").code == 0 })
 	if out := c.mustCLI("whoami"); !strings.Contains(out, "user admin") || !strings.Contains(out, "account-admin at account") {
 		t.Errorf("whoami after reset-admin: %q", out)
 	}
+	// admin's key revoked: reset-admin writes a new one.
+	c.mustCLI("apikey", "revoke", "admin")
+	r = c.cliEnv(nil, "manager", "reset-admin", "--data", c.data)
+	if env, _ = readEnv(filepath.Join(c.data, "admin.env")); r.code != 0 || env["LEGATE_API_KEY"] == oldKey || !strings.Contains(r.stdout, `"admin-2"`) {
+		t.Fatalf("reset-admin after revoking admin's key: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	c.apiKey = env["LEGATE_API_KEY"]
+	c.mustCLI("whoami")
 	// A mistyped data directory creates nothing.
 	missing := filepath.Join(t.TempDir(), "nope")
 	if r := c.cliEnv(nil, "manager", "reset-admin", "--data", missing); r.code == 0 || !strings.Contains(r.stderr, "no database at") {

@@ -24,15 +24,17 @@ func newResetAdminCmd() *cobra.Command {
 API any more: the user was disabled, lost its account-admin binding, was
 deleted, or its keys were revoked. reset-admin works on the database
 directly, like rotate-key (whoever can run it can read the database anyway):
-it enables the user admin (creating it if it was deleted), binds
-account-admin to it at account scope if that binding is gone, creates a new
-API key for it ("admin-2", "admin-3", ...) and writes it to DATA/admin.env
-(mode 0600). Nothing else changes: other users, keys and bindings stay.
+it enables the user admin (creating it if it was deleted) and binds
+account-admin to it at account scope if that binding is gone. Then
+DATA/admin.env holds a working key: the one there works again, or, when it
+was revoked or is missing, a new key of admin ("admin-2", ...) is written
+(mode 0600), as a manager start does. Nothing else changes: other users,
+keys and bindings stay.
 
-A manager start never does this by itself: an administrator who disabled
-admin meant it, and a restart must not undo that silently. While the user
-admin is disabled, a manager start warns that the key in admin.env is
-refused and points here.
+A manager start never enables admin by itself: an administrator who disabled
+it meant it, and a restart must not undo that silently. While the user admin
+is disabled, a manager start warns that the key in admin.env is refused and
+points here.
 
 It may run while managers run. Managers on a shared PostgreSQL database drop
 their cached permissions at once; a manager on SQLite sees the change within
@@ -43,6 +45,9 @@ its --api-key-cache-ttl (5s by default).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dsn := db
+			if dsn == "" {
+				dsn = strings.TrimSpace(os.Getenv("LEGATE_DB")) // as the manager reads it
+			}
 			if dsn == "" {
 				dsn = filepath.Join(data, "legate.db")
 				// Never create an empty database for a mistyped --data.
@@ -70,7 +75,7 @@ its --api-key-cache-ttl (5s by default).`,
 		},
 	}
 	cmd.Flags().StringVar(&data, "data", "legate-data", "data directory of the manager (SQLite database, admin.env)")
-	cmd.Flags().StringVar(&db, "db", "", "database URL (default: SQLite at DATA/legate.db)")
+	cmd.Flags().StringVar(&db, "db", "", "database URL (default: $LEGATE_DB, else SQLite at DATA/legate.db)")
 	cmd.Flags().StringVar(&url, "public-url", "", "LEGATE_URL to write to admin.env (default: the one admin.env holds)")
 	return cmd
 }

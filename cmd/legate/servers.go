@@ -169,11 +169,10 @@ writes them to DIR/admin.env (mode 0600), so the CLI is configured with:
   set -a; . DIR/admin.env; set +a
 
 legate apikey creates more keys and revokes them. A start that finds a
-revoked key (or none) in DIR/admin.env writes a new one there. The key
-belongs to the user admin (account-admin); a start does not enable that
-user when an administrator disabled it: legate manager reset-admin does.
+revoked key (or none) in DIR/admin.env writes a new one there.
 
-Restarting on the same DIR keeps everything.
+Restarting on the same DIR keeps everything, a disabled user admin too (the
+key in admin.env belongs to it): legate manager reset-admin gives it back.
 
 Secrets at rest (task secret values, the delegates' session-signing key) are
 sealed with a master key kept outside the database: DIR/master.key (mode
@@ -217,7 +216,7 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 			if admin.Replaced != "" {
 				log.Warn(admin.Replaced+"; wrote a new API key to it", "key", admin.KeyName)
 			}
-			if admin.AdminDisabled {
+			if off, err := manager.AdminDisabled(ctx, st, admin.AccountID); err == nil && off {
 				log.Warn("the user admin is disabled, so the API key in "+admin.EnvFile+" is refused; another account admin can enable it "+
 					"(legate user enable admin), or run legate manager reset-admin on this data directory", "key", admin.KeyName)
 			}

@@ -478,76 +478,86 @@ func TestTaskListPagesCountVisibleTasks(t *testing.T) {
 }
 
 // The user admin disabled and stripped of its role by another account
-// admin stays so across a manager start (Bootstrap reports it and does not
-// undo it); ResetAdmin, which legate manager reset-admin runs on the
-// store, gives it back: enabled, account-admin again, a new key in
-// admin.env.
+// admin stays so across a manager start (Bootstrap does not undo it, and
+// AdminDisabled lets the start warn); ResetAdmin, which legate manager
+// reset-admin runs on the store, gives it back: enabled, account-admin
+// again, a working key in admin.env.
 func TestResetAdminRestoresTheFirstAdministrator(t *testing.T) {
 	tm := startTestManager(t, Config{APIKeyCacheTTL: 50 * time.Millisecond})
 	ctx := context.Background()
 	first := tm.admin
+	dir := filepath.Dir(first.EnvFile)
 	root := tm.userKey(t, "root", access.RoleAccountAdmin, access.Account)
 	tm.mustAPI(t, root, "PATCH", protocol.PathUsers+"/admin", `{"disabled":true}`, 200)
 	tm.mustAPI(t, root, "DELETE", protocol.PathBindings+"?role=account-admin&subject_kind=user&subject=admin", "", 204)
 	if st, b := tm.api(t, first.APIKey, "GET", protocol.PathWhoAmI, ""); st != 401 || !strings.Contains(b, "user admin is disabled") {
 		t.Fatalf("the disabled admin's key: %d %s", st, b)
 	}
+	works := func(key string) {
+		t.Helper()
+		eventually(t, 10*time.Second, "the admin's key accepted as account admin", func() bool {
+			st, _ := tm.api(t, key, "GET", protocol.PathUsers+"/root", "")
+			return st == 200
+		})
+	}
+	resetAdmin := func(url string, want ...string) Admin {
+		t.Helper()
+		a, did, err := ResetAdmin(ctx, tm.st, dir, url, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, did); diff != "" {
+			t.Errorf("ResetAdmin did (-want +got):\n%s", diff)
+		}
+		env, err := readEnvFile(first.EnvFile)
+		if err != nil || env["LEGATE_API_KEY"] != a.APIKey || env["LEGATE_ACCOUNT_ID"] != first.AccountID {
+			t.Errorf("admin.env after ResetAdmin: %v %v; want its key %s", env, err, a.KeyName)
+		}
+		if fi, err := os.Stat(first.EnvFile); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("admin.env mode: %v %v", fi, err)
+		}
+		return a
+	}
 
-	// A start keeps it disabled, with the same key in admin.env, and says so.
-	dir := filepath.Dir(first.EnvFile)
+	// A start keeps admin disabled, with the same key in admin.env.
 	again, err := Bootstrap(ctx, tm.st, dir, tm.url, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !again.AdminDisabled || again.APIKey != first.APIKey {
-		t.Errorf("Bootstrap after disabling admin: disabled %v, same key %v; want it left disabled, key kept", again.AdminDisabled, again.APIKey == first.APIKey)
+	if off, err := AdminDisabled(ctx, tm.st, first.AccountID); !off || err != nil || again.APIKey != first.APIKey {
+		t.Errorf("after a start: admin disabled %v (%v), same key %v; want it left disabled with its key", off, err, again.APIKey == first.APIKey)
 	}
 	if st, _ := tm.api(t, first.APIKey, "GET", protocol.PathWhoAmI, ""); st != 401 {
 		t.Errorf("a start re-enabled the admin: whoami %d", st)
 	}
 
-	reset, did, err := ResetAdmin(ctx, tm.st, dir, "", time.Now())
-	if err != nil {
-		t.Fatal(err)
+	// The key in admin.env works again, as account admin; LEGATE_URL kept.
+	a := resetAdmin("", "enabled the user admin", "bound account-admin to the user admin at account scope",
+		`the key "admin" in `+first.EnvFile+" works again")
+	if a.APIKey != first.APIKey || a.URL != tm.url {
+		t.Errorf("ResetAdmin wrote key %s and URL %q; want the first key and %q", a.KeyName, a.URL, tm.url)
 	}
-	want := []string{"enabled the user admin", "bound account-admin to the user admin at account scope",
-		`created the API key "admin-2" of the user admin and wrote it to ` + first.EnvFile}
-	if diff := cmp.Diff(want, did); diff != "" {
-		t.Errorf("ResetAdmin did (-want +got):\n%s", diff)
+	if off, _ := AdminDisabled(ctx, tm.st, first.AccountID); off {
+		t.Error("admin still disabled")
 	}
-	env, err := readEnvFile(first.EnvFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if env["LEGATE_API_KEY"] != reset.APIKey || env["LEGATE_URL"] != tm.url || env["LEGATE_ACCOUNT_ID"] != first.AccountID {
-		t.Errorf("admin.env after reset-admin: %v; want the new key, the URL it held and the account", env)
-	}
-	fi, err := os.Stat(first.EnvFile)
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("admin.env mode: %v %v", fi.Mode(), err)
-	}
-	// The running manager sees it within its cache TTL: the new key acts as
-	// account admin (it may manage users), and so does the old one again.
-	for _, key := range []string{reset.APIKey, first.APIKey} {
-		eventually(t, 10*time.Second, "the reset admin's key accepted", func() bool {
-			st, _ := tm.api(t, key, "GET", protocol.PathWhoAmI, "")
-			return st == 200
-		})
-	}
-	tm.mustAPI(t, reset.APIKey, "POST", protocol.PathUsers, `{"name":"after-reset"}`, 201)
+	works(first.APIKey)
 
-	// Again: only a new key; a deleted admin is created again.
-	if _, did, err = ResetAdmin(ctx, tm.st, dir, "http://example.invalid:1", time.Now()); err != nil || len(did) != 1 {
-		t.Errorf("second ResetAdmin: %v, %q; want only a new key", err, did)
+	// Nothing to restore: it says the key works; a URL given is written.
+	if a = resetAdmin("http://example.invalid:1", `the key "admin" in `+first.EnvFile+" works again"); a.URL != "http://example.invalid:1" {
+		t.Errorf("URL written: %q", a.URL)
 	}
+
+	// admin's key revoked: a new one.
+	tm.mustAPI(t, root, "POST", protocol.PathAPIKeys+"/admin/revoke", "", 200)
+	a = resetAdmin("", `wrote the new API key "admin-2" of the user admin to `+first.EnvFile+
+		` (the API key "admin" in `+first.EnvFile+" was revoked)")
+	works(a.APIKey)
+
+	// admin deleted (its keys revoked with it): created again, new key.
 	tm.mustAPI(t, root, "DELETE", protocol.PathUsers+"/admin", "", 204)
-	_, did, err = ResetAdmin(ctx, tm.st, dir, "", time.Now())
-	if err != nil || len(did) != 2 || !strings.Contains(did[0], "created the user admin, account-admin") {
-		t.Errorf("ResetAdmin after deleting admin: %v, %q", err, did)
-	}
-	if env, _ := readEnvFile(first.EnvFile); env["LEGATE_URL"] != "http://example.invalid:1" {
-		t.Errorf("LEGATE_URL kept from the file: %q", env["LEGATE_URL"])
-	}
+	a = resetAdmin("", "created the user admin, account-admin at account scope (it had been deleted)",
+		`wrote the new API key "admin-3" of the user admin to `+first.EnvFile+` (the API key "admin-2" in `+first.EnvFile+" was revoked)")
+	works(a.APIKey)
 
 	// A database without an account says what to do.
 	empty, err := store.Open(ctx, filepath.Join(t.TempDir(), "legate.db"))
