@@ -108,7 +108,7 @@ func openManagerStore(ctx context.Context, dsn string, keys masterKeys, log *slo
 }
 
 func newManagerKeyCmds() []*cobra.Command {
-	return []*cobra.Command{newRotateKeyCmd(), newNewKeyCmd()}
+	return []*cobra.Command{newRotateKeyCmd(), newNewKeyCmd(), newResetAdminCmd()}
 }
 
 func newRotateKeyCmd() *cobra.Command {

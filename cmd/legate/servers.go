@@ -194,7 +194,8 @@ with it once it has been revoked.
 LEGATE_DB is the database URL when --db is not given (a postgres:// DSN with
 its password stays out of the process list).
 
-Restarting on the same DIR keeps everything.
+Restarting on the same DIR keeps everything, a disabled user admin too (the
+key in admin.env belongs to it): legate manager reset-admin gives it back.
 
 Secrets at rest (task secret values, the delegates' session-signing key) are
 sealed with a master key kept outside the database: DIR/master.key (mode
@@ -237,6 +238,10 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 			}
 			if admin.Replaced != "" {
 				log.Warn(admin.Replaced+"; wrote a new API key to it", "key", admin.KeyName)
+			}
+			if off, err := manager.AdminDisabled(ctx, st, admin.AccountID); err == nil && off {
+				log.Warn("the user admin is disabled, so the API key in "+admin.EnvFile+" is refused; another account admin can enable it "+
+					"(legate user enable admin), or run legate manager reset-admin on this data directory", "key", admin.KeyName)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "legate manager at %s (account %s); CLI: set -a; . %s; set +a\n", admin.URL, admin.AccountID, admin.EnvFile)
 			return m.Run(ctx, ln)

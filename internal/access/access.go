@@ -414,6 +414,32 @@ func (p *Policy) AllowsBelow(perm Permission, s Scope) bool {
 	return false
 }
 
+// Scopes returns where p holds perm: all when that covers the whole
+// account, else the scopes of the bindings that grant it (each applies to
+// itself and beneath; none when p does not hold it anywhere). A listing
+// asks the store for what lies at or beneath them, so that its limit
+// counts only what the caller may see.
+func (p *Policy) Scopes(perm Permission) (all bool, scopes []Scope) {
+	if perm == DelegateView {
+		return true, nil
+	}
+	for _, b := range p.Bindings {
+		if !b.Applies(p.Principal) {
+			continue
+		}
+		if r, ok := p.role(b.Role); !ok || !r.Has(perm) {
+			continue
+		}
+		if b.Scope == Account {
+			return true, nil
+		}
+		if !slices.Contains(scopes, b.Scope) {
+			scopes = append(scopes, b.Scope)
+		}
+	}
+	return false, scopes
+}
+
 // Check is the decision: nil when p may perm on res, else a *Refusal.
 func (p *Policy) Check(perm Permission, res Resource) error {
 	if p.Allows(perm, res.Scope) {

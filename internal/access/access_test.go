@@ -96,6 +96,46 @@ func TestAllowsBelow(t *testing.T) {
 	}
 }
 
+// Scopes agrees with Allows: a scope is allowed exactly when one of the
+// returned scopes covers it (or all is set).
+func TestScopes(t *testing.T) {
+	alice := Principal{Kind: KindUser, ID: "u1", Name: "alice", Groups: []string{"g1"}}
+	p1, p2, o1, o2 := Scope{Org: "o1", Project: "p1"}, Scope{Org: "o1", Project: "p2"}, Scope{Org: "o1"}, Scope{Org: "o2"}
+	o2p1 := Scope{Org: "o2", Project: "p1"}
+	tests := []struct {
+		name     string
+		bindings []Binding
+		perm     Permission
+		all      bool
+		scopes   []Scope
+	}{
+		{"none", nil, TaskView, false, nil},
+		{"delegate view always", nil, DelegateView, true, nil},
+		{"a project", []Binding{{RoleViewer, KindUser, "u1", p1}}, TaskView, false, []Scope{p1}},
+		{"a project and an org, through a group", []Binding{{RoleViewer, KindUser, "u1", p1}, {RoleProjectAdmin, KindGroup, "g1", o2}}, TaskView, false, []Scope{p1, o2}},
+		{"the account wins", []Binding{{RoleViewer, KindUser, "u1", p1}, {RoleViewer, KindUser, "u1", Account}}, TaskView, true, nil},
+		{"a role without the permission", []Binding{{RoleDelegateAdmin, KindUser, "u1", Account}, {RoleViewer, KindUser, "u1", p2}}, TaskRun, false, nil},
+		{"someone else's binding", []Binding{{RoleViewer, KindUser, "u2", Account}}, TaskView, false, nil},
+		{"repeated", []Binding{{RoleViewer, KindUser, "u1", p1}, {RoleProjectAdmin, KindUser, "u1", p1}}, TaskView, false, []Scope{p1}},
+	}
+	for _, tt := range tests {
+		pol := &Policy{Principal: alice, Bindings: tt.bindings}
+		all, scopes := pol.Scopes(tt.perm)
+		if all != tt.all || !cmp.Equal(scopes, tt.scopes) {
+			t.Errorf("%s: Scopes(%s) = %v, %v; want %v, %v", tt.name, tt.perm, all, scopes, tt.all, tt.scopes)
+		}
+		for _, at := range []Scope{Account, o1, o2, p1, p2, o2p1} {
+			covered := all
+			for _, sc := range scopes {
+				covered = covered || sc.Covers(at)
+			}
+			if covered != pol.Allows(tt.perm, at) {
+				t.Errorf("%s: Scopes(%s) covers %s: %v, Allows: %v", tt.name, tt.perm, at, covered, !covered)
+			}
+		}
+	}
+}
+
 func TestBuiltinRoles(t *testing.T) {
 	has := map[string][]Permission{}
 	for _, r := range Builtins() {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -401,56 +400,6 @@ func (a *app) whoamiCmd() *cobra.Command {
 	return cmd
 }
 
-// configPath is $XDG_CONFIG_HOME/legate/config (~/.config/legate/config).
-func (a *app) configPath() (string, error) {
-	dir := a.getenv("XDG_CONFIG_HOME")
-	if dir == "" {
-		home := a.getenv("HOME")
-		if home == "" {
-			return "", errors.New("neither XDG_CONFIG_HOME nor HOME is set")
-		}
-		dir = filepath.Join(home, ".config")
-	}
-	return filepath.Join(dir, "legate", "config"), nil
-}
-
-// storedLogin reads the URL and key legate login stored ("" when none).
-func (a *app) storedLogin() (u, key string) {
-	p, err := a.configPath()
-	if err != nil {
-		return "", ""
-	}
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return "", ""
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), "=")
-		switch k {
-		case "url":
-			u = v
-		case "api_key":
-			key = v
-		}
-	}
-	return u, key
-}
-
-func (a *app) writeLogin(u, key string) (string, error) {
-	p, err := a.configPath()
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return "", err
-	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, []byte("# written by legate login; remove with legate logout\nurl="+u+"\napi_key="+key+"\n"), 0o600); err != nil {
-		return "", err
-	}
-	return p, os.Rename(tmp, p)
-}
-
 // prompt asks for one line on the terminal (echoed unless secret).
 func prompt(cmd *cobra.Command, in *bufio.Reader, question string, secret bool) (string, error) {
 	fmt.Fprint(cmd.ErrOrStderr(), question)
@@ -530,7 +479,7 @@ With --with-token, the key is read from stdin instead.`,
 			if err != nil {
 				return fmt.Errorf("check the key: %w", err)
 			}
-			p, err := a.writeLogin(base, key)
+			p, err := a.writeLogin(loginConfig{URL: base, APIKey: key})
 			if err != nil {
 				return fmt.Errorf("store the key: %w", err)
 			}
@@ -553,6 +502,7 @@ func (a *app) signInForKey(ctx context.Context, cmd *cobra.Command, user, pw str
 	if err != nil {
 		return "", err
 	}
+	c.SetSecret("") // signing in needs no credentials
 	var s protocol.Session
 	if err := c.Admin(ctx, "sign in", http.MethodPost, protocol.PathSessions, protocol.CreateSessionRequest{User: user, Password: pw}, &s); err != nil {
 		return "", err

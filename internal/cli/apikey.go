@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -12,11 +13,15 @@ func (a *app) apikeyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "apikey",
 		Aliases: []string{"apikeys", "api-key", "api-keys"},
-		Short:   "Create, list and revoke admin API keys",
+		Short:   "Create, list and revoke API keys",
 		Long: `API keys authenticate the CLI and other clients of the manager's admin API
-(LEGATE_API_KEY or --api-key). Each key has full admin rights on its account
-today (users and roles come later). The first key, "admin", is the one a
-manager writes to DATA/admin.env when it creates the account.
+(LEGATE_API_KEY or --api-key, or the key legate login stored). Each key
+belongs to a user or service account (its owner) and acts with its owner's
+roles, no more: a key created without --owner is yours; one created with
+--owner NAME (which needs user:manage at the account) belongs to that user
+or service account, which is how automation gets a key. Disabling or
+deleting the owner refuses its keys. The first key, "admin", is the one a
+manager writes to DATA/admin.env for the user admin.
 
 Give each person or system its own key, so that one can be revoked without
 the others. The manager stores only a hash of each key; a key is shown once,
@@ -27,6 +32,7 @@ database. The account's last active key is revoked only with --force: after
 that no key works until a manager restarts and writes a new one to
 DATA/admin.env (as it does whenever the key there was revoked or lost).`,
 		Example: `  legate apikey create ci
+  legate apikey create deploy --owner ci-bot
   export LEGATE_API_KEY=$(legate apikey create ci | tail -n1)
   legate apikey list
   legate apikey revoke ci`,
@@ -36,15 +42,25 @@ DATA/admin.env (as it does whenever the key there was revoked or lost).`,
 }
 
 func (a *app) apikeyCreateCmd() *cobra.Command {
-	var out outputFlags
+	var (
+		out   outputFlags
+		owner string
+	)
 	cmd := &cobra.Command{
-		Use:   "create NAME",
+		Use:   "create NAME [--owner USER|SERVICE-ACCOUNT]",
 		Short: "Create an API key and print it",
-		Long: `Create an admin API key named NAME (1-63 letters, digits, '.', '_' or '-',
+		Long: `Create an API key named NAME (1-63 letters, digits, '.', '_' or '-',
 starting with a letter or digit; names of revoked keys are not reused). The
 key is printed alone on the last line of the output and is shown only once:
-the manager stores only its hash.`,
+the manager stores only its hash.
+
+The key belongs to you, or with --owner to that user or service account
+(creating a key for someone else needs user:manage at the account), and acts
+with its owner's roles, no more.`,
 		Example: `  legate apikey create ci
+  legate user create ci-bot --service-account
+  legate role bind project-admin --service-account ci-bot --org eng --project web
+  legate apikey create deploy --owner ci-bot
   export LEGATE_API_KEY=$(legate apikey create alice | tail -n1)`,
 		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
@@ -52,7 +68,7 @@ the manager stores only its hash.`,
 			if err != nil {
 				return err
 			}
-			k, err := c.CreateAPIKey(cmd.Context(), args[0])
+			k, err := c.CreateAPIKeyFor(cmd.Context(), args[0], strings.TrimSpace(owner))
 			if err != nil {
 				return err
 			}
@@ -63,10 +79,15 @@ the manager stores only its hash.`,
 			if k.Value == "" {
 				return fmt.Errorf("create API key: the manager returned no key")
 			}
-			_, err = fmt.Fprintf(w, "Created API key %q. Use it as %s (or --api-key); it is not shown again:\n%s\n", k.Name, EnvAPIKey, k.Value)
+			forWhom := ""
+			if k.Owner != "" {
+				forWhom = " for " + strings.ReplaceAll(k.OwnerKind, "_", " ") + " " + escape(k.Owner)
+			}
+			_, err = fmt.Fprintf(w, "Created API key %q%s. Use it as %s (or --api-key); it is not shown again:\n%s\n", k.Name, forWhom, EnvAPIKey, k.Value)
 			return err
 		}),
 	}
+	cmd.Flags().StringVar(&owner, "owner", "", "the user or service account the key belongs to and acts for (default: you)")
 	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }
@@ -77,10 +98,12 @@ func (a *app) apikeyListCmd() *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List API keys",
-		Long: `List the account's API keys, revoked ones included (never their values):
-name, status ("current" marks the key this command used), when it was
-created and by which key ("-" for the manager itself), when it was last used
-(recorded about once a minute) and when it was revoked.`,
+		Long: `List the API keys you may see (yours; every key of the account with
+user:view there), revoked ones included, never their values: name, status
+("current" marks the key this command used), owner (the user or service
+account it acts for), when it was created and by whom ("-" for the manager
+itself), when it was last used (recorded about once a minute) and when it
+was revoked.`,
 		Example: `  legate apikey list
   legate apikey list -o name
   legate apikey list --json | jq -r '.api_keys[] | select(.status == "active") | .name'`,
@@ -110,9 +133,9 @@ created and by which key ("-" for the manager itself), when it was last used
 			}
 			now := a.now()
 			wide := out.is(formatWide)
-			header := []string{"NAME", "STATUS", "CREATED", "CREATED-BY", "LAST-USED", "REVOKED"}
+			header := []string{"NAME", "STATUS", "OWNER", "CREATED", "CREATED-BY", "LAST-USED", "REVOKED"}
 			if wide {
-				header = append(header, "OWNER", "CREATED-AT", "LAST-USED-AT", "REVOKED-AT")
+				header = append(header, "OWNER-ID", "CREATED-AT", "LAST-USED-AT", "REVOKED-AT")
 			}
 			t := newTable(w, header...)
 			for _, k := range list.APIKeys {
@@ -127,7 +150,7 @@ created and by which key ("-" for the manager itself), when it was last used
 						revoked += " by " + k.RevokedBy
 					}
 				}
-				row := []string{k.Name, status, age(now, k.CreatedAt), k.CreatedBy, agePtr(now, k.LastUsedAt), revoked}
+				row := []string{k.Name, status, keyOwner(k), age(now, k.CreatedAt), k.CreatedBy, agePtr(now, k.LastUsedAt), revoked}
 				if wide {
 					row = append(row, k.OwnerKind+"/"+k.OwnerID, a.absTime(&k.CreatedAt), a.absTime(k.LastUsedAt), a.absTime(k.RevokedAt))
 				}
@@ -138,6 +161,18 @@ created and by which key ("-" for the manager itself), when it was last used
 	}
 	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
 	return cmd
+}
+
+// keyOwner is the owner column of a key: the owner's name, "account" for
+// a key of the account itself (written to the store outside the API).
+func keyOwner(k protocol.APIKey) string {
+	switch {
+	case k.Owner != "":
+		return k.Owner
+	case k.OwnerKind == protocol.OwnerAccount:
+		return "account"
+	}
+	return k.OwnerID
 }
 
 func (a *app) apikeyRevokeCmd() *cobra.Command {

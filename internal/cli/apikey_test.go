@@ -33,9 +33,9 @@ func TestAPIKeyCommands(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	want := "NAME   STATUS          CREATED  CREATED-BY  LAST-USED  REVOKED\n" +
-		"admin  active,current  1h ago   -           0s ago     -\n" +
-		"ci     revoked         1m ago   admin       never      0s ago by admin\n"
+	want := "NAME   STATUS          OWNER  CREATED  CREATED-BY  LAST-USED  REVOKED\n" +
+		"admin  active,current  admin  1h ago   -           0s ago     -\n" +
+		"ci     revoked         admin  1m ago   admin       never      0s ago by admin\n"
 	if d := cmp.Diff(want, r.stdout); d != "" {
 		t.Errorf("list (-want +got):\n%s", d)
 	}
@@ -68,5 +68,38 @@ func TestAPIKeyCommands(t *testing.T) {
 	r = runCLI(t.Context(), m.env(), "", "apikey", "--help")
 	if r.err != nil || !strings.Contains(r.stdout, "--force") || !strings.Contains(r.stdout, "admin.env") {
 		t.Errorf("help: %v\n%s", r.err, r.stdout)
+	}
+}
+
+// apikey create --owner asks for a key of that user or service account and
+// says whose key it printed.
+func TestAPIKeyCreateOwner(t *testing.T) {
+	t.Parallel()
+	m := newFakeManager(t, outcomeSpec{})
+	r := runCLI(t.Context(), m.env(), "", "apikey", "create", "deploy", "--owner", "ci-bot")
+	if r.err != nil {
+		t.Fatalf("create --owner: %v, stderr %q", r.err, r.stderr)
+	}
+	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"deploy" for service account ci-bot`) || lines[1] != "lgk_secret_deploy" {
+		t.Errorf("create --owner: stdout %q, want the owner named and the key alone on the last line", r.stdout)
+	}
+	r = runCLI(t.Context(), m.env(), "", "apikey", "create", "orphan", "--owner", "ghost")
+	if code := exitCodeOf(t, r.err); code != 1 || !strings.Contains(r.stderr, `user "ghost" not found`) {
+		t.Errorf("unknown owner: exit %d, stderr %q", code, r.stderr)
+	}
+	if r = runCLI(t.Context(), m.env(), "", "apikey", "create", "mine"); r.err != nil || !strings.Contains(r.stdout, `"mine" for user admin`) {
+		t.Errorf("create without --owner: %v, stdout %q", r.err, r.stdout)
+	}
+	m.mu.Lock()
+	reqs := m.keyReqs
+	m.mu.Unlock()
+	want := []protocol.CreateAPIKeyRequest{{Name: "deploy", Owner: "ci-bot"}, {Name: "orphan", Owner: "ghost"}, {Name: "mine"}}
+	if d := cmp.Diff(want, reqs); d != "" {
+		t.Errorf("create requests (-want +got):\n%s", d)
+	}
+	r = runCLI(t.Context(), m.env(), "", "apikey", "list")
+	if r.err != nil || !strings.Contains(r.stdout, "deploy  active          ci-bot") {
+		t.Errorf("list shows the owner: %v\n%s", r.err, r.stdout)
 	}
 }

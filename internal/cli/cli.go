@@ -125,31 +125,38 @@ func (a *app) client() (*client.Client, error) {
 	if u == "" {
 		u, from = a.getenv(EnvURL), EnvURL
 	}
-	// What legate login stored, when neither flags nor the environment
-	// say (they win).
-	storedURL, storedKey := "", ""
-	if u == "" || (a.apiKey == "" && a.getenv(EnvAPIKey) == "") {
-		storedURL, storedKey = a.storedLogin()
+	key := a.apiKey
+	if key == "" {
+		key = a.getenv(EnvAPIKey)
 	}
-	if u == "" && storedURL != "" {
-		u, from = storedURL, "the config of legate login"
+	// What legate login stored, when neither flags nor the environment
+	// say (they win). Its key goes only to the manager it was made for.
+	var stored loginConfig
+	if u == "" || key == "" {
+		var err error
+		if stored, err = a.storedLogin(); err != nil {
+			return nil, &ExitError{Code: ExitUsage, Msg: "legate: " + err.Error()}
+		}
+	}
+	if u == "" && stored.URL != "" {
+		u, from = stored.URL, "the config of legate login"
 	}
 	if u == "" {
-		return nil, &ExitError{Code: ExitUsage, Msg: "legate: no manager URL: set " + EnvURL + " or pass --url (" + adminEnvHint + ")"}
+		return nil, &ExitError{Code: ExitUsage, Msg: "legate: no manager URL: set " + EnvURL + " or pass --url, or sign in with legate login (" + adminEnvHint + ")"}
 	}
 	base, err := client.ParseManagerURL(u)
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Msg: "legate: " + from + ": " + err.Error()}
 	}
-	key := a.apiKey
-	if key == "" {
-		key = a.getenv(EnvAPIKey)
+	if key == "" && stored.APIKey != "" {
+		if stored.URL != base {
+			return nil, &ExitError{Code: ExitUsage, Msg: "legate: no API key for " + base + ": the key legate login stored is for " +
+				stored.URL + "; set " + EnvAPIKey + " or pass --api-key, or sign in to " + base + " with legate login"}
+		}
+		key = stored.APIKey
 	}
 	if key == "" {
-		key = storedKey
-	}
-	if key == "" {
-		return nil, &ExitError{Code: ExitUsage, Msg: "legate: no API key: set " + EnvAPIKey + " or pass --api-key (" + adminEnvHint + ")"}
+		return nil, &ExitError{Code: ExitUsage, Msg: "legate: no API key: set " + EnvAPIKey + " or pass --api-key, or sign in with legate login (" + adminEnvHint + ")"}
 	}
 	hc := a.httpClient
 	if hc == nil {
@@ -215,7 +222,7 @@ func (a *app) hint(err error) string {
 	var pe *protocol.Error
 	if errors.As(err, &pe) {
 		if pe.Code == protocol.CodeUnauthenticated || pe.Code == protocol.CodeAPIKeyRevoked {
-			return " (check " + EnvAPIKey + " or --api-key)"
+			return " (check " + EnvAPIKey + " or --api-key, or sign in again with legate login)"
 		}
 		return ""
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -193,6 +194,24 @@ func apiKeysLister(ctx context.Context, c *client.Client, _ *cobra.Command) ([]s
 	return out, nil
 }
 
+// principalsLister lists the names of enabled users and service
+// accounts, or of those of one kind ("" for both), with their kind.
+func principalsLister(kind string) lister {
+	return func(ctx context.Context, c *client.Client, _ *cobra.Command) ([]string, error) {
+		var list protocol.UserList
+		if err := c.Admin(ctx, "list users", http.MethodGet, protocol.PathUsers, nil, &list); err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, u := range list.Users {
+			if !u.Disabled && (kind == "" || u.Kind == kind) {
+				out = append(out, describe(u.Name, strings.ReplaceAll(u.Kind, "_", " ")))
+			}
+		}
+		return out, nil
+	}
+}
+
 // orgsLister lists organization names.
 func orgsLister(ctx context.Context, c *client.Client, _ *cobra.Command) ([]string, error) {
 	list, err := c.ListOrgs(ctx)
@@ -259,6 +278,10 @@ func (a *app) completeFlags(root *cobra.Command) {
 		"project":   a.completeFlag(projectsLister),
 		"connector": a.completeFlag(connectorsLister),
 		"selector":  a.completeFlag(selectorsLister),
+		// apikey create --owner; role bind --user, --service-account.
+		"owner":           a.completeFlag(principalsLister("")),
+		"user":            a.completeFlag(principalsLister(protocol.PrincipalUser)),
+		"service-account": a.completeFlag(principalsLister(protocol.PrincipalServiceAccount)),
 	}
 	walk(root, func(c *cobra.Command) {
 		for name, fn := range flags {

@@ -65,6 +65,9 @@ func TestCompletion(t *testing.T) {
 		{[]string{"task", "list", "--status", "f"}, []string{"failed"}},
 		{[]string{"task", "list", "-o", ""}, []string{"json", "yaml", "wide", "name"}},
 		{[]string{"token", "create", ""}, nil}, // a new name
+		{[]string{"apikey", "create", "deploy", "--owner", ""}, []string{"admin\tuser", "alice\tuser", "ci-bot\tservice account"}},
+		{[]string{"role", "bind", "viewer", "--user", "a"}, []string{"admin\tuser", "alice\tuser"}},
+		{[]string{"role", "bind", "viewer", "--service-account", ""}, []string{"ci-bot\tservice account"}},
 	}
 	for _, tt := range tests {
 		if d := cmp.Diff(tt.want, completions(t, m.env(), tt.args...), cmpopts.EquateEmpty()); d != "" {

@@ -64,6 +64,7 @@ type fakeManager struct {
 	confs        fakeConfigurations
 	apiKeys      []protocol.APIKey
 	revokeReqs   []protocol.RevokeAPIKeyRequest
+	keyReqs      []protocol.CreateAPIKeyRequest
 }
 
 func newFakeManager(t *testing.T, o outcomeSpec) *fakeManager {
@@ -95,6 +96,11 @@ func newFakeManager(t *testing.T, o outcomeSpec) *fakeManager {
 	})
 	mux.HandleFunc("GET /api/v1/whoami", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, protocol.WhoAmI{AccountID: "acc", Version: "v9.9.9"})
+	})
+	mux.HandleFunc("GET /api/v1/users", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, protocol.UserList{Users: []protocol.User{
+			{Name: "admin", Kind: protocol.PrincipalUser}, {Name: "alice", Kind: protocol.PrincipalUser},
+			{Name: "gone", Kind: protocol.PrincipalUser, Disabled: true}, {Name: "ci-bot", Kind: protocol.PrincipalServiceAccount}}})
 	})
 	mux.HandleFunc("DELETE /api/v1/delegates/{name}", m.deleteDelegate)
 	mux.HandleFunc("POST /api/v1/tasks", m.submit)
@@ -222,7 +228,7 @@ func (m *fakeManager) revokeToken(w http.ResponseWriter, r *http.Request) {
 // apiKeyRoutes serves API keys; the key of the tests is "admin".
 func (m *fakeManager) apiKeyRoutes(mux *http.ServeMux) {
 	m.apiKeys = []protocol.APIKey{{Name: "admin", Status: protocol.TokenActive, CreatedAt: testNow.Add(-time.Hour),
-		LastUsedAt: &testNow, OwnerKind: protocol.OwnerAccount, OwnerID: "acc", Current: true}}
+		LastUsedAt: &testNow, OwnerKind: protocol.PrincipalUser, OwnerID: "u_acc", Owner: "admin", Current: true}}
 	mux.HandleFunc("POST /api/v1/apikeys", func(w http.ResponseWriter, r *http.Request) {
 		var req protocol.CreateAPIKeyRequest
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Name == "" {
@@ -237,8 +243,17 @@ func (m *fakeManager) apiKeyRoutes(mux *http.ServeMux) {
 				return
 			}
 		}
+		m.keyReqs = append(m.keyReqs, req)
 		k := protocol.APIKey{Name: req.Name, Status: protocol.TokenActive, CreatedAt: testNow.Add(-time.Minute), CreatedBy: "admin",
-			OwnerKind: protocol.OwnerAccount, OwnerID: "acc"}
+			OwnerKind: protocol.PrincipalUser, OwnerID: "u_acc", Owner: "admin"}
+		switch req.Owner {
+		case "", "admin":
+		case "ci-bot":
+			k.OwnerKind, k.OwnerID, k.Owner = protocol.PrincipalServiceAccount, "u_ci", "ci-bot"
+		default:
+			writeError(w, 404, protocol.CodeNotFound, "user "+strconv.Quote(req.Owner)+" not found")
+			return
+		}
 		m.apiKeys = append(m.apiKeys, k)
 		k.Value = "lgk_secret_" + req.Name
 		writeJSON(w, 201, k)

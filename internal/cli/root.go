@@ -32,7 +32,8 @@ func Finish(root *cobra.Command) {
 			c.Long += `
 Besides commands and flags, the scripts complete what the manager knows:
 task IDs (the ` + strconv.Itoa(completionTaskLimit) + ` most recent), delegate, token, API key, organization,
-project, connector and configuration names, and selectors. They ask the
+project, connector and configuration names, users and service accounts,
+and selectors. They ask the
 manager set by ` + EnvURL + ` and ` + EnvAPIKey + ` (or --url and --api-key on
 the command line) and offer nothing when it does not answer within ` + completionTimeout.String() + `.`
 			c.Example = `  source <(legate completion bash)

@@ -311,12 +311,19 @@ func (c *Client) RevokeToken(ctx context.Context, name string) (protocol.Token, 
 	return out, err
 }
 
-// CreateAPIKey creates an admin API key for the account; the answer carries
-// its value, which the manager never shows again.
+// CreateAPIKey creates an API key for the caller; the answer carries its
+// value, which the manager never shows again.
 func (c *Client) CreateAPIKey(ctx context.Context, name string) (protocol.APIKey, error) {
+	return c.CreateAPIKeyFor(ctx, name, "")
+}
+
+// CreateAPIKeyFor creates an API key owned by the user or service account
+// owner ("" for the caller), which acts with its owner's roles. A key for
+// another principal needs user:manage at account scope.
+func (c *Client) CreateAPIKeyFor(ctx context.Context, name, owner string) (protocol.APIKey, error) {
 	var out protocol.APIKey
 	err := c.do(ctx, &call{op: "create API key", method: http.MethodPost, path: protocol.PathAPIKeys,
-		in: protocol.CreateAPIKeyRequest{Name: name}, out: &out})
+		in: protocol.CreateAPIKeyRequest{Name: name, Owner: owner}, out: &out})
 	return out, err
 }
 

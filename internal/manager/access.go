@@ -166,7 +166,8 @@ var (
 		return res("configuration", c.Name, access.Scope{Org: c.Org, Project: c.Project}), nil
 	}}
 	// anywhere: the permission held at any scope (users, groups and roles
-	// are account objects that an org admin must see to bind them there).
+	// are account objects that an org admin must see to bind them there;
+	// connectors are account objects that a project's tasks may use).
 	anywhere = scopeSource{"any scope", nil}
 )
 

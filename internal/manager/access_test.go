@@ -6,13 +6,19 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
 )
 
 // accessFixture is a request that reaches one admin route for a resource
@@ -487,4 +493,209 @@ func TestDisableReachesTheOtherManager(t *testing.T) {
 	eventually(t, 10*time.Second, "manager B applying the unbinding", func() bool {
 		return !strings.Contains(b.mustAPI(t, key, "GET", protocol.PathTokens, "", 200), `"t1"`)
 	})
+}
+
+// A caller who may view some tasks only gets full pages of them: the
+// limit counts the tasks it may see, not those the store returned before
+// the filter (newer tasks of another project used to fill the page and
+// leave it empty).
+func TestTaskListPagesCountVisibleTasks(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	admin := tm.admin.APIKey
+	tm.mustAPI(t, admin, "POST", protocol.PathOrgs, `{"name":"o1"}`, 201)
+	for _, p := range []string{"p1", "p2"} {
+		tm.mustAPI(t, admin, "POST", protocol.PathOrgs+"/o1/projects", fmt.Sprintf(`{"name":%q}`, p), 201)
+	}
+	submit := func(project string, n int) (ids []string) {
+		for range n {
+			var tk protocol.Task
+			b := tm.mustAPI(t, admin, "POST", protocol.PathTasks, fmt.Sprintf(`{"type":"shell","shell":{"script":"true"},"org":"o1","project":%q}`, project), 201)
+			if err := json.Unmarshal([]byte(b), &tk); err != nil {
+				t.Fatal(err)
+			}
+			ids = append([]string{tk.ID}, ids...) // newest first
+		}
+		return ids
+	}
+	mine := submit("p1", 3)
+	submit("p2", 5) // newer, and not the viewer's
+	viewer := tm.userKey(t, "vic", access.RoleViewer, access.Scope{Org: "o1", Project: "p1"})
+	list := func(key, query string) []string {
+		var tl protocol.TaskList
+		if err := json.Unmarshal([]byte(tm.mustAPI(t, key, "GET", protocol.PathTasks+query, "", 200)), &tl); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, tk := range tl.Tasks {
+			ids = append(ids, tk.ID)
+		}
+		return ids
+	}
+	for _, tt := range []struct {
+		query string
+		want  []string
+	}{
+		{"?limit=2", mine[:2]},
+		{"?limit=3", mine},
+		{"?limit=10", mine},
+		{"", mine},
+		{"?limit=2&status=queued", mine[:2]},
+	} {
+		if diff := cmp.Diff(tt.want, list(viewer, tt.query)); diff != "" {
+			t.Errorf("viewer of o1/p1 lists %s (-want +got):\n%s", tt.query, diff)
+		}
+	}
+	if got := list(admin, "?limit=2"); len(got) != 2 || slices.Contains(mine, got[0]) {
+		t.Errorf("the admin's newest 2 tasks: %v, want 2 of p2", got)
+	}
+	nobody := tm.userKey(t, "nobody", "", access.Account)
+	if got := list(nobody, "?limit=5"); len(got) != 0 {
+		t.Errorf("a user without bindings lists %v", got)
+	}
+}
+
+// The user admin disabled and stripped of its role by another account
+// admin stays so across a manager start (Bootstrap does not undo it, and
+// AdminDisabled lets the start warn); ResetAdmin, which legate manager
+// reset-admin runs on the store, gives it back: enabled, account-admin
+// again, a working key in admin.env.
+func TestResetAdminRestoresTheFirstAdministrator(t *testing.T) {
+	tm := startTestManager(t, Config{APIKeyCacheTTL: 50 * time.Millisecond})
+	ctx := context.Background()
+	first := tm.admin
+	dir := filepath.Dir(first.EnvFile)
+	root := tm.userKey(t, "root", access.RoleAccountAdmin, access.Account)
+	tm.mustAPI(t, root, "PATCH", protocol.PathUsers+"/admin", `{"disabled":true}`, 200)
+	tm.mustAPI(t, root, "DELETE", protocol.PathBindings+"?role=account-admin&subject_kind=user&subject=admin", "", 204)
+	if st, b := tm.api(t, first.APIKey, "GET", protocol.PathWhoAmI, ""); st != 401 || !strings.Contains(b, "user admin is disabled") {
+		t.Fatalf("the disabled admin's key: %d %s", st, b)
+	}
+	works := func(key string) {
+		t.Helper()
+		eventually(t, 10*time.Second, "the admin's key accepted as account admin", func() bool {
+			st, _ := tm.api(t, key, "GET", protocol.PathUsers+"/root", "")
+			return st == 200
+		})
+	}
+	resetAdmin := func(url string, want ...string) Admin {
+		t.Helper()
+		a, did, err := ResetAdmin(ctx, tm.st, dir, url, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, did); diff != "" {
+			t.Errorf("ResetAdmin did (-want +got):\n%s", diff)
+		}
+		env, err := readEnvFile(first.EnvFile)
+		if err != nil || env["LEGATE_API_KEY"] != a.APIKey || env["LEGATE_ACCOUNT_ID"] != first.AccountID {
+			t.Errorf("admin.env after ResetAdmin: %v %v; want its key %s", env, err, a.KeyName)
+		}
+		if fi, err := os.Stat(first.EnvFile); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("admin.env mode: %v %v", fi, err)
+		}
+		return a
+	}
+
+	// A start keeps admin disabled, with the same key in admin.env.
+	again, err := Bootstrap(ctx, tm.st, dir, tm.url, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off, err := AdminDisabled(ctx, tm.st, first.AccountID); !off || err != nil || again.APIKey != first.APIKey {
+		t.Errorf("after a start: admin disabled %v (%v), same key %v; want it left disabled with its key", off, err, again.APIKey == first.APIKey)
+	}
+	if st, _ := tm.api(t, first.APIKey, "GET", protocol.PathWhoAmI, ""); st != 401 {
+		t.Errorf("a start re-enabled the admin: whoami %d", st)
+	}
+
+	// The key in admin.env works again, as account admin; LEGATE_URL kept.
+	a := resetAdmin("", "enabled the user admin", "bound account-admin to the user admin at account scope",
+		`the key "admin" in `+first.EnvFile+" works again")
+	if a.APIKey != first.APIKey || a.URL != tm.url {
+		t.Errorf("ResetAdmin wrote key %s and URL %q; want the first key and %q", a.KeyName, a.URL, tm.url)
+	}
+	if off, _ := AdminDisabled(ctx, tm.st, first.AccountID); off {
+		t.Error("admin still disabled")
+	}
+	works(first.APIKey)
+
+	// Nothing to restore: it says the key works; a URL given is written.
+	if a = resetAdmin("http://example.invalid:1", `the key "admin" in `+first.EnvFile+" works again"); a.URL != "http://example.invalid:1" {
+		t.Errorf("URL written: %q", a.URL)
+	}
+
+	// admin's key revoked: a new one.
+	tm.mustAPI(t, root, "POST", protocol.PathAPIKeys+"/admin/revoke", "", 200)
+	a = resetAdmin("", `wrote the new API key "admin-2" of the user admin to `+first.EnvFile+
+		` (the API key "admin" in `+first.EnvFile+" was revoked)")
+	works(a.APIKey)
+
+	// admin deleted (its keys revoked with it): created again, new key.
+	tm.mustAPI(t, root, "DELETE", protocol.PathUsers+"/admin", "", 204)
+	a = resetAdmin("", "created the user admin, account-admin at account scope (it had been deleted)",
+		`wrote the new API key "admin-3" of the user admin to `+first.EnvFile+` (the API key "admin-2" in `+first.EnvFile+" was revoked)")
+	works(a.APIKey)
+
+	// A database without an account says what to do.
+	empty, err := store.Open(ctx, filepath.Join(t.TempDir(), "legate.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer empty.Close()
+	if _, _, err := ResetAdmin(ctx, empty, t.TempDir(), "", time.Now()); err == nil || !strings.Contains(err.Error(), "start a manager") {
+		t.Errorf("ResetAdmin on an empty database: %v", err)
+	}
+}
+
+// Connectors have no scope of their own: a task at any scope may use one
+// (with connector:access there). So whoever may view connectors at some
+// scope — a project member — sees them all and each of them; a role
+// without connector:view anywhere sees none.
+func TestProjectMemberSeesConnectors(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	admin := tm.admin.APIKey
+	tm.mustAPI(t, admin, "POST", protocol.PathOrgs, `{"name":"o1"}`, 201)
+	tm.mustAPI(t, admin, "POST", protocol.PathOrgs+"/o1/projects", `{"name":"p1"}`, 201)
+	tm.mustAPI(t, admin, "POST", protocol.PathConnectors, `{"name":"github","url":"http://127.0.0.1:1"}`, 201)
+	tm.mustAPI(t, admin, "POST", protocol.PathRoles, `{"name":"runner","permissions":["task:run","task:view"]}`, 201)
+	p1 := access.Scope{Org: "o1", Project: "p1"}
+	member := tm.userKey(t, "pam", access.RoleProjectAdmin, p1)
+	viewer := tm.userKey(t, "vera", access.RoleViewer, access.Scope{Org: "o1"})
+	runner := tm.userKey(t, "rune", "runner", p1)
+	names := func(key string) []string {
+		var l protocol.ConnectorList
+		if err := json.Unmarshal([]byte(tm.mustAPI(t, key, "GET", protocol.PathConnectors, "", 200)), &l); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, c := range l.Connectors {
+			out = append(out, c.Name)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		who, key string
+		sees     bool
+	}{{"a project admin of o1/p1", member, true}, {"a viewer of o1", viewer, true}, {"a runner without connector:view", runner, false}} {
+		var want []string
+		if tt.sees {
+			want = []string{"github"}
+		}
+		if diff := cmp.Diff(want, names(tt.key)); diff != "" {
+			t.Errorf("%s lists connectors (-want +got):\n%s", tt.who, diff)
+		}
+		st, b := tm.api(t, tt.key, "GET", protocol.PathConnectors+"/github", "")
+		if tt.sees && st != 200 {
+			t.Errorf("%s gets the connector: %d %s", tt.who, st, b)
+		}
+		if !tt.sees && (st != 403 || !strings.Contains(b, "connector:view")) {
+			t.Errorf("%s gets the connector: %d %s; want 403 naming connector:view", tt.who, st, b)
+		}
+	}
+	// What the member sees, the member may use in its project, and only there.
+	tm.mustAPI(t, member, "POST", protocol.PathTasks, `{"type":"shell","shell":{"script":"true"},"org":"o1","project":"p1","connector":"github"}`, 201)
+	// Changing connectors stays an account matter.
+	if st, b := tm.api(t, member, "DELETE", protocol.PathConnectors+"/github", ""); st != 403 || !strings.Contains(b, "connector:delete") {
+		t.Errorf("the member deletes the connector: %d %s", st, b)
+	}
 }

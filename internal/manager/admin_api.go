@@ -428,12 +428,21 @@ func (m *Manager) handleListTasks(w http.ResponseWriter, r *http.Request, acct s
 		}
 		f.Limit = n
 	}
+	// The store keeps only what the caller may view, before the limit:
+	// filtering the page afterwards would return fewer than limit tasks
+	// (none, often) while more exist.
+	pol := callerOf(r.Context()).policy
+	if all, scopes := pol.Scopes(access.TaskView); !all {
+		f.Scopes = make([]store.ScopeFilter, 0, len(scopes))
+		for _, sc := range scopes {
+			f.Scopes = append(f.Scopes, store.ScopeFilter{Org: sc.Org, Project: sc.Project})
+		}
+	}
 	ts, err := m.st.ListTasks(r.Context(), f)
 	if err != nil {
 		storeError(w, err, "tasks")
 		return
 	}
-	pol := callerOf(r.Context()).policy
 	out := protocol.TaskList{Tasks: make([]protocol.Task, 0, len(ts))}
 	for _, t := range ts {
 		if !pol.Allows(access.TaskView, access.Scope{Org: t.Spec.Org, Project: t.Spec.Project}) {

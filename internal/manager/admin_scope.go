@@ -323,8 +323,12 @@ func (m *Manager) handleListConnectors(w http.ResponseWriter, r *http.Request, a
 		return
 	}
 	out := protocol.ConnectorList{Connectors: make([]protocol.Connector, 0, len(cs))}
-	if !callerOf(r.Context()).policy.Allows(access.ConnectorView, access.Account) {
-		cs = nil // connectors are account objects
+	// Connectors are account objects that a task at any scope may use
+	// (with connector:access there): whoever may view connectors at some
+	// scope sees them all, as a project member must to know what its
+	// tasks can use.
+	if !callerOf(r.Context()).policy.AllowsBelow(access.ConnectorView, access.Account) {
+		cs = nil
 	}
 	for _, c := range cs {
 		out.Connectors = append(out.Connectors, m.connectorView(r.Context(), c))

@@ -146,7 +146,7 @@ func (m *Manager) routes() []route {
 		{method: "DELETE", pattern: protocol.PathOrgs + "/{org}/projects/{name}", admin: m.handleDeleteProject, rule: rule{perm: access.OrgDelete, scope: atOrgPath}, audit: "project.delete"},
 		{method: "POST", pattern: protocol.PathConnectors, body: bodySmall, admin: m.handleCreateConnector, rule: rule{perm: access.ConnectorEdit, scope: atAccount}, audit: "connector.create"},
 		{method: "GET", pattern: protocol.PathConnectors, admin: m.handleListConnectors, rule: rule{perm: access.ConnectorView, list: true}},
-		{method: "GET", pattern: protocol.PathConnectors + "/{name}", admin: m.handleGetConnector, rule: rule{perm: access.ConnectorView, scope: atAccount}},
+		{method: "GET", pattern: protocol.PathConnectors + "/{name}", admin: m.handleGetConnector, rule: rule{perm: access.ConnectorView, scope: anywhere}},
 		{method: "DELETE", pattern: protocol.PathConnectors + "/{name}", admin: m.handleDeleteConnector, rule: rule{perm: access.ConnectorDelete, scope: atAccount}, audit: "connector.delete"},
 		{method: "POST", pattern: protocol.PathConfigurations, body: bodyConfiguration, admin: m.handleCreateConfiguration, rule: rule{perm: access.ConfigurationEdit, scope: atBody}, audit: "configuration.create"},
 		{method: "GET", pattern: protocol.PathConfigurations, admin: m.handleListConfigurations, rule: rule{perm: access.ConfigurationView, list: true}},

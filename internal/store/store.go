@@ -556,6 +556,11 @@ func (s *Store) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 		where = append(where, "status = ?")
 		args = append(args, f.Status)
 	}
+	if f.Scopes != nil {
+		w, a := scopeWhere(f.Scopes)
+		where = append(where, w)
+		args = append(args, a...)
+	}
 	q := `SELECT ` + taskCols + ` FROM tasks`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
@@ -567,6 +572,29 @@ func (s *Store) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
 	return tasks, nil
+}
+
+// scopeWhere is the condition of TaskFilter.Scopes on the org and
+// project columns.
+func scopeWhere(scopes []ScopeFilter) (string, []any) {
+	var or []string
+	var args []any
+	for _, sc := range scopes {
+		switch {
+		case sc.Org == "":
+			return "1 = 1", nil // the account: everything
+		case sc.Project == "":
+			or = append(or, "org = ?")
+			args = append(args, sc.Org)
+		default:
+			or = append(or, "(org = ? AND project = ?)")
+			args = append(args, sc.Org, sc.Project)
+		}
+	}
+	if len(or) == 0 {
+		return "1 = 0", nil
+	}
+	return "(" + strings.Join(or, " OR ") + ")", args
 }
 
 // QueuedPage lists queued tasks of every account in queue order (created

@@ -134,6 +134,18 @@ func TestListTasks(t *testing.T) {
 			newTask("a4", "acc1", at(3*time.Second)),
 			newTask("b1", "acc2", at(4*time.Second)),
 		)
+		// Scoped tasks of acc1: o1 (its org), o1/p1, o1/p2, o2/p1.
+		scoped := func(id, org, project string, d time.Duration) Task {
+			tk := newTask(id, "acc1", at(d))
+			tk.Spec.Org, tk.Spec.Project = org, project
+			return tk
+		}
+		mustCreate(t, s,
+			scoped("s-o1", "o1", "", 500*time.Millisecond),
+			scoped("s-p1", "o1", "p1", 400*time.Millisecond),
+			scoped("s-p2", "o1", "p2", 300*time.Millisecond),
+			scoped("s-o2p1", "o2", "p1", 200*time.Millisecond),
+		)
 		mustClaim(t, s, "a3", "i1", at(5*time.Second))
 		mustClaim(t, s, "b1", "i2", at(5*time.Second))
 
@@ -142,12 +154,19 @@ func TestListTasks(t *testing.T) {
 			f    TaskFilter
 			want []string
 		}{
-			{"all", TaskFilter{}, []string{"b1", "a4", "a3", "a2", "a1"}},
-			{"account", TaskFilter{AccountID: "acc1"}, []string{"a4", "a3", "a2", "a1"}},
-			{"account and status", TaskFilter{AccountID: "acc1", Status: protocol.StatusQueued}, []string{"a4", "a2", "a1"}},
+			{"all", TaskFilter{}, []string{"b1", "a4", "a3", "a2", "a1", "s-o1", "s-p1", "s-p2", "s-o2p1"}},
+			{"account", TaskFilter{AccountID: "acc1"}, []string{"a4", "a3", "a2", "a1", "s-o1", "s-p1", "s-p2", "s-o2p1"}},
+			{"account and status", TaskFilter{AccountID: "acc1", Status: protocol.StatusQueued}, []string{"a4", "a2", "a1", "s-o1", "s-p1", "s-p2", "s-o2p1"}},
 			{"status", TaskFilter{Status: protocol.StatusRunning}, []string{"b1", "a3"}},
 			{"limit", TaskFilter{AccountID: "acc1", Limit: 2}, []string{"a4", "a3"}},
 			{"nothing", TaskFilter{AccountID: "acc3"}, nil},
+			{"scope: account", TaskFilter{AccountID: "acc1", Scopes: []ScopeFilter{{Org: "o1"}, {}}, Limit: 5}, []string{"a4", "a3", "a2", "a1", "s-o1"}},
+			{"scope: an org and its projects", TaskFilter{AccountID: "acc1", Scopes: []ScopeFilter{{Org: "o1"}}}, []string{"s-o1", "s-p1", "s-p2"}},
+			{"scope: a project", TaskFilter{AccountID: "acc1", Scopes: []ScopeFilter{{Org: "o1", Project: "p1"}}}, []string{"s-p1"}},
+			{"scope: projects of two orgs, limited", TaskFilter{AccountID: "acc1", Scopes: []ScopeFilter{{Org: "o2", Project: "p1"}, {Org: "o1", Project: "p2"}}, Limit: 2},
+				[]string{"s-p2", "s-o2p1"}},
+			{"scope: a project of that name in another org only", TaskFilter{AccountID: "acc1", Scopes: []ScopeFilter{{Org: "o3", Project: "p1"}}}, nil},
+			{"scope: none", TaskFilter{AccountID: "acc1", Scopes: []ScopeFilter{}}, nil},
 		}
 		for _, tt := range tests {
 			got, err := s.ListTasks(context.Background(), tt.f)

@@ -210,8 +210,21 @@ type LeaseExtension struct {
 type TaskFilter struct {
 	AccountID string
 	Status    string
+	// Scopes, when not nil, keeps only the tasks at or beneath one of
+	// them (the scopes a caller may view): a zero ScopeFilter matches
+	// every task, one with Org the org's tasks and its projects', one
+	// with Org and Project that project's. A non-nil empty list matches
+	// no task. The limit applies after it, so a page is full whenever
+	// enough matching tasks exist.
+	Scopes []ScopeFilter
 	// Limit caps the number of rows (newest first); 0 means 100.
 	Limit int
+}
+
+// ScopeFilter is an account (zero), an org, or a project of an org.
+type ScopeFilter struct {
+	Org     string
+	Project string
 }
 
 // LogCap bounds stored output per task: the first Head bytes and the last
