@@ -362,3 +362,37 @@ func TestResetAdmin(t *testing.T) {
 		t.Errorf("reset-admin created %s: %v", missing, err)
 	}
 }
+
+// TestSecretAccessGatesTasks: a delegate admin who may also run tasks
+// cannot run one that uses a stored secret until secret:access is bound
+// to them; the refusal names the permission and the secret's scope. Once
+// allowed, the task gets the value and its output shows it masked.
+func TestSecretAccessGatesTasks(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	c.delegate("sec-del", "secret-access-host", c.seed004Env(c.token("sec-ci"), "sec-del", "")...)
+	const value = "hunter2-e2e-value"
+	if r := c.cliStdin(value, nil, "secret", "create", "DB_PW", "--from-stdin"); r.code != 0 {
+		t.Fatalf("secret create: exit %d, stderr %q", r.code, r.stderr)
+	}
+	c.mustCLI("role", "create", "runner", "--permission", "task:run", "--permission", "task:view")
+	dan := c.newUser("dan", "correct horse battery")
+	c.mustCLI("role", "bind", "delegate-admin", "--user", "dan")
+	c.mustCLI("role", "bind", "runner", "--user", "dan")
+
+	script := `test "${secrets.DB_PW}" = "` + value + `" && echo "got ${secrets.DB_PW}"`
+	wantRefused(t, "dan runs a task with a secret", dan.cli("task", "run", "--script", script), "secret:access", "account")
+	if r := dan.cli("task", "run", "--script", "echo no secret here"); r.code != 0 || !strings.Contains(r.stdout, "no secret here") {
+		t.Fatalf("dan runs a task without a secret: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+
+	c.mustCLI("role", "create", "secret-user", "--permission", "secret:access")
+	c.mustCLI("role", "bind", "secret-user", "--user", "dan")
+	r := dan.cli("task", "run", "--script", script)
+	if r.code != 0 || !strings.Contains(r.stdout, "got ") {
+		t.Fatalf("dan with secret:access: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout+r.stderr, value) {
+		t.Errorf("the secret's value is in the task's output:\n%s", r.stdout)
+	}
+}
