@@ -36,13 +36,6 @@ func noteAudit(ctx context.Context, f func(e *store.AuditEvent)) {
 	}
 }
 
-// auditing returns the audit event of ctx, nil when the request is not
-// audited.
-func auditing(ctx context.Context) *store.AuditEvent {
-	e, _ := ctx.Value(auditCtx{}).(*store.AuditEvent)
-	return e
-}
-
 // audit records e: the fields left empty are filled in from the request
 // (the caller from callerOf(ctx), the client's address from r, the time
 // now). A record that cannot be stored is logged, not answered: the
