@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/secretref"
 )
 
@@ -303,7 +304,7 @@ func checkEnvName(k string) error {
 
 // OutputEnv is the environment variable that holds the path of the file a
 // step writes its outputs to, as KEY=VALUE lines.
-const OutputEnv = "LEGATE_OUTPUT"
+const OutputEnv = protocol.OutputEnv
 
 func anyKey(string) error { return nil }
 

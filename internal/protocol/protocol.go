@@ -53,6 +53,10 @@
 //	  manager resolves only into the acquire answer, whose Mask lists the
 //	  values it put there for the delegate to mask (a delegate that
 //	  predates Mask masks only SecretEnv values).
+//	  Step outputs (issue 14): a shell task gets in $LEGATE_OUTPUT
+//	  (OutputEnv) the path of a file to which it may write KEY=VALUE
+//	  lines; the delegate sends them, masked, in ResultRequest.Outputs.
+//	  An older delegate sends none.
 package protocol
 
 import (
@@ -499,7 +503,23 @@ type ResultRequest struct {
 	// itself (a capability lost, an executor error): the manager denies this
 	// delegate the task and runs it elsewhere if it has retries left. Since v2.
 	DelegateFault bool `json:"delegate_fault,omitempty"`
+	// Outputs are the KEY=VALUE lines a shell task wrote to the file named
+	// by $LEGATE_OUTPUT (OutputEnv), masked; within MaxOutputs and
+	// MaxOutputBytes. Since v4 (issue 14).
+	Outputs map[string]string `json:"outputs,omitempty"`
 }
+
+// Step outputs: a shell task finds in the environment variable OutputEnv
+// the path of an empty file; the KEY=VALUE lines it writes there (KEY of
+// letters, digits and '_', not starting with a digit; the last line of a
+// key wins) are its outputs, which pipelines pass to later steps.
+const (
+	OutputEnv = "LEGATE_OUTPUT"
+	// MaxOutputs bounds the number of outputs of one task.
+	MaxOutputs = 100
+	// MaxOutputBytes bounds the output file of one task (keys and values).
+	MaxOutputBytes = 64 << 10
+)
 
 // CapabilityResult is the outcome of validating one capability.
 type CapabilityResult struct {

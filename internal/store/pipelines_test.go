@@ -242,3 +242,41 @@ func TestAdvanceRunOneAtATime(t *testing.T) {
 		}
 	})
 }
+
+// TestCompleteTaskWritesStepOutputs: a delegate's result with outputs
+// lands on the run step of its task in the same transaction; a repeated
+// result changes nothing; a task of no run keeps none and fails nothing.
+func TestCompleteTaskWritesStepOutputs(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		if _, err := s.CreateRun(ctx, Run{ID: "r1", AccountID: "acc1", Pipeline: "p", Status: RunRunning, CreatedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AdvanceRun(ctx, "acc1", "r1", func(Run) (RunChange, error) {
+			return RunChange{Steps: []RunStep{{Stage: "s", Step: "a", TaskID: "t1", Status: "running", StartedAt: t0}}}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		mustCreate(t, s, newTask("t1", "acc1", t0), newTask("t2", "acc1", t0))
+		mustClaim(t, s, "t1", "i1", t0)
+		mustClaim(t, s, "t2", "i1", t0)
+		outs := map[string]string{"artifact": "web.tgz"}
+		for range 2 {
+			if _, err := s.CompleteTask(ctx, "t1", 1, Result{Status: "succeeded", Outputs: outs}, at(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.CompleteTask(ctx, "t2", 1, Result{Status: "succeeded", Outputs: outs}, at(time.Second)); err != nil {
+			t.Fatalf("a task of no run with outputs: %v", err)
+		}
+		run, err := s.GetRun(ctx, "acc1", "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(outs, run.Steps[0].Outputs); diff != "" {
+			t.Errorf("step outputs (-want +got):\n%s", diff)
+		}
+	})
+}
