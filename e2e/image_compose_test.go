@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legate-dev/legate/internal/promtest"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -198,4 +199,47 @@ func TestImageCompose(t *testing.T) {
 	if logs := b.mustCLI("task", "logs", task.ID); !strings.Contains(logs, "ran as uid=1000 on "+task.DelegateHostname) {
 		t.Errorf("task output = %q, want it to show the delegate's container (uid 1000, hostname %s)", logs, task.DelegateHostname)
 	}
+
+	// High availability: the delegate is connected to manager-a, the first
+	// of its MANAGER_HOST_AND_PORT. Stop manager-a: the delegate moves to
+	// manager-b (the second), which then holds its connection, and a new
+	// task submitted through manager-b runs on it.
+	eventually(t, time.Minute, "the delegate connected to manager-a (its first manager)", func() bool {
+		return connectedTo(a.url) == 1 && connectedTo(b.url) == 0
+	})
+	if out, err := podman(t, "stop", "--time", "30", p.container("manager-a")); err != nil {
+		t.Fatalf("podman stop manager-a: %v\n%s", err, out)
+	}
+	eventually(t, 2*time.Minute, "the delegate connected to manager-b after manager-a stopped", func() bool {
+		return connectedTo(b.url) == 1
+	})
+	b.waitConnected(task.DelegateHostname, "")
+	after, r := b.runJSON("--selector", "ha", "--script", `echo "after failover on $(hostname)"`)
+	if r.code != 0 || after.Status != protocol.StatusSucceeded {
+		t.Fatalf("task run through manager-b after manager-a stopped: exit %d, status %s\nstderr: %s", r.code, after.Status, r.stderr)
+	}
+	if after.DelegateHostname != task.DelegateHostname {
+		t.Errorf("the task after failover ran on %q, want the compose delegate %q", after.DelegateHostname, task.DelegateHostname)
+	}
+	if logs := b.mustCLI("task", "logs", after.ID); !strings.Contains(logs, "after failover on "+task.DelegateHostname) {
+		t.Errorf("task output after failover = %q, want it to show the delegate's container %s", logs, task.DelegateHostname)
+	}
+}
+
+// connectedTo is the number of delegates connected to the manager at url
+// (WebSocket or polling), from its /metrics; -1 when it does not answer.
+func connectedTo(url string) int {
+	f, err := promtest.TryScrape(url + protocol.PathMetrics)
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, conn := range []string{protocol.ConnWebSocket, protocol.ConnPolling} {
+		v, err := f.Lookup("legate_manager_delegates_connected", "connection", conn)
+		if err != nil {
+			return -1
+		}
+		n += int(v)
+	}
+	return n
 }
