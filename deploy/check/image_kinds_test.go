@@ -384,8 +384,7 @@ func TestEveryKindRunsInTheImage(t *testing.T) {
 	}
 	image := needImage(t)
 	m := startHostManager(t)
-	token := strings.TrimSpace(m.cli(t, "token", "create", "kinds"))
-	token = token[strings.LastIndex(token, "\n")+1:]
+	token := strings.TrimSpace(m.cli(t, "token", "create", "kinds", "--value-only"))
 
 	for _, tc := range []struct {
 		name, kind string
