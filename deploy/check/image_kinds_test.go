@@ -410,6 +410,9 @@ func TestEveryKindRunsInTheImage(t *testing.T) {
 				args = append(args, "--image", image)
 			}
 			artifact := m.cli(t, args...)
+			if tc.kind != manifest.KindSystemd && !strings.Contains(artifact, image) {
+				t.Fatalf("the artifact does not name the image %s:\n%s", image, artifact)
+			}
 			env, err := envOf(tc.kind, artifact)
 			if err != nil {
 				t.Fatalf("read the environment of the artifact: %v\n%s", err, artifact)
