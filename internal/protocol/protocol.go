@@ -434,10 +434,13 @@ type Task struct {
 	DelegateName     string            `json:"delegate_name"`
 	DelegateHostname string            `json:"delegate_hostname"`
 	InstanceID       string            `json:"instance_id,omitempty"`
-	CreatedAt        time.Time         `json:"created_at"`
-	AcquiredAt       *time.Time        `json:"acquired_at"`
-	StartedAt        *time.Time        `json:"started_at"`
-	FinishedAt       *time.Time        `json:"finished_at"`
+	// CreatedBy is who submitted the task: a principal's kind and name
+	// ("user alice", "service_account ci"); empty for older tasks.
+	CreatedBy  string     `json:"created_by,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	AcquiredAt *time.Time `json:"acquired_at"`
+	StartedAt  *time.Time `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
 }
 
 // TaskList is the answer of a task listing.
