@@ -299,8 +299,8 @@ const maxHeartbeatInterval = 10 * time.Minute
 
 // check refuses flag values the manager cannot run with.
 func (f managerFlags) check() error {
-	if f.heartbeat < 100*time.Millisecond || f.heartbeat > maxHeartbeatInterval {
-		return fmt.Errorf("--heartbeat-interval %s: use 100ms to %s", f.heartbeat, maxHeartbeatInterval)
+	if err := f.checkLiveness(); err != nil {
+		return err
 	}
 	for _, d := range []struct {
 		name string
@@ -315,6 +315,15 @@ func (f managerFlags) check() error {
 	}
 	if f.auditRetention < 0 {
 		return fmt.Errorf("--audit-retention %s: use 0 (forever) or a positive duration such as 2160h (90 days)", f.auditRetention)
+	}
+	return nil
+}
+
+// checkLiveness checks the heartbeat interval and the pruning delay, the
+// flags legate dev shares with legate manager.
+func (f managerFlags) checkLiveness() error {
+	if f.heartbeat < 100*time.Millisecond || f.heartbeat > maxHeartbeatInterval {
+		return fmt.Errorf("--heartbeat-interval %s: use 100ms to %s", f.heartbeat, maxHeartbeatInterval)
 	}
 	if least := 2 * 3 * f.heartbeat; f.pruneAfter != 0 && f.pruneAfter < least {
 		return fmt.Errorf("--prune-delegates-after %s: use 0 (never) or at least %s, twice the liveness window (3 heartbeat intervals)", f.pruneAfter, least)
