@@ -225,6 +225,9 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 		"GET " + protocol.PathSecrets + "/{name}":                    {path: secretP, at: p1, ensure: ensureSecret},
 		"PATCH " + protocol.PathSecrets + "/{name}":                  {path: secretP, body: `{"value":"v2"}`, at: p1, ensure: ensureSecret},
 		"DELETE " + protocol.PathSecrets + "/{name}":                 {path: secretP, at: p1, ensure: ensureSecret},
+		"GET " + protocol.PathDeployments:                            {path: protocol.PathDeployments},
+		"GET " + protocol.PathLimits:                                 {path: protocol.PathLimits},
+		"PUT " + protocol.PathLimits:                                 {path: protocol.PathLimits, body: `{"per_hour":40}`},
 	}
 
 	// A user per built-in role and binding scope: the account, the
