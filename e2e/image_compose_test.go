@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legate-dev/legate/internal/promtest"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -198,4 +199,62 @@ func TestImageCompose(t *testing.T) {
 	if logs := b.mustCLI("task", "logs", task.ID); !strings.Contains(logs, "ran as uid=1000 on "+task.DelegateHostname) {
 		t.Errorf("task output = %q, want it to show the delegate's container (uid 1000, hostname %s)", logs, task.DelegateHostname)
 	}
+
+	// High availability: the delegate is connected to manager-a, the first
+	// of its MANAGER_HOST_AND_PORT. Stop manager-a: the delegate moves to
+	// manager-b (the second), which then holds its connection, and a new
+	// task submitted through manager-b runs on it. (A delegate stays with
+	// the manager it moved to: should a call to manager-a have failed on
+	// this busy machine, it is on manager-b already, and the test stops
+	// manager-b instead and sees it move back.)
+	holder, other, stop := a, b, "manager-a"
+	eventually(t, time.Minute, "one manager holding the delegate's connection", func() bool {
+		switch na, nb := connectedTo(a.url), connectedTo(b.url); {
+		case na == 1 && nb == 0:
+			holder, other, stop = a, b, "manager-a"
+			return true
+		case na == 0 && nb == 1:
+			holder, other, stop = b, a, "manager-b"
+			return true
+		}
+		return false
+	})
+	if holder != a {
+		t.Logf("the delegate is on manager-b already (a call to manager-a failed): stopping manager-b instead")
+	}
+	if out, err := podman(t, "stop", "--time", "30", p.container(stop)); err != nil {
+		t.Fatalf("podman stop %s: %v\n%s", stop, err, out)
+	}
+	eventually(t, 2*time.Minute, "the delegate connected to the other manager after "+stop+" stopped", func() bool {
+		return connectedTo(other.url) == 1
+	})
+	other.waitConnected(task.DelegateHostname, "")
+	after, r := other.runJSON("--selector", "ha", "--script", `echo "after failover on $(hostname)"`)
+	if r.code != 0 || after.Status != protocol.StatusSucceeded {
+		t.Fatalf("task run through the other manager after %s stopped: exit %d, status %s\nstderr: %s", stop, r.code, after.Status, r.stderr)
+	}
+	if after.DelegateHostname != task.DelegateHostname {
+		t.Errorf("the task after failover ran on %q, want the compose delegate %q", after.DelegateHostname, task.DelegateHostname)
+	}
+	if logs := other.mustCLI("task", "logs", after.ID); !strings.Contains(logs, "after failover on "+task.DelegateHostname) {
+		t.Errorf("task output after failover = %q, want it to show the delegate's container %s", logs, task.DelegateHostname)
+	}
+}
+
+// connectedTo is the number of delegates connected to the manager at url
+// (WebSocket or polling), from its /metrics; -1 when it does not answer.
+func connectedTo(url string) int {
+	f, err := promtest.TryScrape(url + protocol.PathMetrics)
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for _, conn := range []string{protocol.ConnWebSocket, protocol.ConnPolling} {
+		v, err := f.Lookup("legate_manager_delegates_connected", "connection", conn)
+		if err != nil {
+			return -1
+		}
+		n += int(v)
+	}
+	return n
 }

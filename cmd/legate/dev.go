@@ -55,13 +55,15 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 			if err != nil {
 				return err
 			}
+			if err := f.checkLiveness(); err != nil {
+				return err
+			}
 			if delegateHTTPPort < 0 || delegateHTTPPort > 65535 {
 				return fmt.Errorf("--delegate-http-port %d: use 1-65535, or 0 for none", delegateHTTPPort)
 			}
 			warnExposed(log, exposed)
 			ctx := cmd.Context()
 			f.lookupEnv = su.lookupEnv
-			f.pruneAfter = defaultPruneAfter
 			f.auditRetention = 90 * 24 * time.Hour
 			f.listenFallback = !cmd.Flags().Changed("listen")
 			m, admin, ln, st, err := startManager(ctx, f, log)
@@ -131,6 +133,7 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 	cmd.Flags().StringVar(&f.data, "data", ".legate-dev", "data directory")
 	cmd.Flags().DurationVar(&f.heartbeat, "heartbeat-interval", 10*time.Second, "how often delegates heartbeat")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	cmd.Flags().DurationVar(&f.pruneAfter, "prune-delegates-after", defaultPruneAfter, "remove delegate instances out of contact (stopped, or silent) for longer than this; 0 = never")
 	cmd.Flags().IntVar(&delegateHTTPPort, "delegate-http-port", 0, "port on 127.0.0.1 of the dev delegate's /healthz, /readyz and /metrics (0 = none)")
 	return cmd
 }

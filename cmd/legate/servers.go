@@ -82,6 +82,10 @@ type managerFlags struct {
 	pruneAfter time.Duration
 	// auditRetention: audit records older are removed; 0 = never.
 	auditRetention time.Duration
+	// perHour and perDay are the default deployment limits of every
+	// account, as the flags say them (0 = unlimited); nil = the manager's
+	// defaults (legate dev).
+	perHour, perDay *int
 	// listenFallback: when listen is taken, listen on a free port of the
 	// same host instead (legate dev without --listen).
 	listenFallback bool
@@ -158,10 +162,20 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	if retention == 0 {
 		retention = -1 // forever
 	}
+	limit := func(v *int) int {
+		switch {
+		case v == nil:
+			return 0 // manager.Config's default
+		case *v == 0:
+			return -1 // unlimited
+		}
+		return *v
+	}
 	m, err := manager.New(ctx, st, manager.Config{
 		HeartbeatInterval: f.heartbeat, APIKeyCacheTTL: f.apiKeyTTL, Version: buildVersion(), Logger: log, TLS: tlsConf,
 		ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxConnections: f.maxConnections,
 		PruneDelegatesAfter: prune, AuditRetention: retention,
+		DeploymentsPerHour: limit(f.perHour), DeploymentsPerDay: limit(f.perDay),
 	})
 	if err != nil {
 		ln.Close()
@@ -264,6 +278,9 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "close a keep-alive connection that carries no request for this long")
 	cmd.Flags().IntVar(&f.maxConnections, "max-connections", 0, "connections served at once; past it new ones wait and idle ones are closed (0 = from the descriptor limit, ulimit -n)")
 	cmd.Flags().DurationVar(&f.auditRetention, "audit-retention", 90*24*time.Hour, "remove audit records older than this (legate audit list); 0 = keep them forever")
+	f.perHour, f.perDay = new(int), new(int)
+	cmd.Flags().IntVar(f.perHour, "deployments-per-hour", 40, "default limit of deployments an account may start in any rolling hour (an account admin may set the account's own: legate limits set); 0 = unlimited")
+	cmd.Flags().IntVar(f.perDay, "deployments-per-day", 100, "default limit of deployments an account may start in any rolling 24 hours; 0 = unlimited")
 	cmd.Flags().DurationVar(&f.pruneAfter, "prune-delegates-after", defaultPruneAfter, "remove delegate instances out of contact (stopped, or silent) for longer than this; 0 = never")
 	return cmd
 }
@@ -299,8 +316,8 @@ const maxHeartbeatInterval = 10 * time.Minute
 
 // check refuses flag values the manager cannot run with.
 func (f managerFlags) check() error {
-	if f.heartbeat < 100*time.Millisecond || f.heartbeat > maxHeartbeatInterval {
-		return fmt.Errorf("--heartbeat-interval %s: use 100ms to %s", f.heartbeat, maxHeartbeatInterval)
+	if err := f.checkLiveness(); err != nil {
+		return err
 	}
 	for _, d := range []struct {
 		name string
@@ -315,6 +332,23 @@ func (f managerFlags) check() error {
 	}
 	if f.auditRetention < 0 {
 		return fmt.Errorf("--audit-retention %s: use 0 (forever) or a positive duration such as 2160h (90 days)", f.auditRetention)
+	}
+	for _, l := range []struct {
+		name string
+		v    *int
+	}{{"--deployments-per-hour", f.perHour}, {"--deployments-per-day", f.perDay}} {
+		if l.v != nil && *l.v < 0 {
+			return fmt.Errorf("%s %d: use 0 (unlimited) or a positive number", l.name, *l.v)
+		}
+	}
+	return nil
+}
+
+// checkLiveness checks the heartbeat interval and the pruning delay, the
+// flags legate dev shares with legate manager.
+func (f managerFlags) checkLiveness() error {
+	if f.heartbeat < 100*time.Millisecond || f.heartbeat > maxHeartbeatInterval {
+		return fmt.Errorf("--heartbeat-interval %s: use 100ms to %s", f.heartbeat, maxHeartbeatInterval)
 	}
 	if least := 2 * 3 * f.heartbeat; f.pruneAfter != 0 && f.pruneAfter < least {
 		return fmt.Errorf("--prune-delegates-after %s: use 0 (never) or at least %s, twice the liveness window (3 heartbeat intervals)", f.pruneAfter, least)

@@ -60,3 +60,25 @@ func TestManagerFlagsCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckLiveness: legate dev and legate manager refuse a heartbeat
+// interval out of range and a pruning delay shorter than twice the
+// liveness window, saying what to use.
+func TestCheckLiveness(t *testing.T) {
+	for _, tc := range []struct {
+		heartbeat, prune time.Duration
+		want             string // "" = accepted
+	}{
+		{10 * time.Second, 6 * time.Hour, ""},
+		{10 * time.Second, 0, ""},
+		{10 * time.Second, time.Minute, ""},
+		{10 * time.Second, 59 * time.Second, "at least 1m0s"},
+		{time.Millisecond, 0, "use 100ms to"},
+		{time.Hour, 0, "use 100ms to"},
+	} {
+		err := managerFlags{heartbeat: tc.heartbeat, pruneAfter: tc.prune}.checkLiveness()
+		if (err == nil) != (tc.want == "") || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("heartbeat %s, prune %s: %v; want %q", tc.heartbeat, tc.prune, err, tc.want)
+		}
+	}
+}

@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -105,7 +107,7 @@ func addCommands(root *cobra.Command, a *app) {
 	pf.StringVar(&a.url, "url", "", "manager URL, e.g. http://127.0.0.1:7460 or https://legate.example.com (env "+EnvURL+"; HOST:PORT means http://HOST:PORT)")
 	pf.StringVar(&a.apiKey, "api-key", "", "admin API key (env "+EnvAPIKey+")")
 	pf.StringVar(&a.caCert, "ca-cert", "", "PEM file of the CA that signed the manager's certificate, trusted besides the system roots (env "+EnvCACert+")")
-	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.auditCmd(), a.apikeyCmd(), a.delegatesCmd(), a.connectorCmd(), a.configurationCmd(), a.secretCmd(), a.taskCmd(), a.manifestCmd(), a.versionCmd(),
+	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.auditCmd(), a.apikeyCmd(), a.delegatesCmd(), a.connectorCmd(), a.configurationCmd(), a.secretCmd(), a.taskCmd(), a.deploymentsCmd(), a.limitsCmd(), a.manifestCmd(), a.versionCmd(),
 		a.userCmd(), a.groupCmd(), a.roleCmd(), a.whoamiCmd(), a.loginCmd(), a.logoutCmd())
 	for _, c := range root.Commands() {
 		switch c.Name() {
@@ -212,7 +214,7 @@ func (a *app) run(fn func(cmd *cobra.Command, args []string) error) func(*cobra.
 			return &ExitError{Code: ExitInterrupted}
 		}
 		// The manager's messages may quote stored data.
-		fmt.Fprintln(stderr, "legate: "+escapeLines(err.Error())+a.hint(err))
+		fmt.Fprintln(stderr, "legate: "+escapeLines(plainNetError(err))+a.hint(err))
 		return &ExitError{Code: ExitFailure}
 	}
 }
@@ -231,7 +233,25 @@ func (a *app) hint(err error) string {
 		return "" // it says how to fix it
 	}
 	if errors.Is(err, context.DeadlineExceeded) || isNetError(err) {
-		return " (is the manager running? check " + EnvURL + " or --url)"
+		return "; is the manager running? check " + EnvURL + " or --url"
 	}
 	return ""
+}
+
+// plainNetError is err's text with a failed request to the manager said
+// plainly: "manager at http://HOST:PORT unreachable (connection refused)"
+// instead of Go's `Post "http://HOST:PORT/api/v1/tasks": dial tcp HOST:PORT:
+// connect: connection refused`.
+func plainNetError(err error) string {
+	var ue *url.Error
+	var ce *transport.CertError
+	reason, ok := netReason(err)
+	if !ok || reason == "network error" || !errors.As(err, &ue) || errors.As(err, &ce) {
+		return err.Error()
+	}
+	where := "the manager"
+	if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
+		where = "manager at " + u.Scheme + "://" + u.Host
+	}
+	return strings.Replace(err.Error(), ue.Error(), where+" unreachable ("+reason+")", 1)
 }

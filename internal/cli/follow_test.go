@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -274,6 +276,28 @@ func TestNetReason(t *testing.T) {
 		got, ok := netReason(tt.err)
 		if got != tt.want || ok != (tt.want != "") {
 			t.Errorf("netReason(%v) = %q, %t; want %q", tt.err, got, ok, tt.want)
+		}
+	}
+}
+
+// TestPlainNetError: a failed request to the manager is said plainly,
+// with the manager's address and the reason; other errors are unchanged.
+func TestPlainNetError(t *testing.T) {
+	t.Parallel()
+	refused := &url.Error{Op: "Post", URL: "http://127.0.0.1:1/api/v1/tasks",
+		Err: &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}}
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("submit task: %w", refused), "submit task: manager at http://127.0.0.1:1 unreachable (connection refused)"},
+		{fmt.Errorf("get task: %w", &url.Error{Op: "Get", URL: "https://legate.example.com/api/v1/tasks/t_1", Err: io.ErrUnexpectedEOF}),
+			"get task: manager at https://legate.example.com unreachable (connection closed)"},
+		{errors.New("task t_1 not found"), "task t_1 not found"},
+	}
+	for _, tt := range tests {
+		if got := plainNetError(tt.err); got != tt.want {
+			t.Errorf("plainNetError(%v) = %q, want %q", tt.err, got, tt.want)
 		}
 	}
 }

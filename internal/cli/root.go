@@ -27,6 +27,7 @@ const groupAnnotation = "legate.group"
 func Finish(root *cobra.Command) {
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
+	strictHelp(root)
 	for _, c := range root.Commands() {
 		if c.Name() == "completion" {
 			c.Long += `
@@ -235,4 +236,40 @@ func quoteList(names []string) string {
 		return q[0]
 	}
 	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
+// strictHelp makes "legate help TOPIC" refuse a topic that names no
+// command, with the closest names, as an unknown command is refused
+// (cobra prints the root's help and succeeds).
+func strictHelp(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		if c.Name() != "help" || c.Run == nil {
+			continue
+		}
+		show := c.Run
+		c.Run = nil
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			cur := root
+			for _, arg := range args {
+				next := subcommand(cur, arg)
+				if next == nil {
+					return unknownCommand(cur, arg)
+				}
+				cur = next
+			}
+			show(cmd, args)
+			return nil
+		}
+	}
+}
+
+// subcommand returns the subcommand of c named (or aliased) name, nil if
+// none.
+func subcommand(c *cobra.Command, name string) *cobra.Command {
+	for _, sub := range c.Commands() {
+		if sub.Name() == name || sub.HasAlias(name) {
+			return sub
+		}
+	}
+	return nil
 }

@@ -33,6 +33,8 @@ func TestUnknownCommandsAndFlagsSuggest(t *testing.T) {
 		{[]string{"task", "list", "--frobnicate"}, "unknown flag: --frobnicate\nRun 'legate task list --help' for its flags."},
 		{[]string{"task", "run", "--timeout", "soon"}, "invalid argument \"soon\" for \"--timeout\" flag: time: invalid duration \"soon\"\nRun 'legate task run --help' for its flags."},
 		{[]string{"task", "get"}, "accepts 1 arg(s), received 0 (usage: legate task get ID [flags])\nRun 'legate task get --help' for usage."},
+		{[]string{"help", "tsk"}, "unknown command \"tsk\" for \"legate\"; did you mean \"task\"?\nRun 'legate --help' for its commands."},
+		{[]string{"help", "task", "lst"}, "unknown command \"lst\" for \"legate task\"; did you mean \"list\"?\nRun 'legate task --help' for its commands."},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -108,6 +108,9 @@ func (a *app) printTask(w io.Writer, t protocol.Task, wide bool) error {
 	}
 	tb.row("Attempts:", fmt.Sprintf("%d (retries allowed: %d)", t.Attempts, t.Retries))
 	tb.row("Created:", a.timestamp(&t.CreatedAt))
+	if t.CreatedBy != "" {
+		tb.row("Created by:", t.CreatedBy)
+	}
 	tb.row("Acquired:", a.timestamp(t.AcquiredAt))
 	tb.row("Started:", a.timestamp(t.StartedAt))
 	tb.row("Finished:", a.timestamp(t.FinishedAt))
@@ -319,7 +322,7 @@ func (a *app) taskTable(w io.Writer, tasks []protocol.Task, wide bool) error {
 	now := a.now()
 	header := []string{"ID", "STATUS", "TYPE", "EXIT", "DELEGATE", "CREATED", "DURATION"}
 	if wide {
-		header = append(header, "HOSTNAME", "SCOPE", "SELECTORS", "ATTEMPTS", "ERROR")
+		header = append(header, "HOSTNAME", "SCOPE", "SELECTORS", "ATTEMPTS", "CREATED-BY", "ERROR")
 	}
 	t := newTable(w, header...)
 	for _, task := range tasks {
@@ -327,7 +330,7 @@ func (a *app) taskTable(w io.Writer, tasks []protocol.Task, wide bool) error {
 		if wide {
 			errLine, _, _ := strings.Cut(strings.TrimSpace(task.Error), "\n")
 			row = append(row, task.DelegateHostname, scope(task.Org, task.Project), strings.Join(task.Selectors, ","),
-				strconv.Itoa(task.Attempts), shorten(errLine, 60))
+				strconv.Itoa(task.Attempts), task.CreatedBy, shorten(errLine, 60))
 		}
 		t.row(row...)
 	}

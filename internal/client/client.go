@@ -852,3 +852,48 @@ func (c *Client) ReportConfiguration(ctx context.Context, res protocol.Configura
 func (c *Client) Admin(ctx context.Context, op, method, path string, in, out any) error {
 	return c.do(ctx, &call{op: op, method: method, path: path, in: in, out: out})
 }
+
+// DeploymentQuery selects a page of deployments; zero fields select
+// everything (the manager's default page size).
+type DeploymentQuery struct {
+	Service     string
+	Environment string
+	// Since is a time (RFC 3339) or a duration back from now (24h, 7d).
+	Since string
+	Limit int
+	// Page is the Next of the previous page.
+	Page string
+}
+
+// ListDeployments returns a page of the account's deployments, newest
+// first.
+func (c *Client) ListDeployments(ctx context.Context, q DeploymentQuery) (protocol.DeploymentList, error) {
+	v := url.Values{}
+	for k, s := range map[string]string{"service": q.Service, "environment": q.Environment, "since": q.Since, "page": q.Page} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var out protocol.DeploymentList
+	err := c.do(ctx, &call{op: "list deployments", method: http.MethodGet, path: protocol.PathDeployments, query: v, out: &out})
+	return out, err
+}
+
+// DeploymentLimits returns the account's deployment limits and their
+// usage now.
+func (c *Client) DeploymentLimits(ctx context.Context) (protocol.DeploymentLimits, error) {
+	var out protocol.DeploymentLimits
+	err := c.do(ctx, &call{op: "get deployment limits", method: http.MethodGet, path: protocol.PathLimits, out: &out})
+	return out, err
+}
+
+// SetDeploymentLimits changes the account's deployment limits and returns
+// them with their usage.
+func (c *Client) SetDeploymentLimits(ctx context.Context, req protocol.SetLimitsRequest) (protocol.DeploymentLimits, error) {
+	var out protocol.DeploymentLimits
+	err := c.do(ctx, &call{op: "set deployment limits", method: http.MethodPut, path: protocol.PathLimits, in: req, out: &out})
+	return out, err
+}

@@ -225,6 +225,9 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 		"GET " + protocol.PathSecrets + "/{name}":                    {path: secretP, at: p1, ensure: ensureSecret},
 		"PATCH " + protocol.PathSecrets + "/{name}":                  {path: secretP, body: `{"value":"v2"}`, at: p1, ensure: ensureSecret},
 		"DELETE " + protocol.PathSecrets + "/{name}":                 {path: secretP, at: p1, ensure: ensureSecret},
+		"GET " + protocol.PathDeployments:                            {path: protocol.PathDeployments},
+		"GET " + protocol.PathLimits:                                 {path: protocol.PathLimits},
+		"PUT " + protocol.PathLimits:                                 {path: protocol.PathLimits, body: `{"per_hour":40}`},
 	}
 
 	// A user per built-in role and binding scope: the account, the
@@ -697,5 +700,32 @@ func TestProjectMemberSeesConnectors(t *testing.T) {
 	// Changing connectors stays an account matter.
 	if st, b := tm.api(t, member, "DELETE", protocol.PathConnectors+"/github", ""); st != 403 || !strings.Contains(b, "connector:delete") {
 		t.Errorf("the member deletes the connector: %d %s", st, b)
+	}
+}
+
+// TestTasksRecordWhoSubmittedThem: a task keeps who submitted it (the
+// task list is the record of who ran what; the audit log does not repeat
+// it), whatever key or session was used.
+func TestTasksRecordWhoSubmittedThem(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	key := tm.userKey(t, "carol", access.RoleAccountAdmin, access.Account)
+	for _, tc := range []struct{ key, want string }{
+		{tm.admin.APIKey, "user admin"},
+		{key, "user carol"},
+	} {
+		var task protocol.Task
+		if err := json.Unmarshal([]byte(tm.mustAPI(t, tc.key, "POST", protocol.PathTasks, `{"type":"shell","shell":{"script":"true"}}`, 201)), &task); err != nil {
+			t.Fatal(err)
+		}
+		if task.CreatedBy != tc.want {
+			t.Errorf("submit answer: created_by %q, want %q", task.CreatedBy, tc.want)
+		}
+		var got protocol.Task
+		if err := json.Unmarshal([]byte(tm.mustAPI(t, tm.admin.APIKey, "GET", protocol.PathTasks+"/"+task.ID, "", 200)), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.CreatedBy != tc.want {
+			t.Errorf("task get: created_by %q, want %q", got.CreatedBy, tc.want)
+		}
 	}
 }

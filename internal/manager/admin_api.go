@@ -248,7 +248,7 @@ func (m *Manager) taskView(t store.Task) protocol.Task {
 		Org: t.Spec.Org, Project: t.Spec.Project, Capabilities: t.Spec.Capabilities, Connector: t.Spec.Connector,
 		DelegateName: t.DelegateName, DelegateHostname: t.DelegateHostname, InstanceID: t.InstanceID,
 		CreatedAt: t.CreatedAt.UTC(), AcquiredAt: utcPtr(t.AcquiredAt), StartedAt: utcPtr(t.StartedAt),
-		FinishedAt: utcPtr(t.FinishedAt),
+		FinishedAt: utcPtr(t.FinishedAt), CreatedBy: t.CreatedBy,
 	}
 	if v.Selectors == nil {
 		v.Selectors = []string{}
@@ -395,6 +395,7 @@ func (m *Manager) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 		ID: newID("t_"), AccountID: acct, Spec: spec, Status: protocol.StatusQueued,
 		TimeoutMS: spec.TimeoutMS, QueueTimeoutMS: spec.QueueTimeoutMS, Retries: spec.Retries,
 		CreatedAt: now, QueueDeadline: now.Add(time.Duration(spec.QueueTimeoutMS) * time.Millisecond),
+		CreatedBy: principalLabel(callerOf(r.Context()).policy.Principal),
 	}
 	noteAudit(r.Context(), func(e *store.AuditEvent) {
 		e.Resource, e.Org, e.Project = t.ID, spec.Org, spec.Project
@@ -692,4 +693,17 @@ func (s *logStream) follow(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// principalLabel names who acts, as a task records its submitter: "user
+// alice", "service account ci", or "account" for a key that acts as its
+// whole account (written to the store before keys had owners).
+func principalLabel(p access.Principal) string {
+	switch p.Kind {
+	case access.KindUser, access.KindServiceAccount:
+		return p.String()
+	case "":
+		return ""
+	}
+	return p.Kind
 }

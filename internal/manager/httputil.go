@@ -77,7 +77,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 
 // storeError maps a store error to an HTTP answer.
 func storeError(w http.ResponseWriter, err error, what string) {
+	var limit *LimitError
 	switch {
+	case errors.As(err, &limit):
+		writeError(w, http.StatusTooManyRequests, protocol.CodeDeploymentLimit, "%s", limit.msg)
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "%s not found", what)
 	case errors.Is(err, store.ErrConflict):

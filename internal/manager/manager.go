@@ -65,6 +65,14 @@ type Config struct {
 	// loop removes older ones. 0 = 90 days, negative = forever.
 	AuditRetention time.Duration
 
+	// DeploymentsPerHour and DeploymentsPerDay are the default deployment
+	// limits of every account (an account's administrators may set their
+	// own, PathLimits): at most that many deployments may start in any
+	// rolling hour and 24 hours. 0 = 40 and 100 (the seeds' numbers);
+	// negative = unlimited.
+	DeploymentsPerHour int
+	DeploymentsPerDay  int
+
 	// HTTP server limits (docs/security.md).
 
 	// ReadTimeout bounds how long a request body may take to arrive, from
@@ -142,6 +150,12 @@ func (c *Config) defaults() {
 	}
 	if c.FollowPollInterval <= 0 {
 		c.FollowPollInterval = time.Second
+	}
+	if c.DeploymentsPerHour == 0 {
+		c.DeploymentsPerHour = 40
+	}
+	if c.DeploymentsPerDay == 0 {
+		c.DeploymentsPerDay = 100
 	}
 	if c.OfferFanout <= 0 {
 		c.OfferFanout = 3

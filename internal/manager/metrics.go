@@ -21,6 +21,7 @@ type managerMetrics struct {
 	apiErrors  *metrics.CounterVec
 	stale      *metrics.CounterVec
 	scope      *metrics.CounterVec
+	refusals   *metrics.CounterVec
 }
 
 // Kinds of stale reports, the "kind" label of legate_manager_stale_reports_total.
@@ -58,6 +59,13 @@ func newMetrics(m *Manager) *managerMetrics {
 	}, "call")
 	for _, c := range scopeCalls {
 		mt.scope.With(c)
+	}
+	mt.refusals = r.NewCounterVec(metrics.Opts{
+		Name: "legate_deployments_refused_total",
+		Help: "Deployments refused because the account reached a deployment limit, by limit: hour, day.",
+	}, "limit")
+	for _, l := range []string{"hour", "day"} {
+		mt.refusals.With(l)
 	}
 	r.Collect(m.collectDelegates, metrics.Desc{
 		Opts: metrics.Opts{

@@ -186,6 +186,12 @@ func (m *Manager) routes() []route {
 		{method: "GET", pattern: protocol.PathBindings, admin: m.handleListBindings, rule: rule{perm: access.UserView, list: true}},
 		{method: "GET", pattern: protocol.PathAudit, admin: m.handleListAudit, rule: rule{perm: access.AuditView, scope: atAccount}},
 		{method: "DELETE", pattern: protocol.PathBindings, admin: m.handleDeleteBinding, rule: rule{perm: access.UserManage, scope: atQuery}, audit: "binding.delete"},
+		// Deployments and the account's deployment limits. Setting limits
+		// needs user:manage at the account: whoever holds it may grant
+		// itself any role, so it already is the account's administrator.
+		{method: "GET", pattern: protocol.PathDeployments, admin: m.handleListDeployments, rule: rule{perm: access.PipelineView, list: true}},
+		{method: "GET", pattern: protocol.PathLimits, admin: m.handleGetLimits, rule: rule{perm: access.PipelineView, list: true}},
+		{method: "PUT", pattern: protocol.PathLimits, body: bodyTiny, admin: m.handleSetLimits, rule: rule{perm: access.UserManage, scope: atAccount}, audit: "limits.update"},
 		{method: "POST", pattern: protocol.PathManifests, body: bodyManifest, admin: m.handleManifest, rule: rule{perm: access.DelegateEdit, scope: atBody}, audit: "manifest.generate"},
 	}
 }

@@ -53,6 +53,10 @@
 //	  manager resolves only into the acquire answer, whose Mask lists the
 //	  values it put there for the delegate to mask (a delegate that
 //	  predates Mask masks only SecretEnv values).
+//	  Deployments (issue 14, admin API only): GET PathDeployments lists
+//	  the deployments of pipeline runs; GET PathLimits shows an account's
+//	  deployment limits and their usage, PUT PathLimits sets them; a run
+//	  over a limit is refused with the code deployment_limit.
 //	  Step outputs (issue 14): a shell task gets in $LEGATE_OUTPUT
 //	  (OutputEnv) the path of a file to which it may write KEY=VALUE
 //	  lines; the delegate sends them, masked, in ResultRequest.Outputs.
@@ -151,6 +155,15 @@ const (
 	// the query (?org=&project=) get metadata (GET), update the value
 	// (PATCH), delete (DELETE). No route returns a value.
 	PathSecrets = "/api/v1/secrets"
+
+	// PathDeployments lists deployments (GET; newest first; query
+	// parameters service, environment, since (RFC 3339), limit and the
+	// cursor page, from a listing's Next). Since v4 (issue 14).
+	PathDeployments = "/api/v1/deployments"
+	// PathLimits is the account's deployment limits: GET shows them with
+	// their usage (DeploymentLimits), PUT sets them (SetLimitsRequest).
+	// Since v4 (issue 14).
+	PathLimits = "/api/v1/limits"
 )
 
 // QueryAll is the query parameter of a delegate listing that includes
@@ -438,10 +451,13 @@ type Task struct {
 	DelegateName     string            `json:"delegate_name"`
 	DelegateHostname string            `json:"delegate_hostname"`
 	InstanceID       string            `json:"instance_id,omitempty"`
-	CreatedAt        time.Time         `json:"created_at"`
-	AcquiredAt       *time.Time        `json:"acquired_at"`
-	StartedAt        *time.Time        `json:"started_at"`
-	FinishedAt       *time.Time        `json:"finished_at"`
+	// CreatedBy is who submitted the task: a principal's kind and name
+	// ("user alice", "service_account ci"); empty for older tasks.
+	CreatedBy  string     `json:"created_by,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	AcquiredAt *time.Time `json:"acquired_at"`
+	StartedAt  *time.Time `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
 }
 
 // TaskList is the answer of a task listing.
@@ -817,6 +833,79 @@ type CreateConfigurationRequest struct {
 	Project   string   `json:"project,omitempty"`
 }
 
+// Deployment statuses.
+const (
+	DeploymentRunning   = "running"
+	DeploymentSucceeded = "succeeded"
+	DeploymentFailed    = "failed"
+	DeploymentCancelled = "cancelled"
+)
+
+// Deployment is one run of a deployment stage of a pipeline.
+type Deployment struct {
+	ID string `json:"id"`
+	// Org and Project are the pipeline's scope; both empty for the account.
+	Org         string `json:"org,omitempty"`
+	Project     string `json:"project,omitempty"`
+	Service     string `json:"service"`
+	Environment string `json:"environment"`
+	// Version is the run's version input; empty when it has none.
+	Version  string `json:"version,omitempty"`
+	Pipeline string `json:"pipeline"`
+	RunID    string `json:"run_id"`
+	Stage    string `json:"stage"`
+	// TriggeredBy is who started the run: "user:ana",
+	// "service_account:ci", "webhook:deploy".
+	TriggeredBy string     `json:"triggered_by"`
+	Status      string     `json:"status"`
+	StartedAt   time.Time  `json:"started_at"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+}
+
+// DeploymentList answers a deployment listing. Next, when not empty, is
+// the page parameter of the next (older) page.
+type DeploymentList struct {
+	Deployments []Deployment `json:"deployments"`
+	Next        string       `json:"next,omitempty"`
+}
+
+// LimitUsage is one deployment limit and how much of it is used.
+type LimitUsage struct {
+	// Limit is the most deployments that may start within the window; 0
+	// means unlimited.
+	Limit int `json:"limit"`
+	// Used counts the deployments started within the window up to now.
+	Used int `json:"used"`
+	// NextFree, when the window is full, is when its next slot frees up.
+	NextFree *time.Time `json:"next_free,omitempty"`
+}
+
+// DeploymentLimits answers GET PathLimits: the account's limits (its own
+// or the manager's defaults) and their usage now.
+type DeploymentLimits struct {
+	PerHour LimitUsage `json:"per_hour"`
+	PerDay  LimitUsage `json:"per_day"`
+	// DefaultPerHour and DefaultPerDay are the manager's defaults (0:
+	// unlimited); Custom says whether the account set its own limits.
+	DefaultPerHour int  `json:"default_per_hour"`
+	DefaultPerDay  int  `json:"default_per_day"`
+	Custom         bool `json:"custom"`
+	// Now is the manager's clock when it answered.
+	Now time.Time `json:"now"`
+}
+
+// SetLimitsRequest changes an account's deployment limits: a nil field
+// keeps that limit; 0 makes it unlimited; Reset first returns both to the
+// manager's defaults.
+type SetLimitsRequest struct {
+	PerHour *int `json:"per_hour,omitempty"`
+	PerDay  *int `json:"per_day,omitempty"`
+	Reset   bool `json:"reset,omitempty"`
+}
+
+// MaxDeploymentLimit bounds a limit an account may set.
+const MaxDeploymentLimit = 1_000_000
+
 // MaxSecretValue bounds a stored secret's value, in bytes.
 const MaxSecretValue = 64 << 10
 
@@ -1186,6 +1275,10 @@ const (
 	// CodeDelegateRejected: an administrator rejected the delegate (legate
 	// delegates reject); it must stop, not retry. Since v4 (issue 13).
 	CodeDelegateRejected Code = "delegate_rejected"
+	// CodeDeploymentLimit: a pipeline run would exceed one of the
+	// account's deployment limits; the message names the limit, the
+	// usage and when the next slot frees up. Since v4 (issue 14).
+	CodeDeploymentLimit Code = "deployment_limit"
 )
 
 // Recoverable reports whether an error with this code may succeed if
@@ -1196,7 +1289,7 @@ func (c Code) Recoverable() bool {
 	case CodeBadRequest, CodeUnauthenticated, CodeTokenRevoked, CodeForbidden,
 		CodeNotFound, CodeConflict, CodeAlreadyClaimed, CodeStaleLease,
 		CodeNotEligible, CodeVersion, CodeTaskTerminal, CodeAPIKeyRevoked, CodeIdentityConflict,
-		CodeDelegateRejected:
+		CodeDelegateRejected, CodeDeploymentLimit:
 		return false
 	case CodeSessionExpired: // re-register, then retry
 		return true

@@ -79,7 +79,7 @@ func getInstance(ctx context.Context, h handle, id string) (Instance, error) {
 const taskCols = `id, account_id, spec, status, exit_code, error, http_result, timeout_ms,
 	queue_timeout_ms, retries, attempts, epoch, instance_id, delegate_name, delegate_hostname,
 	denied_instances, created_at, acquired_at, started_at, finished_at, queue_deadline,
-	lease_expires_at, log_bytes, log_omitted, secret_names`
+	lease_expires_at, log_bytes, log_omitted, secret_names, created_by`
 
 // taskSecretCols are taskCols and the sealed secret values, which only a
 // claim reads (see scanTaskSecrets).
@@ -107,7 +107,7 @@ func scanTaskRow(r rowScanner, withSecrets bool) (Task, storedSecrets, error) {
 	dest := []any{&t.ID, &t.AccountID, &spec, &t.Status, &exitCode, &t.Error, &httpResult,
 		&t.TimeoutMS, &t.QueueTimeoutMS, &t.Retries, &t.Attempts, &t.Epoch, &t.InstanceID,
 		&t.DelegateName, &t.DelegateHostname, &denied, &created, &acquired, &started, &finished,
-		&queueDeadline, &lease, &t.LogBytes, &t.LogOmitted, &names}
+		&queueDeadline, &lease, &t.LogBytes, &t.LogOmitted, &names, &t.CreatedBy}
 	if withSecrets {
 		dest = append(dest, &ss.sealed)
 	}

@@ -129,6 +129,9 @@ type Task struct {
 	// many of them were dropped by the head/tail cap.
 	LogBytes   int64
 	LogOmitted int64
+	// CreatedBy says who submitted the task: the principal's kind and
+	// name ("user alice"), "" for tasks from before it was recorded.
+	CreatedBy string
 	// StoredSecrets are the values of the stored secrets the spec
 	// references (${secrets.NAME}), by name, as the task's scope sees
 	// them: set by ClaimTask only, for the claimer, like Spec.SecretEnv.

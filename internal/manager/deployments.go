@@ -1,0 +1,251 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+// Deployments: the pipeline engine records each run of a deployment stage
+// with beginDeployment when the stage starts (refused, with a *LimitError,
+// when the account reached one of its deployment limits) and
+// endDeployment when it ends. The limits are the account's own (PUT
+// PathLimits) over the manager's defaults (Config.DeploymentsPerHour and
+// DeploymentsPerDay); the store counts and inserts in one transaction, so
+// they hold across managers that share a database.
+
+// DeploymentStart is what the engine knows when a deployment stage starts.
+type DeploymentStart struct {
+	AccountID    string
+	Org, Project string
+	Service      string
+	Environment  string
+	// Version is the run's version input ("" when it has none).
+	Version  string
+	Pipeline string
+	RunID    string
+	Stage    string
+	// PrincipalKind and PrincipalName say who triggered the run:
+	// access.KindUser or access.KindServiceAccount and the name, or
+	// "webhook" and the pipeline's name.
+	PrincipalKind string
+	PrincipalName string
+}
+
+// LimitError refuses a deployment over one of the account's limits. Its
+// message names the limit, the usage and when the next slot frees up; the
+// API answers it 429 with the code deployment_limit (storeError).
+type LimitError struct {
+	// Window is store.HourWindow or store.DayWindow.
+	Window   time.Duration
+	Limit    int
+	Used     int
+	NextFree time.Time
+	msg      string
+}
+
+func (e *LimitError) Error() string { return e.msg }
+
+// limits returns the manager's default limits (0: unlimited).
+func (m *Manager) limits() store.DeploymentLimits {
+	return store.DeploymentLimits{PerHour: max(m.cfg.DeploymentsPerHour, 0), PerDay: max(m.cfg.DeploymentsPerDay, 0)}
+}
+
+// beginDeployment records a deployment starting now and returns its ID,
+// or a *LimitError when the account reached one of its limits (nothing is
+// recorded then).
+func (m *Manager) beginDeployment(ctx context.Context, d DeploymentStart) (string, error) {
+	now := m.cfg.Now()
+	rec := store.Deployment{ID: newID("dp_"), AccountID: d.AccountID, Org: d.Org, Project: d.Project,
+		Service: d.Service, Environment: d.Environment, Version: d.Version, Pipeline: d.Pipeline, RunID: d.RunID,
+		Stage: d.Stage, PrincipalKind: d.PrincipalKind, PrincipalName: d.PrincipalName, StartedAt: now}
+	_, err := m.st.BeginDeployment(ctx, rec, m.limits())
+	var le *store.LimitError
+	if errors.As(err, &le) {
+		u := le.Usage
+		label := "hour"
+		if u.Window == store.DayWindow {
+			label = "day"
+		}
+		m.metrics.refusals.With(label).Inc()
+		m.log.Info("deployment refused", "account", d.AccountID, "pipeline", d.Pipeline, "run", d.RunID, "stage", d.Stage,
+			"service", d.Service, "environment", d.Environment, "limit", label, "max", u.Limit, "used", u.Used, "next_free", u.NextFree)
+		return "", &LimitError{Window: u.Window, Limit: u.Limit, Used: u.Used, NextFree: u.NextFree, msg: le.Message(now)}
+	}
+	if err != nil {
+		return "", err
+	}
+	return rec.ID, nil
+}
+
+// endDeployment finishes a deployment with status (protocol.Deployment-
+// Succeeded, Failed or Cancelled). Ending it again changes nothing.
+func (m *Manager) endDeployment(ctx context.Context, acct, id, status string) error {
+	_, err := m.st.EndDeployment(ctx, acct, id, status, m.cfg.Now())
+	return err
+}
+
+func deploymentView(d store.Deployment) protocol.Deployment {
+	by := d.PrincipalKind
+	if d.PrincipalName != "" {
+		by += ":" + d.PrincipalName
+	}
+	return protocol.Deployment{ID: d.ID, Org: d.Org, Project: d.Project, Service: d.Service, Environment: d.Environment,
+		Version: d.Version, Pipeline: d.Pipeline, RunID: d.RunID, Stage: d.Stage, TriggeredBy: by, Status: d.Status,
+		StartedAt: d.StartedAt, FinishedAt: d.FinishedAt}
+}
+
+// A page cursor is the last deployment of the previous page:
+// "MICROS_ID" (its start in Unix microseconds and its ID).
+func deploymentCursor(d store.Deployment) string {
+	return strconv.FormatInt(d.StartedAt.UnixMicro(), 10) + "_" + d.ID
+}
+
+func parseDeploymentCursor(s string) (*store.Deployment, error) {
+	us, id, ok := strings.Cut(s, "_")
+	v, err := strconv.ParseInt(us, 10, 64)
+	if !ok || err != nil || id == "" {
+		return nil, fmt.Errorf("page %q is not the next of a deployment listing", s)
+	}
+	return &store.Deployment{ID: id, StartedAt: time.UnixMicro(v).UTC()}, nil
+}
+
+func (m *Manager) handleListDeployments(w http.ResponseWriter, r *http.Request, acct string) {
+	q := r.URL.Query()
+	f := store.DeploymentFilter{AccountID: acct, Service: q.Get("service"), Environment: q.Get("environment"), Limit: 100}
+	if v := q.Get("since"); v != "" {
+		t, err := parseSince(v, m.cfg.Now())
+		if err != nil {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%v", err)
+			return
+		}
+		f.Since = t
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "limit must be between 1 and 1000")
+			return
+		}
+		f.Limit = n
+	}
+	if v := q.Get("page"); v != "" {
+		b, err := parseDeploymentCursor(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%v", err)
+			return
+		}
+		f.Before = b
+	}
+	// As for tasks: the store keeps only what the caller may view, before
+	// the limit.
+	pol := callerOf(r.Context()).policy
+	if all, scopes := pol.Scopes(access.PipelineView); !all {
+		f.Scopes = make([]store.ScopeFilter, 0, len(scopes))
+		for _, sc := range scopes {
+			f.Scopes = append(f.Scopes, store.ScopeFilter{Org: sc.Org, Project: sc.Project})
+		}
+	}
+	ds, err := m.st.ListDeployments(r.Context(), f)
+	if err != nil {
+		storeError(w, err, "deployments")
+		return
+	}
+	out := protocol.DeploymentList{Deployments: make([]protocol.Deployment, 0, len(ds))}
+	for _, d := range ds {
+		if pol.Allows(access.PipelineView, access.Scope{Org: d.Org, Project: d.Project}) {
+			out.Deployments = append(out.Deployments, deploymentView(d))
+		}
+	}
+	if len(ds) == f.Limit {
+		out.Next = deploymentCursor(ds[len(ds)-1])
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func limitUsage(u store.WindowUsage) protocol.LimitUsage {
+	out := protocol.LimitUsage{Limit: u.Limit, Used: u.Used}
+	if u.Full() {
+		t := u.NextFree
+		out.NextFree = &t
+	}
+	return out
+}
+
+// limitsView reads the account's limits and their usage now.
+func (m *Manager) limitsView(ctx context.Context, acct string) (protocol.DeploymentLimits, error) {
+	now := m.cfg.Now()
+	def := m.limits()
+	u, err := m.st.DeploymentUsage(ctx, acct, def, now)
+	if err != nil {
+		return protocol.DeploymentLimits{}, err
+	}
+	return protocol.DeploymentLimits{PerHour: limitUsage(u.Hour), PerDay: limitUsage(u.Day),
+		DefaultPerHour: def.PerHour, DefaultPerDay: def.PerDay, Custom: u.Custom, Now: now.UTC()}, nil
+}
+
+// handleGetLimits answers the account's limits and usage to every caller:
+// whoever may run a pipeline, at any scope, needs to know how many
+// deployments are left; the numbers say nothing about what they deploy.
+func (m *Manager) handleGetLimits(w http.ResponseWriter, r *http.Request, acct string) {
+	v, err := m.limitsView(r.Context(), acct)
+	if err != nil {
+		storeError(w, err, "deployment limits")
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (m *Manager) handleSetLimits(w http.ResponseWriter, r *http.Request, acct string) {
+	var req protocol.SetLimitsRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if req.PerHour == nil && req.PerDay == nil && !req.Reset {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "nothing to set: give per_hour, per_day or reset")
+		return
+	}
+	for _, l := range []struct {
+		name string
+		v    *int
+	}{{"per_hour", req.PerHour}, {"per_day", req.PerDay}} {
+		if l.v != nil && (*l.v < 0 || *l.v > protocol.MaxDeploymentLimit) {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s must be between 0 (unlimited) and %d, not %d", l.name, protocol.MaxDeploymentLimit, *l.v)
+			return
+		}
+	}
+	st, err := m.st.SetDeploymentLimits(r.Context(), acct, req.PerHour, req.PerDay, req.Reset, m.cfg.Now())
+	if err != nil {
+		storeError(w, err, "deployment limits")
+		return
+	}
+	eff := st.Apply(m.limits())
+	detail := fmt.Sprintf("per hour %s, per day %s", limitText(eff.PerHour, st.PerHour == nil), limitText(eff.PerDay, st.PerDay == nil))
+	noteAudit(r.Context(), func(e *store.AuditEvent) { e.Detail = detail })
+	m.log.Info("deployment limits set", "account", acct, "limits", detail)
+	v, err := m.limitsView(r.Context(), acct)
+	if err != nil {
+		storeError(w, err, "deployment limits")
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func limitText(n int, isDefault bool) string {
+	s := strconv.Itoa(n)
+	if n == 0 {
+		s = "unlimited"
+	}
+	if isDefault {
+		s += " (default)"
+	}
+	return s
+}
