@@ -339,10 +339,11 @@ func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[str
 		// Running steps whose task ended take its end.
 		for _, s := range cur.Steps {
 			if e, ok := ends[s.TaskID]; ok && s.Status == store.RunRunning {
-				s.Status, s.Error = string(stepStatus(e.status)), e.err
-				if s.Status == string(pipeline.StepRunning) {
+				if stepStatus(e.status) == pipeline.StepRunning {
 					continue
 				}
+				// The row keeps the task's own word (timed_out, cancelled…).
+				s.Status, s.Error = e.status, e.err
 				s.FinishedAt = &now
 				ch.Steps = append(ch.Steps, s)
 			}
@@ -412,7 +413,7 @@ func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[str
 func runError(run store.Run, changed []store.RunStep) string {
 	for _, steps := range [][]store.RunStep{run.Steps, changed} {
 		for _, s := range steps {
-			if s.Status == store.RunFailed {
+			if stepStatus(s.Status) == pipeline.StepFailed {
 				msg := "step " + s.Stage + "." + s.Step + " failed"
 				if s.Error != "" {
 					msg += ": " + s.Error
@@ -484,10 +485,10 @@ func (m *Manager) endStages(ctx context.Context, run store.Run, p *pipeline.Pipe
 				continue
 			}
 			rows++
-			switch s.Status {
-			case store.RunRunning:
+			switch stepStatus(s.Status) {
+			case pipeline.StepRunning:
 				running = true
-			case store.RunFailed:
+			case pipeline.StepFailed:
 				status = protocol.DeploymentFailed
 			}
 		}
