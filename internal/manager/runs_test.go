@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/legate-dev/legate/internal/client"
+	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -257,5 +259,105 @@ func TestRunRefusedOverTheDeploymentLimit(t *testing.T) {
 	}
 	if len(runs) != 1 {
 		t.Errorf("%d runs stored, want only the first", len(runs))
+	}
+}
+
+// TestRunResumesAfterARestart: a step's task that ends while no manager
+// runs (here: finished in the store) is seen by the next manager when it
+// starts, which advances the run and creates the next step's task.
+func TestRunResumesAfterARestart(t *testing.T) {
+	dir := t.TempDir()
+	dsn := dir + "/legate.db"
+	leaks := checkLeaks(t)
+	defer leaks()
+	tm, stop := runTestManager(t, dsn, dir, Config{})
+	ctx := context.Background()
+	acct := tm.admin.AccountID
+	if _, _, err := tm.st.ApplyPipeline(ctx, store.Pipeline{AccountID: acct, Name: "ship", Source: testRunPipeline}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	run, err := tm.m.startRun(ctx, runStart{AccountID: acct, Pipeline: "ship", Trigger: "manual", TriggeredBy: "user:admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compile := stepTaskID(run.ID, 0)
+	// The task ends (as the lease sweep of a manager would end it) while
+	// the run is not advanced: no hook runs.
+	if _, err := tm.st.FinishTask(ctx, acct, compile, store.Result{Status: protocol.StatusTimedOut, Error: "timed out"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+
+	tm2, stop2 := runTestManager(t, dsn, dir, Config{})
+	defer stop2()
+	f := runFixture{tm: tm2}
+	tok, err := tm2.client(t, tm2.admin.APIKey).CreateToken(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.del, _ = tm2.registerFake(t, acct, tok.Value, "d1", "h1")
+	f.finish(t, f.stepTask(t, run.ID, "deploy", "rollback"), protocol.StatusSucceeded, nil)
+	run = f.waitRun(t, run.ID)
+	if diff := cmp.Diff([]stepRow{
+		{"build", "compile", "timed_out", "timed out"},
+		{"deploy", "push", "skipped", ""},
+		{"deploy", "rollback", "succeeded", ""},
+	}, stepRows(run)); diff != "" || run.Status != store.RunFailed {
+		t.Errorf("run %s, steps (-want +got):\n%s", run.Status, diff)
+	}
+}
+
+// TestRunAdvancedByTwoManagersAtOnce: on one PostgreSQL database, two
+// managers advancing the same run at once start each step once.
+func TestRunAdvancedByTwoManagersAtOnce(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	tms := startTestManagers(t, dsn, Config{}, Config{})
+	a, b := tms[0], tms[1]
+	ctx := context.Background()
+	acct := a.admin.AccountID
+	if _, _, err := a.st.ApplyPipeline(ctx, store.Pipeline{AccountID: acct, Name: "ship", Source: testRunPipeline}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		run, err := a.m.startRun(ctx, runStart{AccountID: acct, Pipeline: "ship", Trigger: "manual", TriggeredBy: "user:admin"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.st.FinishTask(ctx, acct, stepTaskID(run.ID, 0), store.Result{Status: protocol.StatusFailed, Error: "boom"}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for _, tm := range []*testManager{a, b} {
+			wg.Go(func() {
+				if _, err := tm.m.advanceRun(ctx, acct, run.ID); err != nil {
+					t.Errorf("advance: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		got, err := a.st.GetRun(ctx, acct, run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]stepRow{
+			{"build", "compile", "failed", "boom"},
+			{"deploy", "push", "skipped", ""},
+			{"deploy", "rollback", "running", ""},
+		}, stepRows(got)); diff != "" {
+			t.Errorf("steps (-want +got):\n%s", diff)
+		}
+		tasks, err := a.st.ListTasks(ctx, store.TaskFilter{AccountID: acct, Status: protocol.StatusQueued})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, task := range tasks {
+			if task.ID == stepTaskID(run.ID, 2) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("rollback's task queued %d times, want once", n)
+		}
 	}
 }
