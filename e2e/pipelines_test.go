@@ -126,8 +126,8 @@ func TestPipelineRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(ds.Deployments) != 1 || ds.Deployments[0].RunID != run.ID || ds.Deployments[0].Status != protocol.DeploymentFailed ||
-		ds.Deployments[0].Version != "2.0" || ds.Deployments[0].Service != "web" || ds.Deployments[0].Environment != "prod" {
-		t.Errorf("deployments: %+v, want one failed deployment of web 2.0 to prod by run %s", ds.Deployments, run.ID)
+		ds.Deployments[0].Version != "2.0" || !strings.HasPrefix(ds.Deployments[0].TriggeredBy, "user:") || ds.Deployments[0].Service != "web" || ds.Deployments[0].Environment != "prod" {
+		t.Errorf("deployments: %+v, want one failed deployment of web 2.0 to prod by run %s, triggered by a user", ds.Deployments, run.ID)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/pipeline"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
@@ -461,7 +462,7 @@ func stageIndex(p *pipeline.Pipeline, name string) int {
 func (m *Manager) beginStage(ctx context.Context, run store.Run, p *pipeline.Pipeline, stage string) error {
 	i := stageIndex(p, stage)
 	st := &p.Stages[i]
-	kind, name, _ := strings.Cut(run.TriggeredBy, ":")
+	kind, name := principalOfLabel(run.TriggeredBy)
 	_, err := m.beginDeployment(ctx, DeploymentStart{ID: deploymentID(run.ID, i), AccountID: run.AccountID, Org: run.Org,
 		Project: run.Project, Service: st.Service, Environment: st.Environment, Version: run.Inputs["version"],
 		Pipeline: run.Pipeline, RunID: run.ID, Stage: stage, PrincipalKind: kind, PrincipalName: name})
@@ -469,6 +470,18 @@ func (m *Manager) beginStage(ctx context.Context, run store.Run, p *pipeline.Pip
 		return nil
 	}
 	return err
+}
+
+// principalOfLabel is the inverse of principalLabel: the kind and name of
+// the principal a run's TriggeredBy names.
+func principalOfLabel(label string) (kind, name string) {
+	for _, k := range []string{access.KindServiceAccount, access.KindUser} {
+		p := access.Principal{Kind: k, Name: "x"}.String()
+		if prefix := strings.TrimSuffix(p, "x"); strings.HasPrefix(label, prefix) {
+			return k, strings.TrimPrefix(label, prefix)
+		}
+	}
+	return label, ""
 }
 
 // endStages ends the deployment of every deployment stage of the run

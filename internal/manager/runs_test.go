@@ -3,6 +3,8 @@ package manager
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/protocol"
@@ -63,7 +66,7 @@ func newRunFixture(t *testing.T, cfg Config) runFixture {
 func (f runFixture) start(t *testing.T, inputs map[string]string) store.Run {
 	t.Helper()
 	run, err := f.tm.m.startRun(context.Background(), runStart{AccountID: f.tm.admin.AccountID, Pipeline: "ship",
-		Inputs: inputs, Trigger: "manual", TriggeredBy: "user:admin"})
+		Inputs: inputs, Trigger: "manual", TriggeredBy: "user admin"})
 	if err != nil {
 		t.Fatalf("start run: %v", err)
 	}
@@ -150,8 +153,8 @@ func TestRunPassesOutputsAndRunsFailureSteps(t *testing.T) {
 	if diff := cmp.Diff([]string{"builder"}, task.Spec.Selectors); diff != "" {
 		t.Errorf("compile's selectors (-want +got):\n%s", diff)
 	}
-	if task.CreatedBy != "user:admin" {
-		t.Errorf("compile's task created by %q, want the run's trigger user:admin", task.CreatedBy)
+	if task.CreatedBy != "user admin" {
+		t.Errorf("compile's task created by %q, want the run's trigger (user admin)", task.CreatedBy)
 	}
 	f.finish(t, compile, protocol.StatusSucceeded, map[string]string{"artifact": "web-2.0.tgz"})
 
@@ -276,7 +279,7 @@ func TestRunResumesAfterARestart(t *testing.T) {
 	if _, _, err := tm.st.ApplyPipeline(ctx, store.Pipeline{AccountID: acct, Name: "ship", Source: testRunPipeline}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	run, err := tm.m.startRun(ctx, runStart{AccountID: acct, Pipeline: "ship", Trigger: "manual", TriggeredBy: "user:admin"})
+	run, err := tm.m.startRun(ctx, runStart{AccountID: acct, Pipeline: "ship", Trigger: "manual", TriggeredBy: "user admin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +322,7 @@ func TestRunAdvancedByTwoManagersAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 5 {
-		run, err := a.m.startRun(ctx, runStart{AccountID: acct, Pipeline: "ship", Trigger: "manual", TriggeredBy: "user:admin"})
+		run, err := a.m.startRun(ctx, runStart{AccountID: acct, Pipeline: "ship", Trigger: "manual", TriggeredBy: "user admin"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,6 +361,41 @@ func TestRunAdvancedByTwoManagersAtOnce(t *testing.T) {
 		}
 		if n != 1 {
 			t.Errorf("rollback's task queued %d times, want once", n)
+		}
+	}
+}
+
+// TestRunNeedsWhatItsStepsUse: running a pipeline needs pipeline:execute
+// and, as submitting its steps as tasks would, connector:access on the
+// connectors and secret:access on the stored secrets they use.
+func TestRunNeedsWhatItsStepsUse(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	admin := tm.admin.APIKey
+	tm.mustAPI(t, admin, "POST", protocol.PathConnectors, `{"name":"conn","url":"http://127.0.0.1:1"}`, 201)
+	tm.mustAPI(t, admin, "POST", protocol.PathSecrets, `{"name":"S1","value":"v"}`, 201)
+	src := "name: uses\\nstages:\\n  - name: s\\n    infrastructure: conn\\n    steps:\\n      - name: a\\n        shell: echo\\n        secrets: {T: S1}\\n"
+	tm.mustAPI(t, admin, "POST", protocol.PathPipelines, `{"source":"`+src+`"}`, 201)
+	tm.mustAPI(t, admin, "POST", protocol.PathRoles, `{"name":"runner","permissions":["pipeline:execute","pipeline:view"]}`, 201)
+	tm.mustAPI(t, admin, "POST", protocol.PathRoles, `{"name":"user-of-conn","permissions":["connector:access"]}`, 201)
+	tm.mustAPI(t, admin, "POST", protocol.PathRoles, `{"name":"user-of-s1","permissions":["secret:access"]}`, 201)
+	key := tm.userKey(t, "rita", "runner", access.Account)
+	runPath := protocol.PathPipelines + "/uses/runs"
+	for _, tt := range []struct {
+		grant, want string
+	}{
+		{"", "connector:access"},
+		{"user-of-conn", "secret:access"},
+		{"user-of-s1", ""},
+	} {
+		if tt.grant != "" {
+			tm.mustAPI(t, admin, "POST", protocol.PathBindings, `{"role":"`+tt.grant+`","subject_kind":"user","subject":"rita"}`, 201)
+		}
+		status, body := tm.api(t, key, "POST", runPath, `{}`)
+		switch {
+		case tt.want == "" && status != http.StatusCreated:
+			t.Errorf("with every permission: %d %s, want 201", status, body)
+		case tt.want != "" && (status != http.StatusForbidden || !strings.Contains(body, tt.want)):
+			t.Errorf("without %s: %d %s, want 403 naming it", tt.want, status, body)
 		}
 	}
 }

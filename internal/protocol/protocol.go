@@ -1420,7 +1420,8 @@ type Run struct {
 	// CancelRequested: a cancel was asked for; the run ends once its
 	// running steps have.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
-	// Trigger is how it started ("manual"); TriggeredBy who ("user:ana").
+	// Trigger is how it started ("manual"); TriggeredBy who, as a task's
+	// created_by says it ("user ana", "service account ci").
 	Trigger     string     `json:"trigger"`
 	TriggeredBy string     `json:"triggered_by,omitempty"`
 	Error       string     `json:"error,omitempty"`
