@@ -328,6 +328,9 @@ func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[str
 			refused[stage.Name] = le.Error()
 		}
 	}
+	if len(plan.Start) == 0 && len(plan.Skip) == 0 && !plan.Done && len(missing) == 0 && !endsRunning(run, ends) {
+		return run, false, nil // nothing to record: the run waits on its tasks
+	}
 	now := m.cfg.Now()
 	var started []pipeline.StepRef
 	run, err = m.st.AdvanceRun(ctx, acct, id, func(cur store.Run) (store.RunChange, error) {
@@ -408,6 +411,16 @@ func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[str
 	// Another pass when steps failed without a task: the next item (a
 	// `when: failure` step) may start.
 	return run, progressed, nil
+}
+
+// endsRunning reports whether a step the run has as running has ended.
+func endsRunning(run store.Run, ends map[string]taskEnd) bool {
+	for _, s := range run.Steps {
+		if _, ok := ends[s.TaskID]; ok && s.Status == store.RunRunning {
+			return true
+		}
+	}
+	return false
 }
 
 // runError is the error line of a failed run: the first failed step's.

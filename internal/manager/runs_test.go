@@ -399,3 +399,38 @@ func TestRunNeedsWhatItsStepsUse(t *testing.T) {
 		}
 	}
 }
+
+// TestRunCreatesAStepTaskNeverCreated: a step recorded as running whose
+// task was never created (its manager died between the two) gets its
+// task on the next advance, once.
+func TestRunCreatesAStepTaskNeverCreated(t *testing.T) {
+	f := newRunFixture(t, Config{})
+	ctx := context.Background()
+	acct := f.tm.admin.AccountID
+	run, err := f.tm.st.CreateRun(ctx, store.Run{ID: "r_lost", AccountID: acct, Pipeline: "ship", Version: 1, Source: testRunPipeline,
+		Inputs: map[string]string{"version": "1.0"}, Status: store.RunRunning, Trigger: "manual", TriggeredBy: "user admin", CreatedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := stepTaskID(run.ID, 0)
+	if _, err := f.tm.st.AdvanceRun(ctx, acct, run.ID, func(store.Run) (store.RunChange, error) {
+		return store.RunChange{Steps: []store.RunStep{{Stage: "build", Step: "compile", TaskID: id, Status: store.RunRunning, StartedAt: time.Now()}}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.tm.st.GetTask(ctx, acct, id); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("task before the advance: %v, want not found", err)
+	}
+	for range 2 {
+		if _, err := f.tm.m.advanceRun(ctx, acct, run.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	task, err := f.tm.st.GetTask(ctx, acct, id)
+	if err != nil {
+		t.Fatalf("compile's task after the advance: %v", err)
+	}
+	if task.Status != protocol.StatusQueued || task.Spec.Selectors[0] != "builder" {
+		t.Errorf("compile's task: %s %v", task.Status, task.Spec.Selectors)
+	}
+}
