@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -291,10 +292,14 @@ func (a *app) followRun(cmd *cobra.Command, c *client.Client, run protocol.Run, 
 			if shown[key] || s.Status == protocol.RunRunning && s.TaskID == "" {
 				continue
 			}
-			shown[key], progressed = true, true
-			if err := a.showStep(ctx, c, s, out, stderr, quiet); err != nil {
+			err := a.showStep(ctx, c, s, out, stderr, quiet)
+			if errors.Is(err, errStepNotYet) {
+				break // its task is being created: read the run again
+			}
+			if err != nil {
 				return err
 			}
+			shown[key], progressed = true, true
 		}
 		if run.Status != protocol.RunRunning && !progressed {
 			break
@@ -342,6 +347,9 @@ func (a *app) followRun(cmd *cobra.Command, c *client.Client, run protocol.Run, 
 	return &ExitError{Code: ExitFailure}
 }
 
+// errStepNotYet: a step's task is not created yet.
+var errStepNotYet = errors.New("the step's task is not created yet")
+
 // showStep prints a step's start, streams its task's output until it
 // ends, and prints its end.
 func (a *app) showStep(ctx context.Context, c *client.Client, s protocol.RunStep, out, stderr io.Writer, quiet bool) error {
@@ -359,12 +367,24 @@ func (a *app) showStep(ctx context.Context, c *client.Client, s protocol.RunStep
 		}
 		return nil
 	}
-	note("legate: ▶ %s started (task %s)\n", name, escape(s.TaskID))
+	started := false
 	show := rawOutput(out, stderr, s.TaskID)
 	if quiet {
 		show = func(protocol.LogStreamLine) error { return nil }
 	}
-	t, err := c.StreamLogsWith(ctx, s.TaskID, client.StreamOptions{Follow: true, OnEvent: connectionNotices(stderr, c.BaseURL(), s.TaskID)}, show)
+	notices := connectionNotices(stderr, c.BaseURL(), s.TaskID)
+	t, err := c.StreamLogsWith(ctx, s.TaskID, client.StreamOptions{Follow: true, OnEvent: func(e client.StreamEvent) {
+		if e.Kind == client.StreamConnected && !started {
+			started = true
+			note("legate: ▶ %s started (task %s)\n", name, escape(s.TaskID))
+		}
+		notices(e)
+	}}, show)
+	var pe *protocol.Error
+	if !started && errors.As(err, &pe) && pe.Code == protocol.CodeNotFound {
+		// The run records a step before the manager creates its task.
+		return errStepNotYet
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // followRun says so

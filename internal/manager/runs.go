@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -332,10 +333,9 @@ func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[str
 		return run, false, nil // nothing to record: the run waits on its tasks
 	}
 	now := m.cfg.Now()
-	var started []pipeline.StepRef
-	run, err = m.st.AdvanceRun(ctx, acct, id, func(cur store.Run) (store.RunChange, error) {
-		started = started[:0]
-		var ch store.RunChange
+	// decide is what the run records: the ends of its running steps'
+	// tasks, the steps that start and those skipped, and its end.
+	decide := func(cur store.Run) (ch store.RunChange, started []pipeline.StepRef) {
 		if cur.Status != store.RunRunning {
 			return ch, nil
 		}
@@ -373,6 +373,18 @@ func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[str
 				ch.Error = runError(cur, ch.Steps)
 			}
 		}
+		return ch, started
+	}
+	// A run that is about to end ends its deployments first, so that
+	// whoever sees the run over sees its deployments over (they are ended
+	// again, changing nothing, after the commit).
+	if ch, _ := decide(run); ch.Status != "" {
+		m.endStages(ctx, projectRun(run, ch), p)
+	}
+	var started []pipeline.StepRef
+	run, err = m.st.AdvanceRun(ctx, acct, id, func(cur store.Run) (store.RunChange, error) {
+		var ch store.RunChange
+		ch, started = decide(cur)
 		return ch, nil
 	})
 	if err != nil {
@@ -411,6 +423,25 @@ func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[str
 	// Another pass when steps failed without a task: the next item (a
 	// `when: failure` step) may start.
 	return run, progressed, nil
+}
+
+// projectRun is run as it will be once ch is recorded (as AdvanceRun
+// writes it).
+func projectRun(run store.Run, ch store.RunChange) store.Run {
+	run.Steps = slices.Clone(run.Steps)
+	for _, st := range ch.Steps {
+		i := slices.IndexFunc(run.Steps, func(s store.RunStep) bool { return s.Stage == st.Stage && s.Step == st.Step })
+		if i >= 0 {
+			run.Steps[i] = st
+		} else {
+			run.Steps = append(run.Steps, st)
+		}
+	}
+	if ch.Status != "" {
+		run.Status, run.Error, run.FinishedAt = ch.Status, ch.Error, ch.FinishedAt
+	}
+	run.CancelRequested = run.CancelRequested || ch.Cancel
+	return run
 }
 
 // endsRunning reports whether a step the run has as running has ended.

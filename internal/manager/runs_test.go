@@ -73,8 +73,8 @@ func (f runFixture) start(t *testing.T, inputs map[string]string) store.Run {
 	return run
 }
 
-// stepTask waits until step stage.step of the run has a task and returns
-// the task's ID.
+// stepTask waits until step stage.step of the run has a task (recorded
+// and created) and returns the task's ID.
 func (f runFixture) stepTask(t *testing.T, runID, stage, step string) string {
 	t.Helper()
 	var id string
@@ -88,7 +88,12 @@ func (f runFixture) stepTask(t *testing.T, runID, stage, step string) string {
 				id = s.TaskID
 			}
 		}
-		return id != ""
+		if id == "" {
+			return false
+		}
+		// The run records the step before the manager creates its task.
+		_, err = f.tm.st.GetTask(context.Background(), f.tm.admin.AccountID, id)
+		return err == nil
 	})
 	return id
 }
