@@ -1003,6 +1003,8 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 	d.dropRunning(id)
 	m.taskEnded(id)
 	m.log.Info("task finished", "task", id, "status", t.Status, "instance", d.id)
+	// A task that succeeded for a connector made its delegate the
+	// connector's last success in CompleteTask's transaction.
 	if t.Status == protocol.StatusSucceeded && len(t.Spec.Capabilities) > 0 {
 		// A task that succeeded proves its capabilities on this delegate:
 		// each success resets the allowlist TTL, with no extra round trip.
@@ -1012,11 +1014,6 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 		}
 		if err := m.recordCapabilities(ctx, d.id, rs); err != nil {
 			m.log.Warn("refresh allowlist", "instance", d.id, "err", err)
-		}
-	}
-	if t.Status == protocol.StatusSucceeded && t.Spec.Connector != "" {
-		if err := m.st.SetConnectorSuccess(ctx, t.AccountID, t.Spec.Connector, d.id); err != nil {
-			m.log.Warn("record connector success", "connector", t.Spec.Connector, "err", err)
 		}
 	}
 	// Capacity freed: offer what is waiting. A delegate that was not full

@@ -750,3 +750,52 @@ func BenchmarkRecordCapabilities1000(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1000, "ns/row")
 }
+
+// TestCompleteTaskRecordsConnectorSuccess: the result that ends a task of
+// a connector succeeded makes its instance the connector's last success
+// in the same call (the pipeline engine starts the stage's next step as
+// soon as it sees the task end, and that step must find the preference);
+// a failure changes nothing, a repeated result is a no-op, a deleted
+// connector is no error, and another account's connector of the same
+// name is left alone.
+func TestCompleteTaskRecordsConnectorSuccess(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		for _, acc := range []string{"acc1", "acc2"} {
+			if err := s.CreateConnector(ctx, Connector{AccountID: acc, Name: "farm", URL: "https://farm.example", CreatedAt: t0}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		steps := []struct {
+			task, instance, connector, status string
+			want                              string // acc1's farm's last success after the step
+		}{
+			{"t1", "i1", "farm", protocol.StatusSucceeded, "i1"},
+			{"t2", "i2", "farm", protocol.StatusFailed, "i1"},
+			{"t3", "i2", "farm", protocol.StatusSucceeded, "i2"},
+			{"t4", "i1", "", protocol.StatusSucceeded, "i2"},
+			{"t5", "i1", "gone", protocol.StatusSucceeded, "i2"},
+		}
+		for _, st := range steps {
+			task := newTask(st.task, "acc1", t0)
+			task.Spec.Connector = st.connector
+			mustCreate(t, s, task)
+			mustClaim(t, s, st.task, st.instance, t0)
+			for range 2 { // a repeated result changes nothing
+				if _, err := s.CompleteTask(ctx, st.task, 1, Result{Status: st.status}, at(time.Second)); err != nil {
+					t.Fatalf("CompleteTask(%s): %v", st.task, err)
+				}
+			}
+			got, err := s.GetConnector(ctx, "acc1", "farm")
+			if err != nil || got.LastSuccessInstance != st.want {
+				t.Errorf("after %s %s on %s (connector %q): last success %q, error %v; want %q",
+					st.task, st.status, st.instance, st.connector, got.LastSuccessInstance, err, st.want)
+			}
+		}
+		if got, _ := s.GetConnector(ctx, "acc2", "farm"); got.LastSuccessInstance != "" {
+			t.Errorf("another account's connector farm: last success %q, want none", got.LastSuccessInstance)
+		}
+	})
+}

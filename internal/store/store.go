@@ -814,6 +814,15 @@ func (s *Store) CompleteTask(ctx context.Context, id string, epoch int64, r Resu
 				return err
 			}
 		}
+		if t.Status == protocol.StatusSucceeded && t.Spec.Connector != "" {
+			// In the same transaction: whoever sees the task succeeded
+			// (the pipeline engine starting the stage's next step, a CLI
+			// submitting the next task) sees its delegate preferred.
+			if _, err := s.w(tx).exec(ctx, `UPDATE connectors SET last_success_instance = ? WHERE account_id = ? AND name = ?`,
+				t.InstanceID, t.AccountID, t.Spec.Connector); err != nil {
+				return fmt.Errorf("set last success of connector %q: %w", t.Spec.Connector, err)
+			}
+		}
 		return closeLog(ctx, s.w(tx), id, r.LastSeq)
 	})
 	if err != nil {
