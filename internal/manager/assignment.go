@@ -135,6 +135,7 @@ func (m *Manager) widenOffer(accountID, taskID string, first *live) {
 	if err != nil || t.Status != protocol.StatusQueued {
 		return
 	}
+	m.metrics.widened.Inc()
 	m.offerTask(ctx, t, true)
 }
 

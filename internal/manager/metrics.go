@@ -22,6 +22,7 @@ type managerMetrics struct {
 	stale      *metrics.CounterVec
 	scope      *metrics.CounterVec
 	refusals   *metrics.CounterVec
+	widened    *metrics.Counter
 }
 
 // Kinds of stale reports, the "kind" label of legate_manager_stale_reports_total.
@@ -60,6 +61,10 @@ func newMetrics(m *Manager) *managerMetrics {
 	for _, c := range scopeCalls {
 		mt.scope.With(c)
 	}
+	mt.widened = r.NewCounter(metrics.Opts{
+		Name: "legate_manager_offers_widened_total",
+		Help: "Tasks offered to more delegates because the best-ranked one (the delegate that last succeeded for the task's connector, else an allowlisted or the least loaded one) did not acquire it within the offer window.",
+	})
 	mt.refusals = r.NewCounterVec(metrics.Opts{
 		Name: "legate_deployments_refused_total",
 		Help: "Deployments refused because the account reached a deployment limit, by limit: hour, day.",

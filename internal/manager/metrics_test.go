@@ -235,3 +235,30 @@ func TestManagerNotReady(t *testing.T) {
 		t.Errorf("/healthz = %d, want 200", code)
 	}
 }
+
+// TestOffersWidenedCounted: a task its only eligible delegate was offered
+// alone and did not acquire within the offer window is offered wider,
+// and legate_manager_offers_widened_total counts it.
+func TestOffersWidenedCounted(t *testing.T) {
+	tm := startTestManager(t, Config{HeartbeatInterval: time.Hour})
+	ctx := context.Background()
+	metricsURL := tm.url + protocol.PathMetrics
+	if got := promtest.Scrape(t, metricsURL).Value(t, "legate_manager_offers_widened_total"); got != 0 {
+		t.Errorf("fresh manager: offers widened = %v, want 0", got)
+	}
+	admin := tm.client(t, tm.admin.APIKey)
+	tok, err := admin.CreateToken(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "grp", "slow-host")
+	task, err := admin.SubmitTask(ctx, protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The delegate does not acquire it: the sole offer widens.
+	waitMetric(t, metricsURL, "legate_manager_offers_widened_total", 1)
+	if _, err := slow.Acquire(ctx, task.ID); err != nil {
+		t.Fatalf("acquire after the widened offer: %v", err)
+	}
+}
