@@ -102,9 +102,9 @@ func (c *cluster) stepHosts(r protocol.Run) map[string]string {
 	return out
 }
 
-// indent prefixes every line of s with n spaces (a script in a YAML
+// blockScalar prefixes every line of s with n spaces (a script in a YAML
 // block scalar).
-func indent(s string, n int) string {
+func blockScalar(s string, n int) string {
 	pad := strings.Repeat(" ", n)
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	for i, l := range lines {
@@ -238,10 +238,10 @@ stages:
           - name: left
             delegateSelectors: [pp]
             shell: |
-` + indent(side("left", "right"), 14) + `          - name: right
+` + blockScalar(side("left", "right"), 14) + `          - name: right
             delegateSelectors: [pp]
             shell: |
-` + indent(side("right", "left"), 14) + `      - name: after
+` + blockScalar(side("right", "left"), 14) + `      - name: after
         delegateSelectors: [pp]
         shell: |
           test -e ` + dir + `/left.ended && test -e ` + dir + `/right.ended && echo "both ended before after"
@@ -286,7 +286,7 @@ stages:
         delegateSelectors: [kl]
         retries: 1
         shell: |
-` + indent(w.script(), 10) + `  - name: after
+` + blockScalar(w.script(), 10) + `  - name: after
     steps:
       - name: done
         delegateSelectors: [kl]
