@@ -130,8 +130,8 @@ func (p *Pipeline) WebhookInputs(payload []byte) (map[string]string, error) {
 	if err := dec.Decode(&doc); err != nil {
 		return nil, &PayloadError{"the body is not JSON (" + jsonProblem(err) + "): send the payload as application/json"}
 	}
-	if _, err := dec.Token(); err == nil {
-		return nil, &PayloadError{"the body holds more than one JSON value: send one JSON object"}
+	if rest := bytes.TrimSpace(payload[dec.InputOffset():]); len(rest) > 0 {
+		return nil, &PayloadError{fmt.Sprintf("the body goes on after its JSON value (at byte %d): send one JSON object", dec.InputOffset())}
 	}
 	root, ok := doc.(map[string]any)
 	if !ok {

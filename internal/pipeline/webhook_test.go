@@ -77,7 +77,8 @@ func TestWebhookInputs(t *testing.T) {
 		{"not JSON", `payload=%7B%7D`, nil, "the body is not JSON"},
 		{"empty", ``, nil, "the body is not JSON"},
 		{"a list", `[1]`, nil, "the body is JSON a list, not an object"},
-		{"two values", `{} {}`, nil, "more than one JSON value"},
+		{"two values", `{} {}`, nil, "goes on after its JSON value"},
+		{"trailing garbage", `{}A0`, nil, "goes on after its JSON value"},
 		{"too deep", strings.Repeat("[", MaxPayloadDepth+1), nil, "nests more than"},
 	}
 	for _, tt := range tests {
