@@ -169,11 +169,11 @@ type Run struct {
 	// WebhookID and Delivery: the webhook that started it and the
 	// delivery ID its sender gave ("" for none); one delivery ID starts
 	// one run of a webhook (CreateRun: ErrConflict).
-	WebhookID string
-	Delivery  string
-	Error       string
-	CreatedAt   time.Time
-	FinishedAt  *time.Time
+	WebhookID  string
+	Delivery   string
+	Error      string
+	CreatedAt  time.Time
+	FinishedAt *time.Time
 	// Steps are the steps that started or were skipped, in the order they
 	// did (filled by GetRun and AdvanceRun, not by ListRuns).
 	Steps []RunStep
