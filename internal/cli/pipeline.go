@@ -35,7 +35,7 @@ and shows each step's start, output and end.`,
   legate pipeline run deploy-web --org eng --input version=1.4.2
   legate run list`,
 	}
-	cmd.AddCommand(a.pipelineApplyCmd(), a.pipelineListCmd(), a.pipelineGetCmd(), a.pipelineDeleteCmd(), a.pipelineRunCmd())
+	cmd.AddCommand(a.pipelineApplyCmd(), a.pipelineListCmd(), a.pipelineGetCmd(), a.pipelineDeleteCmd(), a.pipelineRunCmd(), a.pipelineWebhookCmd())
 	return cmd
 }
 
@@ -157,7 +157,8 @@ func (a *app) pipelineGetCmd() *cobra.Command {
 		Use:   "get NAME [--org ORG [--project PROJECT]]",
 		Short: "Print a pipeline's YAML as applied",
 		Long: `Print the YAML of pipeline NAME as it was applied (-o json or yaml: with its
-scope, version and times).`,
+scope, version, times and webhook). Whether it has a webhook, and its URL,
+go to stderr (never its secret).`,
 		Example: `  legate pipeline get deploy-web --org eng > deploy-web.yaml`,
 		Args:    cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
@@ -180,8 +181,16 @@ scope, version and times).`,
 			if !strings.HasSuffix(src, "\n") {
 				src += "\n"
 			}
-			_, err = io.WriteString(w, src)
-			return err
+			if _, err = io.WriteString(w, src); err != nil {
+				return err
+			}
+			if h := p.Webhook; h != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "legate: webhook enabled: %s (acts as %s; secret set %s)\n",
+					escape(webhookURL(c, h.Path)), escape(h.EnabledBy), a.timestamp(&h.RotatedAt))
+			} else {
+				fmt.Fprintf(cmd.ErrOrStderr(), "legate: no webhook (legate pipeline webhook enable %s adds one)\n", escape(p.Name))
+			}
+			return nil
 		}),
 	}
 	scopeFlags(cmd, &org, &project, "pipeline")
@@ -276,8 +285,14 @@ has no free deployment slot (legate limits).`,
 }
 
 // followRun shows a run's steps as they start and end, with their output,
-// until the run is over, and exits with its status.
+// until the run is over, and exits with its status. Without follow it
+// shows the output so far of the steps that started, once, and returns
+// nil.
 func (a *app) followRun(cmd *cobra.Command, c *client.Client, run protocol.Run, o *outputFlags) error {
+	return a.showRun(cmd, c, run, o, true)
+}
+
+func (a *app) showRun(cmd *cobra.Command, c *client.Client, run protocol.Run, o *outputFlags, follow bool) error {
 	ctx := cmd.Context()
 	out, stderr := cmd.OutOrStdout(), io.Writer(&syncWriter{w: cmd.ErrOrStderr()})
 	quiet := o.structured()
@@ -292,8 +307,11 @@ func (a *app) followRun(cmd *cobra.Command, c *client.Client, run protocol.Run, 
 			if shown[key] || s.Status == protocol.RunRunning && s.TaskID == "" {
 				continue
 			}
-			err := a.showStep(ctx, c, s, out, stderr, quiet)
+			err := a.showStep(ctx, c, s, out, stderr, quiet, follow)
 			if errors.Is(err, errStepNotYet) {
+				if !follow {
+					continue
+				}
 				break // its task is being created: read the run again
 			}
 			if err != nil {
@@ -303,6 +321,9 @@ func (a *app) followRun(cmd *cobra.Command, c *client.Client, run protocol.Run, 
 		}
 		if run.Status != protocol.RunRunning && !progressed {
 			break
+		}
+		if !follow {
+			break // one pass: the output so far
 		}
 		if !progressed {
 			select {
@@ -324,6 +345,18 @@ func (a *app) followRun(cmd *cobra.Command, c *client.Client, run protocol.Run, 
 		if err := o.print(out, run); err != nil {
 			return err
 		}
+	}
+	if !follow {
+		if !quiet {
+			msg := "legate: run " + run.ID + " " + run.Status
+			if run.Status == protocol.RunRunning {
+				msg += " (legate run logs --follow " + run.ID + " follows it)"
+			} else if run.Error != "" {
+				msg += ": " + run.Error
+			}
+			fmt.Fprintln(stderr, escapeLines(msg))
+		}
+		return nil
 	}
 	switch run.Status {
 	case protocol.RunSucceeded:
@@ -352,7 +385,7 @@ var errStepNotYet = errors.New("the step's task is not created yet")
 
 // showStep prints a step's start, streams its task's output until it
 // ends, and prints its end.
-func (a *app) showStep(ctx context.Context, c *client.Client, s protocol.RunStep, out, stderr io.Writer, quiet bool) error {
+func (a *app) showStep(ctx context.Context, c *client.Client, s protocol.RunStep, out, stderr io.Writer, quiet, follow bool) error {
 	name := escape(s.Stage + "." + s.Step)
 	note := func(format string, args ...any) {
 		if !quiet {
@@ -373,7 +406,7 @@ func (a *app) showStep(ctx context.Context, c *client.Client, s protocol.RunStep
 		show = func(protocol.LogStreamLine) error { return nil }
 	}
 	notices := connectionNotices(stderr, c.BaseURL(), s.TaskID)
-	t, err := c.StreamLogsWith(ctx, s.TaskID, client.StreamOptions{Follow: true, OnEvent: func(e client.StreamEvent) {
+	t, err := c.StreamLogsWith(ctx, s.TaskID, client.StreamOptions{Follow: follow, OnEvent: func(e client.StreamEvent) {
 		if e.Kind == client.StreamConnected && !started {
 			started = true
 			note("legate: ▶ %s started (task %s)\n", name, escape(s.TaskID))
@@ -399,6 +432,10 @@ func (a *app) showStep(ctx context.Context, c *client.Client, s protocol.RunStep
 		note("legate: ✓ %s succeeded%s\n", name, took)
 		return nil
 	}
+	if !protocol.Terminal(t.Status) {
+		note("legate: … %s %s (output so far)\n", name, t.Status)
+		return nil
+	}
 	_, reason := outcome(t)
 	note("legate: ✗ %s %s%s (%s)\n", name, t.Status, took, strings.TrimPrefix(escapeLines(reason), "legate: "))
 	return nil
@@ -416,7 +453,7 @@ survives manager restarts as its tasks do.`,
   legate run get r_abc
   legate run cancel r_abc`,
 	}
-	cmd.AddCommand(a.runListCmd(), a.runGetCmd(), a.runCancelCmd())
+	cmd.AddCommand(a.runListCmd(), a.runGetCmd(), a.runLogsCmd(), a.runCancelCmd())
 	return cmd
 }
 
@@ -536,6 +573,36 @@ func (a *app) runDetail(w io.Writer, r protocol.Run) error {
 		st.row(s.Stage, s.Step, s.Status, s.TaskID, strings.Join(outs, " "), s.Error)
 	}
 	return st.flush()
+}
+
+func (a *app) runLogsCmd() *cobra.Command {
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "logs ID [--follow]",
+		Short: "Print a run's output, step by step (--follow: until it ends)",
+		Long: `Print the output of run ID's steps in order, each between the start and end
+lines legate pipeline run prints (on stderr; the output goes to stdout).
+Without --follow it prints what the steps that started have written so
+far and exits 0. With --follow it streams until the run ends and exits
+with its status as legate pipeline run does: 0 when it succeeded, 1 when
+it failed, 130 when it was cancelled.`,
+		Example: `  legate run logs r_abc
+  legate run logs r_abc --follow`,
+		Args: cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			r, err := c.GetRun(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return a.showRun(cmd, c, r, &outputFlags{}, follow)
+		}),
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "stream until the run ends and exit with its status")
+	return cmd
 }
 
 func (a *app) runCancelCmd() *cobra.Command {

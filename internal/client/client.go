@@ -933,6 +933,29 @@ func (c *Client) DeletePipeline(ctx context.Context, name, org, project string) 
 	return c.do(ctx, &call{op: op, method: http.MethodDelete, path: protocol.PathPipelines + "/" + seg(name), query: secretQuery(org, project)})
 }
 
+// EnableWebhook gives a pipeline of a scope a webhook, or with rotate a
+// new secret for the one it has; the answer is the only one that shows the
+// secret.
+func (c *Client) EnableWebhook(ctx context.Context, name, org, project string, rotate bool) (protocol.WebhookSecret, error) {
+	const op = "enable webhook"
+	if err := requireID(op, "pipeline name", name); err != nil {
+		return protocol.WebhookSecret{}, err
+	}
+	var out protocol.WebhookSecret
+	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: protocol.PathPipelines + "/" + seg(name) + "/webhook", query: secretQuery(org, project),
+		in: protocol.EnableWebhookRequest{Rotate: rotate}, out: &out})
+	return out, err
+}
+
+// DisableWebhook removes a pipeline's webhook.
+func (c *Client) DisableWebhook(ctx context.Context, name, org, project string) error {
+	const op = "disable webhook"
+	if err := requireID(op, "pipeline name", name); err != nil {
+		return err
+	}
+	return c.do(ctx, &call{op: op, method: http.MethodDelete, path: protocol.PathPipelines + "/" + seg(name) + "/webhook", query: secretQuery(org, project)})
+}
+
 // RunPipeline starts a run of a pipeline of a scope.
 func (c *Client) RunPipeline(ctx context.Context, name, org, project string, req protocol.RunPipelineRequest) (protocol.Run, error) {
 	const op = "run pipeline"

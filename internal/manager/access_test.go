@@ -245,6 +245,8 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 		"GET " + protocol.PathPipelines + "/{name}":                  {path: plP, at: p1, ensure: ensurePipeline},
 		"DELETE " + protocol.PathPipelines + "/{name}":               {path: plP, at: p1, ensure: ensurePipeline},
 		"POST " + protocol.PathPipelines + "/{name}/runs":            {path: protocol.PathPipelines + "/pl/runs?org=o1&project=p1", body: `{}`, at: p1, ensure: ensurePipeline},
+		"POST " + protocol.PathPipelines + "/{name}/webhook":         {path: protocol.PathPipelines + "/pl/webhook?org=o1&project=p1", body: `{"rotate":true}`, at: p1, ensure: ensurePipeline},
+		"DELETE " + protocol.PathPipelines + "/{name}/webhook":       {path: protocol.PathPipelines + "/pl/webhook?org=o1&project=p1", at: p1, ensure: ensurePipeline},
 		"GET " + protocol.PathRuns:                                   {path: protocol.PathRuns},
 		"GET " + protocol.PathRuns + "/{id}":                         {path: runP, at: p1},
 		"POST " + protocol.PathRuns + "/{id}/cancel":                 {path: runP + "/cancel", at: p1},

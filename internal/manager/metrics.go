@@ -23,6 +23,8 @@ type managerMetrics struct {
 	scope      *metrics.CounterVec
 	refusals   *metrics.CounterVec
 	widened    *metrics.Counter
+	// badSignatures counts webhook deliveries refused for their signature.
+	badSignatures *metrics.Counter
 }
 
 // Kinds of stale reports, the "kind" label of legate_manager_stale_reports_total.
@@ -72,6 +74,10 @@ func newMetrics(m *Manager) *managerMetrics {
 	for _, l := range []string{"hour", "day"} {
 		mt.refusals.With(l)
 	}
+	mt.badSignatures = r.NewCounter(metrics.Opts{
+		Name: "legate_webhook_bad_signatures_total",
+		Help: "Pipeline webhook deliveries refused because their X-Hub-Signature-256 header was missing, malformed or did not match the body.",
+	})
 	r.Collect(m.collectDelegates, metrics.Desc{
 		Opts: metrics.Opts{
 			Name: "legate_manager_delegates_connected",

@@ -47,7 +47,7 @@ func pipelineView(p store.Pipeline, withSource bool) protocol.Pipeline {
 func runView(r store.Run) protocol.Run {
 	v := protocol.Run{ID: r.ID, Org: r.Org, Project: r.Project, Pipeline: r.Pipeline, Version: r.Version, Inputs: r.Inputs,
 		Status: r.Status, CancelRequested: r.CancelRequested, Trigger: r.Trigger, TriggeredBy: r.TriggeredBy, Error: r.Error,
-		CreatedAt: r.CreatedAt, FinishedAt: utcPtr(r.FinishedAt)}
+		Delivery: r.Delivery, CreatedAt: r.CreatedAt, FinishedAt: utcPtr(r.FinishedAt)}
 	for _, s := range r.Steps {
 		v.Steps = append(v.Steps, protocol.RunStep{Stage: s.Stage, Step: s.Step, TaskID: s.TaskID, Status: s.Status,
 			Outputs: s.Outputs, Error: s.Error, StartedAt: s.StartedAt, FinishedAt: utcPtr(s.FinishedAt)})
@@ -121,7 +121,15 @@ func (m *Manager) handleGetPipeline(w http.ResponseWriter, r *http.Request, acct
 		storeError(w, err, pipelineLabel(name, org, project))
 		return
 	}
-	writeJSON(w, http.StatusOK, pipelineView(p, true))
+	v := pipelineView(p, true)
+	switch h, err := m.st.WebhookOf(r.Context(), acct, org, project, name); {
+	case err == nil:
+		v.Webhook = webhookView(h)
+	case !errors.Is(err, store.ErrNotFound):
+		storeError(w, err, "the webhook of "+pipelineLabel(name, org, project))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (m *Manager) handleDeletePipeline(w http.ResponseWriter, r *http.Request, acct string) {

@@ -204,6 +204,11 @@ func (m *Manager) routes() []route {
 		{method: "POST", pattern: protocol.PathPipelines + "/{name}/runs", body: bodyPipeline, admin: m.handleRunPipeline, rule: rule{perm: access.PipelineExecute, scope: atQuery, also: pipelineUses}, audit: "pipeline.run"},
 		{method: "GET", pattern: protocol.PathRuns, admin: m.handleListRuns, rule: rule{perm: access.PipelineView, list: true}},
 		{method: "GET", pattern: protocol.PathRuns + "/{id}", admin: m.handleGetRun, rule: rule{perm: access.PipelineView, scope: atRun}},
+		{method: "POST", pattern: protocol.PathPipelines + "/{name}/webhook", body: bodyTiny, admin: m.handleEnableWebhook, rule: rule{perm: access.PipelineEdit, scope: atQuery}, audit: "pipeline.webhook_enable"},
+		{method: "DELETE", pattern: protocol.PathPipelines + "/{name}/webhook", admin: m.handleDisableWebhook, rule: rule{perm: access.PipelineEdit, scope: atQuery}, audit: "pipeline.webhook_disable"},
+		// A pipeline's webhook (webhooks.go): no credentials, the body is
+		// signed with the webhook's secret; it acts as who enabled it.
+		{method: "POST", pattern: protocol.PathHooks + "/{id}", body: bodyWebhook, public: m.handleHook},
 		{method: "POST", pattern: protocol.PathRuns + "/{id}/cancel", admin: m.handleCancelRun, rule: rule{perm: access.PipelineExecute, scope: atRun}, audit: "run.cancel"},
 		{method: "POST", pattern: protocol.PathManifests, body: bodyManifest, admin: m.handleManifest, rule: rule{perm: access.DelegateEdit, scope: atBody}, audit: "manifest.generate"},
 	}

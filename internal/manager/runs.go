@@ -138,8 +138,12 @@ type runStart struct {
 	Org, Project string
 	Pipeline     string
 	Inputs       map[string]string
-	Trigger      string // "manual"
-	TriggeredBy  string // principalLabel of the caller
+	Trigger      string // "manual", "webhook"
+	TriggeredBy  string // principalLabel of the caller, "webhook:NAME"
+	// WebhookID and Delivery: the webhook that starts it and the
+	// delivery ID its sender gave (CreateRun refuses a second run of it
+	// with store.ErrConflict).
+	WebhookID, Delivery string
 }
 
 // errRunRefused wraps what refuses a run before it starts that is the
@@ -173,7 +177,7 @@ func (m *Manager) startRun(ctx context.Context, rs runStart) (store.Run, error) 
 	}
 	run, err := m.st.CreateRun(ctx, store.Run{ID: newID("r_"), AccountID: rs.AccountID, Org: rs.Org, Project: rs.Project,
 		Pipeline: stored.Name, Version: stored.Version, Source: stored.Source, Inputs: inputs, Status: store.RunRunning,
-		Trigger: rs.Trigger, TriggeredBy: rs.TriggeredBy, CreatedAt: m.cfg.Now()})
+		Trigger: rs.Trigger, TriggeredBy: rs.TriggeredBy, WebhookID: rs.WebhookID, Delivery: rs.Delivery, CreatedAt: m.cfg.Now()})
 	if err != nil {
 		return store.Run{}, err
 	}

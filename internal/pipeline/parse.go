@@ -56,6 +56,9 @@ type parser struct {
 	problems []Problem
 	// lines: the line of each step, by its path (for reference problems).
 	lines map[string]int
+	// webhookInputLines: triggers.webhook.inputs, checked once inputs:
+	// is read.
+	webhookInputLines *yaml.Node
 }
 
 func (ps *parser) add(n *yaml.Node, field, format string, args ...any) {
@@ -315,6 +318,7 @@ func (ps *parser) pipeline(n *yaml.Node) *Pipeline {
 		"name":        func(v *yaml.Node) { p.Name = ps.str(v, "name") },
 		"description": func(v *yaml.Node) { p.Description = ps.str(v, "description") },
 		"inputs":      func(v *yaml.Node) { p.Inputs = ps.inputs(v) },
+		"triggers":    func(v *yaml.Node) { ps.triggers(v, p) },
 		"stages": func(v *yaml.Node) {
 			stagesNode = v
 			p.Stages = ps.stages(v)
@@ -331,6 +335,7 @@ func (ps *parser) pipeline(n *yaml.Node) *Pipeline {
 	if stagesNode == nil {
 		ps.add(n, "stages", "a pipeline needs at least one stage")
 	}
+	ps.checkWebhookInputs(p)
 	return p
 }
 

@@ -14,6 +14,8 @@
 //	inputs:
 //	  version: "1.0"            # a default; {} or {description: …} without default means required
 //	  region: {default: eu, description: where to deploy}
+//	triggers:                   # how a webhook delivery's JSON payload gives inputs
+//	  webhook: {inputs: {version: release.tag_name}}
 //	stages:
 //	  - name: build
 //	    infrastructure: build-farm   # connector: its delegates are preferred for every step
@@ -92,6 +94,7 @@ type Pipeline struct {
 	Name        string
 	Description string
 	Inputs      []Input
+	Triggers    Triggers
 	Stages      []Stage
 }
 

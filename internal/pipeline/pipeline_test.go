@@ -84,7 +84,7 @@ func TestParseErrors(t *testing.T) {
 		{"list at top", "- a\n", []string{`line 1: expected a mapping (key: value lines), found a list`}},
 		{"no name no stages", "description: x\n", []string{"line 1: name: a pipeline needs a name", "line 1: stages: a pipeline needs at least one stage"}},
 		{"unknown top field", "name: p\nstage: []\nstages:\n  - name: s\n    steps:\n      - name: a\n        shell: x\n",
-			[]string{"line 2: stage: unknown field; known fields here: description, inputs, name, stages"}},
+			[]string{"line 2: stage: unknown field; known fields here: description, inputs, name, stages, triggers"}},
 		{"bad pipeline name", "name: a.b\nstages: []\n", []string{
 			"line 1: name: pipeline name \"a.b\" is invalid: use 1-63 letters, digits, '_' or '-', starting with a letter or digit",
 			"line 2: stages: a pipeline needs at least one stage"}},

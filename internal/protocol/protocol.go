@@ -63,6 +63,12 @@
 //	  An older delegate sends none.
 //	  Pipelines (issue 14, admin API only): PathPipelines (apply, list,
 //	  get, delete, run) and PathRuns (list, get, cancel).
+//	  Webhooks (issue 14): POST/DELETE PathPipelines/{name}/webhook
+//	  enables (EnableWebhookRequest → WebhookSecret) or disables a
+//	  pipeline's webhook, Pipeline.Webhook says whether it has one; POST
+//	  PathHooks/{id} (no credentials; HeaderHubSignature256) starts a run,
+//	  idempotent per HeaderGitHubDelivery or HeaderLegateDelivery
+//	  (Run.Delivery).
 package protocol
 
 import (
@@ -175,6 +181,23 @@ const (
 	// gets one with its steps, + "/{id}/cancel" cancels it (POST). Since
 	// v4 (issue 14).
 	PathRuns = "/api/v1/runs"
+	// PathHooks + "/{id}" is a pipeline's webhook (POST, no credentials:
+	// the body is signed, HeaderHubSignature256). Since v4 (issue 14).
+	PathHooks = "/api/v1/hooks"
+)
+
+// Webhook headers, as GitHub sends them.
+const (
+	// HeaderHubSignature256 signs a webhook delivery: "sha256=" and the
+	// hex HMAC-SHA256 of the raw body keyed with the webhook's secret.
+	HeaderHubSignature256 = "X-Hub-Signature-256"
+	// HeaderGitHubDelivery and HeaderLegateDelivery name a delivery: a
+	// second delivery with the same ID starts no second run.
+	HeaderGitHubDelivery = "X-GitHub-Delivery"
+	HeaderLegateDelivery = "X-Legate-Delivery"
+	// HeaderGitHubEvent names the event; "ping" (sent when a webhook is
+	// added on GitHub) is answered without starting a run.
+	HeaderGitHubEvent = "X-GitHub-Event"
 )
 
 // QueryAll is the query parameter of a delegate listing that includes
@@ -1384,6 +1407,40 @@ type Pipeline struct {
 	// Changed, in an apply's answer, says whether the apply changed
 	// anything (false: the same source was stored already).
 	Changed bool `json:"changed,omitempty"`
+	// Webhook is its webhook, nil for none (not in listings).
+	Webhook *PipelineWebhook `json:"webhook,omitempty"`
+}
+
+// PipelineWebhook is a pipeline's webhook as a get shows it: never its
+// secret.
+type PipelineWebhook struct {
+	// Path is its URL's path on the manager: PathHooks + "/" + its ID.
+	Path string `json:"path"`
+	// EnabledBy is who enabled it or last rotated its secret: the runs it
+	// starts act with that principal's permissions.
+	EnabledBy string    `json:"enabled_by"`
+	CreatedAt time.Time `json:"created_at"`
+	RotatedAt time.Time `json:"rotated_at"`
+}
+
+// EnableWebhookRequest enables a pipeline's webhook. Rotate replaces the
+// secret of one that exists (its URL stays); without it, a pipeline that
+// has a webhook is a conflict.
+type EnableWebhookRequest struct {
+	Rotate bool `json:"rotate,omitempty"`
+}
+
+// WebhookSecret answers an enable: the webhook and its secret, which no
+// other answer ever shows again.
+type WebhookSecret struct {
+	PipelineWebhook
+	Secret string `json:"secret"`
+}
+
+// WebhookPing answers a delivery of the "ping" event.
+type WebhookPing struct {
+	Pipeline string `json:"pipeline"`
+	Message  string `json:"message"`
 }
 
 // PipelineList answers a pipeline listing.
@@ -1420,13 +1477,16 @@ type Run struct {
 	// CancelRequested: a cancel was asked for; the run ends once its
 	// running steps have.
 	CancelRequested bool `json:"cancel_requested,omitempty"`
-	// Trigger is how it started ("manual"); TriggeredBy who, as a task's
-	// created_by says it ("user ana", "service account ci").
-	Trigger     string     `json:"trigger"`
-	TriggeredBy string     `json:"triggered_by,omitempty"`
-	Error       string     `json:"error,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	// Trigger is how it started ("manual", "webhook"); TriggeredBy who,
+	// as a task's created_by says it ("user ana", "service account ci",
+	// "webhook:NAME" for the webhook of pipeline NAME).
+	Trigger     string `json:"trigger"`
+	TriggeredBy string `json:"triggered_by,omitempty"`
+	Error       string `json:"error,omitempty"`
+	// Delivery is the delivery ID of the webhook call that started it.
+	Delivery   string     `json:"delivery,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	// Steps are the steps that started or were skipped, in that order
 	// (not in listings).
 	Steps []RunStep `json:"steps,omitempty"`

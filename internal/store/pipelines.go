@@ -118,17 +118,22 @@ func (s *Store) ListPipelines(ctx context.Context, acct string) ([]Pipeline, err
 	return out, nil
 }
 
-// DeletePipeline deletes a pipeline or returns ErrNotFound. Its runs stay
-// (they keep the source they ran).
+// DeletePipeline deletes a pipeline and its webhook, or returns
+// ErrNotFound. Its runs stay (they keep the source they ran).
 func (s *Store) DeletePipeline(ctx context.Context, acct, org, project, name string) error {
-	res, err := s.w(nil).exec(ctx, `DELETE FROM pipelines WHERE account_id = ? AND org = ? AND project = ? AND name = ?`,
-		acct, org, project, name)
-	if err == nil {
-		var n int64
-		if n, err = res.RowsAffected(); err == nil && n == 0 {
-			err = ErrNotFound
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := s.w(tx).exec(ctx, `DELETE FROM pipelines WHERE account_id = ? AND org = ? AND project = ? AND name = ?`,
+			acct, org, project, name)
+		if err != nil {
+			return err
 		}
-	}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return errors.Join(ErrNotFound, err)
+		}
+		_, err = s.w(tx).exec(ctx, `DELETE FROM pipeline_webhooks WHERE account_id = ? AND org = ? AND project = ? AND pipeline = ?`,
+			acct, org, project, name)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("delete pipeline %s: %w", name, err)
 	}
@@ -161,9 +166,14 @@ type Run struct {
 	// Trigger is how it started ("manual", "webhook"); TriggeredBy who.
 	Trigger     string
 	TriggeredBy string
-	Error       string
-	CreatedAt   time.Time
-	FinishedAt  *time.Time
+	// WebhookID and Delivery: the webhook that started it and the
+	// delivery ID its sender gave ("" for none); one delivery ID starts
+	// one run of a webhook (CreateRun: ErrConflict).
+	WebhookID  string
+	Delivery   string
+	Error      string
+	CreatedAt  time.Time
+	FinishedAt *time.Time
 	// Steps are the steps that started or were skipped, in the order they
 	// did (filled by GetRun and AdvanceRun, not by ListRuns).
 	Steps []RunStep
@@ -183,7 +193,7 @@ type RunStep struct {
 }
 
 const runCols = `id, account_id, org, project, pipeline, version, source, inputs, status, cancel_requested,
-	trigger_kind, triggered_by, error, created_at, finished_at`
+	trigger_kind, triggered_by, error, created_at, finished_at, webhook_id, delivery`
 
 func scanRun(r rowScanner) (Run, error) {
 	var run Run
@@ -192,7 +202,7 @@ func scanRun(r rowScanner) (Run, error) {
 	var created int64
 	var finished sql.NullInt64
 	if err := r.Scan(&run.ID, &run.AccountID, &run.Org, &run.Project, &run.Pipeline, &run.Version, &run.Source, &inputs,
-		&run.Status, &cancel, &run.Trigger, &run.TriggeredBy, &run.Error, &created, &finished); err != nil {
+		&run.Status, &cancel, &run.Trigger, &run.TriggeredBy, &run.Error, &created, &finished, &run.WebhookID, &run.Delivery); err != nil {
 		return Run{}, err
 	}
 	if err := json.Unmarshal([]byte(inputs), &run.Inputs); err != nil {
@@ -236,13 +246,13 @@ func encodeMap(m map[string]string) string {
 }
 
 // CreateRun stores a new run (its steps empty); ErrConflict if the ID is
-// taken. The caller fills every field but Steps and FinishedAt.
+// taken or its webhook started a run for its delivery ID already. The caller fills every field but Steps and FinishedAt.
 func (s *Store) CreateRun(ctx context.Context, r Run) (Run, error) {
 	r.CreatedAt = fromMicros(micros(r.CreatedAt))
 	r.Inputs = decodedMap(r.Inputs)
-	err := s.insert(ctx, `INSERT INTO pipeline_runs (`+runCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL) ON CONFLICT DO NOTHING`,
+	err := s.insert(ctx, `INSERT INTO pipeline_runs (`+runCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?) ON CONFLICT DO NOTHING`,
 		r.ID, r.AccountID, r.Org, r.Project, r.Pipeline, r.Version, r.Source, encodeMap(r.Inputs), r.Status,
-		boolInt(r.CancelRequested), r.Trigger, r.TriggeredBy, cleanText(r.Error), micros(r.CreatedAt))
+		boolInt(r.CancelRequested), r.Trigger, r.TriggeredBy, cleanText(r.Error), micros(r.CreatedAt), r.WebhookID, r.Delivery)
 	if err != nil {
 		return Run{}, fmt.Errorf("create run %s: %w", r.ID, err)
 	}

@@ -180,11 +180,14 @@ type SealReport struct {
 	// Secrets counts the stored secrets (legate secret) re-sealed with the
 	// primary key.
 	Secrets int
+	// Webhooks counts the pipeline webhooks whose secrets were re-sealed
+	// with the primary key.
+	Webhooks int
 }
 
 // Changed reports whether the pass changed anything.
 func (r SealReport) Changed() bool {
-	return r.SessionKey || r.Sealed > 0 || r.Dropped > 0 || r.Secrets > 0
+	return r.SessionKey || r.Sealed > 0 || r.Dropped > 0 || r.Secrets > 0 || r.Webhooks > 0
 }
 
 // SealInClear seals what a version before migration 0006 left in clear:
@@ -253,6 +256,11 @@ func (s *Store) Reseal(ctx context.Context) (SealReport, error) {
 	rep.Secrets = n
 	if err != nil {
 		return rep, fmt.Errorf("re-seal stored secrets: %w", err)
+	}
+	n, err = s.resealWebhooks(ctx)
+	rep.Webhooks = n
+	if err != nil {
+		return rep, fmt.Errorf("re-seal webhook secrets: %w", err)
 	}
 	return rep, nil
 }
@@ -410,7 +418,8 @@ func (s *Store) SealedKeys(ctx context.Context) (map[string]int, error) {
 		count(v)
 	}
 	rows, err := s.r(nil).query(ctx, `SELECT substr(secrets, 1, ?), COUNT(*) FROM tasks WHERE secrets <> '' GROUP BY 1
-	UNION ALL SELECT substr(value, 1, ?), COUNT(*) FROM secrets GROUP BY 1`, prefixLen, prefixLen)
+	UNION ALL SELECT substr(value, 1, ?), COUNT(*) FROM secrets GROUP BY 1
+	UNION ALL SELECT substr(secret, 1, ?), COUNT(*) FROM pipeline_webhooks GROUP BY 1`, prefixLen, prefixLen, prefixLen)
 	if err != nil {
 		return nil, fmt.Errorf("count sealed values: %w", err)
 	}
