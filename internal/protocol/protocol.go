@@ -182,6 +182,9 @@ const HeaderAccountID = "Legate-Account-Id"
 const (
 	TaskShell = "shell"
 	TaskHTTP  = "http"
+	// TaskContainer runs a ContainerSpec with the delegate's container
+	// runtime. Since v4 (issue 15).
+	TaskContainer = "container"
 )
 
 // Task statuses. Terminal statuses never change again.
@@ -255,6 +258,13 @@ type RegisterRequest struct {
 	FreshStart bool `json:"fresh_start,omitempty"`
 	// Description is DELEGATE_DESCRIPTION, shown in listings. Since v3.
 	Description string `json:"description,omitempty"`
+	// ContainerRuntime names the container runtime the delegate runs
+	// container tasks with ("podman", "docker"); empty: it has none and is
+	// not offered container tasks. Since v4 (issue 15).
+	ContainerRuntime string `json:"container_runtime,omitempty"`
+	// Platform is where the delegate runs: PlatformFargate, PlatformEC2 or
+	// empty (a plain host). Since v4 (issue 15).
+	Platform string `json:"platform,omitempty"`
 }
 
 // RegisterResponse answers a successful registration.
@@ -378,9 +388,12 @@ type ShellSpec struct {
 
 // TaskSpec is what a user submits.
 type TaskSpec struct {
-	Type      string            `json:"type"`
-	Shell     *ShellSpec        `json:"shell,omitempty"`
-	HTTP      *HTTPSpec         `json:"http,omitempty"`
+	Type  string     `json:"type"`
+	Shell *ShellSpec `json:"shell,omitempty"`
+	HTTP  *HTTPSpec  `json:"http,omitempty"`
+	// Container is the payload of a container task (see ContainerSpec;
+	// Env and SecretEnv are passed into the container). Since v4 (issue 15).
+	Container *ContainerSpec    `json:"container,omitempty"`
 	Selectors []string          `json:"selectors,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
 	// SecretEnv values are passed to the task's environment and masked in
@@ -435,6 +448,7 @@ type Task struct {
 	SecretEnvNames   []string          `json:"secret_env_names,omitempty"`
 	Shell            *ShellSpec        `json:"shell,omitempty"`
 	HTTP             *HTTPSpec         `json:"http,omitempty"`
+	Container        *ContainerSpec    `json:"container,omitempty"`
 	HTTPResult       *HTTPResult       `json:"http_result,omitempty"`
 	TimeoutMS        int64             `json:"timeout_ms"`
 	QueueTimeoutMS   int64             `json:"queue_timeout_ms"`
@@ -982,6 +996,9 @@ const (
 	// RulePendingApproval: the delegate waits for an administrator's
 	// approval (its token requires it). Since v4.
 	RulePendingApproval = "pending_approval"
+	// RuleNoContainerRuntime: a container task, and the delegate has no
+	// container runtime. Since v4 (issue 15).
+	RuleNoContainerRuntime = "no_container_runtime"
 )
 
 // Reason is one rule that excludes a delegate from a task.
