@@ -39,7 +39,9 @@ var forbidden = map[string][]string{
 	"internal/backoff":   {"internal/"}, // retry pacing: standard library only
 	"internal/access":    {"internal/"}, // decisions only: no HTTP, no SQL, nothing of the project
 	// manifest: a pure generator over the protocol's request type.
-	"internal/manifest":  {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/transport", "internal/config"},
+	"internal/manifest": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/transport", "internal/config"},
+	// pipeline: definitions, expressions and the planner; no HTTP, no SQL.
+	"internal/pipeline":  {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/transport", "internal/seal", "internal/access", "internal/config"},
 	"internal/secretref": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/seal", "internal/access"}, // references only: values come from the caller
 }
 

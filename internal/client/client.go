@@ -897,3 +897,86 @@ func (c *Client) SetDeploymentLimits(ctx context.Context, req protocol.SetLimits
 	err := c.do(ctx, &call{op: "set deployment limits", method: http.MethodPut, path: protocol.PathLimits, in: req, out: &out})
 	return out, err
 }
+
+// ApplyPipeline stores a pipeline from its YAML source (a new version when
+// the source changed).
+func (c *Client) ApplyPipeline(ctx context.Context, req protocol.ApplyPipelineRequest) (protocol.Pipeline, error) {
+	var out protocol.Pipeline
+	err := c.do(ctx, &call{op: "apply pipeline", method: http.MethodPost, path: protocol.PathPipelines, in: req, out: &out})
+	return out, err
+}
+
+// ListPipelines lists the pipelines the caller may view (without sources).
+func (c *Client) ListPipelines(ctx context.Context) (protocol.PipelineList, error) {
+	var out protocol.PipelineList
+	err := c.do(ctx, &call{op: "list pipelines", method: http.MethodGet, path: protocol.PathPipelines, out: &out})
+	return out, err
+}
+
+// GetPipeline returns a pipeline of a scope with its source.
+func (c *Client) GetPipeline(ctx context.Context, name, org, project string) (protocol.Pipeline, error) {
+	const op = "get pipeline"
+	if err := requireID(op, "pipeline name", name); err != nil {
+		return protocol.Pipeline{}, err
+	}
+	var out protocol.Pipeline
+	err := c.do(ctx, &call{op: op, method: http.MethodGet, path: protocol.PathPipelines + "/" + seg(name), query: secretQuery(org, project), out: &out})
+	return out, err
+}
+
+// DeletePipeline deletes a pipeline of a scope (its runs stay).
+func (c *Client) DeletePipeline(ctx context.Context, name, org, project string) error {
+	const op = "delete pipeline"
+	if err := requireID(op, "pipeline name", name); err != nil {
+		return err
+	}
+	return c.do(ctx, &call{op: op, method: http.MethodDelete, path: protocol.PathPipelines + "/" + seg(name), query: secretQuery(org, project)})
+}
+
+// RunPipeline starts a run of a pipeline of a scope.
+func (c *Client) RunPipeline(ctx context.Context, name, org, project string, req protocol.RunPipelineRequest) (protocol.Run, error) {
+	const op = "run pipeline"
+	if err := requireID(op, "pipeline name", name); err != nil {
+		return protocol.Run{}, err
+	}
+	var out protocol.Run
+	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: protocol.PathPipelines + "/" + seg(name) + "/runs", query: secretQuery(org, project), in: req, out: &out})
+	return out, err
+}
+
+// ListRuns lists pipeline runs, newest first (pipeline "" for all, limit 0
+// for the manager's default).
+func (c *Client) ListRuns(ctx context.Context, pipeline string, limit int) (protocol.RunList, error) {
+	v := url.Values{}
+	if pipeline != "" {
+		v.Set("pipeline", pipeline)
+	}
+	if limit > 0 {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	var out protocol.RunList
+	err := c.do(ctx, &call{op: "list runs", method: http.MethodGet, path: protocol.PathRuns, query: v, out: &out})
+	return out, err
+}
+
+// GetRun returns a run with its steps.
+func (c *Client) GetRun(ctx context.Context, id string) (protocol.Run, error) {
+	const op = "get run"
+	if err := requireID(op, "run ID", id); err != nil {
+		return protocol.Run{}, err
+	}
+	var out protocol.Run
+	err := c.do(ctx, &call{op: op, method: http.MethodGet, path: protocol.PathRuns + "/" + seg(id), out: &out})
+	return out, err
+}
+
+// CancelRun cancels a run: its running steps' tasks are cancelled.
+func (c *Client) CancelRun(ctx context.Context, id string) (protocol.Run, error) {
+	const op = "cancel run"
+	if err := requireID(op, "run ID", id); err != nil {
+		return protocol.Run{}, err
+	}
+	var out protocol.Run
+	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: protocol.PathRuns + "/" + seg(id) + "/cancel", out: &out})
+	return out, err
+}

@@ -191,6 +191,12 @@ func (a *Agent) execute(ctx context.Context, log logger, id string, acq protocol
 		Error: mask.String(outcome.Error, secrets), HTTPResult: outcome.HTTPResult, LastSeq: lastSeq,
 		DelegateFault: outcome.DelegateFault,
 	}
+	if len(outcome.Outputs) > 0 {
+		res.Outputs = make(map[string]string, len(outcome.Outputs))
+		for k, v := range outcome.Outputs {
+			res.Outputs[k] = mask.String(v, secrets)
+		}
+	}
 	if res.HTTPResult != nil {
 		h := *res.HTTPResult
 		h.BodyExcerpt = mask.String(h.BodyExcerpt, secrets)

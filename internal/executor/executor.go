@@ -41,6 +41,9 @@ type Outcome struct {
 	// in the network (no bash, no work directory, connection refused), not
 	// by the task itself; the task may run elsewhere.
 	DelegateFault bool
+	// Outputs are the KEY=VALUE lines a shell task wrote to its
+	// $LEGATE_OUTPUT file (see ParseOutputs); nil for none.
+	Outputs map[string]string
 }
 
 // faulted is failed with DelegateFault set.

@@ -59,7 +59,12 @@ func runShell(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.
 		return faulted(fmt.Sprintf("create output pipe: %v", err))
 	}
 	defer pr.Close()
-	env := buildEnv(opts.Env, spec.Env, spec.SecretEnv)
+	outPath, err := prepareOutputFile(opts.WorkDir)
+	if err != nil {
+		pw.Close()
+		return faulted(err.Error())
+	}
+	env := append(buildEnv(opts.Env, spec.Env, spec.SecretEnv), protocol.OutputEnv+"="+outPath)
 	var run *isoRun
 	if opts.Isolator != nil {
 		if run, err = opts.Isolator.prepare(); err != nil {
@@ -154,6 +159,11 @@ func runShell(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.
 	}
 	if notice != "" {
 		io.WriteString(out, notice)
+	}
+	var problems []string
+	o.Outputs, problems = readOutputFile(outPath)
+	for _, p := range problems {
+		fmt.Fprintf(out, "\n[legate: %s]\n", p)
 	}
 	return o
 }

@@ -165,6 +165,18 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 	ensureSecret()
 	secretP := protocol.PathSecrets + "/S_P1?org=o1&project=p1"
 
+	const plBody = `{"source":"name: pl\nstages:\n  - name: s\n    steps:\n      - name: a\n        shell: \"true\"\n","org":"o1","project":"p1"}`
+	ensurePipeline := func() {
+		tm.mustAPI(t, admin, "POST", protocol.PathPipelines, plBody, 200, 201)
+	}
+	ensurePipeline()
+	var run protocol.Run
+	if err := json.Unmarshal([]byte(tm.mustAPI(t, admin, "POST", protocol.PathPipelines+"/pl/runs?org=o1&project=p1", `{}`, 201)), &run); err != nil {
+		t.Fatal(err)
+	}
+	plP := protocol.PathPipelines + "/pl?org=o1&project=p1"
+	runP := protocol.PathRuns + "/" + run.ID
+
 	taskP := protocol.PathTasks + "/" + task.ID
 	fixtures := map[string]accessFixture{
 		"GET " + protocol.PathWhoAmI:                                 {path: protocol.PathWhoAmI},
@@ -228,6 +240,14 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 		"GET " + protocol.PathDeployments:                            {path: protocol.PathDeployments},
 		"GET " + protocol.PathLimits:                                 {path: protocol.PathLimits},
 		"PUT " + protocol.PathLimits:                                 {path: protocol.PathLimits, body: `{"per_hour":40}`},
+		"POST " + protocol.PathPipelines:                             {path: protocol.PathPipelines, body: plBody, at: p1},
+		"GET " + protocol.PathPipelines:                              {path: protocol.PathPipelines},
+		"GET " + protocol.PathPipelines + "/{name}":                  {path: plP, at: p1, ensure: ensurePipeline},
+		"DELETE " + protocol.PathPipelines + "/{name}":               {path: plP, at: p1, ensure: ensurePipeline},
+		"POST " + protocol.PathPipelines + "/{name}/runs":            {path: protocol.PathPipelines + "/pl/runs?org=o1&project=p1", body: `{}`, at: p1, ensure: ensurePipeline},
+		"GET " + protocol.PathRuns:                                   {path: protocol.PathRuns},
+		"GET " + protocol.PathRuns + "/{id}":                         {path: runP, at: p1},
+		"POST " + protocol.PathRuns + "/{id}/cancel":                 {path: runP + "/cancel", at: p1},
 	}
 
 	// A user per built-in role and binding scope: the account, the

@@ -913,6 +913,25 @@ func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// checkOutputs holds a result's outputs to the limits the delegate keeps
+// (protocol.MaxOutputs, MaxOutputBytes).
+func checkOutputs(outs map[string]string) error {
+	if len(outs) > protocol.MaxOutputs {
+		return fmt.Errorf("result has %d outputs: at most %d", len(outs), protocol.MaxOutputs)
+	}
+	n := 0
+	for k, v := range outs {
+		if k == "" {
+			return errors.New("result has an output without a key")
+		}
+		n += len(k) + len(v) + 2
+	}
+	if n > protocol.MaxOutputBytes+2*protocol.MaxOutputs {
+		return fmt.Errorf("result has %d bytes of outputs: at most %d", n, protocol.MaxOutputBytes)
+	}
+	return nil
+}
+
 func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) {
 	var req protocol.ResultRequest
 	if !decodeBody(w, r, &req) {
@@ -965,8 +984,13 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 		writeJSON(w, http.StatusOK, m.taskView(t))
 		return
 	}
+	if err := checkOutputs(req.Outputs); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%v", err)
+		return
+	}
 	t, err := m.st.CompleteTask(ctx, id, req.Epoch, store.Result{
 		Status: req.Status, ExitCode: req.ExitCode, Error: req.Error, HTTPResult: req.HTTPResult, LastSeq: req.LastSeq,
+		Outputs: req.Outputs,
 	}, m.cfg.Now())
 	if err != nil {
 		if errors.Is(err, store.ErrStaleLease) {

@@ -24,6 +24,9 @@ import (
 
 // DeploymentStart is what the engine knows when a deployment stage starts.
 type DeploymentStart struct {
+	// ID is the deployment's ID; "" for a new one. A fixed ID makes a
+	// second begin of the same deployment fail with store.ErrConflict.
+	ID           string
 	AccountID    string
 	Org, Project string
 	Service      string
@@ -64,7 +67,11 @@ func (m *Manager) limits() store.DeploymentLimits {
 // recorded then).
 func (m *Manager) beginDeployment(ctx context.Context, d DeploymentStart) (string, error) {
 	now := m.cfg.Now()
-	rec := store.Deployment{ID: newID("dp_"), AccountID: d.AccountID, Org: d.Org, Project: d.Project,
+	id := d.ID
+	if id == "" {
+		id = newID("dp_")
+	}
+	rec := store.Deployment{ID: id, AccountID: d.AccountID, Org: d.Org, Project: d.Project,
 		Service: d.Service, Environment: d.Environment, Version: d.Version, Pipeline: d.Pipeline, RunID: d.RunID,
 		Stage: d.Stage, PrincipalKind: d.PrincipalKind, PrincipalName: d.PrincipalName, StartedAt: now}
 	_, err := m.st.BeginDeployment(ctx, rec, m.limits())

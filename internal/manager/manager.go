@@ -72,6 +72,11 @@ type Config struct {
 	// negative = unlimited.
 	DeploymentsPerHour int
 	DeploymentsPerDay  int
+	// RunAdvanceInterval is how often a manager advances every unfinished
+	// pipeline run (a run advances at once when one of its tasks ends on
+	// this manager; this catches those that ended on a manager that died
+	// before advancing). 0 = 30s.
+	RunAdvanceInterval time.Duration
 
 	// HTTP server limits (docs/security.md).
 
@@ -157,6 +162,9 @@ func (c *Config) defaults() {
 	if c.DeploymentsPerDay == 0 {
 		c.DeploymentsPerDay = 100
 	}
+	if c.RunAdvanceInterval <= 0 {
+		c.RunAdvanceInterval = 30 * time.Second
+	}
 	if c.OfferFanout <= 0 {
 		c.OfferFanout = 3
 	}
@@ -196,7 +204,9 @@ type Manager struct {
 	hub        *hub
 	logs       *logBus
 	outputs    *outputNotes
-	started    time.Time
+	// runNotes collects the pipeline step tasks that ended (runs.go).
+	runNotes *runNotes
+	started  time.Time
 
 	// stopping is closed when shutdown begins; long polls and WebSockets
 	// end on it so the HTTP server can drain.
@@ -257,6 +267,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 		hub:        newHub(),
 		logs:       newLogBus(),
 		outputs:    newOutputNotes(),
+		runNotes:   newRunNotes(),
 		started:    cfg.Now(),
 		stopping:   make(chan struct{}),
 		bodySlots:  make(chan struct{}, cfg.UnauthenticatedBodies),
@@ -337,6 +348,7 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 	go func() { defer wg.Done(); m.sweepLoop(loopCtx) }()
 	go func() { defer wg.Done(); m.listenLoop(loopCtx) }()
 	go func() { defer wg.Done(); m.outputLoop(loopCtx) }()
+	wg.Go(func() { m.runLoop(loopCtx) })
 	wg.Go(func() { m.pruneLoop(loopCtx) })
 
 	errc := make(chan error, 1)

@@ -76,6 +76,9 @@ func (m *Manager) outputStored(taskID string) {
 // reached a terminal state.
 func (m *Manager) taskEnded(taskID string) {
 	m.logs.finish(taskID)
+	if isStepTask(taskID) {
+		m.runNotes.note(taskID) // runLoop advances its pipeline run
+	}
 	if m.st.Shared() {
 		m.outputs.note(taskID, true)
 	}

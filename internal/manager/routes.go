@@ -94,6 +94,9 @@ const (
 	// carries at most 1 MiB of output kept on disk by a restarted
 	// delegate, escaped the same way.
 	bodyLarge = 8 << 20
+	// bodyPipeline: a pipeline's source is at most 256 KiB (JSON may
+	// escape it to several times that); a run's inputs are bounded by it.
+	bodyPipeline = 2 << 20
 )
 
 // routes is the API: every endpoint, who may call it, the body it may send.
@@ -192,6 +195,16 @@ func (m *Manager) routes() []route {
 		{method: "GET", pattern: protocol.PathDeployments, admin: m.handleListDeployments, rule: rule{perm: access.PipelineView, list: true}},
 		{method: "GET", pattern: protocol.PathLimits, admin: m.handleGetLimits, rule: rule{perm: access.PipelineView, list: true}},
 		{method: "PUT", pattern: protocol.PathLimits, body: bodyTiny, admin: m.handleSetLimits, rule: rule{perm: access.UserManage, scope: atAccount}, audit: "limits.update"},
+		// Pipelines and their runs (pipelines_api.go). Running one also
+		// needs what submitting each of its steps as a task would.
+		{method: "POST", pattern: protocol.PathPipelines, body: bodyPipeline, admin: m.handleApplyPipeline, rule: rule{perm: access.PipelineEdit, scope: atBody}, audit: "pipeline.apply"},
+		{method: "GET", pattern: protocol.PathPipelines, admin: m.handleListPipelines, rule: rule{perm: access.PipelineView, list: true}},
+		{method: "GET", pattern: protocol.PathPipelines + "/{name}", admin: m.handleGetPipeline, rule: rule{perm: access.PipelineView, scope: atQuery}},
+		{method: "DELETE", pattern: protocol.PathPipelines + "/{name}", admin: m.handleDeletePipeline, rule: rule{perm: access.PipelineEdit, scope: atQuery}, audit: "pipeline.delete"},
+		{method: "POST", pattern: protocol.PathPipelines + "/{name}/runs", body: bodyPipeline, admin: m.handleRunPipeline, rule: rule{perm: access.PipelineExecute, scope: atQuery, also: pipelineUses}, audit: "pipeline.run"},
+		{method: "GET", pattern: protocol.PathRuns, admin: m.handleListRuns, rule: rule{perm: access.PipelineView, list: true}},
+		{method: "GET", pattern: protocol.PathRuns + "/{id}", admin: m.handleGetRun, rule: rule{perm: access.PipelineView, scope: atRun}},
+		{method: "POST", pattern: protocol.PathRuns + "/{id}/cancel", admin: m.handleCancelRun, rule: rule{perm: access.PipelineExecute, scope: atRun}, audit: "run.cancel"},
 		{method: "POST", pattern: protocol.PathManifests, body: bodyManifest, admin: m.handleManifest, rule: rule{perm: access.DelegateEdit, scope: atBody}, audit: "manifest.generate"},
 	}
 }

@@ -57,6 +57,12 @@
 //	  the deployments of pipeline runs; GET PathLimits shows an account's
 //	  deployment limits and their usage, PUT PathLimits sets them; a run
 //	  over a limit is refused with the code deployment_limit.
+//	  Step outputs (issue 14): a shell task gets in $LEGATE_OUTPUT
+//	  (OutputEnv) the path of a file to which it may write KEY=VALUE
+//	  lines; the delegate sends them, masked, in ResultRequest.Outputs.
+//	  An older delegate sends none.
+//	  Pipelines (issue 14, admin API only): PathPipelines (apply, list,
+//	  get, delete, run) and PathRuns (list, get, cancel).
 package protocol
 
 import (
@@ -160,6 +166,15 @@ const (
 	// their usage (DeploymentLimits), PUT sets them (SetLimitsRequest).
 	// Since v4 (issue 14).
 	PathLimits = "/api/v1/limits"
+	// PathPipelines is the admin API of pipelines (since v4, issue 14):
+	// apply (POST ApplyPipelineRequest), list (GET), and + "/{name}" with
+	// the scope in the query (?org=&project=) get (GET) and delete
+	// (DELETE); + "/{name}/runs" starts a run (POST RunPipelineRequest).
+	PathPipelines = "/api/v1/pipelines"
+	// PathRuns lists pipeline runs (GET; ?pipeline=, limit); + "/{id}"
+	// gets one with its steps, + "/{id}/cancel" cancels it (POST). Since
+	// v4 (issue 14).
+	PathRuns = "/api/v1/runs"
 )
 
 // QueryAll is the query parameter of a delegate listing that includes
@@ -529,7 +544,23 @@ type ResultRequest struct {
 	// itself (a capability lost, an executor error): the manager denies this
 	// delegate the task and runs it elsewhere if it has retries left. Since v2.
 	DelegateFault bool `json:"delegate_fault,omitempty"`
+	// Outputs are the KEY=VALUE lines a shell task wrote to the file named
+	// by $LEGATE_OUTPUT (OutputEnv), masked; within MaxOutputs and
+	// MaxOutputBytes. Since v4 (issue 14).
+	Outputs map[string]string `json:"outputs,omitempty"`
 }
+
+// Step outputs: a shell task finds in the environment variable OutputEnv
+// the path of an empty file; the KEY=VALUE lines it writes there (KEY of
+// letters, digits and '_', not starting with a digit; the last line of a
+// key wins) are its outputs, which pipelines pass to later steps.
+const (
+	OutputEnv = "LEGATE_OUTPUT"
+	// MaxOutputs bounds the number of outputs of one task.
+	MaxOutputs = 100
+	// MaxOutputBytes bounds the output file of one task (keys and values).
+	MaxOutputBytes = 64 << 10
+)
 
 // CapabilityResult is the outcome of validating one capability.
 type CapabilityResult struct {
@@ -1342,4 +1373,97 @@ func DecodeError(status int, body []byte) *Error {
 		msg = fmt.Sprintf("HTTP %d", status)
 	}
 	return &Error{Code: code, Message: msg, Status: status}
+}
+
+// ApplyPipelineRequest stores a pipeline: its YAML source, at account
+// level or, with Org (and Project), at that level. The pipeline's name is
+// the source's name field.
+type ApplyPipelineRequest struct {
+	Source  string `json:"source"`
+	Org     string `json:"org,omitempty"`
+	Project string `json:"project,omitempty"`
+}
+
+// Pipeline is a stored pipeline definition.
+type Pipeline struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Org         string `json:"org,omitempty"`
+	Project     string `json:"project,omitempty"`
+	// Version is 1 when created and goes up with each apply that changes
+	// the source.
+	Version int64 `json:"version"`
+	// Source is the YAML as applied (empty in listings).
+	Source    string    `json:"source,omitempty"`
+	UpdatedBy string    `json:"updated_by,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// Changed, in an apply's answer, says whether the apply changed
+	// anything (false: the same source was stored already).
+	Changed bool `json:"changed,omitempty"`
+}
+
+// PipelineList answers a pipeline listing.
+type PipelineList struct {
+	Pipelines []Pipeline `json:"pipelines"`
+}
+
+// RunPipelineRequest starts a run: the values of the pipeline's inputs
+// (the rest take their defaults).
+type RunPipelineRequest struct {
+	Inputs map[string]string `json:"inputs,omitempty"`
+}
+
+// Run statuses. A step has these and, for a step whose task ended
+// otherwise, that task's status (timed_out, not_assigned, cancelled), or
+// "skipped".
+const (
+	RunRunning   = "running"
+	RunSucceeded = "succeeded"
+	RunFailed    = "failed"
+	RunCancelled = "cancelled"
+	StepSkipped  = "skipped"
+)
+
+// Run is one run of a pipeline.
+type Run struct {
+	ID       string            `json:"id"`
+	Org      string            `json:"org,omitempty"`
+	Project  string            `json:"project,omitempty"`
+	Pipeline string            `json:"pipeline"`
+	Version  int64             `json:"version"`
+	Inputs   map[string]string `json:"inputs,omitempty"`
+	Status   string            `json:"status"`
+	// CancelRequested: a cancel was asked for; the run ends once its
+	// running steps have.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// Trigger is how it started ("manual"); TriggeredBy who, as a task's
+	// created_by says it ("user ana", "service account ci").
+	Trigger     string     `json:"trigger"`
+	TriggeredBy string     `json:"triggered_by,omitempty"`
+	Error       string     `json:"error,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	// Steps are the steps that started or were skipped, in that order
+	// (not in listings).
+	Steps []RunStep `json:"steps,omitempty"`
+}
+
+// RunStep is one step of a run.
+type RunStep struct {
+	Stage string `json:"stage"`
+	Step  string `json:"step"`
+	// TaskID is the step's task (its output: GET PathTasks/{id}/logs);
+	// empty when it had none (skipped, or it could not start: Error).
+	TaskID     string            `json:"task_id,omitempty"`
+	Status     string            `json:"status"`
+	Outputs    map[string]string `json:"outputs,omitempty"`
+	Error      string            `json:"error,omitempty"`
+	StartedAt  time.Time         `json:"started_at"`
+	FinishedAt *time.Time        `json:"finished_at,omitempty"`
+}
+
+// RunList answers a run listing, newest first.
+type RunList struct {
+	Runs []Run `json:"runs"`
 }

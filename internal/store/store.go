@@ -809,6 +809,11 @@ func (s *Store) CompleteTask(ctx context.Context, id string, epoch int64, r Resu
 			}
 			return err
 		}
+		if len(r.Outputs) > 0 {
+			if _, err := s.w(tx).exec(ctx, `UPDATE pipeline_run_steps SET outputs = ? WHERE task_id = ?`, encodeMap(r.Outputs), id); err != nil {
+				return err
+			}
+		}
 		return closeLog(ctx, s.w(tx), id, r.LastSeq)
 	})
 	if err != nil {

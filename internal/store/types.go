@@ -189,6 +189,10 @@ type Result struct {
 	// delegate's result says (0: it sent none). CompleteTask stores it;
 	// AppendLogs then refuses chunks numbered past it (ErrLogClosed).
 	LastSeq int64
+	// Outputs are the task's outputs (protocol.ResultRequest.Outputs).
+	// CompleteTask writes them, in the same transaction, to the pipeline
+	// run step whose task this is; a task of no run keeps none.
+	Outputs map[string]string
 }
 
 // TaskHolding says who holds a task and in which scope the task is.

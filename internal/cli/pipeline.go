@@ -1,0 +1,574 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/legate-dev/legate/internal/client"
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// runPollInterval is how often `pipeline run` and `run get --follow`
+// read the run while no step's output is streaming.
+const runPollInterval = 300 * time.Millisecond
+
+func (a *app) pipelineCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "pipeline",
+		Aliases: []string{"pipelines"},
+		Short:   "Apply, list, show, delete and run pipelines",
+		Long: `A pipeline is a YAML file of stages that run in order, each a list of steps
+(shell or http tasks) that run in order or in parallel groups; see
+docs/pipelines.md. legate pipeline apply stores one at the account, an org
+(--org) or a project (--org and --project); legate pipeline run starts it
+and shows each step's start, output and end.`,
+		Example: `  legate pipeline apply -f deploy-web.yaml --org eng
+  legate pipeline run deploy-web --org eng --input version=1.4.2
+  legate run list`,
+	}
+	cmd.AddCommand(a.pipelineApplyCmd(), a.pipelineListCmd(), a.pipelineGetCmd(), a.pipelineDeleteCmd(), a.pipelineRunCmd())
+	return cmd
+}
+
+func scopeFlags(cmd *cobra.Command, org, project *string, what string) {
+	cmd.Flags().StringVar(org, "org", "", "the "+what+"'s organization (default: account level)")
+	cmd.Flags().StringVar(project, "project", "", "the "+what+"'s project of --org")
+}
+
+func (a *app) pipelineApplyCmd() *cobra.Command {
+	var (
+		out          outputFlags
+		file         string
+		org, project string
+	)
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE [--org ORG [--project PROJECT]]",
+		Short: "Store a pipeline from its YAML file (a new version when it changed)",
+		Long: `Store the pipeline of FILE (- for standard input) under the name it gives,
+at account level or at the level of --org (and --project). The manager
+checks it first and refuses it with the line and field of each error. An
+apply of a changed file makes the next version; runs keep the version
+they started with.`,
+		Example: `  legate pipeline apply -f deploy-web.yaml
+  legate pipeline apply -f - --org eng --project web < pipeline.yaml`,
+		Args: cobra.NoArgs,
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			if file == "" {
+				return usagef("give the pipeline's file with -f FILE (- for standard input)")
+			}
+			if err := checkScopeFlags(org, project); err != nil {
+				return err
+			}
+			src, err := readScript(cmd.InOrStdin(), file)
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			p, err := c.ApplyPipeline(cmd.Context(), protocol.ApplyPipelineRequest{Source: src, Org: org, Project: project})
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if out.structured() {
+				return out.print(w, p)
+			}
+			what := "applied"
+			switch {
+			case !p.Changed:
+				what = "unchanged"
+			case p.Version == 1:
+				what = "created"
+			}
+			_, err = fmt.Fprintf(w, "pipeline %s %s (version %d, %s)\n", escape(p.Name), what, p.Version, scope(p.Org, p.Project))
+			return err
+		}),
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "the pipeline's YAML file (- for standard input)")
+	scopeFlags(cmd, &org, &project, "pipeline")
+	out.add(cmd, formatJSON, formatYAML)
+	return cmd
+}
+
+func (a *app) pipelineListCmd() *cobra.Command {
+	var out outputFlags
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List the pipelines you may view",
+		Long: `List the pipelines of every scope where you have pipeline:view: name,
+scope, version, when it was last applied and its description.`,
+		Example: `  legate pipeline list
+  legate pipeline list -o name`,
+		Args: cobra.NoArgs,
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.ListPipelines(cmd.Context())
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			switch {
+			case out.structured():
+				return out.print(w, list)
+			case out.is(formatName):
+				names := make([]string, len(list.Pipelines))
+				for i, p := range list.Pipelines {
+					names[i] = p.Name
+				}
+				return printNames(w, names...)
+			}
+			if len(list.Pipelines) == 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "No pipelines: legate pipeline apply -f FILE stores one.")
+				return nil
+			}
+			now := a.now()
+			t := newTable(w, "NAME", "SCOPE", "VERSION", "UPDATED", "DESCRIPTION")
+			for _, p := range list.Pipelines {
+				t.row(p.Name, scope(p.Org, p.Project), strconv.FormatInt(p.Version, 10), age(now, p.UpdatedAt), p.Description)
+			}
+			return t.flush()
+		}),
+	}
+	out.add(cmd, formatJSON, formatYAML, formatName)
+	return cmd
+}
+
+func (a *app) pipelineGetCmd() *cobra.Command {
+	var (
+		out          outputFlags
+		org, project string
+	)
+	cmd := &cobra.Command{
+		Use:   "get NAME [--org ORG [--project PROJECT]]",
+		Short: "Print a pipeline's YAML as applied",
+		Long: `Print the YAML of pipeline NAME as it was applied (-o json or yaml: with its
+scope, version and times).`,
+		Example: `  legate pipeline get deploy-web --org eng > deploy-web.yaml`,
+		Args:    cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			if err := checkScopeFlags(org, project); err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			p, err := c.GetPipeline(cmd.Context(), args[0], org, project)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if out.structured() {
+				return out.print(w, p)
+			}
+			src := escapeText(p.Source, true)
+			if !strings.HasSuffix(src, "\n") {
+				src += "\n"
+			}
+			_, err = io.WriteString(w, src)
+			return err
+		}),
+	}
+	scopeFlags(cmd, &org, &project, "pipeline")
+	out.add(cmd, formatJSON, formatYAML)
+	return cmd
+}
+
+func (a *app) pipelineDeleteCmd() *cobra.Command {
+	var org, project string
+	cmd := &cobra.Command{
+		Use:     "delete NAME [--org ORG [--project PROJECT]]",
+		Aliases: []string{"rm"},
+		Short:   "Delete a pipeline (its runs stay)",
+		Long: `Delete pipeline NAME at account level or at the level of --org (and
+--project). Its runs, and their steps' tasks, stay.`,
+		Example: `  legate pipeline delete deploy-web --org eng`,
+		Args:    cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			if err := checkScopeFlags(org, project); err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			if err := c.DeletePipeline(cmd.Context(), args[0], org, project); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "pipeline %s deleted\n", escape(args[0]))
+			return err
+		}),
+	}
+	scopeFlags(cmd, &org, &project, "pipeline")
+	return cmd
+}
+
+func (a *app) pipelineRunCmd() *cobra.Command {
+	var (
+		out          outputFlags
+		org, project string
+		inputs       []string
+		detach       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run NAME [--input KEY=VALUE]... [--detach]",
+		Short: "Run a pipeline and show each step's start, output and end",
+		Long: `Start a run of pipeline NAME with the given inputs (the others take their
+defaults), then print on stderr each step as it starts and ends, stream
+each step's output to stdout, and exit with the run's status: 0 when it
+succeeded, 1 when it failed, 130 when it was cancelled. The steps of a
+parallel group run together; their outputs are shown one step after the
+other. Ctrl-C stops following but leaves the run running (legate run
+cancel ID stops it). --detach prints the run's ID and exits at once.
+
+A run whose pipeline has a deployment stage is refused when the account
+has no free deployment slot (legate limits).`,
+		Example: `  legate pipeline run deploy-web --input version=1.4.2
+  legate pipeline run nightly --org eng --detach`,
+		Args: cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			if err := checkScopeFlags(org, project); err != nil {
+				return err
+			}
+			in, err := parseKV("--input", inputs, nil)
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			run, err := c.RunPipeline(cmd.Context(), args[0], org, project, protocol.RunPipelineRequest{Inputs: in})
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if detach {
+				if out.structured() {
+					return out.print(w, run)
+				}
+				_, err := fmt.Fprintln(w, escape(run.ID))
+				return err
+			}
+			return a.followRun(cmd, c, run, &out)
+		}),
+	}
+	scopeFlags(cmd, &org, &project, "pipeline")
+	cmd.Flags().StringArrayVar(&inputs, "input", nil, "an input of the run, KEY=VALUE (repeatable)")
+	cmd.Flags().BoolVar(&detach, "detach", false, "print the run's ID (with -o: the run) and exit at once")
+	out.add(cmd, formatJSON, formatYAML)
+	return cmd
+}
+
+// followRun shows a run's steps as they start and end, with their output,
+// until the run is over, and exits with its status.
+func (a *app) followRun(cmd *cobra.Command, c *client.Client, run protocol.Run, o *outputFlags) error {
+	ctx := cmd.Context()
+	out, stderr := cmd.OutOrStdout(), io.Writer(&syncWriter{w: cmd.ErrOrStderr()})
+	quiet := o.structured()
+	if !quiet {
+		fmt.Fprintf(stderr, "legate: run %s of pipeline %s (version %d)\n", escape(run.ID), escape(run.Pipeline), run.Version)
+	}
+	shown := map[string]bool{}
+	for {
+		progressed := false
+		for _, s := range run.Steps {
+			key := s.Stage + "." + s.Step
+			if shown[key] || s.Status == protocol.RunRunning && s.TaskID == "" {
+				continue
+			}
+			err := a.showStep(ctx, c, s, out, stderr, quiet)
+			if errors.Is(err, errStepNotYet) {
+				break // its task is being created: read the run again
+			}
+			if err != nil {
+				return err
+			}
+			shown[key], progressed = true, true
+		}
+		if run.Status != protocol.RunRunning && !progressed {
+			break
+		}
+		if !progressed {
+			select {
+			case <-ctx.Done():
+				fmt.Fprintf(stderr, "legate: stopped following run %s; it keeps running (legate run cancel %s to stop it)\n", escape(run.ID), escape(run.ID))
+				return &ExitError{Code: ExitInterrupted}
+			case <-time.After(runPollInterval):
+			}
+		}
+		var err error
+		if run, err = c.GetRun(ctx, run.ID); err != nil {
+			if ctx.Err() != nil {
+				return &ExitError{Code: ExitInterrupted}
+			}
+			return fmt.Errorf("run %s started, but following it failed (legate run get %s): %w", run.ID, run.ID, err)
+		}
+	}
+	if quiet {
+		if err := o.print(out, run); err != nil {
+			return err
+		}
+	}
+	switch run.Status {
+	case protocol.RunSucceeded:
+		if !quiet {
+			fmt.Fprintf(stderr, "legate: run %s succeeded\n", escape(run.ID))
+		}
+		return nil
+	case protocol.RunCancelled:
+		if !quiet {
+			fmt.Fprintf(stderr, "legate: run %s cancelled\n", escape(run.ID))
+		}
+		return &ExitError{Code: ExitInterrupted}
+	}
+	if !quiet {
+		msg := "legate: run " + run.ID + " " + run.Status
+		if run.Error != "" {
+			msg += ": " + run.Error
+		}
+		fmt.Fprintln(stderr, escapeLines(msg))
+	}
+	return &ExitError{Code: ExitFailure}
+}
+
+// errStepNotYet: a step's task is not created yet.
+var errStepNotYet = errors.New("the step's task is not created yet")
+
+// showStep prints a step's start, streams its task's output until it
+// ends, and prints its end.
+func (a *app) showStep(ctx context.Context, c *client.Client, s protocol.RunStep, out, stderr io.Writer, quiet bool) error {
+	name := escape(s.Stage + "." + s.Step)
+	note := func(format string, args ...any) {
+		if !quiet {
+			fmt.Fprintf(stderr, format, args...)
+		}
+	}
+	if s.TaskID == "" {
+		if s.Status == protocol.StepSkipped {
+			note("legate: - %s skipped\n", name)
+		} else {
+			note("legate: ✗ %s %s: %s\n", name, s.Status, escapeLines(s.Error))
+		}
+		return nil
+	}
+	started := false
+	show := rawOutput(out, stderr, s.TaskID)
+	if quiet {
+		show = func(protocol.LogStreamLine) error { return nil }
+	}
+	notices := connectionNotices(stderr, c.BaseURL(), s.TaskID)
+	t, err := c.StreamLogsWith(ctx, s.TaskID, client.StreamOptions{Follow: true, OnEvent: func(e client.StreamEvent) {
+		if e.Kind == client.StreamConnected && !started {
+			started = true
+			note("legate: ▶ %s started (task %s)\n", name, escape(s.TaskID))
+		}
+		notices(e)
+	}}, show)
+	var pe *protocol.Error
+	if !started && errors.As(err, &pe) && pe.Code == protocol.CodeNotFound {
+		// The run records a step before the manager creates its task.
+		return errStepNotYet
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // followRun says so
+		}
+		return fmt.Errorf("follow step %s (legate task logs --follow %s): %w", name, s.TaskID, err)
+	}
+	took := ""
+	if t.StartedAt != nil && t.FinishedAt != nil {
+		took = " in " + duration(t.FinishedAt.Sub(*t.StartedAt))
+	}
+	if t.Status == protocol.StatusSucceeded {
+		note("legate: ✓ %s succeeded%s\n", name, took)
+		return nil
+	}
+	_, reason := outcome(t)
+	note("legate: ✗ %s %s%s (%s)\n", name, t.Status, took, strings.TrimPrefix(escapeLines(reason), "legate: "))
+	return nil
+}
+
+func (a *app) runCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "run",
+		Aliases: []string{"runs"},
+		Short:   "List, show and cancel pipeline runs",
+		Long: `A run is one execution of a pipeline (legate pipeline run): each of its
+steps is a task, with the task's leases, retries and output; a run
+survives manager restarts as its tasks do.`,
+		Example: `  legate run list --pipeline deploy-web
+  legate run get r_abc
+  legate run cancel r_abc`,
+	}
+	cmd.AddCommand(a.runListCmd(), a.runGetCmd(), a.runCancelCmd())
+	return cmd
+}
+
+func (a *app) runListCmd() *cobra.Command {
+	var (
+		out      outputFlags
+		pipeline string
+		limit    int
+	)
+	cmd := &cobra.Command{
+		Use:     "list [--pipeline NAME]",
+		Aliases: []string{"ls"},
+		Short:   "List pipeline runs, newest first",
+		Long: `List the runs of the pipelines you may view, newest first: ID, pipeline,
+version, status, when it started, how long it took and who started it.`,
+		Example: `  legate run list
+  legate run list --pipeline deploy-web -o json`,
+		Args: cobra.NoArgs,
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			if limit < 1 || limit > 1000 {
+				return usagef("--limit %d: use a number from 1 to 1000", limit)
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.ListRuns(cmd.Context(), pipeline, limit)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if out.structured() {
+				return out.print(w, list)
+			}
+			if len(list.Runs) == 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "No runs: legate pipeline run NAME starts one.")
+				return nil
+			}
+			now := a.now()
+			t := newTable(w, "ID", "PIPELINE", "VERSION", "STATUS", "STARTED", "DURATION", "TRIGGERED BY", "SCOPE")
+			for _, r := range list.Runs {
+				end := now
+				if r.FinishedAt != nil {
+					end = *r.FinishedAt
+				}
+				t.row(r.ID, r.Pipeline, strconv.FormatInt(r.Version, 10), r.Status, age(now, r.CreatedAt), duration(max(end.Sub(r.CreatedAt), 0)),
+					r.TriggeredBy, scope(r.Org, r.Project))
+			}
+			return t.flush()
+		}),
+	}
+	cmd.Flags().StringVar(&pipeline, "pipeline", "", "only the runs of this pipeline")
+	cmd.Flags().IntVar(&limit, "limit", 100, "show at most this many runs (1 to 1000)")
+	out.add(cmd, formatJSON, formatYAML)
+	return cmd
+}
+
+func (a *app) runGetCmd() *cobra.Command {
+	var out outputFlags
+	cmd := &cobra.Command{
+		Use:   "get ID",
+		Short: "Show a run and its steps (their tasks, statuses and outputs)",
+		Long: `Show run ID: its pipeline, inputs and status, and each step that started or
+was skipped with its task (legate task logs TASK shows its output), status
+and outputs.`,
+		Example: `  legate run get r_abc`,
+		Args:    cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			r, err := c.GetRun(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if out.structured() {
+				return out.print(w, r)
+			}
+			return a.runDetail(w, r)
+		}),
+	}
+	out.add(cmd, formatJSON, formatYAML)
+	return cmd
+}
+
+func (a *app) runDetail(w io.Writer, r protocol.Run) error {
+	t := newTable(w, "ID:", r.ID)
+	t.row("Pipeline:", r.Pipeline+" (version "+strconv.FormatInt(r.Version, 10)+")")
+	t.row("Scope:", scope(r.Org, r.Project))
+	t.row("Status:", r.Status)
+	if r.Error != "" {
+		t.row("Error:", r.Error)
+	}
+	t.row("Triggered:", r.Trigger+" by "+r.TriggeredBy)
+	t.row("Started:", a.timestamp(&r.CreatedAt))
+	if r.FinishedAt != nil {
+		t.row("Finished:", a.timestamp(r.FinishedAt))
+	}
+	for _, k := range sortedKeys(r.Inputs) {
+		t.row("Input:", k+"="+r.Inputs[k])
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if len(r.Steps) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	st := newTable(w, "STAGE", "STEP", "STATUS", "TASK", "OUTPUTS", "ERROR")
+	for _, s := range r.Steps {
+		var outs []string
+		for _, k := range sortedKeys(s.Outputs) {
+			outs = append(outs, k+"="+s.Outputs[k])
+		}
+		st.row(s.Stage, s.Step, s.Status, s.TaskID, strings.Join(outs, " "), s.Error)
+	}
+	return st.flush()
+}
+
+func (a *app) runCancelCmd() *cobra.Command {
+	var out outputFlags
+	cmd := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a run: its running steps' tasks are cancelled and no further step starts",
+		Long: `Cancel run ID: its running steps' tasks are cancelled (their delegates are
+told to stop them) and no further step starts, not even "when: always"
+ones. The run ends cancelled.`,
+		Example: `  legate run cancel r_abc`,
+		Args:    cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			r, err := c.CancelRun(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if out.structured() {
+				return out.print(w, r)
+			}
+			_, err = fmt.Fprintf(w, "run %s %s\n", escape(r.ID), r.Status)
+			return err
+		}),
+	}
+	out.add(cmd, formatJSON, formatYAML)
+	return cmd
+}
+
+func sortedKeys(m map[string]string) []string {
+	return slices.Sorted(maps.Keys(m))
+}

@@ -1,0 +1,289 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/pipeline"
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+// The admin API of pipelines and runs (PathPipelines, PathRuns); the
+// engine is runs.go.
+
+// pipelineScope is the scope of a pipeline route: ?org=&project=.
+func pipelineScope(r *http.Request) (org, project string) {
+	q := r.URL.Query()
+	return strings.TrimSpace(q.Get("org")), strings.TrimSpace(q.Get("project"))
+}
+
+func pipelineLabel(name, org, project string) string {
+	switch {
+	case project != "":
+		return "pipeline " + name + " in project " + org + "/" + project
+	case org != "":
+		return "pipeline " + name + " in org " + org
+	}
+	return "pipeline " + name
+}
+
+func pipelineView(p store.Pipeline, withSource bool) protocol.Pipeline {
+	v := protocol.Pipeline{Name: p.Name, Org: p.Org, Project: p.Project, Version: p.Version, UpdatedBy: p.UpdatedBy,
+		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
+	if parsed, err := pipeline.Parse([]byte(p.Source)); err == nil {
+		v.Description = parsed.Description
+	}
+	if withSource {
+		v.Source = p.Source
+	}
+	return v
+}
+
+func runView(r store.Run) protocol.Run {
+	v := protocol.Run{ID: r.ID, Org: r.Org, Project: r.Project, Pipeline: r.Pipeline, Version: r.Version, Inputs: r.Inputs,
+		Status: r.Status, CancelRequested: r.CancelRequested, Trigger: r.Trigger, TriggeredBy: r.TriggeredBy, Error: r.Error,
+		CreatedAt: r.CreatedAt, FinishedAt: utcPtr(r.FinishedAt)}
+	for _, s := range r.Steps {
+		v.Steps = append(v.Steps, protocol.RunStep{Stage: s.Stage, Step: s.Step, TaskID: s.TaskID, Status: s.Status,
+			Outputs: s.Outputs, Error: s.Error, StartedAt: s.StartedAt, FinishedAt: utcPtr(s.FinishedAt)})
+	}
+	return v
+}
+
+func (m *Manager) handleApplyPipeline(w http.ResponseWriter, r *http.Request, acct string) {
+	var req protocol.ApplyPipelineRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	org, project := strings.TrimSpace(req.Org), strings.TrimSpace(req.Project)
+	if strings.TrimSpace(req.Source) == "" {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "source is empty: give the pipeline's YAML (legate pipeline apply -f FILE)")
+		return
+	}
+	p, err := pipeline.Parse([]byte(req.Source))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
+	if err := m.checkScope(r.Context(), acct, org, project); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
+	by := principalLabel(callerOf(r.Context()).policy.Principal)
+	stored, changed, err := m.st.ApplyPipeline(r.Context(), store.Pipeline{AccountID: acct, Org: org, Project: project, Name: p.Name,
+		Source: req.Source, UpdatedBy: by}, m.cfg.Now())
+	noteAudit(r.Context(), func(e *store.AuditEvent) {
+		e.Resource, e.Org, e.Project = p.Name, org, project
+		e.Detail = "version " + strconv.FormatInt(stored.Version, 10)
+		if !changed {
+			e.Detail += " (unchanged)"
+		}
+	})
+	if err != nil {
+		storeError(w, err, pipelineLabel(p.Name, org, project))
+		return
+	}
+	v := pipelineView(stored, true)
+	v.Changed = changed
+	status := http.StatusOK
+	if changed && stored.Version == 1 {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, v)
+}
+
+func (m *Manager) handleListPipelines(w http.ResponseWriter, r *http.Request, acct string) {
+	ps, err := m.st.ListPipelines(r.Context(), acct)
+	if err != nil {
+		storeError(w, err, "pipelines")
+		return
+	}
+	pol := callerOf(r.Context()).policy
+	out := protocol.PipelineList{Pipelines: []protocol.Pipeline{}}
+	for _, p := range ps {
+		if pol.Allows(access.PipelineView, access.Scope{Org: p.Org, Project: p.Project}) {
+			out.Pipelines = append(out.Pipelines, pipelineView(p, false))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (m *Manager) handleGetPipeline(w http.ResponseWriter, r *http.Request, acct string) {
+	name := r.PathValue("name")
+	org, project := pipelineScope(r)
+	p, err := m.st.GetPipeline(r.Context(), acct, org, project, name)
+	if err != nil {
+		storeError(w, err, pipelineLabel(name, org, project))
+		return
+	}
+	writeJSON(w, http.StatusOK, pipelineView(p, true))
+}
+
+func (m *Manager) handleDeletePipeline(w http.ResponseWriter, r *http.Request, acct string) {
+	name := r.PathValue("name")
+	org, project := pipelineScope(r)
+	noteAudit(r.Context(), func(e *store.AuditEvent) { e.Resource, e.Org, e.Project = name, org, project })
+	if err := m.st.DeletePipeline(r.Context(), acct, org, project, name); err != nil {
+		storeError(w, err, pipelineLabel(name, org, project))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (m *Manager) handleRunPipeline(w http.ResponseWriter, r *http.Request, acct string) {
+	name := r.PathValue("name")
+	org, project := pipelineScope(r)
+	var req protocol.RunPipelineRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	run, err := m.startRun(r.Context(), runStart{AccountID: acct, Org: org, Project: project, Pipeline: name, Inputs: req.Inputs,
+		Trigger: "manual", TriggeredBy: principalLabel(callerOf(r.Context()).policy.Principal)})
+	noteAudit(r.Context(), func(e *store.AuditEvent) {
+		e.Resource, e.Org, e.Project = name, org, project
+		if run.ID != "" {
+			e.Detail = "run " + run.ID
+		}
+	})
+	var refused *errRunRefused
+	switch {
+	case errors.As(err, &refused):
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", refused.Error())
+		return
+	case err != nil && run.ID == "":
+		storeError(w, err, pipelineLabel(name, org, project))
+		return
+	case err != nil:
+		// The run exists; the engine's loop advances it again.
+		m.log.Warn("advance a new pipeline run", "run", run.ID, "err", err)
+	}
+	writeJSON(w, http.StatusCreated, runView(run))
+}
+
+func (m *Manager) handleListRuns(w http.ResponseWriter, r *http.Request, acct string) {
+	q := r.URL.Query()
+	f := store.RunFilter{Pipeline: q.Get("pipeline")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "limit must be between 1 and 1000")
+			return
+		}
+		f.Limit = n
+	}
+	runs, err := m.st.ListRuns(r.Context(), acct, f)
+	if err != nil {
+		storeError(w, err, "runs")
+		return
+	}
+	pol := callerOf(r.Context()).policy
+	out := protocol.RunList{Runs: []protocol.Run{}}
+	for _, run := range runs {
+		if pol.Allows(access.PipelineView, access.Scope{Org: run.Org, Project: run.Project}) {
+			out.Runs = append(out.Runs, runView(run))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (m *Manager) handleGetRun(w http.ResponseWriter, r *http.Request, acct string) {
+	run, err := m.st.GetRun(r.Context(), acct, r.PathValue("id"))
+	if err != nil {
+		storeError(w, err, "run "+r.PathValue("id"))
+		return
+	}
+	writeJSON(w, http.StatusOK, runView(run))
+}
+
+func (m *Manager) handleCancelRun(w http.ResponseWriter, r *http.Request, acct string) {
+	id := r.PathValue("id")
+	noteAudit(r.Context(), func(e *store.AuditEvent) { e.Resource = id })
+	cur, err := m.st.GetRun(r.Context(), acct, id)
+	if err != nil {
+		storeError(w, err, "run "+id)
+		return
+	}
+	if cur.Status != store.RunRunning {
+		writeError(w, http.StatusConflict, protocol.CodeTaskTerminal, "run %s already finished (%s)", id, cur.Status)
+		return
+	}
+	run, err := m.cancelRun(r.Context(), acct, id)
+	if err != nil {
+		storeError(w, err, "run "+id)
+		return
+	}
+	writeJSON(w, http.StatusOK, runView(run))
+}
+
+// atRun: the scope of the run the path names.
+var atRun = scopeSource{"run", func(m *Manager, r *http.Request, acct string) ([]access.Resource, error) {
+	run, err := m.st.GetRun(r.Context(), acct, r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	return res("run", run.ID, access.Scope{Org: run.Org, Project: run.Project}), nil
+}}
+
+// pipelineUses: running a pipeline needs, as submitting each of its steps
+// as a task would (taskUses), connector:access on every connector a step
+// uses and secret:access on every stored secret a step references, at the
+// pipeline's scope.
+func pipelineUses(m *Manager, r *http.Request, acct string) ([]need, error) {
+	org, project := pipelineScope(r)
+	stored, err := m.st.GetPipeline(r.Context(), acct, org, project, r.PathValue("name"))
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil // the handler answers 404
+		}
+		return nil, err
+	}
+	p, err := pipeline.Parse([]byte(stored.Source))
+	if err != nil {
+		return nil, nil // the handler refuses it
+	}
+	return m.pipelineNeeds(r.Context(), acct, org, project, p)
+}
+
+func (m *Manager) pipelineNeeds(ctx context.Context, acct, org, project string, p *pipeline.Pipeline) ([]need, error) {
+	sc := access.Scope{Org: org, Project: project}
+	var out []need
+	seen := map[string]bool{}
+	for _, ref := range p.Steps() {
+		stage, step := p.Step(ref)
+		spec := protocol.TaskSpec{Org: org, Project: project, Connector: step.Connector, Env: map[string]string{}}
+		if spec.Connector == "" {
+			spec.Connector = stage.Infrastructure
+		}
+		for k, v := range step.Env {
+			spec.Env[k] = v
+		}
+		for k, name := range step.Secrets {
+			spec.Env[k] = "${secrets." + name + "}"
+		}
+		if step.HTTP != nil {
+			spec.HTTP = &protocol.HTTPSpec{Method: step.HTTP.Method, URL: step.HTTP.URL, Headers: step.HTTP.Headers, Body: step.HTTP.Body}
+		} else {
+			spec.Shell = &protocol.ShellSpec{Script: step.Shell}
+		}
+		if spec.Connector != "" && !seen["c/"+spec.Connector] {
+			seen["c/"+spec.Connector] = true
+			out = append(out, need{access.ConnectorAccess, access.Resource{Kind: "connector", Name: spec.Connector, Scope: sc}})
+		}
+		secrets, err := m.secretNeeds(ctx, acct, spec)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range secrets {
+			if k := "s/" + n.res.Name + "/" + n.res.Scope.Key(); !seen[k] {
+				seen[k] = true
+				out = append(out, n)
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,634 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/pipeline"
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+// The pipeline engine. A run advances in one place, advanceRun: it reads
+// the run and the end of its running steps' tasks, lets package pipeline's
+// Plan decide, and records the decision with store.AdvanceRun (which
+// holds the run's row, so two managers never advance one run at once);
+// only after that commit are the started steps' tasks created, through
+// the same checks as a submitted task. Every step's task ID is fixed by
+// the run and the step (stepTaskID), so a task created twice (two
+// managers, a crash between the commit and the creation) is created once,
+// and a step recorded as running whose task was never created gets it on
+// the next advance.
+//
+// A run advances when it starts, whenever one of its tasks ends (taskEnded
+// notes it; runLoop advances it), on cancel, and from runLoop at start and
+// every Config.RunAdvanceInterval for every unfinished run (restart
+// safety, and a task that ended on a manager that died before advancing).
+
+// stepTaskID is the task ID of step number i (in pipeline order) of run
+// runID: "t_" + the run's ID without its prefix + "_" + i. Submitted
+// tasks have no underscore after their prefix, so isStepTask tells the two
+// apart without a query.
+func stepTaskID(runID string, i int) string {
+	return "t_" + strings.TrimPrefix(runID, "r_") + "_" + strconv.Itoa(i)
+}
+
+func isStepTask(id string) bool { return strings.Count(id, "_") == 2 && strings.HasPrefix(id, "t_") }
+
+// deploymentID is the fixed ID of the deployment of stage number i of a
+// run (beginDeployment refuses a second one with store.ErrConflict).
+func deploymentID(runID string, i int) string {
+	return "dp_" + strings.TrimPrefix(runID, "r_") + "_" + strconv.Itoa(i)
+}
+
+// runNotes collects the step tasks that ended, for runLoop. Its zero value
+// is not ready: use newRunNotes.
+type runNotes struct {
+	mu    sync.Mutex
+	tasks map[string]bool
+	wake  chan struct{}
+}
+
+func newRunNotes() *runNotes {
+	return &runNotes{tasks: map[string]bool{}, wake: make(chan struct{}, 1)}
+}
+
+func (n *runNotes) note(taskID string) {
+	n.mu.Lock()
+	n.tasks[taskID] = true
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (n *runNotes) take() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]string, 0, len(n.tasks))
+	for id := range n.tasks {
+		out = append(out, id)
+	}
+	clear(n.tasks)
+	return out
+}
+
+// runLoop advances every unfinished run at start and every
+// Config.RunAdvanceInterval, and the run of each step task that ended,
+// until ctx ends.
+func (m *Manager) runLoop(ctx context.Context) {
+	m.advanceUnfinished(ctx)
+	tick := time.NewTicker(m.cfg.RunAdvanceInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			m.advanceUnfinished(ctx)
+		case <-m.runNotes.wake:
+			for _, id := range m.runNotes.take() {
+				ref, err := m.st.RunOfTask(ctx, id)
+				if errors.Is(err, store.ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					m.log.Warn("pipeline run of an ended task", "task", id, "err", err)
+					continue
+				}
+				m.advanceLogged(ctx, ref.AccountID, ref.ID)
+			}
+		}
+	}
+}
+
+func (m *Manager) advanceUnfinished(ctx context.Context) {
+	refs, err := m.st.UnfinishedRuns(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("pipeline runs to advance", "err", err)
+		}
+		return
+	}
+	for _, ref := range refs {
+		if ctx.Err() != nil {
+			return
+		}
+		m.advanceLogged(ctx, ref.AccountID, ref.ID)
+	}
+}
+
+func (m *Manager) advanceLogged(ctx context.Context, acct, id string) {
+	if _, err := m.advanceRun(ctx, acct, id); err != nil && ctx.Err() == nil {
+		m.log.Warn("advance pipeline run", "run", id, "err", err)
+	}
+}
+
+// runStart is what startRun needs.
+type runStart struct {
+	AccountID    string
+	Org, Project string
+	Pipeline     string
+	Inputs       map[string]string
+	Trigger      string // "manual"
+	TriggeredBy  string // principalLabel of the caller
+}
+
+// errRunRefused wraps what refuses a run before it starts that is the
+// caller's to fix (inputs, a pipeline that no longer parses): a 400.
+type errRunRefused struct{ err error }
+
+func (e *errRunRefused) Error() string { return e.err.Error() }
+func (e *errRunRefused) Unwrap() error { return e.err }
+
+// startRun starts a run of a stored pipeline and advances it once (its
+// first steps' tasks are created before it returns). A run whose
+// pipeline deploys is refused with a *LimitError, before anything is
+// recorded, when the account has no free deployment slot.
+func (m *Manager) startRun(ctx context.Context, rs runStart) (store.Run, error) {
+	stored, err := m.st.GetPipeline(ctx, rs.AccountID, rs.Org, rs.Project, rs.Pipeline)
+	if err != nil {
+		return store.Run{}, err
+	}
+	p, err := pipeline.Parse([]byte(stored.Source))
+	if err != nil {
+		return store.Run{}, &errRunRefused{fmt.Errorf("pipeline %s (version %d) no longer parses: %w", stored.Name, stored.Version, err)}
+	}
+	inputs, err := p.ResolveInputs(rs.Inputs)
+	if err != nil {
+		return store.Run{}, &errRunRefused{err}
+	}
+	if deploys(p) {
+		if err := m.checkDeploymentSlot(ctx, rs.AccountID); err != nil {
+			return store.Run{}, err
+		}
+	}
+	run, err := m.st.CreateRun(ctx, store.Run{ID: newID("r_"), AccountID: rs.AccountID, Org: rs.Org, Project: rs.Project,
+		Pipeline: stored.Name, Version: stored.Version, Source: stored.Source, Inputs: inputs, Status: store.RunRunning,
+		Trigger: rs.Trigger, TriggeredBy: rs.TriggeredBy, CreatedAt: m.cfg.Now()})
+	if err != nil {
+		return store.Run{}, err
+	}
+	m.log.Info("pipeline run started", "run", run.ID, "pipeline", run.Pipeline, "version", run.Version, "by", run.TriggeredBy)
+	return m.advanceRun(ctx, run.AccountID, run.ID)
+}
+
+func deploys(p *pipeline.Pipeline) bool {
+	for i := range p.Stages {
+		if p.Stages[i].Deployment() {
+			return true
+		}
+	}
+	return false
+}
+
+// checkDeploymentSlot returns a *LimitError when the account has no free
+// deployment slot now.
+func (m *Manager) checkDeploymentSlot(ctx context.Context, acct string) error {
+	now := m.cfg.Now()
+	u, err := m.st.DeploymentUsage(ctx, acct, m.limits(), now)
+	if err != nil {
+		return err
+	}
+	for _, w := range []store.WindowUsage{u.Hour, u.Day} {
+		if w.Full() {
+			label := "hour"
+			if w.Window == store.DayWindow {
+				label = "day"
+			}
+			m.metrics.refusals.With(label).Inc()
+			le := &store.LimitError{Usage: w}
+			m.log.Info("pipeline run refused", "account", acct, "limit", label, "max", w.Limit, "used", w.Used, "next_free", w.NextFree)
+			return &LimitError{Window: w.Window, Limit: w.Limit, Used: w.Used, NextFree: w.NextFree, msg: le.Message(now)}
+		}
+	}
+	return nil
+}
+
+// taskEnd is what the engine knows of a step's task that ended, or of one
+// that could not be created (err).
+type taskEnd struct {
+	status string
+	err    string
+}
+
+// stepState maps a run's step rows to the planner's state: a running step
+// whose task ended (ends) takes the task's end.
+func stepState(run store.Run, ends map[string]taskEnd) (pipeline.State, pipeline.Outputs) {
+	st := pipeline.State{Steps: map[pipeline.StepRef]pipeline.StepStatus{}, Cancelled: run.CancelRequested}
+	outs := pipeline.Outputs{}
+	for _, s := range run.Steps {
+		ref := pipeline.StepRef{Stage: s.Stage, Step: s.Step}
+		status := s.Status
+		if status == store.RunRunning {
+			if e, ok := ends[s.TaskID]; ok {
+				status = e.status
+			}
+		}
+		st.Steps[ref] = stepStatus(status)
+		if len(s.Outputs) > 0 {
+			outs[ref] = s.Outputs
+		}
+	}
+	return st, outs
+}
+
+// stepStatus maps a task's (or a step row's) status to the planner's.
+func stepStatus(s string) pipeline.StepStatus {
+	switch s {
+	case protocol.StatusQueued, protocol.StatusRunning: // store.RunRunning too
+		return pipeline.StepRunning
+	case protocol.StatusSucceeded:
+		return pipeline.StepSucceeded
+	case string(pipeline.StepSkipped):
+		return pipeline.StepSkipped
+	}
+	return pipeline.StepFailed
+}
+
+// advanceRun advances a run until it waits on running tasks or is over,
+// and returns it as stored.
+func (m *Manager) advanceRun(ctx context.Context, acct, id string) (store.Run, error) {
+	ends := map[string]taskEnd{}
+	for range 1000 { // each pass ends steps or starts some: bounded by the steps
+		run, progressed, err := m.advanceOnce(ctx, acct, id, ends)
+		if err != nil || !progressed {
+			return run, err
+		}
+	}
+	return m.st.GetRun(ctx, acct, id)
+}
+
+// advanceOnce is one pass of advanceRun. ends holds the tasks that could
+// not be created, across passes. progressed reports that another pass may
+// change more.
+func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[string]taskEnd) (store.Run, bool, error) {
+	run, err := m.st.GetRun(ctx, acct, id)
+	if err != nil {
+		return store.Run{}, false, err
+	}
+	if run.Status != store.RunRunning {
+		return run, false, nil
+	}
+	p, err := pipeline.Parse([]byte(run.Source))
+	if err != nil {
+		return m.failRun(ctx, run, fmt.Sprintf("its pipeline (version %d) does not parse: %v", run.Version, err))
+	}
+	// The end of each running step's task: a task's end never changes, so
+	// reading it before the run is held is as good as inside.
+	missing := map[string]bool{}
+	for _, s := range run.Steps {
+		if s.Status != store.RunRunning || s.TaskID == "" {
+			continue
+		}
+		if _, ok := ends[s.TaskID]; ok {
+			continue
+		}
+		t, err := m.st.GetTask(ctx, acct, s.TaskID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			missing[s.TaskID] = true
+		case err != nil:
+			return run, false, err
+		case protocol.Terminal(t.Status):
+			msg := t.Error
+			if msg == "" && t.Status != protocol.StatusSucceeded {
+				msg = "its task " + t.ID + " " + strings.ReplaceAll(t.Status, "_", " ")
+			}
+			ends[s.TaskID] = taskEnd{status: t.Status, err: msg}
+		}
+	}
+	// Deployment stages about to start begin their deployment first (a
+	// limit reached fails the steps instead of starting them).
+	refs := p.Steps()
+	index := map[pipeline.StepRef]int{}
+	for i, r := range refs {
+		index[r] = i
+	}
+	state, _ := stepState(run, ends)
+	plan := p.Plan(state)
+	refused := map[string]string{} // stage → why its steps fail
+	for _, ref := range plan.Start {
+		stage, _ := p.Step(ref)
+		if !stage.Deployment() || refused[stage.Name] != "" || stageStarted(run, stage.Name) {
+			continue
+		}
+		if err := m.beginStage(ctx, run, p, stage.Name); err != nil {
+			var le *LimitError
+			if !errors.As(err, &le) {
+				return run, false, err
+			}
+			refused[stage.Name] = le.Error()
+		}
+	}
+	if len(plan.Start) == 0 && len(plan.Skip) == 0 && !plan.Done && len(missing) == 0 && !endsRunning(run, ends) {
+		return run, false, nil // nothing to record: the run waits on its tasks
+	}
+	now := m.cfg.Now()
+	// decide is what the run records: the ends of its running steps'
+	// tasks, the steps that start and those skipped, and its end.
+	decide := func(cur store.Run) (ch store.RunChange, started []pipeline.StepRef) {
+		if cur.Status != store.RunRunning {
+			return ch, nil
+		}
+		state, _ := stepState(cur, ends)
+		// Running steps whose task ended take its end.
+		for _, s := range cur.Steps {
+			if e, ok := ends[s.TaskID]; ok && s.Status == store.RunRunning {
+				if stepStatus(e.status) == pipeline.StepRunning {
+					continue
+				}
+				// The row keeps the task's own word (timed_out, cancelled…).
+				s.Status, s.Error = e.status, e.err
+				s.FinishedAt = &now
+				ch.Steps = append(ch.Steps, s)
+			}
+		}
+		d := p.Plan(state)
+		for _, ref := range d.Start {
+			stage, _ := p.Step(ref)
+			rs := store.RunStep{Stage: ref.Stage, Step: ref.Step, Status: store.RunRunning, StartedAt: now}
+			if why := refused[stage.Name]; why != "" {
+				rs.Status, rs.Error, rs.FinishedAt = store.RunFailed, why, &now
+			} else {
+				rs.TaskID = stepTaskID(cur.ID, index[ref])
+				started = append(started, ref)
+			}
+			ch.Steps = append(ch.Steps, rs)
+		}
+		for _, ref := range d.Skip {
+			ch.Steps = append(ch.Steps, store.RunStep{Stage: ref.Stage, Step: ref.Step, Status: string(pipeline.StepSkipped), StartedAt: now, FinishedAt: &now})
+		}
+		if d.Done {
+			ch.Status, ch.FinishedAt = string(d.Status), &now
+			if d.Status == pipeline.RunFailed {
+				ch.Error = runError(cur, ch.Steps)
+			}
+		}
+		return ch, started
+	}
+	// A run that is about to end ends its deployments first, so that
+	// whoever sees the run over sees its deployments over (they are ended
+	// again, changing nothing, after the commit).
+	if ch, _ := decide(run); ch.Status != "" {
+		m.endStages(ctx, projectRun(run, ch), p)
+	}
+	var started []pipeline.StepRef
+	run, err = m.st.AdvanceRun(ctx, acct, id, func(cur store.Run) (store.RunChange, error) {
+		var ch store.RunChange
+		ch, started = decide(cur)
+		return ch, nil
+	})
+	if err != nil {
+		return store.Run{}, false, err
+	}
+	progressed := len(refused) > 0
+	// Create the tasks of the steps just started and of those whose task
+	// was never created.
+	for _, s := range run.Steps {
+		if s.Status != store.RunRunning || s.TaskID == "" {
+			continue
+		}
+		isNew := missing[s.TaskID]
+		for _, ref := range started {
+			if ref.Stage == s.Stage && ref.Step == s.Step {
+				isNew = true
+			}
+		}
+		if !isNew {
+			continue
+		}
+		if err := m.createStepTask(ctx, run, p, pipeline.StepRef{Stage: s.Stage, Step: s.Step}, s.TaskID); err != nil {
+			var refusal *errRunRefused
+			if !errors.As(err, &refusal) {
+				return run, false, err
+			}
+			ends[s.TaskID] = taskEnd{status: protocol.StatusFailed, err: refusal.Error()}
+			progressed = true
+		}
+	}
+	m.endStages(ctx, run, p)
+	if run.Status != store.RunRunning {
+		m.log.Info("pipeline run ended", "run", run.ID, "pipeline", run.Pipeline, "status", run.Status)
+		return run, false, nil
+	}
+	// Another pass when steps failed without a task: the next item (a
+	// `when: failure` step) may start.
+	return run, progressed, nil
+}
+
+// projectRun is run as it will be once ch is recorded (as AdvanceRun
+// writes it).
+func projectRun(run store.Run, ch store.RunChange) store.Run {
+	run.Steps = slices.Clone(run.Steps)
+	for _, st := range ch.Steps {
+		i := slices.IndexFunc(run.Steps, func(s store.RunStep) bool { return s.Stage == st.Stage && s.Step == st.Step })
+		if i >= 0 {
+			run.Steps[i] = st
+		} else {
+			run.Steps = append(run.Steps, st)
+		}
+	}
+	if ch.Status != "" {
+		run.Status, run.Error, run.FinishedAt = ch.Status, ch.Error, ch.FinishedAt
+	}
+	run.CancelRequested = run.CancelRequested || ch.Cancel
+	return run
+}
+
+// endsRunning reports whether a step the run has as running has ended.
+func endsRunning(run store.Run, ends map[string]taskEnd) bool {
+	for _, s := range run.Steps {
+		if _, ok := ends[s.TaskID]; ok && s.Status == store.RunRunning {
+			return true
+		}
+	}
+	return false
+}
+
+// runError is the error line of a failed run: the first failed step's.
+func runError(run store.Run, changed []store.RunStep) string {
+	for _, steps := range [][]store.RunStep{run.Steps, changed} {
+		for _, s := range steps {
+			if stepStatus(s.Status) == pipeline.StepFailed {
+				msg := "step " + s.Stage + "." + s.Step + " failed"
+				if s.Error != "" {
+					msg += ": " + s.Error
+				}
+				return msg
+			}
+		}
+	}
+	return ""
+}
+
+// failRun ends a run that cannot go on.
+func (m *Manager) failRun(ctx context.Context, run store.Run, why string) (store.Run, bool, error) {
+	now := m.cfg.Now()
+	out, err := m.st.AdvanceRun(ctx, run.AccountID, run.ID, func(cur store.Run) (store.RunChange, error) {
+		if cur.Status != store.RunRunning {
+			return store.RunChange{}, nil
+		}
+		return store.RunChange{Status: store.RunFailed, Error: why, FinishedAt: &now}, nil
+	})
+	m.log.Warn("pipeline run failed", "run", run.ID, "why", why)
+	return out, false, err
+}
+
+func stageStarted(run store.Run, stage string) bool {
+	for _, s := range run.Steps {
+		if s.Stage == stage && s.Status != string(pipeline.StepSkipped) {
+			return true
+		}
+	}
+	return false
+}
+
+func stageIndex(p *pipeline.Pipeline, name string) int {
+	for i := range p.Stages {
+		if p.Stages[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// beginStage records the deployment of a deployment stage that starts;
+// beginning it again (another manager, a retried pass) changes nothing.
+func (m *Manager) beginStage(ctx context.Context, run store.Run, p *pipeline.Pipeline, stage string) error {
+	i := stageIndex(p, stage)
+	st := &p.Stages[i]
+	kind, name := principalOfLabel(run.TriggeredBy)
+	_, err := m.beginDeployment(ctx, DeploymentStart{ID: deploymentID(run.ID, i), AccountID: run.AccountID, Org: run.Org,
+		Project: run.Project, Service: st.Service, Environment: st.Environment, Version: run.Inputs["version"],
+		Pipeline: run.Pipeline, RunID: run.ID, Stage: stage, PrincipalKind: kind, PrincipalName: name})
+	if errors.Is(err, store.ErrConflict) {
+		return nil
+	}
+	return err
+}
+
+// principalOfLabel is the inverse of principalLabel: the kind and name of
+// the principal a run's TriggeredBy names.
+func principalOfLabel(label string) (kind, name string) {
+	for _, k := range []string{access.KindServiceAccount, access.KindUser} {
+		p := access.Principal{Kind: k, Name: "x"}.String()
+		if prefix := strings.TrimSuffix(p, "x"); strings.HasPrefix(label, prefix) {
+			return k, strings.TrimPrefix(label, prefix)
+		}
+	}
+	return label, ""
+}
+
+// endStages ends the deployment of every deployment stage of the run
+// whose steps have all ended (again: ending one twice changes nothing).
+func (m *Manager) endStages(ctx context.Context, run store.Run, p *pipeline.Pipeline) {
+	for i := range p.Stages {
+		st := &p.Stages[i]
+		if !st.Deployment() || !stageStarted(run, st.Name) {
+			continue
+		}
+		status, rows, running := protocol.DeploymentSucceeded, 0, false
+		for _, s := range run.Steps {
+			if s.Stage != st.Name {
+				continue
+			}
+			rows++
+			switch stepStatus(s.Status) {
+			case pipeline.StepRunning:
+				running = true
+			case pipeline.StepFailed:
+				status = protocol.DeploymentFailed
+			}
+		}
+		steps := 0
+		for _, it := range st.Items {
+			steps += len(it.Steps)
+		}
+		if running || (rows < steps && run.Status == store.RunRunning) {
+			continue // steps of the stage are running or still to come
+		}
+		if run.Status == store.RunCancelled && status == protocol.DeploymentSucceeded {
+			status = protocol.DeploymentCancelled
+		}
+		if err := m.endDeployment(ctx, run.AccountID, deploymentID(run.ID, i), status); err != nil && !errors.Is(err, store.ErrNotFound) {
+			m.log.Warn("end deployment", "run", run.ID, "stage", st.Name, "err", err)
+		}
+	}
+}
+
+// createStepTask creates and offers the task of a step that started,
+// through the checks of a submitted task; a step that cannot get its task
+// (an output it needs is missing, its connector is gone) fails with an
+// *errRunRefused that says why. Creating it again is a no-op.
+func (m *Manager) createStepTask(ctx context.Context, run store.Run, p *pipeline.Pipeline, ref pipeline.StepRef, taskID string) error {
+	_, outs := stepState(run, nil)
+	spec, err := p.StepSpec(ref, run.Inputs, outs)
+	if err == nil {
+		spec.Org, spec.Project = run.Org, run.Project
+		err = m.validateSpec(&spec)
+	}
+	if err == nil {
+		err = m.resolveScopeAndConnector(ctx, run.AccountID, &spec)
+	}
+	if err == nil {
+		err = m.checkSecretRefs(ctx, run.AccountID, spec)
+	}
+	if err != nil {
+		m.log.Info("pipeline step cannot start", "run", run.ID, "step", ref.String(), "err", err)
+		return &errRunRefused{err}
+	}
+	now := m.cfg.Now()
+	t := store.Task{
+		ID: taskID, AccountID: run.AccountID, Spec: spec, Status: protocol.StatusQueued,
+		TimeoutMS: spec.TimeoutMS, QueueTimeoutMS: spec.QueueTimeoutMS, Retries: spec.Retries,
+		CreatedAt: now, QueueDeadline: now.Add(time.Duration(spec.QueueTimeoutMS) * time.Millisecond),
+		CreatedBy: run.TriggeredBy,
+	}
+	if err := m.st.CreateTask(ctx, t); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return nil // created already
+		}
+		return err
+	}
+	t = t.WithoutSecretValues()
+	m.offerTask(ctx, t, false)
+	m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: run.AccountID, Task: t.ID})
+	return nil
+}
+
+// cancelRun marks a run cancelled and cancels its running steps' tasks;
+// the run ends once they have.
+func (m *Manager) cancelRun(ctx context.Context, acct, id string) (store.Run, error) {
+	run, err := m.st.AdvanceRun(ctx, acct, id, func(cur store.Run) (store.RunChange, error) {
+		if cur.Status != store.RunRunning {
+			return store.RunChange{}, nil
+		}
+		return store.RunChange{Cancel: true}, nil
+	})
+	if err != nil {
+		return store.Run{}, err
+	}
+	for _, s := range run.Steps {
+		if s.Status != store.RunRunning || s.TaskID == "" {
+			continue
+		}
+		t, err := m.st.FinishTask(ctx, acct, s.TaskID, store.Result{Status: protocol.StatusCancelled, Error: "its pipeline run was cancelled"}, m.cfg.Now())
+		if err != nil {
+			if errors.Is(err, store.ErrTaskTerminal) || errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			return run, err
+		}
+		m.afterManagerFinish(ctx, t)
+	}
+	return m.advanceRun(ctx, acct, id)
+}

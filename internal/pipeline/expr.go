@@ -1,0 +1,138 @@
+package pipeline
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Expressions, the whole language:
+//
+//	${{ inputs.NAME }}                        the value of an input
+//	${{ stages.S.steps.T.outputs.KEY }}       an output of an earlier step
+//
+// Spaces inside the braces are optional. They may appear in a step's
+// script, HTTP URL, header values and body, and environment values. Any
+// other text that starts with "${{" is an error, so a typo never reaches a
+// delegate as literal text; "$${{" is the escape and stands for the literal
+// "${{". The value is inserted as it is: in a shell script, pass values
+// through env (`env: {V: "${{ … }}"}` and "$V") rather than into the
+// script's text, so that an output cannot become shell code.
+
+const (
+	exprOpen   = "${{"
+	exprEscape = "$${{"
+	exprClose  = "}}"
+	// maxExprLen bounds the text between the braces.
+	maxExprLen = 4 * (MaxNameLen + 16)
+)
+
+// Ref is what an expression refers to: an input (Input set) or the output
+// Key of step Step.
+type Ref struct {
+	Input string
+	Step  StepRef
+	Key   string
+}
+
+func (r Ref) String() string {
+	if r.Input != "" {
+		return "inputs." + r.Input
+	}
+	return "stages." + r.Step.Stage + ".steps." + r.Step.Step + ".outputs." + r.Key
+}
+
+// scanExpr walks s: lit receives literal pieces (escapes undone), ref each
+// reference in order; it stops at the first error of either.
+func scanExpr(s string, lit func(string), ref func(Ref) error) error {
+	for {
+		i := strings.Index(s, exprOpen)
+		if i < 0 {
+			lit(s)
+			return nil
+		}
+		if i > 0 && s[i-1] == '$' {
+			lit(s[:i-1])
+			lit(exprOpen)
+			s = s[i+len(exprOpen):]
+			continue
+		}
+		lit(s[:i])
+		rest := s[i+len(exprOpen):]
+		j := strings.Index(rest, exprClose)
+		if j < 0 || j > maxExprLen {
+			return malformedExpr(s[i:], "no closing }}")
+		}
+		r, err := parseRef(strings.TrimSpace(rest[:j]))
+		if err != nil {
+			return malformedExpr(s[i:], err.Error())
+		}
+		if err := ref(r); err != nil {
+			return err
+		}
+		s = rest[j+len(exprClose):]
+	}
+}
+
+func parseRef(e string) (Ref, error) {
+	parts := strings.Split(e, ".")
+	switch {
+	case len(parts) == 2 && parts[0] == "inputs":
+		if err := checkName("input", parts[1]); err != nil {
+			return Ref{}, err
+		}
+		return Ref{Input: parts[1]}, nil
+	case len(parts) == 6 && parts[0] == "stages" && parts[2] == "steps" && parts[4] == "outputs":
+		if err := checkName("stage", parts[1]); err != nil {
+			return Ref{}, err
+		}
+		if err := checkName("step", parts[3]); err != nil {
+			return Ref{}, err
+		}
+		if err := checkOutputKey(parts[5]); err != nil {
+			return Ref{}, err
+		}
+		return Ref{Step: StepRef{parts[1], parts[3]}, Key: parts[5]}, nil
+	}
+	return Ref{}, fmt.Errorf("write inputs.NAME or stages.STAGE.steps.STEP.outputs.KEY")
+}
+
+func malformedExpr(at, why string) error {
+	const show = 60
+	if len(at) > show {
+		at = at[:show] + "…"
+	}
+	return fmt.Errorf("malformed expression %s: %s (and $${{ for the literal text ${{)", strconv.QuoteToASCII(at), why)
+}
+
+// Refs returns the references of s in order (repeats included).
+func Refs(s string) ([]Ref, error) {
+	if !strings.Contains(s, exprOpen) {
+		return nil, nil
+	}
+	var out []Ref
+	err := scanExpr(s, func(string) {}, func(r Ref) error { out = append(out, r); return nil })
+	return out, err
+}
+
+// Expand replaces each expression of s with value(ref) and undoes the
+// escapes; the first error of value or of the syntax is returned.
+func Expand(s string, value func(Ref) (string, error)) (string, error) {
+	if !strings.Contains(s, exprOpen) {
+		return s, nil
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	err := scanExpr(s, func(l string) { b.WriteString(l) }, func(r Ref) error {
+		v, err := value(r)
+		if err != nil {
+			return err
+		}
+		b.WriteString(v)
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,135 @@
+package pipeline
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// MaxInputValueLen bounds the value of one input given to a run.
+const MaxInputValueLen = 64 << 10
+
+// ResolveInputs checks the inputs a run is given against the pipeline's:
+// each given name must be declared, each required input given; defaults
+// fill the rest. The result has every declared input.
+func (p *Pipeline) ResolveInputs(given map[string]string) (map[string]string, error) {
+	declared := map[string]bool{}
+	out := make(map[string]string, len(p.Inputs))
+	var missing []string
+	for _, in := range p.Inputs {
+		declared[in.Name] = true
+		v, ok := given[in.Name]
+		switch {
+		case ok:
+			out[in.Name] = v
+		case in.Default != nil:
+			out[in.Name] = *in.Default
+		default:
+			missing = append(missing, in.Name)
+		}
+	}
+	var unknown []string
+	for k, v := range given {
+		if !declared[k] {
+			unknown = append(unknown, k)
+		}
+		if len(v) > MaxInputValueLen {
+			return nil, fmt.Errorf("input %s has %d bytes: at most %d", k, len(v), MaxInputValueLen)
+		}
+	}
+	slices.Sort(unknown)
+	if len(unknown) > 0 {
+		names := make([]string, len(p.Inputs))
+		for i, in := range p.Inputs {
+			names[i] = in.Name
+		}
+		known := "it declares none"
+		if len(names) > 0 {
+			known = "it declares " + strings.Join(names, ", ")
+		}
+		return nil, fmt.Errorf("pipeline %s has no input named %s (%s)", p.Name, strings.Join(unknown, ", "), known)
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("pipeline %s needs the input %s: give it with --input %s=VALUE", p.Name, strings.Join(missing, ", "), missing[0])
+	}
+	return out, nil
+}
+
+// literal escapes the secret references in a value that comes from a
+// run's inputs or a step's outputs, so that the manager passes them on as
+// text: only the pipeline's own text may reference stored secrets (those
+// are what running it is checked against).
+func literal(v string) string {
+	return strings.ReplaceAll(v, "${secrets.", "$${secrets.")
+}
+
+// Outputs holds the outputs of the steps that have ended, by step.
+type Outputs map[StepRef]map[string]string
+
+// StepSpec is the task spec of step ref, its expressions replaced by the
+// run's inputs (as ResolveInputs returned them) and the outputs of earlier
+// steps. An output the step did not write is an error that names it (the
+// step then fails without running). Scope (Org, Project) is the caller's
+// to set. Stored secrets are referenced in Env as ${secrets.NAME}, which
+// the manager resolves and masks as for any task.
+func (p *Pipeline) StepSpec(ref StepRef, inputs map[string]string, outputs Outputs) (protocol.TaskSpec, error) {
+	stage, step := p.Step(ref)
+	if step == nil {
+		return protocol.TaskSpec{}, fmt.Errorf("pipeline %s has no step %s", p.Name, ref)
+	}
+	s := *step
+	s.Env = maps.Clone(step.Env)
+	if step.HTTP != nil {
+		h := *step.HTTP
+		h.Headers = maps.Clone(step.HTTP.Headers)
+		s.HTTP = &h
+	}
+	value := func(r Ref) (string, error) {
+		if r.Input != "" {
+			v, ok := inputs[r.Input]
+			if !ok {
+				return "", fmt.Errorf("input %s has no value", r.Input)
+			}
+			return literal(v), nil
+		}
+		v, ok := outputs[r.Step][r.Key]
+		if !ok {
+			return "", fmt.Errorf("step %s did not write the output %s (it writes KEY=VALUE lines to $%s)", r.Step, r.Key, OutputEnv)
+		}
+		return literal(v), nil
+	}
+	for _, f := range stepTexts(&s) {
+		v, err := Expand(f.text, value)
+		if err != nil {
+			return protocol.TaskSpec{}, fmt.Errorf("step %s, %s: %w", ref, f.name, err)
+		}
+		f.set(&s, v)
+	}
+	spec := protocol.TaskSpec{
+		Type:      s.Type,
+		Selectors: slices.Clone(s.DelegateSelectors),
+		Env:       s.Env,
+		TimeoutMS: s.Timeout.Milliseconds(),
+		Retries:   s.Retries,
+		Connector: s.Connector,
+	}
+	if spec.Connector == "" {
+		spec.Connector = stage.Infrastructure
+	}
+	switch s.Type {
+	case "shell":
+		spec.Shell = &protocol.ShellSpec{Script: s.Shell}
+	case "http":
+		spec.HTTP = &protocol.HTTPSpec{Method: s.HTTP.Method, URL: s.HTTP.URL, Headers: s.HTTP.Headers, Body: s.HTTP.Body, ExpectStatus: s.HTTP.ExpectStatus}
+	}
+	if len(s.Secrets) > 0 && spec.Env == nil {
+		spec.Env = map[string]string{}
+	}
+	for k, name := range s.Secrets {
+		spec.Env[k] = "${secrets." + name + "}"
+	}
+	return spec, nil
+}
