@@ -346,7 +346,7 @@ func checkAbsPath(f, p string) error {
 	}
 	for _, part := range strings.Split(p, "/") {
 		if part == ".." {
-			return fmt.Errorf("%s %q: must not contain ..", f, truncate(p, 64))
+			return fmt.Errorf("%s %q: must not contain a \"..\" element", f, truncate(p, 64))
 		}
 	}
 	return nil

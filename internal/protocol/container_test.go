@@ -60,7 +60,7 @@ func TestContainerSpecValidate(t *testing.T) {
 		}, wantErr: "container.volumes[0].host_path.path"},
 		{name: "host path dotdot", edit: func(c *ContainerSpec) {
 			c.Volumes = []Volume{{Name: "h", MountPath: "/h", HostPath: &HostPathVolume{Path: "/a/../etc"}}}
-		}, wantErr: "must not contain .."},
+		}, wantErr: `must not contain a ".." element`},
 		{name: "efs bad id", edit: func(c *ContainerSpec) {
 			c.Volumes = []Volume{{Name: "e", MountPath: "/e", EFS: &EFSVolume{FilesystemID: "fs-xyz"}}}
 		}, wantErr: "container.volumes[0].efs.filesystem_id"},
