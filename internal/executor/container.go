@@ -160,6 +160,10 @@ func newContainerRun(c *Containers, taskID string, spec *protocol.ContainerSpec,
 	return r
 }
 
+// ScriptEnv is the variable that carries a container task's script into
+// the container, where `/bin/sh -c 'eval "$LEGATE_SCRIPT"'` runs it.
+const ScriptEnv = "LEGATE_SCRIPT"
+
 // runArgs builds the command line (after the runtime's path) that runs
 // spec as run: a pure function of its inputs. Secret values never appear
 // on it: the environment is passed by name.
@@ -233,7 +237,10 @@ func runArgs(c *Containers, spec *protocol.ContainerSpec, run containerRun) ([]s
 		a = append(a, "--entrypoint", spec.Command[0], "--", spec.Image)
 		a = append(a, spec.Command[1:]...)
 	case spec.Script != "":
-		a = append(a, "--entrypoint", "/bin/sh", "--", spec.Image, "-c", spec.Script)
+		// The script itself is in the environment, passed by name
+		// (ScriptEnv): a stored secret it references must not be on the
+		// delegate's process list.
+		a = append(a, "--entrypoint", "/bin/sh", "--", spec.Image, "-c", `eval "$`+ScriptEnv+`"`)
 	default:
 		a = append(a, "--", spec.Image)
 	}
@@ -347,6 +354,9 @@ func runContainer(ctx context.Context, spec protocol.TaskSpec, opts Options, out
 	}
 	secretKeys := sortedKeys(spec.SecretEnv)
 	cenv = append(cenv, secretKeys...)
+	if cs.Script != "" {
+		cenv = append(cenv, ScriptEnv)
+	}
 	run := newContainerRun(c, opts.TaskID, cs, cenv)
 	args, err := runArgs(c, cs, run)
 	if err != nil {
@@ -378,6 +388,9 @@ func runContainer(ctx context.Context, spec protocol.TaskSpec, opts Options, out
 	cliEnv := runtimeEnv()
 	for _, k := range secretKeys {
 		cliEnv = append(cliEnv, k+"="+spec.SecretEnv[k])
+	}
+	if cs.Script != "" {
+		cliEnv = append(cliEnv, ScriptEnv+"="+cs.Script)
 	}
 	cmd := &exec.Cmd{
 		Path: c.Runtime, Args: append([]string{c.Name}, args...), Env: cliEnv,

@@ -30,7 +30,7 @@ func TestRunArgs(t *testing.T) {
 		{name: "command", spec: protocol.ContainerSpec{Image: "img", Command: []string{"id", "-u"}, WorkingDir: "/src"},
 			want: []string{"--workdir", "/src", "--entrypoint", "id", "--", "img", "-u"}},
 		{name: "script", spec: protocol.ContainerSpec{Image: "img", Script: "echo hi; id"},
-			want: []string{"--entrypoint", "/bin/sh", "--", "img", "-c", "echo hi; id"}},
+			want: []string{"--entrypoint", "/bin/sh", "--", "img", "-c", `eval "$LEGATE_SCRIPT"`}},
 		{name: "resources", spec: protocol.ContainerSpec{Image: "img", Resources: &protocol.ContainerResources{CPU: 0.5, MemoryMiB: 512}},
 			want: []string{"--cpus", "0.5", "--memory", "512m", "--", "img"}},
 		{name: "security context", spec: protocol.ContainerSpec{Image: "img", SecurityContext: &protocol.SecurityContext{
