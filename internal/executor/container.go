@@ -30,6 +30,9 @@ const (
 	LabelTask = "dev.legate.task"
 	// LabelRun is unique to one run of the task.
 	LabelRun = "dev.legate.run"
+	// LabelWorkspace is on a pipeline stage's shared workspace volume
+	// (instead of the task and run labels): its key.
+	LabelWorkspace = "dev.legate.workspace"
 )
 
 // Environment variables that configure task containers on the delegate.
@@ -135,6 +138,10 @@ type containerRun struct {
 	Name    string            // container name
 	Labels  map[string]string // on the container and its volumes
 	Volumes map[string]string // empty_dir volume name in the spec → runtime volume name
+	// Workspaces are the empty_dir volumes that are a pipeline stage's
+	// shared workspace (by name in the spec): created only by the step
+	// that says so, removed only by the step that says so.
+	Workspaces map[string]protocol.Workspace
 	// Env is passed with --env: "K=V" for plain values, "K" for secret
 	// ones (the value comes from the CLI's environment, never the command
 	// line).
@@ -149,11 +156,16 @@ func newContainerRun(c *Containers, taskID string, spec *protocol.ContainerSpec,
 	r := containerRun{
 		Name:    "legate-" + run,
 		Labels:  map[string]string{LabelOwner: c.Owner, LabelTask: taskID, LabelRun: run},
-		Volumes: map[string]string{},
-		Env:     env,
+		Volumes:    map[string]string{},
+		Workspaces: map[string]protocol.Workspace{},
+		Env:        env,
 	}
 	for _, v := range spec.Volumes {
-		if v.EmptyDir != nil {
+		switch {
+		case v.EmptyDir != nil && v.EmptyDir.Workspace != nil:
+			r.Volumes[v.Name] = "legate-ws-" + v.EmptyDir.Workspace.Key
+			r.Workspaces[v.Name] = *v.EmptyDir.Workspace
+		case v.EmptyDir != nil:
 			r.Volumes[v.Name] = "legate-" + run + "-" + v.Name
 		}
 	}
@@ -284,11 +296,20 @@ func (c *Containers) remove(run containerRun, grace time.Duration) error {
 		errs = append(errs, err)
 	}
 	for _, v := range sortedKeys(run.Volumes) {
+		if ws, ok := run.Workspaces[v]; ok && !ws.Remove {
+			continue // the stage's later steps use it
+		}
 		if out, err := c.runtimeCmd(ctx, "volume", "rm", "--force", run.Volumes[v]); err != nil && !noSuch(out) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// alreadyExists reports whether a runtime's output says the object is
+// there already (a retried first step of a stage finds its workspace).
+func alreadyExists(out string) bool {
+	return strings.Contains(strings.ToLower(out), "already exists")
 }
 
 // noSuch reports whether a runtime's output says the object was not there.
@@ -369,11 +390,25 @@ func runContainer(ctx context.Context, spec protocol.TaskSpec, opts Options, out
 		}
 	}()
 	for _, name := range sortedKeys(run.Volumes) {
-		vargs := []string{"volume", "create"}
-		for _, k := range sortedKeys(run.Labels) {
-			vargs = append(vargs, "--label", k+"="+run.Labels[k])
+		ws, shared := run.Workspaces[name]
+		if shared && !ws.Create {
+			// A later step of the stage: the workspace must be here.
+			if _, err := c.runtimeCmd(ctx, "volume", "inspect", run.Volumes[name]); err != nil {
+				return failed(fmt.Sprintf("the stage workspace %q (volume %s) is not on this delegate: the step of the stage that made it ran on another delegate, or this delegate restarted since and removed it", name, run.Volumes[name]))
+			}
+			continue
 		}
-		if _, err := c.runtimeCmd(ctx, append(vargs, run.Volumes[name])...); err != nil {
+		labels := run.Labels
+		if shared {
+			// Not the run's: it outlives this task (until the stage's last
+			// step that uses it, or the next start's sweep).
+			labels = map[string]string{LabelOwner: c.Owner, LabelWorkspace: ws.Key}
+		}
+		vargs := []string{"volume", "create"}
+		for _, k := range sortedKeys(labels) {
+			vargs = append(vargs, "--label", k+"="+labels[k])
+		}
+		if out, err := c.runtimeCmd(ctx, append(vargs, run.Volumes[name])...); err != nil && !(shared && alreadyExists(out)) {
 			return faulted(fmt.Sprintf("create empty_dir volume %s: %v", name, err))
 		}
 	}

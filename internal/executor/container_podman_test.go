@@ -221,3 +221,41 @@ func (w *notifyWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// TestContainerWorkspace: a stage workspace made by the first step keeps
+// what it wrote for the next, whose run as another user reads it; the last
+// step removes it; a later step that finds no workspace fails saying so
+// instead of running on an empty one.
+func TestContainerWorkspace(t *testing.T) {
+	c := podmanForTest(t)
+	t.Cleanup(func() { _, _, _ = c.Sweep(context.Background()) })
+	ws := func(w protocol.Workspace, script string) protocol.TaskSpec {
+		return containerTask(protocol.ContainerSpec{Script: script,
+			Volumes: []protocol.Volume{{Name: "ws", MountPath: "/ws", EmptyDir: &protocol.EmptyDirVolume{Workspace: &w}}}})
+	}
+	steps := []struct {
+		name       string
+		spec       protocol.TaskSpec
+		wantStatus string
+		wantOut    string
+		wantLeft   bool
+	}{
+		{"first writes", ws(protocol.Workspace{Key: "k1", Create: true}, "echo built > /ws/artifact && chmod -R a+rwX /ws"), protocol.StatusSucceeded, "", true},
+		{"second reads", ws(protocol.Workspace{Key: "k1"}, "cat /ws/artifact"), protocol.StatusSucceeded, "built", true},
+		{"last reads and removes", ws(protocol.Workspace{Key: "k1", Remove: true}, "cat /ws/artifact"), protocol.StatusSucceeded, "built", false},
+		{"gone", ws(protocol.Workspace{Key: "k1"}, "cat /ws/artifact"), protocol.StatusFailed, "", false},
+	}
+	for _, s := range steps {
+		var out bytes.Buffer
+		o := Run(context.Background(), s.spec, Options{Containers: c, TaskID: "t_ws"}, &out)
+		if o.Status != s.wantStatus || !strings.Contains(out.String(), s.wantOut) {
+			t.Fatalf("%s: status %s (%s), want %s with %q; output:\n%s", s.name, o.Status, o.Error, s.wantStatus, s.wantOut, out.String())
+		}
+		if s.name == "gone" && !strings.Contains(o.Error, `the stage workspace "ws" (volume legate-ws-k1) is not on this delegate`) {
+			t.Errorf("gone: error %q", o.Error)
+		}
+		if l := leftovers(t, c); (l != "") != s.wantLeft {
+			t.Errorf("%s: left behind %q, want something: %v", s.name, l, s.wantLeft)
+		}
+	}
+}

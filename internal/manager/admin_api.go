@@ -385,6 +385,11 @@ func (m *Manager) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 	if !decodeBody(w, r, &spec) {
 		return
 	}
+	if f := spec.Container.SetsWorkspace(); f != "" {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest,
+			"%s: set by the manager for the steps of a pipeline stage that share an empty_dir; a task cannot set it (leave it out)", f)
+		return
+	}
 	if err := m.validateSpec(&spec); err != nil {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return

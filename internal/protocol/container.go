@@ -80,6 +80,28 @@ type EmptyDirVolume struct {
 	// SizeMiB is its size; 0 means unspecified. On Fargate a given size
 	// must be from FargateMinEmptyDirMiB to FargateMaxEmptyDirMiB.
 	SizeMiB int64 `json:"size_mib,omitempty"`
+	// Workspace is set by the manager alone, on the task of a pipeline
+	// step whose stage shares this empty_dir (a submitted task is refused
+	// when it sets it). Since v4 (issue 15).
+	Workspace *Workspace `json:"workspace,omitempty"`
+}
+
+// Workspace says that an empty_dir is a pipeline stage's shared workspace:
+// one runtime volume on the delegate for every step of the stage that
+// names it, kept between those steps, which the manager sends to the
+// delegate that created it.
+type Workspace struct {
+	// Key names the volume on the delegate (legate-ws-KEY): the manager
+	// derives it from the account, run, stage and volume name; 1 to 64
+	// lower-case letters and digits.
+	Key string `json:"key"`
+	// Create: this step is the first of the stage to use it and creates
+	// it; a later step finds it, or fails saying the workspace is not on
+	// this delegate.
+	Create bool `json:"create,omitempty"`
+	// Remove: this step is the last of the stage to use it and removes it
+	// when it ends.
+	Remove bool `json:"remove,omitempty"`
 }
 
 // HostPathVolume is the seed's host_path volume.
@@ -259,6 +281,9 @@ func (v *Volume) validate(f string) error {
 		if v.EmptyDir.SizeMiB < 0 {
 			return fmt.Errorf("%s.empty_dir.size_mib %d: must not be negative", f, v.EmptyDir.SizeMiB)
 		}
+		if w := v.EmptyDir.Workspace; w != nil && !validWorkspaceKey(w.Key) {
+			return fmt.Errorf("%s.empty_dir.workspace.key %q: use 1 to 64 lower-case letters and digits", f, truncate(w.Key, 64))
+		}
 	case v.HostPath != nil:
 		if err := checkAbsPath(f+".host_path.path", v.HostPath.Path); err != nil {
 			return err
@@ -284,6 +309,32 @@ func (v *Volume) validate(f string) error {
 		}
 	}
 	return nil
+}
+
+func validWorkspaceKey(k string) bool {
+	if k == "" || len(k) > 64 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// SetsWorkspace names the first volume of c that sets empty_dir.workspace
+// (what only the manager may set), or "".
+func (c *ContainerSpec) SetsWorkspace() string {
+	if c == nil {
+		return ""
+	}
+	for i, v := range c.Volumes {
+		if v.EmptyDir != nil && v.EmptyDir.Workspace != nil {
+			return fmt.Sprintf("container.volumes[%d].empty_dir.workspace", i)
+		}
+	}
+	return ""
 }
 
 // NormalizeCapability returns a Linux capability name in upper case
