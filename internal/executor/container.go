@@ -154,8 +154,8 @@ func newContainerRun(c *Containers, taskID string, spec *protocol.ContainerSpec,
 	_, _ = rand.Read(b[:])
 	run := hex.EncodeToString(b[:])
 	r := containerRun{
-		Name:    "legate-" + run,
-		Labels:  map[string]string{LabelOwner: c.Owner, LabelTask: taskID, LabelRun: run},
+		Name:       "legate-" + run,
+		Labels:     map[string]string{LabelOwner: c.Owner, LabelTask: taskID, LabelRun: run},
 		Volumes:    map[string]string{},
 		Workspaces: map[string]protocol.Workspace{},
 		Env:        env,
