@@ -63,6 +63,13 @@
 //	  An older delegate sends none.
 //	  Pipelines (issue 14, admin API only): PathPipelines (apply, list,
 //	  get, delete, run) and PathRuns (list, get, cancel).
+//	  Task containers (issue 15): tasks of type container
+//	  (TaskSpec.Container, a ContainerSpec); a delegate registers its
+//	  RegisterRequest.ContainerRuntime and Platform, and one without a
+//	  runtime is not offered container tasks (rule no_container_runtime).
+//	  A pipeline step's empty_dir may carry a Workspace, which only the
+//	  manager sets (a submitted task that sets it is refused). An older
+//	  delegate registers without a runtime and gets no container task.
 package protocol
 
 import (
