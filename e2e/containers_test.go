@@ -128,6 +128,9 @@ func TestContainerLeftByAKilledDelegateIsRemoved(t *testing.T) {
 		if ids := podmanList(t, flags, label); ids != "" {
 			_ = exec.Command("podman", append(append(flags, "rm", "--force"), strings.Fields(ids)...)...).Run()
 		}
+		if out, err := exec.Command("podman", append(flags, "volume", "ls", "--quiet", "--filter", "label="+label)...).Output(); err == nil && len(strings.Fields(string(out))) > 0 {
+			_ = exec.Command("podman", append(append(flags, "volume", "rm", "--force"), strings.Fields(string(out))...)...).Run()
+		}
 	})
 
 	d2 := start(t, "delegate ctr-kill again", env, "delegate", "--workdir", work)
