@@ -384,4 +384,23 @@ func TestECSShape(t *testing.T) {
 	if strings.Contains(out, testToken) {
 		t.Error("the token's value is in a definition that reads it from Secrets Manager")
 	}
+	if len(td.Volumes) != 0 || len(c.MountPoints) != 0 {
+		t.Errorf("a Fargate task definition with a host volume: %s", out)
+	}
+
+	// ECS on EC2: the instance's Docker socket for task containers, a host
+	// volume and its mount point as the ECS API reads them.
+	out, err = manifest.Generate(params(manifest.KindECS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if td, err = decodeTaskDefinition(out); err != nil {
+		t.Fatal(err)
+	}
+	c = td.ContainerDefinitions[0]
+	if len(td.Volumes) != 1 || td.Volumes[0].Host == nil || deref(td.Volumes[0].Host.SourcePath) != manifest.DockerSocket ||
+		len(c.MountPoints) != 1 || deref(c.MountPoints[0].SourceVolume) != deref(td.Volumes[0].Name) ||
+		deref(c.MountPoints[0].ContainerPath) != manifest.DockerSocket || deref(c.User) != "0" {
+		t.Errorf("ECS on EC2 without the Docker socket for task containers: %s", out)
+	}
 }

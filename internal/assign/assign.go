@@ -48,6 +48,9 @@ type Delegate struct {
 	// Pending: the delegate waits for an administrator's approval (its
 	// token requires it); it takes no task meanwhile.
 	Pending bool
+	// ContainerRuntime is the container runtime the delegate has ("": none;
+	// it is not offered container tasks).
+	ContainerRuntime string
 }
 
 // Task is what assignment needs to know about one task.
@@ -63,6 +66,9 @@ type Task struct {
 	// PreferInstance, when eligible, is offered the task first: the
 	// delegate that last succeeded for the task's connector.
 	PreferInstance string
+	// Container: the task runs in a container; only delegates with a
+	// ContainerRuntime may run it.
+	Container bool
 }
 
 // DefaultWindow is the liveness window used when Policy.Window is not
@@ -183,7 +189,8 @@ func atCapacity(d *Delegate) bool { return d.Capacity > 0 && d.Running >= d.Capa
 // capability of the task (one lookup per capability serves both answers).
 func (p Policy) eligible(d *Delegate, tv *taskView, now time.Time) (ok, allowlisted bool) {
 	if !p.connected(d, now) || d.Draining || atCapacity(d) || d.OverThreshold != "" || d.Configuring != "" || d.Pending ||
-		!Covers(d.Org, d.Project, tv.t.Org, tv.t.Project) || !hasSelectors(tv.sel, d) || tv.denied(d) {
+		!Covers(d.Org, d.Project, tv.t.Org, tv.t.Project) || !hasSelectors(tv.sel, d) || tv.denied(d) ||
+		(tv.t.Container && d.ContainerRuntime == "") {
 		return false, false
 	}
 	allowlisted = len(tv.caps) > 0
@@ -234,6 +241,9 @@ func (p Policy) evaluate(d *Delegate, tv *taskView, now time.Time) []protocol.Re
 	if !hasSelectors(tv.sel, d) {
 		missing := protocol.MissingSelectors(tv.sel, d.Tags, d.Name, d.Hostname)
 		add(protocol.RuleSelectors, "missing selectors: "+strings.Join(missing, ", "))
+	}
+	if tv.t.Container && d.ContainerRuntime == "" {
+		add(protocol.RuleNoContainerRuntime, "no container runtime (a container task; install podman or docker on the delegate, or set DELEGATE_CONTAINER_RUNTIME)")
 	}
 	if tv.denied(d) {
 		add(protocol.RuleTaskDenied, "this delegate was lost while running the task before")

@@ -298,6 +298,37 @@ func TestTaskRunBuildsSpec(t *testing.T) {
 				Org: "eng", Connector: "vault", Selectors: []string{"east"}},
 		},
 		{
+			name: "container with a command and everything",
+			args: []string{"--image", "localhost/debian-min:bookworm", "--workdir", "/ws", "--cpu", "0.5", "--memory", "2Gi",
+				"--privileged", "--read-only-root", "--run-as-user", "1000", "--run-as-group", "0", "--add-cap", "net_admin,CAP_CHOWN",
+				"--drop-cap", "ALL", "--volume", "empty_dir:/ws:21504", "--volume", "src=host_path:/srv/app:/src:ro",
+				"--volume", "host_path:/var/run/docker.sock:/var/run/docker.sock", "--volume", "efs:fs-12345678:/cache:root=/c,tls,iam",
+				"--volume", "empty_dir:/x/ws", "--env", "A=1", "--secret-env", "T=s", "--", "id", "-u"},
+			want: protocol.TaskSpec{Type: protocol.TaskContainer, Env: map[string]string{"A": "1"}, SecretEnv: map[string]string{"T": "s"},
+				Container: &protocol.ContainerSpec{Image: "localhost/debian-min:bookworm", Command: []string{"id", "-u"}, WorkingDir: "/ws",
+					Resources: &protocol.ContainerResources{CPU: 0.5, MemoryMiB: 2048},
+					SecurityContext: &protocol.SecurityContext{Privileged: true, ReadOnlyRootFilesystem: true, RunAsUser: ptr(int64(1000)), RunAsGroup: ptr(int64(0)),
+						AddCapability: []string{"NET_ADMIN", "CHOWN"}, DropCapability: []string{"ALL"}},
+					Volumes: []protocol.Volume{
+						{Name: "ws", MountPath: "/ws", EmptyDir: &protocol.EmptyDirVolume{SizeMiB: 21504}},
+						{Name: "src", MountPath: "/src", HostPath: &protocol.HostPathVolume{Path: "/srv/app", ReadOnly: true}},
+						{Name: "docker.sock", MountPath: "/var/run/docker.sock", HostPath: &protocol.HostPathVolume{Path: "/var/run/docker.sock"}},
+						{Name: "cache", MountPath: "/cache", EFS: &protocol.EFSVolume{FilesystemID: "fs-12345678", RootDirectory: "/c", TransitEncryption: true, IAM: true}},
+						{Name: "vol-5", MountPath: "/x/ws", EmptyDir: &protocol.EmptyDirVolume{}},
+					}}},
+		},
+		{
+			name: "container script, image's defaults",
+			args: []string{"--image", "alpine", "--script", "echo ${secrets.T}", "--memory", "512"},
+			want: protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "alpine", Script: "echo ${secrets.T}",
+				Resources: &protocol.ContainerResources{MemoryMiB: 512}}},
+		},
+		{
+			name: "container's own entrypoint",
+			args: []string{"--type", "container", "--image", "alpine"},
+			want: protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "alpine"}},
+		},
+		{
 			name: "explicit http type",
 			args: []string{"--type", "http", "--http-url", "http://10.0.0.5:8080/"},
 			want: protocol.TaskSpec{Type: protocol.TaskHTTP, HTTP: &protocol.HTTPSpec{Method: "GET", URL: "http://10.0.0.5:8080/"}},
@@ -382,6 +413,19 @@ func TestUsageErrors(t *testing.T) {
 		{"explain without ID", []string{"task", "explain"}, "accepts 1 arg"},
 		{"describe without name", []string{"delegates", "describe"}, "accepts 1 arg"},
 		{"unknown flag", []string{"task", "run", "--nope"}, "unknown flag"},
+		{"container flag on a shell task", []string{"task", "run", "--script", "x", "--run-as-user", "1"}, "--run-as-user is for container tasks (--image IMAGE), not shell tasks"},
+		{"container without image", []string{"task", "run", "--type", "container", "--script", "x"}, "a container task needs --image"},
+		{"command without image", []string{"task", "run", "--script", "x", "--", "id"}, `unexpected argument "id"`},
+		{"command before --", []string{"task", "run", "--image", "i", "id"}, `unexpected argument "id"`},
+		{"container script and command", []string{"task", "run", "--image", "i", "--script", "x", "--", "id"}, "not both"},
+		{"bad volume type", []string{"task", "run", "--image", "i", "--volume", "tmpfs:/x"}, `--volume "tmpfs:/x": unknown volume type "tmpfs"`},
+		{"bad empty_dir size", []string{"task", "run", "--image", "i", "--volume", "empty_dir:/x:big"}, `size "big"`},
+		{"bad host_path option", []string{"task", "run", "--image", "i", "--volume", "host_path:/a:/b:rw"}, "host_path:/HOST:/PATH:ro"},
+		{"bad efs option", []string{"task", "run", "--image", "i", "--volume", "efs:fs-12345678:/e:nfs4"}, `efs option "nfs4"`},
+		{"relative mount path", []string{"task", "run", "--image", "i", "--volume", "empty_dir:ws"}, "container.volumes[0].mount_path"},
+		{"bad memory", []string{"task", "run", "--image", "i", "--memory", "lots"}, `--memory "lots"`},
+		{"bad capability", []string{"task", "run", "--image", "i", "--add-cap", "NET ADMIN"}, "container.security_context.add_capability[0]"},
+		{"efs iam without tls", []string{"task", "run", "--image", "i", "--volume", "efs:fs-12345678:/e:iam"}, "transit_encryption"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -617,3 +661,5 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -254,6 +254,9 @@ func (a *app) runManifest(cmd *cobra.Command, kind string, f *manifestFlags) err
 	if n := manifest.Notice(req); n != "" {
 		fmt.Fprintln(stderr, "legate: note: "+n)
 	}
+	if n := manifest.TaskContainerNotes(req); n != "" {
+		fmt.Fprintln(stderr, "legate: note: "+n)
+	}
 	_, err = fmt.Fprint(cmd.OutOrStdout(), out)
 	return err
 }

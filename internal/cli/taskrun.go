@@ -28,14 +28,17 @@ type runFlags struct {
 	capabilities []string
 	connector    string
 
-	script string
-	file   string
+	script  string
+	file    string
+	command []string // after --, a container task's
 
 	httpURL      string
 	method       string
 	headers      []string
 	body         string
 	expectStatus int
+
+	container containerFlags
 
 	out    outputFlags
 	detach bool
@@ -44,14 +47,15 @@ type runFlags struct {
 func (a *app) taskRunCmd() *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run (--script TEXT | --file PATH | --http-url URL) [flags]",
+		Use:   "run (--script TEXT | --file PATH | --http-url URL | --image IMAGE [-- COMMAND ARG...]) [flags]",
 		Short: "Run a task on a delegate and show its output live",
 		Long: `Submit a task, stream its output as the delegate produces it, and exit with
 the task's exit code.
 
 A shell task runs a script (--script, or --file; --file - reads stdin). An
 http task (--http-url, or --type http) makes an HTTP call from the
-delegate's network. --selector picks delegates that have all the given tags
+delegate's network. A container task (--image) runs in a container on the
+delegate (see below). --selector picks delegates that have all the given tags
 (or that name or hostname); without a match the task waits and then ends
 not_assigned.
 
@@ -69,6 +73,27 @@ changes. If the manager cannot be reached while it follows the task, it says
 so, keeps trying, and says when the manager is back. -o json (or --json) and
 -o yaml print only the final task object, not the output.
 
+A container task (--image, or --type container) runs the image with the
+delegate's container runtime (podman or docker): --script or --file runs a
+script with /bin/sh -c in it, arguments after -- replace the image's
+entrypoint (argv, no shell), and with neither the image's own entrypoint
+runs. --env and --secret-env are the container's environment (nothing of the
+delegate's). --workdir, --cpu, --memory set the working directory and
+limits; --privileged, --read-only-root, --run-as-user, --run-as-group,
+--add-cap and --drop-cap its security context; --volume mounts volumes:
+
+  empty_dir:/ws[:SIZE_MIB]            scratch space for the task alone
+  host_path:/HOST:/PATH[:ro]          a path of the delegate's host
+  efs:FS_ID:/PATH[:root=/DIR,tls,iam,ap=FSAP_ID]   an Amazon EFS file system
+
+(NAME= before any of them names the volume; else it is named after its
+path.) Only delegates with a container runtime take container tasks; on
+Fargate a delegate refuses --privileged, host_path and an empty_dir size
+outside 21504..204800 MiB. A stored secret, ${secrets.NAME}, may be used in
+the script, the command and --env values as in shell tasks. For a longer
+container section, write a pipeline (legate pipeline apply): a step takes
+the same fields. See docs/task-containers.md.
+
 Exit status: the script's exit code; 1 if the task failed without one,
 124 if it timed out, 130 if it was cancelled, 3 if no delegate took it (the
 reason for each delegate is printed; see also legate task explain ID).
@@ -78,9 +103,18 @@ Ctrl-C stops following but leaves the task running.`,
   legate task run --http-url https://internal.example.com/health --expect-status 200
   legate task run --capability tcp://db.internal:5432 --capability binary:psql --script 'psql -h db.internal -c "select 1"'
   legate task run --org eng --project web --connector k8s-east --script 'kubectl rollout status deploy/web'
-  legate task run --detach --script 'sleep 600'`,
-		Args: cobra.NoArgs,
+  legate task run --detach --script 'sleep 600'
+  legate task run --image localhost/debian-min:bookworm --run-as-user 1000 --read-only-root --drop-cap ALL -- id
+  legate task run --image golang:1.23 --workdir /src --volume host_path:/srv/app:/src:ro --volume empty_dir:/tmp \
+      --memory 2Gi --cpu 1.5 --script 'go test ./...'`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && (cmd.ArgsLenAtDash() != 0 || !cmd.Flags().Changed("image")) {
+				return usagef("unexpected argument %q: a container task's command goes after --image IMAGE and --, as in --image IMG -- id -u", args[0])
+			}
+			return nil
+		},
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			f.command = args
 			spec, err := a.buildSpec(cmd, &f)
 			if err != nil {
 				return err
@@ -95,14 +129,15 @@ Ctrl-C stops following but leaves the task running.`,
 	fl.IntVar(&f.retries, "retries", 0, "run again on another delegate this many times if the delegate is lost")
 	fl.StringArrayVar(&f.env, "env", nil, "set an environment variable of the task, KEY=VALUE (repeatable)")
 	fl.StringArrayVar(&f.secretEnv, "secret-env", nil, "set a secret environment variable, KEY=VALUE, or KEY to take the value from your environment; masked in the output (repeatable)")
-	fl.StringVar(&f.typ, "type", "", "task type: shell or http (default: http with --http-url, else shell)")
-	_ = cmd.RegisterFlagCompletionFunc("type", fixed(protocol.TaskShell, protocol.TaskHTTP))
+	fl.StringVar(&f.typ, "type", "", "task type: shell, http or container (default: http with --http-url, container with --image, else shell)")
+	_ = cmd.RegisterFlagCompletionFunc("type", fixed(protocol.TaskShell, protocol.TaskHTTP, protocol.TaskContainer))
 	fl.StringVar(&f.org, "org", "", "organization of the task (default: account level)")
 	fl.StringVar(&f.project, "project", "", "project of the task within --org")
 	fl.StringArrayVar(&f.capabilities, "capability", nil, "the delegate must reach or have this: "+capabilityForms+" (repeatable)")
 	fl.StringVar(&f.connector, "connector", "", "use this connector: inherit its selectors and its URL as a capability")
-	fl.StringVar(&f.script, "script", "", "shell script to run")
+	fl.StringVar(&f.script, "script", "", "shell script to run (in a container task: in the container)")
 	fl.StringVar(&f.file, "file", "", "file with the shell script to run (- for stdin)")
+	f.container.add(fl)
 	fl.StringVar(&f.httpURL, "http-url", "", "URL for an http task (--url is the manager's URL)")
 	fl.StringVar(&f.method, "method", "GET", "HTTP method of an http task")
 	fl.StringArrayVar(&f.headers, "header", nil, "HTTP header of an http task, NAME:VALUE (repeatable)")
@@ -154,6 +189,14 @@ func (a *app) buildSpec(cmd *cobra.Command, f *runFlags) (protocol.TaskSpec, err
 		typ = protocol.TaskShell
 		if fl.Changed("http-url") {
 			typ = protocol.TaskHTTP
+		}
+		if fl.Changed("image") {
+			typ = protocol.TaskContainer
+		}
+	}
+	if typ != protocol.TaskContainer {
+		if err := checkNoContainerFlags(cmd, typ); err != nil {
+			return spec, err
 		}
 	}
 	spec.Type = typ
@@ -207,8 +250,33 @@ func (a *app) buildSpec(cmd *cobra.Command, f *runFlags) (protocol.TaskSpec, err
 			return spec, err
 		}
 		spec.HTTP = &protocol.HTTPSpec{Method: method, URL: f.httpURL, Headers: headers, Body: f.body, ExpectStatus: f.expectStatus}
+	case protocol.TaskContainer:
+		for _, name := range []string{"http-url", "method", "header", "body", "expect-status"} {
+			if fl.Changed(name) {
+				return spec, usagef("--%s is for http tasks (--type http)", name)
+			}
+		}
+		hasScript, hasFile := fl.Changed("script"), fl.Changed("file")
+		if hasScript && hasFile {
+			return spec, usagef("give --script or --file, not both")
+		}
+		if (hasScript || hasFile) && len(f.command) > 0 {
+			return spec, usagef("give a script (--script or --file) or a command after --, not both")
+		}
+		script := f.script
+		if hasFile {
+			if script, err = readScript(cmd.InOrStdin(), f.file); err != nil {
+				return spec, err
+			}
+		}
+		if (hasScript || hasFile) && strings.TrimSpace(script) == "" {
+			return spec, usagef("the script is empty")
+		}
+		if spec.Container, err = f.container.containerSpec(fl, script, f.command); err != nil {
+			return spec, err
+		}
 	default:
-		return spec, usagef("--type %q: want shell or http", typ)
+		return spec, usagef("--type %q: want shell, http or container", typ)
 	}
 	return spec, nil
 }

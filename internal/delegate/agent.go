@@ -160,6 +160,10 @@ type Agent struct {
 	// by Run; nil runs tasks without it).
 	isolation executor.Isolation
 	iso       *executor.Isolator
+	// containers runs container tasks (nil: no runtime); platform is
+	// where the delegate runs ("fargate", "ec2" or ""). Set by Run.
+	containers *executor.Containers
+	platform   string
 }
 
 // runningTask is a task of a.tasks. Its epoch and cancel do not change:
@@ -334,6 +338,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopIsolation()
+	a.startContainers(ctx)
 
 	if err := a.runInitScript(ctx); err != nil || ctx.Err() != nil {
 		return err
@@ -469,6 +474,10 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			Running:            a.runningList(),
 			FreshStart:         a.regGen.Load() == 0,
 			Description:        a.cfg.Description,
+			Platform:           a.platform,
+		}
+		if a.containers != nil {
+			req.ContainerRuntime = a.containers.Name
 		}
 		if req.FreshStart {
 			for _, r := range a.spooled {

@@ -2,8 +2,11 @@ package delegate
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -163,6 +166,8 @@ func (a *Agent) execute(ctx context.Context, log logger, id string, acq protocol
 		Timeout:    time.Duration(acq.TimeoutMS) * time.Millisecond,
 		HTTPClient: a.opts.TaskHTTPClient,
 		Isolator:   a.iso,
+		Containers: a.containers,
+		TaskID:     id,
 		OnStart: func() {
 			started.Go(func() { a.reportStarted(ctx, log, id, acq.Epoch) })
 		},
@@ -239,6 +244,48 @@ func (a *Agent) startIsolation() (func(), error) {
 			a.log.Warn("task isolation", "err", err)
 		}
 	}, nil
+}
+
+// startContainers finds the container runtime and the platform, and
+// removes the containers and volumes an earlier run of this delegate (same
+// working directory and hostname) left when it crashed, before the
+// delegate takes a task. Without a runtime the delegate still runs; it is
+// not offered container tasks.
+func (a *Agent) startContainers(ctx context.Context) {
+	getenv := envLookup(a.opts.Environ)
+	platform, err := executor.DetectPlatform(getenv)
+	if err != nil {
+		a.log.Warn("platform", "err", err)
+	}
+	a.platform = platform
+	sum := sha256.Sum256([]byte(a.hostname + "\x00" + a.opts.WorkDir))
+	c, err := executor.FindContainers(getenv, hex.EncodeToString(sum[:8]), platform)
+	if err != nil {
+		a.log.Info("container tasks: no container runtime", "reason", err.Error(), "platform", platform)
+		return
+	}
+	nc, nv, err := c.Sweep(ctx)
+	if err != nil {
+		a.log.Warn("container tasks: could not remove everything an earlier run left", "err", err)
+	}
+	if nc+nv > 0 {
+		a.log.Warn("container tasks: removed the containers and volumes an earlier run of this delegate left", "containers", nc, "volumes", nv)
+	}
+	a.log.Info("container tasks", "runtime", c.Runtime, "platform", platform, "owner", c.Owner)
+	a.containers = c
+}
+
+// envLookup returns a getenv over environ ("K=V"; nil: the process's).
+func envLookup(environ []string) func(string) string {
+	if environ == nil {
+		return os.Getenv
+	}
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return func(k string) string { return m[k] }
 }
 
 // acquire claims a task, asking again when the answer was lost on the way

@@ -1,5 +1,6 @@
 // Package executor runs tasks on the delegate: shell scripts (bash, in their
-// own process group) and HTTP requests. It turns every way a run can end,
+// own process group), HTTP requests and containers (podman or docker; see
+// Containers). It turns every way a run can end,
 // including bad specs, timeouts and cancellation, into an Outcome; it never
 // panics and never leaves a cancelled or timed-out process group behind.
 // With an Isolator (cgroup or process tree, see Isolator) no process a
@@ -85,6 +86,11 @@ type Options struct {
 	// timeout: background processes of a script that exited are left
 	// running (delegate scripts such as INIT_SCRIPT may start daemons).
 	Isolator *Isolator
+	// Containers runs container tasks; nil means the delegate has none
+	// (a container task then fails as a delegate fault).
+	Containers *Containers
+	// TaskID labels a container task's container and volumes.
+	TaskID string
 }
 
 // DefaultKillGrace is the SIGTERM → SIGKILL grace when Options.KillGrace is 0.
@@ -118,6 +124,8 @@ func Run(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.Write
 		o = runShell(ctx, spec, opts, sw)
 	case protocol.TaskHTTP:
 		o = runHTTP(ctx, spec, opts, sw)
+	case protocol.TaskContainer:
+		o = runContainer(ctx, spec, opts, sw)
 	default:
 		return failed(fmt.Sprintf("unknown task type %q", spec.Type))
 	}

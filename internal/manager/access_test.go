@@ -407,10 +407,14 @@ func TestAccessScenarios(t *testing.T) {
 		if st != 403 || !strings.Contains(b, "secret:access") || !strings.Contains(b, `secret \"DEPLOY_KEY\"`) || !strings.Contains(b, "org o1") {
 			t.Errorf("delegate admin without secret access: %d %s", st, b)
 		}
-		// In an env value or an HTTP header just the same.
+		// In an env value, an HTTP header, a container's script or command
+		// just the same.
 		for _, body := range []string{
 			`{"type":"shell","shell":{"script":"true"},"env":{"K":"${secrets.DEPLOY_KEY}"},"org":"o1","project":"p1"}`,
 			`{"type":"http","http":{"url":"http://127.0.0.1:1/","headers":{"Authorization":"Bearer ${secrets.DEPLOY_KEY}"}},"org":"o1","project":"p1"}`,
+			`{"type":"container","container":{"image":"img","script":"deploy --key ${secrets.DEPLOY_KEY}"},"org":"o1","project":"p1"}`,
+			`{"type":"container","container":{"image":"img","command":["deploy","--key=${secrets.DEPLOY_KEY}"]},"org":"o1","project":"p1"}`,
+			`{"type":"container","container":{"image":"img"},"secret_env":{"K":"${secrets.DEPLOY_KEY}"},"org":"o1","project":"p1"}`,
 		} {
 			if st, b := tm.api(t, dela, "POST", protocol.PathTasks, body); st != 403 || !strings.Contains(b, "secret:access") {
 				t.Errorf("%s: %d %s", body, st, b)

@@ -243,7 +243,7 @@ func (m *Manager) taskView(t store.Task) protocol.Task {
 	v := protocol.Task{
 		ID: t.ID, AccountID: t.AccountID, Type: t.Spec.Type, Status: t.Status, ExitCode: t.ExitCode,
 		Error: t.Error, Selectors: t.Spec.Selectors, Env: t.Spec.Env, Shell: t.Spec.Shell,
-		HTTP: t.Spec.HTTP, HTTPResult: t.HTTPResult, TimeoutMS: t.TimeoutMS,
+		HTTP: t.Spec.HTTP, Container: t.Spec.Container, HTTPResult: t.HTTPResult, TimeoutMS: t.TimeoutMS,
 		QueueTimeoutMS: t.QueueTimeoutMS, Retries: t.Retries, Attempts: t.Attempts,
 		Org: t.Spec.Org, Project: t.Spec.Project, Capabilities: t.Spec.Capabilities, Connector: t.Spec.Connector,
 		DelegateName: t.DelegateName, DelegateHostname: t.DelegateHostname, InstanceID: t.InstanceID,
@@ -294,6 +294,8 @@ func (m *Manager) validateSpec(s *protocol.TaskSpec) error {
 		switch {
 		case s.HTTP != nil:
 			s.Type = protocol.TaskHTTP
+		case s.Container != nil && s.Shell == nil:
+			s.Type = protocol.TaskContainer
 		default:
 			s.Type = protocol.TaskShell
 		}
@@ -306,7 +308,7 @@ func (m *Manager) validateSpec(s *protocol.TaskSpec) error {
 		if len(s.Shell.Script) > 1<<20 {
 			return errors.New("script is larger than 1 MiB")
 		}
-		s.HTTP = nil
+		s.HTTP, s.Container = nil, nil
 	case protocol.TaskHTTP:
 		if s.HTTP == nil {
 			return errors.New("an http task needs an http section with a url")
@@ -328,9 +330,14 @@ func (m *Manager) validateSpec(s *protocol.TaskSpec) error {
 		if s.HTTP.ExpectStatus != 0 && (s.HTTP.ExpectStatus < 100 || s.HTTP.ExpectStatus > 599) {
 			return errors.New("expect_status must be between 100 and 599")
 		}
-		s.Shell = nil
+		s.Shell, s.Container = nil, nil
+	case protocol.TaskContainer:
+		if err := s.Container.Validate(); err != nil {
+			return err
+		}
+		s.Shell, s.HTTP = nil, nil
 	default:
-		return errors.New("unknown task type " + strconv.Quote(s.Type) + " (use shell or http)")
+		return errors.New("unknown task type " + strconv.Quote(s.Type) + " (use shell, http or container)")
 	}
 	for k := range s.Env {
 		if !isEnvName(k) {
@@ -376,6 +383,11 @@ func (m *Manager) validateSpec(s *protocol.TaskSpec) error {
 func (m *Manager) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct string) {
 	var spec protocol.TaskSpec
 	if !decodeBody(w, r, &spec) {
+		return
+	}
+	if f := spec.Container.SetsWorkspace(); f != "" {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest,
+			"%s: set by the manager for the steps of a pipeline stage that share an empty_dir; a task cannot set it (leave it out)", f)
 		return
 	}
 	if err := m.validateSpec(&spec); err != nil {

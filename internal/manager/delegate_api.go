@@ -276,11 +276,12 @@ func (m *Manager) recordInstance(w http.ResponseWriter, r *http.Request, req pro
 		// A registration is contact: the other managers of the
 		// database count the instance connected from now on, and a
 		// deletion is refused, before its first heartbeat is recorded.
-		LastHeartbeat: &now,
-		Org:           tok.Org,
-		Project:       tok.Project,
-		Description:   strings.TrimSpace(req.Description),
-		Approval:      approvalRequest(tok),
+		LastHeartbeat:    &now,
+		Org:              tok.Org,
+		Project:          tok.Project,
+		Description:      strings.TrimSpace(req.Description),
+		ContainerRuntime: containerRuntimeName(req.ContainerRuntime),
+		Approval:         approvalRequest(tok),
 	})
 	var conflict *store.IdentityConflictError
 	if errors.As(err, &conflict) {
@@ -1105,4 +1106,14 @@ func (m *Manager) reconcileRestart(ctx context.Context, d *live, running []proto
 			m.taskEnded(t.ID)
 		}
 	}
+}
+
+// containerRuntimeName keeps a registered container runtime's name short
+// and printable: it is shown and stored, and only its presence matters.
+func containerRuntimeName(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 32 || strings.ContainsFunc(s, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		return "unknown"
+	}
+	return s
 }

@@ -30,10 +30,12 @@ type live struct {
 
 	lastSeen atomic.Int64 // Unix nanoseconds of last contact
 
-	mu         sync.Mutex
-	capacity   int
-	connection string
-	draining   bool
+	mu       sync.Mutex
+	capacity int
+	// containerRuntime is the runtime it registered with ("": none).
+	containerRuntime string
+	connection       string
+	draining         bool
 	// overThreshold says why the delegate is over a resource threshold.
 	overThreshold string
 	// configuring names the configuration whose script the delegate runs
@@ -71,22 +73,23 @@ type live struct {
 
 func newLive(in store.Instance) *live {
 	l := &live{
-		id:         in.ID,
-		accountID:  in.AccountID,
-		name:       in.Name,
-		hostname:   in.Hostname,
-		tokenID:    in.TokenID,
-		tags:       in.Tags,
-		generation: in.Generation,
-		org:        in.Org,
-		project:    in.Project,
-		capacity:   in.Capacity,
-		approval:   in.Approval,
-		running:    map[string]int64{},
-		pending:    map[string]struct{}{},
-		claimed:    map[string]time.Time{},
-		notify:     make(chan struct{}, 1),
-		kick:       make(chan struct{}),
+		id:               in.ID,
+		accountID:        in.AccountID,
+		name:             in.Name,
+		hostname:         in.Hostname,
+		tokenID:          in.TokenID,
+		tags:             in.Tags,
+		generation:       in.Generation,
+		org:              in.Org,
+		project:          in.Project,
+		capacity:         in.Capacity,
+		containerRuntime: in.ContainerRuntime,
+		approval:         in.Approval,
+		running:          map[string]int64{},
+		pending:          map[string]struct{}{},
+		claimed:          map[string]time.Time{},
+		notify:           make(chan struct{}, 1),
+		kick:             make(chan struct{}),
 	}
 	return l
 }

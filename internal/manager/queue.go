@@ -74,6 +74,7 @@ func staticView(t store.Task) assign.Task {
 	return assign.Task{
 		ID: t.ID, Org: t.Spec.Org, Project: t.Spec.Project, Selectors: t.Spec.Selectors,
 		Capabilities: t.Spec.Capabilities, DeniedInstances: t.DeniedInstances,
+		Container: t.Spec.Type == protocol.TaskContainer,
 	}
 }
 
@@ -86,7 +87,7 @@ func signature(v assign.Task) string {
 		slices.Sort(c)
 		return strings.Join(c, "\x1f")
 	}
-	return v.Org + "\x1e" + v.Project + "\x1e" + norm(v.Selectors) + "\x1e" + norm(v.Capabilities) + "\x1e" + norm(v.DeniedInstances)
+	return v.Org + "\x1e" + v.Project + "\x1e" + norm(v.Selectors) + "\x1e" + norm(v.Capabilities) + "\x1e" + norm(v.DeniedInstances) + map[bool]string{true: "\x1ec"}[v.Container]
 }
 
 // put adds a queued task, or refreshes it (a requeue changes its deny list).

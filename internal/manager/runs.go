@@ -2,6 +2,8 @@ package manager
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -577,6 +579,9 @@ func (m *Manager) createStepTask(ctx context.Context, run store.Run, p *pipeline
 	_, outs := stepState(run, nil)
 	spec, err := p.StepSpec(ref, run.Inputs, outs)
 	if err == nil {
+		err = m.placeWorkspaces(ctx, run, p, ref, &spec)
+	}
+	if err == nil {
 		spec.Org, spec.Project = run.Org, run.Project
 		err = m.validateSpec(&spec)
 	}
@@ -606,6 +611,54 @@ func (m *Manager) createStepTask(ctx context.Context, run store.Run, p *pipeline
 	t = t.WithoutSecretValues()
 	m.offerTask(ctx, t, false)
 	m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: run.AccountID, Task: t.ID})
+	return nil
+}
+
+// placeWorkspaces names the stage workspaces a container step uses (one
+// runtime volume per account, run, stage and volume name) and sends the
+// step where they are: the first step of the stage that runs with one
+// creates it; a later one gets the selectors of the delegate that ran that
+// step (its name and hostname), since the volume lives in that delegate's
+// container runtime. The delegate refuses a step whose workspace it does
+// not have rather than run it on an empty one.
+func (m *Manager) placeWorkspaces(ctx context.Context, run store.Run, p *pipeline.Pipeline, ref pipeline.StepRef, spec *protocol.TaskSpec) error {
+	if spec.Container == nil {
+		return nil
+	}
+	for i := range spec.Container.Volumes {
+		v := &spec.Container.Volumes[i]
+		if v.EmptyDir == nil || v.EmptyDir.Workspace == nil {
+			continue
+		}
+		sum := sha256.Sum256([]byte(run.AccountID + "\x00" + run.ID + "\x00" + ref.Stage + "\x00" + v.Name))
+		ws := v.EmptyDir.Workspace
+		ws.Key = hex.EncodeToString(sum[:12])
+		// The earlier steps of the stage that name it and ran somewhere.
+		_, users := p.Workspace(ref.Stage, v.Name)
+		var where *store.Task
+		for _, s := range run.Steps {
+			if s.Stage != ref.Stage || s.Step == ref.Step || s.TaskID == "" || !slices.Contains(users, s.Step) {
+				continue
+			}
+			t, err := m.st.GetTask(ctx, run.AccountID, s.TaskID)
+			if err != nil {
+				return fmt.Errorf("find where the workspace %s of stage %s is: %w", v.Name, ref.Stage, err)
+			}
+			if t.DelegateName != "" || t.DelegateHostname != "" {
+				where = &t
+				break
+			}
+		}
+		if where == nil {
+			ws.Create = true
+			continue
+		}
+		for _, sel := range []string{where.DelegateName, where.DelegateHostname} {
+			if n := protocol.NormalizeSelector(sel); n != "" && !slices.Contains(spec.Selectors, n) {
+				spec.Selectors = append(spec.Selectors, n)
+			}
+		}
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,6 +101,18 @@ func TestSecretReferencesResolveOnlyForTheAcquirer(t *testing.T) {
 	if acq, err := d.Acquire(ctx, next.ID); err != nil || acq.Spec.HTTP.URL != "http://127.0.0.1:1/?t=project-token-2" ||
 		acq.Spec.HTTP.Headers["Authorization"] != "Bearer project-token-2" || acq.Spec.HTTP.Body != "project-token-2" {
 		t.Errorf("http task: %+v, %v", acq.Spec.HTTP, err)
+	}
+	// A container task's script and command resolve the same way; what a
+	// client reads back keeps the references.
+	var ctr protocol.Task
+	_ = json.Unmarshal([]byte(tm.mustAPI(t, admin, "POST", protocol.PathTasks,
+		`{"type":"container","container":{"image":"img","command":["login","${secrets.TOKEN}"]},"org":"o1","project":"p1"}`, 201)), &ctr)
+	if ctr.Container == nil || ctr.Container.Command[1] != "${secrets.TOKEN}" {
+		t.Errorf("container task as submitted: %+v", ctr.Container)
+	}
+	acq, err = d.Acquire(ctx, ctr.ID)
+	if err != nil || acq.Spec.Container == nil || acq.Spec.Container.Command[1] != "project-token-2" || !slices.Equal(acq.Mask, []string{"project-token-2"}) {
+		t.Errorf("container task: %+v (mask %v), %v", acq.Spec.Container, acq.Mask, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -186,4 +187,67 @@ func FuzzGenerate(f *testing.F) {
 			t.Fatal("two runs gave different output")
 		}
 	})
+}
+
+// TestTaskContainersOnECS: the EC2 task definition mounts the instance's
+// Docker socket (volume and mount point) and runs as root to open it; the
+// Fargate one has neither; the notes say what each means for task
+// containers, the services have none.
+func TestTaskContainersOnECS(t *testing.T) {
+	type mount struct {
+		SourceVolume  string `json:"sourceVolume"`
+		ContainerPath string `json:"containerPath"`
+		ReadOnly      bool   `json:"readOnly"`
+	}
+	type td struct {
+		Volumes []struct {
+			Name string `json:"name"`
+			Host struct {
+				SourcePath string `json:"sourcePath"`
+			} `json:"host"`
+		} `json:"volumes"`
+		ContainerDefinitions []struct {
+			User        string  `json:"user"`
+			MountPoints []mount `json:"mountPoints"`
+		} `json:"containerDefinitions"`
+	}
+	for _, kind := range []string{KindECS, KindFargate} {
+		p := base(kind)
+		p.Region, p.ExecutionRoleARN = "eu-west-1", "arn:aws:iam::123456789012:role/ecsTaskExecutionRole"
+		out, err := Generate(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got td
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("%s: %v\n%s", kind, err, out)
+		}
+		c := got.ContainerDefinitions[0]
+		notes := TaskContainerNotes(p)
+		switch kind {
+		case KindECS:
+			if len(got.Volumes) != 1 || got.Volumes[0].Host.SourcePath != DockerSocket || c.User != "0" ||
+				len(c.MountPoints) != 1 || c.MountPoints[0] != (mount{got.Volumes[0].Name, DockerSocket, false}) {
+				t.Errorf("ecs: no Docker socket mount:\n%s", out)
+			}
+			for _, want := range []string{DockerSocket, "docker CLI", "controls the instance's Docker", "privileged"} {
+				if !strings.Contains(notes, want) {
+					t.Errorf("ecs notes lack %q: %s", want, notes)
+				}
+			}
+		case KindFargate:
+			if len(got.Volumes) != 0 || c.User != "" || len(c.MountPoints) != 0 {
+				t.Errorf("fargate: a host mount or user:\n%s", out)
+			}
+			for _, want := range []string{"no container runtime", "legate manifest ecs", "21504-204800"} {
+				if !strings.Contains(notes, want) {
+					t.Errorf("fargate notes lack %q: %s", want, notes)
+				}
+			}
+		}
+		p.Service, p.Subnets = true, []string{"subnet-0123abcd"}
+		if n := TaskContainerNotes(p); n != "" {
+			t.Errorf("%s service: notes %q", kind, n)
+		}
+	}
 }

@@ -117,6 +117,14 @@ func ecsTaskDefinition(p Params) string {
 	if p.TokenSecretARN != "" {
 		c = append(c, field{"secrets", seq{mapping{{"name", TokenKey}, {"valueFrom", p.TokenSecretARN}}}})
 	}
+	if p.Kind == KindECS {
+		// Task containers on EC2: the instance's Docker, through its
+		// socket (see TaskContainerNotes). Opening it takes root (or the
+		// docker group).
+		c = append(c,
+			field{"user", "0"},
+			field{"mountPoints", seq{mapping{{"sourceVolume", dockerSocketVolume}, {"containerPath", DockerSocket}, {"readOnly", false}}}})
+	}
 	c = append(c,
 		field{"healthCheck", mapping{
 			{"command", seq{"CMD-SHELL", "curl -fsS http://127.0.0.1:" + strconv.Itoa(HTTPPort) + "/healthz || exit 1"}},
@@ -133,6 +141,9 @@ func ecsTaskDefinition(p Params) string {
 		}},
 	)
 	td := mapping{{"family", p.Name}, {"containerDefinitions", seq{c}}}
+	if p.Kind == KindECS {
+		td = append(td, field{"volumes", seq{mapping{{"name", dockerSocketVolume}, {"host", mapping{{"sourcePath", DockerSocket}}}}}})
+	}
 	if p.Kind == KindFargate {
 		td = append(td, field{"requiresCompatibilities", seq{"FARGATE"}}, field{"networkMode", "awsvpc"})
 	} else {
@@ -143,6 +154,36 @@ func ecsTaskDefinition(p Params) string {
 		td = append(td, field{"executionRoleArn", p.ExecutionRoleARN})
 	}
 	return toJSON(td)
+}
+
+// DockerSocket is the Docker daemon's socket on an ECS container instance,
+// which the EC2 task definition mounts for task containers.
+const DockerSocket = "/var/run/docker.sock"
+
+const dockerSocketVolume = "docker-socket"
+
+// TaskContainerNotes is what a user should know about task containers
+// (container tasks and pipeline steps) with the artifact of p: "" when
+// nothing. The CLI prints it on stderr: JSON has no comments.
+func TaskContainerNotes(p Params) string {
+	if p.Service {
+		return ""
+	}
+	switch p.Kind {
+	case KindECS:
+		return "task containers: the task definition mounts the instance's Docker socket (" + DockerSocket +
+			") and runs the delegate as root to open it, so container tasks and pipeline steps run with the instance's Docker " +
+			"(the image needs the docker CLI: legate's own image has none, so build one FROM it that adds it). " +
+			"Whoever can run a task there controls the instance's Docker, and so the instance: keep such delegates on " +
+			"instances of their own, and scope who may run tasks on them. On EC2 privileged containers and host_path volumes " +
+			"(such as the socket itself, for Docker-in-Docker builds) are allowed; empty_dir size is the instance's disk."
+	case KindFargate:
+		return "task containers: Fargate has no Docker socket and no privileged containers, so this delegate has no " +
+			"container runtime and is offered no container tasks or steps (legate task explain says no container runtime); " +
+			"run those on ECS on EC2 (legate manifest ecs). A delegate on Fargate that has a runtime refuses privileged " +
+			"containers and host_path volumes, and empty_dir size_mib outside 21504-204800 (the task's ephemeral storage, 21 to 200 GiB)."
+	}
+	return ""
 }
 
 // ecsService prints a CreateServiceInput for the task definition, in the

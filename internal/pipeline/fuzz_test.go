@@ -16,6 +16,8 @@ func FuzzParse(f *testing.F) {
 	f.Add(planSrc)
 	f.Add("name: p\nstages:\n  - name: s\n    steps:\n      - {name: a, shell: 'echo ${{ inputs.x }}'}\n")
 	f.Add("name: &a p\nstages: *a\n")
+	f.Add("name: p\nstages:\n  - name: s\n    steps:\n      - {name: a, container: {image: i, command: [id, '${{ inputs.x }}'], volumes: [{name: w, mount_path: /w, empty_dir: {size_mib: 1}}]}}\n" +
+		"      - {name: b, container: {image: i, script: ls, security_context: {run_as_user: 1, add_capability: [chown]}, volumes: [{name: w, mount_path: /w, empty_dir: {size_mib: 1}}, {name: e, mount_path: /e, efs: {filesystem_id: fs-12345678}}]}}\n")
 	f.Add("name: p\nstages: [{name: s, steps: [{parallel: [{name: a, http: {url: 'http://x'}}]}]}]\n")
 	f.Fuzz(func(t *testing.T, src string) {
 		p, err := Parse([]byte(src))

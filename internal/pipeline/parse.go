@@ -97,6 +97,7 @@ func Parse(src []byte) (*Pipeline, error) {
 	p := ps.pipeline(doc.Content[0])
 	if len(ps.problems) == 0 {
 		ps.references(p)
+		ps.workspaces(p)
 	}
 	if len(ps.problems) > 0 {
 		slices.SortStableFunc(ps.problems, func(a, b Problem) int { return a.Line - b.Line })
@@ -500,7 +501,7 @@ func (ps *parser) items(n *yaml.Node, path string) []Item {
 func (ps *parser) step(n *yaml.Node, path string, seen map[string]bool) Step {
 	ps.lines[path] = n.Line
 	s := Step{}
-	var shellNode, httpNode *yaml.Node
+	var shellNode, httpNode, containerNode *yaml.Node
 	ps.fields(n, path, map[string]func(*yaml.Node){
 		"name": func(v *yaml.Node) { s.Name = ps.str(v, path+".name") },
 		"shell": func(v *yaml.Node) {
@@ -510,6 +511,10 @@ func (ps *parser) step(n *yaml.Node, path string, seen map[string]bool) Step {
 		"http": func(v *yaml.Node) {
 			httpNode = v
 			s.HTTP = ps.http(v, path+".http")
+		},
+		"container": func(v *yaml.Node) {
+			containerNode = v
+			s.Container = ps.container(v, path+".container")
 		},
 		"connector": func(v *yaml.Node) { s.Connector = ps.connectorName(v, path+".connector") },
 		"delegateSelectors": func(v *yaml.Node) {
@@ -581,8 +586,10 @@ func (ps *parser) step(n *yaml.Node, path string, seen map[string]bool) Step {
 	}
 	seen[s.Name] = true
 	switch {
-	case shellNode != nil && httpNode != nil:
-		ps.add(httpNode, path, "a step is either shell or http, not both")
+	case (shellNode != nil) && (httpNode != nil) || (shellNode != nil || httpNode != nil) && containerNode != nil:
+		ps.add(n, path, "a step is one of shell, http or container, not more (a container step's script goes in container.script)")
+	case containerNode != nil:
+		s.Type = protocol.TaskContainer
 	case shellNode != nil:
 		s.Type = "shell"
 		if strings.TrimSpace(s.Shell) == "" {
@@ -591,7 +598,7 @@ func (ps *parser) step(n *yaml.Node, path string, seen map[string]bool) Step {
 	case httpNode != nil:
 		s.Type = "http"
 	default:
-		ps.add(n, path, "a step needs shell: (a script) or http: (a request)")
+		ps.add(n, path, "a step needs shell: (a script), http: (a request) or container: (an image to run)")
 	}
 	for k := range s.Secrets {
 		if _, dup := s.Env[k]; dup {
@@ -708,6 +715,12 @@ func stepTexts(s *Step) []text {
 	var out []text
 	if s.Type == "shell" {
 		out = append(out, text{"shell", s.Shell, func(t *Step, v string) { t.Shell = v }})
+	}
+	if c := s.Container; c != nil {
+		for i := range c.Command {
+			out = append(out, text{fmt.Sprintf("container.command[%d]", i), c.Command[i], func(t *Step, v string) { t.Container.Command[i] = v }})
+		}
+		out = append(out, text{"container.script", c.Script, func(t *Step, v string) { t.Container.Script = v }})
 	}
 	if s.HTTP != nil {
 		out = append(out,

@@ -55,6 +55,8 @@ package pipeline
 
 import (
 	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
 )
 
 // Limits of a definition: Parse refuses more.
@@ -134,10 +136,15 @@ type Item struct {
 // Step is one task of a pipeline.
 type Step struct {
 	Name string
-	// Type is "shell" or "http"; exactly one of Shell and HTTP is set.
+	// Type is "shell", "http" or "container"; exactly one of Shell, HTTP
+	// and Container is set.
 	Type  string
 	Shell string
 	HTTP  *HTTP
+	// Container is a container step's section, with the task spec's
+	// fields (protocol.ContainerSpec). An empty_dir that more than one step
+	// of a stage names is the stage's shared workspace (Workspace).
+	Container *protocol.ContainerSpec
 	// Connector names a connector the step uses; empty means the stage's
 	// infrastructure connector, if any.
 	Connector string

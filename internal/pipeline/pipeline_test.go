@@ -90,8 +90,8 @@ func TestParseErrors(t *testing.T) {
 			"line 2: stages: a pipeline needs at least one stage"}},
 		{"aliases", "name: &n p\nstages: []\n", []string{"line 1: YAML anchors and aliases (& and *) are not supported in a pipeline file"}},
 		{"unknown step field", head + "      - name: a\n        shel: x\n", []string{
-			"line 5: stages[0].steps[0]: a step needs shell: (a script) or http: (a request)",
-			"line 6: stages[0].steps[0].shel: unknown field; known fields here: connector, delegateSelectors, env, http, name, outputs, retries, secrets, shell, timeout, when"}},
+			"line 5: stages[0].steps[0]: a step needs shell: (a script), http: (a request) or container: (an image to run)",
+			"line 6: stages[0].steps[0].shel: unknown field; known fields here: connector, container, delegateSelectors, env, http, name, outputs, retries, secrets, shell, timeout, when"}},
 		{"duplicate step", head + "      - name: a\n        shell: x\n      - name: a\n        shell: y\n", []string{
 			`line 7: stages[0].steps[1].name: a step named "a" comes earlier in this stage: step names must be unique within a stage`}},
 		{"duplicate step in group", head + "      - name: a\n        shell: x\n      - parallel:\n          - name: a\n            shell: y\n", []string{
@@ -107,7 +107,7 @@ func TestParseErrors(t *testing.T) {
 		{"retries text", head + "      - name: a\n        shell: x\n        retries: two\n", []string{`line 7: stages[0].steps[0].retries: expected a whole number, found "two"`}},
 		{"when", head + "      - name: a\n        shell: x\n        when: sometimes\n", []string{
 			`line 7: stages[0].steps[0].when: "sometimes": write success (the default), failure or always`}},
-		{"both types", head + "      - name: a\n        shell: x\n        http: {url: 'http://x'}\n", []string{"line 7: stages[0].steps[0]: a step is either shell or http, not both"}},
+		{"both types", head + "      - name: a\n        shell: x\n        http: {url: 'http://x'}\n", []string{"line 5: stages[0].steps[0]: a step is one of shell, http or container, not more (a container step's script goes in container.script)"}},
 		{"http url", head + "      - name: a\n        http: {url: 'ftp://x'}\n", []string{`line 6: stages[0].steps[0].http.url: "ftp://x" is not an http:// or https:// URL`}},
 		{"env name", head + "      - name: a\n        shell: x\n        env: {1X: y}\n", []string{
 			`line 7: stages[0].steps[0].env.1X: environment variable name "1X" is invalid: use letters, digits or '_', not starting with a digit`}},
@@ -133,6 +133,22 @@ func TestParseErrors(t *testing.T) {
 		{"unknown stage", head + "      - name: a\n        shell: echo ${{ stages.t.steps.a.outputs.k }}\n", []string{
 			`line 5: stages[0].steps[0].shell: ${{ stages.t.steps.a.outputs.k }}: no stage named "t" before this step`}},
 		{"no steps", "name: p\nstages:\n  - name: s\n", []string{"line 3: stages[0].steps: a stage needs at least one step"}},
+		{"container without image", head + "      - name: a\n        container: {script: id}\n", []string{
+			`line 6: stages[0].steps[0].container: container.image: give an image, such as alpine:3.20`}},
+		{"container and shell", head + "      - name: a\n        shell: x\n        container: {image: i}\n", []string{
+			"line 5: stages[0].steps[0]: a step is one of shell, http or container, not more (a container step's script goes in container.script)"}},
+		{"container unknown field", head + "      - name: a\n        container: {image: i, securityContext: {}}\n", []string{
+			"line 6: stages[0].steps[0].container.securityContext: unknown field; known fields here: command, image, resources, script, security_context, volumes, working_dir"}},
+		{"container bad bool", head + "      - name: a\n        container:\n          image: i\n          security_context: {privileged: yes}\n", []string{
+			`line 8: stages[0].steps[0].container.security_context.privileged: expected true or false, found "yes"`}},
+		{"container bad volume", head + "      - name: a\n        container:\n          image: i\n          volumes:\n            - {name: w, mount_path: /w, empty_dir: {}}\n            - {name: h, mount_path: /h, host_path: {path: relative}}\n", []string{
+			`line 10: stages[0].steps[0].container: container.volumes[1].host_path.path "relative": must be an absolute path`}},
+		{"workspace in a parallel group", head + "      - name: a\n        container: {image: i, volumes: [{name: ws, mount_path: /ws, empty_dir: {}}]}\n" +
+			"      - parallel:\n        - name: b\n          container: {image: i, volumes: [{name: ws, mount_path: /ws, empty_dir: {}}]}\n", []string{
+			`line 8: stages[0].steps[1].parallel[0].container.volumes: the empty_dir "ws" is the stage's shared workspace (other steps of stage s name it too), and a step of a parallel group cannot use it: give the volume another name in this step, or take the step out of the group`}},
+		{"workspace sizes differ", head + "      - name: a\n        container: {image: i, volumes: [{name: ws, mount_path: /ws, empty_dir: {size_mib: 100}}]}\n" +
+			"      - name: b\n        container: {image: i, volumes: [{name: ws, mount_path: /w, empty_dir: {}}]}\n", []string{
+			`line 7: stages[0].steps[1].container.volumes: the empty_dir "ws" is the stage's shared workspace, with size_mib 100 in an earlier step: give it the same size_mib in every step`}},
 		{"empty infrastructure", "name: p\nstages:\n  - name: s\n    infrastructure: ''\n    steps: [{name: a, shell: x}]\n", []string{
 			"line 4: stages[0].infrastructure: empty: name a connector or leave the field out"}},
 	} {
@@ -270,5 +286,77 @@ func TestStepSpec(t *testing.T) {
 	// The definition is untouched by rendering.
 	if got := p.Stages[1].Items[0].Steps[1].HTTP.Headers["X-Ticket"]; got != "${{ inputs.ticket }}" {
 		t.Errorf("StepSpec changed the definition: header %q", got)
+	}
+}
+
+// TestContainerStepSpec: a container step's task carries its section with
+// the expressions of its script and command expanded; an empty_dir that
+// several steps of the stage name is the stage's workspace, removed by the
+// last of them; one named by a single step is its own.
+func TestContainerStepSpec(t *testing.T) {
+	src := `name: build
+inputs: {ref: main}
+stages:
+  - name: build
+    steps:
+      - name: checkout
+        container:
+          image: localhost/debian-min:bookworm
+          command: [git, clone, -b, "${{ inputs.ref }}", /repo, /ws]
+          working_dir: /ws
+          security_context: {run_as_user: 1000, drop_capability: [cap_chown]}
+          volumes:
+            - {name: ws, mount_path: /ws, empty_dir: {}}
+            - {name: tmp, mount_path: /tmp, empty_dir: {size_mib: 64}}
+      - name: test
+        container:
+          image: localhost/debian-min:bookworm
+          script: cd /ws && make test REF=${{ inputs.ref }}
+          resources: {cpu: 0.5, memory_mib: 512}
+          volumes:
+            - {name: ws, mount_path: /ws, empty_dir: {}}
+            - {name: src, mount_path: /src, host_path: {path: /srv/src, read_only: true}}
+            - {name: cache, mount_path: /cache, efs: {filesystem_id: fs-12345678, transit_encryption: true, iam: true}}
+        secrets: {TOKEN: gh_token}
+`
+	p, err := Parse([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := int64(1000)
+	in := map[string]string{"ref": "v1"}
+	checkout, err := p.StepSpec(StepRef{"build", "checkout"}, in, Outputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{
+		Image: "localhost/debian-min:bookworm", Command: []string{"git", "clone", "-b", "v1", "/repo", "/ws"}, WorkingDir: "/ws",
+		SecurityContext: &protocol.SecurityContext{RunAsUser: &uid, DropCapability: []string{"CHOWN"}},
+		Volumes: []protocol.Volume{
+			{Name: "ws", MountPath: "/ws", EmptyDir: &protocol.EmptyDirVolume{Workspace: &protocol.Workspace{}}},
+			{Name: "tmp", MountPath: "/tmp", EmptyDir: &protocol.EmptyDirVolume{SizeMiB: 64}},
+		}}}
+	if diff := cmp.Diff(want, checkout); diff != "" {
+		t.Errorf("checkout (-want +got):\n%s", diff)
+	}
+	test, err := p.StepSpec(StepRef{"build", "test"}, in, Outputs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = protocol.TaskSpec{Type: protocol.TaskContainer, Env: map[string]string{"TOKEN": "${secrets.gh_token}"},
+		Container: &protocol.ContainerSpec{
+			Image: "localhost/debian-min:bookworm", Script: "cd /ws && make test REF=v1",
+			Resources: &protocol.ContainerResources{CPU: 0.5, MemoryMiB: 512},
+			Volumes: []protocol.Volume{
+				{Name: "ws", MountPath: "/ws", EmptyDir: &protocol.EmptyDirVolume{Workspace: &protocol.Workspace{Remove: true}}},
+				{Name: "src", MountPath: "/src", HostPath: &protocol.HostPathVolume{Path: "/srv/src", ReadOnly: true}},
+				{Name: "cache", MountPath: "/cache", EFS: &protocol.EFSVolume{FilesystemID: "fs-12345678", TransitEncryption: true, IAM: true}},
+			}}}
+	if diff := cmp.Diff(want, test); diff != "" {
+		t.Errorf("test (-want +got):\n%s", diff)
+	}
+	// The definition is unchanged by rendering.
+	if _, s := p.Step(StepRef{"build", "checkout"}); s.Container.Command[3] != "${{ inputs.ref }}" || s.Container.Volumes[0].EmptyDir.Workspace != nil {
+		t.Errorf("StepSpec changed the definition: %+v", s.Container)
 	}
 }

@@ -66,6 +66,40 @@ func literal(v string) string {
 	return strings.ReplaceAll(v, "${secrets.", "$${secrets.")
 }
 
+// cloneContainer copies a container section deeply enough for StepSpec
+// to change it.
+func cloneContainer(c *protocol.ContainerSpec) *protocol.ContainerSpec {
+	out := *c
+	out.Command = slices.Clone(c.Command)
+	if c.Resources != nil {
+		r := *c.Resources
+		out.Resources = &r
+	}
+	if sc := c.SecurityContext; sc != nil {
+		cp := *sc
+		cp.AddCapability = slices.Clone(sc.AddCapability)
+		cp.DropCapability = slices.Clone(sc.DropCapability)
+		out.SecurityContext = &cp
+	}
+	out.Volumes = slices.Clone(c.Volumes)
+	for i := range out.Volumes {
+		v := &out.Volumes[i]
+		if v.EmptyDir != nil {
+			e := *v.EmptyDir
+			v.EmptyDir = &e
+		}
+		if v.HostPath != nil {
+			h := *v.HostPath
+			v.HostPath = &h
+		}
+		if v.EFS != nil {
+			e := *v.EFS
+			v.EFS = &e
+		}
+	}
+	return &out
+}
+
 // Outputs holds the outputs of the steps that have ended, by step.
 type Outputs map[StepRef]map[string]string
 
@@ -86,6 +120,9 @@ func (p *Pipeline) StepSpec(ref StepRef, inputs map[string]string, outputs Outpu
 		h := *step.HTTP
 		h.Headers = maps.Clone(step.HTTP.Headers)
 		s.HTTP = &h
+	}
+	if step.Container != nil {
+		s.Container = cloneContainer(step.Container)
 	}
 	value := func(r Ref) (string, error) {
 		if r.Input != "" {
@@ -124,6 +161,18 @@ func (p *Pipeline) StepSpec(ref StepRef, inputs map[string]string, outputs Outpu
 		spec.Shell = &protocol.ShellSpec{Script: s.Shell}
 	case "http":
 		spec.HTTP = &protocol.HTTPSpec{Method: s.HTTP.Method, URL: s.HTTP.URL, Headers: s.HTTP.Headers, Body: s.HTTP.Body, ExpectStatus: s.HTTP.ExpectStatus}
+	case protocol.TaskContainer:
+		spec.Container = s.Container
+		for i := range spec.Container.Volumes {
+			v := &spec.Container.Volumes[i]
+			if v.EmptyDir == nil {
+				continue
+			}
+			if shared, steps := p.Workspace(ref.Stage, v.Name); shared {
+				// The manager sets the key and whether this step creates it.
+				v.EmptyDir.Workspace = &protocol.Workspace{Remove: steps[len(steps)-1] == ref.Step}
+			}
+		}
 	}
 	if len(s.Secrets) > 0 && spec.Env == nil {
 		spec.Env = map[string]string{}

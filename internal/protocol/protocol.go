@@ -69,6 +69,13 @@
 //	  PathHooks/{id} (no credentials; HeaderHubSignature256) starts a run,
 //	  idempotent per HeaderGitHubDelivery or HeaderLegateDelivery
 //	  (Run.Delivery).
+//	  Task containers (issue 15): tasks of type container
+//	  (TaskSpec.Container, a ContainerSpec); a delegate registers its
+//	  RegisterRequest.ContainerRuntime and Platform, and one without a
+//	  runtime is not offered container tasks (rule no_container_runtime).
+//	  A pipeline step's empty_dir may carry a Workspace, which only the
+//	  manager sets (a submitted task that sets it is refused). An older
+//	  delegate registers without a runtime and gets no container task.
 package protocol
 
 import (
@@ -220,6 +227,9 @@ const HeaderAccountID = "Legate-Account-Id"
 const (
 	TaskShell = "shell"
 	TaskHTTP  = "http"
+	// TaskContainer runs a ContainerSpec with the delegate's container
+	// runtime. Since v4 (issue 15).
+	TaskContainer = "container"
 )
 
 // Task statuses. Terminal statuses never change again.
@@ -293,6 +303,13 @@ type RegisterRequest struct {
 	FreshStart bool `json:"fresh_start,omitempty"`
 	// Description is DELEGATE_DESCRIPTION, shown in listings. Since v3.
 	Description string `json:"description,omitempty"`
+	// ContainerRuntime names the container runtime the delegate runs
+	// container tasks with ("podman", "docker"); empty: it has none and is
+	// not offered container tasks. Since v4 (issue 15).
+	ContainerRuntime string `json:"container_runtime,omitempty"`
+	// Platform is where the delegate runs: PlatformFargate, PlatformEC2 or
+	// empty (a plain host). Since v4 (issue 15).
+	Platform string `json:"platform,omitempty"`
 }
 
 // RegisterResponse answers a successful registration.
@@ -416,9 +433,12 @@ type ShellSpec struct {
 
 // TaskSpec is what a user submits.
 type TaskSpec struct {
-	Type      string            `json:"type"`
-	Shell     *ShellSpec        `json:"shell,omitempty"`
-	HTTP      *HTTPSpec         `json:"http,omitempty"`
+	Type  string     `json:"type"`
+	Shell *ShellSpec `json:"shell,omitempty"`
+	HTTP  *HTTPSpec  `json:"http,omitempty"`
+	// Container is the payload of a container task (see ContainerSpec;
+	// Env and SecretEnv are passed into the container). Since v4 (issue 15).
+	Container *ContainerSpec    `json:"container,omitempty"`
 	Selectors []string          `json:"selectors,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
 	// SecretEnv values are passed to the task's environment and masked in
@@ -473,6 +493,7 @@ type Task struct {
 	SecretEnvNames   []string          `json:"secret_env_names,omitempty"`
 	Shell            *ShellSpec        `json:"shell,omitempty"`
 	HTTP             *HTTPSpec         `json:"http,omitempty"`
+	Container        *ContainerSpec    `json:"container,omitempty"`
 	HTTPResult       *HTTPResult       `json:"http_result,omitempty"`
 	TimeoutMS        int64             `json:"timeout_ms"`
 	QueueTimeoutMS   int64             `json:"queue_timeout_ms"`
@@ -1036,6 +1057,9 @@ const (
 	// RulePendingApproval: the delegate waits for an administrator's
 	// approval (its token requires it). Since v4.
 	RulePendingApproval = "pending_approval"
+	// RuleNoContainerRuntime: a container task, and the delegate has no
+	// container runtime. Since v4 (issue 15).
+	RuleNoContainerRuntime = "no_container_runtime"
 )
 
 // Reason is one rule that excludes a delegate from a task.

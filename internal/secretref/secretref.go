@@ -1,8 +1,9 @@
 // Package secretref reads references to stored secrets, ${secrets.NAME},
-// in the text of a task (its script, environment values, HTTP URL, headers
-// and body), with one small scanner that both finds the names a text uses
-// and replaces them with values. It knows nothing of where values come
-// from: the manager looks them up and hands them in.
+// in the text of a task (its script, a container's script and command,
+// environment values, HTTP URL, headers and body), with one small scanner
+// that both finds the names a text uses and replaces them with values. It
+// knows nothing of where values come from: the manager looks them up and
+// hands them in.
 //
 // The syntax: ${secrets.NAME}, NAME of 1 to MaxNameLen ASCII letters,
 // digits and underscores, case-sensitive. Any other text that starts with
@@ -145,6 +146,12 @@ func fields(spec *protocol.TaskSpec) []field {
 	if sh := spec.Shell; sh != nil {
 		out = append(out, field{"script", func() string { return sh.Script }, func(v string) { sh.Script = v }})
 	}
+	if c := spec.Container; c != nil {
+		out = append(out, field{"container.script", func() string { return c.Script }, func(v string) { c.Script = v }})
+		for i := range c.Command {
+			out = append(out, field{fmt.Sprintf("container.command[%d]", i), func() string { return c.Command[i] }, func(v string) { c.Command[i] = v }})
+		}
+	}
 	addMap := func(what string, m map[string]string) {
 		for _, k := range slices.Sorted(maps.Keys(m)) {
 			out = append(out, field{what + " " + k, func() string { return m[k] }, func(v string) { m[k] = v }})
@@ -229,6 +236,11 @@ func cloneSpec(s protocol.TaskSpec) protocol.TaskSpec {
 	if s.Shell != nil {
 		sh := *s.Shell
 		s.Shell = &sh
+	}
+	if s.Container != nil {
+		c := *s.Container
+		c.Command = slices.Clone(c.Command)
+		s.Container = &c
 	}
 	if s.HTTP != nil {
 		h := *s.HTTP

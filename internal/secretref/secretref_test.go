@@ -113,6 +113,33 @@ func TestResolveSpec(t *testing.T) {
 	if _, _, err := ResolveSpec(spec, map[string]string{"PW": "x"}); err == nil || !strings.Contains(err.Error(), "no value for secret TOKEN") {
 		t.Errorf("missing value: %v", err)
 	}
+	ctr := protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "img",
+		Script: "login ${secrets.REG}", Command: []string{"run", "--token=${secrets.TOKEN}", "$${secrets.X}"}}}
+	names, err = SpecNames(ctr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"REG", "TOKEN"}, names); diff != "" {
+		t.Errorf("SpecNames of a container task (-want +got):\n%s", diff)
+	}
+	got, mask, err = ResolveSpec(ctr, map[string]string{"REG": "r3g", "TOKEN": "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCtr := protocol.ContainerSpec{Image: "img", Script: "login r3g", Command: []string{"run", "--token=tok", "${secrets.X}"}}
+	if diff := cmp.Diff(&wantCtr, got.Container); diff != "" {
+		t.Errorf("ResolveSpec of a container task (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"r3g", "tok"}, mask); diff != "" {
+		t.Errorf("container mask (-want +got):\n%s", diff)
+	}
+	if ctr.Container.Script != "login ${secrets.REG}" || ctr.Container.Command[1] != "--token=${secrets.TOKEN}" {
+		t.Error("ResolveSpec changed its container input")
+	}
+	if _, err := SpecNames(protocol.TaskSpec{Container: &protocol.ContainerSpec{Command: []string{"a", "${secrets.}"}}}); err == nil ||
+		!strings.HasPrefix(err.Error(), "container.command[1]: malformed") {
+		t.Errorf("malformed in a container command: %v", err)
+	}
 	bad := protocol.TaskSpec{Env: map[string]string{"K": "${secrets.a-b}"}}
 	if _, err := SpecNames(bad); err == nil || !strings.HasPrefix(err.Error(), "env K: malformed") {
 		t.Errorf("malformed: %v", err)

@@ -69,6 +69,9 @@ type Instance struct {
 	Project string
 	// Description is the delegate's DELEGATE_DESCRIPTION.
 	Description string
+	// ContainerRuntime is the container runtime the instance registered
+	// with ("podman", "docker"); empty: none.
+	ContainerRuntime string
 	// Connection is protocol.ConnWebSocket or protocol.ConnPolling ("" before
 	// the first event channel opens).
 	Connection     string

@@ -1,0 +1,505 @@
+package executor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// Labels every container and volume a delegate creates carries, so that
+// the delegate finds them again (after its own crash included).
+const (
+	// LabelOwner identifies the delegate that created it: a hash of its
+	// working directory, stable across its restarts (see Containers.Owner).
+	LabelOwner = "dev.legate.owner"
+	// LabelTask is the task's ID.
+	LabelTask = "dev.legate.task"
+	// LabelRun is unique to one run of the task.
+	LabelRun = "dev.legate.run"
+	// LabelWorkspace is on a pipeline stage's shared workspace volume
+	// (instead of the task and run labels): its key.
+	LabelWorkspace = "dev.legate.workspace"
+)
+
+// Environment variables that configure task containers on the delegate.
+const (
+	// EnvContainerRuntime chooses the runtime: "podman", "docker", a path
+	// to either, or "none" (no container tasks). Empty: podman, else docker,
+	// whichever is on PATH first.
+	EnvContainerRuntime = "DELEGATE_CONTAINER_RUNTIME"
+	// EnvRuntimeFlags are flags given to the runtime before every
+	// subcommand, space-separated (such as "--runtime /usr/sbin/runc").
+	EnvRuntimeFlags = "LEGATE_CONTAINER_RUNTIME_FLAGS"
+	// EnvRunFlags are flags added to every `run`, space-separated (such as
+	// "--ulimit nofile=1024:1024 --network host").
+	EnvRunFlags = "LEGATE_CONTAINER_RUN_FLAGS"
+	// EnvEFSRoot is the host directory under which EFS file systems are
+	// mounted, one directory per file system ID (ROOT/fs-12345678).
+	EnvEFSRoot = "LEGATE_EFS_ROOT"
+)
+
+// Containers is how a delegate runs container tasks. The zero value (nil
+// in Options) means the delegate has no runtime: container tasks fail as a
+// delegate fault.
+type Containers struct {
+	// Runtime is the path of the runtime's CLI.
+	Runtime string
+	// Name is "podman" or "docker" (the CLI's base name).
+	Name string
+	// GlobalFlags come before every subcommand; RunFlags after `run`.
+	GlobalFlags, RunFlags []string
+	// Owner is the value of LabelOwner on everything this delegate creates.
+	Owner string
+	// Platform is protocol.PlatformFargate, PlatformEC2 or "".
+	Platform string
+	// EFSRoot is where EFS file systems are mounted on the host (see
+	// EnvEFSRoot); empty refuses EFS volumes.
+	EFSRoot string
+}
+
+// FindContainers returns the delegate's container configuration from its
+// environment (getenv), or nil when it has no usable runtime, with a
+// reason. owner is the delegate's stable owner label value.
+func FindContainers(getenv func(string) string, owner, platform string) (*Containers, error) {
+	want := strings.TrimSpace(getenv(EnvContainerRuntime))
+	if strings.EqualFold(want, "none") {
+		return nil, fmt.Errorf("%s=none", EnvContainerRuntime)
+	}
+	var candidates []string
+	switch want {
+	case "":
+		candidates = []string{"podman", "docker"}
+	default:
+		candidates = []string{want}
+	}
+	var path string
+	var errs []string
+	for _, c := range candidates {
+		p, err := exec.LookPath(c)
+		if err == nil {
+			path = p
+			break
+		}
+		errs = append(errs, err.Error())
+	}
+	if path == "" {
+		return nil, fmt.Errorf("no container runtime: %s", strings.Join(errs, "; "))
+	}
+	name := filepath.Base(path)
+	if name != "podman" && name != "docker" {
+		return nil, fmt.Errorf("%s=%s: use podman or docker", EnvContainerRuntime, want)
+	}
+	return &Containers{
+		Runtime: path, Name: name, Owner: owner, Platform: platform,
+		GlobalFlags: strings.Fields(getenv(EnvRuntimeFlags)),
+		RunFlags:    strings.Fields(getenv(EnvRunFlags)),
+		EFSRoot:     strings.TrimSpace(getenv(EnvEFSRoot)),
+	}, nil
+}
+
+// DetectPlatform says where the delegate runs: DELEGATE_PLATFORM when set
+// ("fargate", "ec2"), else Fargate when ECS says so (AWS_EXECUTION_ENV
+// AWS_ECS_FARGATE), else EC2 in any other ECS task (ECS metadata
+// variables), else "" (a plain host).
+func DetectPlatform(getenv func(string) string) (string, error) {
+	switch p := strings.ToLower(strings.TrimSpace(getenv("DELEGATE_PLATFORM"))); p {
+	case protocol.PlatformFargate, protocol.PlatformEC2:
+		return p, nil
+	case "":
+	default:
+		return "", fmt.Errorf("DELEGATE_PLATFORM=%q: use fargate or ec2, or leave it unset", p)
+	}
+	ecs := getenv("ECS_CONTAINER_METADATA_URI_V4") != "" || getenv("ECS_CONTAINER_METADATA_URI") != ""
+	if getenv("AWS_EXECUTION_ENV") == "AWS_ECS_FARGATE" {
+		return protocol.PlatformFargate, nil
+	}
+	if ecs || getenv("AWS_EXECUTION_ENV") == "AWS_ECS_EC2" {
+		return protocol.PlatformEC2, nil
+	}
+	return "", nil
+}
+
+// containerRun is what one run of a container task is called.
+type containerRun struct {
+	Name    string            // container name
+	Labels  map[string]string // on the container and its volumes
+	Volumes map[string]string // empty_dir volume name in the spec → runtime volume name
+	// Workspaces are the empty_dir volumes that are a pipeline stage's
+	// shared workspace (by name in the spec): created only by the step
+	// that says so, removed only by the step that says so.
+	Workspaces map[string]protocol.Workspace
+	// Env is passed with --env: "K=V" for plain values, "K" for secret
+	// ones (the value comes from the CLI's environment, never the command
+	// line).
+	Env []string
+}
+
+// newContainerRun names the run of task taskID.
+func newContainerRun(c *Containers, taskID string, spec *protocol.ContainerSpec, env []string) containerRun {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	run := hex.EncodeToString(b[:])
+	r := containerRun{
+		Name:       "legate-" + run,
+		Labels:     map[string]string{LabelOwner: c.Owner, LabelTask: taskID, LabelRun: run},
+		Volumes:    map[string]string{},
+		Workspaces: map[string]protocol.Workspace{},
+		Env:        env,
+	}
+	for _, v := range spec.Volumes {
+		switch {
+		case v.EmptyDir != nil && v.EmptyDir.Workspace != nil:
+			r.Volumes[v.Name] = "legate-ws-" + v.EmptyDir.Workspace.Key
+			r.Workspaces[v.Name] = *v.EmptyDir.Workspace
+		case v.EmptyDir != nil:
+			r.Volumes[v.Name] = "legate-" + run + "-" + v.Name
+		}
+	}
+	return r
+}
+
+// ScriptEnv is the variable that carries a container task's script into
+// the container, where `/bin/sh -c 'eval "$LEGATE_SCRIPT"'` runs it.
+const ScriptEnv = "LEGATE_SCRIPT"
+
+// runArgs builds the command line (after the runtime's path) that runs
+// spec as run: a pure function of its inputs. Secret values never appear
+// on it: the environment is passed by name.
+func runArgs(c *Containers, spec *protocol.ContainerSpec, run containerRun) ([]string, error) {
+	a := append([]string{}, c.GlobalFlags...)
+	a = append(a, "run", "--name", run.Name)
+	for _, k := range sortedKeys(run.Labels) {
+		a = append(a, "--label", k+"="+run.Labels[k])
+	}
+	a = append(a, c.RunFlags...)
+	for _, kv := range run.Env {
+		a = append(a, "--env", kv)
+	}
+	if spec.WorkingDir != "" {
+		a = append(a, "--workdir", spec.WorkingDir)
+	}
+	if r := spec.Resources; r != nil {
+		if r.CPU > 0 {
+			a = append(a, "--cpus", strconv.FormatFloat(r.CPU, 'f', -1, 64))
+		}
+		if r.MemoryMiB > 0 {
+			a = append(a, "--memory", strconv.FormatInt(r.MemoryMiB, 10)+"m")
+		}
+	}
+	if sc := spec.SecurityContext; sc != nil {
+		if sc.Privileged {
+			a = append(a, "--privileged")
+		}
+		if sc.ReadOnlyRootFilesystem {
+			a = append(a, "--read-only")
+		}
+		switch {
+		case sc.RunAsUser != nil && sc.RunAsGroup != nil:
+			a = append(a, "--user", fmt.Sprintf("%d:%d", *sc.RunAsUser, *sc.RunAsGroup))
+		case sc.RunAsUser != nil:
+			a = append(a, "--user", strconv.FormatInt(*sc.RunAsUser, 10))
+		case sc.RunAsGroup != nil:
+			// No runtime sets the group alone: the image's user is not
+			// known here. Root's UID keeps the image's usual default.
+			a = append(a, "--user", fmt.Sprintf("0:%d", *sc.RunAsGroup))
+		}
+		// Drops first: "drop ALL, add NET_BIND_SERVICE" means just that.
+		for _, cp := range sc.DropCapability {
+			a = append(a, "--cap-drop", cp)
+		}
+		for _, cp := range sc.AddCapability {
+			a = append(a, "--cap-add", cp)
+		}
+	}
+	for i, v := range spec.Volumes {
+		mp := path.Clean(v.MountPath)
+		switch {
+		case v.EmptyDir != nil:
+			a = append(a, "--volume", run.Volumes[v.Name]+":"+mp)
+		case v.HostPath != nil:
+			opt := ""
+			if v.HostPath.ReadOnly {
+				opt = ":ro"
+			}
+			a = append(a, "--volume", path.Clean(v.HostPath.Path)+":"+mp+opt)
+		case v.EFS != nil:
+			if c.EFSRoot == "" {
+				return nil, fmt.Errorf("container.volumes[%d].efs: this delegate has no EFS mount root (set %s to the directory where EFS file systems are mounted)", i, EnvEFSRoot)
+			}
+			src := filepath.Join(c.EFSRoot, v.EFS.FilesystemID, path.Clean("/"+v.EFS.RootDirectory))
+			a = append(a, "--volume", src+":"+mp)
+		}
+	}
+	switch {
+	case len(spec.Command) > 0:
+		a = append(a, "--entrypoint", spec.Command[0], "--", spec.Image)
+		a = append(a, spec.Command[1:]...)
+	case spec.Script != "":
+		// The script itself is in the environment, passed by name
+		// (ScriptEnv): a stored secret it references must not be on the
+		// delegate's process list.
+		a = append(a, "--entrypoint", "/bin/sh", "--", spec.Image, "-c", `eval "$`+ScriptEnv+`"`)
+	default:
+		a = append(a, "--", spec.Image)
+	}
+	return a, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// runtimeCmd runs one short runtime command (rm, volume create, ps) and
+// returns its combined output.
+func (c *Containers) runtimeCmd(ctx context.Context, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.Runtime, append(append([]string{}, c.GlobalFlags...), args...)...)
+	cmd.Env = os.Environ()
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(b), fmt.Errorf("%s %s: %w: %s", c.Name, strings.Join(args, " "), err, strings.TrimSpace(oneLine(string(b))))
+	}
+	return string(b), nil
+}
+
+// remove removes the run's container (killing it when it still runs) and
+// its ephemeral volumes. It uses a fresh context: it must happen after a
+// cancellation too.
+func (c *Containers) remove(run containerRun, grace time.Duration) error {
+	ctx := context.Background()
+	var errs []error
+	if grace > 0 {
+		// Ask first: SIGTERM, and SIGKILL after the grace.
+		_, _ = c.runtimeCmd(ctx, "stop", "--time", strconv.Itoa(int((grace+time.Second-1)/time.Second)), run.Name)
+	}
+	if out, err := c.runtimeCmd(ctx, "rm", "--force", run.Name); err != nil && !noSuch(out) {
+		errs = append(errs, err)
+	}
+	for _, v := range sortedKeys(run.Volumes) {
+		if ws, ok := run.Workspaces[v]; ok && !ws.Remove {
+			continue // the stage's later steps use it
+		}
+		if out, err := c.runtimeCmd(ctx, "volume", "rm", "--force", run.Volumes[v]); err != nil && !noSuch(out) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// alreadyExists reports whether a runtime's output says the object is
+// there already (a retried first step of a stage finds its workspace).
+func alreadyExists(out string) bool {
+	return strings.Contains(strings.ToLower(out), "already exists")
+}
+
+// noSuch reports whether a runtime's output says the object was not there.
+func noSuch(out string) bool {
+	o := strings.ToLower(out)
+	return strings.Contains(o, "no such") || strings.Contains(o, "no container with name") || strings.Contains(o, "not found")
+}
+
+// Sweep removes every container and volume labelled with this delegate's
+// Owner: what an earlier run of the delegate left when it crashed. Call it
+// at start, before the delegate takes a task. It returns how many
+// containers and volumes it removed.
+func (c *Containers) Sweep(ctx context.Context) (containers, volumes int, err error) {
+	filter := "label=" + LabelOwner + "=" + c.Owner
+	out, err := c.runtimeCmd(ctx, "ps", "--all", "--quiet", "--filter", filter)
+	if err != nil {
+		return 0, 0, err
+	}
+	var errs []error
+	for _, id := range strings.Fields(out) {
+		if o, err := c.runtimeCmd(ctx, "rm", "--force", id); err != nil && !noSuch(o) {
+			errs = append(errs, err)
+			continue
+		}
+		containers++
+	}
+	out, err = c.runtimeCmd(ctx, "volume", "ls", "--quiet", "--filter", filter)
+	if err != nil {
+		return containers, 0, errors.Join(append(errs, err)...)
+	}
+	for _, name := range strings.Fields(out) {
+		if o, err := c.runtimeCmd(ctx, "volume", "rm", "--force", name); err != nil && !noSuch(o) {
+			errs = append(errs, err)
+			continue
+		}
+		volumes++
+	}
+	return containers, volumes, errors.Join(errs...)
+}
+
+func runContainer(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.Writer) Outcome {
+	c := opts.Containers
+	if c == nil {
+		return faulted("no container runtime on this delegate (install podman or docker, or set " + EnvContainerRuntime + ")")
+	}
+	cs := spec.Container
+	if err := cs.Validate(); err != nil {
+		return failed(err.Error())
+	}
+	if err := cs.CheckPlatform(c.Platform); err != nil {
+		return failed(err.Error())
+	}
+	if err := ctx.Err(); err != nil {
+		return Outcome{Status: protocol.StatusCancelled, Error: "task cancelled before it started"}
+	}
+	// The container sees the task's environment and LEGATE_TASK_ID, not
+	// the delegate's base environment (its PATH is the image's).
+	cenv := []string{"LEGATE_TASK_ID=" + opts.TaskID}
+	for _, kv := range buildEnv(nil, spec.Env, nil) {
+		if _, secret := spec.SecretEnv[strings.SplitN(kv, "=", 2)[0]]; !secret {
+			cenv = append(cenv, kv)
+		}
+	}
+	secretKeys := sortedKeys(spec.SecretEnv)
+	cenv = append(cenv, secretKeys...)
+	if cs.Script != "" {
+		cenv = append(cenv, ScriptEnv)
+	}
+	run := newContainerRun(c, opts.TaskID, cs, cenv)
+	args, err := runArgs(c, cs, run)
+	if err != nil {
+		return faulted(err.Error())
+	}
+	// Whatever happens from here on, nothing of the run is left behind.
+	defer func() {
+		if err := c.remove(run, 0); err != nil {
+			fmt.Fprintf(out, "\n[legate: remove container: %v]\n", err)
+		}
+	}()
+	for _, name := range sortedKeys(run.Volumes) {
+		ws, shared := run.Workspaces[name]
+		if shared && !ws.Create {
+			// A later step of the stage: the workspace must be here.
+			if _, err := c.runtimeCmd(ctx, "volume", "inspect", run.Volumes[name]); err != nil {
+				return failed(fmt.Sprintf("the stage workspace %q (volume %s) is not on this delegate: the step of the stage that made it ran on another delegate, or this delegate restarted since and removed it", name, run.Volumes[name]))
+			}
+			continue
+		}
+		labels := run.Labels
+		if shared {
+			// Not the run's: it outlives this task (until the stage's last
+			// step that uses it, or the next start's sweep).
+			labels = map[string]string{LabelOwner: c.Owner, LabelWorkspace: ws.Key}
+		}
+		vargs := []string{"volume", "create"}
+		for _, k := range sortedKeys(labels) {
+			vargs = append(vargs, "--label", k+"="+labels[k])
+		}
+		if out, err := c.runtimeCmd(ctx, append(vargs, run.Volumes[name])...); err != nil && !(shared && alreadyExists(out)) {
+			return faulted(fmt.Sprintf("create empty_dir volume %s: %v", name, err))
+		}
+	}
+
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return faulted(fmt.Sprintf("create output pipe: %v", err))
+	}
+	defer pr.Close()
+	// The CLI's own environment: the task's (passed by name into the
+	// container) plus what the runtime itself needs to work.
+	cliEnv := runtimeEnv()
+	for _, k := range secretKeys {
+		cliEnv = append(cliEnv, k+"="+spec.SecretEnv[k])
+	}
+	if cs.Script != "" {
+		cliEnv = append(cliEnv, ScriptEnv+"="+cs.Script)
+	}
+	cmd := &exec.Cmd{
+		Path: c.Runtime, Args: append([]string{c.Name}, args...), Env: cliEnv,
+		Stdout: pw, Stderr: pw, Dir: os.TempDir(),
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		pw.Close()
+		return faulted(fmt.Sprintf("start %s: %v", c.Name, err))
+	}
+	pw.Close()
+	if opts.OnStart != nil {
+		opts.OnStart()
+	}
+	reader := startOutputReader(pr, out)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var timeout <-chan time.Time
+	if opts.Timeout > 0 {
+		t := time.NewTimer(opts.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	stop := func() string {
+		err := c.remove(run, opts.killGrace())
+		select {
+		case <-done:
+		case <-time.After(opts.killGrace() + 10*time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		if err != nil {
+			return fmt.Sprintf("removed the container (%v)", err)
+		}
+		return "removed the container"
+	}
+	var o Outcome
+	var notice string
+	select {
+	case err := <-done:
+		o = exited(cmd, err)
+		if o.ExitCode != nil && *o.ExitCode == 125 && c.Name != "" {
+			o.Error = fmt.Sprintf("%s could not run the container (exit 125; see the task's output)", c.Name)
+		}
+	case <-ctx.Done():
+		what := stop()
+		notice = fmt.Sprintf("\n[legate: task cancelled; %s]\n", what)
+		o = Outcome{Status: protocol.StatusCancelled, Error: "task cancelled"}
+	case <-timeout:
+		what := stop()
+		notice = fmt.Sprintf("\n[legate: task timed out after %s; %s]\n", opts.Timeout, what)
+		o = Outcome{Status: protocol.StatusTimedOut, Error: fmt.Sprintf("task timed out after %s", opts.Timeout)}
+	}
+	reader.finish()
+	if notice != "" {
+		io.WriteString(out, notice)
+	}
+	return o
+}
+
+// runtimeEnv is what the runtime's CLI needs from the delegate's
+// environment (its PATH to find conmon and runc, its HOME and XDG
+// directories for its storage, DOCKER_HOST and friends) — never the
+// delegate's credentials.
+func runtimeEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "PATH" || k == "HOME" || k == "USER" || k == "TMPDIR",
+			strings.HasPrefix(k, "XDG_"), strings.HasPrefix(k, "DOCKER_"),
+			strings.HasPrefix(k, "CONTAINER_"), strings.HasPrefix(k, "CONTAINERS_"):
+			env = append(env, kv)
+		}
+	}
+	return env
+}
