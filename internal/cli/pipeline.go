@@ -445,12 +445,13 @@ func (a *app) runCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "run",
 		Aliases: []string{"runs"},
-		Short:   "List, show and cancel pipeline runs",
+		Short:   "List, show, read the output of and cancel pipeline runs",
 		Long: `A run is one execution of a pipeline (legate pipeline run): each of its
 steps is a task, with the task's leases, retries and output; a run
 survives manager restarts as its tasks do.`,
 		Example: `  legate run list --pipeline deploy-web
   legate run get r_abc
+  legate run logs r_abc --follow
   legate run cancel r_abc`,
 	}
 	cmd.AddCommand(a.runListCmd(), a.runGetCmd(), a.runLogsCmd(), a.runCancelCmd())
