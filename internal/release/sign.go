@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -250,3 +251,42 @@ func LoadPublicKey(value string) (ed25519.PublicKey, error) {
 // directory: DIR/VERSION/legate-OS-ARCH, its signature next to it with
 // ".sig" appended.
 func BinaryName(goos, goarch string) string { return "legate-" + goos + "-" + goarch }
+
+// HoldOwn copies the running binary exe of version into the release
+// directory dir (DIR/VERSION/legate-GOOS-GOARCH), unless a binary is
+// there already or version is not a release name, so that a manager can
+// always serve its own version once it is signed (legate release sign).
+// It returns the path it holds the binary at ("" when it holds none).
+func HoldOwn(dir, version, goos, goarch, exe string) (string, error) {
+	if _, ok := ParseSemver(version); !ok || !ValidVersionName(version) || dir == "" {
+		return "", nil
+	}
+	dst := filepath.Join(dir, version, BinaryName(goos, goarch))
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", err
+	}
+	src, err := os.Open(exe)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".hold-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, src); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
+		return "", err
+	}
+	return dst, os.Rename(tmp.Name(), dst)
+}
