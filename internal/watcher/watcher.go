@@ -275,6 +275,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 				poll.Reset(interval)
 				continue
 			}
+			w.log.Debug("asked the manager which version to run", "wanted", resp.Wanted, "held", resp.Held, "running", cur.version)
 			if resp.PollIntervalMS > 0 {
 				interval = time.Duration(resp.PollIntervalMS) * time.Millisecond
 			}
