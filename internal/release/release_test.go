@@ -28,6 +28,9 @@ func TestAccepted(t *testing.T) {
 		{"v1.4.2", "", true},
 		{"1.4", "1.3.7", true},
 		{"1.4", "1.2", false},
+		{"v1.4.2", "v0.0.0-20261123101500-0f85cf4e8c12+dirty", true},
+		{"v1.4.2", "v1.2.4-0.20261123101500-0f85cf4e8c12", true},
+		{"v0.0.0-20261123101500-0f85cf4e8c12", "v0.0.1", true},
 	} {
 		if got := Accepted(c.manager, c.delegate); got != c.want {
 			t.Errorf("Accepted(%q, %q) = %v, want %v", c.manager, c.delegate, got, c.want)

@@ -7,6 +7,7 @@ package release
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -71,13 +72,29 @@ func (v Semver) Compare(o Semver) int {
 	return 0
 }
 
+// pseudoRE matches the suffix of a Go pseudo-version
+// (v0.0.0-20261123101500-0f85cf4e8c12, v1.2.4-0.20261123101500-…): a build
+// of an untagged commit, not a release.
+var pseudoRE = regexp.MustCompile(`[.-]\d{14}-[0-9a-f]{12}(\+|$)`)
+
+// releaseVersion parses s as a release version: semver, and not a Go
+// pseudo-version.
+func releaseVersion(s string) (Semver, bool) {
+	v, ok := ParseSemver(s)
+	if !ok || pseudoRE.MatchString(v.Suffix) {
+		return Semver{}, false
+	}
+	return v, true
+}
+
 // OldestAccepted is the oldest delegate version a manager of version
 // manager accepts: the previous minor version's first release
 // (v1.4.x accepts v1.3.0 on; v2.0.x accepts v1.0.0 on: every version of
 // the previous major). ok is false when manager is not a release version
-// (a development build), which accepts every delegate.
+// (a development build or a Go pseudo-version), which accepts every
+// delegate.
 func OldestAccepted(manager string) (Semver, bool) {
-	m, ok := ParseSemver(manager)
+	m, ok := releaseVersion(manager)
 	if !ok {
 		return Semver{}, false
 	}
@@ -92,14 +109,14 @@ func OldestAccepted(manager string) (Semver, bool) {
 
 // Accepted reports whether a manager of version manager accepts a
 // delegate of version delegate: yes when either is not a release version
-// ("(devel)", "dev", empty), else when delegate is not older than
-// OldestAccepted(manager). Newer delegates are accepted.
+// ("(devel)", "dev", empty, a Go pseudo-version), else when delegate is
+// not older than OldestAccepted(manager). Newer delegates are accepted.
 func Accepted(manager, delegate string) bool {
 	oldest, ok := OldestAccepted(manager)
 	if !ok {
 		return true
 	}
-	d, ok := ParseSemver(delegate)
+	d, ok := releaseVersion(delegate)
 	if !ok {
 		return true
 	}
