@@ -91,6 +91,9 @@ type managerFlags struct {
 	// releaseDir holds the release binaries served to watchers; "" =
 	// DATA/releases.
 	releaseDir string
+	// upgradeSoak is how long a ring runs a version before the next ring
+	// is offered it; 0 = the manager's default.
+	upgradeSoak time.Duration
 	// listenFallback: when listen is taken, listen on a free port of the
 	// same host instead (legate dev without --listen).
 	listenFallback bool
@@ -181,7 +184,7 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 		ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxConnections: f.maxConnections,
 		PruneDelegatesAfter: prune, AuditRetention: retention,
 		DeploymentsPerHour: limit(f.perHour), DeploymentsPerDay: limit(f.perDay),
-		ReleaseDir: releaseDir(f, log),
+		ReleaseDir: releaseDir(f, log), UpgradeSoak: f.upgradeSoak,
 	})
 	if err != nil {
 		ln.Close()
@@ -288,6 +291,7 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 	cmd.Flags().IntVar(f.perHour, "deployments-per-hour", 40, "default limit of deployments an account may start in any rolling hour (an account admin may set the account's own: legate limits set); 0 = unlimited")
 	cmd.Flags().IntVar(f.perDay, "deployments-per-day", 100, "default limit of deployments an account may start in any rolling 24 hours; 0 = unlimited")
 	cmd.Flags().DurationVar(&f.pruneAfter, "prune-delegates-after", defaultPruneAfter, "remove delegate instances out of contact (stopped, or silent) for longer than this; 0 = never")
+	cmd.Flags().DurationVar(&f.upgradeSoak, "upgrade-soak", 24*time.Hour, "how long every delegate of a ring (canary, early) must run the manager's version, with no failed upgrade, before the next ring is offered it")
 	cmd.Flags().StringVar(&f.releaseDir, "release-dir", "", "release binaries served to watchers, DIR/VERSION/legate-OS-ARCH with its .sig (legate release sign); the manager puts its own binary there (default: DATA/releases)")
 	return cmd
 }

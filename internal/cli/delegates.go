@@ -218,9 +218,13 @@ func autoUpgrade(d protocol.Delegate) string {
 	return "manual"
 }
 
-// wantedVersion is the version the group wants, "held" when held back.
+// wantedVersion is the version the group wants, "held" when held back,
+// "waiting" while its ring waits for an earlier one.
 func wantedVersion(d protocol.Delegate) string {
-	if d.WantedVersion == "" && d.UpgradeState != "" {
+	switch {
+	case d.WantedVersion == "" && d.UpgradeWaiting != "":
+		return "waiting"
+	case d.WantedVersion == "" && d.UpgradeState != "":
 		return "held"
 	}
 	return d.WantedVersion
@@ -424,7 +428,14 @@ func (a *app) printDelegateDetails(w io.Writer, d protocol.DelegateDetails) erro
 		}
 		t.row("  Version:", inst.Version)
 		if inst.UpgradeState != "" {
-			t.row("  Upgrade:", inst.UpgradeState+" (wants "+wantedVersion(inst.Delegate)+"; auto-upgrade "+autoUpgrade(inst.Delegate)+")")
+			ring := ""
+			if inst.UpgradeRing != "" {
+				ring = "; ring " + inst.UpgradeRing
+			}
+			t.row("  Upgrade:", inst.UpgradeState+" (wants "+wantedVersion(inst.Delegate)+ring+"; auto-upgrade "+autoUpgrade(inst.Delegate)+")")
+			if inst.UpgradeWaiting != "" {
+				t.row("  Upgrade waits:", inst.UpgradeWaiting)
+			}
 		}
 		t.row("  Type:", inst.Type)
 		t.row("  Token:", inst.TokenName)

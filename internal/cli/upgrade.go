@@ -24,17 +24,23 @@ expired) and whether a watcher upgrades it (AUTO-UPGRADE).
                      accepts: its previous minor version on)
   hold NAME          the group keeps what it runs
   release NAME       the group wants the manager's version again
+  ring NAME RING     put the group in a ring: canary, early or default (the
+                     default); the manager's version reaches a ring only
+                     after every delegate of the earlier ring ran it for
+                     the manager's --upgrade-soak (24h) with no failed upgrade
 
 Needs the permission user:manage at the account (the account's
 administrators). See docs/upgrades.md.`,
 		Example: `  legate delegates upgrade pin build v1.4.2
   legate delegates upgrade hold build
-  legate delegates upgrade release build`,
+  legate delegates upgrade release build
+  legate delegates upgrade ring build-canary canary`,
 	}
 	cmd.AddCommand(
 		a.upgradePolicyCmd(protocol.UpgradePin, "pin NAME VERSION", "Make a delegate group want VERSION", cobra.ExactArgs(2)),
 		a.upgradePolicyCmd(protocol.UpgradeHold, "hold NAME", "Keep a delegate group on what it runs", cobra.ExactArgs(1)),
 		a.upgradePolicyCmd(protocol.UpgradeRelease, "release NAME", "Let a delegate group want the manager's version again", cobra.ExactArgs(1)),
+		a.upgradePolicyCmd(protocol.UpgradeSetRing, "ring NAME RING", "Put a delegate group in a ring: canary, early or default", cobra.ExactArgs(2)),
 	)
 	return cmd
 }
@@ -54,8 +60,11 @@ func (a *app) upgradePolicyCmd(action, use, short string, args cobra.PositionalA
 				return err
 			}
 			req := protocol.UpgradePolicyRequest{Action: action}
-			if action == protocol.UpgradePin {
+			switch action {
+			case protocol.UpgradePin:
 				req.Version = args[1]
+			case protocol.UpgradeSetRing:
+				req.Ring = args[1]
 			}
 			p, err := c.SetUpgradePolicy(cmd.Context(), args[0], req)
 			if err != nil {
@@ -65,10 +74,13 @@ func (a *app) upgradePolicyCmd(action, use, short string, args cobra.PositionalA
 				return out.print(cmd.OutOrStdout(), p)
 			}
 			wants := p.Wanted
-			if p.Held {
+			switch {
+			case p.Held:
 				wants = "what it runs (held)"
+			case p.Waiting != "":
+				wants = "what it runs for now: ring " + p.Ring + " " + p.Waiting
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Delegate %s wants %s (manager %s).\n", escape(args[0]), escape(wants), escape(p.ManagerVersion))
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Delegate %s (ring %s) wants %s (manager %s).\n", escape(args[0]), escape(p.Ring), escape(wants), escape(p.ManagerVersion))
 			return err
 		}),
 	}

@@ -116,6 +116,10 @@ type Config struct {
 	// UpgradePollInterval is how often watchers are told to ask which
 	// version to run. 0 = 1m.
 	UpgradePollInterval time.Duration
+	// UpgradeSoak is how long every delegate of a ring must have run the
+	// manager's version, with no failed upgrade, before the next ring is
+	// offered it. 0 = 24h.
+	UpgradeSoak time.Duration
 	// TLS, when not nil, makes the manager serve HTTPS and WSS only.
 	TLS *tls.Config
 	// Version is reported to clients.
@@ -195,6 +199,9 @@ func (c *Config) defaults() {
 	}
 	if c.UpgradePollInterval <= 0 {
 		c.UpgradePollInterval = time.Minute
+	}
+	if c.UpgradeSoak <= 0 {
+		c.UpgradeSoak = 24 * time.Hour
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/release"
@@ -22,15 +24,116 @@ import (
 // (handleReleaseBinary); delegates older than it accepts are refused at
 // registration (refuseExpired).
 
-// wantedVersion is the version a group with policy p wants ("" when held).
-func (m *Manager) wantedVersion(p store.UpgradePolicy) string {
+// upgradePlan is what the manager wants of an account's delegate groups
+// now: each group's policy, what the watchers reported, and for each ring
+// why it waits for an earlier one ("" when the manager's version is
+// offered to it).
+type upgradePlan struct {
+	policies map[string]store.UpgradePolicy
+	reports  map[string]store.UpgradeReport
+	waiting  map[string]string
+}
+
+// upgradeRingOf is the ring of a group with policy p.
+func upgradeRingOf(p store.UpgradePolicy) string {
+	if p.Ring == "" {
+		return protocol.RingDefault
+	}
+	return p.Ring
+}
+
+// planUpgrades decides, from the account's listed instances (ds), which
+// rings the manager's version is offered to: a ring waits until every
+// connected delegate of the nearest earlier ring that has some (groups
+// neither pinned nor held) runs it, for the soak time, with no failed
+// upgrade to it. The first time a ring runs it entirely is recorded.
+func (m *Manager) planUpgrades(ctx context.Context, acct string, ds []protocol.Delegate) (upgradePlan, error) {
+	pl := upgradePlan{waiting: map[string]string{}}
+	var err error
+	if pl.policies, err = m.st.UpgradePolicies(ctx, acct); err != nil {
+		return pl, err
+	}
+	if pl.reports, err = m.st.UpgradeReports(ctx, acct); err != nil {
+		return pl, err
+	}
+	target := m.cfg.Version
+	type ringState struct{ members, behind, failed bool }
+	rings := map[string]*ringState{}
+	for _, r := range protocol.Rings() {
+		rings[r] = &ringState{}
+	}
+	for _, d := range ds {
+		p := pl.policies[strings.ToLower(d.Name)]
+		if d.Status != protocol.DelegateConnected || p.Held || p.Pinned != "" {
+			continue
+		}
+		rs := rings[upgradeRingOf(p)]
+		if rs == nil {
+			continue
+		}
+		rs.members = true
+		if !release.SameVersion(d.Version, target) {
+			rs.behind = true
+		}
+		if r, ok := pl.reports[store.UpgradeReportKey(d.Name, d.Hostname)]; ok && r.State == protocol.WatcherFailed && release.SameVersion(r.Target, target) {
+			rs.failed = true
+		}
+	}
+	soaks, err := m.st.RingSoaks(ctx, acct, target)
+	if err != nil {
+		return pl, err
+	}
+	now := m.cfg.Now()
+	for _, r := range protocol.Rings() {
+		if rs := rings[r]; rs.members && !rs.behind && !rs.failed {
+			if _, ok := soaks[r]; !ok {
+				at, err := m.st.RingReached(ctx, acct, r, target, now)
+				if err != nil {
+					return pl, err
+				}
+				soaks[r] = at
+				m.log.Info("every delegate of a ring runs the manager's version; its soak time starts", "account", acct, "ring", r,
+					"version", target, "soak", m.cfg.UpgradeSoak)
+			}
+		}
+	}
+	prev := ""
+	for _, r := range protocol.Rings() {
+		if prev != "" {
+			ps := rings[prev]
+			reached, ok := soaks[prev]
+			switch {
+			case ps.failed:
+				pl.waiting[r] = fmt.Sprintf("ring %s had a failed upgrade to %s", prev, target)
+			case ps.behind || !ok:
+				pl.waiting[r] = fmt.Sprintf("waits until every delegate of ring %s runs %s", prev, target)
+			case now.Sub(reached) < m.cfg.UpgradeSoak:
+				pl.waiting[r] = fmt.Sprintf("waits until ring %s has run %s for %s (at %s)", prev, target, m.cfg.UpgradeSoak,
+					reached.Add(m.cfg.UpgradeSoak).UTC().Format(time.RFC3339))
+			}
+		}
+		if rings[r].members {
+			prev = r
+		}
+	}
+	return pl, nil
+}
+
+// wanted is the version the group called name wants ("" when held or
+// while its ring waits), whether it is held, why its ring waits, and its
+// ring.
+func (pl upgradePlan) wanted(m *Manager, name string) (wanted string, held bool, waiting, ring string) {
+	p := pl.policies[strings.ToLower(strings.TrimSpace(name))]
+	ring = upgradeRingOf(p)
 	switch {
 	case p.Held:
-		return ""
+		return "", true, "", ring
 	case p.Pinned != "":
-		return p.Pinned
+		return p.Pinned, false, "", ring
+	case pl.waiting[ring] != "":
+		return "", true, pl.waiting[ring], ring
 	}
-	return m.cfg.Version
+	return m.cfg.Version, false, "", ring
 }
 
 // refuseExpired answers a registration of a delegate older than this
@@ -78,24 +181,19 @@ func (m *Manager) upgradeView(ctx context.Context, acct string, ds []protocol.De
 	if len(ds) == 0 {
 		return nil
 	}
-	policies, err := m.st.UpgradePolicies(ctx, acct)
-	if err != nil {
-		return err
-	}
-	reports, err := m.st.UpgradeReports(ctx, acct)
+	pl, err := m.planUpgrades(ctx, acct, ds)
 	if err != nil {
 		return err
 	}
 	for i := range ds {
 		d := &ds[i]
-		p := policies[strings.ToLower(d.Name)]
-		wanted := m.wantedVersion(p)
+		wanted, held, waiting, ring := pl.wanted(m, d.Name)
 		var rep *store.UpgradeReport
-		if r, ok := reports[store.UpgradeReportKey(d.Name, d.Hostname)]; ok {
+		if r, ok := pl.reports[store.UpgradeReportKey(d.Name, d.Hostname)]; ok {
 			rep = &r
 		}
-		d.WantedVersion = wanted
-		d.UpgradeState = m.upgradeState(d.Version, wanted, p.Held, rep)
+		d.WantedVersion, d.UpgradeWaiting, d.UpgradeRing = wanted, waiting, ring
+		d.UpgradeState = m.upgradeState(d.Version, wanted, held, rep)
 	}
 	return nil
 }
@@ -161,21 +259,22 @@ func (m *Manager) handleUpgradeCheck(w http.ResponseWriter, r *http.Request) {
 		storeError(w, err, "upgrade report")
 		return
 	}
-	p, err := m.st.GetUpgradePolicy(ctx, acct, req.Name)
-	if err != nil {
-		storeError(w, err, "upgrade policy")
-		return
-	}
-	resp := protocol.UpgradeCheckResponse{Wanted: m.wantedVersion(p), Held: p.Held, Connected: []string{},
-		PollIntervalMS: m.cfg.UpgradePollInterval.Milliseconds()}
-	if resp.Wanted != "" && release.ValidVersionName(resp.Wanted) {
-		_, _, err := m.releaseFiles(resp.Wanted, req.OS, req.Arch)
-		resp.Available = err == nil
-	}
 	ds, err := m.delegateList(ctx, acct, false)
 	if err != nil {
 		storeError(w, err, "delegates")
 		return
+	}
+	pl, err := m.planUpgrades(ctx, acct, ds)
+	if err != nil {
+		storeError(w, err, "upgrade policy")
+		return
+	}
+	wanted, held, waiting, _ := pl.wanted(m, req.Name)
+	resp := protocol.UpgradeCheckResponse{Wanted: wanted, Held: held, Waiting: waiting, Connected: []string{},
+		PollIntervalMS: m.cfg.UpgradePollInterval.Milliseconds()}
+	if resp.Wanted != "" && release.ValidVersionName(resp.Wanted) {
+		_, _, err := m.releaseFiles(resp.Wanted, req.OS, req.Arch)
+		resp.Available = err == nil
 	}
 	for _, d := range ds {
 		if strings.EqualFold(d.Name, req.Name) && strings.EqualFold(d.Hostname, req.Hostname) &&
@@ -283,14 +382,26 @@ func (m *Manager) handleReleaseSignature(w http.ResponseWriter, r *http.Request)
 }
 
 // handleSetUpgradePolicy pins a delegate group to a version, holds it
-// back or releases it (it wants the manager's version again).
+// back, releases it (it wants the manager's version again) or puts it in
+// a ring.
 func (m *Manager) handleSetUpgradePolicy(w http.ResponseWriter, r *http.Request, acct string) {
+	ctx := r.Context()
 	name := strings.TrimSpace(r.PathValue("name"))
 	var req protocol.UpgradePolicyRequest
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	p := store.UpgradePolicy{Name: name, UpdatedAt: m.cfg.Now()}
+	if name == "" || len(name) > 63 {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "a delegate name has 1-63 characters")
+		return
+	}
+	p, err := m.st.GetUpgradePolicy(ctx, acct, name)
+	if err != nil {
+		storeError(w, err, "upgrade policy")
+		return
+	}
+	p.UpdatedAt = m.cfg.Now()
+	detail := req.Action
 	switch req.Action {
 	case protocol.UpgradePin:
 		v := strings.TrimSpace(req.Version)
@@ -303,37 +414,48 @@ func (m *Manager) handleSetUpgradePolicy(w http.ResponseWriter, r *http.Request,
 			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "version %s is older than this manager (%s) accepts (%s or later)", v, m.cfg.Version, oldest.String())
 			return
 		}
-		p.Pinned = v
+		p.Pinned, p.Held = v, false
+		detail += " " + v
 	case protocol.UpgradeHold:
 		p.Held = true
 	case protocol.UpgradeRelease:
+		p.Pinned, p.Held = "", false
+	case protocol.UpgradeSetRing:
+		ring := strings.ToLower(strings.TrimSpace(req.Ring))
+		if !slices.Contains(protocol.Rings(), ring) {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "ring %q: want one of %s", req.Ring, strings.Join(protocol.Rings(), ", "))
+			return
+		}
+		p.Ring = ring
+		if ring == protocol.RingDefault {
+			p.Ring = ""
+		}
+		detail += " " + ring
 	default:
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "action %q: want %q, %q or %q", req.Action,
-			protocol.UpgradePin, protocol.UpgradeHold, protocol.UpgradeRelease)
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "action %q: want %q, %q, %q or %q", req.Action,
+			protocol.UpgradePin, protocol.UpgradeHold, protocol.UpgradeRelease, protocol.UpgradeSetRing)
 		return
 	}
-	if name == "" || len(name) > 63 {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "a delegate name has 1-63 characters")
-		return
-	}
-	if err := m.st.SetUpgradePolicy(r.Context(), acct, p); err != nil {
+	if err := m.st.SetUpgradePolicy(ctx, acct, p); err != nil {
 		storeError(w, err, "upgrade policy")
 		return
 	}
-	v := m.upgradePolicyView(p)
-	detail := req.Action
-	if p.Pinned != "" {
-		detail += " " + p.Pinned
+	ds, err := m.delegateList(ctx, acct, false)
+	if err != nil {
+		storeError(w, err, "delegates")
+		return
 	}
-	noteAudit(r.Context(), func(e *store.AuditEvent) { e.Detail = detail })
-	m.log.Info("delegate upgrade policy set", "account", acct, "name", name, "action", detail, "wanted", v.Wanted)
-	writeJSON(w, http.StatusOK, v)
-}
-
-func (m *Manager) upgradePolicyView(p store.UpgradePolicy) protocol.UpgradePolicy {
-	v := protocol.UpgradePolicy{Name: p.Name, Pinned: p.Pinned, Held: p.Held, Wanted: m.wantedVersion(p), ManagerVersion: m.cfg.Version}
+	pl, err := m.planUpgrades(ctx, acct, ds)
+	if err != nil {
+		storeError(w, err, "upgrade policy")
+		return
+	}
+	wanted, _, waiting, ring := pl.wanted(m, name)
+	v := protocol.UpgradePolicy{Name: p.Name, Pinned: p.Pinned, Held: p.Held, Ring: ring, Wanted: wanted, Waiting: waiting, ManagerVersion: m.cfg.Version}
 	if oldest, ok := release.OldestAccepted(m.cfg.Version); ok {
 		v.OldestAccepted = oldest.String()
 	}
-	return v
+	noteAudit(ctx, func(e *store.AuditEvent) { e.Detail = detail })
+	m.log.Info("delegate upgrade policy set", "account", acct, "name", name, "action", detail, "wanted", v.Wanted)
+	writeJSON(w, http.StatusOK, v)
 }

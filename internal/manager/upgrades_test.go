@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/release"
@@ -175,4 +176,96 @@ func TestReleaseServing(t *testing.T) {
 	}
 	_, err = c.DownloadRelease(ctx, tm.admin.AccountID, "wrong", "v1.4.0", "linux", "amd64", &buf, 1<<20)
 	wantCode(t, "download with a wrong token", err, protocol.CodeUnauthenticated)
+}
+
+// TestUpgradeRings: the manager's version is offered to a ring only once
+// every delegate of the nearest earlier ring with delegates runs it, for
+// the soak time, with no failed upgrade to it.
+func TestUpgradeRings(t *testing.T) {
+	clock := &fakeClock{now: time.Now()}
+	tm := startTestManager(t, Config{Version: "v1.5.0", UpgradeSoak: time.Minute, HeartbeatInterval: time.Hour, Now: clock.Now})
+	ctx := context.Background()
+	admin := tm.client(t, tm.admin.APIKey)
+	tok, err := admin.CreateToken(ctx, "rings")
+	if err != nil {
+		t.Fatal(err)
+	}
+	register := func(name, host, version string) {
+		t.Helper()
+		if _, err := tm.client(t, "").Register(ctx, protocol.RegisterRequest{AccountID: tm.admin.AccountID, Token: tok.Value,
+			Name: name, Hostname: host, IP: "127.0.0.1", Version: version}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ring := func(name, ring string) {
+		t.Helper()
+		if _, err := admin.SetUpgradePolicy(ctx, name, protocol.UpgradePolicyRequest{Action: protocol.UpgradeSetRing, Ring: ring}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wants := func(name string) (string, string) {
+		t.Helper()
+		ds, err := admin.ListDelegates(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds.Delegates {
+			if d.Name == name {
+				return d.WantedVersion, d.UpgradeWaiting
+			}
+		}
+		t.Fatalf("no delegate %s", name)
+		return "", ""
+	}
+	register("c", "c1", "v1.5.0")
+	register("e", "e1", "v1.4.0")
+	register("d", "d1", "v1.4.0")
+	ring("c", protocol.RingCanary)
+	ring("e", protocol.RingEarly)
+	if w, why := wants("c"); w != "v1.5.0" || why != "" {
+		t.Errorf("canary: wants %q (%s)", w, why)
+	}
+	if w, why := wants("e"); w != "" || !strings.Contains(why, "waits until ring canary has run v1.5.0 for 1m0s") {
+		t.Errorf("early before the soak: wants %q (%s)", w, why)
+	}
+	if w, why := wants("d"); w != "" || why != "waits until every delegate of ring early runs v1.5.0" {
+		t.Errorf("default: wants %q (%s)", w, why)
+	}
+	clock.Add(2 * time.Minute)
+	if w, why := wants("e"); w != "v1.5.0" {
+		t.Errorf("early after the soak: wants %q (%s)", w, why)
+	}
+
+	// A failed upgrade in the canary ring stops the next ring.
+	register("c-two", "c2", "v1.4.0")
+	ring("c-two", protocol.RingCanary)
+	if _, err := tm.client(t, "").UpgradeCheck(ctx, tm.admin.AccountID, tok.Value, protocol.UpgradeCheckRequest{Name: "c-two", Hostname: "c2",
+		Version: "v1.4.0", State: protocol.WatcherFailed, Target: "v1.5.0", Reason: "did not connect"}); err != nil {
+		t.Fatal(err)
+	}
+	if w, why := wants("e"); w != "" || why != "ring canary had a failed upgrade to v1.5.0" {
+		t.Errorf("early after a failed canary: wants %q (%s)", w, why)
+	}
+	register("c-two", "c2", "v1.5.0")
+	if _, err := tm.client(t, "").UpgradeCheck(ctx, tm.admin.AccountID, tok.Value, protocol.UpgradeCheckRequest{Name: "c-two", Hostname: "c2",
+		Version: "v1.5.0"}); err != nil {
+		t.Fatal(err)
+	}
+	if w, why := wants("e"); w != "v1.5.0" {
+		t.Errorf("early once the canary ring is whole again: wants %q (%s)", w, why)
+	}
+
+	// The early ring upgrades; the default ring soaks after it.
+	register("e", "e1", "v1.5.0")
+	if w, why := wants("d"); w != "" || !strings.Contains(why, "waits until ring early has run v1.5.0") {
+		t.Errorf("default before early soaked: wants %q (%s)", w, why)
+	}
+	clock.Add(2 * time.Minute)
+	if w, why := wants("d"); w != "v1.5.0" {
+		t.Errorf("default after early soaked: wants %q (%s)", w, why)
+	}
+	// Pins and holds are not held by rings.
+	ring("d", protocol.RingDefault)
+	_, err = admin.SetUpgradePolicy(ctx, "e", protocol.UpgradePolicyRequest{Action: protocol.UpgradeSetRing, Ring: "beta"})
+	wantCode(t, "an unknown ring", err, protocol.CodeBadRequest)
 }

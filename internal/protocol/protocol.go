@@ -702,6 +702,10 @@ type Delegate struct {
 	Upgrade       string `json:"upgrade,omitempty"`
 	UpgradeState  string `json:"upgrade_state,omitempty"`
 	WantedVersion string `json:"wanted_version,omitempty"`
+	// UpgradeRing is its group's ring; UpgradeWaiting, when its ring
+	// waits for an earlier one, says for what. Since v4 (issue 16).
+	UpgradeRing    string `json:"upgrade_ring,omitempty"`
+	UpgradeWaiting string `json:"upgrade_waiting,omitempty"`
 }
 
 // Approval states of a delegate registered with a token that requires

@@ -77,8 +77,10 @@ type UpgradeCheckResponse struct {
 	// Wanted is the version the manager wants the group to run ("" when
 	// it is held back: keep what runs).
 	Wanted string `json:"wanted"`
-	// Held is true when an administrator holds the group back.
-	Held bool `json:"held,omitempty"`
+	// Held is true when an administrator holds the group back, or while
+	// its ring waits for an earlier one (Waiting says so).
+	Held    bool   `json:"held,omitempty"`
+	Waiting string `json:"waiting,omitempty"`
 	// Available is true when the manager holds a signed binary of Wanted
 	// for the asked platform.
 	Available bool `json:"available"`
@@ -99,13 +101,31 @@ const (
 	// UpgradeRelease drops a pin or hold: the group wants the manager's
 	// version again.
 	UpgradeRelease = "release"
+	// UpgradeSetRing puts the group in UpgradePolicyRequest.Ring.
+	UpgradeSetRing = "ring"
 )
+
+// Rings, in the order a new version reaches them: the manager offers its
+// version to a group of ring N only after the groups of the nearest
+// earlier ring that has delegates all ran it for the soak time
+// (--upgrade-soak) with no failed upgrade. A group is in RingDefault
+// unless put in another. Pins and holds override rings.
+const (
+	RingCanary  = "canary"
+	RingEarly   = "early"
+	RingDefault = "default"
+)
+
+// Rings lists the rings in order.
+func Rings() []string { return []string{RingCanary, RingEarly, RingDefault} }
 
 // UpgradePolicyRequest sets a delegate group's upgrade policy (PUT
 // PathDelegates/{name}/upgrade).
 type UpgradePolicyRequest struct {
 	Action  string `json:"action"`
 	Version string `json:"version,omitempty"`
+	// Ring is the ring of UpgradeSetRing.
+	Ring string `json:"ring,omitempty"`
 }
 
 // UpgradePolicy is a delegate group's upgrade policy and the version it
@@ -115,8 +135,12 @@ type UpgradePolicy struct {
 	// Pinned is the pinned version; Held is true when held back.
 	Pinned string `json:"pinned,omitempty"`
 	Held   bool   `json:"held,omitempty"`
-	// Wanted is the version the group wants ("" when held).
-	Wanted string `json:"wanted"`
+	// Ring is the group's ring (RingDefault unless set).
+	Ring string `json:"ring"`
+	// Wanted is the version the group wants ("" when held, or while its
+	// ring waits: Waiting says for what).
+	Wanted  string `json:"wanted"`
+	Waiting string `json:"waiting,omitempty"`
 	// ManagerVersion is the manager's own version, and OldestAccepted the
 	// oldest delegate version it accepts ("" for a development build,
 	// which accepts all).

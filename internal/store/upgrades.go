@@ -12,9 +12,11 @@ import (
 // or held back. The zero value (no row) wants the manager's own version.
 type UpgradePolicy struct {
 	// Name is the group's name, normalized (lower case).
-	Name      string
-	Pinned    string
-	Held      bool
+	Name   string
+	Pinned string
+	Held   bool
+	// Ring is the group's ring; "" is the default ring.
+	Ring      string
 	UpdatedAt time.Time
 }
 
@@ -40,13 +42,14 @@ func groupName(name string) string { return strings.ToLower(strings.TrimSpace(na
 func (s *Store) SetUpgradePolicy(ctx context.Context, acct string, p UpgradePolicy) error {
 	name := groupName(p.Name)
 	return s.write(ctx, func(tx *sql.Tx) error {
-		if p.Pinned == "" && !p.Held {
+		if p.Pinned == "" && !p.Held && p.Ring == "" {
 			_, err := s.w(tx).exec(ctx, `DELETE FROM upgrade_policies WHERE account_id = ? AND name = ?`, acct, name)
 			return err
 		}
-		_, err := s.w(tx).exec(ctx, `INSERT INTO upgrade_policies (account_id, name, pinned, held, updated_at) VALUES (?, ?, ?, ?, ?)
-	ON CONFLICT (account_id, name) DO UPDATE SET pinned = excluded.pinned, held = excluded.held, updated_at = excluded.updated_at`,
-			acct, name, p.Pinned, boolInt(p.Held), micros(p.UpdatedAt))
+		_, err := s.w(tx).exec(ctx, `INSERT INTO upgrade_policies (account_id, name, pinned, held, ring, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+	ON CONFLICT (account_id, name) DO UPDATE SET pinned = excluded.pinned, held = excluded.held, ring = excluded.ring,
+	updated_at = excluded.updated_at`,
+			acct, name, p.Pinned, boolInt(p.Held), p.Ring, micros(p.UpdatedAt))
 		return err
 	})
 }
@@ -57,8 +60,8 @@ func (s *Store) GetUpgradePolicy(ctx context.Context, acct, name string) (Upgrad
 	p := UpgradePolicy{Name: groupName(name)}
 	var held int
 	var updated int64
-	err := s.r(nil).queryRow(ctx, `SELECT pinned, held, updated_at FROM upgrade_policies WHERE account_id = ? AND name = ?`,
-		acct, p.Name).Scan(&p.Pinned, &held, &updated)
+	err := s.r(nil).queryRow(ctx, `SELECT pinned, held, ring, updated_at FROM upgrade_policies WHERE account_id = ? AND name = ?`,
+		acct, p.Name).Scan(&p.Pinned, &held, &p.Ring, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, nil
 	}
@@ -71,7 +74,7 @@ func (s *Store) GetUpgradePolicy(ctx context.Context, acct, name string) (Upgrad
 
 // UpgradePolicies returns the account's policies by normalized group name.
 func (s *Store) UpgradePolicies(ctx context.Context, acct string) (map[string]UpgradePolicy, error) {
-	rows, err := s.r(nil).query(ctx, `SELECT name, pinned, held, updated_at FROM upgrade_policies WHERE account_id = ?`, acct)
+	rows, err := s.r(nil).query(ctx, `SELECT name, pinned, held, ring, updated_at FROM upgrade_policies WHERE account_id = ?`, acct)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +84,7 @@ func (s *Store) UpgradePolicies(ctx context.Context, acct string) (map[string]Up
 		var p UpgradePolicy
 		var held int
 		var updated int64
-		if err := rows.Scan(&p.Name, &p.Pinned, &held, &updated); err != nil {
+		if err := rows.Scan(&p.Name, &p.Pinned, &held, &p.Ring, &updated); err != nil {
 			return nil, err
 		}
 		p.Held, p.UpdatedAt = held != 0, fromMicros(updated)
@@ -126,4 +129,44 @@ func (s *Store) UpgradeReports(ctx context.Context, acct string) (map[string]Upg
 // UpgradeReportKey is the key of UpgradeReports' map.
 func UpgradeReportKey(name, hostname string) string {
 	return groupName(name) + "|" + strings.ToLower(strings.TrimSpace(hostname))
+}
+
+// RingReached records that every delegate of ring first ran version at
+// at (a later call keeps the first time) and returns the time recorded.
+func (s *Store) RingReached(ctx context.Context, acct, ring, version string, at time.Time) (time.Time, error) {
+	var out time.Time
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		if _, err := s.w(tx).exec(ctx, `INSERT INTO ring_soaks (account_id, ring, version, reached_at) VALUES (?, ?, ?, ?)
+	ON CONFLICT (account_id, ring, version) DO NOTHING`, acct, ring, version, micros(at)); err != nil {
+			return err
+		}
+		var reached int64
+		if err := s.w(tx).queryRow(ctx, `SELECT reached_at FROM ring_soaks WHERE account_id = ? AND ring = ? AND version = ?`,
+			acct, ring, version).Scan(&reached); err != nil {
+			return err
+		}
+		out = fromMicros(reached)
+		return nil
+	})
+	return out, err
+}
+
+// RingSoaks returns when each ring of the account first ran version
+// entirely, by ring.
+func (s *Store) RingSoaks(ctx context.Context, acct, version string) (map[string]time.Time, error) {
+	rows, err := s.r(nil).query(ctx, `SELECT ring, reached_at FROM ring_soaks WHERE account_id = ? AND version = ?`, acct, version)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]time.Time{}
+	for rows.Next() {
+		var ring string
+		var reached int64
+		if err := rows.Scan(&ring, &reached); err != nil {
+			return nil, err
+		}
+		out[ring] = fromMicros(reached)
+	}
+	return out, rows.Err()
 }

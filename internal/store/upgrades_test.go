@@ -23,7 +23,7 @@ func TestUpgradePoliciesAndReports(t *testing.T) {
 		if err := s.SetUpgradePolicy(ctx, "acc1", UpgradePolicy{Name: "Build", Pinned: "v1.2.3", UpdatedAt: t0}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.SetUpgradePolicy(ctx, "acc1", UpgradePolicy{Name: "deploy", Held: true, UpdatedAt: t0}); err != nil {
+		if err := s.SetUpgradePolicy(ctx, "acc1", UpgradePolicy{Name: "deploy", Held: true, Ring: "canary", UpdatedAt: t0}); err != nil {
 			t.Fatal(err)
 		}
 		// A second pin replaces the first.
@@ -36,12 +36,12 @@ func TestUpgradePoliciesAndReports(t *testing.T) {
 		}
 		want := map[string]UpgradePolicy{
 			"build":  {Name: "build", Pinned: "v1.2.4", UpdatedAt: t0.Add(time.Second)},
-			"deploy": {Name: "deploy", Held: true, UpdatedAt: t0},
+			"deploy": {Name: "deploy", Held: true, Ring: "canary", UpdatedAt: t0},
 		}
 		if diff := cmp.Diff(want, all); diff != "" {
 			t.Errorf("policies (-want +got):\n%s", diff)
 		}
-		// Releasing removes the policy.
+		// Releasing (no pin, no hold, default ring) removes the policy.
 		if err := s.SetUpgradePolicy(ctx, "acc1", UpgradePolicy{Name: "deploy"}); err != nil {
 			t.Fatal(err)
 		}
@@ -67,6 +67,19 @@ func TestUpgradePoliciesAndReports(t *testing.T) {
 			State: "upgrading", Target: "v1.2.4", UpdatedAt: t0.Add(time.Minute)}}
 		if diff := cmp.Diff(wantReports, reports); diff != "" {
 			t.Errorf("reports (-want +got):\n%s", diff)
+		}
+
+		// A ring reaches a version once: the first time stays.
+		at, err := s.RingReached(ctx, "acc1", "canary", "v1.2.4", t0)
+		if err != nil || !at.Equal(t0) {
+			t.Fatalf("ring reached: %v, %v", at, err)
+		}
+		if at, err := s.RingReached(ctx, "acc1", "canary", "v1.2.4", t0.Add(time.Hour)); err != nil || !at.Equal(t0) {
+			t.Errorf("ring reached again: %v, %v; want the first time", at, err)
+		}
+		soaks, err := s.RingSoaks(ctx, "acc1", "v1.2.4")
+		if err != nil || len(soaks) != 1 || !soaks["canary"].Equal(t0) {
+			t.Errorf("soaks: %v, %v", soaks, err)
 		}
 	})
 }
