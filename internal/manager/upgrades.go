@@ -254,15 +254,22 @@ func (m *Manager) handleUpgradeCheck(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	if err := m.st.ReportUpgrade(ctx, store.UpgradeReport{AccountID: acct, Name: req.Name, Hostname: req.Hostname,
-		State: req.State, Target: req.Target, Reason: req.Reason, UpdatedAt: m.cfg.Now()}); err != nil {
-		storeError(w, err, "upgrade report")
-		return
-	}
 	ds, err := m.delegateList(ctx, acct, false)
 	if err != nil {
 		storeError(w, err, "delegates")
 		return
+	}
+	// A report is recorded only for a delegate of that name on that host
+	// registered with the same token: a token cannot speak for the
+	// delegates of another (and stall a ring with made-up failures).
+	if slices.ContainsFunc(ds, func(d protocol.Delegate) bool {
+		return strings.EqualFold(d.Name, req.Name) && strings.EqualFold(d.Hostname, req.Hostname) && d.TokenName == tok.Name
+	}) {
+		if err := m.st.ReportUpgrade(ctx, store.UpgradeReport{AccountID: acct, Name: req.Name, Hostname: req.Hostname,
+			State: req.State, Target: req.Target, Reason: req.Reason, UpdatedAt: m.cfg.Now()}); err != nil {
+			storeError(w, err, "upgrade report")
+			return
+		}
 	}
 	pl, err := m.planUpgrades(ctx, acct, ds)
 	if err != nil {

@@ -102,6 +102,18 @@ func TestUpgradePolicyAndStates(t *testing.T) {
 	if d := state(); d.UpgradeState != "upgrade failed: v1.4.0 did not connect within 1m0s" {
 		t.Errorf("after a failed upgrade: %q", d.UpgradeState)
 	}
+	// Another token cannot speak for this delegate.
+	other, err := admin.CreateToken(ctx, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UpgradeCheck(ctx, tm.admin.AccountID, other.Value, protocol.UpgradeCheckRequest{Name: "build", Hostname: "h1",
+		Version: "v1.3.5"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := state(); !strings.HasPrefix(d.UpgradeState, "upgrade failed: ") {
+		t.Errorf("a report with another token was recorded: %q", d.UpgradeState)
+	}
 	_, err = c.UpgradeCheck(ctx, tm.admin.AccountID, "wrong", protocol.UpgradeCheckRequest{Name: "build", Hostname: "h1"})
 	wantCode(t, "a check with a wrong token", err, protocol.CodeUnauthenticated)
 	_, err = c.UpgradeCheck(ctx, tm.admin.AccountID, tok.Value, protocol.UpgradeCheckRequest{Name: "build", Hostname: "h1", State: "bored"})
