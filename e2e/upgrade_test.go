@@ -141,10 +141,10 @@ func (u *upgradeCluster) publish(bin []byte, version string, key []byte) {
 // watcher starts `legate watcher` of version vA for the delegate name on
 // hostname; when the test ends it is stopped with SIGTERM (its delegates
 // drain) before the manager.
-func (u *upgradeCluster) watcher(token, name, hostname string) *proc {
+func (u *upgradeCluster) watcher(token, name, hostname string, extra ...string) *proc {
 	u.t.Helper()
-	env := []string{"ACCOUNT_ID=" + u.account, "DELEGATE_TOKEN=" + token, "MANAGER_HOST_AND_PORT=" + u.url,
-		"DELEGATE_NAME=" + name, "DELEGATE_HOSTNAME=" + hostname, "LEGATE_UPGRADE_PUBLIC_KEY=" + u.pub}
+	env := append([]string{"ACCOUNT_ID=" + u.account, "DELEGATE_TOKEN=" + token, "MANAGER_HOST_AND_PORT=" + u.url,
+		"DELEGATE_NAME=" + name, "DELEGATE_HOSTNAME=" + hostname, "LEGATE_UPGRADE_PUBLIC_KEY=" + u.pub}, extra...)
 	p := startBinary(u.t, u.builds.a, "watcher "+hostname, env, "watcher", "--dir", u.t.TempDir(),
 		"--poll-interval", "200ms", "--connect-timeout", "20s", "--log-level", "debug")
 	u.t.Cleanup(func() {
@@ -393,7 +393,17 @@ func TestUpgradeRefusesBadBinariesRollsBackAndRefusesExpired(t *testing.T) {
 	u.publish([]byte("#!/bin/sh\necho 'this build is broken' >&2\nexit 3\n"), "v1.90.2", nil)
 	tok := u.token("rb")
 	w := u.watcher(tok, "rb", "rb-1")
-	eventually(t, 30*time.Second, "the delegate connected on "+vA, func() bool { return onlyOn(u.connectedVersions(), vA, "rb-1") })
+	// A replica that opted out: supervised, never upgraded, and listed so.
+	off := u.watcher(tok, "rb", "rb-2", "AUTO_UPGRADE=false")
+	eventually(t, 30*time.Second, "the delegates connected on "+vA, func() bool { return onlyOn(u.connectedVersions(), vA, "rb-1", "rb-2") })
+	for _, d := range u.instances() {
+		if want := map[string]string{"rb-1": protocol.UpgradeAuto, "rb-2": protocol.UpgradeOff}[d.Hostname]; d.Upgrade != want {
+			t.Errorf("%s registered with upgrade mode %q, want %q", d.Hostname, d.Upgrade, want)
+		}
+	}
+	if out := u.mustCLI("delegates", "list"); !regexp.MustCompile(`rb +rb-2 .* off `).MatchString(out) {
+		t.Errorf("delegates list does not show rb-2's auto-upgrade off:\n%s", out)
+	}
 
 	failedWith := func(what, reason string) {
 		t.Helper()
@@ -404,7 +414,7 @@ func TestUpgradeRefusesBadBinariesRollsBackAndRefusesExpired(t *testing.T) {
 		if !onlyOn(u.connectedVersions(), vA, "rb-1") {
 			t.Fatalf("%s: the delegate does not run %s alone: %v", what, vA, u.connectedVersions())
 		}
-		if tk, _ := u.runJSON("--selector", "rb", "--script", "echo still serving"); tk.Status != protocol.StatusSucceeded {
+		if tk, _ := u.runJSON("--selector", "rb-1", "--script", "echo still serving"); tk.Status != protocol.StatusSucceeded || tk.DelegateHostname != "rb-1" {
 			t.Fatalf("%s: a task on the old version: %s %s", what, tk.Status, tk.Error)
 		}
 	}
@@ -438,6 +448,9 @@ func TestUpgradeRefusesBadBinariesRollsBackAndRefusesExpired(t *testing.T) {
 	})
 	if n := started("v1.90.2"); n != 3 {
 		t.Errorf("the version that failed was tried again (%d starts)", n)
+	}
+	if strings.Contains(off.out.String(), "upgrading the delegate") || !onlyOn(u.connectedVersions(), vA, "rb-2") {
+		t.Errorf("the watcher with AUTO_UPGRADE=false upgraded:\n%s", off.out.String())
 	}
 
 	// A delegate older than the manager accepts is refused, told what to install.

@@ -79,7 +79,9 @@
 //	  Upgrades (issue 16; upgrade.go): RegisterRequest.Upgrade and Slot,
 //	  Delegate.Upgrade, UpgradeState and WantedVersion, the watcher's
 //	  PathUpgradeCheck and PathReleases, PUT PathDelegates/{name}/upgrade
-//	  (UpgradePolicyRequest), and the code delegate_expired.
+//	  (UpgradePolicyRequest: pin, hold, release, ring), rings with a soak
+//	  time (Delegate.UpgradeRing, UpgradeWaiting), ManifestRequest.Upgrade,
+//	  and the code delegate_expired.
 package protocol
 
 import (
