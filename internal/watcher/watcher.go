@@ -251,6 +251,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			retiring = retiring[1:]
 			w.log.Info("the old delegate drained and exited", "version", old.version, "exit", exitText(old.err),
 				"drain_ms", time.Since(old.stopping).Milliseconds())
+			w.removeBinary(old.version, cur.version)
 		case <-curDone:
 			d := restarts.Next()
 			if time.Since(cur.started) > 10*time.Minute {
@@ -296,6 +297,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 				case err != nil:
 					failed, st = resp.Wanted, state{kind: protocol.WatcherFailed, target: resp.Wanted, reason: err.Error()}
 					w.saveFailed(failed, err.Error())
+					w.removeBinary(failed, cur.version)
 					w.log.Error("upgrade failed; the running version goes on, and this one is not tried again until the manager wants another",
 						"from", cur.version, "to", resp.Wanted, "reason", err.Error())
 					if _, err := w.check(ctx, cur.version, st); err != nil {
@@ -473,6 +475,18 @@ func (w *Watcher) startingVersion() (version, binary string) {
 		}
 	}
 	return w.opts.Version, w.opts.Binary
+}
+
+// removeBinary deletes the downloaded binary of version (never the one of
+// running): the old version once it drained, a version that failed. Its
+// working directory (its log, results it could not deliver) stays.
+func (w *Watcher) removeBinary(version, running string) {
+	if release.SameVersion(version, running) || !release.ValidVersionName(version) {
+		return
+	}
+	if err := os.RemoveAll(filepath.Join(w.opts.Dir, "versions", version)); err != nil {
+		w.log.Warn("cannot remove an old binary", "version", version, "err", err)
+	}
 }
 
 func (w *Watcher) saveCurrent(version string) {

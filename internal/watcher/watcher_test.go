@@ -93,3 +93,25 @@ func TestStateSurvivesARestart(t *testing.T) {
 		t.Errorf("a cleared failure: %q", v)
 	}
 }
+
+func TestRemoveBinaryKeepsTheRunningOne(t *testing.T) {
+	w := newTestWatcher(t, true, nil)
+	for _, v := range []string{"v1.1.0", "v1.2.0"} {
+		p := filepath.Join(w.opts.Dir, "versions", v, "legate")
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.removeBinary("v1.1.0", "v1.2.0")
+	w.removeBinary("v1.2.0", "v1.2.0")
+	w.removeBinary("..", "v1.2.0")
+	if _, err := os.Stat(filepath.Join(w.opts.Dir, "versions", "v1.1.0")); !os.IsNotExist(err) {
+		t.Errorf("the old binary is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(w.opts.Dir, "versions", "v1.2.0", "legate")); err != nil {
+		t.Errorf("the running binary was removed: %v", err)
+	}
+}
