@@ -251,6 +251,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			retiring = retiring[1:]
 			w.log.Info("the old delegate drained and exited", "version", old.version, "exit", exitText(old.err),
 				"drain_ms", time.Since(old.stopping).Milliseconds())
+			w.warnUndelivered(old.version)
 			w.removeBinary(old.version, cur.version)
 		case <-curDone:
 			d := restarts.Next()
@@ -475,6 +476,27 @@ func (w *Watcher) startingVersion() (version, binary string) {
 		}
 	}
 	return w.opts.Version, w.opts.Binary
+}
+
+// warnUndelivered says so when the delegate of version exited with
+// results it could not deliver (the manager was unreachable all through
+// its drain): they stay in its spool, which only that version's delegate
+// (same slot, same directory) sends.
+func (w *Watcher) warnUndelivered(version string) {
+	spool := filepath.Join(w.opts.Dir, "work", version, "spool")
+	entries, err := os.ReadDir(spool)
+	n := 0
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".result.json") {
+			n++
+		}
+	}
+	if err != nil || n == 0 {
+		return
+	}
+	w.log.Warn("the old version exited with results it could not deliver; they are kept and sent when that version runs again "+
+		"(LEGATE_WATCHER_SLOT="+version+" legate delegate --workdir "+filepath.Join(w.opts.Dir, "work", version)+")",
+		"version", version, "results", n, "spool", spool)
 }
 
 // removeBinary deletes the downloaded binary of version (never the one of

@@ -1,11 +1,14 @@
 package watcher
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/legate-dev/legate/internal/protocol"
@@ -113,5 +116,29 @@ func TestRemoveBinaryKeepsTheRunningOne(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(w.opts.Dir, "versions", "v1.2.0", "legate")); err != nil {
 		t.Errorf("the running binary was removed: %v", err)
+	}
+}
+
+func TestWarnUndelivered(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := New(Options{Binary: "/bin/true", Version: "v1.0.0", Dir: t.TempDir(), Manager: noManager{},
+		Name: "d", Hostname: "h", Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.warnUndelivered("v1.0.0")
+	if buf.Len() != 0 {
+		t.Errorf("a warning without a spool: %s", buf.String())
+	}
+	spool := filepath.Join(w.opts.Dir, "work", "v1.0.0", "spool")
+	if err := os.MkdirAll(spool, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(spool, "t_1.result.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.warnUndelivered("v1.0.0")
+	if !strings.Contains(buf.String(), "results=1") || !strings.Contains(buf.String(), "LEGATE_WATCHER_SLOT=v1.0.0") {
+		t.Errorf("no warning for an undelivered result: %s", buf.String())
 	}
 }
