@@ -94,7 +94,14 @@ func (s *syncBuffer) String() string {
 // start runs the binary with args and env (added to a minimal environment).
 func start(t testing.TB, name string, env []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	return startBinary(t, binary, name, env, args...)
+}
+
+// startBinary is start with another legate binary (such as a build of
+// another version).
+func startBinary(t testing.TB, bin, name string, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(baseEnv(), env...)
 	cmd.Dir = t.TempDir()
 	p := &proc{t: t, name: name, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}

@@ -32,6 +32,8 @@ documents, unchanged:
                                             its output goes to the log; a failure stops
                                             the delegate
   DELEGATE_DESCRIPTION                      free text shown by legate delegates list
+  AUTO_UPGRADE=false                        under legate watcher: supervise, never upgrade
+                                            (docs/upgrades.md)
   DELEGATE_HOSTNAME                         overrides the detected hostname (identity)
   POLL_FOR_TASKS=true                       poll instead of using the WebSocket
   DELEGATE_TASK_CAPACITY                    tasks run at once (0 = unlimited)

@@ -68,7 +68,7 @@ LEGATE_API_KEY (a manager writes both to DATA/admin.env).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newManagerCmd(), newDelegateCmd(st, su), newDevCmd(st, su), newBenchCmd())
+	root.AddCommand(newManagerCmd(), newDelegateCmd(st, su), newDevCmd(st, su), newBenchCmd(), newWatcherCmd(su), newUpgraderCmd(su))
 	cli.AddCommands(root, cli.ReadBuildInfo(version))
 	cli.Finish(root)
 

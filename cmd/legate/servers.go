@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/legate-dev/legate/internal/manager"
+	"github.com/legate-dev/legate/internal/release"
 	"github.com/legate-dev/legate/internal/seal"
 	"github.com/legate-dev/legate/internal/store"
 	"github.com/legate-dev/legate/internal/transport"
@@ -86,6 +88,12 @@ type managerFlags struct {
 	// account, as the flags say them (0 = unlimited); nil = the manager's
 	// defaults (legate dev).
 	perHour, perDay *int
+	// releaseDir holds the release binaries served to watchers; "" =
+	// DATA/releases.
+	releaseDir string
+	// upgradeSoak is how long a ring runs a version before the next ring
+	// is offered it; 0 = the manager's default.
+	upgradeSoak time.Duration
 	// listenFallback: when listen is taken, listen on a free port of the
 	// same host instead (legate dev without --listen).
 	listenFallback bool
@@ -176,6 +184,7 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 		ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxConnections: f.maxConnections,
 		PruneDelegatesAfter: prune, AuditRetention: retention,
 		DeploymentsPerHour: limit(f.perHour), DeploymentsPerDay: limit(f.perDay),
+		ReleaseDir: releaseDir(f, log), UpgradeSoak: f.upgradeSoak,
 	})
 	if err != nil {
 		ln.Close()
@@ -282,7 +291,33 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 	cmd.Flags().IntVar(f.perHour, "deployments-per-hour", 40, "default limit of deployments an account may start in any rolling hour (an account admin may set the account's own: legate limits set); 0 = unlimited")
 	cmd.Flags().IntVar(f.perDay, "deployments-per-day", 100, "default limit of deployments an account may start in any rolling 24 hours; 0 = unlimited")
 	cmd.Flags().DurationVar(&f.pruneAfter, "prune-delegates-after", defaultPruneAfter, "remove delegate instances out of contact (stopped, or silent) for longer than this; 0 = never")
+	cmd.Flags().DurationVar(&f.upgradeSoak, "upgrade-soak", 24*time.Hour, "how long every delegate of a ring (canary, early) must run the manager's version, with no failed upgrade, before the next ring is offered it")
+	cmd.Flags().StringVar(&f.releaseDir, "release-dir", "", "release binaries served to watchers, DIR/VERSION/legate-OS-ARCH with its .sig (legate release sign); the manager puts its own binary there (default: DATA/releases)")
 	return cmd
+}
+
+// releaseDir is the manager's release directory (--release-dir, default
+// DATA/releases), where it holds its own binary, unsigned until signed.
+func releaseDir(f managerFlags, log *slog.Logger) string {
+	dir := f.releaseDir
+	if dir == "" {
+		dir = filepath.Join(f.data, "releases")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		log.Warn("cannot find this binary to hold it in the release directory", "err", err)
+		return dir
+	}
+	held, err := release.HoldOwn(dir, buildVersion(), runtime.GOOS, runtime.GOARCH, exe)
+	switch {
+	case err != nil:
+		log.Warn("cannot hold this binary in the release directory", "dir", dir, "err", err)
+	case held != "":
+		if _, err := os.Stat(held + ".sig"); err != nil {
+			log.Info("this version is served to watchers once signed: legate release sign --key KEY "+held, "dir", dir)
+		}
+	}
+	return dir
 }
 
 // defaultPruneAfter is how long a delegate instance out of contact is kept.

@@ -9,6 +9,7 @@ import (
 
 	ecs "github.com/aws/aws-sdk-go-v2/service/ecs"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -42,6 +43,8 @@ func newK8sObject(apiVersion, kind string) (any, error) {
 		return &appsv1.StatefulSet{}, nil
 	case gk{"apps/v1", "Deployment"}:
 		return &appsv1.Deployment{}, nil
+	case gk{"batch/v1", "CronJob"}:
+		return &batchv1.CronJob{}, nil
 	case gk{"rbac.authorization.k8s.io/v1", "ClusterRole"}:
 		return &rbacv1.ClusterRole{}, nil
 	case gk{"rbac.authorization.k8s.io/v1", "ClusterRoleBinding"}:

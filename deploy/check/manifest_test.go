@@ -57,6 +57,10 @@ func matrix(kind string) map[string]func(*manifest.Params) {
 		m["rbac none"] = func(p *manifest.Params) { p.RBAC = "none" }
 		m["existing secret"] = func(p *manifest.Params) { p.Token, p.TokenSecret = "", "legate-token" }
 		m["sizes"] = func(p *manifest.Params) { p.CPU, p.Memory = "0.25", "128Mi" }
+		if kind == manifest.KindKubernetes {
+			m["upgrade auto"] = func(p *manifest.Params) { p.Upgrade = "auto" }
+			m["upgrade auto, existing secret"] = func(p *manifest.Params) { p.Upgrade, p.Token, p.TokenSecret = "auto", "", "legate-token" }
+		}
 	case manifest.KindDocker:
 		m["compose"] = func(p *manifest.Params) { p.Compose = true }
 		m["compose replicas"] = func(p *manifest.Params) { p.Compose, p.Replicas = true, 2 }

@@ -107,7 +107,7 @@ func addCommands(root *cobra.Command, a *app) {
 	pf.StringVar(&a.url, "url", "", "manager URL, e.g. http://127.0.0.1:7460 or https://legate.example.com (env "+EnvURL+"; HOST:PORT means http://HOST:PORT)")
 	pf.StringVar(&a.apiKey, "api-key", "", "admin API key (env "+EnvAPIKey+")")
 	pf.StringVar(&a.caCert, "ca-cert", "", "PEM file of the CA that signed the manager's certificate, trusted besides the system roots (env "+EnvCACert+")")
-	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.auditCmd(), a.apikeyCmd(), a.delegatesCmd(), a.connectorCmd(), a.configurationCmd(), a.secretCmd(), a.taskCmd(), a.deploymentsCmd(), a.limitsCmd(), a.pipelineCmd(), a.runCmd(), a.manifestCmd(), a.versionCmd(),
+	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.auditCmd(), a.apikeyCmd(), a.delegatesCmd(), a.connectorCmd(), a.configurationCmd(), a.secretCmd(), a.taskCmd(), a.deploymentsCmd(), a.limitsCmd(), a.pipelineCmd(), a.runCmd(), a.manifestCmd(), a.versionCmd(), a.releaseCmd(),
 		a.userCmd(), a.groupCmd(), a.roleCmd(), a.whoamiCmd(), a.loginCmd(), a.logoutCmd())
 	for _, c := range root.Commands() {
 		switch c.Name() {

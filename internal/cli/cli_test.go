@@ -96,9 +96,9 @@ func TestDelegatesList(t *testing.T) {
 	m.delegates = []protocol.Delegate{
 		{Name: "east", Hostname: "host-a", IP: "10.0.0.1", Tags: []string{"linux", "prod"}, Version: "0.1.0",
 			Status: protocol.DelegateConnected, Connection: protocol.ConnWebSocket, LastHeartbeat: &hb, RunningTasks: 2, Capacity: 4,
-			Configuration: "tools", Description: "build box in rack 4"},
+			Configuration: "tools", Description: "build box in rack 4", UpgradeState: protocol.UpgradeAvailable, WantedVersion: "0.2.0", Upgrade: protocol.UpgradeAuto},
 		{Name: "west", Hostname: "host-b", IP: "10.0.0.2", Version: "0.1.0", Status: protocol.DelegateDisconnected,
-			Connection: protocol.ConnPolling, Draining: true, Org: "eng"},
+			Connection: protocol.ConnPolling, Draining: true, Org: "eng", UpgradeState: protocol.UpgradeCurrent, Upgrade: protocol.UpgradeOff},
 		{Name: "web", Hostname: "host-c", IP: "10.0.0.3", Version: "0.2.0", Status: protocol.DelegateConnected,
 			Connection: protocol.ConnWebSocket, LastHeartbeat: &hb, Org: "eng", Project: "web", Configuring: "tools v2"},
 	}
@@ -106,10 +106,10 @@ func TestDelegatesList(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	want := "NAME  HOSTNAME  IP        SCOPE            TAGS        VERSION  STATUS                 CONNECTION  LAST-HEARTBEAT  RUNNING  CONFIGURATION  DESCRIPTION\n" +
-		"east  host-a    10.0.0.1  account          linux,prod  0.1.0    connected              websocket   3s ago          2/4      tools          build box in rack 4\n" +
-		"west  host-b    10.0.0.2  org/eng          -           0.1.0    disconnected,draining  polling     never           0        -              -\n" +
-		"web   host-c    10.0.0.3  project/eng/web  -           0.2.0    connected,configuring  websocket   3s ago          0        -              -\n"
+	want := "NAME  HOSTNAME  IP        SCOPE            TAGS        VERSION  UPGRADE            AUTO-UPGRADE  STATUS                 CONNECTION  LAST-HEARTBEAT  RUNNING  CONFIGURATION  DESCRIPTION\n" +
+		"east  host-a    10.0.0.1  account          linux,prod  0.1.0    upgrade available  on            connected              websocket   3s ago          2/4      tools          build box in rack 4\n" +
+		"west  host-b    10.0.0.2  org/eng          -           0.1.0    current            off           disconnected,draining  polling     never           0        -              -\n" +
+		"web   host-c    10.0.0.3  project/eng/web  -           0.2.0    -                  manual        connected,configuring  websocket   3s ago          0        -              -\n"
 	if d := cmp.Diff(want, r.stdout); d != "" {
 		t.Errorf("table (-want +got):\n%s", d)
 	}

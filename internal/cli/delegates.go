@@ -27,10 +27,12 @@ longer than its --prune-delegates-after (6h by default).`,
   legate delegates describe build
   legate delegates delete build
   legate delegates list --pending
-  legate delegates approve build`,
+  legate delegates approve build
+  legate delegates upgrade pin build v1.4.2`,
 	}
 	cmd.AddCommand(a.delegatesListCmd(), a.delegatesDescribeCmd(), a.delegatesDeleteCmd(),
-		a.delegatesDecideCmd(protocol.ApprovalApproved), a.delegatesDecideCmd(protocol.ApprovalRejected))
+		a.delegatesDecideCmd(protocol.ApprovalApproved), a.delegatesDecideCmd(protocol.ApprovalRejected),
+		a.delegatesUpgradeCmd())
 	return cmd
 }
 
@@ -171,10 +173,10 @@ instances out of contact for longer than --prune-delegates-after (6h).`,
 // shorten descriptions.
 func (a *app) delegateTable(w io.Writer, ds []protocol.Delegate, wide bool) error {
 	now := a.now()
-	header := []string{"NAME", "HOSTNAME", "IP", "SCOPE", "TAGS", "VERSION", "STATUS", "CONNECTION", "LAST-HEARTBEAT", "RUNNING",
+	header := []string{"NAME", "HOSTNAME", "IP", "SCOPE", "TAGS", "VERSION", "UPGRADE", "AUTO-UPGRADE", "STATUS", "CONNECTION", "LAST-HEARTBEAT", "RUNNING",
 		"CONFIGURATION", "DESCRIPTION"}
 	if wide {
-		header = append(header, "INSTANCE-ID", "TYPE", "TOKEN", "REGISTERED", "OVER-THRESHOLD")
+		header = append(header, "INSTANCE-ID", "TYPE", "TOKEN", "REGISTERED", "OVER-THRESHOLD", "WANTED-VERSION")
 	}
 	t := newTable(w, header...)
 	for _, d := range ds {
@@ -182,14 +184,50 @@ func (a *app) delegateTable(w io.Writer, ds []protocol.Delegate, wide bool) erro
 		if !wide {
 			desc = shorten(desc, 40)
 		}
-		row := []string{d.Name, d.Hostname, d.IP, scope(d.Org, d.Project), strings.Join(d.Tags, ","), d.Version, delegateStatus(d),
-			d.Connection, agePtr(now, d.LastHeartbeat), running(d), d.Configuration, desc}
+		row := []string{d.Name, d.Hostname, d.IP, scope(d.Org, d.Project), strings.Join(d.Tags, ","), d.Version, upgradeState(d, wide),
+			autoUpgrade(d), delegateStatus(d), d.Connection, agePtr(now, d.LastHeartbeat), running(d), d.Configuration, desc}
 		if wide {
-			row = append(row, d.InstanceID, d.Type, d.TokenName, age(now, d.RegisteredAt), d.OverThreshold)
+			row = append(row, d.InstanceID, d.Type, d.TokenName, age(now, d.RegisteredAt), d.OverThreshold, wantedVersion(d))
 		}
 		t.row(row...)
 	}
 	return t.flush()
+}
+
+// upgradeState is where the instance stands with upgrades; a failure's
+// reason is shortened unless wide (describe shows it whole).
+func upgradeState(d protocol.Delegate, wide bool) string {
+	if d.UpgradeState == "" {
+		return "-"
+	}
+	if !wide {
+		return shorten(d.UpgradeState, 48)
+	}
+	return d.UpgradeState
+}
+
+// autoUpgrade says whether a watcher upgrades the instance: on, off
+// (AUTO_UPGRADE=false) or manual (no watcher runs it).
+func autoUpgrade(d protocol.Delegate) string {
+	switch d.Upgrade {
+	case protocol.UpgradeAuto:
+		return "on"
+	case protocol.UpgradeOff:
+		return "off"
+	}
+	return "manual"
+}
+
+// wantedVersion is the version the group wants, "held" when held back,
+// "waiting" while its ring waits for an earlier one.
+func wantedVersion(d protocol.Delegate) string {
+	switch {
+	case d.WantedVersion == "" && d.UpgradeWaiting != "":
+		return "waiting"
+	case d.WantedVersion == "" && d.UpgradeState != "":
+		return "held"
+	}
+	return d.WantedVersion
 }
 
 // delegateNames returns each delegate (group) name once, in list order.
@@ -389,6 +427,16 @@ func (a *app) printDelegateDetails(w io.Writer, d protocol.DelegateDetails) erro
 			t.row("  Over threshold:", inst.OverThreshold+" (takes no new tasks)")
 		}
 		t.row("  Version:", inst.Version)
+		if inst.UpgradeState != "" {
+			ring := ""
+			if inst.UpgradeRing != "" {
+				ring = "; ring " + inst.UpgradeRing
+			}
+			t.row("  Upgrade:", inst.UpgradeState+" (wants "+wantedVersion(inst.Delegate)+ring+"; auto-upgrade "+autoUpgrade(inst.Delegate)+")")
+			if inst.UpgradeWaiting != "" {
+				t.row("  Upgrade waits:", inst.UpgradeWaiting)
+			}
+		}
 		t.row("  Type:", inst.Type)
 		t.row("  Token:", inst.TokenName)
 		t.row("  Registered:", a.timestamp(&inst.RegisteredAt))

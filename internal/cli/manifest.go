@@ -24,7 +24,7 @@ type manifestFlags struct {
 	replicas                      int
 	env                           []string
 	managerURL                    string
-	namespace, rbac               string
+	namespace, rbac, upgrade      string
 	compose, service              bool
 	region, executionRole         string
 	cluster                       string
@@ -50,10 +50,18 @@ CODE being the first six letters of the account ID, so that two clusters'
 delegates never collide. For high availability raise --replicas: the
 replicas of one delegate share its name; do not install a second delegate.
 
+--upgrade self-managed (the default) leaves upgrades to you: change the
+image tag, and the StatefulSet's rolling update with the delegates' drain
+fails no task. --upgrade auto adds an hourly upgrader CronJob (never two
+at once) that asks the manager which version the delegate should run and
+patches the StatefulSet's image, with a ServiceAccount that may only get
+and patch that StatefulSet (docs/upgrades.md).
+
 Apply it with kubectl apply -f FILE.`,
 			`  legate manifest kubernetes --new-token k8s-prod --name prod --tags k8s,prod > delegate.yaml
   kubectl apply -f delegate.yaml
-  legate manifest kubernetes --token-secret legate-token --rbac namespace --namespace team-a --replicas 2`},
+  legate manifest kubernetes --token-secret legate-token --rbac namespace --namespace team-a --replicas 2
+  legate manifest kubernetes --new-token k8s-auto --name prod --upgrade auto > delegate.yaml`},
 		{manifest.KindHelm, "Helm values for deploy/helm/legate-delegate, and the helm install command",
 			`Print a values file for the chart deploy/helm/legate-delegate; its first
 lines say the helm install command. --token-secret NAME uses an existing
@@ -156,6 +164,9 @@ func (a *app) manifestKindCmd(k manifestKind) *cobra.Command {
 		fl.StringVar(&f.rbac, "rbac", "", "cluster (a ClusterRole over every namespace; default), namespace (a Role in --namespace only) or none")
 		fl.StringVar(&f.cpu, "cpu", "", "CPU request (default 50m)")
 		fl.StringVar(&f.memory, "memory", "", "memory request (default 64Mi)")
+		if k.kind == manifest.KindKubernetes {
+			fl.StringVar(&f.upgrade, "upgrade", "", "self-managed (default: you change the image) or auto (an hourly upgrader CronJob patches the StatefulSet's image to the version the manager wants; docs/upgrades.md)")
+		}
 	case manifest.KindDocker:
 		fl.BoolVar(&f.compose, "compose", false, "print a compose file instead of docker run")
 	case manifest.KindECS, manifest.KindFargate:
@@ -188,7 +199,7 @@ func (a *app) runManifest(cmd *cobra.Command, kind string, f *manifestFlags) err
 	req := protocol.ManifestRequest{
 		Kind: kind, Token: f.token, TokenSecret: f.tokenSecret, TokenSecretARN: f.tokenSecretARN,
 		Name: f.name, Replicas: f.replicas, Image: f.image, Description: f.desc,
-		Namespace: f.namespace, RBAC: f.rbac, Compose: f.compose, Service: f.service,
+		Namespace: f.namespace, RBAC: f.rbac, Upgrade: f.upgrade, Compose: f.compose, Service: f.service,
 		Region: f.region, ExecutionRoleARN: f.executionRole, Cluster: f.cluster,
 		Subnets: f.subnets, SecurityGroups: f.securityGroups, AssignPublicIP: f.assignPublicIP,
 		CPU: f.cpu, Memory: f.memory, Org: f.org, Project: f.project,

@@ -70,6 +70,17 @@ type Delegate struct {
 	// identified by hostname alone.
 	IdentityByHostname bool
 
+	// Upgrades (docs/upgrades.md).
+
+	// AutoUpgrade is AUTO_UPGRADE (default true); false: the watcher that
+	// runs the delegate supervises it but does not upgrade it.
+	AutoUpgrade bool
+	// WatcherSlot is LEGATE_WATCHER_SLOT, which legate watcher sets for
+	// the delegates it runs (the version the process runs): it tells
+	// apart the processes of one delegate on one host during a switch.
+	// Empty: no watcher runs the delegate.
+	WatcherSlot string
+
 	// Logging.
 
 	// LogLevel is LOGGING_LEVEL; default info.
@@ -263,7 +274,31 @@ func (e vars) readWork(d *Delegate) error {
 	d.LogStreamingURL = e.get("LOG_STREAMING_SERVICE_URL")
 	d.Description = e.get("DELEGATE_DESCRIPTION")
 	d.InitScript = e.get("INIT_SCRIPT")
+	auto := e.get("AUTO_UPGRADE")
+	if auto == "" {
+		auto = "true"
+	}
+	if d.AutoUpgrade, err = parseBool("AUTO_UPGRADE", auto); err != nil {
+		return err
+	}
+	d.WatcherSlot = e.get("LEGATE_WATCHER_SLOT")
+	if len(d.WatcherSlot) > 64 {
+		return fmt.Errorf("LEGATE_WATCHER_SLOT: at most 64 characters")
+	}
 	return nil
+}
+
+// UpgradeMode is what the delegate registers as its upgrade mode:
+// protocol.UpgradeAuto or UpgradeOff under a watcher, UpgradeManual
+// otherwise.
+func (d Delegate) UpgradeMode() string {
+	switch {
+	case d.WatcherSlot == "":
+		return protocol.UpgradeManual
+	case d.AutoUpgrade:
+		return protocol.UpgradeAuto
+	}
+	return protocol.UpgradeOff
 }
 
 // Validate checks a Delegate (also one built from flags) and returns one

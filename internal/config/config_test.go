@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/legate-dev/legate/internal/protocol"
 )
 
 // env returns a lookup function over m.
@@ -53,7 +55,7 @@ var minimal = Delegate{
 	ManagerURLs: []string{"https://app.harness.io"},
 	Name:        "legate-delegate",
 	Type:        "SHELL",
-	HTTPPort:    DefaultHTTPPort,
+	HTTPPort:    DefaultHTTPPort, AutoUpgrade: true,
 }
 
 // modified returns a copy of minimal changed by f.
@@ -98,6 +100,8 @@ func TestFromEnv(t *testing.T) {
 		{"next gen TRUE", with(gen1, "NEXT_GEN", "TRUE"), modified(func(d *Delegate) { d.NextGen = true })},
 		{"next gen false", with(gen1, "NEXT_GEN", "False"), minimal},
 		{"next gen empty", with(gen1, "NEXT_GEN", ""), minimal},
+		{"auto upgrade off", with(gen1, "AUTO_UPGRADE", "false"), modified(func(d *Delegate) { d.AutoUpgrade = false })},
+		{"watcher slot", with(gen1, "LEGATE_WATCHER_SLOT", "v1.2.3"), modified(func(d *Delegate) { d.WatcherSlot = "v1.2.3" })},
 		{"poll for tasks", with(gen1, "POLL_FOR_TASKS", "true"), modified(func(d *Delegate) { d.PollForTasks = true })},
 		{"capacity", with(gen1, "DELEGATE_TASK_CAPACITY", " 8 "), modified(func(d *Delegate) { d.Capacity = 8 })},
 		{"capacity zero", with(gen1, "DELEGATE_TASK_CAPACITY", "0"), minimal},
@@ -179,6 +183,7 @@ func TestFromEnvErrors(t *testing.T) {
 		{"name too long", with(gen1, "DELEGATE_NAME", strings.Repeat("a", 64)), `DELEGATE_NAME="` + strings.Repeat("a", 64) + `": must be 1-63 letters, digits, '-', '_' or '.'`},
 		{"name non-ASCII", with(gen1, "HARNESS_NAME", "naïve"), `HARNESS_NAME="naïve": must be 1-63 letters, digits, '-', '_' or '.'`},
 		{"hostname bad", with(gen1, "DELEGATE_HOSTNAME", "host/1"), `DELEGATE_HOSTNAME="host/1": must be at most 253 letters, digits, '-', '_' or '.'`},
+		{"auto upgrade bad", with(gen1, "AUTO_UPGRADE", "no"), `AUTO_UPGRADE="no": must be true or false`},
 		{"type bad", with(gen1, "DELEGATE_TYPE", "shell script"), `DELEGATE_TYPE="SHELL SCRIPT": must be 1-63 letters, digits, '-' or '_' (such as SHELL or DOCKER)`},
 		{"tag with control", with(gen1, "DELEGATE_TAGS", "a,b\x01c"), `DELEGATE_TAGS: tag "b\x01c" must be 1-128 characters without commas or control characters`},
 		{"next gen yes", with(gen1, "NEXT_GEN", "yes"), `NEXT_GEN="yes": must be true or false`},
@@ -260,12 +265,12 @@ func TestSeedTaskDefinitions(t *testing.T) {
 		{
 			name: "003 ECS filled in",
 			env:  with(seed003ECS, "HARNESS_ACCOUNT_ID", account, "HARNESS_TOKEN", token, "HARNESS_URL", "https://legate.example.com"),
-			want: Delegate{AccountID: account, Token: token, ManagerURLs: []string{"https://legate.example.com"}, Name: "ecs-delegate", Type: "SHELL", HTTPPort: DefaultHTTPPort},
+			want: Delegate{AccountID: account, Token: token, ManagerURLs: []string{"https://legate.example.com"}, Name: "ecs-delegate", Type: "SHELL", HTTPPort: DefaultHTTPPort, AutoUpgrade: true},
 		},
 		{
 			name: "003 Fargate filled in, with tags",
 			env:  with(seed003Fargate, "HARNESS_ACCOUNT_ID", account, "HARNESS_TOKEN", token, "HARNESS_URL", "https://legate.example.com/", "HARNESS_TAGS", "aws,ecs,production"),
-			want: Delegate{AccountID: account, Token: token, ManagerURLs: []string{"https://legate.example.com"}, Name: "fargate-delegate", Type: "SHELL", Tags: []string{"aws", "ecs", "production"}, HTTPPort: DefaultHTTPPort},
+			want: Delegate{AccountID: account, Token: token, ManagerURLs: []string{"https://legate.example.com"}, Name: "fargate-delegate", Type: "SHELL", Tags: []string{"aws", "ecs", "production"}, HTTPPort: DefaultHTTPPort, AutoUpgrade: true},
 		},
 		{
 			name: "004 ECS filled in (Prod2 URLs with /gratis)",
@@ -276,7 +281,7 @@ func TestSeedTaskDefinitions(t *testing.T) {
 			want: Delegate{
 				AccountID: account, Token: token, ManagerURLs: []string{"https://legate.example.com/gratis"},
 				Name: "ecs-delegate-im", Type: "DOCKER", DeployMode: "KUBERNETES", NextGen: true,
-				LogStreamingURL: "https://legate.example.com/gratis/log-service/", HTTPPort: DefaultHTTPPort,
+				LogStreamingURL: "https://legate.example.com/gratis/log-service/", HTTPPort: DefaultHTTPPort, AutoUpgrade: true,
 			},
 		},
 		{
@@ -286,7 +291,7 @@ func TestSeedTaskDefinitions(t *testing.T) {
 			want: Delegate{
 				AccountID: account, Token: token, ManagerURLs: []string{"http://10.0.3.4:7000"},
 				Name: "fargate-1", Type: "DOCKER", DeployMode: "KUBERNETES", NextGen: true,
-				LogStreamingURL: "<LOG_STREAMING_SERVICE_URL>", HTTPPort: DefaultHTTPPort,
+				LogStreamingURL: "<LOG_STREAMING_SERVICE_URL>", HTTPPort: DefaultHTTPPort, AutoUpgrade: true,
 			},
 		},
 	}
@@ -318,7 +323,7 @@ func TestReadEnv(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ReadEnv: %v", err)
 	}
-	want := Delegate{Name: "legate-delegate", Type: "SHELL", Tags: []string{"a", "b"}, HTTPPort: DefaultHTTPPort}
+	want := Delegate{Name: "legate-delegate", Type: "SHELL", Tags: []string{"a", "b"}, HTTPPort: DefaultHTTPPort, AutoUpgrade: true}
 	if diff := cmp.Diff(want, d); diff != "" {
 		t.Errorf("mismatch (-want +got):\n%s", diff)
 	}
@@ -503,5 +508,22 @@ func TestDelegateIP(t *testing.T) {
 	}
 	if _, err := FromEnv(lookup(map[string]string{"DELEGATE_IP": "10.1.2"})); err == nil || !strings.Contains(err.Error(), "DELEGATE_IP") {
 		t.Errorf("bad DELEGATE_IP: err %v, want one naming DELEGATE_IP", err)
+	}
+}
+
+func TestUpgradeMode(t *testing.T) {
+	for _, c := range []struct {
+		slot string
+		auto bool
+		want string
+	}{
+		{"", true, protocol.UpgradeManual},
+		{"", false, protocol.UpgradeManual},
+		{"v1.2.3", true, protocol.UpgradeAuto},
+		{"v1.2.3", false, protocol.UpgradeOff},
+	} {
+		if got := (Delegate{WatcherSlot: c.slot, AutoUpgrade: c.auto}).UpgradeMode(); got != c.want {
+			t.Errorf("slot %q auto %v: %q, want %q", c.slot, c.auto, got, c.want)
+		}
 	}
 }

@@ -475,6 +475,8 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			FreshStart:         a.regGen.Load() == 0,
 			Description:        a.cfg.Description,
 			Platform:           a.platform,
+			Upgrade:            a.cfg.UpgradeMode(),
+			Slot:               a.cfg.WatcherSlot,
 		}
 		if a.containers != nil {
 			req.ContainerRuntime = a.containers.Name

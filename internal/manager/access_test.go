@@ -188,6 +188,7 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 		"DELETE " + protocol.PathDelegates + "/{name}":               {path: protocol.PathDelegates + "/d-o1", at: o1, ensure: ensureDelegate},
 		"POST " + protocol.PathDelegates + "/{name}/approve":         {path: protocol.PathDelegates + "/d-a/approve", at: o1},
 		"POST " + protocol.PathDelegates + "/{name}/reject":          {path: protocol.PathDelegates + "/d-a/reject", at: o1},
+		"PUT " + protocol.PathDelegates + "/{name}/upgrade":          {path: protocol.PathDelegates + "/d-o1/upgrade", body: `{"action":"hold"}`},
 		"GET " + protocol.PathAudit:                                  {path: protocol.PathAudit},
 		"POST " + protocol.PathTasks:                                 {path: protocol.PathTasks, body: `{"type":"shell","shell":{"script":"true"},"org":"o1","project":"p1"}`, at: p1},
 		"GET " + protocol.PathTasks:                                  {path: protocol.PathTasks},

@@ -192,7 +192,7 @@ func (m *Manager) delegateList(ctx context.Context, acct string, all bool) ([]pr
 			Status: protocol.DelegateDisconnected, Connection: in.Connection,
 			LastHeartbeat: utcPtr(in.LastHeartbeat), Capacity: in.Capacity, Draining: in.Draining,
 			RegisteredAt: in.RegisteredAt.UTC(), Org: in.Org, Project: in.Project,
-			Description: in.Description, Approval: in.Approval,
+			Description: in.Description, Approval: in.Approval, Upgrade: in.UpgradeMode,
 		}
 		if d := m.hub.get(in.ID); d != nil && !d.isGone() {
 			v.Approval = d.approvalState()
@@ -235,6 +235,9 @@ func (m *Manager) delegateList(ctx context.Context, acct string, all bool) ([]pr
 		}
 		return a.Hostname < b.Hostname
 	})
+	if err := m.upgradeView(ctx, acct, out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

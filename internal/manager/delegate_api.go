@@ -95,10 +95,16 @@ func (m *Manager) issueSession(d *live) (string, time.Time) {
 func identityKey(req protocol.RegisterRequest) string {
 	name := protocol.NormalizeSelector(req.Name)
 	host := protocol.NormalizeSelector(req.Hostname)
+	key := name + "|" + host + "|" + strings.TrimSpace(req.IP)
 	if req.IdentityByHostname {
-		return name + "|" + host
+		key = name + "|" + host
 	}
-	return name + "|" + host + "|" + strings.TrimSpace(req.IP)
+	if req.Slot != "" {
+		// A watcher's delegate: its old and new versions run side by
+		// side during a switch, as two instances.
+		key += "|slot=" + req.Slot
+	}
+	return key
 }
 
 // approvalRequest is what a registration with tok asks of the store's
@@ -181,6 +187,9 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if m.refuseExpired(w, r, req) {
+		return
+	}
 	if cut > 0 {
 		m.log.Warn("a registering delegate listed more running tasks than it may run; only the first ones are looked at",
 			"listed", cut, "looked_at", len(req.Running), "capacity", req.Capacity,
@@ -243,6 +252,10 @@ func checkRegisterRequest(req *protocol.RegisterRequest) (cut int, err error) {
 		return 0, errors.New("too many tags (at most 100)")
 	case len(req.Description) > 1024:
 		return 0, errors.New("description too long (at most 1024 bytes)")
+	case len(req.Slot) > 64:
+		return 0, errors.New("slot too long (at most 64 bytes)")
+	case req.Upgrade != protocol.UpgradeManual && req.Upgrade != protocol.UpgradeAuto && req.Upgrade != protocol.UpgradeOff:
+		return 0, fmt.Errorf("upgrade %q: want %q, %q or empty", req.Upgrade, protocol.UpgradeAuto, protocol.UpgradeOff)
 	}
 	if err := checkRegistration(req); err != nil {
 		return 0, err
@@ -282,6 +295,7 @@ func (m *Manager) recordInstance(w http.ResponseWriter, r *http.Request, req pro
 		Description:      strings.TrimSpace(req.Description),
 		ContainerRuntime: containerRuntimeName(req.ContainerRuntime),
 		Approval:         approvalRequest(tok),
+		UpgradeMode:      req.Upgrade,
 	})
 	var conflict *store.IdentityConflictError
 	if errors.As(err, &conflict) {

@@ -109,6 +109,17 @@ type Config struct {
 	// once; a request that finds no slot within a second is answered 503
 	// with Retry-After. 0 = 32.
 	UnauthenticatedBodies int
+	// ReleaseDir holds the release binaries the manager serves to
+	// watchers: DIR/VERSION/legate-OS-ARCH with its signature next to it
+	// (+ ".sig", legate release sign); "" = none (docs/upgrades.md).
+	ReleaseDir string
+	// UpgradePollInterval is how often watchers are told to ask which
+	// version to run. 0 = 1m.
+	UpgradePollInterval time.Duration
+	// UpgradeSoak is how long every delegate of a ring must have run the
+	// manager's version, with no failed upgrade, before the next ring is
+	// offered it. 0 = 24h.
+	UpgradeSoak time.Duration
 	// TLS, when not nil, makes the manager serve HTTPS and WSS only.
 	TLS *tls.Config
 	// Version is reported to clients.
@@ -185,6 +196,12 @@ func (c *Config) defaults() {
 	}
 	if c.Version == "" {
 		c.Version = "dev"
+	}
+	if c.UpgradePollInterval <= 0 {
+		c.UpgradePollInterval = time.Minute
+	}
+	if c.UpgradeSoak <= 0 {
+		c.UpgradeSoak = 24 * time.Hour
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

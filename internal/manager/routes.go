@@ -123,6 +123,11 @@ func (m *Manager) routes() []route {
 		{method: "POST", pattern: protocol.PathCapabilities, body: bodyReport, delegate: m.handleCapabilities},
 		{method: "GET", pattern: protocol.PathDelegateConfiguration, delegate: m.handleDelegateConfiguration},
 		{method: "POST", pattern: protocol.PathDelegateConfigurationResult, body: bodyReport, delegate: m.handleConfigurationResult},
+		// Watchers (upgrades.go): the delegate token in the headers is the
+		// credential, checked by the handler before anything is read.
+		{method: "POST", pattern: protocol.PathUpgradeCheck, body: bodySmall, public: m.handleUpgradeCheck},
+		{method: "GET", pattern: protocol.PathReleases + "/{version}/{os}/{arch}", stream: true, public: m.handleReleaseBinary},
+		{method: "GET", pattern: protocol.PathReleases + "/{version}/{os}/{arch}/signature", public: m.handleReleaseSignature},
 
 		// Admin API. Each route's rule: the permission and where its scope
 		// comes from (access.go).
@@ -134,6 +139,9 @@ func (m *Manager) routes() []route {
 		{method: "GET", pattern: protocol.PathDelegates + "/{name}", admin: m.handleDescribeDelegate, rule: rule{perm: access.DelegateView, scope: atDelegate}},
 		{method: "POST", pattern: protocol.PathDelegates + "/{name}/approve", admin: m.handleApproveDelegate, rule: rule{perm: access.DelegateEdit, scope: atDelegate}, audit: "delegate.approve"},
 		{method: "POST", pattern: protocol.PathDelegates + "/{name}/reject", admin: m.handleRejectDelegate, rule: rule{perm: access.DelegateEdit, scope: atDelegate}, audit: "delegate.reject"},
+		// A group's upgrade policy: the version it wants is the account
+		// administrator's call (user:manage at the account, as for limits).
+		{method: "PUT", pattern: protocol.PathDelegates + "/{name}/upgrade", body: bodyTiny, admin: m.handleSetUpgradePolicy, rule: rule{perm: access.UserManage, scope: atAccount}, audit: "delegate.upgrade_policy"},
 		{method: "DELETE", pattern: protocol.PathDelegates + "/{name}", admin: m.handleDeleteDelegate, rule: rule{perm: access.DelegateDelete, scope: atDelegate}, audit: "delegate.delete"},
 		{method: "POST", pattern: protocol.PathTasks, body: bodyLarge, admin: m.handleSubmitTask, rule: rule{perm: access.TaskRun, scope: atBody, also: taskUses}},
 		{method: "GET", pattern: protocol.PathTasks, admin: m.handleListTasks, rule: rule{perm: access.TaskView, list: true}},

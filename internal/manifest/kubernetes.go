@@ -1,6 +1,10 @@
 package manifest
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
 
 // kubernetes prints the Namespace, the token's Secret (unless it exists),
 // the ServiceAccount, its RBAC and the StatefulSet, as the seeds' delegate
@@ -85,10 +89,12 @@ func kubernetes(p Params) string {
 			{"requests", mapping{{"cpu", p.CPU}, {"memory", p.Memory}}},
 		}},
 	}
+	stsMeta := meta(full, true)
+	stsMeta = append(stsMeta, field{"annotations", mapping{{LabelPrefix + "upgrade", p.Upgrade}}})
 	selector := mapping{{LabelPrefix + "app", "legate-delegate"}, {LabelPrefix + "account", AccountCode(p.AccountID)}, {LabelPrefix + "name", p.Name}}
 	docs = append(docs, mapping{
 		{"apiVersion", "apps/v1"}, {"kind", "StatefulSet"},
-		{"metadata", meta(full, true)},
+		{"metadata", stsMeta},
 		{"spec", mapping{
 			// One delegate, many replicas: the seeds' rule for HA.
 			{"replicas", p.Replicas},
@@ -105,8 +111,67 @@ func kubernetes(p Params) string {
 			}},
 		}},
 	})
+	if p.Upgrade == protocol.UpgradeAutomatic {
+		docs = append(docs, upgraderDocs(p, env, meta)...)
+	}
 	return yamlDocs(docs...)
 }
+
+// upgraderDocs are the objects of automatic upgrades: an hourly CronJob
+// (never two at once) that runs legate upgrader, which asks the manager
+// which version the delegate should run and patches the StatefulSet's
+// image when it differs; its ServiceAccount may only get and patch that
+// one StatefulSet. The StatefulSet's rolling update and the delegates'
+// drain (terminationGracePeriodSeconds) keep every task.
+func upgraderDocs(p Params, env seq, meta func(string, bool) mapping) []mapping {
+	full := k8sFullName(p)
+	name := full + "-upgrader"
+	upEnv := append(seq{}, env...)
+	upEnv = append(upEnv,
+		mapping{{"name", "UPGRADER_NAMESPACE"}, {"value", p.Namespace}},
+		mapping{{"name", "UPGRADER_STATEFULSET"}, {"value", full}},
+	)
+	return []mapping{
+		{{"apiVersion", "v1"}, {"kind", "ServiceAccount"}, {"metadata", meta(name, true)}, {"automountServiceAccountToken", true}},
+		{{"apiVersion", "rbac.authorization.k8s.io/v1"}, {"kind", "Role"}, {"metadata", meta(name, true)},
+			{"rules", seq{mapping{{"apiGroups", seq{"apps"}}, {"resources", seq{"statefulsets"}}, {"resourceNames", seq{full}},
+				{"verbs", seq{"get", "patch"}}}}}},
+		{{"apiVersion", "rbac.authorization.k8s.io/v1"}, {"kind", "RoleBinding"}, {"metadata", meta(name, true)},
+			{"roleRef", mapping{{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Role"}, {"name", name}}},
+			{"subjects", seq{mapping{{"kind", "ServiceAccount"}, {"name", name}, {"namespace", p.Namespace}}}}},
+		{{"apiVersion", "batch/v1"}, {"kind", "CronJob"}, {"metadata", meta(name, true)},
+			{"spec", mapping{
+				{"schedule", UpgraderSchedule},
+				{"concurrencyPolicy", "Forbid"},
+				{"successfulJobsHistoryLimit", 1},
+				{"failedJobsHistoryLimit", 3},
+				{"jobTemplate", mapping{{"spec", mapping{
+					{"backoffLimit", 2},
+					{"activeDeadlineSeconds", 600},
+					{"template", mapping{
+						{"metadata", mapping{{"labels", mapping{{LabelPrefix + "app", "legate-upgrader"}}}}},
+						{"spec", mapping{
+							{"serviceAccountName", name},
+							{"restartPolicy", "Never"},
+							{"containers", seq{mapping{
+								{"name", "upgrader"},
+								{"image", p.Image},
+								{"imagePullPolicy", "IfNotPresent"},
+								{"args", seq{"upgrader"}},
+								{"env", upEnv},
+								{"resources", mapping{{"requests", mapping{{"cpu", "10m"}, {"memory", "32Mi"}}}}},
+							}}},
+						}},
+					}},
+				}}}},
+			}},
+		},
+	}
+}
+
+// UpgraderSchedule is when the upgrader CronJob runs: hourly, as the
+// reference's upgrader does.
+const UpgraderSchedule = "0 * * * *"
 
 // k8sFullName is the StatefulSet's name: NAME-CODE.
 func k8sFullName(p Params) string { return p.Name + "-" + AccountCode(p.AccountID) }

@@ -169,6 +169,7 @@ func normalize(p Params) (Params, error) {
 		{p.Image != "", "image", p.Kind != KindSystemd},
 		{p.Namespace != "", "namespace", k8s},
 		{p.RBAC != "", "rbac", k8s},
+		{p.Upgrade != "", "upgrade", p.Kind == KindKubernetes},
 		{p.TokenSecret != "", "token-secret", k8s},
 		{p.Compose, "compose", p.Kind == KindDocker},
 		{p.Service, "service", aws},
@@ -185,6 +186,16 @@ func normalize(p Params) (Params, error) {
 		if s.set && !s.applies {
 			return p, fmt.Errorf("%s does not apply to a %s manifest", s.name, p.Kind)
 		}
+	}
+
+	switch p.Upgrade {
+	case "":
+		if p.Kind == KindKubernetes {
+			p.Upgrade = protocol.UpgradeSelfManaged
+		}
+	case protocol.UpgradeSelfManaged, protocol.UpgradeAutomatic:
+	default:
+		return p, fmt.Errorf("upgrade %q: use %s or %s", p.Upgrade, protocol.UpgradeAutomatic, protocol.UpgradeSelfManaged)
 	}
 
 	if err := checkAccountID(p.AccountID, k8s); err != nil {

@@ -48,6 +48,8 @@ func TestGenerateRefuses(t *testing.T) {
 		{"cpu", func(p *Params) { p.CPU = "lots" }, `cpu "lots" is not a Kubernetes quantity`},
 		{"not for kubernetes", func(p *Params) { p.Compose = true }, "compose does not apply to a kubernetes manifest"},
 		{"image", func(p *Params) { p.Image = "not an image" }, `image "not an image"`},
+		{"upgrade", func(p *Params) { p.Upgrade = "nightly" }, `upgrade "nightly": use auto or self-managed`},
+		{"upgrade for helm", func(p *Params) { p.Kind = KindHelm; p.Upgrade = "auto" }, "upgrade does not apply to a helm manifest"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := base(KindKubernetes)
@@ -249,5 +251,53 @@ func TestTaskContainersOnECS(t *testing.T) {
 		if n := TaskContainerNotes(p); n != "" {
 			t.Errorf("%s service: notes %q", kind, n)
 		}
+	}
+}
+
+// TestKubernetesUpgradeModes: self-managed adds nothing but its
+// annotation; auto adds the hourly upgrader CronJob (never two at once)
+// with a ServiceAccount that may only get and patch the StatefulSet.
+func TestKubernetesUpgradeModes(t *testing.T) {
+	self, err := Generate(base(KindKubernetes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := base(KindKubernetes)
+	p.Upgrade = protocol.UpgradeAutomatic
+	auto, err := Generate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(self, `legate.dev/upgrade: "self-managed"`) || strings.Contains(self, "CronJob") {
+		t.Errorf("self-managed:\n%s", self)
+	}
+	for _, want := range []string{
+		`legate.dev/upgrade: "auto"`,
+		`kind: "CronJob"`,
+		`schedule: "0 * * * *"`,
+		`concurrencyPolicy: "Forbid"`,
+		`serviceAccountName: "legate-delegate-abcdef-upgrader"`,
+		`- "upgrader"`,
+		`value: "legate-delegate-abcdef"`,
+	} {
+		if !strings.Contains(auto, want) {
+			t.Errorf("auto lacks %q:\n%s", want, auto)
+		}
+	}
+	// The upgrader's Role: get and patch of its StatefulSet, nothing else.
+	var role string
+	for _, doc := range strings.Split(auto, "\n---\n") {
+		if strings.Contains(doc, "\nkind: \"Role\"\n") && strings.Contains(doc, `name: "legate-delegate-abcdef-upgrader"`) {
+			role = doc
+		}
+	}
+	_, rules, _ := strings.Cut(role, "rules:")
+	for _, want := range []string{`"apps"`, `"statefulsets"`, `"legate-delegate-abcdef"`, `"get"`, `"patch"`} {
+		if !strings.Contains(rules, want) {
+			t.Errorf("the upgrader's role lacks %s:\n%s", want, role)
+		}
+	}
+	if strings.Contains(rules, `"*"`) || strings.Count(rules, "- ") != 6 {
+		t.Errorf("the upgrader's role grants more than get and patch of its StatefulSet:\n%s", rules)
 	}
 }

@@ -58,6 +58,12 @@ type ManifestRequest struct {
 	// RBAC is cluster (the default: a ClusterRole over every namespace),
 	// namespace (a Role limited to Namespace) or none.
 	RBAC string `json:"rbac,omitempty"`
+	// Upgrade (kind kubernetes) is UpgradeSelfManaged (the default: you
+	// change the image) or UpgradeAutomatic: an hourly upgrader CronJob
+	// asks the manager which version the delegate should run and patches
+	// the StatefulSet's image, with a ServiceAccount that may only get and
+	// patch that StatefulSet. Since v4 (issue 16).
+	Upgrade string `json:"upgrade,omitempty"`
 
 	// Docker: Compose asks for a compose file instead of docker run.
 	Compose bool `json:"compose,omitempty"`
@@ -94,3 +100,9 @@ type EnvVar struct {
 	Name  string `json:"name"`
 	Value string `json:"value"`
 }
+
+// Kubernetes upgrade modes (ManifestRequest.Upgrade).
+const (
+	UpgradeSelfManaged = "self-managed"
+	UpgradeAutomatic   = "auto"
+)

@@ -76,6 +76,12 @@
 //	  A pipeline step's empty_dir may carry a Workspace, which only the
 //	  manager sets (a submitted task that sets it is refused). An older
 //	  delegate registers without a runtime and gets no container task.
+//	  Upgrades (issue 16; upgrade.go): RegisterRequest.Upgrade and Slot,
+//	  Delegate.Upgrade, UpgradeState and WantedVersion, the watcher's
+//	  PathUpgradeCheck and PathReleases, PUT PathDelegates/{name}/upgrade
+//	  (UpgradePolicyRequest: pin, hold, release, ring), rings with a soak
+//	  time (Delegate.UpgradeRing, UpgradeWaiting), ManifestRequest.Upgrade,
+//	  and the code delegate_expired.
 package protocol
 
 import (
@@ -310,6 +316,14 @@ type RegisterRequest struct {
 	// Platform is where the delegate runs: PlatformFargate, PlatformEC2 or
 	// empty (a plain host). Since v4 (issue 15).
 	Platform string `json:"platform,omitempty"`
+	// Upgrade is UpgradeAuto or UpgradeOff when a watcher runs the
+	// delegate (AUTO_UPGRADE=false: off), UpgradeManual otherwise. Since
+	// v4 (issue 16).
+	Upgrade string `json:"upgrade,omitempty"`
+	// Slot, set by a watcher (the version the process runs), tells apart
+	// the processes of one delegate on one host while it switches
+	// versions: it is part of the instance identity. Since v4 (issue 16).
+	Slot string `json:"slot,omitempty"`
 }
 
 // RegisterResponse answers a successful registration.
@@ -683,6 +697,17 @@ type Delegate struct {
 	// for a delegate whose token requires approval; empty otherwise. Since
 	// v4.
 	Approval string `json:"approval,omitempty"`
+	// Upgrade is how the instance is upgraded (UpgradeAuto, UpgradeOff,
+	// "" manual); UpgradeState where it stands (UpgradeCurrent, ...,
+	// UpgradeFailed + ": " + reason); WantedVersion the version its group
+	// wants ("" when held back). Since v4 (issue 16).
+	Upgrade       string `json:"upgrade,omitempty"`
+	UpgradeState  string `json:"upgrade_state,omitempty"`
+	WantedVersion string `json:"wanted_version,omitempty"`
+	// UpgradeRing is its group's ring; UpgradeWaiting, when its ring
+	// waits for an earlier one, says for what. Since v4 (issue 16).
+	UpgradeRing    string `json:"upgrade_ring,omitempty"`
+	UpgradeWaiting string `json:"upgrade_waiting,omitempty"`
 }
 
 // Approval states of a delegate registered with a token that requires
@@ -1337,6 +1362,10 @@ const (
 	// account's deployment limits; the message names the limit, the
 	// usage and when the next slot frees up. Since v4 (issue 14).
 	CodeDeploymentLimit Code = "deployment_limit"
+	// CodeDelegateExpired: the delegate's version is older than the
+	// manager accepts (the previous minor version on); the message names
+	// the version to install. Since v4 (issue 16).
+	CodeDelegateExpired Code = "delegate_expired"
 )
 
 // Recoverable reports whether an error with this code may succeed if
@@ -1347,7 +1376,7 @@ func (c Code) Recoverable() bool {
 	case CodeBadRequest, CodeUnauthenticated, CodeTokenRevoked, CodeForbidden,
 		CodeNotFound, CodeConflict, CodeAlreadyClaimed, CodeStaleLease,
 		CodeNotEligible, CodeVersion, CodeTaskTerminal, CodeAPIKeyRevoked, CodeIdentityConflict,
-		CodeDelegateRejected, CodeDeploymentLimit:
+		CodeDelegateRejected, CodeDeploymentLimit, CodeDelegateExpired:
 		return false
 	case CodeSessionExpired: // re-register, then retry
 		return true

@@ -69,7 +69,7 @@ func TestTerminalAndValid(t *testing.T) {
 
 func TestRecoverableTable(t *testing.T) {
 	for code, want := range map[Code]bool{
-		CodeUnauthenticated: false, CodeTokenRevoked: false, CodeStaleLease: false, CodeAPIKeyRevoked: false, CodeIdentityConflict: false, CodeDelegateRejected: false, CodeDeploymentLimit: false,
+		CodeUnauthenticated: false, CodeTokenRevoked: false, CodeStaleLease: false, CodeAPIKeyRevoked: false, CodeIdentityConflict: false, CodeDelegateRejected: false, CodeDeploymentLimit: false, CodeDelegateExpired: false,
 		CodeInternal: true, CodeUnavailable: true, CodeSessionExpired: true, CodeNoCapacity: true, CodeRateLimited: true,
 		Code("some_future_code"): true,
 	} {

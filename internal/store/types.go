@@ -72,6 +72,9 @@ type Instance struct {
 	// ContainerRuntime is the container runtime the instance registered
 	// with ("podman", "docker"); empty: none.
 	ContainerRuntime string
+	// UpgradeMode is how the instance is upgraded, as it registered:
+	// protocol.UpgradeAuto, UpgradeOff or "" (no watcher).
+	UpgradeMode string
 	// Connection is protocol.ConnWebSocket or protocol.ConnPolling ("" before
 	// the first event channel opens).
 	Connection     string

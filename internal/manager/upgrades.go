@@ -1,0 +1,468 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/release"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+// Upgrades (docs/upgrades.md). The manager wants one version per delegate
+// group: its own, unless an administrator pinned another or holds the
+// group back. Watchers ask it which version to run (handleUpgradeCheck)
+// and download signed binaries from its release directory
+// (handleReleaseBinary); delegates older than it accepts are refused at
+// registration (refuseExpired).
+
+// upgradePlan is what the manager wants of an account's delegate groups
+// now: each group's policy, what the watchers reported, and for each ring
+// why it waits for an earlier one ("" when the manager's version is
+// offered to it).
+type upgradePlan struct {
+	policies map[string]store.UpgradePolicy
+	reports  map[string]store.UpgradeReport
+	waiting  map[string]string
+}
+
+// upgradeRingOf is the ring of a group with policy p.
+func upgradeRingOf(p store.UpgradePolicy) string {
+	if p.Ring == "" {
+		return protocol.RingDefault
+	}
+	return p.Ring
+}
+
+// planUpgrades decides, from the account's listed instances (ds), which
+// rings the manager's version is offered to: a ring waits until every
+// connected delegate of the nearest earlier ring that has some (groups
+// neither pinned nor held) runs it, for the soak time, with no failed
+// upgrade to it. The first time a ring runs it entirely is recorded.
+func (m *Manager) planUpgrades(ctx context.Context, acct string, ds []protocol.Delegate) (upgradePlan, error) {
+	pl := upgradePlan{waiting: map[string]string{}}
+	var err error
+	if pl.policies, err = m.st.UpgradePolicies(ctx, acct); err != nil {
+		return pl, err
+	}
+	if pl.reports, err = m.st.UpgradeReports(ctx, acct); err != nil {
+		return pl, err
+	}
+	target := m.cfg.Version
+	type ringState struct{ members, behind, failed bool }
+	rings := map[string]*ringState{}
+	for _, r := range protocol.Rings() {
+		rings[r] = &ringState{}
+	}
+	for _, d := range ds {
+		p := pl.policies[strings.ToLower(d.Name)]
+		if d.Status != protocol.DelegateConnected || p.Held || p.Pinned != "" {
+			continue
+		}
+		rs := rings[upgradeRingOf(p)]
+		if rs == nil {
+			continue
+		}
+		rs.members = true
+		if !release.SameVersion(d.Version, target) {
+			rs.behind = true
+		}
+		if r, ok := pl.reports[store.UpgradeReportKey(d.Name, d.Hostname)]; ok && r.State == protocol.WatcherFailed && release.SameVersion(r.Target, target) {
+			rs.failed = true
+		}
+	}
+	soaks, err := m.st.RingSoaks(ctx, acct, target)
+	if err != nil {
+		return pl, err
+	}
+	now := m.cfg.Now()
+	for _, r := range protocol.Rings() {
+		if rs := rings[r]; rs.members && !rs.behind && !rs.failed {
+			if _, ok := soaks[r]; !ok {
+				at, err := m.st.RingReached(ctx, acct, r, target, now)
+				if err != nil {
+					return pl, err
+				}
+				soaks[r] = at
+				m.log.Info("every delegate of a ring runs the manager's version; its soak time starts", "account", acct, "ring", r,
+					"version", target, "soak", m.cfg.UpgradeSoak)
+			}
+		}
+	}
+	prev := ""
+	for _, r := range protocol.Rings() {
+		if prev != "" {
+			ps := rings[prev]
+			reached, ok := soaks[prev]
+			switch {
+			case ps.failed:
+				pl.waiting[r] = fmt.Sprintf("ring %s had a failed upgrade to %s", prev, target)
+			case ps.behind || !ok:
+				pl.waiting[r] = fmt.Sprintf("waits until every delegate of ring %s runs %s", prev, target)
+			case now.Sub(reached) < m.cfg.UpgradeSoak:
+				pl.waiting[r] = fmt.Sprintf("waits until ring %s has run %s for %s (at %s)", prev, target, m.cfg.UpgradeSoak,
+					reached.Add(m.cfg.UpgradeSoak).UTC().Format(time.RFC3339))
+			}
+		}
+		if rings[r].members {
+			prev = r
+		}
+	}
+	return pl, nil
+}
+
+// wanted is the version the group called name wants ("" when held or
+// while its ring waits), whether it is held, why its ring waits, and its
+// ring.
+func (pl upgradePlan) wanted(m *Manager, name string) (wanted string, held bool, waiting, ring string) {
+	p := pl.policies[strings.ToLower(strings.TrimSpace(name))]
+	ring = upgradeRingOf(p)
+	switch {
+	case p.Held:
+		return "", true, "", ring
+	case p.Pinned != "":
+		return p.Pinned, false, "", ring
+	case pl.waiting[ring] != "":
+		return "", true, pl.waiting[ring], ring
+	}
+	return m.cfg.Version, false, "", ring
+}
+
+// refuseExpired answers a registration of a delegate older than this
+// manager accepts, naming the version to install, and returns true; it
+// returns false (and answers nothing) when the version is accepted.
+func (m *Manager) refuseExpired(w http.ResponseWriter, r *http.Request, req protocol.RegisterRequest) bool {
+	if release.Accepted(m.cfg.Version, req.Version) {
+		return false
+	}
+	oldest, _ := release.OldestAccepted(m.cfg.Version)
+	install := m.cfg.Version
+	if p, err := m.st.GetUpgradePolicy(r.Context(), req.AccountID, req.Name); err == nil && p.Pinned != "" && release.Accepted(m.cfg.Version, p.Pinned) {
+		install = p.Pinned
+	}
+	m.log.Info("registration refused: the delegate's version is older than this manager accepts", "account", req.AccountID,
+		"name", req.Name, "hostname", req.Hostname, "version", req.Version, "oldest_accepted", oldest.String(), "install", install)
+	writeError(w, http.StatusUpgradeRequired, protocol.CodeDelegateExpired,
+		"delegate version %s is older than this manager (%s) accepts (%s or later): install legate %s",
+		req.Version, m.cfg.Version, oldest.String(), install)
+	return true
+}
+
+// upgradeState is where an instance of version v stands: see
+// protocol.UpgradeCurrent and the others.
+func (m *Manager) upgradeState(v, wanted string, held bool, rep *store.UpgradeReport) string {
+	if !release.Accepted(m.cfg.Version, v) {
+		return protocol.UpgradeExpired
+	}
+	if rep != nil && !held && wanted != "" && release.SameVersion(rep.Target, wanted) && !release.SameVersion(v, wanted) {
+		switch rep.State {
+		case protocol.WatcherFailed:
+			return protocol.UpgradeFailed + ": " + rep.Reason
+		case protocol.WatcherUpgrading:
+			return protocol.UpgradeUpgrading
+		}
+	}
+	if held || wanted == "" || release.SameVersion(v, wanted) {
+		return protocol.UpgradeCurrent
+	}
+	return protocol.UpgradeAvailable
+}
+
+// upgradeView fills in the upgrade fields of the listed delegates.
+func (m *Manager) upgradeView(ctx context.Context, acct string, ds []protocol.Delegate) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	pl, err := m.planUpgrades(ctx, acct, ds)
+	if err != nil {
+		return err
+	}
+	for i := range ds {
+		d := &ds[i]
+		wanted, held, waiting, ring := pl.wanted(m, d.Name)
+		var rep *store.UpgradeReport
+		if r, ok := pl.reports[store.UpgradeReportKey(d.Name, d.Hostname)]; ok {
+			rep = &r
+		}
+		d.WantedVersion, d.UpgradeWaiting, d.UpgradeRing = wanted, waiting, ring
+		d.UpgradeState = m.upgradeState(d.Version, wanted, held, rep)
+	}
+	return nil
+}
+
+// checkUpgradeRequest trims and checks what a watcher sent.
+func checkUpgradeRequest(req *protocol.UpgradeCheckRequest) error {
+	req.Name = strings.TrimSpace(req.Name)
+	req.Hostname = strings.TrimSpace(req.Hostname)
+	switch {
+	case req.Name == "" || len(req.Name) > 63:
+		return errors.New("name is required (1-63 characters)")
+	case req.Hostname == "" || len(req.Hostname) > 253:
+		return errors.New("hostname is required (1-253 characters)")
+	case len(req.Version) > 64 || len(req.Target) > 64:
+		return errors.New("version and target: at most 64 characters")
+	case len(req.OS) > 32 || len(req.Arch) > 32:
+		return errors.New("os and arch: at most 32 characters")
+	case len(req.Reason) > 1024:
+		return errors.New("reason: at most 1024 bytes")
+	}
+	switch req.State {
+	case protocol.WatcherIdle, protocol.WatcherUpgrading, protocol.WatcherFailed:
+	default:
+		return fmt.Errorf("state %q: want %q, %q or empty", req.State, protocol.WatcherUpgrading, protocol.WatcherFailed)
+	}
+	return nil
+}
+
+// watcherToken checks the delegate token a watcher sends in its headers
+// (protocol.HeaderAccountID and the token as a bearer); it answers and
+// returns false when it is not valid.
+func (m *Manager) watcherToken(w http.ResponseWriter, r *http.Request) (string, store.Token, bool) {
+	account := strings.TrimSpace(r.Header.Get(protocol.HeaderAccountID))
+	if account == "" || bearer(r) == "" {
+		writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated,
+			"a watcher sends the delegate token as a bearer and the account in the %s header", protocol.HeaderAccountID)
+		return "", store.Token{}, false
+	}
+	tok, ok := m.delegateToken(w, r, account, bearer(r))
+	return account, tok, ok
+}
+
+// handleUpgradeCheck answers a watcher: the version its group wants,
+// whether the manager holds a signed binary of it for the watcher's
+// platform, and which versions of its delegate are connected from its
+// host. It records what the watcher reports.
+func (m *Manager) handleUpgradeCheck(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	acct, tok, ok := m.watcherToken(w, r)
+	if !ok {
+		return
+	}
+	var req protocol.UpgradeCheckRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if err := checkUpgradeRequest(&req); err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
+	ds, err := m.delegateList(ctx, acct, false)
+	if err != nil {
+		storeError(w, err, "delegates")
+		return
+	}
+	// A report is recorded only for a delegate of that name on that host
+	// registered with the same token: a token cannot speak for the
+	// delegates of another (and stall a ring with made-up failures).
+	if slices.ContainsFunc(ds, func(d protocol.Delegate) bool {
+		return strings.EqualFold(d.Name, req.Name) && strings.EqualFold(d.Hostname, req.Hostname) && d.TokenName == tok.Name
+	}) {
+		if err := m.st.ReportUpgrade(ctx, store.UpgradeReport{AccountID: acct, Name: req.Name, Hostname: req.Hostname,
+			State: req.State, Target: req.Target, Reason: req.Reason, UpdatedAt: m.cfg.Now()}); err != nil {
+			storeError(w, err, "upgrade report")
+			return
+		}
+	}
+	pl, err := m.planUpgrades(ctx, acct, ds)
+	if err != nil {
+		storeError(w, err, "upgrade policy")
+		return
+	}
+	wanted, held, waiting, _ := pl.wanted(m, req.Name)
+	resp := protocol.UpgradeCheckResponse{Wanted: wanted, Held: held, Waiting: waiting, Connected: []string{},
+		PollIntervalMS: m.cfg.UpgradePollInterval.Milliseconds()}
+	if resp.Wanted != "" && release.ValidVersionName(resp.Wanted) {
+		_, _, err := m.releaseFiles(resp.Wanted, req.OS, req.Arch)
+		resp.Available = err == nil
+	}
+	for _, d := range ds {
+		if strings.EqualFold(d.Name, req.Name) && strings.EqualFold(d.Hostname, req.Hostname) &&
+			d.Status == protocol.DelegateConnected && d.TokenName == tok.Name && d.Upgrade != protocol.UpgradeManual {
+			resp.Connected = append(resp.Connected, d.Version)
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// releaseFiles finds the binary of version for goos/goarch in the release
+// directory and reads its signature; it fails when either is missing,
+// when the signature does not decode or is for another version or
+// platform: an unsigned binary is never served.
+func (m *Manager) releaseFiles(version, goos, goarch string) (string, release.Signature, error) {
+	if m.cfg.ReleaseDir == "" {
+		return "", release.Signature{}, errors.New("this manager has no release directory")
+	}
+	if !release.ValidVersionName(version) || !validPlatform(goos) || !validPlatform(goarch) {
+		return "", release.Signature{}, errors.New("not a valid version or platform")
+	}
+	bin := filepath.Join(m.cfg.ReleaseDir, version, release.BinaryName(goos, goarch))
+	if _, err := os.Stat(bin); err != nil {
+		return "", release.Signature{}, fmt.Errorf("no binary of %s for %s/%s", version, goos, goarch)
+	}
+	b, err := os.ReadFile(bin + ".sig")
+	if err != nil {
+		return "", release.Signature{}, fmt.Errorf("the binary of %s for %s/%s is not signed (legate release sign)", version, goos, goarch)
+	}
+	sig, err := release.DecodeSignature(b)
+	if err != nil {
+		return "", release.Signature{}, fmt.Errorf("the signature of %s for %s/%s: %w", version, goos, goarch, err)
+	}
+	if sig.Version != version || sig.OS != goos || sig.Arch != goarch {
+		return "", release.Signature{}, fmt.Errorf("the signature next to %s is for %s %s/%s", bin, sig.Version, sig.OS, sig.Arch)
+	}
+	return bin, sig, nil
+}
+
+func validPlatform(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// handleReleaseBinary serves a signed release binary (its digest must
+// match its signature's: a corrupted file is not served).
+func (m *Manager) handleReleaseBinary(w http.ResponseWriter, r *http.Request) {
+	if _, _, ok := m.watcherToken(w, r); !ok {
+		return
+	}
+	bin, sig, err := m.releaseFiles(r.PathValue("version"), r.PathValue("os"), r.PathValue("arch"))
+	if err != nil {
+		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "%s", err.Error())
+		return
+	}
+	f, err := os.Open(bin)
+	if err != nil {
+		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "%s", err.Error())
+		return
+	}
+	defer f.Close()
+	digest, err := release.Digest(f)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, protocol.CodeInternal, "read %s: %s", filepath.Base(bin), err)
+		return
+	}
+	if string(digest) != string(sig.SHA256) {
+		m.log.Error("a release binary differs from its signature; not served", "file", bin)
+		writeError(w, http.StatusConflict, protocol.CodeConflict, "the binary of %s for %s/%s differs from its signature; it is not served",
+			sig.Version, sig.OS, sig.Arch)
+		return
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		writeError(w, http.StatusInternalServerError, protocol.CodeInternal, "%s", err.Error())
+		return
+	}
+	st, err := f.Stat()
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, protocol.CodeInternal, "%s", err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	http.ServeContent(w, r, "", st.ModTime(), f)
+}
+
+// handleReleaseSignature serves a release binary's signature file.
+func (m *Manager) handleReleaseSignature(w http.ResponseWriter, r *http.Request) {
+	if _, _, ok := m.watcherToken(w, r); !ok {
+		return
+	}
+	_, sig, err := m.releaseFiles(r.PathValue("version"), r.PathValue("os"), r.PathValue("arch"))
+	if err != nil {
+		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "%s", err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write(sig.Encode())
+}
+
+// handleSetUpgradePolicy pins a delegate group to a version, holds it
+// back, releases it (it wants the manager's version again) or puts it in
+// a ring.
+func (m *Manager) handleSetUpgradePolicy(w http.ResponseWriter, r *http.Request, acct string) {
+	ctx := r.Context()
+	name := strings.TrimSpace(r.PathValue("name"))
+	var req protocol.UpgradePolicyRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if name == "" || len(name) > 63 {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "a delegate name has 1-63 characters")
+		return
+	}
+	p, err := m.st.GetUpgradePolicy(ctx, acct, name)
+	if err != nil {
+		storeError(w, err, "upgrade policy")
+		return
+	}
+	p.UpdatedAt = m.cfg.Now()
+	detail := req.Action
+	switch req.Action {
+	case protocol.UpgradePin:
+		v := strings.TrimSpace(req.Version)
+		if !release.ValidVersionName(v) {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "pin needs a version (such as v1.2.3), not %q", req.Version)
+			return
+		}
+		if !release.Accepted(m.cfg.Version, v) {
+			oldest, _ := release.OldestAccepted(m.cfg.Version)
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "version %s is older than this manager (%s) accepts (%s or later)", v, m.cfg.Version, oldest.String())
+			return
+		}
+		p.Pinned, p.Held = v, false
+		detail += " " + v
+	case protocol.UpgradeHold:
+		p.Held = true
+	case protocol.UpgradeRelease:
+		p.Pinned, p.Held = "", false
+	case protocol.UpgradeSetRing:
+		ring := strings.ToLower(strings.TrimSpace(req.Ring))
+		if !slices.Contains(protocol.Rings(), ring) {
+			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "ring %q: want one of %s", req.Ring, strings.Join(protocol.Rings(), ", "))
+			return
+		}
+		p.Ring = ring
+		if ring == protocol.RingDefault {
+			p.Ring = ""
+		}
+		detail += " " + ring
+	default:
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "action %q: want %q, %q, %q or %q", req.Action,
+			protocol.UpgradePin, protocol.UpgradeHold, protocol.UpgradeRelease, protocol.UpgradeSetRing)
+		return
+	}
+	if err := m.st.SetUpgradePolicy(ctx, acct, p); err != nil {
+		storeError(w, err, "upgrade policy")
+		return
+	}
+	ds, err := m.delegateList(ctx, acct, false)
+	if err != nil {
+		storeError(w, err, "delegates")
+		return
+	}
+	pl, err := m.planUpgrades(ctx, acct, ds)
+	if err != nil {
+		storeError(w, err, "upgrade policy")
+		return
+	}
+	wanted, _, waiting, ring := pl.wanted(m, name)
+	v := protocol.UpgradePolicy{Name: p.Name, Pinned: p.Pinned, Held: p.Held, Ring: ring, Wanted: wanted, Waiting: waiting, ManagerVersion: m.cfg.Version}
+	if oldest, ok := release.OldestAccepted(m.cfg.Version); ok {
+		v.OldestAccepted = oldest.String()
+	}
+	noteAudit(ctx, func(e *store.AuditEvent) { e.Detail = detail })
+	m.log.Info("delegate upgrade policy set", "account", acct, "name", name, "action", detail, "wanted", v.Wanted)
+	writeJSON(w, http.StatusOK, v)
+}

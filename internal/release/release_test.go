@@ -1,0 +1,164 @@
+package release
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"strings"
+	"testing"
+)
+
+func TestAccepted(t *testing.T) {
+	for _, c := range []struct {
+		manager, delegate string
+		want              bool
+	}{
+		{"v1.4.2", "v1.4.2", true},
+		{"v1.4.2", "v1.3.0", true},
+		{"v1.4.2", "v1.3.0-rc.1", true},
+		{"v1.4.2", "v1.2.9", false},
+		{"v1.4.2", "v1.5.0", true},
+		{"v1.4.2", "v2.0.0", true},
+		{"v1.4.2", "v0.9.0", false},
+		{"v2.0.0", "v1.0.0", true},
+		{"v2.0.0", "v0.9.9", false},
+		{"v0.0.1", "v0.0.0", true},
+		{"(devel)", "v0.0.1", true},
+		{"dev", "v0.0.1", true},
+		{"v1.4.2", "(devel)", true},
+		{"v1.4.2", "", true},
+		{"1.4", "1.3.7", true},
+		{"1.4", "1.2", false},
+		{"v1.4.2", "v0.0.0-20261123101500-0f85cf4e8c12+dirty", true},
+		{"v1.4.2", "v1.2.4-0.20261123101500-0f85cf4e8c12", true},
+		{"v0.0.0-20261123101500-0f85cf4e8c12", "v0.0.1", true},
+	} {
+		if got := Accepted(c.manager, c.delegate); got != c.want {
+			t.Errorf("Accepted(%q, %q) = %v, want %v", c.manager, c.delegate, got, c.want)
+		}
+	}
+}
+
+func TestSameVersion(t *testing.T) {
+	if !SameVersion("v1.2.3", "1.2.3") || SameVersion("v1.2.3", "v1.2.4") || !SameVersion("dev", "dev") || SameVersion("dev", "(devel)") {
+		t.Error("SameVersion is wrong")
+	}
+}
+
+func TestSignVerify(t *testing.T) {
+	privFile, pubFile, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, err := ParsePrivateKey(privFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ParsePublicKey(string(pubFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := []byte("#!/bin/sh\necho legate\n")
+	d, err := Digest(bytes.NewReader(bin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := Sign(priv, Manifest{Version: "v1.2.3", OS: "linux", Arch: "amd64", SHA256: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := DecodeSignature(sig.Encode())
+	if err != nil {
+		t.Fatalf("decode: %v\n%s", err, sig.Encode())
+	}
+	if err := Verify(pub, dec, d, "v1.2.3", "linux", "amd64"); err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	_, otherPub, _ := GenerateKey()
+	other, _ := ParsePublicKey(string(otherPub))
+	corrupted, _ := Digest(bytes.NewReader(append(bin, 'x')))
+	for name, c := range map[string]struct {
+		key               ed25519.PublicKey
+		digest            []byte
+		version, os, arch string
+		want              string
+	}{
+		"other key":     {other, d, "v1.2.3", "linux", "amd64", "does not verify"},
+		"corrupted":     {pub, corrupted, "v1.2.3", "linux", "amd64", "SHA-256 differs"},
+		"other version": {pub, d, "v1.2.4", "linux", "amd64", "not v1.2.4"},
+		"other arch":    {pub, d, "v1.2.3", "linux", "arm64", "not linux/arm64"},
+	} {
+		err := Verify(c.key, dec, c.digest, c.version, c.os, c.arch)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Verify = %v, want an error with %q", name, err, c.want)
+		}
+	}
+	// A manifest edited to claim another version no longer verifies.
+	moved := dec
+	moved.Version = "v1.2.4"
+	if err := Verify(pub, moved, d, "v1.2.4", "linux", "amd64"); err == nil || !strings.Contains(err.Error(), "does not verify") {
+		t.Errorf("a signature moved to another version verifies: %v", err)
+	}
+}
+
+func TestDecodeSignatureRefusesBadInput(t *testing.T) {
+	for name, in := range map[string]string{
+		"empty":      "",
+		"header":     "something else\nversion v1\nos linux\narch amd64\nsha256 00\nsignature AA==\n",
+		"short hash": signatureHeader + "\nversion v1\nos linux\narch amd64\nsha256 00\nsignature AA==\n",
+		"order":      signatureHeader + "\nos linux\nversion v1\narch amd64\nsha256 00\nsignature AA==\n",
+		"big":        strings.Repeat("x", MaxSignatureSize+1),
+	} {
+		if _, err := DecodeSignature([]byte(in)); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+}
+
+func FuzzDecodeSignature(f *testing.F) {
+	priv, _, _ := GenerateKey()
+	key, _ := ParsePrivateKey(priv)
+	s, _ := Sign(key, Manifest{Version: "v1.0.0", OS: "linux", Arch: "amd64", SHA256: make([]byte, 32)})
+	f.Add(s.Encode())
+	f.Add([]byte(signatureHeader + "\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := DecodeSignature(b)
+		if err != nil {
+			return
+		}
+		// What decodes encodes back to the same text.
+		again, err := DecodeSignature(s.Encode())
+		if err != nil {
+			t.Fatalf("re-decode: %v", err)
+		}
+		if !bytes.Equal(again.Encode(), s.Encode()) {
+			t.Fatalf("not stable")
+		}
+	})
+}
+
+func FuzzParseSemver(f *testing.F) {
+	for _, s := range []string{"v1.2.3", "1.2", "v1.2.3-rc.1+x", "(devel)", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, ok := ParseSemver(s)
+		if !ok {
+			return
+		}
+		w, ok := ParseSemver(v.String())
+		if !ok || w.Compare(v) != 0 {
+			t.Fatalf("%q → %v does not parse back", s, v)
+		}
+	})
+}
+
+func FuzzParsePublicKey(f *testing.F) {
+	_, pub, _ := GenerateKey()
+	f.Add(string(pub))
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := ParsePublicKey(s)
+		if err == nil && len(k) != 32 {
+			t.Fatal("short key accepted")
+		}
+	})
+}

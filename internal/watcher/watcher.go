@@ -1,0 +1,549 @@
+// Package watcher runs a delegate as a child process and upgrades it with
+// no failed task: it restarts a delegate that exits (with backoff), asks
+// the manager which version the delegate's group wants, downloads and
+// verifies a signed binary of it, starts it beside the running one, and
+// once the new process is connected stops the old one, which drains (it
+// stops acquiring and finishes its tasks while heartbeating). A new
+// version that does not connect in time, or exits repeatedly, is stopped,
+// the old one keeps working, the manager is told why, and that version is
+// not tried again until the manager wants another. Each version runs in a
+// directory of its own, with an instance slot of its own (the manager
+// tells the two processes apart) and a health port of its own.
+package watcher
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/legate-dev/legate/internal/atomicfile"
+	"github.com/legate-dev/legate/internal/backoff"
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/release"
+)
+
+// Manager is what the watcher needs of the manager (a *client.Client).
+type Manager interface {
+	UpgradeCheck(ctx context.Context, accountID, token string, req protocol.UpgradeCheckRequest) (protocol.UpgradeCheckResponse, error)
+	ReleaseSignature(ctx context.Context, accountID, token, version, goos, goarch string) ([]byte, error)
+	DownloadRelease(ctx context.Context, accountID, token, version, goos, goarch string, w io.Writer, limit int64) (int64, error)
+}
+
+// Options configures a Watcher. Zero values mean the documented defaults.
+type Options struct {
+	// Binary and Version are the legate binary the watcher starts first
+	// (its own) and its version.
+	Binary  string
+	Version string
+	// Dir holds the watcher's state: versions/VERSION/legate (downloaded
+	// binaries), work/VERSION (each version's delegate working directory),
+	// current (the version to start first) and failed (the version that
+	// failed, and why).
+	Dir string
+	// Env is the delegates' environment (their credentials included).
+	Env []string
+	// AccountID, Token, Name and Hostname identify the delegate to the
+	// manager (Hostname as the delegate registers).
+	AccountID, Token, Name, Hostname string
+	// Manager is asked which version to run.
+	Manager Manager
+	// PublicKey verifies downloaded binaries; nil: the watcher supervises
+	// but never upgrades (it says so once).
+	PublicKey ed25519.PublicKey
+	// AutoUpgrade is AUTO_UPGRADE: false supervises only.
+	AutoUpgrade bool
+	// HTTPPort is the delegates' health port (DELEGATE_HTTP_PORT): the
+	// running delegate has it, a new version beside it HTTPPort+1 (they
+	// alternate); 0 = off for both.
+	HTTPPort int
+	// ConnectTimeout bounds how long a new version may take to connect;
+	// 0 = 2m.
+	ConnectTimeout time.Duration
+	// MaxStartExits is how many times a new version may exit before it
+	// connects before it is rolled back; 0 = 3.
+	MaxStartExits int
+	// PollInterval overrides the manager's poll interval; 0 = the
+	// manager's.
+	PollInterval time.Duration
+	// SwitchPoll is how often the watcher asks while a new version
+	// connects; 0 = 250ms.
+	SwitchPoll time.Duration
+	// MaxBinarySize bounds a download; 0 = 512 MiB.
+	MaxBinarySize int64
+	// Logger; nil = slog.Default().
+	Logger *slog.Logger
+	// Stdout and Stderr receive the delegates' output; nil = os.Stdout
+	// and os.Stderr.
+	Stdout, Stderr *os.File
+}
+
+// Watcher supervises and upgrades one delegate. Create it with New and
+// run it once with Run.
+type Watcher struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// New checks the options.
+func New(opts Options) (*Watcher, error) {
+	switch {
+	case opts.Binary == "":
+		return nil, errors.New("watcher: no binary to run")
+	case opts.Dir == "":
+		return nil, errors.New("watcher: no state directory")
+	case opts.Manager == nil:
+		return nil, errors.New("watcher: no manager")
+	case opts.Name == "" || opts.Hostname == "":
+		return nil, errors.New("watcher: the delegate's name and hostname are needed")
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 2 * time.Minute
+	}
+	if opts.MaxStartExits <= 0 {
+		opts.MaxStartExits = 3
+	}
+	if opts.SwitchPoll <= 0 {
+		opts.SwitchPoll = 250 * time.Millisecond
+	}
+	if opts.MaxBinarySize <= 0 {
+		opts.MaxBinarySize = 512 << 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = os.Stdout
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = os.Stderr
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	return &Watcher{opts: opts, log: opts.Logger}, nil
+}
+
+// child is one delegate process.
+type child struct {
+	version string
+	binary  string
+	port    int
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when the process exited
+	err     error         // its exit, once done is closed
+	started time.Time
+	// stopping is when the watcher sent SIGTERM to retire it (zero
+	// otherwise).
+	stopping time.Time
+}
+
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// signal sends sig to the process (nothing once it exited).
+func (c *child) signal(sig os.Signal) {
+	if !c.exited() {
+		_ = c.cmd.Process.Signal(sig)
+	}
+}
+
+// start starts a delegate of version from binary with health port port.
+func (w *Watcher) start(version, binary string, port int) (*child, error) {
+	work := filepath.Join(w.opts.Dir, "work", version)
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		return nil, fmt.Errorf("create the working directory of %s: %w", version, err)
+	}
+	cmd := exec.Command(binary, "delegate", "--workdir", work)
+	cmd.Dir = work
+	cmd.Env = append(slices.Clone(w.opts.Env), "LEGATE_WATCHER_SLOT="+version, "DELEGATE_HTTP_PORT="+strconv.Itoa(port))
+	cmd.Stdout, cmd.Stderr = w.opts.Stdout, w.opts.Stderr
+	setParentDeathSignal(cmd)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s (%s): %w", version, binary, err)
+	}
+	c := &child{version: version, binary: binary, port: port, cmd: cmd, done: make(chan struct{}), started: time.Now()}
+	go func() {
+		c.err = cmd.Wait()
+		close(c.done)
+	}()
+	w.log.Info("delegate started", "version", version, "pid", cmd.Process.Pid, "health_port", port)
+	return c, nil
+}
+
+// stop sends SIGTERM (the delegate drains) and waits for the exit.
+func stop(c *child) {
+	if c == nil {
+		return
+	}
+	c.signal(syscall.SIGTERM)
+	<-c.done
+}
+
+// state is what the watcher tells the manager at its next check.
+type state struct {
+	kind, target, reason string
+}
+
+// Run supervises the delegate and upgrades it until ctx ends; then it
+// stops the delegates (each drains) and returns nil. It fails only when
+// no delegate can be started at all.
+func (w *Watcher) Run(ctx context.Context) error {
+	version, binary := w.startingVersion()
+	cur, err := w.start(version, binary, w.opts.HTTPPort)
+	if err != nil {
+		return err
+	}
+	var retiring []*child
+	defer func() {
+		for _, c := range append(retiring, cur) {
+			c.signal(syscall.SIGTERM)
+		}
+		for _, c := range append(retiring, cur) {
+			<-c.done
+		}
+	}()
+	failed, failReason := w.loadFailed()
+	st := state{}
+	if failed != "" {
+		st = state{kind: protocol.WatcherFailed, target: failed, reason: failReason}
+	}
+	if w.opts.AutoUpgrade && w.opts.PublicKey == nil {
+		w.log.Warn("no public key to verify upgrades with (LEGATE_UPGRADE_PUBLIC_KEY): the delegate is supervised, never upgraded")
+	}
+	restarts := backoff.Backoff{Min: time.Second, Max: time.Minute}
+	var restartAt <-chan time.Time
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	interval := time.Minute
+	for {
+		// The first retiring process to exit, if any.
+		var retired <-chan struct{}
+		if len(retiring) > 0 {
+			retired = retiring[0].done
+		}
+		var curDone <-chan struct{}
+		if restartAt == nil {
+			curDone = cur.done
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-retired:
+			old := retiring[0]
+			retiring = retiring[1:]
+			w.log.Info("the old delegate drained and exited", "version", old.version, "exit", exitText(old.err),
+				"drain_ms", time.Since(old.stopping).Milliseconds())
+			w.warnUndelivered(old.version)
+			w.removeBinary(old.version, cur.version)
+		case <-curDone:
+			d := restarts.Next()
+			if time.Since(cur.started) > 10*time.Minute {
+				restarts.Reset()
+				d = restarts.Next()
+			}
+			w.log.Warn("the delegate exited; restarting it", "version", cur.version, "exit", exitText(cur.err), "restart_in", d.Round(time.Millisecond))
+			restartAt = time.After(d)
+		case <-restartAt:
+			restartAt = nil
+			c, err := w.start(cur.version, cur.binary, cur.port)
+			if err != nil {
+				w.log.Error("restart the delegate", "err", err)
+				restartAt = time.After(restarts.Next())
+				continue
+			}
+			cur = c
+		case <-poll.C:
+			resp, err := w.check(ctx, cur.version, st)
+			if err != nil {
+				w.log.Warn("cannot ask the manager which version to run", "err", err)
+				poll.Reset(interval)
+				continue
+			}
+			w.log.Debug("asked the manager which version to run", "wanted", resp.Wanted, "held", resp.Held, "running", cur.version)
+			if resp.PollIntervalMS > 0 {
+				interval = time.Duration(resp.PollIntervalMS) * time.Millisecond
+			}
+			if w.opts.PollInterval > 0 {
+				interval = w.opts.PollInterval
+			}
+			if failed != "" && !release.SameVersion(resp.Wanted, failed) {
+				// The manager wants another version now: the failure is
+				// forgotten.
+				failed, st = "", state{}
+				w.saveFailed("", "")
+			}
+			if w.wantsUpgrade(resp, cur.version, failed) && restartAt == nil {
+				next, err := w.upgrade(ctx, cur, resp.Wanted)
+				switch {
+				case ctx.Err() != nil:
+					return nil
+				case err != nil:
+					failed, st = resp.Wanted, state{kind: protocol.WatcherFailed, target: resp.Wanted, reason: err.Error()}
+					w.saveFailed(failed, err.Error())
+					w.removeBinary(failed, cur.version)
+					w.log.Error("upgrade failed; the running version goes on, and this one is not tried again until the manager wants another",
+						"from", cur.version, "to", resp.Wanted, "reason", err.Error())
+					if _, err := w.check(ctx, cur.version, st); err != nil {
+						w.log.Warn("cannot report the failed upgrade yet", "err", err)
+					}
+				default:
+					retiring = append(retiring, cur)
+					cur, st = next, state{}
+					restarts.Reset()
+					if _, err := w.check(ctx, cur.version, st); err != nil {
+						w.log.Warn("cannot report the upgrade yet", "err", err)
+					}
+				}
+			}
+			poll.Reset(interval)
+		}
+	}
+}
+
+// wantsUpgrade says whether the manager's answer calls for an upgrade of
+// the delegate running version.
+func (w *Watcher) wantsUpgrade(resp protocol.UpgradeCheckResponse, version, failed string) bool {
+	switch {
+	case !w.opts.AutoUpgrade || w.opts.PublicKey == nil || resp.Held || resp.Wanted == "":
+		return false
+	case release.SameVersion(resp.Wanted, version) || (failed != "" && release.SameVersion(resp.Wanted, failed)):
+		return false
+	case !release.ValidVersionName(resp.Wanted):
+		return false
+	case !resp.Available:
+		w.log.Info("the manager wants another version but holds no signed binary of it for this platform", "wanted", resp.Wanted,
+			"platform", runtime.GOOS+"/"+runtime.GOARCH)
+		return false
+	}
+	return true
+}
+
+func (w *Watcher) check(ctx context.Context, version string, st state) (protocol.UpgradeCheckResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return w.opts.Manager.UpgradeCheck(ctx, w.opts.AccountID, w.opts.Token, protocol.UpgradeCheckRequest{
+		Name: w.opts.Name, Hostname: w.opts.Hostname, Version: version, OS: runtime.GOOS, Arch: runtime.GOARCH,
+		AutoUpgrade: w.opts.AutoUpgrade, State: st.kind, Target: st.target, Reason: st.reason,
+	})
+}
+
+// upgrade switches from cur to version: download and verify, start it
+// beside cur, wait until the manager lists it connected, then SIGTERM cur
+// (which drains; Run waits for its exit). It returns the new child, or
+// why the upgrade failed (the new process is stopped then, and cur was
+// not touched).
+func (w *Watcher) upgrade(ctx context.Context, cur *child, version string) (*child, error) {
+	t0 := time.Now()
+	w.log.Info("upgrading the delegate", "from", cur.version, "to", version)
+	upgrading := state{kind: protocol.WatcherUpgrading, target: version}
+	if _, err := w.check(ctx, cur.version, upgrading); err != nil {
+		w.log.Warn("cannot report the upgrade", "err", err)
+	}
+	binary, err := w.download(ctx, version)
+	if err != nil {
+		return nil, err
+	}
+	downloaded := time.Now()
+	port := 0
+	if w.opts.HTTPPort > 0 {
+		port = w.opts.HTTPPort
+		if cur.port == w.opts.HTTPPort {
+			port = w.opts.HTTPPort + 1
+		}
+	}
+	next, err := w.start(version, binary, port)
+	if err != nil {
+		return nil, err
+	}
+	exits := 0
+	deadline := time.NewTimer(w.opts.ConnectTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(w.opts.SwitchPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			stop(next)
+			return nil, ctx.Err()
+		case <-deadline.C:
+			stop(next)
+			return nil, fmt.Errorf("%s did not connect within %s", version, w.opts.ConnectTimeout)
+		case <-next.done:
+			exits++
+			if exits >= w.opts.MaxStartExits {
+				return nil, fmt.Errorf("%s exited %d times before it connected (last: %s)", version, exits, exitText(next.err))
+			}
+			w.log.Warn("the new version exited before it connected; starting it again", "version", version, "exit", exitText(next.err))
+			if next, err = w.start(version, binary, port); err != nil {
+				return nil, err
+			}
+		case <-tick.C:
+			resp, err := w.check(ctx, cur.version, upgrading)
+			if err != nil {
+				w.log.Warn("cannot ask the manager whether the new version connected", "err", err)
+				continue
+			}
+			if !slices.ContainsFunc(resp.Connected, func(v string) bool { return release.SameVersion(v, version) }) {
+				continue
+			}
+			connected := time.Now()
+			w.saveCurrent(version)
+			cur.stopping = time.Now()
+			cur.signal(syscall.SIGTERM)
+			w.log.Info("upgrade switched: the new version is connected, the old one drains",
+				"from", cur.version, "to", version,
+				"download_ms", downloaded.Sub(t0).Milliseconds(), "switch_ms", connected.Sub(downloaded).Milliseconds())
+			return next, nil
+		}
+	}
+}
+
+// download fetches version's binary and signature into
+// versions/VERSION/, verifies it and returns its path; a binary that does
+// not verify is deleted and never started.
+func (w *Watcher) download(ctx context.Context, version string) (string, error) {
+	dir := filepath.Join(w.opts.Dir, "versions", version)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, "legate")
+	sigText, err := w.opts.Manager.ReleaseSignature(ctx, w.opts.AccountID, w.opts.Token, version, runtime.GOOS, runtime.GOARCH)
+	if err != nil {
+		return "", fmt.Errorf("download the signature of %s: %w", version, err)
+	}
+	sig, err := release.DecodeSignature(sigText)
+	if err != nil {
+		return "", fmt.Errorf("the signature of %s: %w", version, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".download-*")
+	if err != nil {
+		return "", fmt.Errorf("download %s: %w", version, err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = w.opts.Manager.DownloadRelease(ctx, w.opts.AccountID, w.opts.Token, version, runtime.GOOS, runtime.GOARCH, tmp, w.opts.MaxBinarySize)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("download %s: %w", version, err)
+	}
+	digest, err := release.FileDigest(tmp.Name())
+	if err != nil {
+		return "", err
+	}
+	if err := release.Verify(w.opts.PublicKey, sig, digest, version, runtime.GOOS, runtime.GOARCH); err != nil {
+		return "", fmt.Errorf("the binary of %s is refused: %w", version, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", fmt.Errorf("install %s: %w", version, err)
+	}
+	w.log.Info("downloaded and verified", "version", version, "path", path)
+	return path, nil
+}
+
+// startingVersion is the version the watcher runs first: the one it
+// switched to last (when its binary is still there), else its own.
+func (w *Watcher) startingVersion() (version, binary string) {
+	b, err := os.ReadFile(filepath.Join(w.opts.Dir, "current"))
+	if err == nil {
+		v := strings.TrimSpace(string(b))
+		p := filepath.Join(w.opts.Dir, "versions", v, "legate")
+		if release.ValidVersionName(v) && !release.SameVersion(v, w.opts.Version) {
+			if _, err := os.Stat(p); err == nil {
+				return v, p
+			}
+		}
+	}
+	return w.opts.Version, w.opts.Binary
+}
+
+// warnUndelivered says so when the delegate of version exited with
+// results it could not deliver (the manager was unreachable all through
+// its drain): they stay in its spool, which only that version's delegate
+// (same slot, same directory) sends.
+func (w *Watcher) warnUndelivered(version string) {
+	spool := filepath.Join(w.opts.Dir, "work", version, "spool")
+	entries, err := os.ReadDir(spool)
+	n := 0
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".result.json") {
+			n++
+		}
+	}
+	if err != nil || n == 0 {
+		return
+	}
+	w.log.Warn("the old version exited with results it could not deliver; they are kept and sent when that version runs again "+
+		"(LEGATE_WATCHER_SLOT="+version+" legate delegate --workdir "+filepath.Join(w.opts.Dir, "work", version)+")",
+		"version", version, "results", n, "spool", spool)
+}
+
+// removeBinary deletes the downloaded binary of version (never the one of
+// running): the old version once it drained, a version that failed. Its
+// working directory (its log, results it could not deliver) stays.
+func (w *Watcher) removeBinary(version, running string) {
+	if release.SameVersion(version, running) || !release.ValidVersionName(version) {
+		return
+	}
+	if err := os.RemoveAll(filepath.Join(w.opts.Dir, "versions", version)); err != nil {
+		w.log.Warn("cannot remove an old binary", "version", version, "err", err)
+	}
+}
+
+func (w *Watcher) saveCurrent(version string) {
+	if err := atomicfile.WriteFile(filepath.Join(w.opts.Dir, "current"), []byte(version+"\n"), 0o600); err != nil {
+		w.log.Warn("cannot record the current version", "err", err)
+	}
+}
+
+// loadFailed reads the version that failed to start and why.
+func (w *Watcher) loadFailed() (string, string) {
+	b, err := os.ReadFile(filepath.Join(w.opts.Dir, "failed"))
+	if err != nil {
+		return "", ""
+	}
+	v, reason, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	if !release.ValidVersionName(v) {
+		return "", ""
+	}
+	return v, reason
+}
+
+func (w *Watcher) saveFailed(version, reason string) {
+	p := filepath.Join(w.opts.Dir, "failed")
+	if version == "" {
+		_ = os.Remove(p)
+		return
+	}
+	if err := atomicfile.WriteFile(p, []byte(version+"\n"+strings.ReplaceAll(reason, "\n", " ")+"\n"), 0o600); err != nil {
+		w.log.Warn("cannot record the failed version", "err", err)
+	}
+}
+
+func exitText(err error) string {
+	if err == nil {
+		return "exit 0"
+	}
+	return err.Error()
+}
