@@ -24,6 +24,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/testport"
 )
 
 // binary is the legate binary built once for the whole run.
@@ -193,15 +194,11 @@ type cluster struct {
 	cliExtra []string
 }
 
+// freePort is 127.0.0.1:PORT with a port nothing listens on, outside the
+// kernel's ephemeral range (internal/testport says why).
 func freePort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	return testport.Addr(t)
 }
 
 // startCluster starts a manager with a short heartbeat interval.

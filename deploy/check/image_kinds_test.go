@@ -23,6 +23,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/manifest"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/testport"
 )
 
 // This file is the end-to-end proof of the install artifacts: for every
@@ -160,16 +161,12 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Fatalf("timed out after %s waiting for %s", d, what)
 }
 
-// freePort is a port of 127.0.0.1 that nothing listens on now.
+// freePort is a port that nothing listens on now, outside the kernel's
+// ephemeral range (internal/testport says why: a delegate on the host's
+// network binds it on every address).
 func freePort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	_, port, _ := strings.Cut(ln.Addr().String(), ":")
-	return port
+	return testport.Free(t)
 }
 
 // uniqueName is a name no other test of this or another checkout uses.
