@@ -171,6 +171,7 @@ func (m *Manager) routes() []route {
 		// Users and roles.
 		{method: "POST", pattern: protocol.PathSessions, body: bodySmall, public: m.handleCreateSession},
 		{method: "DELETE", pattern: protocol.PathSessions, admin: m.handleDeleteSession, rule: rule{self: true}, audit: "session.delete"},
+		{method: "POST", pattern: protocol.PathSignInLinks, admin: m.handleCreateSignInLink, rule: rule{self: true}, audit: "signin_link.create"},
 		{method: "POST", pattern: protocol.PathUsers, body: bodySmall, admin: m.handleCreateUser, rule: rule{perm: access.UserManage, scope: atAccount}, audit: "user.create"},
 		{method: "GET", pattern: protocol.PathUsers, admin: m.handleListUsers, rule: rule{perm: access.UserView, list: true}},
 		{method: "GET", pattern: protocol.PathUsers + "/{name}", admin: m.handleGetUser, rule: rule{perm: access.UserView, scope: anywhere}},
