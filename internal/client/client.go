@@ -1003,3 +1003,14 @@ func (c *Client) CancelRun(ctx context.Context, id string) (protocol.Run, error)
 	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: protocol.PathRuns + "/" + seg(id) + "/cancel", out: &out})
 	return out, err
 }
+
+// CreateSignInLink asks for a one-time sign-in link of the web UI for the
+// caller, a user: its Path goes after the manager's URL (SignInURL).
+func (c *Client) CreateSignInLink(ctx context.Context) (protocol.SignInLink, error) {
+	var out protocol.SignInLink
+	err := c.do(ctx, &call{op: "create sign-in link", method: http.MethodPost, path: protocol.PathSignInLinks, out: &out})
+	return out, err
+}
+
+// SignInURL is the full URL of a sign-in link's path on this manager.
+func (c *Client) SignInURL(l protocol.SignInLink) string { return c.base + l.Path }

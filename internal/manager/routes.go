@@ -9,6 +9,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/webui"
 )
 
 // route is one endpoint of the API. routes() is the only place endpoints
@@ -225,10 +226,15 @@ func (m *Manager) Handler() http.Handler {
 	for _, rt := range m.routes() {
 		mux.Handle(rt.method+" "+rt.pattern, m.serveRoute(rt))
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
 	})
-	return m.metrics.countErrors(m.writeDeadline(versionCheck(mux)))
+	api := m.metrics.countErrors(m.writeDeadline(versionCheck(mux)))
+	// The web UI has the paths the API leaves ("/", "/delegates", ...);
+	// it calls the API in-process.
+	mux.Handle("/", webui.New(webui.Config{API: api, Backend: uiBackend{m}, Stopping: m.stopping,
+		WriteTimeout: m.cfg.WriteTimeout, Version: m.cfg.Version, Logger: m.log, Now: m.cfg.Now}))
+	return api
 }
 
 // serveRoute applies a route's limits around its handler: the body limit
