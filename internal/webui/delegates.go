@@ -82,19 +82,20 @@ type instanceRow struct {
 
 // delegatesView is the live part of the Delegates page.
 type delegatesView struct {
-	Filter     delegateFilter
-	Groups     []delegateGroup
-	Total      int // groups that match
-	Connected  int // instances connected, of those
-	Instances  int
-	Page       int
-	Pages      int
-	PrevURL    string
-	NextURL    string
-	EventsURL  string
-	CSRF       string
-	Now        time.Time
-	ActionsFor string
+	Filter    delegateFilter
+	Groups    []delegateGroup
+	Total     int // groups that match
+	Connected int // instances connected, of those
+	Instances int
+	Page      int
+	Pages     int
+	PrevURL   string
+	NextURL   string
+	EventsURL string
+	CSRF      string
+	Now       time.Time
+	// Liveness is the liveness window.
+	Liveness time.Duration
 }
 
 func scopeLabel(org, project string) string {
@@ -142,7 +143,7 @@ func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegate
 		g.Instances = append(g.Instances, row)
 		resources[key] = append(resources[key], access.Resource{Kind: "delegate", Name: d.Name, Scope: access.Scope{Org: d.Org, Project: d.Project}})
 	}
-	v := delegatesView{Filter: f, Now: u.cfg.Now(), CSRF: s.csrf}
+	v := delegatesView{Filter: f, Now: u.cfg.Now(), CSRF: s.csrf, Liveness: u.cfg.Liveness}
 	var groups []delegateGroup
 	for _, key := range order {
 		g := byName[key]

@@ -66,9 +66,13 @@ type Config struct {
 	Stopping <-chan struct{}
 	// WriteTimeout bounds each write of a live stream.
 	WriteTimeout time.Duration
-	Version      string
-	Logger       *slog.Logger
-	Now          func() time.Time
+	// Liveness is how long a delegate stays connected without a
+	// heartbeat (the Delegates page says a connected one's heartbeat is
+	// within it).
+	Liveness time.Duration
+	Version  string
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // UI serves the web UI.
@@ -144,13 +148,15 @@ func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.mux.ServeHTTP(w, r)
 }
 
-// sameOrigin reports whether a state-changing request comes from a page
-// of this site: browsers send Sec-Fetch-Site and Origin with every POST.
+// sameOrigin reports whether a state-changing request may come from a
+// page of this site: browsers send Sec-Fetch-Site with every POST, and an
+// Origin (but "null" under Referrer-Policy no-referrer, which tells
+// nothing). The CSRF token is checked besides.
 func sameOrigin(r *http.Request) bool {
 	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" && s != "none" {
 		return false
 	}
-	if o := r.Header.Get("Origin"); o != "" {
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
 		ou, err := url.Parse(o)
 		if err != nil || !strings.EqualFold(ou.Host, r.Host) {
 			return false

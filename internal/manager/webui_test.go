@@ -1,0 +1,406 @@
+package manager
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// Tests of the web UI (package webui) against a real manager on SQLite:
+// the UI calls the API in-process, so these check that its pages and
+// forms keep the API's rules, and its own defences (CSRF, cookies,
+// headers, sign-in links).
+
+// browser is an HTTP client with cookies that does not follow redirects.
+type browser struct {
+	t   *testing.T
+	tm  *testManager
+	hc  *http.Client
+	url *url.URL
+}
+
+func newBrowser(t *testing.T, tm *testManager) *browser {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(tm.url)
+	return &browser{t: t, tm: tm, url: u, hc: &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// do makes a request as a browser on the UI's pages would: same-origin
+// headers on a POST unless headers say otherwise.
+func (b *browser) do(method, path string, form url.Values, headers map[string]string) (*http.Response, string) {
+	b.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, b.tm.url+path, body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", b.tm.url)
+		req.Header.Set("Sec-Fetch-Site", "same-origin")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		b.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	bs, _ := io.ReadAll(resp.Body)
+	return resp, string(bs)
+}
+
+func (b *browser) get(path string) (*http.Response, string) { return b.do("GET", path, nil, nil) }
+
+func (b *browser) cookie(name string) string {
+	for _, c := range b.hc.Jar.Cookies(b.url) {
+		if c.Name == name {
+			return c.Value
+		}
+	}
+	return ""
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+// csrf returns the CSRF token of the page at path.
+func (b *browser) csrf(path string) string {
+	b.t.Helper()
+	_, page := b.get(path)
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		b.t.Fatalf("no CSRF field on %s:\n%s", path, page)
+	}
+	return m[1]
+}
+
+// signInLink asks for a sign-in link with key and returns its path.
+func signInLink(t *testing.T, tm *testManager, key string) string {
+	t.Helper()
+	var l protocol.SignInLink
+	if err := json.Unmarshal([]byte(tm.mustAPI(t, key, "POST", protocol.PathSignInLinks, "", 201)), &l); err != nil {
+		t.Fatal(err)
+	}
+	return l.Path
+}
+
+// signIn signs the browser in with a link of key's user.
+func (b *browser) signIn(key string) {
+	b.t.Helper()
+	resp, page := b.get(signInLink(b.t, b.tm, key))
+	if resp.StatusCode != 200 || b.cookie("legate_session") == "" {
+		b.t.Fatalf("sign in with a link: %d, cookie %q\n%s", resp.StatusCode, b.cookie("legate_session"), page)
+	}
+}
+
+func TestUIHeadersAndCookies(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	b := newBrowser(t, tm)
+	resp, _ := b.get("/signin")
+	want := map[string]string{
+		"Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; object-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+		"X-Content-Type-Options":  "nosniff",
+		"Referrer-Policy":         "no-referrer",
+		"X-Frame-Options":         "DENY",
+	}
+	for k, v := range want {
+		if got := resp.Header.Get(k); got != v {
+			t.Errorf("%s: %q, want %q", k, got, v)
+		}
+	}
+	link := signInLink(t, tm, tm.admin.APIKey)
+	resp, _ = b.get(link)
+	var session *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "legate_session" {
+			session = c
+		}
+	}
+	if session == nil || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode || session.Secure {
+		t.Fatalf("session cookie over plain HTTP: %+v", session)
+	}
+	if got := resp.Header.Get("Content-Security-Policy"); got != want["Content-Security-Policy"] {
+		t.Errorf("signed-in page's CSP: %q", got)
+	}
+	// Static files too, and the API keeps its JSON 404.
+	if resp, body := b.get("/static/ui.js"); resp.StatusCode != 200 || resp.Header.Get("Content-Security-Policy") == "" || !strings.Contains(body, "EventSource") {
+		t.Errorf("ui.js: %d %q", resp.StatusCode, resp.Header)
+	}
+	if resp, body := b.get("/api/v1/nothing"); resp.StatusCode != 404 || !strings.Contains(body, `"not_found"`) {
+		t.Errorf("an unknown API path: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestUISignInLinkIsSingleUseAndExpires(t *testing.T) {
+	clock := &fakeClock{now: time.Now()}
+	tm := startTestManager(t, Config{Now: clock.Now, HeartbeatInterval: time.Hour})
+	b := newBrowser(t, tm)
+	link := signInLink(t, tm, tm.admin.APIKey)
+	if resp, page := b.get(link); resp.StatusCode != 200 || !strings.Contains(page, "Signed in as admin") {
+		t.Fatalf("first use: %d\n%s", resp.StatusCode, page)
+	}
+	if resp, page := b.get("/delegates"); resp.StatusCode != 200 || !strings.Contains(page, "Signed in as <strong>admin</strong>") {
+		t.Fatalf("delegates after the link: %d\n%s", resp.StatusCode, page)
+	}
+	other := newBrowser(t, tm)
+	if resp, page := other.get(link); resp.StatusCode != 401 || !strings.Contains(page, "used already or expired") || other.cookie("legate_session") != "" {
+		t.Errorf("second use: %d, cookie %q\n%s", resp.StatusCode, other.cookie("legate_session"), page)
+	}
+	late := signInLink(t, tm, tm.admin.APIKey)
+	clock.Add(signInLinkTTL)
+	if resp, page := other.get(late); resp.StatusCode != 401 || !strings.Contains(page, "used already or expired") {
+		t.Errorf("a link past its TTL: %d\n%s", resp.StatusCode, page)
+	}
+	// The first browser's session ends after sessionTTL.
+	clock.Add(sessionTTL)
+	resp, _ := b.get("/delegates")
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/signin") {
+		t.Errorf("delegates after the session expired: %d, Location %q", resp.StatusCode, loc)
+	}
+	if resp, _ := b.do("GET", "/delegates/events", nil, map[string]string{"Accept": "text/event-stream"}); resp.StatusCode != 401 {
+		t.Errorf("event stream after the session expired: %d", resp.StatusCode)
+	}
+}
+
+func TestUIPasswordSignInAndOut(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	tm.mustAPI(t, tm.admin.APIKey, "POST", protocol.PathUsers, `{"name":"vera","password":"correct horse battery"}`, 201)
+	b := newBrowser(t, tm)
+	csrf := b.csrf("/signin")
+	form := url.Values{"user": {"vera"}, "password": {"wrong horse battery"}, "csrf": {csrf}, "next": {"/tasks"}}
+	if resp, page := b.do("POST", "/signin", form, nil); resp.StatusCode != 401 || !strings.Contains(page, "wrong user name or password") {
+		t.Errorf("wrong password: %d\n%s", resp.StatusCode, page)
+	}
+	form.Set("csrf", b.csrf("/signin"))
+	form.Set("password", "correct horse battery")
+	resp, page := b.do("POST", "/signin", form, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/tasks" || b.cookie("legate_session") == "" {
+		t.Fatalf("sign in: %d %q\n%s", resp.StatusCode, resp.Header.Get("Location"), page)
+	}
+	session := b.cookie("legate_session")
+	// The sign-in form needs its own CSRF token.
+	fresh := newBrowser(t, tm)
+	if resp, _ := fresh.do("POST", "/signin", url.Values{"user": {"vera"}, "password": {"correct horse battery"}}, nil); resp.StatusCode != 403 || fresh.cookie("legate_session") != "" {
+		t.Errorf("sign-in without the form's token: %d", resp.StatusCode)
+	}
+	// Sign out: the session is revoked on the server, not only forgotten.
+	resp, _ = b.do("POST", "/signout", url.Values{"csrf": {b.csrf("/tasks")}}, nil)
+	if resp.StatusCode != http.StatusSeeOther || b.cookie("legate_session") != "" {
+		t.Errorf("sign out: %d, cookie %q", resp.StatusCode, b.cookie("legate_session"))
+	}
+	if st, body := tm.api(t, session, "GET", protocol.PathWhoAmI, ""); st != 401 {
+		t.Errorf("the session after sign-out: %d %s", st, body)
+	}
+}
+
+func TestUIFormsNeedTheSessionsCSRFToken(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	ctx := context.Background()
+	admin := tm.client(t, tm.admin.APIKey)
+	tok, err := admin.CreateScopedToken(ctx, protocol.CreateTokenRequest{Name: "t-a", RequireApproval: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm.registerFake(t, tm.admin.AccountID, tok.Value, "waiting", "host-w")
+	b := newBrowser(t, tm)
+	b.signIn(tm.admin.APIKey)
+	if _, page := b.get("/delegates"); !strings.Contains(page, `action="/delegates/waiting/approve"`) {
+		t.Fatalf("the admin sees no approve button:\n%s", page)
+	}
+	for _, tc := range []struct {
+		what    string
+		form    url.Values
+		headers map[string]string
+	}{
+		{"no token", url.Values{}, nil},
+		{"a wrong token", url.Values{"csrf": {strings.Repeat("0", 64)}}, nil},
+		{"another session's token", url.Values{"csrf": {newBrowserSignedIn(t, tm).csrf("/delegates")}}, nil},
+		{"a cross-site origin", url.Values{"csrf": {b.csrf("/delegates")}}, map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}},
+	} {
+		resp, page := b.do("POST", "/delegates/waiting/approve", tc.form, tc.headers)
+		if resp.StatusCode != 403 {
+			t.Errorf("%s: %d\n%s", tc.what, resp.StatusCode, page)
+		}
+	}
+	if got := tm.approvals(t)["host-w"]; got != protocol.ApprovalPending {
+		t.Fatalf("after refused forms the delegate is %q", got)
+	}
+	resp, _ := b.do("POST", "/delegates/waiting/approve", url.Values{"csrf": {b.csrf("/delegates")}}, nil)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("approve with the token: %d", resp.StatusCode)
+	}
+	if got := tm.approvals(t)["host-w"]; got != protocol.ApprovalApproved {
+		t.Errorf("after approval the delegate is %q", got)
+	}
+}
+
+func newBrowserSignedIn(t *testing.T, tm *testManager) *browser {
+	t.Helper()
+	b := newBrowser(t, tm)
+	b.signIn(tm.admin.APIKey)
+	return b
+}
+
+func TestUIViewerSeesNoActionsAndForgedOnesAreRefused(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	ctx := context.Background()
+	admin := tm.client(t, tm.admin.APIKey)
+	tok, err := admin.CreateScopedToken(ctx, protocol.CreateTokenRequest{Name: "t-a", RequireApproval: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm.registerFake(t, tm.admin.AccountID, tok.Value, "waiting", "host-w")
+	task, err := admin.SubmitTask(ctx, protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: "sleep 100"}, Selectors: []string{"nobody"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	viewer := tm.userKey(t, "vera", access.RoleViewer, access.Account)
+	b := newBrowser(t, tm)
+	b.signIn(viewer)
+	_, page := b.get("/delegates")
+	if !strings.Contains(page, "waiting") || !strings.Contains(page, "Pending approval") {
+		t.Fatalf("the viewer does not see the delegate:\n%s", page)
+	}
+	for _, action := range []string{"approve", "reject", "delete"} {
+		if strings.Contains(page, "/delegates/waiting/"+action) {
+			t.Errorf("the viewer is offered %s", action)
+		}
+	}
+	_, page = b.get("/tasks/" + task.ID)
+	if !strings.Contains(page, task.ID) || strings.Contains(page, "/cancel") {
+		t.Errorf("the viewer's task page (a cancel form is not for viewers):\n%s", page)
+	}
+	// Forged requests, with the viewer's valid CSRF token: the API refuses.
+	csrf := b.csrf("/delegates")
+	for _, path := range []string{"/delegates/waiting/approve", "/delegates/waiting/delete", "/tasks/" + task.ID + "/cancel"} {
+		resp, page := b.do("POST", path, url.Values{"csrf": {csrf}}, nil)
+		if resp.StatusCode != 403 || !strings.Contains(page, "vera") {
+			t.Errorf("forged %s: %d\n%s", path, resp.StatusCode, page)
+		}
+	}
+	if got := tm.approvals(t)["host-w"]; got != protocol.ApprovalPending {
+		t.Errorf("after forged requests the delegate is %q", got)
+	}
+	if got, err := admin.GetTask(ctx, task.ID); err != nil || got.Status != protocol.StatusQueued {
+		t.Errorf("after a forged cancel the task is %+v, %v", got.Status, err)
+	}
+}
+
+// readEvent reads the next server-sent event: its name and data.
+func readEvent(t *testing.T, r *bufio.Reader) (string, string) {
+	t.Helper()
+	var name string
+	var data []string
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read the event stream: %v", err)
+		}
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "" && name != "":
+			return name, strings.Join(data, "\n")
+		case strings.HasPrefix(line, "event: "):
+			name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			data = append(data, strings.TrimPrefix(line, "data: "))
+		}
+	}
+}
+
+func TestUIDelegatesUpdateLive(t *testing.T) {
+	tm := startTestManager(t, Config{HeartbeatInterval: 200 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tok, err := tm.client(t, tm.admin.APIKey).CreateToken(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowserSignedIn(t, tm)
+	req, _ := http.NewRequestWithContext(ctx, "GET", tm.url+"/delegates/events", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
+		t.Fatalf("event stream: %d %q", resp.StatusCode, ct)
+	}
+	r := bufio.NewReader(resp.Body)
+	if name, data := readEvent(t, r); name != "delegates" || !strings.Contains(data, "0 delegates") {
+		t.Fatalf("first event %s: %s", name, data)
+	}
+	// A delegate registers: the list comes again with it, connected.
+	dc, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "builder", "host-live", "linux")
+	waitEvent(t, r, func(data string) bool {
+		return strings.Contains(data, `data-hostname="host-live"`) && strings.Contains(data, ">Connected<")
+	})
+	// It stops heartbeating: past the liveness window it is not connected,
+	// without anyone asking.
+	_ = dc
+	waitEvent(t, r, func(data string) bool {
+		return strings.Contains(data, `data-hostname="host-live"`) && strings.Contains(data, ">Not connected<")
+	})
+}
+
+// waitEvent reads delegate events until one satisfies ok.
+func waitEvent(t *testing.T, r *bufio.Reader, ok func(string) bool) {
+	t.Helper()
+	for {
+		name, data := readEvent(t, r)
+		if name == "delegates" && ok(data) {
+			return
+		}
+		if name == "signedout" {
+			t.Fatal("signed out")
+		}
+	}
+}
+
+func TestUITaskPageExplainsAQueuedTask(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	ctx := context.Background()
+	admin := tm.client(t, tm.admin.APIKey)
+	task, err := admin.SubmitTask(ctx, protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: "echo <b>hi</b>"}, Selectors: []string{"gpu"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowserSignedIn(t, tm)
+	_, page := b.get("/tasks?selector=gpu")
+	if !strings.Contains(page, "/tasks/"+task.ID) || strings.Contains(page, "<b>hi</b>") || !strings.Contains(page, "&lt;b&gt;hi&lt;/b&gt;") {
+		t.Errorf("tasks filtered by selector (the script escaped):\n%s", page)
+	}
+	if _, page := b.get("/tasks?selector=cpu"); strings.Contains(page, "/tasks/"+task.ID) {
+		t.Errorf("a task that does not match the filter is listed")
+	}
+	_, page = b.get("/tasks/" + task.ID)
+	for _, want := range []string{"Why it waits", "explain-summary", `action="/tasks/` + task.ID + `/cancel"`, "Created"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("task page lacks %q:\n%s", want, page)
+		}
+	}
+	if resp, page := b.get("/tasks/nope"); resp.StatusCode != 404 || !strings.Contains(page, "nope") {
+		t.Errorf("unknown task: %d\n%s", resp.StatusCode, page)
+	}
+}
