@@ -191,6 +191,30 @@ func TestUIInBrowser(t *testing.T) {
 		t.Errorf("the stopped delegate exited %d", code)
 	}
 
+	// New delegate: a plain host's spec, whose environment starts a
+	// delegate that the page then shows connected.
+	run(t, ctx, "fill in the New delegate form",
+		chromedp.Navigate(c.url+"/delegates/new"),
+		visible("#kind-systemd"),
+		chromedp.Click(chromedp.CSS("#kind-systemd")),
+		chromedp.SendKeys(chromedp.CSS("#name"), "fresh"),
+		chromedp.SendKeys(chromedp.CSS("#tags"), "ui, fresh"))
+	screenshot(t, ctx, shots, "new-delegate-form")
+	run(t, ctx, "create the token and the spec",
+		chromedp.Click(chromedp.CSS("#create-delegate")),
+		visible("#manifest"),
+		visible(`#delegate-list p.summary`))
+	spec := value(t, ctx, "read the spec", chromedp.Evaluate[string](`document.getElementById("manifest").textContent`))
+	env := specEnv(t, spec)
+	if !strings.Contains(strings.Join(env, " "), "DELEGATE_NAME=fresh") || !strings.Contains(strings.Join(env, " "), "MANAGER_HOST_AND_PORT="+c.url) {
+		t.Fatalf("the spec's environment: %q", env)
+	}
+	start(t, "delegate ui-fresh-1", append(env, "DELEGATE_HOSTNAME=ui-fresh-1"), "delegate", "--grace", "20s")
+	run(t, ctx, "see the new delegate connected",
+		visible(`#wait-status[data-connected="true"]`),
+		visible(`tr[data-hostname="ui-fresh-1"] .state.connected`))
+	screenshot(t, ctx, shots, "new-delegate")
+
 	// A task's output, live, and a cancel from the page.
 	id := strings.TrimSpace(c.mustCLI("task", "run", "--detach", "--selector", "linux", "--script",
 		`i=0; while true; do i=$((i+1)); echo "line $i"; sleep 0.2; done`))
@@ -255,4 +279,31 @@ func TestUIInBrowser(t *testing.T) {
 	if st := c.task(running).Status; st != protocol.StatusRunning && st != protocol.StatusQueued {
 		t.Errorf("after the viewer's forged cancel the task is %s", st)
 	}
+
+	// On a phone.
+	run(t, viewer, "open the Delegates page on a phone's screen",
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),
+		chromedp.Navigate(c.url+"/delegates"),
+		visible(`tr[data-hostname="ui-host-a"] .state.connected`))
+	screenshot(t, viewer, shots, "delegates-phone")
+}
+
+// specEnv is the environment a plain host's spec (legate manifest
+// systemd) writes to its environment file, as KEY=VALUE.
+func specEnv(t *testing.T, spec string) []string {
+	t.Helper()
+	_, rest, ok := strings.Cut(spec, "<<'LEGATE_ENV_EOF'\n")
+	body, _, ok2 := strings.Cut(rest, "\nLEGATE_ENV_EOF")
+	if !ok || !ok2 {
+		t.Fatalf("no environment file in the spec:\n%s", spec)
+	}
+	var env []string
+	for _, line := range strings.Split(body, "\n") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		env = append(env, k+"="+strings.Trim(v, `"`))
+	}
+	return env
 }

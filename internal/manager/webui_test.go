@@ -404,3 +404,49 @@ func TestUITaskPageExplainsAQueuedTask(t *testing.T) {
 		t.Errorf("unknown task: %d\n%s", resp.StatusCode, page)
 	}
 }
+
+func TestUINewDelegate(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	b := newBrowserSignedIn(t, tm)
+	csrf := b.csrf("/delegates/new")
+	form := url.Values{"csrf": {csrf}, "kind": {"docker"}, "name": {"edge"}, "tags": {"arm64, lab"}, "manager_url": {"http://manager.example:7460"}}
+	resp, page := b.do("POST", "/delegates/new", form, nil)
+	if resp.StatusCode != 200 || !strings.Contains(page, `id="manifest"`) || !strings.Contains(page, "MANAGER_HOST_AND_PORT=http://manager.example:7460") ||
+		!strings.Contains(page, "DELEGATE_TAGS=arm64,lab") || !strings.Contains(page, `data-events="/delegates/events?q=edge"`) {
+		t.Fatalf("a docker spec: %d\n%s", resp.StatusCode, page)
+	}
+	if resp.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("the page with a token may be cached: %q", resp.Header.Get("Cache-Control"))
+	}
+	var tl protocol.TokenList
+	_ = json.Unmarshal([]byte(tm.mustAPI(t, tm.admin.APIKey, "GET", protocol.PathTokens, "", 200)), &tl)
+	if len(tl.Tokens) != 1 || !strings.HasPrefix(tl.Tokens[0].Name, "edge-") {
+		t.Fatalf("tokens after the spec: %+v", tl.Tokens)
+	}
+	// A spec the manager refuses (ECS needs a region) leaves no usable
+	// token behind, and says why.
+	form.Set("kind", "ecs")
+	form.Set("csrf", b.csrf("/delegates/new"))
+	resp, page = b.do("POST", "/delegates/new", form, nil)
+	if resp.StatusCode != 400 || !strings.Contains(page, "region") || strings.Contains(page, `id="manifest"`) {
+		t.Errorf("an ECS spec without a region: %d\n%s", resp.StatusCode, page)
+	}
+	_ = json.Unmarshal([]byte(tm.mustAPI(t, tm.admin.APIKey, "GET", protocol.PathTokens, "", 200)), &tl)
+	active := 0
+	for _, tok := range tl.Tokens {
+		if tok.RevokedAt == nil {
+			active++
+		}
+	}
+	if active != 1 {
+		t.Errorf("active tokens after a refused spec: %+v", tl.Tokens)
+	}
+	// A viewer gets no token.
+	v := newBrowser(t, tm)
+	v.signIn(tm.userKey(t, "vera", access.RoleViewer, access.Account))
+	form.Set("kind", "docker")
+	form.Set("csrf", v.csrf("/delegates/new"))
+	if resp, page := v.do("POST", "/delegates/new", form, nil); resp.StatusCode != 403 || strings.Contains(page, `id="manifest"`) {
+		t.Errorf("a viewer's new delegate: %d\n%s", resp.StatusCode, page)
+	}
+}

@@ -108,7 +108,7 @@ func New(cfg Config) *UI {
 		cfg.WriteTimeout = time.Minute
 	}
 	u := &UI{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}}
-	for _, p := range []string{"signin", "signedin", "delegates", "tasks", "task", "error"} {
+	for _, p := range []string{"signin", "signedin", "delegates", "newdelegate", "tasks", "task", "error"} {
 		u.pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/fragments.html", "templates/"+p+".html"))
 	}
 	u.fragments = template.Must(template.New("fragments").Funcs(funcs).ParseFS(templateFS, "templates/fragments.html"))
@@ -122,6 +122,8 @@ func New(cfg Config) *UI {
 	u.mux.HandleFunc("POST /signout", u.signedIn(u.handleSignOut))
 	u.mux.HandleFunc("GET /delegates", u.signedIn(u.handleDelegates))
 	u.mux.HandleFunc("GET /delegates/events", u.signedIn(u.handleDelegateEvents))
+	u.mux.HandleFunc("GET /delegates/new", u.signedIn(u.handleNewDelegatePage))
+	u.mux.HandleFunc("POST /delegates/new", u.signedIn(u.handleNewDelegate))
 	u.mux.HandleFunc("POST /delegates/{name}/{action}", u.signedIn(u.handleDelegateAction))
 	u.mux.HandleFunc("GET /tasks", u.signedIn(u.handleTasks))
 	u.mux.HandleFunc("GET /tasks/{id}", u.signedIn(u.handleTask))
@@ -282,12 +284,15 @@ type page struct {
 	Notice  string
 	Error   string
 	Data    any
+	// MayAddDelegates: the user may create delegate tokens somewhere.
+	MayAddDelegates bool
 }
 
 func (u *UI) render(w http.ResponseWriter, r *http.Request, s *user, status int, name string, p page) {
 	p.Version = u.cfg.Version
 	if s != nil {
 		p.User, p.CSRF = s.name(), s.csrf
+		p.MayAddDelegates = s.policy.AllowsBelow(access.DelegateEdit, access.Account)
 	}
 	if p.Notice == "" {
 		p.Notice = r.URL.Query().Get("notice")

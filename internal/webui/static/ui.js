@@ -94,6 +94,54 @@
     es.addEventListener("signedout", function () { es.close(); signedOut(); });
   }
 
+  // The New delegate page: copy and download the spec, and say when the
+  // delegate connects (the delegate list under it is live), or after a
+  // while what to check.
+  function newDelegate() {
+    var pre = document.getElementById("manifest");
+    if (!pre) return;
+    var status = document.getElementById("copy-status");
+    var copy = document.getElementById("copy-spec");
+    copy.addEventListener("click", function () {
+      if (!navigator.clipboard) { status.textContent = "Select the text and copy it."; return; }
+      navigator.clipboard.writeText(pre.textContent).then(
+        function () { status.textContent = "Copied."; },
+        function () { status.textContent = "The browser refused: select the text and copy it."; });
+    });
+    var dl = document.getElementById("download-spec");
+    dl.addEventListener("click", function () {
+      var url = URL.createObjectURL(new Blob([pre.textContent], { type: "text/plain" }));
+      var a = document.createElement("a");
+      a.href = url;
+      a.download = dl.getAttribute("data-filename");
+      document.body.appendChild(a);
+      a.click();
+      a.remove();
+      setTimeout(function () { URL.revokeObjectURL(url); }, 1000);
+    });
+    var wait = document.getElementById("wait-status");
+    var list = document.getElementById("delegate-list");
+    var name = wait.getAttribute("data-delegate");
+    var connected = false;
+    new MutationObserver(function () {
+      var groups = list.querySelectorAll("tbody.group");
+      for (var i = 0; i < groups.length; i++) {
+        if (groups[i].getAttribute("data-delegate") === name && groups[i].querySelector(".state.connected")) {
+          connected = true;
+          setLive(wait, true, "Connected: " + name + " registered with the manager.");
+          wait.setAttribute("data-connected", "true");
+          return;
+        }
+      }
+    }).observe(list, { childList: true, subtree: true });
+    setTimeout(function () {
+      if (connected) return;
+      setLive(wait, false, "Nothing yet from " + name + ". Check that the delegate started (its logs), that it reaches " +
+        wait.getAttribute("data-manager") + " (the manager URL in the spec), and that the token " +
+        wait.getAttribute("data-token") + " is not revoked (legate token list). This page keeps waiting.");
+    }, 120000);
+  }
+
   // Forms that ask first (delete).
   function confirmations() {
     document.addEventListener("submit", function (e) {
@@ -113,6 +161,7 @@
     setInterval(refreshAges, 1000);
     liveDelegates();
     liveOutput();
+    newDelegate();
     confirmations();
     autofollow();
   });
