@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
 )
 
 // Tests of the web UI (package webui) against a real manager on SQLite:
@@ -448,5 +450,93 @@ func TestUINewDelegate(t *testing.T) {
 	form.Set("csrf", v.csrf("/delegates/new"))
 	if resp, page := v.do("POST", "/delegates/new", form, nil); resp.StatusCode != 403 || strings.Contains(page, `id="manifest"`) {
 		t.Errorf("a viewer's new delegate: %d\n%s", resp.StatusCode, page)
+	}
+}
+
+// TestUITaskOutputStream: the task page's output stream carries the
+// output as the API serves it, the head/tail cap's marker flagged, and
+// ends with the task's final status.
+func TestUITaskOutputStream(t *testing.T) {
+	tm := startTestManager(t, Config{LogCap: store.LogCap{Head: 100, Tail: 100}})
+	ctx := context.Background()
+	a := tm.client(t, tm.admin.APIKey)
+	tok, _ := a.CreateToken(ctx, "t")
+	d, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "d", "h")
+	task, _ := a.SubmitTask(ctx, protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "true"}})
+	acq, err := d.Acquire(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowserSignedIn(t, tm)
+	req, _ := http.NewRequestWithContext(ctx, "GET", tm.url+"/tasks/"+task.ID+"/output", nil)
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	// Output sent while the page follows arrives as it is sent.
+	if err := d.SendLogs(ctx, task.ID, protocol.LogsRequest{Epoch: acq.Epoch, Chunks: []protocol.LogChunk{{Seq: 1, Data: "line 001 <b>\n"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if name, data := readEvent(t, r); name != "output" || data != `{"data":"line 001 \u003cb\u003e\n"}` {
+		t.Fatalf("first event %s: %s", name, data)
+	}
+	for i := 2; i <= 50; i++ {
+		line := fmt.Sprintf("line %03d ----------\n", i)
+		if err := d.SendLogs(ctx, task.ID, protocol.LogsRequest{Epoch: acq.Epoch, Chunks: []protocol.LogChunk{{Seq: int64(i), Data: line}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one := 1
+	if _, err := d.Result(ctx, task.ID, protocol.ResultRequest{Epoch: acq.Epoch, Status: protocol.StatusFailed, ExitCode: &one, LastSeq: 50}); err != nil {
+		t.Fatal(err)
+	}
+	// The live page sees every chunk as it came, then the end.
+	for {
+		name, data := readEvent(t, r)
+		if name == "end" {
+			if data != `{"status":"failed","exit_code":1,"error":""}` {
+				t.Errorf("end event: %s", data)
+			}
+			break
+		}
+	}
+	// A page opened afterwards gets what the manager kept: the head, the
+	// cap's marker (flagged) and the tail.
+	req, _ = http.NewRequestWithContext(ctx, "GET", tm.url+"/tasks/"+task.ID+"/output", nil)
+	resp2, err := b.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp2.Body.Close()
+	r = bufio.NewReader(resp2.Body)
+	var markers int
+	var text strings.Builder
+	for {
+		name, data := readEvent(t, r)
+		if name == "output" {
+			var c struct {
+				Data   string
+				Marker bool
+			}
+			_ = json.Unmarshal([]byte(data), &c)
+			text.WriteString(c.Data)
+			if c.Marker {
+				if !strings.Contains(c.Data, "bytes of output omitted") {
+					t.Errorf("a marker that is not the cap's: %s", data)
+				}
+				markers++
+			}
+		}
+		if name == "end" {
+			break
+		}
+	}
+	if !strings.Contains(text.String(), "line 001") || !strings.Contains(text.String(), "line 050") || strings.Contains(text.String(), "line 025") {
+		t.Errorf("stored output:\n%s", text.String())
+	}
+	if markers != 1 {
+		t.Errorf("%d cap markers, want 1", markers)
 	}
 }

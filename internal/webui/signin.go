@@ -27,9 +27,8 @@ func safeNext(next string) string {
 }
 
 func (u *UI) handleSignInPage(w http.ResponseWriter, r *http.Request) {
-	if s, err := u.current(r); err == nil {
+	if _, err := u.current(r); err == nil {
 		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
-		_ = s
 		return
 	}
 	u.signInForm(w, r, http.StatusOK, "", "")
