@@ -123,16 +123,22 @@ type seenDelegate struct {
 
 // observeDelegates (sweep loop only) notifies the watchers of every
 // account whose live delegates changed since the last sweep: registered,
-// gone, silent past the liveness window or back, approved, busier. It
-// looks only at watched accounts.
-func (m *Manager) observeDelegates(now time.Time) {
+// gone, silent past the liveness window or back, approved, busier. With
+// a shared store it looks at every account and tells the other managers
+// about the changes of connection and approval (not of load, which change
+// often), since their pages list this manager's delegates too; alone, it
+// looks only at the accounts someone watches.
+func (m *Manager) observeDelegates(ctx context.Context, now time.Time) {
 	if m.seen == nil {
 		m.seen = map[string]seenDelegate{}
 	}
+	shared := m.st.Shared()
 	changed := map[string]bool{}
+	// moved: accounts whose delegates connected, left or were decided on.
+	moved := map[string]bool{}
 	present := map[string]bool{}
 	for _, d := range m.hub.all() {
-		if !m.watch.watched(d.accountID) {
+		if !shared && !m.watch.watched(d.accountID) {
 			continue
 		}
 		present[d.id] = true
@@ -141,18 +147,26 @@ func (m *Manager) observeDelegates(now time.Time) {
 			approval: d.approval, conn: d.connection}
 		d.mu.Unlock()
 		s.connected = now.Sub(time.Unix(0, d.lastSeen.Load())) <= m.window()
-		if old, ok := m.seen[d.id]; !ok || old != s {
-			m.seen[d.id] = s
-			changed[s.account] = true
+		old, ok := m.seen[d.id]
+		if ok && old == s {
+			continue
+		}
+		m.seen[d.id] = s
+		changed[s.account] = true
+		if !ok || old.connected != s.connected || old.gone != s.gone || old.approval != s.approval || old.conn != s.conn {
+			moved[s.account] = true
 		}
 	}
 	for id, s := range m.seen {
 		if !present[id] {
 			delete(m.seen, id)
-			changed[s.account] = true
+			changed[s.account], moved[s.account] = true, true
 		}
 	}
 	for acct := range changed {
 		m.watch.notify(acct)
+	}
+	for acct := range moved {
+		m.broadcast(ctx, clusterEvent{Kind: clusterDelegates, Account: acct})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -539,4 +540,39 @@ func TestUITaskOutputStream(t *testing.T) {
 	if markers != 1 {
 		t.Errorf("%d cap markers, want 1", markers)
 	}
+}
+
+// TestUIDelegatesUpdateLiveAcrossManagers: two managers on one
+// PostgreSQL database; the Delegates page served by one updates when a
+// delegate connects to the other, and when it goes silent there.
+func TestUIDelegatesUpdateLiveAcrossManagers(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	cfg := Config{HeartbeatInterval: 200 * time.Millisecond}
+	tms := startTestManagers(t, dsn, cfg, cfg)
+	a, b := tms[0], tms[1]
+	eventually(t, 10*time.Second, "both managers listening", func() bool { return a.m.listening() && b.m.listening() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tok, err := a.client(t, a.admin.APIKey).CreateToken(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := newBrowserSignedIn(t, a)
+	req, _ := http.NewRequestWithContext(ctx, "GET", a.url+"/delegates/events", nil)
+	resp, err := br.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	if name, _ := readEvent(t, r); name != "delegates" {
+		t.Fatalf("first event %s", name)
+	}
+	b.registerFake(t, b.admin.AccountID, tok.Value, "remote", "host-on-b")
+	waitEvent(t, r, func(data string) bool {
+		return strings.Contains(data, `data-hostname="host-on-b"`) && strings.Contains(data, ">Connected<")
+	})
+	waitEvent(t, r, func(data string) bool {
+		return strings.Contains(data, `data-hostname="host-on-b"`) && strings.Contains(data, ">Not connected<")
+	})
 }
