@@ -242,6 +242,11 @@ func TestUIInBrowser(t *testing.T) {
 		chromedp.Navigate(c.url+"/tasks"),
 		visible(fmt.Sprintf(`tr[data-task=%q] .s-cancelled`, id)))
 	screenshot(t, ctx, shots, "tasks")
+	run(t, ctx, "open the delegate's page",
+		chromedp.Navigate(c.url+"/delegates/builder"),
+		visible(`section[data-hostname="ui-host-a"] .state.connected`),
+		visible(fmt.Sprintf(`tr[data-task=%q]`, id)))
+	screenshot(t, ctx, shots, "delegate")
 
 	// A viewer: sees the delegates and a running task, is offered no
 	// action, and a forged one is refused.

@@ -576,3 +576,36 @@ func TestUIDelegatesUpdateLiveAcrossManagers(t *testing.T) {
 		return strings.Contains(data, `data-hostname="host-on-b"`) && strings.Contains(data, ">Not connected<")
 	})
 }
+
+func TestUIDelegateDetail(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	ctx := context.Background()
+	admin := tm.client(t, tm.admin.APIKey)
+	tok, _ := admin.CreateToken(ctx, "t")
+	tm.registerFake(t, tm.admin.AccountID, tok.Value, "builder", "host-1", "linux")
+	task, err := admin.SubmitTask(ctx, protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: "nvidia-smi"}, Selectors: []string{"gpu"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowserSignedIn(t, tm)
+	if _, page := b.get("/delegates"); !strings.Contains(page, `href="/delegates/builder"`) {
+		t.Errorf("the list does not link the delegate's page:\n%s", page)
+	}
+	resp, page := b.get("/delegates/builder")
+	if resp.StatusCode != 200 {
+		t.Fatalf("detail: %d\n%s", resp.StatusCode, page)
+	}
+	for _, want := range []string{`data-hostname="host-1"`, ">Connected<", "linux", `href="/tasks/` + task.ID + `"`, "gpu", `action="/delegates/builder/delete"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("detail lacks %q:\n%s", want, page)
+		}
+	}
+	if resp, page := b.get("/delegates/nobody"); resp.StatusCode != 404 || !strings.Contains(page, "nobody") {
+		t.Errorf("an unknown delegate: %d\n%s", resp.StatusCode, page)
+	}
+	v := newBrowser(t, tm)
+	v.signIn(tm.userKey(t, "vera", access.RoleViewer, access.Account))
+	if _, page := v.get("/delegates/builder"); !strings.Contains(page, `data-hostname="host-1"`) || strings.Contains(page, "/delegates/builder/delete") {
+		t.Errorf("the viewer's detail page:\n%s", page)
+	}
+}

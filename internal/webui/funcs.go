@@ -21,7 +21,8 @@ var funcs = template.FuncMap{
 		}
 		return c
 	},
-	"statusWord": func(s string) string { return strings.ReplaceAll(s, "_", " ") },
+	"statusWord":  func(s string) string { return strings.ReplaceAll(s, "_", " ") },
+	"delegateURL": delegateURL,
 }
 
 // ago says how long before now t was, coarsely ("12s ago"); the page's

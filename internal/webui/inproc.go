@@ -16,18 +16,22 @@ import (
 // pipe the handler writes into while the caller reads.
 type inproc struct{ h http.Handler }
 
-type remoteKey struct{}
+type originKey struct{}
 
-// withRemote carries the browser's address to the API requests made for
-// it (sign-in pacing and the audit log name it).
-func withRemote(ctx context.Context, addr string) context.Context {
-	return context.WithValue(ctx, remoteKey{}, addr)
+// withOrigin carries what the API needs of the browser's request to the
+// API requests made for it: its address (sign-in pacing and the audit log
+// name it), and the host and TLS state it reached the manager with (what
+// the API says its own URL is, in a manifest).
+func withOrigin(ctx context.Context, r *http.Request) context.Context {
+	return context.WithValue(ctx, originKey{}, r)
 }
 
 func (t inproc) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancel(req.Context())
 	r := req.Clone(ctx)
-	r.RemoteAddr, _ = ctx.Value(remoteKey{}).(string)
+	if o, ok := ctx.Value(originKey{}).(*http.Request); ok {
+		r.RemoteAddr, r.Host, r.TLS = o.RemoteAddr, o.Host, o.TLS
+	}
 	r.RequestURI = req.URL.RequestURI()
 	if r.Body == nil {
 		r.Body = http.NoBody

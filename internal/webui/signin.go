@@ -61,7 +61,7 @@ func (u *UI) handleSignIn(w http.ResponseWriter, r *http.Request) {
 	}
 	api := u.apiClient("")
 	var s protocol.Session
-	ctx := withRemote(r.Context(), r.RemoteAddr)
+	ctx := withOrigin(r.Context(), r)
 	if err := api.Admin(ctx, "sign in", http.MethodPost, protocol.PathSessions, protocol.CreateSessionRequest{User: name, Password: password}, &s); err != nil {
 		u.signInForm(w, r, statusOf(err), name, apiMessage(err))
 		return
@@ -84,7 +84,7 @@ func (u *UI) handleSignInLink(w http.ResponseWriter, r *http.Request) {
 	}
 	api := u.apiClient("")
 	var s protocol.Session
-	ctx := withRemote(r.Context(), r.RemoteAddr)
+	ctx := withOrigin(r.Context(), r)
 	if err := api.Admin(ctx, "sign in with a link", http.MethodPost, protocol.PathSessions, protocol.CreateSessionRequest{Link: token}, &s); err != nil {
 		u.signInForm(w, r, statusOf(err), "", apiMessage(err))
 		return

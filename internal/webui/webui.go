@@ -108,7 +108,7 @@ func New(cfg Config) *UI {
 		cfg.WriteTimeout = time.Minute
 	}
 	u := &UI{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}}
-	for _, p := range []string{"signin", "signedin", "delegates", "newdelegate", "tasks", "task", "error"} {
+	for _, p := range []string{"signin", "signedin", "delegates", "newdelegate", "delegate", "tasks", "task", "error"} {
 		u.pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/fragments.html", "templates/"+p+".html"))
 	}
 	u.fragments = template.Must(template.New("fragments").Funcs(funcs).ParseFS(templateFS, "templates/fragments.html"))
@@ -124,6 +124,7 @@ func New(cfg Config) *UI {
 	u.mux.HandleFunc("GET /delegates/events", u.signedIn(u.handleDelegateEvents))
 	u.mux.HandleFunc("GET /delegates/new", u.signedIn(u.handleNewDelegatePage))
 	u.mux.HandleFunc("POST /delegates/new", u.signedIn(u.handleNewDelegate))
+	u.mux.HandleFunc("GET /delegates/{name}", u.signedIn(u.handleDelegate))
 	u.mux.HandleFunc("POST /delegates/{name}/{action}", u.signedIn(u.handleDelegateAction))
 	u.mux.HandleFunc("GET /tasks", u.signedIn(u.handleTasks))
 	u.mux.HandleFunc("GET /tasks/{id}", u.signedIn(u.handleTask))
@@ -239,7 +240,7 @@ func (u *UI) current(r *http.Request) (*user, error) {
 // the session's CSRF token is refused.
 func (u *UI) signedIn(h func(http.ResponseWriter, *http.Request, *user)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		r = r.WithContext(withRemote(r.Context(), r.RemoteAddr))
+		r = r.WithContext(withOrigin(r.Context(), r))
 		s, err := u.current(r)
 		if err != nil {
 			if !errors.Is(err, ErrSignedOut) {
