@@ -312,3 +312,44 @@ func specEnv(t *testing.T, spec string) []string {
 	}
 	return env
 }
+
+// TestUICommand: legate ui prints a link for the CLI's user (-o json
+// too), --open hands it to $BROWSER, and a service account gets none.
+func TestUICommand(t *testing.T) {
+	c := startCluster(t)
+	r := c.cli("ui", "-o", "json")
+	var out struct {
+		URL       string    `json:"url"`
+		User      string    `json:"user"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != 0 {
+		t.Fatalf("legate ui -o json: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	if !strings.HasPrefix(out.URL, c.url+protocol.PathUISignIn+"?token=lgl_") || out.User != "admin" || time.Until(out.ExpiresAt) > 5*time.Minute {
+		t.Errorf("legate ui -o json: %+v", out)
+	}
+	dir := t.TempDir()
+	opened := filepath.Join(dir, "opened")
+	browser := filepath.Join(dir, "browser")
+	if err := os.WriteFile(browser, []byte("#!/bin/sh\nprintf '%s' \"$1\" > "+opened+".tmp && mv "+opened+".tmp "+opened+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = c.cliEnv([]string{"BROWSER=" + browser}, "ui", "--open")
+	if r.code != 0 {
+		t.Fatalf("legate ui --open: exit %d\n%s", r.code, r.stderr)
+	}
+	eventually(t, 10*time.Second, "the browser given the link", func() bool {
+		b, err := os.ReadFile(opened)
+		return err == nil && string(b) == strings.TrimSpace(r.stdout)
+	})
+	c.mustCLI("user", "create", "robot", "--service-account")
+	var k protocol.APIKey
+	if err := json.Unmarshal([]byte(c.mustCLI("apikey", "create", "robot-key", "--owner", "robot", "-o", "json")), &k); err != nil {
+		t.Fatal(err)
+	}
+	r = c.cliEnv([]string{"LEGATE_API_KEY=" + k.Value}, "ui")
+	if r.code == 0 || !strings.Contains(r.stderr, "sign-in links are for users") || r.stdout != "" {
+		t.Errorf("legate ui as a service account: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+}
