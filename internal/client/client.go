@@ -688,6 +688,34 @@ func (c *Client) ListTasks(ctx context.Context, status string, limit int) (proto
 	return out, err
 }
 
+// TaskQuery selects a page of tasks; zero fields select every task (the
+// manager's default page size).
+type TaskQuery struct {
+	Status string
+	// Delegate is a delegate's name or hostname: the tasks it ran or runs.
+	Delegate string
+	Limit    int
+	// Page is the Next of the previous page.
+	Page string
+}
+
+// ListTasksPage returns a page of tasks, newest first; its Next, when
+// set, is the Page of the next.
+func (c *Client) ListTasksPage(ctx context.Context, tq TaskQuery) (protocol.TaskList, error) {
+	q := url.Values{}
+	for k, s := range map[string]string{"status": tq.Status, "delegate": tq.Delegate, "page": tq.Page} {
+		if s != "" {
+			q.Set(k, s)
+		}
+	}
+	if tq.Limit > 0 {
+		q.Set("limit", strconv.Itoa(tq.Limit))
+	}
+	var out protocol.TaskList
+	err := c.do(ctx, &call{op: "list tasks", method: http.MethodGet, path: protocol.PathTasks, query: q, out: &out})
+	return out, err
+}
+
 // GetTask returns one task.
 func (c *Client) GetTask(ctx context.Context, id string) (protocol.Task, error) {
 	const op = "get task"

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
@@ -607,5 +608,96 @@ func TestUIDelegateDetail(t *testing.T) {
 	v.signIn(tm.userKey(t, "vera", access.RoleViewer, access.Account))
 	if _, page := v.get("/delegates/builder"); !strings.Contains(page, `data-hostname="host-1"`) || strings.Contains(page, "/delegates/builder/delete") {
 		t.Errorf("the viewer's detail page:\n%s", page)
+	}
+}
+
+// TestListTasksPages: the API's task listing pages with a cursor and
+// filters by delegate.
+func TestListTasksPages(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	ctx := context.Background()
+	admin := tm.client(t, tm.admin.APIKey)
+	var ids []string // newest first
+	for i := range 5 {
+		task, err := admin.SubmitTask(ctx, protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: fmt.Sprint("echo ", i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append([]string{task.ID}, ids...)
+	}
+	var got []string
+	page := ""
+	for range 10 {
+		list, err := admin.ListTasksPage(ctx, client.TaskQuery{Limit: 2, Page: page})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range list.Tasks {
+			got = append(got, task.ID)
+		}
+		if list.Next == "" {
+			break
+		}
+		page = list.Next
+	}
+	if strings.Join(got, " ") != strings.Join(ids, " ") {
+		t.Errorf("pages of 2: %v, want %v", got, ids)
+	}
+	if st, b := tm.api(t, tm.admin.APIKey, "GET", protocol.PathTasks+"?page=t_nope", ""); st != 400 || !strings.Contains(b, "t_nope") {
+		t.Errorf("an unknown cursor: %d %s", st, b)
+	}
+	// By delegate: the task the delegate took.
+	tok, _ := admin.CreateToken(ctx, "t")
+	d, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "Runner", "runner-host")
+	if _, err := d.Acquire(ctx, ids[4]); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"runner", "RUNNER-HOST"} {
+		list, err := admin.ListTasksPage(ctx, client.TaskQuery{Delegate: name})
+		if err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != ids[4] || list.Next != "" {
+			t.Errorf("tasks of delegate %s: %+v, %v", name, list, err)
+		}
+	}
+}
+
+// TestUITasksPages: the Tasks page pages through all tasks, and through
+// those of a selector.
+func TestUITasksPages(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	ctx := context.Background()
+	admin := tm.client(t, tm.admin.APIKey)
+	for i := range 120 {
+		sel := "odd"
+		if i%2 == 0 {
+			sel = "even"
+		}
+		if _, err := admin.SubmitTask(ctx, protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: "true"}, Selectors: []string{sel}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newBrowserSignedIn(t, tm)
+	rows := regexp.MustCompile(`<tr data-task="`)
+	older := regexp.MustCompile(`href="(/tasks\?[^"]*)" rel="next"`)
+	walk := func(path string) []int {
+		var counts []int
+		for path != "" {
+			_, page := b.get(path)
+			counts = append(counts, len(rows.FindAllString(page, -1)))
+			m := older.FindStringSubmatch(page)
+			path = ""
+			if m != nil {
+				path = strings.ReplaceAll(m[1], "&amp;", "&")
+			}
+			if len(counts) > 10 {
+				t.Fatalf("no end of pages: %v", counts)
+			}
+		}
+		return counts
+	}
+	if got := walk("/tasks"); fmt.Sprint(got) != "[50 50 20]" {
+		t.Errorf("pages of all tasks: %v", got)
+	}
+	if got := walk("/tasks?selector=odd"); fmt.Sprint(got) != "[50 10]" {
+		t.Errorf("pages of the selector odd: %v", got)
 	}
 }

@@ -518,9 +518,15 @@ type Task struct {
 	FinishedAt *time.Time `json:"finished_at"`
 }
 
-// TaskList is the answer of a task listing.
+// TaskList is the answer of a task listing: GET PathTasks, newest first,
+// with the query parameters status, delegate (a delegate's name or
+// hostname: the tasks it ran or runs), limit (1-1000, default 100) and
+// page, the cursor of the next page: a listing's Next. Next is set when
+// the listing is full (a next page may hold more). delegate, page and
+// Next since issue 17.
 type TaskList struct {
 	Tasks []Task `json:"tasks"`
+	Next  string `json:"next,omitempty"`
 }
 
 // AcquireRequest claims a task for a delegate.

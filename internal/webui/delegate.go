@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -74,14 +75,9 @@ func (u *UI) handleDelegate(w http.ResponseWriter, r *http.Request, s *user) {
 	}
 	v.CanApprove = s.may(access.DelegateEdit, res...)
 	v.CanDelete = s.may(access.DelegateDelete, res...)
-	if list, err := s.api.ListTasks(ctx, "", tasksWindow); err == nil {
+	if list, err := s.api.ListTasksPage(ctx, client.TaskQuery{Delegate: d.Name, Limit: delegateRecentTasks}); err == nil {
 		for _, t := range list.Tasks {
-			if strings.EqualFold(t.DelegateName, d.Name) {
-				v.Recent = append(v.Recent, taskRow{Task: t, What: taskWhat(t), Scope: scopeLabel(t.Org, t.Project)})
-				if len(v.Recent) == delegateRecentTasks {
-					break
-				}
-			}
+			v.Recent = append(v.Recent, taskRow{Task: t, What: taskWhat(t), Scope: scopeLabel(t.Org, t.Project)})
 		}
 	}
 	if queued, err := s.api.ListTasks(ctx, protocol.StatusQueued, delegateExplained); err == nil {

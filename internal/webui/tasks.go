@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -14,12 +13,14 @@ import (
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
-// Tasks: the list filters the newest tasksWindow tasks the API returns
-// (filtered by status and by what the user may view in the store) by
-// selector and delegate, and shows tasksPerPage of them a page.
+// Tasks: pages of tasksPerPage, newest first, filtered by status and
+// delegate in the store (the API's query), and by selector here: a page
+// with a selector reads the API's pages until it has tasksPerPage tasks
+// or has looked at tasksScan of them.
 const (
-	tasksWindow  = 1000
 	tasksPerPage = 50
+	tasksBatch   = 200
+	tasksScan    = 2000
 )
 
 var taskStatuses = []string{protocol.StatusQueued, protocol.StatusRunning, protocol.StatusSucceeded, protocol.StatusFailed,
@@ -29,58 +30,50 @@ type taskFilter struct {
 	Status   string
 	Selector string
 	Delegate string
-	Page     int
+	// Page is the cursor: the last task of the previous page.
+	Page string
 }
 
 func taskFilterOf(q url.Values) taskFilter {
-	f := taskFilter{Status: q.Get("status"), Selector: strings.TrimSpace(q.Get("selector")), Delegate: strings.TrimSpace(q.Get("delegate")), Page: 1}
+	f := taskFilter{Status: q.Get("status"), Selector: strings.TrimSpace(q.Get("selector")), Delegate: strings.TrimSpace(q.Get("delegate")), Page: q.Get("page")}
 	if !protocol.ValidStatus(f.Status) {
 		f.Status = ""
-	}
-	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 1 {
-		f.Page = n
 	}
 	return f
 }
 
-func (f taskFilter) query(page int) string {
+func (f taskFilter) query() string {
 	v := url.Values{}
-	for k, s := range map[string]string{"status": f.Status, "selector": f.Selector, "delegate": f.Delegate} {
+	for k, s := range map[string]string{"status": f.Status, "selector": f.Selector, "delegate": f.Delegate, "page": f.Page} {
 		if s != "" {
 			v.Set(k, s)
 		}
-	}
-	if page > 1 {
-		v.Set("page", strconv.Itoa(page))
 	}
 	return v.Encode()
 }
 
 func (f taskFilter) matches(t protocol.Task) bool {
-	if f.Delegate != "" && !strings.EqualFold(t.DelegateName, f.Delegate) && !strings.EqualFold(t.DelegateHostname, f.Delegate) {
-		return false
+	if f.Selector == "" {
+		return true
 	}
-	if f.Selector != "" {
-		for _, s := range t.Selectors {
-			if strings.EqualFold(s, f.Selector) {
-				return true
-			}
+	for _, s := range t.Selectors {
+		if strings.EqualFold(s, f.Selector) {
+			return true
 		}
-		return false
 	}
-	return true
+	return false
 }
 
 type tasksView struct {
 	Filter   taskFilter
 	Statuses []string
 	Tasks    []taskRow
-	Page     int
-	Pages    int
-	PrevURL  string
+	// FirstURL leads to the newest tasks (set on a later page), NextURL
+	// to older ones.
+	FirstURL string
 	NextURL  string
-	Window   int
-	Capped   bool
+	// Scanned: the page stopped after looking at tasksScan tasks.
+	Scanned int
 }
 
 type taskRow struct {
@@ -112,27 +105,54 @@ func cut(s string, n int) string {
 
 func (u *UI) handleTasks(w http.ResponseWriter, r *http.Request, s *user) {
 	f := taskFilterOf(r.URL.Query())
-	list, err := s.api.ListTasks(r.Context(), f.Status, tasksWindow)
-	if err != nil {
-		u.apiError(w, r, s, err)
-		return
+	v := tasksView{Filter: f, Statuses: taskStatuses}
+	limit := tasksPerPage
+	if f.Selector != "" {
+		limit = tasksBatch
 	}
-	v := tasksView{Filter: f, Statuses: taskStatuses, Window: tasksWindow, Capped: len(list.Tasks) >= tasksWindow}
-	var rows []taskRow
-	for _, t := range list.Tasks {
-		if f.matches(t) {
-			rows = append(rows, taskRow{Task: t, What: taskWhat(t), Scope: scopeLabel(t.Org, t.Project)})
+	cursor, next := f.Page, ""
+	for scanned := 0; ; {
+		list, err := s.api.ListTasksPage(r.Context(), client.TaskQuery{Status: f.Status, Delegate: f.Delegate, Limit: limit, Page: cursor})
+		if err != nil {
+			u.apiError(w, r, s, err)
+			return
 		}
+		full := false
+		for _, t := range list.Tasks {
+			scanned++
+			cursor = t.ID
+			if f.matches(t) {
+				v.Tasks = append(v.Tasks, taskRow{Task: t, What: taskWhat(t), Scope: scopeLabel(t.Org, t.Project)})
+			}
+			if len(v.Tasks) == tasksPerPage || scanned == tasksScan {
+				full = true
+				break
+			}
+		}
+		if full {
+			// More may follow what was looked at.
+			next = cursor
+			if len(v.Tasks) < tasksPerPage {
+				v.Scanned = scanned
+			}
+			break
+		}
+		if list.Next == "" {
+			break
+		}
+		// Tasks the caller may not view are left out of a page, so a
+		// page may be short while more follow: read on from its cursor.
+		cursor = list.Next
 	}
-	v.Pages = max(1, (len(rows)+tasksPerPage-1)/tasksPerPage)
-	v.Page = min(f.Page, v.Pages)
-	lo := (v.Page - 1) * tasksPerPage
-	v.Tasks = rows[lo:min(lo+tasksPerPage, len(rows))]
-	if v.Page > 1 {
-		v.PrevURL = "/tasks?" + f.query(v.Page-1)
+	if next != "" {
+		nf := f
+		nf.Page = next
+		v.NextURL = "/tasks?" + nf.query()
 	}
-	if v.Page < v.Pages {
-		v.NextURL = "/tasks?" + f.query(v.Page+1)
+	if f.Page != "" {
+		nf := f
+		nf.Page = ""
+		v.FirstURL = "/tasks?" + nf.query()
 	}
 	u.render(w, r, s, http.StatusOK, "tasks", page{Title: "Tasks", Nav: "tasks", Data: v})
 }
