@@ -150,8 +150,6 @@ func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegate
 		if !g.matches(f) {
 			continue
 		}
-		g.CanApprove = s.may(access.DelegateEdit, resources[key]...)
-		g.CanDelete = s.may(access.DelegateDelete, resources[key]...)
 		slices.SortStableFunc(g.Instances, func(a, b instanceRow) int {
 			if a.Connected != b.Connected {
 				if a.Connected {
@@ -171,6 +169,13 @@ func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegate
 	v.Page = min(f.Page, v.Pages)
 	lo := (v.Page - 1) * groupsPerPage
 	v.Groups = groups[lo:min(lo+groupsPerPage, len(groups))]
+	// The actions the user may take, for the groups shown only.
+	for i := range v.Groups {
+		g := &v.Groups[i]
+		rs := resources[strings.ToLower(g.Name)]
+		g.CanApprove = g.Pending && s.may(access.DelegateEdit, rs...)
+		g.CanDelete = s.may(access.DelegateDelete, rs...)
+	}
 	if v.Page > 1 {
 		v.PrevURL = "/delegates?" + f.query(v.Page-1)
 	}
