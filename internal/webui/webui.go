@@ -242,10 +242,14 @@ func (u *UI) signedIn(h func(http.ResponseWriter, *http.Request, *user)) http.Ha
 	return func(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(withOrigin(r.Context(), r))
 		s, err := u.current(r)
+		if err != nil && !errors.Is(err, ErrSignedOut) {
+			// The session could not be checked (the database): it may
+			// well be valid, so the cookie stays.
+			u.cfg.Logger.Warn("web UI: check a session", "err", err)
+			u.errorPage(w, r, nil, http.StatusServiceUnavailable, "The manager could not check your session just now: try again in a moment.")
+			return
+		}
 		if err != nil {
-			if !errors.Is(err, ErrSignedOut) {
-				u.cfg.Logger.Warn("web UI: check a session", "err", err)
-			}
 			clearCookie(w, r, sessionCookie)
 			if r.Method == http.MethodGet && r.Header.Get("Accept") != "text/event-stream" {
 				http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
