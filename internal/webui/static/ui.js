@@ -39,11 +39,17 @@
     var es = new EventSource(list.getAttribute("data-events"));
     es.addEventListener("open", function () { setLive(status, true, "Live"); });
     es.addEventListener("error", function () { setLive(status, false, "Live updates reconnecting…"); });
+    var announce = document.getElementById("list-announce");
     es.addEventListener("delegates", function (e) {
       list.innerHTML = e.data;
       list.setAttribute("data-updated", String(Date.now()));
       refreshAges();
       setLive(status, true, "Live");
+      // Screen readers hear the summary of a change, not the whole list.
+      var summary = document.getElementById("delegate-summary");
+      if (announce && summary && announce.textContent !== summary.textContent) {
+        announce.textContent = summary.textContent;
+      }
     });
     es.addEventListener("signedout", function () { es.close(); signedOut(); });
   }
