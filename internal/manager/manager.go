@@ -240,8 +240,9 @@ type Manager struct {
 	conns atomic.Pointer[connLimit]
 	// watch tells the web UI when delegates change; seen is what the
 	// sweep loop saw of them last (webui.go).
-	watch delegateWatch
-	seen  map[string]seenDelegate
+	watch    delegateWatch
+	seen     map[string]seenDelegate
+	seenPass uint64
 }
 
 // New creates a manager over an open store.

@@ -119,6 +119,8 @@ type seenDelegate struct {
 	capacity  int
 	approval  string
 	conn      string
+	// pass is the sweep that last saw it (not compared).
+	pass uint64
 }
 
 // observeDelegates (sweep loop only) notifies the watchers of every
@@ -133,32 +135,33 @@ func (m *Manager) observeDelegates(ctx context.Context, now time.Time) {
 		m.seen = map[string]seenDelegate{}
 	}
 	shared := m.st.Shared()
+	m.seenPass++
+	pass := m.seenPass
 	changed := map[string]bool{}
 	// moved: accounts whose delegates connected, left or were decided on.
 	moved := map[string]bool{}
-	present := map[string]bool{}
 	for _, d := range m.hub.all() {
 		if !shared && !m.watch.watched(d.accountID) {
 			continue
 		}
-		present[d.id] = true
 		d.mu.Lock()
 		s := seenDelegate{account: d.accountID, gone: d.gone, running: len(d.running), capacity: d.capacity,
 			approval: d.approval, conn: d.connection}
 		d.mu.Unlock()
 		s.connected = now.Sub(time.Unix(0, d.lastSeen.Load())) <= m.window()
 		old, ok := m.seen[d.id]
+		s.pass, old.pass = pass, pass
+		m.seen[d.id] = s
 		if ok && old == s {
 			continue
 		}
-		m.seen[d.id] = s
 		changed[s.account] = true
 		if !ok || old.connected != s.connected || old.gone != s.gone || old.approval != s.approval || old.conn != s.conn {
 			moved[s.account] = true
 		}
 	}
 	for id, s := range m.seen {
-		if !present[id] {
+		if s.pass != pass {
 			delete(m.seen, id)
 			changed[s.account], moved[s.account] = true, true
 		}
