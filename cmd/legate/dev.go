@@ -165,7 +165,8 @@ Try it from another terminal:
   set -a; . %s; set +a
   %s delegates list
   %s task run --script 'echo hello from $(hostname); uname -a'
-`, admin.URL, admin.AccountID, admin.APIKey, data, metrics, shellQuote(envFile), cli, cli)
+  %s ui --open        # the web UI, signed in with a one-time link
+`, admin.URL, admin.AccountID, admin.APIKey, data, metrics, shellQuote(envFile), cli, cli, cli)
 	if strings.HasPrefix(cli, "go run ") {
 		b.WriteString(`
 (run from this directory; go run links legate again for each command, from

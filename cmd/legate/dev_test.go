@@ -99,6 +99,7 @@ func TestDevBanner(t *testing.T) {
 		"  legate delegates list\n",
 		"  legate task run --script 'echo hello from $(hostname); uname -a'\n",
 		"metrics     http://127.0.0.1:7460/metrics (manager)\n",
+		"  legate ui --open ",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("banner lacks %q:\n%s", want, got)

@@ -108,7 +108,7 @@ func addCommands(root *cobra.Command, a *app) {
 	pf.StringVar(&a.apiKey, "api-key", "", "admin API key (env "+EnvAPIKey+")")
 	pf.StringVar(&a.caCert, "ca-cert", "", "PEM file of the CA that signed the manager's certificate, trusted besides the system roots (env "+EnvCACert+")")
 	root.AddCommand(a.orgCmd(), a.projectCmd(), a.tokenCmd(), a.auditCmd(), a.apikeyCmd(), a.delegatesCmd(), a.connectorCmd(), a.configurationCmd(), a.secretCmd(), a.taskCmd(), a.deploymentsCmd(), a.limitsCmd(), a.pipelineCmd(), a.runCmd(), a.manifestCmd(), a.versionCmd(), a.releaseCmd(),
-		a.userCmd(), a.groupCmd(), a.roleCmd(), a.whoamiCmd(), a.loginCmd(), a.logoutCmd())
+		a.userCmd(), a.groupCmd(), a.roleCmd(), a.whoamiCmd(), a.loginCmd(), a.logoutCmd(), a.uiCmd())
 	for _, c := range root.Commands() {
 		switch c.Name() {
 		case "user", "group", "role", "whoami", "login", "logout":

@@ -688,6 +688,34 @@ func (c *Client) ListTasks(ctx context.Context, status string, limit int) (proto
 	return out, err
 }
 
+// TaskQuery selects a page of tasks; zero fields select every task (the
+// manager's default page size).
+type TaskQuery struct {
+	Status string
+	// Delegate is a delegate's name or hostname: the tasks it ran or runs.
+	Delegate string
+	Limit    int
+	// Page is the Next of the previous page.
+	Page string
+}
+
+// ListTasksPage returns a page of tasks, newest first; its Next, when
+// set, is the Page of the next.
+func (c *Client) ListTasksPage(ctx context.Context, tq TaskQuery) (protocol.TaskList, error) {
+	q := url.Values{}
+	for k, s := range map[string]string{"status": tq.Status, "delegate": tq.Delegate, "page": tq.Page} {
+		if s != "" {
+			q.Set(k, s)
+		}
+	}
+	if tq.Limit > 0 {
+		q.Set("limit", strconv.Itoa(tq.Limit))
+	}
+	var out protocol.TaskList
+	err := c.do(ctx, &call{op: "list tasks", method: http.MethodGet, path: protocol.PathTasks, query: q, out: &out})
+	return out, err
+}
+
 // GetTask returns one task.
 func (c *Client) GetTask(ctx context.Context, id string) (protocol.Task, error) {
 	const op = "get task"
@@ -1003,3 +1031,14 @@ func (c *Client) CancelRun(ctx context.Context, id string) (protocol.Run, error)
 	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: protocol.PathRuns + "/" + seg(id) + "/cancel", out: &out})
 	return out, err
 }
+
+// CreateSignInLink asks for a one-time sign-in link of the web UI for the
+// caller, a user: its Path goes after the manager's URL (SignInURL).
+func (c *Client) CreateSignInLink(ctx context.Context) (protocol.SignInLink, error) {
+	var out protocol.SignInLink
+	err := c.do(ctx, &call{op: "create sign-in link", method: http.MethodPost, path: protocol.PathSignInLinks, out: &out})
+	return out, err
+}
+
+// SignInURL is the full URL of a sign-in link's path on this manager.
+func (c *Client) SignInURL(l protocol.SignInLink) string { return c.base + l.Path }

@@ -215,6 +215,7 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 		"GET " + protocol.PathAPIKeys:                                {path: protocol.PathAPIKeys},
 		"POST " + protocol.PathAPIKeys + "/{name}/revoke":            {path: protocol.PathAPIKeys + "/mine-%s/revoke"},
 		"DELETE " + protocol.PathSessions:                            {path: protocol.PathSessions},
+		"POST " + protocol.PathSignInLinks:                           {path: protocol.PathSignInLinks},
 		"POST " + protocol.PathUsers:                                 {path: protocol.PathUsers, body: `{"name":"new-%s"}`},
 		"GET " + protocol.PathUsers:                                  {path: protocol.PathUsers},
 		"GET " + protocol.PathUsers + "/{name}":                      {path: protocol.PathUsers + "/victim", ensure: ensureVictim},
@@ -337,6 +338,7 @@ var selfRoutes = map[string]bool{
 	"GET " + protocol.PathAPIKeys:                     true,
 	"POST " + protocol.PathAPIKeys + "/{name}/revoke": true,
 	"DELETE " + protocol.PathSessions:                 true,
+	"POST " + protocol.PathSignInLinks:                true,
 }
 
 func TestOnlyOwnObjectRoutesAreSelf(t *testing.T) {

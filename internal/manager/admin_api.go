@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -444,6 +445,20 @@ func (m *Manager) handleListTasks(w http.ResponseWriter, r *http.Request, acct s
 		}
 		f.Limit = n
 	}
+	f.Delegate = strings.TrimSpace(q.Get("delegate"))
+	if page := q.Get("page"); page != "" {
+		// The cursor is the last task of the previous page.
+		last, err := m.st.GetTask(r.Context(), acct, page)
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				badRequest(w, "page %q is not a task of this account: pass the next of a listing", page)
+				return
+			}
+			storeError(w, err, "tasks")
+			return
+		}
+		f.Before = &store.TaskCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
 	// The store keeps only what the caller may view, before the limit:
 	// filtering the page afterwards would return fewer than limit tasks
 	// (none, often) while more exist.
@@ -465,6 +480,10 @@ func (m *Manager) handleListTasks(w http.ResponseWriter, r *http.Request, acct s
 			continue
 		}
 		out.Tasks = append(out.Tasks, m.taskView(t))
+	}
+	// A full page: the next may hold more (the store's default page is 100).
+	if len(ts) > 0 && len(ts) == cmp.Or(f.Limit, 100) {
+		out.Next = ts[len(ts)-1].ID
 	}
 	writeJSON(w, http.StatusOK, out)
 }

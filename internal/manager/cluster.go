@@ -45,6 +45,9 @@ const (
 	// The delegates of Account named Instance were approved or rejected:
 	// read the decision for yours.
 	clusterApproval = "approval"
+	// Account's delegates connected, stopped, went silent or came back,
+	// or were approved, rejected or deleted: tell your web UI pages.
+	clusterDelegates = "delegates"
 )
 
 // broadcast tells the other managers about ev (a no-op on SQLite).
@@ -117,6 +120,8 @@ func (m *Manager) applyClusterEvent(ctx context.Context, ev clusterEvent) {
 		m.policies.clear()
 	case clusterApproval:
 		m.approvalChanged(ctx, ev.Account, ev.Instance)
+	case clusterDelegates:
+		m.watch.notify(ev.Account)
 	case clusterRevoke:
 		m.markTokenRevoked(ev.Token)
 		m.disconnectToken(ev.Account, ev.Token, "the delegate token was revoked")

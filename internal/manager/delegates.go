@@ -87,6 +87,8 @@ func (m *Manager) handleDeleteDelegate(w http.ResponseWriter, r *http.Request, a
 		})
 		hosts = append(hosts, in.Hostname)
 	}
+	m.watch.notify(acct)
+	m.broadcast(r.Context(), clusterEvent{Kind: clusterDelegates, Account: acct})
 	m.log.Info("delegate deleted", "account", acct, "name", out.Name, "instances", len(gone), "hostnames", strings.Join(hosts, ","))
 	writeJSON(w, http.StatusOK, out)
 }

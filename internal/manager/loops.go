@@ -121,6 +121,7 @@ const minSweepPause = 20 * time.Millisecond
 
 func (m *Manager) sweep(ctx context.Context, now time.Time) {
 	m.sweepQueue(ctx, now)
+	m.observeDelegates(ctx, now)
 	m.caps.Prune(now)
 	timedOut, err := m.st.TimeoutRunning(ctx, now, 2*m.cfg.HeartbeatInterval)
 	if err != nil {

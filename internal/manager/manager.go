@@ -255,6 +255,11 @@ type Manager struct {
 	bodySlots chan struct{}
 	// conns is the connection limit of the running server (set by Run).
 	conns atomic.Pointer[connLimit]
+	// watch tells the web UI when delegates change; seen is what the
+	// sweep loop saw of them last (webui.go).
+	watch    delegateWatch
+	seen     map[string]seenDelegate
+	seenPass uint64
 }
 
 // New creates a manager over an open store.

@@ -171,7 +171,7 @@ func TestManagerHealthAndMetrics(t *testing.T) {
 	wsClient := tm.client(t, wsReg.Session)
 	err = wsClient.SendLogs(ctx, ids[1], protocol.LogsRequest{Epoch: 1, Chunks: []protocol.LogChunk{{Seq: 1, Data: "x"}}})
 	wantCode(t, "logs from a delegate that does not hold the task", err, protocol.CodeStaleLease)
-	resp, err := http.Get(tm.url + "/no/such/route")
+	resp, err := http.Get(tm.url + "/api/no/such/route") // other paths are the web UI's
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/webui"
 )
 
 // route is one endpoint of the API. routes() is the only place endpoints
@@ -179,6 +180,7 @@ func (m *Manager) routes() []route {
 		// Users and roles.
 		{method: "POST", pattern: protocol.PathSessions, body: bodySmall, public: m.handleCreateSession},
 		{method: "DELETE", pattern: protocol.PathSessions, admin: m.handleDeleteSession, rule: rule{self: true}, audit: "session.delete"},
+		{method: "POST", pattern: protocol.PathSignInLinks, admin: m.handleCreateSignInLink, rule: rule{self: true}, audit: "signin_link.create"},
 		{method: "POST", pattern: protocol.PathUsers, body: bodySmall, admin: m.handleCreateUser, rule: rule{perm: access.UserManage, scope: atAccount}, audit: "user.create"},
 		{method: "GET", pattern: protocol.PathUsers, admin: m.handleListUsers, rule: rule{perm: access.UserView, list: true}},
 		{method: "GET", pattern: protocol.PathUsers + "/{name}", admin: m.handleGetUser, rule: rule{perm: access.UserView, scope: anywhere}},
@@ -232,10 +234,15 @@ func (m *Manager) Handler() http.Handler {
 	for _, rt := range m.routes() {
 		mux.Handle(rt.method+" "+rt.pattern, m.serveRoute(rt))
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
 	})
-	return m.metrics.countErrors(m.writeDeadline(versionCheck(mux)))
+	api := m.metrics.countErrors(m.writeDeadline(versionCheck(mux)))
+	// The web UI has the paths the API leaves ("/", "/delegates", ...);
+	// it calls the API in-process.
+	mux.Handle("/", webui.New(webui.Config{API: api, Backend: uiBackend{m}, Stopping: m.stopping,
+		WriteTimeout: m.cfg.WriteTimeout, Liveness: m.window(), Version: m.cfg.Version, Logger: m.log, Now: m.cfg.Now}))
+	return api
 }
 
 // serveRoute applies a route's limits around its handler: the body limit

@@ -99,6 +99,10 @@ func (m *Manager) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, &req) {
 		return
 	}
+	if req.Link != "" {
+		m.signInWithLink(w, r, req.Link)
+		return
+	}
 	ctx := r.Context()
 	if req.AccountID == "" {
 		acct, err := m.st.Setting(ctx, "bootstrap_account")

@@ -164,6 +164,9 @@ const (
 	PathRoles    = "/api/v1/roles"
 	PathBindings = "/api/v1/bindings"
 	PathSessions = "/api/v1/sessions"
+	// PathSignInLinks makes a one-time sign-in link of the web UI for the
+	// user of the request (POST; legate ui). Since v4 (issue 17).
+	PathSignInLinks = "/api/v1/signin-links"
 
 	// PathAudit lists the audit log (GET; newest first; query
 	// parameters since, user, resource, limit and the cursor after).
@@ -529,9 +532,15 @@ type Task struct {
 	FinishedAt *time.Time `json:"finished_at"`
 }
 
-// TaskList is the answer of a task listing.
+// TaskList is the answer of a task listing: GET PathTasks, newest first,
+// with the query parameters status, delegate (a delegate's name or
+// hostname: the tasks it ran or runs), limit (1-1000, default 100) and
+// page, the cursor of the next page: a listing's Next. Next is set when
+// the listing is full (a next page may hold more). delegate, page and
+// Next since issue 17.
 type TaskList struct {
 	Tasks []Task `json:"tasks"`
+	Next  string `json:"next,omitempty"`
 }
 
 // AcquireRequest claims a task for a delegate.
@@ -1244,12 +1253,28 @@ type BindingList struct {
 	Bindings []Binding `json:"bindings"`
 }
 
-// CreateSessionRequest signs a user in.
+// CreateSessionRequest signs a user in: with a user name and password,
+// or with the token of a one-time sign-in link (Link; then the other
+// fields are ignored).
 type CreateSessionRequest struct {
 	AccountID string `json:"account_id,omitempty"`
 	User      string `json:"user"`
 	Password  string `json:"password"`
+	Link      string `json:"link,omitempty"`
 }
+
+// SignInLink answers PathSignInLinks: the web UI's path that signs the
+// user in once (PathUISignIn with the token in the query), until
+// ExpiresAt. The client puts the manager's URL in front of Path.
+type SignInLink struct {
+	Path      string    `json:"path"`
+	User      string    `json:"user"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// PathUISignIn is the web UI's page that trades a sign-in link's token
+// (query parameter "token") for a session.
+const PathUISignIn = "/signin/link"
 
 // Session answers a sign-in: a token to send as "Authorization: Bearer"
 // until ExpiresAt, or until DELETE PathSessions revokes it.

@@ -146,3 +146,31 @@ func TestWebSessions(t *testing.T) {
 		wantErr(t, "an expired session after a revocation", err, ErrNotFound)
 	})
 }
+
+func TestSignInLinks(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		old := SignInLink{ID: "l0", AccountID: "acc1", PrincipalID: "u1", Hash: "lh0", CreatedAt: t0, ExpiresAt: at(time.Minute)}
+		cur := SignInLink{ID: "l1", AccountID: "acc1", PrincipalID: "u1", Hash: "lh1", CreatedAt: at(time.Hour), ExpiresAt: at(time.Hour + 5*time.Minute)}
+		late := SignInLink{ID: "l2", AccountID: "acc1", PrincipalID: "u1", Hash: "lh2", CreatedAt: at(time.Hour), ExpiresAt: at(time.Hour + 5*time.Minute)}
+		for _, l := range []SignInLink{old, cur, late} {
+			if err := s.CreateSignInLink(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := s.UseSignInLink(ctx, "lh0", at(time.Hour))
+		wantErr(t, "a link deleted once expired", err, ErrNotFound)
+		got, err := s.UseSignInLink(ctx, "lh1", at(time.Hour+time.Minute))
+		if err != nil || got.ID != "l1" || got.PrincipalID != "u1" || got.UsedAt == nil {
+			t.Fatalf("use: %+v, %v", got, err)
+		}
+		_, err = s.UseSignInLink(ctx, "lh1", at(time.Hour+2*time.Minute))
+		wantErr(t, "a second use", err, ErrLinkUsed)
+		_, err = s.UseSignInLink(ctx, "lh2", at(time.Hour+5*time.Minute))
+		wantErr(t, "a use at expiry", err, ErrLinkUsed)
+		_, err = s.UseSignInLink(ctx, "nope", at(time.Hour))
+		wantErr(t, "an unknown link", err, ErrNotFound)
+	})
+}

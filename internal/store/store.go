@@ -561,6 +561,16 @@ func (s *Store) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 		where = append(where, w)
 		args = append(args, a...)
 	}
+	if f.Delegate != "" {
+		d := strings.ToLower(f.Delegate)
+		where = append(where, "(LOWER(delegate_name) = ? OR LOWER(delegate_hostname) = ?)")
+		args = append(args, d, d)
+	}
+	if f.Before != nil {
+		c := micros(f.Before.CreatedAt)
+		where = append(where, "(created_at < ? OR (created_at = ? AND id < ?))")
+		args = append(args, c, c, f.Before.ID)
+	}
 	q := `SELECT ` + taskCols + ` FROM tasks`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")

@@ -167,6 +167,12 @@ func TestListTasks(t *testing.T) {
 				[]string{"s-p2", "s-o2p1"}},
 			{"scope: a project of that name in another org only", TaskFilter{AccountID: "acc1", Scopes: []ScopeFilter{{Org: "o3", Project: "p1"}}}, nil},
 			{"scope: none", TaskFilter{AccountID: "acc1", Scopes: []ScopeFilter{}}, nil},
+			{"before a task", TaskFilter{AccountID: "acc1", Before: &TaskCursor{CreatedAt: at(2 * time.Second), ID: "a3"}, Limit: 3}, []string{"a2", "a1", "s-o1"}},
+			{"before the tie's second", TaskFilter{AccountID: "acc1", Before: &TaskCursor{CreatedAt: at(2 * time.Second), ID: "a2"}, Limit: 1}, []string{"a1"}},
+			{"before the last", TaskFilter{AccountID: "acc1", Before: &TaskCursor{CreatedAt: at(200 * time.Millisecond), ID: "s-o2p1"}}, nil},
+			{"delegate by name, any case", TaskFilter{Delegate: "DLG-I1"}, []string{"a3"}},
+			{"delegate by hostname", TaskFilter{Delegate: "host-i2"}, []string{"b1"}},
+			{"delegate and status", TaskFilter{Delegate: "dlg-i1", Status: protocol.StatusQueued}, nil},
 		}
 		for _, tt := range tests {
 			got, err := s.ListTasks(context.Background(), tt.f)

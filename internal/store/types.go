@@ -230,8 +230,22 @@ type TaskFilter struct {
 	// no task. The limit applies after it, so a page is full whenever
 	// enough matching tasks exist.
 	Scopes []ScopeFilter
+	// Delegate, when set, keeps the tasks the delegate of that name or
+	// hostname (compared without case) ran or runs. Since issue 17.
+	Delegate string
+	// Before, when not nil, keeps the tasks older than it in the
+	// listing's order (created_at, then ID, both descending): the cursor
+	// of the next page.
+	Before *TaskCursor
 	// Limit caps the number of rows (newest first); 0 means 100.
 	Limit int
+}
+
+// TaskCursor is a position in a task listing: that of the task with this
+// creation time and ID.
+type TaskCursor struct {
+	CreatedAt time.Time
+	ID        string
 }
 
 // ScopeFilter is an account (zero), an org, or a project of an org.

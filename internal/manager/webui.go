@@ -1,0 +1,175 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/legate-dev/legate/internal/webui"
+)
+
+// The web UI (package webui) is served at "/" next to the API. It calls
+// the API in-process with the user's sign-in session, so every page and
+// action passes the same authentication, rules and audit as the API; what
+// it needs besides is here: the policy of a session (to show only the
+// actions it allows) and a notice when an account's delegates change (to
+// update the Delegates page live).
+
+// uiBackend is the manager as the web UI sees it.
+type uiBackend struct{ m *Manager }
+
+var _ webui.Backend = uiBackend{}
+
+// Session resolves the holder of a sign-in session token as the API
+// does (API keys are not accepted: the UI signs in with sessions only).
+func (b uiBackend) Session(ctx context.Context, token string) (webui.Session, error) {
+	if !strings.HasPrefix(token, sessionPrefix) {
+		return webui.Session{}, webui.ErrSignedOut
+	}
+	r, err := http.NewRequestWithContext(ctx, "GET", "/", nil)
+	if err != nil {
+		return webui.Session{}, err
+	}
+	r.Header.Set("Authorization", "Bearer "+token)
+	w := &discardResponse{header: http.Header{}}
+	c, acct, ok := b.m.authenticate(w, r)
+	if !ok {
+		if w.status >= 500 {
+			return webui.Session{}, errors.New("the manager could not check the session")
+		}
+		return webui.Session{}, webui.ErrSignedOut
+	}
+	return webui.Session{Account: acct, Policy: c.policy}, nil
+}
+
+// WatchDelegates returns a channel that receives after the delegates of
+// acct changed, and the function that stops the watch.
+func (b uiBackend) WatchDelegates(acct string) (<-chan struct{}, func()) {
+	return b.m.watch.subscribe(acct)
+}
+
+// discardResponse keeps the status of an answer and drops its body.
+type discardResponse struct {
+	header http.Header
+	status int
+}
+
+func (d *discardResponse) Header() http.Header         { return d.header }
+func (d *discardResponse) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discardResponse) WriteHeader(code int)        { d.status = code }
+
+// delegateWatch tells subscribers when an account's delegates changed.
+// Its zero value is ready to use.
+type delegateWatch struct {
+	mu   sync.Mutex
+	subs map[string]map[chan struct{}]struct{} // by account
+}
+
+func (w *delegateWatch) subscribe(acct string) (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	w.mu.Lock()
+	if w.subs == nil {
+		w.subs = map[string]map[chan struct{}]struct{}{}
+	}
+	if w.subs[acct] == nil {
+		w.subs[acct] = map[chan struct{}]struct{}{}
+	}
+	w.subs[acct][ch] = struct{}{}
+	w.mu.Unlock()
+	return ch, func() {
+		w.mu.Lock()
+		delete(w.subs[acct], ch)
+		if len(w.subs[acct]) == 0 {
+			delete(w.subs, acct)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// watched reports whether anyone watches acct.
+func (w *delegateWatch) watched(acct string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.subs[acct]) > 0
+}
+
+// notify wakes the watchers of acct (a wake-up not yet taken stands for
+// this one too).
+func (w *delegateWatch) notify(acct string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for ch := range w.subs[acct] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// seenDelegate is what the Delegates page shows of a live instance that
+// the sweep compares from one pass to the next.
+type seenDelegate struct {
+	account   string
+	connected bool
+	gone      bool
+	running   int
+	capacity  int
+	approval  string
+	conn      string
+	// pass is the sweep that last saw it (not compared).
+	pass uint64
+}
+
+// observeDelegates (sweep loop only) notifies the watchers of every
+// account whose live delegates changed since the last sweep: registered,
+// gone, silent past the liveness window or back, approved, busier. With
+// a shared store it looks at every account and tells the other managers
+// about the changes of connection and approval (not of load, which change
+// often), since their pages list this manager's delegates too; alone, it
+// looks only at the accounts someone watches.
+func (m *Manager) observeDelegates(ctx context.Context, now time.Time) {
+	if m.seen == nil {
+		m.seen = map[string]seenDelegate{}
+	}
+	shared := m.st.Shared()
+	m.seenPass++
+	pass := m.seenPass
+	changed := map[string]bool{}
+	// moved: accounts whose delegates connected, left or were decided on.
+	moved := map[string]bool{}
+	for _, d := range m.hub.all() {
+		if !shared && !m.watch.watched(d.accountID) {
+			continue
+		}
+		d.mu.Lock()
+		s := seenDelegate{account: d.accountID, gone: d.gone, running: len(d.running), capacity: d.capacity,
+			approval: d.approval, conn: d.connection}
+		d.mu.Unlock()
+		s.connected = now.Sub(time.Unix(0, d.lastSeen.Load())) <= m.window()
+		old, ok := m.seen[d.id]
+		s.pass, old.pass = pass, pass
+		m.seen[d.id] = s
+		if ok && old == s {
+			continue
+		}
+		changed[s.account] = true
+		if !ok || old.connected != s.connected || old.gone != s.gone || old.approval != s.approval || old.conn != s.conn {
+			moved[s.account] = true
+		}
+	}
+	for id, s := range m.seen {
+		if s.pass != pass {
+			delete(m.seen, id)
+			changed[s.account], moved[s.account] = true, true
+		}
+	}
+	for acct := range changed {
+		m.watch.notify(acct)
+	}
+	for acct := range moved {
+		m.broadcast(ctx, clusterEvent{Kind: clusterDelegates, Account: acct})
+	}
+}

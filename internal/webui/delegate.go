@@ -1,0 +1,100 @@
+package webui
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/client"
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// The delegate detail page: every instance of one delegate with its
+// capability lists, configuration and last configuration run; its recent
+// tasks; and why it could not take the queued tasks that wait.
+
+// Bounds of the detail page: the recent tasks it shows, and how many
+// queued tasks it explains.
+const (
+	delegateRecentTasks = 20
+	delegateExplained   = 10
+)
+
+type delegateDetailView struct {
+	Name       string
+	Scope      string
+	Instances  []instanceDetail
+	Recent     []taskRow
+	Waiting    []waitingTask
+	Pending    bool
+	CanApprove bool
+	CanDelete  bool
+	CSRF       string
+	Liveness   string
+}
+
+type instanceDetail struct {
+	protocol.DelegateDetail
+	Connected bool
+	Stopped   bool
+}
+
+// waitingTask is a queued task this delegate may not take, and why.
+type waitingTask struct {
+	Task    taskRow
+	Reasons []protocol.Reason
+	Host    string
+}
+
+func (u *UI) handleDelegate(w http.ResponseWriter, r *http.Request, s *user) {
+	name := r.PathValue("name")
+	ctx := r.Context()
+	d, err := s.api.DescribeDelegate(ctx, name)
+	if err != nil {
+		u.apiError(w, r, s, err)
+		return
+	}
+	v := delegateDetailView{Name: d.Name, CSRF: s.csrf, Liveness: u.cfg.Liveness.String()}
+	var res []access.Resource
+	hosts := map[string]bool{}
+	for i, in := range d.Instances {
+		sc := scopeLabel(in.Org, in.Project)
+		if i == 0 {
+			v.Scope = sc
+		} else if !strings.Contains(v.Scope, sc) {
+			v.Scope += ", " + sc
+		}
+		res = append(res, access.Resource{Kind: "delegate", Name: in.Name, Scope: access.Scope{Org: in.Org, Project: in.Project}})
+		det := instanceDetail{DelegateDetail: in, Connected: in.Status == protocol.DelegateConnected, Stopped: in.Status == protocol.DelegateDeregistered}
+		if in.Approval == protocol.ApprovalPending && !det.Stopped {
+			v.Pending = true
+		}
+		hosts[in.InstanceID] = true
+		v.Instances = append(v.Instances, det)
+	}
+	v.CanApprove = s.may(access.DelegateEdit, res...)
+	v.CanDelete = s.may(access.DelegateDelete, res...)
+	if list, err := s.api.ListTasksPage(ctx, client.TaskQuery{Delegate: d.Name, Limit: delegateRecentTasks}); err == nil {
+		for _, t := range list.Tasks {
+			v.Recent = append(v.Recent, taskRow{Task: t, What: taskWhat(t), Scope: scopeLabel(t.Org, t.Project)})
+		}
+	}
+	if queued, err := s.api.ListTasks(ctx, protocol.StatusQueued, delegateExplained); err == nil {
+		for _, t := range queued.Tasks {
+			ex, err := s.api.ExplainTask(ctx, t.ID)
+			if err != nil {
+				continue
+			}
+			for _, vd := range ex.Delegates {
+				if hosts[vd.InstanceID] && !vd.Eligible {
+					v.Waiting = append(v.Waiting, waitingTask{Task: taskRow{Task: t, What: taskWhat(t)}, Reasons: vd.Reasons, Host: vd.Hostname})
+				}
+			}
+		}
+	}
+	u.render(w, r, s, http.StatusOK, "delegate", page{Title: "Delegate " + d.Name, Nav: "delegates", Data: v})
+}
+
+// delegateURL is the detail page of a delegate.
+func delegateURL(name string) string { return "/delegates/" + url.PathEscape(name) }

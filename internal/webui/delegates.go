@@ -1,0 +1,306 @@
+package webui
+
+import (
+	"cmp"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// groupsPerPage is how many delegate groups a page of the Delegates page
+// shows.
+const groupsPerPage = 25
+
+// delegateFilter is the Delegates page's query.
+type delegateFilter struct {
+	Q      string // name, hostname or tag contains it
+	Status string // "", "connected", "not_connected", "pending"
+	Page   int    // from 1
+}
+
+func delegateFilterOf(q url.Values) delegateFilter {
+	f := delegateFilter{Q: strings.TrimSpace(q.Get("q")), Status: q.Get("status"), Page: 1}
+	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 1 {
+		f.Page = n
+	}
+	switch f.Status {
+	case "connected", "not_connected", "pending":
+	default:
+		f.Status = ""
+	}
+	return f
+}
+
+func (f delegateFilter) query(page int) string {
+	v := url.Values{}
+	if f.Q != "" {
+		v.Set("q", f.Q)
+	}
+	if f.Status != "" {
+		v.Set("status", f.Status)
+	}
+	if page > 1 {
+		v.Set("page", strconv.Itoa(page))
+	}
+	return v.Encode()
+}
+
+// delegateGroup is one delegate (a name) with its instances.
+type delegateGroup struct {
+	Name       string
+	Scope      string
+	Instances  []instanceRow
+	Connected  int
+	Pending    bool
+	CanApprove bool
+	CanDelete  bool
+}
+
+// instanceRow is one instance of a delegate.
+type instanceRow struct {
+	Hostname      string
+	Connected     bool
+	Stopped       bool
+	Connection    string
+	Version       string
+	Tags          []string
+	Running       int
+	Capacity      int
+	LastHeartbeat *time.Time
+	Approval      string
+	Configuration string
+	Configuring   string
+	Draining      bool
+	OverThreshold string
+}
+
+// delegatesView is the live part of the Delegates page.
+type delegatesView struct {
+	Filter    delegateFilter
+	Groups    []delegateGroup
+	Total     int // groups that match
+	Connected int // instances connected, of those
+	Instances int
+	Page      int
+	Pages     int
+	PrevURL   string
+	NextURL   string
+	EventsURL string
+	CSRF      string
+	Now       time.Time
+	// Liveness is the liveness window.
+	Liveness time.Duration
+}
+
+func scopeLabel(org, project string) string {
+	switch {
+	case org == "":
+		return "account"
+	case project == "":
+		return "org " + org
+	}
+	return "project " + org + "/" + project
+}
+
+// delegatesView lists the delegates through the API and keeps the page
+// the filter asks for.
+func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegatesView, error) {
+	list, err := s.api.ListAllDelegates(r.Context())
+	if err != nil {
+		return delegatesView{}, err
+	}
+	byName := map[string]*delegateGroup{}
+	var order []string
+	resources := map[string][]access.Resource{}
+	for _, d := range list.Delegates {
+		key := strings.ToLower(d.Name)
+		g := byName[key]
+		if g == nil {
+			g = &delegateGroup{Name: d.Name, Scope: scopeLabel(d.Org, d.Project)}
+			byName[key] = g
+			order = append(order, key)
+		}
+		row := instanceRow{Hostname: d.Hostname, Connected: d.Status == protocol.DelegateConnected,
+			Stopped: d.Status == protocol.DelegateDeregistered, Connection: d.Connection, Version: d.Version,
+			Tags: d.Tags, Running: d.RunningTasks, Capacity: d.Capacity, LastHeartbeat: d.LastHeartbeat,
+			Approval: d.Approval, Configuration: d.Configuration, Configuring: d.Configuring,
+			Draining: d.Draining, OverThreshold: d.OverThreshold}
+		if row.Connected {
+			g.Connected++
+		}
+		if d.Approval == protocol.ApprovalPending && !row.Stopped {
+			g.Pending = true
+		}
+		if sc := scopeLabel(d.Org, d.Project); sc != g.Scope && !strings.Contains(g.Scope, sc) {
+			g.Scope += ", " + sc
+		}
+		g.Instances = append(g.Instances, row)
+		resources[key] = append(resources[key], access.Resource{Kind: "delegate", Name: d.Name, Scope: access.Scope{Org: d.Org, Project: d.Project}})
+	}
+	v := delegatesView{Filter: f, Now: u.cfg.Now(), CSRF: s.csrf, Liveness: u.cfg.Liveness}
+	var groups []delegateGroup
+	for _, key := range order {
+		g := byName[key]
+		if !g.matches(f) {
+			continue
+		}
+		slices.SortStableFunc(g.Instances, func(a, b instanceRow) int {
+			if a.Connected != b.Connected {
+				if a.Connected {
+					return -1
+				}
+				return 1
+			}
+			return cmp.Compare(a.Hostname, b.Hostname)
+		})
+		groups = append(groups, *g)
+		v.Connected += g.Connected
+		v.Instances += len(g.Instances)
+	}
+	slices.SortStableFunc(groups, func(a, b delegateGroup) int { return cmp.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)) })
+	v.Total = len(groups)
+	v.Pages = max(1, (len(groups)+groupsPerPage-1)/groupsPerPage)
+	v.Page = min(f.Page, v.Pages)
+	lo := (v.Page - 1) * groupsPerPage
+	v.Groups = groups[lo:min(lo+groupsPerPage, len(groups))]
+	// The actions the user may take, for the groups shown only.
+	for i := range v.Groups {
+		g := &v.Groups[i]
+		rs := resources[strings.ToLower(g.Name)]
+		g.CanApprove = g.Pending && s.may(access.DelegateEdit, rs...)
+		g.CanDelete = s.may(access.DelegateDelete, rs...)
+	}
+	if v.Page > 1 {
+		v.PrevURL = "/delegates?" + f.query(v.Page-1)
+	}
+	if v.Page < v.Pages {
+		v.NextURL = "/delegates?" + f.query(v.Page+1)
+	}
+	v.EventsURL = "/delegates/events?" + f.query(v.Page)
+	return v, nil
+}
+
+func (g *delegateGroup) matches(f delegateFilter) bool {
+	switch f.Status {
+	case "connected":
+		if g.Connected == 0 {
+			return false
+		}
+	case "not_connected":
+		if g.Connected > 0 {
+			return false
+		}
+	case "pending":
+		if !g.Pending {
+			return false
+		}
+	}
+	if f.Q == "" {
+		return true
+	}
+	q := strings.ToLower(f.Q)
+	if strings.Contains(strings.ToLower(g.Name), q) {
+		return true
+	}
+	for _, in := range g.Instances {
+		if strings.Contains(strings.ToLower(in.Hostname), q) {
+			return true
+		}
+		for _, t := range in.Tags {
+			if strings.Contains(strings.ToLower(t), q) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (u *UI) handleDelegates(w http.ResponseWriter, r *http.Request, s *user) {
+	v, err := u.delegatesView(r, s, delegateFilterOf(r.URL.Query()))
+	if err != nil {
+		u.apiError(w, r, s, err)
+		return
+	}
+	u.render(w, r, s, http.StatusOK, "delegates", page{Title: "Delegates", Nav: "delegates", Data: v})
+}
+
+// handleDelegateEvents streams the Delegates page's list, rendered again
+// each time the manager says the account's delegates changed.
+func (u *UI) handleDelegateEvents(w http.ResponseWriter, r *http.Request, s *user) {
+	f := delegateFilterOf(r.URL.Query())
+	changes, stop := u.cfg.Backend.WatchDelegates(s.account)
+	defer stop()
+	ev, ok := u.startEvents(w)
+	if !ok {
+		return
+	}
+	send := func() bool {
+		v, err := u.delegatesView(r, s, f)
+		if err != nil {
+			if statusOf(err) == http.StatusUnauthorized {
+				_ = ev.send("signedout", "")
+			}
+			return false
+		}
+		var b strings.Builder
+		if err := u.fragments.ExecuteTemplate(&b, "delegate-list", v); err != nil {
+			u.cfg.Logger.Error("web UI: render the delegate list", "err", err)
+			return false
+		}
+		return ev.send("delegates", b.String()) == nil
+	}
+	// The list may have changed between the page and this stream.
+	if !send() {
+		return
+	}
+	keepAlive := time.NewTicker(keepAliveEvery)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-u.cfg.Stopping:
+			return
+		case <-keepAlive.C:
+			if ev.comment() != nil {
+				return
+			}
+		case <-changes:
+			if !send() {
+				return
+			}
+		}
+	}
+}
+
+// delegateActions are the POSTs of the Delegates page, each an API call.
+var delegateActions = map[string]string{"approve": "approved", "reject": "rejected", "delete": "deleted"}
+
+func (u *UI) handleDelegateAction(w http.ResponseWriter, r *http.Request, s *user) {
+	name, action := r.PathValue("name"), r.PathValue("action")
+	done, ok := delegateActions[action]
+	if !ok {
+		u.errorPage(w, r, s, http.StatusNotFound, "There is no delegate action "+action+".")
+		return
+	}
+	var err error
+	switch action {
+	case "approve":
+		_, err = s.api.ApproveDelegate(r.Context(), name)
+	case "reject":
+		_, err = s.api.RejectDelegate(r.Context(), name)
+	case "delete":
+		_, err = s.api.DeleteDelegate(r.Context(), name)
+	}
+	if err != nil {
+		u.apiError(w, r, s, err)
+		return
+	}
+	http.Redirect(w, r, "/delegates?notice="+url.QueryEscape("Delegate "+name+" "+done+"."), http.StatusSeeOther)
+}

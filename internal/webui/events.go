@@ -1,0 +1,64 @@
+package webui
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// keepAliveEvery is how often an idle event stream sends a comment, so
+// that proxies and the browser keep it open.
+const keepAliveEvery = 20 * time.Second
+
+// events writes server-sent events.
+type events struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+// startEvents answers with an event stream; false when the connection
+// cannot stream.
+func (u *UI) startEvents(w http.ResponseWriter) (*events, bool) {
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	ev := &events{w: w, rc: rc, timeout: u.cfg.WriteTimeout}
+	_ = rc.SetWriteDeadline(time.Now().Add(ev.timeout))
+	if err := ev.flush(); err != nil {
+		return nil, false
+	}
+	return ev, true
+}
+
+// flush sends what was written; each write gets its own deadline, so a
+// stream lasts as long as it needs while a reader that stopped reading is
+// dropped.
+func (e *events) flush() error {
+	return e.rc.Flush()
+}
+
+func (e *events) write(s string) error {
+	_ = e.rc.SetWriteDeadline(time.Now().Add(e.timeout))
+	if _, err := fmt.Fprint(e.w, s); err != nil {
+		return err
+	}
+	return e.flush()
+}
+
+// send sends one event; data may span lines.
+func (e *events) send(name, data string) error {
+	var b strings.Builder
+	b.WriteString("event: " + name + "\n")
+	for _, line := range strings.Split(strings.ReplaceAll(data, "\r", ""), "\n") {
+		b.WriteString("data: " + line + "\n")
+	}
+	b.WriteString("\n")
+	return e.write(b.String())
+}
+
+func (e *events) comment() error { return e.write(": keep-alive\n\n") }

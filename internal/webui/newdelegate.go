@@ -1,0 +1,124 @@
+package webui
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strings"
+
+	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// The New delegate page: pick where it runs, name, tags and scope; the
+// page creates a token and shows the spec legate manifest would print,
+// then waits, live, for the delegate to connect.
+
+// delegateKind is one place a delegate runs.
+type delegateKind struct {
+	Kind, Label, Hint string
+}
+
+var delegateKinds = []delegateKind{
+	{"kubernetes", "Kubernetes", "a Deployment with its namespace, RBAC and Secret: kubectl apply -f"},
+	{"helm", "Helm", "a values file for the legate-delegate chart: helm install -f"},
+	{"docker", "Docker", "a docker run command"},
+	{"ecs", "ECS", "an ECS task definition (EC2): needs the AWS region"},
+	{"fargate", "Fargate", "a Fargate task definition: needs the region and the execution role"},
+	{"systemd", "Plain host", "a shell script that installs a systemd service (run as root)"},
+}
+
+// newDelegateForm is what the form holds.
+type newDelegateForm struct {
+	Kind, Name, Tags, Org, Project, ManagerURL string
+	Region, ExecutionRole, Subnets             string
+}
+
+type newDelegateView struct {
+	Kinds []delegateKind
+	Form  newDelegateForm
+	// After a submission:
+	Spec      string
+	FileName  string
+	TokenName string
+	EventsURL string
+}
+
+// pageURL is the scheme and host the browser reached the UI at: the
+// default URL delegates reach the manager at.
+func pageURL(r *http.Request) string {
+	if r.TLS != nil {
+		return "https://" + r.Host
+	}
+	return "http://" + r.Host
+}
+
+func (u *UI) handleNewDelegatePage(w http.ResponseWriter, r *http.Request, s *user) {
+	v := newDelegateView{Kinds: delegateKinds, Form: newDelegateForm{Kind: "kubernetes", ManagerURL: pageURL(r)}}
+	p := page{Title: "New delegate", Nav: "new", Data: v}
+	if !s.policy.AllowsBelow(access.DelegateEdit, access.Account) {
+		p.Error = "You may not add delegates: that needs the permission delegate:edit (the role delegate-admin, for one) at some scope."
+	}
+	u.render(w, r, s, http.StatusOK, "newdelegate", p)
+}
+
+// splitList splits a comma- or space-separated list.
+func splitList(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\r' || r == '\t' })
+}
+
+func (u *UI) handleNewDelegate(w http.ResponseWriter, r *http.Request, s *user) {
+	f := newDelegateForm{Kind: r.PostFormValue("kind"), Name: strings.TrimSpace(r.PostFormValue("name")),
+		Tags: r.PostFormValue("tags"), Org: strings.TrimSpace(r.PostFormValue("org")), Project: strings.TrimSpace(r.PostFormValue("project")),
+		ManagerURL: strings.TrimSpace(r.PostFormValue("manager_url")), Region: strings.TrimSpace(r.PostFormValue("region")),
+		ExecutionRole: strings.TrimSpace(r.PostFormValue("execution_role")), Subnets: r.PostFormValue("subnets")}
+	v := newDelegateView{Kinds: delegateKinds, Form: f}
+	fail := func(status int, msg string) {
+		u.render(w, r, s, status, "newdelegate", page{Title: "New delegate", Nav: "new", Error: msg, Data: v})
+	}
+	known := false
+	for _, k := range delegateKinds {
+		known = known || k.Kind == f.Kind
+	}
+	switch {
+	case !known:
+		fail(http.StatusBadRequest, "Pick where the delegate runs.")
+		return
+	case f.Name == "":
+		fail(http.StatusBadRequest, "Give the delegate a name.")
+		return
+	case f.ManagerURL == "":
+		f.ManagerURL = pageURL(r)
+	}
+	req := protocol.ManifestRequest{Kind: f.Kind, Name: f.Name, Tags: splitList(f.Tags), Org: f.Org, Project: f.Project,
+		ManagerURL: f.ManagerURL, Region: f.Region, ExecutionRoleARN: f.ExecutionRole, Subnets: splitList(f.Subnets)}
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	tokenName := cut(f.Name, 55) + "-" + hex.EncodeToString(b)
+	tok, err := s.api.CreateScopedToken(r.Context(), protocol.CreateTokenRequest{Name: tokenName, Org: f.Org, Project: f.Project})
+	if err != nil {
+		if statusOf(err) == http.StatusUnauthorized {
+			u.apiError(w, r, s, err)
+			return
+		}
+		fail(statusOf(err), apiMessage(err))
+		return
+	}
+	req.Token = tok.Value
+	spec, err := s.api.Manifest(r.Context(), req)
+	if err != nil {
+		// A spec the manager refuses (an ECS kind without a region...)
+		// leaves no token behind.
+		if _, rerr := s.api.RevokeToken(r.Context(), tok.Name); rerr != nil {
+			u.cfg.Logger.Warn("web UI: revoke the token of a refused spec", "token", tok.Name, "err", rerr)
+		}
+		fail(statusOf(err), apiMessage(err))
+		return
+	}
+	v.Spec, v.TokenName = spec, tok.Name
+	v.FileName = map[string]string{"kubernetes": "delegate.yaml", "helm": "values.yaml", "docker": "delegate.sh",
+		"ecs": "task-definition.json", "fargate": "task-definition.json", "systemd": "install-delegate.sh"}[f.Kind]
+	v.EventsURL = "/delegates/events?" + delegateFilter{Q: f.Name}.query(1)
+	// The spec holds the token: never cached, never shown again.
+	u.render(w, r, s, http.StatusOK, "newdelegate", page{Title: "New delegate " + f.Name, Nav: "new", Data: v})
+}

@@ -1,0 +1,274 @@
+package webui
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/client"
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// Tasks: pages of tasksPerPage, newest first, filtered by status and
+// delegate in the store (the API's query), and by selector here: a page
+// with a selector reads the API's pages until it has tasksPerPage tasks
+// or has looked at tasksScan of them.
+const (
+	tasksPerPage = 50
+	tasksBatch   = 200
+	tasksScan    = 2000
+)
+
+var taskStatuses = []string{protocol.StatusQueued, protocol.StatusRunning, protocol.StatusSucceeded, protocol.StatusFailed,
+	protocol.StatusTimedOut, protocol.StatusNotAssigned, protocol.StatusCancelled}
+
+type taskFilter struct {
+	Status   string
+	Selector string
+	Delegate string
+	// Page is the cursor: the last task of the previous page.
+	Page string
+}
+
+func taskFilterOf(q url.Values) taskFilter {
+	f := taskFilter{Status: q.Get("status"), Selector: strings.TrimSpace(q.Get("selector")), Delegate: strings.TrimSpace(q.Get("delegate")), Page: q.Get("page")}
+	if !protocol.ValidStatus(f.Status) {
+		f.Status = ""
+	}
+	return f
+}
+
+func (f taskFilter) query() string {
+	v := url.Values{}
+	for k, s := range map[string]string{"status": f.Status, "selector": f.Selector, "delegate": f.Delegate, "page": f.Page} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	return v.Encode()
+}
+
+func (f taskFilter) matches(t protocol.Task) bool {
+	if f.Selector == "" {
+		return true
+	}
+	for _, s := range t.Selectors {
+		if strings.EqualFold(s, f.Selector) {
+			return true
+		}
+	}
+	return false
+}
+
+type tasksView struct {
+	Filter   taskFilter
+	Statuses []string
+	Tasks    []taskRow
+	// FirstURL leads to the newest tasks (set on a later page), NextURL
+	// to older ones.
+	FirstURL string
+	NextURL  string
+	// Scanned: the page stopped after looking at tasksScan tasks.
+	Scanned int
+}
+
+type taskRow struct {
+	protocol.Task
+	What  string
+	Scope string
+}
+
+// taskWhat is a one-line description of a task.
+func taskWhat(t protocol.Task) string {
+	switch {
+	case t.Shell != nil:
+		line, _, _ := strings.Cut(strings.TrimSpace(t.Shell.Script), "\n")
+		return cut(line, 80)
+	case t.HTTP != nil:
+		return cut(t.HTTP.Method+" "+t.HTTP.URL, 80)
+	case t.Container != nil:
+		return cut(t.Container.Image, 80)
+	}
+	return t.Type
+}
+
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func (u *UI) handleTasks(w http.ResponseWriter, r *http.Request, s *user) {
+	f := taskFilterOf(r.URL.Query())
+	v := tasksView{Filter: f, Statuses: taskStatuses}
+	limit := tasksPerPage
+	if f.Selector != "" {
+		limit = tasksBatch
+	}
+	cursor, next := f.Page, ""
+	for scanned := 0; ; {
+		list, err := s.api.ListTasksPage(r.Context(), client.TaskQuery{Status: f.Status, Delegate: f.Delegate, Limit: limit, Page: cursor})
+		if err != nil {
+			u.apiError(w, r, s, err)
+			return
+		}
+		full := false
+		for _, t := range list.Tasks {
+			scanned++
+			cursor = t.ID
+			if f.matches(t) {
+				v.Tasks = append(v.Tasks, taskRow{Task: t, What: taskWhat(t), Scope: scopeLabel(t.Org, t.Project)})
+			}
+			if len(v.Tasks) == tasksPerPage || scanned == tasksScan {
+				full = true
+				break
+			}
+		}
+		if full {
+			// More may follow what was looked at.
+			next = cursor
+			if len(v.Tasks) < tasksPerPage {
+				v.Scanned = scanned
+			}
+			break
+		}
+		if list.Next == "" {
+			break
+		}
+		// Tasks the caller may not view are left out of a page, so a
+		// page may be short while more follow: read on from its cursor.
+		cursor = list.Next
+	}
+	if next != "" {
+		nf := f
+		nf.Page = next
+		v.NextURL = "/tasks?" + nf.query()
+	}
+	if f.Page != "" {
+		nf := f
+		nf.Page = ""
+		v.FirstURL = "/tasks?" + nf.query()
+	}
+	u.render(w, r, s, http.StatusOK, "tasks", page{Title: "Tasks", Nav: "tasks", Data: v})
+}
+
+type taskView struct {
+	taskRow
+	Terminal   bool
+	CanCancel  bool
+	Timeline   []timelineStep
+	Explain    *protocol.Explanation
+	ExplainErr string
+	OutputURL  string
+}
+
+type timelineStep struct {
+	Label string
+	At    *time.Time
+}
+
+func terminal(status string) bool {
+	switch status {
+	case protocol.StatusQueued, protocol.StatusRunning:
+		return false
+	}
+	return true
+}
+
+func (u *UI) handleTask(w http.ResponseWriter, r *http.Request, s *user) {
+	id := r.PathValue("id")
+	t, err := s.api.GetTask(r.Context(), id)
+	if err != nil {
+		u.apiError(w, r, s, err)
+		return
+	}
+	created := t.CreatedAt
+	v := taskView{taskRow: taskRow{Task: t, What: taskWhat(t), Scope: scopeLabel(t.Org, t.Project)},
+		Terminal: terminal(t.Status), OutputURL: "/tasks/" + url.PathEscape(t.ID) + "/output",
+		Timeline: []timelineStep{{"Created", &created}, {"Acquired", t.AcquiredAt}, {"Started", t.StartedAt}, {"Finished", t.FinishedAt}}}
+	v.CanCancel = !v.Terminal && s.may(access.TaskCancel, access.Resource{Kind: "task", Name: t.ID, Scope: access.Scope{Org: t.Org, Project: t.Project}})
+	if t.Status == protocol.StatusQueued || t.Status == protocol.StatusNotAssigned {
+		ex, err := s.api.ExplainTask(r.Context(), t.ID)
+		if err != nil {
+			v.ExplainErr = apiMessage(err)
+		} else {
+			v.Explain = &ex
+		}
+	}
+	u.render(w, r, s, http.StatusOK, "task", page{Title: "Task " + t.ID, Nav: "tasks", Data: v})
+}
+
+// outputChunk is one event of a task's output stream.
+type outputChunk struct {
+	Data string `json:"data"`
+	// Marker: the text stands for output the manager did not keep (the
+	// head/tail cap).
+	Marker bool `json:"marker,omitempty"`
+}
+
+// outputEnd is the last event: the task as it ended.
+type outputEnd struct {
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exit_code"`
+	Error    string `json:"error"`
+}
+
+// handleTaskOutput streams a task's output (masked, as the API serves it)
+// as server-sent events until the task has ended and its output is all
+// there; the last event is the task's final status.
+func (u *UI) handleTaskOutput(w http.ResponseWriter, r *http.Request, s *user) {
+	id := r.PathValue("id")
+	ev, ok := u.startEvents(w)
+	if !ok {
+		return
+	}
+	// The stream ends with the manager's shutdown, too.
+	ctx, cancel := context.WithCancel(r.Context())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-u.cfg.Stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	defer func() {
+		cancel()
+		<-watched
+	}()
+	t, err := s.api.StreamLogsWith(ctx, id, client.StreamOptions{Follow: true}, func(l protocol.LogStreamLine) error {
+		if l.Chunk == nil {
+			return nil
+		}
+		b, _ := json.Marshal(outputChunk{Data: l.Chunk.Data, Marker: strings.HasPrefix(strings.TrimLeft(l.Chunk.Data, "\n"), "[legate: ")})
+		return ev.send("output", string(b))
+	})
+	if err != nil {
+		if statusOf(err) == http.StatusUnauthorized {
+			_ = ev.send("signedout", "")
+			return
+		}
+		if ctx.Err() == nil {
+			b, _ := json.Marshal(map[string]string{"error": apiMessage(err)})
+			_ = ev.send("failure", string(b))
+		}
+		return
+	}
+	b, _ := json.Marshal(outputEnd{Status: t.Status, ExitCode: t.ExitCode, Error: t.Error})
+	_ = ev.send("end", string(b))
+}
+
+func (u *UI) handleCancelTask(w http.ResponseWriter, r *http.Request, s *user) {
+	id := r.PathValue("id")
+	if _, err := s.api.CancelTask(r.Context(), id); err != nil {
+		u.apiError(w, r, s, err)
+		return
+	}
+	http.Redirect(w, r, "/tasks/"+url.PathEscape(id)+"?notice="+url.QueryEscape("Task cancelled."), http.StatusSeeOther)
+}

@@ -1,0 +1,96 @@
+package webui
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSafeNext(t *testing.T) {
+	for in, want := range map[string]string{
+		"/tasks?status=queued": "/tasks?status=queued",
+		"":                     "/delegates",
+		"https://evil.example": "/delegates",
+		"//evil.example/x":     "/delegates",
+		"/\\evil.example":      "/delegates",
+		"/api/v1/tasks":        "/delegates",
+		"tasks":                "/delegates",
+	} {
+		if got := safeNext(in); got != want {
+			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// FuzzSafeNext: whatever the sign-in form's next field holds, the
+// redirect stays on this site.
+func FuzzSafeNext(f *testing.F) {
+	for _, s := range []string{"/delegates", "//x", "/\\x", "http://x", "/tasks/t_1?notice=a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := safeNext(s)
+		if !strings.HasPrefix(got, "/") || strings.HasPrefix(got, "//") || strings.HasPrefix(got, "/\\") || strings.HasPrefix(got, "/api/") {
+			t.Fatalf("safeNext(%q) = %q leaves the site's pages", s, got)
+		}
+	})
+}
+
+func TestAgo(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for d, want := range map[time.Duration]string{
+		0: "just now", 12 * time.Second: "12s ago", 3 * time.Minute: "3m ago", 5 * time.Hour: "5h ago", 72 * time.Hour: "3d ago",
+	} {
+		if got := ago(now, now.Add(-d)); got != want {
+			t.Errorf("ago(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// TestEventsKeepOneEventPerSend: data with newlines (and carriage
+// returns, which would end a line in the browser's parser) stays one
+// event.
+func TestEventsKeepOneEventPerSend(t *testing.T) {
+	rec := httptest.NewRecorder()
+	u := New(Config{})
+	ev, ok := u.startEvents(rec)
+	if !ok {
+		t.Fatal("no stream")
+	}
+	if err := ev.send("delegates", "<p>a</p>\n<p>b\rc</p>"); err != nil {
+		t.Fatal(err)
+	}
+	want := "event: delegates\ndata: <p>a</p>\ndata: <p>bc</p>\n\n"
+	if got := rec.Body.String(); got != want {
+		t.Errorf("stream %q, want %q", got, want)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "text/event-stream" {
+		t.Errorf("content type %q", ct)
+	}
+}
+
+func TestSameOrigin(t *testing.T) {
+	for _, tc := range []struct {
+		origin, site string
+		want         bool
+	}{
+		{"", "", true},
+		{"http://legate.test", "same-origin", true},
+		{"null", "same-origin", true},
+		{"null", "cross-site", false},
+		{"https://evil.example", "", false},
+		{"", "same-site", false},
+	} {
+		r := httptest.NewRequest("POST", "http://legate.test/signout", nil)
+		if tc.origin != "" {
+			r.Header.Set("Origin", tc.origin)
+		}
+		if tc.site != "" {
+			r.Header.Set("Sec-Fetch-Site", tc.site)
+		}
+		if got := sameOrigin(r); got != tc.want {
+			t.Errorf("Origin %q, Sec-Fetch-Site %q: %v, want %v", tc.origin, tc.site, got, tc.want)
+		}
+	}
+}
