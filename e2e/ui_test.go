@@ -164,15 +164,18 @@ func TestUIInBrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, shots, "signin")
 	link := c.uiLink(c.apiKey)
+	run(t, ctx, "open the link's page", chromedp.Navigate(link), visible("#use-link"))
+	screenshot(t, ctx, shots, "signin-link")
 	run(t, ctx, "sign in with the link and see the delegates connected",
-		chromedp.Navigate(link),
+		chromedp.Click(chromedp.CSS("#use-link")),
 		visible(`tr[data-hostname="ui-host-a"] .state.connected`),
 		visible(`tr[data-hostname="ui-host-b"] .state.connected`),
 		visible(`#live-status.on`),
 		visible(`form[action="/delegates/edge/approve"]`))
 	// The link was for one sign-in.
 	other := newBrowser(t, bin)
-	run(t, other, "use the link again", chromedp.Navigate(link), visible(".error"))
+	run(t, other, "use the link again", chromedp.Navigate(link), visible("#use-link"),
+		chromedp.Click(chromedp.CSS("#use-link")), visible(".error"))
 	if refused := value(t, other, "read the error", chromedp.Text(chromedp.CSS(".error"))); !strings.Contains(refused, "used already or expired") {
 		t.Errorf("second use of the link: %q", refused)
 	}
@@ -260,7 +263,8 @@ func TestUIInBrowser(t *testing.T) {
 	t.Cleanup(func() { c.cli("task", "cancel", running) })
 	viewer := newBrowser(t, bin)
 	run(t, viewer, "sign the viewer in",
-		chromedp.Navigate(c.uiLink(vk.Value)),
+		chromedp.Navigate(c.uiLink(vk.Value)), visible("#use-link"),
+		chromedp.Click(chromedp.CSS("#use-link")),
 		visible(`tr[data-hostname="ui-host-a"] .state.connected`),
 		visible(`#live-status.on`))
 	if n := value(t, viewer, "count the viewer's delegate actions", chromedp.Evaluate[int](`document.querySelectorAll('form[action^="/delegates/"]').length`)); n != 0 {

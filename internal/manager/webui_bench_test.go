@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -42,7 +43,21 @@ func uiSession(b testing.TB, tm *testManager) *http.Client {
 	if err != nil {
 		b.Fatal(err)
 	}
+	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	csrf, token := csrfField.FindSubmatch(page), linkTokenField.FindSubmatch(page)
+	if csrf == nil || token == nil {
+		b.Fatalf("the sign-in link's page: %d\n%s", resp.StatusCode, page)
+	}
+	form := url.Values{"csrf": {string(csrf[1])}, "token": {string(token[1])}}
+	resp, err = hc.PostForm(tm.url+protocol.PathUISignIn, form)
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b.Fatalf("sign in with the link: %d", resp.StatusCode)
+	}
 	return hc
 }
 

@@ -108,11 +108,35 @@ func signInLink(t *testing.T, tm *testManager, key string) string {
 	return l.Path
 }
 
+var linkTokenField = regexp.MustCompile(`name="token" value="([^"]+)"`)
+
+// useLink opens a sign-in link's page and submits its form, as a person
+// who clicks Sign in does; it returns the form's answer.
+func (b *browser) useLink(link string) (*http.Response, string) {
+	b.t.Helper()
+	resp, page := b.get(link)
+	csrf, token := csrfField.FindStringSubmatch(page), linkTokenField.FindStringSubmatch(page)
+	if resp.StatusCode != 200 || csrf == nil || token == nil {
+		b.t.Fatalf("the sign-in link's page: %d\n%s", resp.StatusCode, page)
+	}
+	return b.do("POST", protocol.PathUISignIn, url.Values{"csrf": {csrf[1]}, "token": {token[1]}}, nil)
+}
+
+// linkToken is the token of a sign-in link's path.
+func linkToken(t *testing.T, link string) string {
+	t.Helper()
+	u, err := url.Parse(link)
+	if err != nil || u.Query().Get("token") == "" {
+		t.Fatalf("sign-in link %q", link)
+	}
+	return u.Query().Get("token")
+}
+
 // signIn signs the browser in with a link of key's user.
 func (b *browser) signIn(key string) {
 	b.t.Helper()
-	resp, page := b.get(signInLink(b.t, b.tm, key))
-	if resp.StatusCode != 200 || b.cookie("legate_session") == "" {
+	resp, page := b.useLink(signInLink(b.t, b.tm, key))
+	if resp.StatusCode != http.StatusSeeOther || b.cookie("legate_session") == "" {
 		b.t.Fatalf("sign in with a link: %d, cookie %q\n%s", resp.StatusCode, b.cookie("legate_session"), page)
 	}
 }
@@ -133,7 +157,7 @@ func TestUIHeadersAndCookies(t *testing.T) {
 		}
 	}
 	link := signInLink(t, tm, tm.admin.APIKey)
-	resp, _ = b.get(link)
+	resp, _ = b.useLink(link)
 	var session *http.Cookie
 	for _, c := range resp.Cookies() {
 		if c.Name == "legate_session" {
@@ -143,8 +167,8 @@ func TestUIHeadersAndCookies(t *testing.T) {
 	if session == nil || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode || session.Secure {
 		t.Fatalf("session cookie over plain HTTP: %+v", session)
 	}
-	if got := resp.Header.Get("Content-Security-Policy"); got != want["Content-Security-Policy"] {
-		t.Errorf("signed-in page's CSP: %q", got)
+	if resp, _ := b.get("/delegates"); resp.Header.Get("Content-Security-Policy") != want["Content-Security-Policy"] {
+		t.Errorf("signed-in page (%d) CSP: %q", resp.StatusCode, resp.Header.Get("Content-Security-Policy"))
 	}
 	// Static files too, and the API keeps its JSON 404.
 	if resp, body := b.get("/static/ui.js"); resp.StatusCode != 200 || resp.Header.Get("Content-Security-Policy") == "" || !strings.Contains(body, "EventSource") {
@@ -160,19 +184,29 @@ func TestUISignInLinkIsSingleUseAndExpires(t *testing.T) {
 	tm := startTestManager(t, Config{Now: clock.Now, HeartbeatInterval: time.Hour})
 	b := newBrowser(t, tm)
 	link := signInLink(t, tm, tm.admin.APIKey)
-	if resp, page := b.get(link); resp.StatusCode != 200 || !strings.Contains(page, "Signed in as admin") {
-		t.Fatalf("first use: %d\n%s", resp.StatusCode, page)
+	// Opening the link (as a link previewer does) does not use it.
+	for range 2 {
+		if resp, page := newBrowser(t, tm).get(link); resp.StatusCode != 200 || !strings.Contains(page, `id="use-link"`) {
+			t.Fatalf("the link's page: %d\n%s", resp.StatusCode, page)
+		}
+	}
+	// Its form without the page's CSRF token is refused, and does not use it either.
+	if resp, page := newBrowser(t, tm).do("POST", protocol.PathUISignIn, url.Values{"token": {linkToken(t, link)}, "csrf": {"00"}}, nil); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("the link's form without its CSRF token: %d\n%s", resp.StatusCode, page)
+	}
+	if resp, page := b.useLink(link); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/delegates" {
+		t.Fatalf("first use: %d %q\n%s", resp.StatusCode, resp.Header.Get("Location"), page)
 	}
 	if resp, page := b.get("/delegates"); resp.StatusCode != 200 || !strings.Contains(page, "Signed in as <strong>admin</strong>") {
 		t.Fatalf("delegates after the link: %d\n%s", resp.StatusCode, page)
 	}
 	other := newBrowser(t, tm)
-	if resp, page := other.get(link); resp.StatusCode != 401 || !strings.Contains(page, "used already or expired") || other.cookie("legate_session") != "" {
+	if resp, page := other.useLink(link); resp.StatusCode != 401 || !strings.Contains(page, "used already or expired") || other.cookie("legate_session") != "" {
 		t.Errorf("second use: %d, cookie %q\n%s", resp.StatusCode, other.cookie("legate_session"), page)
 	}
 	late := signInLink(t, tm, tm.admin.APIKey)
 	clock.Add(signInLinkTTL)
-	if resp, page := other.get(late); resp.StatusCode != 401 || !strings.Contains(page, "used already or expired") {
+	if resp, page := other.useLink(late); resp.StatusCode != 401 || !strings.Contains(page, "used already or expired") {
 		t.Errorf("a link past its TTL: %d\n%s", resp.StatusCode, page)
 	}
 	// The first browser's session ends after sessionTTL.

@@ -71,13 +71,45 @@ func (u *UI) handleSignIn(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
-// handleSignInLink trades a one-time sign-in link (legate ui) for a
-// session. The answer is a page that moves on by itself (a meta refresh),
-// not a redirect: a SameSite=Strict cookie set at the end of a redirect
-// chain that began on another site (a terminal, a chat) would not be
-// sent to the next page.
-func (u *UI) handleSignInLink(w http.ResponseWriter, r *http.Request) {
+// handleSignInLinkPage shows what a one-time sign-in link (legate ui)
+// does and asks to go on; it does not use the link. Only the form's POST
+// (handleSignInLink) trades it for a session, so that a link previewer or
+// mail scanner that fetches every link it sees cannot use the link up,
+// and nobody is signed in as another user by merely opening a link they
+// were sent.
+func (u *UI) handleSignInLinkPage(w http.ResponseWriter, r *http.Request) {
 	token := r.URL.Query().Get("token")
+	if token == "" {
+		u.signInForm(w, r, http.StatusBadRequest, "", "This sign-in link has no token: run legate ui again.")
+		return
+	}
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	csrf := hex.EncodeToString(b)
+	setCookie(w, r, preCookie, csrf, u.cfg.Now().Add(signInFormTTL))
+	u.render(w, r, nil, http.StatusOK, "signinlink", page{Title: "Sign in with a link",
+		Data: signInLinkData{Token: token, CSRF: csrf}})
+}
+
+// signInLinkData is what the sign-in link's page holds.
+type signInLinkData struct {
+	Token string
+	// CSRF is the form's token (preCookie).
+	CSRF string
+}
+
+// handleSignInLink trades a one-time sign-in link's token, posted by the
+// page of handleSignInLinkPage, for a session. The POST comes from this
+// site's own page, so the SameSite=Strict session cookie it sets is sent
+// with the redirect that follows.
+func (u *UI) handleSignInLink(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	token := r.PostFormValue("token")
+	pre, err := r.Cookie(preCookie)
+	if err != nil || !validCSRF(r.PostFormValue("csrf"), pre.Value) {
+		u.signInForm(w, r, http.StatusForbidden, "", "This sign-in page has expired: open the link again.")
+		return
+	}
 	if token == "" {
 		u.signInForm(w, r, http.StatusBadRequest, "", "This sign-in link has no token: run legate ui again.")
 		return
@@ -89,8 +121,9 @@ func (u *UI) handleSignInLink(w http.ResponseWriter, r *http.Request) {
 		u.signInForm(w, r, statusOf(err), "", apiMessage(err))
 		return
 	}
+	clearCookie(w, r, preCookie)
 	setCookie(w, r, sessionCookie, s.Token, s.ExpiresAt)
-	u.render(w, r, nil, http.StatusOK, "signedin", page{Title: "Signed in", Data: s.User})
+	http.Redirect(w, r, "/delegates", http.StatusSeeOther)
 }
 
 func (u *UI) handleSignOut(w http.ResponseWriter, r *http.Request, s *user) {

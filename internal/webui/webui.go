@@ -108,7 +108,7 @@ func New(cfg Config) *UI {
 		cfg.WriteTimeout = time.Minute
 	}
 	u := &UI{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}}
-	for _, p := range []string{"signin", "signedin", "delegates", "newdelegate", "delegate", "tasks", "task", "error"} {
+	for _, p := range []string{"signin", "signinlink", "delegates", "newdelegate", "delegate", "tasks", "task", "error"} {
 		u.pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/fragments.html", "templates/"+p+".html"))
 	}
 	u.fragments = template.Must(template.New("fragments").Funcs(funcs).ParseFS(templateFS, "templates/fragments.html"))
@@ -118,7 +118,8 @@ func New(cfg Config) *UI {
 	u.mux.HandleFunc("GET /{$}", u.handleHome)
 	u.mux.HandleFunc("GET /signin", u.handleSignInPage)
 	u.mux.HandleFunc("POST /signin", u.handleSignIn)
-	u.mux.HandleFunc("GET "+protocol.PathUISignIn, u.handleSignInLink)
+	u.mux.HandleFunc("GET "+protocol.PathUISignIn, u.handleSignInLinkPage)
+	u.mux.HandleFunc("POST "+protocol.PathUISignIn, u.handleSignInLink)
 	u.mux.HandleFunc("POST /signout", u.signedIn(u.handleSignOut))
 	u.mux.HandleFunc("GET /delegates", u.signedIn(u.handleDelegates))
 	u.mux.HandleFunc("GET /delegates/events", u.signedIn(u.handleDelegateEvents))

@@ -156,12 +156,6 @@
     });
   }
 
-  // The page after a sign-in link moves on by itself.
-  function autofollow() {
-    var a = document.querySelector("a[data-autofollow]");
-    if (a) window.location.replace(a.getAttribute("href"));
-  }
-
   document.addEventListener("DOMContentLoaded", function () {
     refreshAges();
     setInterval(refreshAges, 1000);
@@ -169,6 +163,5 @@
     liveOutput();
     newDelegate();
     confirmations();
-    autofollow();
   });
 })();
