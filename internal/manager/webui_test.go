@@ -735,3 +735,38 @@ func TestUITasksPages(t *testing.T) {
 		t.Errorf("pages of the selector odd: %v", got)
 	}
 }
+
+// TestUIDelegatesShowUpgradeState: the Delegates page shows an instance's
+// upgrade state (issue 16) under its version, and whether a watcher
+// upgrades it.
+func TestUIDelegatesShowUpgradeState(t *testing.T) {
+	tm := startTestManager(t, Config{Version: "v1.4.0", ReleaseDir: t.TempDir()})
+	ctx := context.Background()
+	admin := tm.client(t, tm.admin.APIKey)
+	tok, err := admin.CreateToken(ctx, "up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tm.client(t, "").Register(ctx, protocol.RegisterRequest{AccountID: tm.admin.AccountID, Token: tok.Value,
+		Name: "build", Hostname: "h1", IP: "127.0.0.1", Version: "v1.3.5", Slot: "v1.3.5", Upgrade: protocol.UpgradeAuto}); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, tm)
+	b.signIn(tm.admin.APIKey)
+	resp, page := b.get("/delegates")
+	if resp.StatusCode != 200 {
+		t.Fatalf("delegates: %d\n%s", resp.StatusCode, page)
+	}
+	for _, want := range []string{"v1.3.5", `<small class="upgrade">upgrade available</small>`, "auto-upgrade on"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the Delegates page lacks %q:\n%s", want, page)
+		}
+	}
+	// Held back, the instance is current: no state shown.
+	if _, err := admin.SetUpgradePolicy(ctx, "build", protocol.UpgradePolicyRequest{Action: "hold"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, page := b.get("/delegates"); strings.Contains(page, `class="upgrade"`) {
+		t.Errorf("a held group still shows an upgrade state:\n%s", page)
+	}
+}

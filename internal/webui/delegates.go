@@ -64,11 +64,16 @@ type delegateGroup struct {
 
 // instanceRow is one instance of a delegate.
 type instanceRow struct {
-	Hostname      string
-	Connected     bool
-	Stopped       bool
-	Connection    string
-	Version       string
+	Hostname   string
+	Connected  bool
+	Stopped    bool
+	Connection string
+	Version    string
+	// UpgradeState is where its upgrade stands (issue 16: current,
+	// upgrade available, upgrading, upgrade failed: REASON, expired);
+	// AutoUpgrade is "on" or "off" under a watcher, "" otherwise.
+	UpgradeState  string
+	AutoUpgrade   string
 	Tags          []string
 	Running       int
 	Capacity      int
@@ -128,6 +133,7 @@ func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegate
 		}
 		row := instanceRow{Hostname: d.Hostname, Connected: d.Status == protocol.DelegateConnected,
 			Stopped: d.Status == protocol.DelegateDeregistered, Connection: d.Connection, Version: d.Version,
+			UpgradeState: d.UpgradeState, AutoUpgrade: autoUpgrade(d.Upgrade),
 			Tags: d.Tags, Running: d.RunningTasks, Capacity: d.Capacity, LastHeartbeat: d.LastHeartbeat,
 			Approval: d.Approval, Configuration: d.Configuration, Configuring: d.Configuring,
 			Draining: d.Draining, OverThreshold: d.OverThreshold}
@@ -303,4 +309,16 @@ func (u *UI) handleDelegateAction(w http.ResponseWriter, r *http.Request, s *use
 		return
 	}
 	http.Redirect(w, r, "/delegates?notice="+url.QueryEscape("Delegate "+name+" "+done+"."), http.StatusSeeOther)
+}
+
+// autoUpgrade is how the Delegates page names an instance's upgrade mode:
+// "on" or "off" under a watcher, "" when nothing upgrades it.
+func autoUpgrade(mode string) string {
+	switch mode {
+	case protocol.UpgradeAuto:
+		return "on"
+	case protocol.UpgradeOff:
+		return "off"
+	}
+	return ""
 }
