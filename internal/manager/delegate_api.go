@@ -514,7 +514,18 @@ func (m *Manager) handleEvents(w http.ResponseWriter, r *http.Request, d *live) 
 	if d.wsOpen == 0 {
 		d.connection = protocol.ConnPolling
 	}
+	d.polls++
 	d.mu.Unlock()
+	// gone: the delegate's connection closed while it waited (failover.go).
+	gone := false
+	defer func() {
+		d.mu.Lock()
+		d.polls--
+		d.mu.Unlock()
+		if gone {
+			m.channelClosed(r.Context(), d, protocol.ConnPolling)
+		}
+	}()
 	if first {
 		m.offerQueued(r.Context(), d)
 	}
@@ -537,6 +548,7 @@ func (m *Manager) handleEvents(w http.ResponseWriter, r *http.Request, d *live) 
 			writeJSON(w, http.StatusOK, protocol.EventsResponse{Events: []protocol.Event{{Kind: protocol.EventReconnect, Reason: "manager shutting down"}}})
 			return
 		case <-r.Context().Done():
+			gone = true
 			return
 		}
 		d.touch(m.cfg.Now())
@@ -586,10 +598,16 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 	d.wsOpen++
 	d.connection = protocol.ConnWebSocket
 	d.mu.Unlock()
+	// closedUnder: the connection closed or failed without this manager
+	// ending it (failover.go).
+	closedUnder := false
 	defer func() {
 		d.mu.Lock()
 		d.wsOpen--
 		d.mu.Unlock()
+		if closedUnder {
+			m.channelClosed(ctx, d, protocol.ConnWebSocket)
+		}
 	}()
 	m.log.Debug("websocket open", "instance", d.id, "name", d.name)
 
@@ -619,6 +637,7 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 					d.requeue(ev[i:])
 					closeWith(websocket.StatusInternalError, "write failed")
 					m.lostWebSocket(d)
+					closedUnder = true
 					return
 				}
 			}
@@ -644,6 +663,7 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 			m.log.Debug("websocket closed", "instance", d.id, "err", err)
 			closeWith(websocket.StatusNormalClosure, "")
 			m.lostWebSocket(d)
+			closedUnder = true
 			return
 		}
 	}
