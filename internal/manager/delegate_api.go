@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -903,7 +904,7 @@ func (m *Manager) refuseNotHolder(w http.ResponseWriter, d *live, id, holder, ki
 
 func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 	var req protocol.LogsRequest
-	if !decodeBody(w, r, &req) {
+	if !decodeLogs(w, r, &req) {
 		return
 	}
 	id := r.PathValue("id")
@@ -945,6 +946,35 @@ func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 	m.logs.publish(id, out)
 	m.outputStored(id)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// decodeLogs reads a log upload: JSON (protocol.LogsRequest), or log
+// frames (protocol.ContentTypeLogFrames) with the epoch in a header, which
+// carry output without escaping it.
+func decodeLogs(w http.ResponseWriter, r *http.Request, req *protocol.LogsRequest) bool {
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct != protocol.ContentTypeLogFrames {
+		return decodeBody(w, r, req)
+	}
+	epoch, err := strconv.ParseInt(r.Header.Get(protocol.HeaderLogEpoch), 10, 64)
+	if err != nil || epoch < 0 {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "log frames need the lease epoch in the %s header", protocol.HeaderLogEpoch)
+		return false
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return false
+	}
+	chunks, err := protocol.DecodeChunkFrames(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "invalid log frames: %v", err)
+		return false
+	}
+	for i := range chunks {
+		chunks[i].Attempt = 0 // the manager numbers attempts
+	}
+	req.Epoch, req.Chunks = epoch, chunks
+	return true
 }
 
 // checkOutputs holds a result's outputs to the limits the delegate keeps
