@@ -48,9 +48,19 @@ func (m *Manager) channelClosed(ctx context.Context, d *live, how string) {
 	}
 	d.lostAt = now.UnixNano()
 	end := now.Add(m.cfg.HeartbeatInterval)
-	ext := make([]store.LeaseExtension, 0, len(d.running))
+	// A lease extended past what this manager's own contacts gave it was
+	// extended by another manager the delegate reached since: it is kept.
+	// (A quarter interval covers the time between a contact and the
+	// lease its claim or flush wrote.)
+	seen := time.Unix(0, d.lastSeen.Load())
+	ext := make([]store.LeaseCut, 0, len(d.running))
 	for id, ep := range d.running {
-		ext = append(ext, store.LeaseExtension{TaskID: id, Epoch: ep, ExpiresAt: end})
+		last := seen
+		if c := d.claimed[id]; c.After(last) {
+			last = c
+		}
+		known := last.Add(m.leaseDuration() + m.cfg.HeartbeatInterval/4)
+		ext = append(ext, store.LeaseCut{TaskID: id, Epoch: ep, To: end, Known: known})
 	}
 	d.mu.Unlock()
 	m.log.Info("delegate's connection closed while it runs tasks: they fail over after one heartbeat interval unless it comes back",
