@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -172,4 +173,56 @@ func BenchmarkDelegateRSSWith1GiBOutput(b *testing.B) {
 	if succeeded > 0 {
 		b.ReportMetric(float64(total)*float64(succeeded)/1e6/took.Seconds(), "MB/s") // of the tasks that succeeded
 	}
+}
+
+// BenchmarkTaskRunOutput: a task writes LEGATE_BENCH_OUTPUT_MB megabytes
+// (default 200) and `legate task run` prints them, as a user runs it: the
+// CLI process follows the task's output live and its stdout is counted.
+// Reports the rate from the CLI's start to its exit, whether the CLI
+// received every byte (it keeps up: a follower that falls behind gets only
+// the stored head and tail), and the peak RSS of the delegate and the
+// manager.
+//
+//	go test -run '^$' -bench TaskRunOutput -benchtime 5x ./e2e/
+func BenchmarkTaskRunOutput(b *testing.B) {
+	total := int64(200_000_000)
+	if v, err := strconv.ParseInt(os.Getenv("LEGATE_BENCH_OUTPUT_MB"), 10, 64); err == nil && v > 0 {
+		total = v * 1_000_000
+	}
+	c := startCluster(b)
+	d := c.delegateProc("bench-taskrun")
+	var took time.Duration
+	complete := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		cmd := exec.Command(binary, "task", "run", "--timeout", "30m", "--script", seqScript(total))
+		cmd.Env = append(baseEnv(), "LEGATE_URL="+c.url, "LEGATE_API_KEY="+c.apiKey)
+		var n countWriter
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &n, &stderr
+		start := time.Now()
+		err := cmd.Run()
+		took += time.Since(start)
+		if err != nil {
+			b.Fatalf("task run: %v\n%s", err, stderr.String())
+		}
+		if int64(n) == total {
+			complete++
+		} else {
+			b.Logf("task run printed %d bytes of the %d written", int64(n), total)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(total)*float64(b.N)/1e6/took.Seconds(), "MB/s")
+	b.ReportMetric(float64(complete)/float64(b.N), "complete/op")
+	b.ReportMetric(float64(peakRSS(b, d.Process.Pid))/mib, "delegate-peak-RSS-MiB")
+	b.ReportMetric(float64(peakRSS(b, c.mgr.cmd.Process.Pid))/mib, "manager-peak-RSS-MiB")
+}
+
+// countWriter counts the bytes written to it.
+type countWriter int64
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	*w += countWriter(len(p))
+	return len(p), nil
 }

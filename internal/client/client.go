@@ -116,11 +116,14 @@ func (c *Client) getSecret() string {
 
 // call describes one request.
 type call struct {
-	op      string // for error messages, e.g. "create token"
-	method  string
-	path    string // escaped, starting with "/"
-	query   url.Values
-	in      any     // JSON body; nil = none
+	op     string // for error messages, e.g. "create token"
+	method string
+	path   string // escaped, starting with "/"
+	query  url.Values
+	in     any // JSON body; nil = none
+	// raw is a body other than JSON, of type rawType (when in is nil).
+	raw     []byte
+	rawType string
 	out     any     // decoded from a 2xx answer; nil = discarded
 	text    *string // set to a 2xx answer's body as it is (instead of out)
 	noAuth  bool
@@ -142,6 +145,8 @@ func (c *Client) newRequest(ctx context.Context, k *call) (*http.Request, error)
 			return nil, fmt.Errorf("%s: encode request: %w", k.op, err)
 		}
 		body = bytes.NewReader(b)
+	} else if k.raw != nil {
+		body = bytes.NewReader(k.raw)
 	}
 	req, err := http.NewRequestWithContext(ctx, k.method, u, body)
 	if err != nil {
@@ -150,6 +155,8 @@ func (c *Client) newRequest(ctx context.Context, k *call) (*http.Request, error)
 	req.Header.Set(protocol.HeaderProtocolVersion, strconv.Itoa(protocol.Version))
 	if k.in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	} else if k.raw != nil {
+		req.Header.Set("Content-Type", k.rawType)
 	}
 	accept := k.accept
 	if accept == "" {
@@ -833,6 +840,30 @@ func (c *Client) SendLogs(ctx context.Context, taskID string, req protocol.LogsR
 		return err
 	}
 	return c.do(ctx, &call{op: op, method: http.MethodPost, path: delegateTaskPath(taskID, "logs"), in: req})
+}
+
+// SendLogFrames sends numbered log chunks of a task as log frames
+// (protocol.ContentTypeLogFrames): their data is copied, not escaped into
+// JSON. A manager that does not read log frames answers with a
+// *protocol.Error of CodeBadRequest (or an HTTP 415); SendLogs sends the
+// same chunks as JSON.
+func (c *Client) SendLogFrames(ctx context.Context, taskID string, req protocol.LogsRequest) error {
+	const op = "send task logs"
+	if err := requireID(op, "task ID", taskID); err != nil {
+		return err
+	}
+	n := 0
+	for _, ch := range req.Chunks {
+		n += len(ch.Data) + 32
+	}
+	body := make([]byte, 0, n)
+	for _, ch := range req.Chunks {
+		ch.Attempt = 0
+		body = protocol.AppendChunkFrame(body, ch)
+	}
+	return c.do(ctx, &call{op: op, method: http.MethodPost, path: delegateTaskPath(taskID, "logs"),
+		raw: body, rawType: protocol.ContentTypeLogFrames,
+		header: http.Header{protocol.HeaderLogEpoch: {strconv.FormatInt(req.Epoch, 10)}}})
 }
 
 // Result reports a task's outcome. It is idempotent; a result from a stale

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -178,7 +179,8 @@ func (c *Client) streamOnce(ctx context.Context, id string, follow bool, pos *st
 	defer idle.Stop()
 
 	req, err := c.newRequest(connCtx, &call{op: "stream logs", method: http.MethodGet,
-		path: protocol.PathTasks + "/" + seg(id) + "/logs", query: q, accept: "application/x-ndjson"})
+		path: protocol.PathTasks + "/" + seg(id) + "/logs", query: q,
+		accept: protocol.ContentTypeLogFrames + ", application/x-ndjson;q=0.9"})
 	if err != nil {
 		return protocol.Task{}, notConnected, permanentError{err}
 	}
@@ -198,6 +200,9 @@ func (c *Client) streamOnce(ctx context.Context, id string, follow bool, pos *st
 	st := streamConnected
 
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == protocol.ContentTypeLogFrames {
+		return c.readFrames(ctx, connCtx, br, idle, pos, fn)
+	}
 	for {
 		line, rerr := readLine(br)
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
@@ -243,6 +248,57 @@ func (c *Client) streamOnce(ctx context.Context, id string, follow bool, pos *st
 		}
 		if !complete {
 			return protocol.Task{}, st, fmt.Errorf("read log stream: ended before the task line: %w", io.ErrUnexpectedEOF)
+		}
+	}
+}
+
+// readFrames reads a log stream of log frames (the manager's answer to a
+// client that accepts them: output is not escaped into JSON) as streamOnce
+// reads NDJSON.
+func (c *Client) readFrames(ctx, connCtx context.Context, br *bufio.Reader, idle *time.Timer, pos *streamPos,
+	fn func(protocol.LogStreamLine) error) (protocol.Task, streamState, error) {
+	st := streamConnected
+	var buf []byte
+	for {
+		kind, p, err := protocol.ReadLogFrame(br, buf)
+		switch {
+		case errors.Is(err, protocol.ErrLogFrame):
+			return protocol.Task{}, st, permanentError{fmt.Errorf("read log stream: %w", err)}
+		case errors.Is(err, io.EOF):
+			return protocol.Task{}, st, fmt.Errorf("read log stream: ended before the task line: %w", io.ErrUnexpectedEOF)
+		case err != nil:
+			if cause := context.Cause(connCtx); cause != nil && ctx.Err() == nil {
+				err = cause // idle watchdog
+			}
+			return protocol.Task{}, st, fmt.Errorf("read log stream: %w", err)
+		}
+		buf = p[:0] // a chunk's data is copied out of it
+		st = delivered
+		idle.Reset(c.streamIdle)
+		switch kind {
+		case protocol.FrameChunk:
+			ch, err := protocol.ParseChunkFrame(p)
+			if err != nil {
+				return protocol.Task{}, st, permanentError{fmt.Errorf("read log stream: %w", err)}
+			}
+			if !pos.after(&ch) {
+				continue // a repeat after a reconnect
+			}
+			if err := fn(protocol.LogStreamLine{Chunk: &ch}); err != nil {
+				return protocol.Task{}, st, permanentError{err}
+			}
+			*pos = streamPos{seen: true, attempt: ch.Attempt, seq: ch.Seq}
+		case protocol.FrameLine:
+			var l protocol.LogStreamLine
+			if err := json.Unmarshal(p, &l); err != nil {
+				return protocol.Task{}, st, permanentError{fmt.Errorf("decode log stream line: %w", err)}
+			}
+			if l.Task != nil {
+				if err := fn(protocol.LogStreamLine{Task: l.Task}); err != nil {
+					return protocol.Task{}, st, permanentError{err}
+				}
+				return *l.Task, st, nil
+			}
 		}
 	}
 }

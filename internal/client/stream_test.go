@@ -375,3 +375,82 @@ func TestStreamLogsContextCancel(t *testing.T) {
 		t.Fatal("StreamLogs did not return after its context was cancelled")
 	}
 }
+
+// sendFrames writes lines as log frames (chunks as FrameChunk, others as
+// FrameLine) and flushes them.
+func sendFrames(w http.ResponseWriter, lines ...protocol.LogStreamLine) {
+	var b []byte
+	for _, l := range lines {
+		if l.Chunk != nil {
+			b = protocol.AppendChunkFrame(b, *l.Chunk)
+			continue
+		}
+		j, _ := json.Marshal(l)
+		b = protocol.AppendLogFrame(b, protocol.FrameLine, j)
+	}
+	_, _ = w.Write(b)
+	w.(http.Flusher).Flush()
+}
+
+// TestStreamLogsFramesReconnect is TestStreamLogsReconnect with a manager
+// that answers in log frames (the client asks for them): the stream cut in
+// the middle of a frame resumes after the last chunk seen, a repeated
+// chunk is skipped and keep-alive frames are ignored. A frame of an
+// unknown kind ends the stream with an error, not a retry.
+func TestStreamLogsFramesReconnect(t *testing.T) {
+	t.Parallel()
+	frames := func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.Header.Get("Accept"), protocol.ContentTypeLogFrames) {
+			t.Errorf("Accept %q does not ask for log frames", r.Header.Get("Accept"))
+		}
+		w.Header().Set("Content-Type", protocol.ContentTypeLogFrames)
+	}
+	alive := func(w http.ResponseWriter) {
+		_, _ = w.Write(protocol.AppendLogFrame(nil, protocol.FrameKeepAlive, nil))
+		w.(http.Flusher).Flush()
+	}
+	s, c := newStreamServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		frames(w, r)
+		switch n {
+		case 1:
+			sendFrames(w, chunk(1, 1))
+			alive(w)
+			sendFrames(w, chunk(1, 2), chunk(1, 3))
+			half := protocol.AppendChunkFrame(nil, *chunk(1, 4).Chunk)
+			_, _ = w.Write(half[:len(half)/2])
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		case 2:
+			alive(w)
+			sendFrames(w, chunk(1, 3), chunk(1, 4), chunk(2, 1))
+			sendFrames(w, chunk(2, 2), protocol.LogStreamLine{Task: finalTask(protocol.StatusFailed, 3)})
+		default:
+			t.Errorf("connection %d, want 2", n)
+		}
+	})
+	got, task, err := collect(t.Context(), c, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []protocol.LogStreamLine{chunk(1, 1), chunk(1, 2), chunk(1, 3), chunk(1, 4), chunk(2, 1), chunk(2, 2),
+		{Task: finalTask(protocol.StatusFailed, 3)}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("lines (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(*finalTask(protocol.StatusFailed, 3), task); d != "" {
+		t.Errorf("task (-want +got):\n%s", d)
+	}
+	if q := s.query(1); q.Encode() != "after_attempt=1&after_seq=3&follow=1" {
+		t.Errorf("second query = %q, want after_attempt=1&after_seq=3&follow=1", q.Encode())
+	}
+
+	_, bad := newStreamServer(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		frames(w, r)
+		sendFrames(w, chunk(1, 1))
+		_, _ = w.Write([]byte("z\x00"))
+		w.(http.Flusher).Flush()
+	})
+	if _, _, err := collect(t.Context(), bad, true); !errors.Is(err, protocol.ErrLogFrame) {
+		t.Errorf("unknown frame kind: error %v, want ErrLogFrame", err)
+	}
+}

@@ -25,6 +25,11 @@ type logServer struct {
 	chunks []protocol.LogChunk
 	hold   chan struct{} // closed: requests go through
 	answer func(w http.ResponseWriter) bool
+	// old: JSON only, as a manager before log frames (which answers a
+	// body of frames 400).
+	old bool
+	// requests counts the uploads taken as log frames and as JSON.
+	frames, jsons int
 }
 
 func (ls *logServer) handler(w http.ResponseWriter, r *http.Request) {
@@ -46,12 +51,29 @@ func (ls *logServer) handler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req protocol.LogsRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	asFrames := r.Header.Get("Content-Type") == protocol.ContentTypeLogFrames && !ls.old
+	if asFrames {
+		body, err := io.ReadAll(r.Body)
+		if err == nil {
+			req.Chunks, err = protocol.DecodeChunkFrames(body)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+	} else if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_ = json.NewEncoder(w).Encode(protocol.ErrorBody{Error: protocol.Error{Code: protocol.CodeBadRequest, Message: "invalid JSON body: " + err.Error()}})
 		return
 	}
 	ls.mu.Lock()
 	ls.chunks = append(ls.chunks, req.Chunks...)
+	if asFrames {
+		ls.frames++
+	} else {
+		ls.jsons++
+	}
 	ls.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -170,6 +192,45 @@ func TestShipperBackPressure(t *testing.T) {
 	}
 	if last != int64(len(seqs)) {
 		t.Errorf("close returned last seq %d, want %d", last, len(seqs))
+	}
+}
+
+// TestShipperSendsLogFrames: output goes as log frames, up to maxBatch
+// chunks a request; to a manager that cannot read them (it answers
+// bad_request) the same output goes as JSON, complete and in order.
+func TestShipperSendsLogFrames(t *testing.T) {
+	t.Parallel()
+	for _, old := range []bool{false, true} {
+		t.Run(map[bool]string{false: "frames", true: "older manager"}[old], func(t *testing.T) {
+			t.Parallel()
+			ls := &logServer{old: old}
+			a := shipperAgent(t, ls, nil)
+			s := newShipper(a, "t_1", 1, func(error) {})
+			data := pattern(5 << 20)
+			<-writeAll(s, data)
+			last := s.close()
+			got, seqs, _ := ls.received()
+			if got != data {
+				t.Fatalf("received %d bytes, want the %d written, in order", len(got), len(data))
+			}
+			for i, seq := range seqs {
+				if seq != int64(i+1) {
+					t.Fatalf("chunk %d has seq %d", i, seq)
+				}
+			}
+			if last != int64(len(seqs)) {
+				t.Errorf("close returned last seq %d, want %d", last, len(seqs))
+			}
+			ls.mu.Lock()
+			frames, jsons := ls.frames, ls.jsons
+			ls.mu.Unlock()
+			switch {
+			case !old && (jsons != 0 || frames == 0 || frames*maxBatch < len(seqs)):
+				t.Errorf("%d uploads as log frames and %d as JSON for %d chunks, want frames only, at most %d chunks each", frames, jsons, len(seqs), maxBatch)
+			case old && (frames != 0 || jsons == 0):
+				t.Errorf("older manager took %d uploads as log frames and %d as JSON, want JSON only", frames, jsons)
+			}
+		})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -365,9 +366,11 @@ func (a *Agent) deliverResult(log logger, id string, res protocol.ResultRequest)
 }
 
 // shipper collects output and sends it to the manager in numbered chunks,
-// one request at a time: while a request is in flight new output gathers
-// into the next chunk, so output flows with the least delay and no request
-// storm. At most maxBuffered bytes wait to be sent: beyond that Write blocks
+// one request at a time, up to maxBatch chunks per request, as log frames
+// (the output's bytes copied, not escaped into JSON; as JSON to a manager
+// that does not read them): while a request is in flight new output
+// gathers into the next chunks, so output flows with the least delay and
+// no request storm. At most maxBuffered bytes wait to be sent: beyond that Write blocks
 // until the sender took a chunk, which blocks the task's output pipe and so
 // the task's writes (back-pressure), keeping the delegate's memory flat
 // however fast a task writes. A task blocked so still ends on cancel,
@@ -391,19 +394,26 @@ type shipper struct {
 	refused               error
 	// held counts the writers waiting for room (held by back-pressure).
 	held int
+	// json: the manager refused log frames; send JSON (loop only).
+	json bool
 	wake chan struct{}
 	done chan struct{}
 }
 
-// maxChunk is the most output one log request carries.
+// maxChunk is the most output one log chunk carries (the unit the
+// manager stores, and drops past its cap).
 const maxChunk = 256 << 10
 
-// maxBuffered bounds the output waiting to be sent, per task. Four chunks:
-// the sender always finds a full chunk ready while the task fills the
-// next ones, so a fast task is held to the sender's pace without stalls
-// between requests; more would only cost memory (the sender sends one
-// chunk at a time whatever is waiting).
-const maxBuffered = 4 * maxChunk
+// maxBatch is the most chunks one log request carries: 1 MiB, so a task
+// that writes fast costs one request (and one transaction of the
+// manager's) per MiB.
+const maxBatch = 4
+
+// maxBuffered bounds the output waiting to be sent, per task: two
+// requests' worth, so the sender always finds a full batch ready while the
+// task fills the next one, and a fast task is held to the sender's pace
+// without stalls between requests; more would only cost memory.
+const maxBuffered = 2 * maxBatch * maxChunk
 
 func newShipper(a *Agent, id string, epoch int64, cancel context.CancelCauseFunc) *shipper {
 	s := &shipper{a: a, id: id, epoch: epoch, cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{})}
@@ -465,19 +475,33 @@ func (s *shipper) close() int64 {
 // (the manager stores text: a split rune would become two U+FFFD). It
 // returns nil when nothing can be sent yet.
 func (s *shipper) takeChunk() *protocol.LogChunk {
-	n := min(len(s.buf), maxChunk)
-	if n < len(s.buf) || !s.closed {
-		n = runeBoundary(s.buf, n)
-	}
-	if n == 0 {
+	c, n := s.cutChunk(s.buf)
+	if c == nil {
 		return nil
 	}
+	s.compact(n)
+	return c
+}
+
+// cutChunk makes the next chunk of b, the start of buf (s.mu held), and
+// returns it with its length; nil when nothing can be sent yet.
+func (s *shipper) cutChunk(b []byte) (*protocol.LogChunk, int) {
+	n := min(len(b), maxChunk)
+	if n < len(b) || !s.closed {
+		n = runeBoundary(b, n)
+	}
+	if n == 0 {
+		return nil, 0
+	}
 	s.seq++
-	c := &protocol.LogChunk{Seq: s.seq, Time: time.Now().UTC(), Data: string(s.buf[:n])}
-	// Keep one array of at most maxBuffered bytes.
+	return &protocol.LogChunk{Seq: s.seq, Time: time.Now().UTC(), Data: string(b[:n])}, n
+}
+
+// compact removes the first n bytes of buf (s.mu held), keeping one array
+// of at most maxBuffered bytes.
+func (s *shipper) compact(n int) {
 	s.buf = s.buf[:copy(s.buf, s.buf[n:])]
 	s.space.Broadcast()
-	return c
 }
 
 // runeBoundary moves n back (by at most 3 bytes) so that b[:n] does not
@@ -520,15 +544,50 @@ func (s *shipper) drop() {
 	s.space.Broadcast()
 }
 
+// takeBatch takes up to maxBatch chunks (s.mu held).
+func (s *shipper) takeBatch() []protocol.LogChunk {
+	var out []protocol.LogChunk
+	off := 0
+	for len(out) < maxBatch {
+		c, n := s.cutChunk(s.buf[off:])
+		if c == nil {
+			break
+		}
+		out = append(out, *c)
+		off += n
+	}
+	if off > 0 {
+		s.compact(off) // once per batch, not per chunk
+	}
+	return out
+}
+
+// send sends one batch of chunks: as log frames, or as JSON once the
+// manager refused log frames (an older manager cannot read them).
+func (s *shipper) send(ctx context.Context, chunks []protocol.LogChunk) error {
+	req := protocol.LogsRequest{Epoch: s.epoch, Chunks: chunks}
+	if s.json {
+		return s.a.client().SendLogs(ctx, s.id, req)
+	}
+	err := s.a.client().SendLogFrames(ctx, s.id, req)
+	var pe *protocol.Error
+	if errors.As(err, &pe) && (pe.Code == protocol.CodeBadRequest || pe.Status == http.StatusUnsupportedMediaType) {
+		s.a.log.Info("the manager does not take output as log frames; sending JSON", "task", s.id, "err", err)
+		s.json = true
+		return s.a.client().SendLogs(ctx, s.id, req)
+	}
+	return err
+}
+
 func (s *shipper) loop() {
 	defer close(s.done)
 	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
-	var pending *protocol.LogChunk
+	var pending []protocol.LogChunk
 	warned := false
 	for {
 		if pending == nil {
 			s.mu.Lock()
-			pending = s.takeChunk()
+			pending = s.takeBatch()
 			closed := s.closed
 			s.mu.Unlock()
 			if pending == nil {
@@ -541,7 +600,7 @@ func (s *shipper) loop() {
 		}
 		gen := s.a.regGen.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		err := s.a.client().SendLogs(ctx, s.id, protocol.LogsRequest{Epoch: s.epoch, Chunks: []protocol.LogChunk{*pending}})
+		err := s.send(ctx, pending)
 		cancel()
 		if err == nil {
 			pending = nil
@@ -589,8 +648,8 @@ const maxSpooledLogs = 1 << 20
 // keep writes the output not sent yet (pending, then the buffer) to the
 // spool, so the next start of the delegate sends it before the result.
 // Output written after this is dropped: the delegate is stopping.
-func (s *shipper) keep(pending *protocol.LogChunk) {
-	chunks := []protocol.LogChunk{*pending}
+func (s *shipper) keep(pending []protocol.LogChunk) {
+	chunks := pending
 	s.mu.Lock()
 	s.closed, s.stopped = true, true // the rest goes in one last chunk each
 	for c := s.takeChunk(); c != nil; c = s.takeChunk() {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -530,8 +531,10 @@ func (m *Manager) afterManagerFinish(ctx context.Context, t store.Task) {
 	m.taskEnded(t.ID)
 }
 
-// handleTaskLogs streams a task's output as NDJSON: stored chunks first,
-// then (with follow=1) live chunks, and last the task once it is terminal.
+// handleTaskLogs streams a task's output as NDJSON (or as log frames, to
+// a client that accepts protocol.ContentTypeLogFrames): stored chunks
+// first, then (with follow=1) live chunks, and last the task once it is
+// terminal.
 func (m *Manager) handleTaskLogs(w http.ResponseWriter, r *http.Request, acct string) {
 	id := r.PathValue("id")
 	follow, cur, err := logsQuery(r.URL.Query())
@@ -544,7 +547,8 @@ func (m *Manager) handleTaskLogs(w http.ResponseWriter, r *http.Request, acct st
 		storeError(w, err, "task "+id)
 		return
 	}
-	s := &logStream{m: m, acct: acct, id: id, cur: cur, w: w, enc: json.NewEncoder(w)}
+	s := &logStream{m: m, acct: acct, id: id, cur: cur, w: w, enc: json.NewEncoder(w),
+		frames: strings.Contains(r.Header.Get("Accept"), protocol.ContentTypeLogFrames)}
 	s.flusher, _ = w.(http.Flusher)
 	if follow {
 		// Subscribed before the stored output is read, so that nothing
@@ -554,6 +558,9 @@ func (m *Manager) handleTaskLogs(w http.ResponseWriter, r *http.Request, acct st
 		defer func() { m.logs.unsubscribe(id, s.sub) }()
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
+	if s.frames {
+		w.Header().Set("Content-Type", protocol.ContentTypeLogFrames)
+	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	if !s.drain(ctx) {
@@ -598,13 +605,25 @@ type logStream struct {
 	enc     *json.Encoder
 	flusher http.Flusher // nil when the writer cannot flush
 	sub     *follower    // nil unless following
+	// frames: the answer is log frames, not NDJSON; buf holds the header
+	// of the frame being written.
+	frames bool
+	buf    []byte
 }
 
 // send writes one chunk and moves the cursor past it.
 func (s *logStream) send(c store.StoredChunk) bool {
 	ch := c.Chunk
 	ch.Attempt = c.Attempt
-	if err := s.enc.Encode(protocol.LogStreamLine{Chunk: &ch}); err != nil {
+	if s.frames {
+		s.buf = protocol.AppendChunkFrameHeader(s.buf[:0], ch)
+		if _, err := s.w.Write(s.buf); err != nil {
+			return false
+		}
+		if _, err := io.WriteString(s.w, ch.Data); err != nil {
+			return false
+		}
+	} else if err := s.enc.Encode(protocol.LogStreamLine{Chunk: &ch}); err != nil {
 		return false
 	}
 	s.cur = store.LogCursor{Attempt: c.Attempt, Seq: c.Chunk.Seq}
@@ -650,6 +669,13 @@ func (s *logStream) end(ctx context.Context) {
 		return
 	}
 	v := s.m.taskView(t)
+	if s.frames {
+		b, err := json.Marshal(protocol.LogStreamLine{Task: &v})
+		if err == nil {
+			_, _ = s.w.Write(protocol.AppendLogFrame(nil, protocol.FrameLine, b))
+		}
+		return
+	}
 	_ = s.enc.Encode(protocol.LogStreamLine{Task: &v})
 }
 
@@ -717,7 +743,11 @@ func (s *logStream) follow(ctx context.Context) {
 				return
 			}
 		case <-keepAlive.C:
-			if _, err := s.w.Write([]byte("\n")); err != nil {
+			alive := []byte("\n")
+			if s.frames {
+				alive = protocol.AppendLogFrame(nil, protocol.FrameKeepAlive, nil)
+			}
+			if _, err := s.w.Write(alive); err != nil {
 				return
 			}
 			s.flush()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -514,7 +515,18 @@ func (m *Manager) handleEvents(w http.ResponseWriter, r *http.Request, d *live) 
 	if d.wsOpen == 0 {
 		d.connection = protocol.ConnPolling
 	}
+	d.polls++
 	d.mu.Unlock()
+	// gone: the delegate's connection closed while it waited (failover.go).
+	gone := false
+	defer func() {
+		d.mu.Lock()
+		d.polls--
+		d.mu.Unlock()
+		if gone {
+			m.channelClosed(r.Context(), d, protocol.ConnPolling)
+		}
+	}()
 	if first {
 		m.offerQueued(r.Context(), d)
 	}
@@ -537,6 +549,7 @@ func (m *Manager) handleEvents(w http.ResponseWriter, r *http.Request, d *live) 
 			writeJSON(w, http.StatusOK, protocol.EventsResponse{Events: []protocol.Event{{Kind: protocol.EventReconnect, Reason: "manager shutting down"}}})
 			return
 		case <-r.Context().Done():
+			gone = true
 			return
 		}
 		d.touch(m.cfg.Now())
@@ -586,10 +599,16 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 	d.wsOpen++
 	d.connection = protocol.ConnWebSocket
 	d.mu.Unlock()
+	// closedUnder: the connection closed or failed without this manager
+	// ending it (failover.go).
+	closedUnder := false
 	defer func() {
 		d.mu.Lock()
 		d.wsOpen--
 		d.mu.Unlock()
+		if closedUnder {
+			m.channelClosed(ctx, d, protocol.ConnWebSocket)
+		}
 	}()
 	m.log.Debug("websocket open", "instance", d.id, "name", d.name)
 
@@ -619,6 +638,7 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 					d.requeue(ev[i:])
 					closeWith(websocket.StatusInternalError, "write failed")
 					m.lostWebSocket(d)
+					closedUnder = true
 					return
 				}
 			}
@@ -644,6 +664,7 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 			m.log.Debug("websocket closed", "instance", d.id, "err", err)
 			closeWith(websocket.StatusNormalClosure, "")
 			m.lostWebSocket(d)
+			closedUnder = true
 			return
 		}
 	}
@@ -883,7 +904,7 @@ func (m *Manager) refuseNotHolder(w http.ResponseWriter, d *live, id, holder, ki
 
 func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 	var req protocol.LogsRequest
-	if !decodeBody(w, r, &req) {
+	if !decodeLogs(w, r, &req) {
 		return
 	}
 	id := r.PathValue("id")
@@ -925,6 +946,35 @@ func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 	m.logs.publish(id, out)
 	m.outputStored(id)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// decodeLogs reads a log upload: JSON (protocol.LogsRequest), or log
+// frames (protocol.ContentTypeLogFrames) with the epoch in a header, which
+// carry output without escaping it.
+func decodeLogs(w http.ResponseWriter, r *http.Request, req *protocol.LogsRequest) bool {
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct != protocol.ContentTypeLogFrames {
+		return decodeBody(w, r, req)
+	}
+	epoch, err := strconv.ParseInt(r.Header.Get(protocol.HeaderLogEpoch), 10, 64)
+	if err != nil || epoch < 0 {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "log frames need the lease epoch in the %s header", protocol.HeaderLogEpoch)
+		return false
+	}
+	body, ok := readBody(w, r)
+	if !ok {
+		return false
+	}
+	chunks, err := protocol.DecodeChunkFrames(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "invalid log frames: %v", err)
+		return false
+	}
+	for i := range chunks {
+		chunks[i].Attempt = 0 // the manager numbers attempts
+	}
+	req.Epoch, req.Chunks = epoch, chunks
+	return true
 }
 
 // checkOutputs holds a result's outputs to the limits the delegate keeps

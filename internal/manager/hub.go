@@ -57,7 +57,15 @@ type live struct {
 	// listed; a task the delegate stops listing loses its lease extension.
 	claimed map[string]time.Time
 	// wsOpen counts this delegate's open WebSockets (usually 0 or 1).
-	wsOpen    int
+	wsOpen int
+	// polls counts its long polls being answered.
+	polls int
+	// lostAt (Unix nanoseconds) is when its last event channel closed
+	// under it (the connection closed or was reset: its process died, or
+	// the network cut it); 0 when never. Until a contact after it, the
+	// leases of its tasks end one heartbeat interval after lostAt instead
+	// of three after its last contact (failover.go).
+	lostAt    int64
 	events    []protocol.Event
 	notify    chan struct{} // cap 1: something is in events
 	kick      chan struct{} // closed to end the event channel (revoked/superseded)

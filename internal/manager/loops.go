@@ -28,6 +28,8 @@ func (m *Manager) flushLoop(ctx context.Context) {
 }
 
 func (m *Manager) flush(ctx context.Context) {
+	m.flushMu.Lock()
+	defer m.flushMu.Unlock()
 	var touches []store.InstanceTouch
 	var ext []store.LeaseExtension
 	lease := m.leaseDuration()
@@ -39,8 +41,12 @@ func (m *Manager) flush(ctx context.Context) {
 		conn, draining := d.connection, d.draining
 		at := time.Unix(0, seen)
 		if changed {
+			end := at.Add(lease)
+			if lost, ok := d.lostSince(seen); ok {
+				end = minTime(end, lost.Add(m.cfg.HeartbeatInterval))
+			}
 			for id, ep := range d.running {
-				ext = append(ext, store.LeaseExtension{TaskID: id, Epoch: ep, ExpiresAt: at.Add(lease)})
+				ext = append(ext, store.LeaseExtension{TaskID: id, Epoch: ep, ExpiresAt: end})
 			}
 		}
 		d.mu.Unlock()
@@ -81,6 +87,10 @@ func (m *Manager) sweepLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-m.sweepWake:
+			// A lease was shortened: wake when it ends.
+			t.Reset(m.nextSweep(ctx, m.cfg.Now()))
+			continue
 		case <-t.C:
 		}
 		now := m.cfg.Now()

@@ -229,6 +229,12 @@ type Manager struct {
 	// end on it so the HTTP server can drain.
 	stopping chan struct{}
 	stopOnce sync.Once
+	// flushMu orders lease writes: a flush's extensions and the shortened
+	// leases of a delegate whose connection closed (failover.go).
+	flushMu sync.Mutex
+	// sweepWake (cap 1) has the sweep loop look again at when the next
+	// lease ends: one was shortened.
+	sweepWake chan struct{}
 	// bg counts the work that outlives the request that started it (a
 	// WebSocket, whose connection the HTTP server no longer tracks once
 	// hijacked; an offer's widening timer): Run waits for it.
@@ -292,6 +298,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 		runNotes:   newRunNotes(),
 		started:    cfg.Now(),
 		stopping:   make(chan struct{}),
+		sweepWake:  make(chan struct{}, 1),
 		bodySlots:  make(chan struct{}, cfg.UnauthenticatedBodies),
 	}
 	m.tokens.entries = map[string]tokenEntry{}

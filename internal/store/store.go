@@ -916,6 +916,36 @@ func (s *Store) ExtendLeases(ctx context.Context, ext []LeaseExtension) error {
 	return nil
 }
 
+// ShortenLeases ends each listed lease at its To if it ends later than
+// that and no later than its Known (the task still running under that
+// epoch): the delegate holding them lost its connection, so its tasks fail
+// over sooner than a silent delegate's. A lease already ending sooner, or
+// extended past Known since (the delegate reached another manager), is
+// left alone.
+func (s *Store) ShortenLeases(ctx context.Context, cuts []LeaseCut) error {
+	if len(cuts) == 0 {
+		return nil
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		stmt, err := s.w(tx).stmt(ctx, `UPDATE tasks SET lease_expires_at = ?
+	WHERE id = ? AND epoch = ? AND status = ? AND lease_expires_at > ? AND lease_expires_at <= ?`)
+		if err != nil {
+			return err
+		}
+		for _, c := range cuts {
+			to := micros(c.To)
+			if _, err := stmt.ExecContext(ctx, to, c.TaskID, c.Epoch, protocol.StatusRunning, to, micros(c.Known)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("shorten %d leases: %w", len(cuts), err)
+	}
+	return nil
+}
+
 // ExpireLeases handles running tasks whose LeaseExpiresAt is before now: a
 // task with Attempts <= Retries goes back to queued (its instance appended
 // to DeniedInstances, InstanceID/DelegateName/DelegateHostname/AcquiredAt/

@@ -558,6 +558,46 @@ func TestExtendLeases(t *testing.T) {
 	})
 }
 
+// TestShortenLeases: a lease ending later than asked (and no later than
+// the caller knew) is cut; one ending sooner, one extended past what the
+// caller knew, another epoch's and a task not running are left alone.
+func TestShortenLeases(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		mustCreate(t, s, newTask("t1", "acc1", t0), newTask("t2", "acc1", t0), newTask("t3", "acc1", t0),
+			newTask("t4", "acc1", t0), newTask("t5", "acc1", t0))
+		for _, id := range []string{"t1", "t2", "t4", "t5"} {
+			mustClaim(t, s, id, "i1", t0)
+		}
+		soon, known := t0.Add(lease/3), t0.Add(lease)
+		err := s.ShortenLeases(ctx, []LeaseCut{
+			{TaskID: "t1", Epoch: 1, To: soon, Known: known},
+			{TaskID: "t2", Epoch: 2, To: soon, Known: known},                      // wrong epoch
+			{TaskID: "t3", Epoch: 0, To: soon, Known: known},                      // queued
+			{TaskID: "t4", Epoch: 1, To: at(time.Hour), Known: at(2 * time.Hour)}, // ends sooner already
+			{TaskID: "t5", Epoch: 1, To: soon, Known: t0.Add(lease / 2)},          // extended since
+			{TaskID: "ghost", Epoch: 1, To: soon, Known: known},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct {
+			id   string
+			want *time.Time
+		}{{"t1", ptr(soon)}, {"t2", ptr(t0.Add(lease))}, {"t3", nil}, {"t4", ptr(t0.Add(lease))}, {"t5", ptr(t0.Add(lease))}} {
+			got := mustGet(t, s, "acc1", tt.id).LeaseExpiresAt
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("%s lease (-want +got):\n%s", tt.id, diff)
+			}
+		}
+		if err := s.ShortenLeases(ctx, nil); err != nil {
+			t.Errorf("no leases: %v", err)
+		}
+	})
+}
+
 func TestExpireLeases(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {

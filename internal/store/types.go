@@ -219,6 +219,17 @@ type LeaseExtension struct {
 	ExpiresAt time.Time
 }
 
+// LeaseCut ends a running task's lease sooner (ShortenLeases): at To, if
+// it ends later than To and no later than Known, the latest end the
+// caller knows of. A lease extended past Known (by another manager the
+// delegate reached since) is left alone.
+type LeaseCut struct {
+	TaskID string
+	Epoch  int64
+	To     time.Time
+	Known  time.Time
+}
+
 // TaskFilter selects tasks for ListTasks. Zero fields do not filter.
 type TaskFilter struct {
 	AccountID string
