@@ -175,11 +175,13 @@ func (x *Index[H]) delete(groups map[string]*treap[H], g string, e *indexEntry[H
 // k < 1 counts as 1. view returns the current state of a delegate;
 // eligibility is decided on it. The handles are appended to buf[:0].
 //
-// The others are found by walking, in least-loaded order, the smallest
-// group that holds every delegate that could be eligible (the delegates
-// with the task's rarest selector, or those of the scopes that cover the
-// task's), until k eligible ones are found; the allowlisted ones by
-// looking at each delegate with a result for the task's first capability.
+// It walks, in least-loaded order, the smallest group that holds every
+// delegate that could be eligible (the delegates with the task's rarest
+// selector, or those of the scopes that cover the task's) until it has k
+// eligible others and the allowlisted ones it needs, so an offer costs
+// about the number of delegates looked at. When finding the allowlisted
+// ones that way would look at more delegates than have a result for the
+// task's rarest capability, it reads those results instead.
 func (x *Index[H]) Offer(p Policy, t Task, caps *Capabilities, now time.Time, k int, view func(H) Delegate, buf []H) (order []H, preferred int) {
 	k = max(k, 1)
 	order = buf[:0]
@@ -207,42 +209,8 @@ func (x *Index[H]) Offer(p Policy, t Task, caps *Capabilities, now time.Time, k 
 			}
 		}
 	}
-	// Tier 1: allowlisted for every capability. Every such delegate has an
-	// entry in each capability's map; the smallest map is walked.
-	if len(tv.capMaps) > 0 && preferred < k {
-		small := tv.capMaps[0]
-		for _, cm := range tv.capMaps[1:] {
-			if len(cm) < len(small) {
-				small = cm
-			}
-		}
-		var tier1 []cand
-		for id, s := range small {
-			if !s.ok || !s.live(now) {
-				continue
-			}
-			e := x.byID[id]
-			if e == nil || e == pref {
-				continue
-			}
-			d := view(e.h)
-			if ok, allow := p.eligible(&d, &tv, now); ok && allow {
-				tier1 = append(tier1, cand{x.rankKey(id, d.Running, d.Capacity), e.h})
-			}
-		}
-		slices.SortFunc(tier1, func(a, b cand) int {
-			if a.key.less(b.key) {
-				return -1
-			}
-			return 1
-		})
-		for _, c := range tier1[:min(len(tier1), k-preferred)] {
-			order = append(order, c.h)
-			preferred++
-		}
-	}
-
-	// Tier 2: the others, from the smallest group that covers them.
+	// The groups to walk: the smallest that holds every delegate that
+	// could be eligible.
 	var groups []*treap[H]
 	if len(tv.sel) > 0 {
 		var best *treap[H]
@@ -260,31 +228,91 @@ func (x *Index[H]) Offer(p Policy, t Task, caps *Capabilities, now time.Time, k 
 	if cover := x.covering(t.Org, t.Project); len(groups) == 0 || sumN(cover) < groups[0].n {
 		groups = cover
 	}
-	var others []cand
+
+	// Tier 1 (allowlisted for every capability; at most k-preferred of
+	// them) and tier 2 (the others; at most k) from one walk of each group
+	// in least-loaded order. Every allowlisted delegate has an entry in
+	// each capability's map, so when the walk would have to look at more
+	// delegates than the smallest map holds to find the allowlisted ones,
+	// the map is read instead.
+	want1 := 0
+	var small map[string]capState
+	if len(tv.capMaps) > 0 {
+		want1 = k - preferred
+		small = tv.capMaps[0]
+		for _, cm := range tv.capMaps[1:] {
+			if len(cm) < len(small) {
+				small = cm
+			}
+		}
+		if len(small) == 0 {
+			want1 = 0 // nobody is allowlisted
+		}
+	}
+	var tier1, others []cand
+	walked1 := true // every group's walk found all the tier 1 it could
 	for _, g := range groups {
-		found := 0
+		found1, found2, looked := 0, 0, 0
+		exhausted := true
 		g.walk(func(e *indexEntry[H]) bool {
+			if found2 >= k && (found1 >= want1 || looked > len(small)) {
+				exhausted = false
+				return false
+			}
+			looked++
 			if e == pref {
 				return true
 			}
 			d := view(e.h)
 			ok, allow := p.eligible(&d, &tv, now)
-			if !ok || allow {
+			if !ok {
 				return true
 			}
 			// The order of the walk is the cached load's; the fresh one
 			// decides among the candidates, as in Rank.
-			others = append(others, cand{x.rankKey(e.id, d.Running, d.Capacity), e.h})
-			found++
-			return found < k
+			c := cand{x.rankKey(e.id, d.Running, d.Capacity), e.h}
+			switch {
+			case allow && found1 < want1:
+				tier1 = append(tier1, c)
+				found1++
+			case !allow && found2 < k:
+				others = append(others, c)
+				found2++
+			}
+			return true
 		})
+		if !exhausted && found1 < want1 {
+			walked1 = false
+		}
 	}
-	slices.SortFunc(others, func(a, b cand) int {
+	if want1 > 0 && !walked1 {
+		tier1 = tier1[:0]
+		for id, s := range small {
+			if !s.ok || !s.live(now) {
+				continue
+			}
+			e := x.byID[id]
+			if e == nil || e == pref {
+				continue
+			}
+			d := view(e.h)
+			if ok, allow := p.eligible(&d, &tv, now); ok && allow {
+				tier1 = append(tier1, cand{x.rankKey(id, d.Running, d.Capacity), e.h})
+			}
+		}
+	}
+	byKey := func(a, b cand) int {
 		if a.key.less(b.key) {
 			return -1
 		}
 		return 1
-	})
+	}
+	slices.SortFunc(tier1, byKey)
+	for _, c := range tier1[:min(len(tier1), want1)] {
+		order = append(order, c.h)
+		preferred++
+	}
+	slices.SortFunc(others, byKey)
 	for _, c := range others[:min(len(others), k)] {
 		order = append(order, c.h)
 	}
