@@ -243,6 +243,7 @@ LEGATE_CLIENT_CERT and LEGATE_CLIENT_KEY). Clients that do not trust the
 manager's CA by default: delegates read WORKDIR/ca-bundle/ and
 SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 		Example: `  legate manager --listen :7460 --data /var/lib/legate
+  legate manager --data /var/lib/legate --retention 2160h   # keep finished tasks 90 days
   legate manager --tls-cert /etc/legate/tls.crt --tls-key /etc/legate/tls.key \
     --public-url https://legate.example.com:7460`,
 		Args: cobra.NoArgs,
