@@ -20,9 +20,9 @@ type Store interface {
 
 // Defaults of Loop's zero fields.
 const (
-	DefaultBatch = 500
+	DefaultBatch = 100
 	DefaultEvery = 10 * time.Minute
-	DefaultPause = 50 * time.Millisecond
+	DefaultPause = 25 * time.Millisecond
 )
 
 // Loop deletes finished tasks and runs older than Age, every Every.

@@ -151,17 +151,19 @@ func pct(xs []time.Duration, p float64) float64 {
 // BenchmarkRetention measures the retention loop's batches on a database
 // holding $LEGATE_BENCH_FINISHED (default 1,000,000) finished tasks, a
 // tenth of them with a log chunk, and $LEGATE_BENCH_QUEUED (10,000) queued
-// ones: one op is one batch of DeleteFinishedTasks (500 tasks; the pause
+// ones: one op is one batch of DeleteFinishedTasks ($LEGATE_BENCH_BATCH,
+// default 100 tasks, as retention.DefaultBatch; the pause
 // between batches is not timed), and meanwhile a hot path submits and
 // claims tasks one at a time (CreateTask then ClaimTask, the store's
 // share of a pickup) — its p50/p99 before the deletion starts and while
 // it runs. SQLite; $LEGATE_BENCH_STORE=postgres for PostgreSQL (generated
 // afresh each time: keep the sizes modest).
 //
-//	go test -run '^$' -bench BenchmarkRetention -benchtime 200x ./internal/store/
+//	go test -run '^$' -bench BenchmarkRetention -benchtime 400x ./internal/store/
 func BenchmarkRetention(b *testing.B) {
 	finished := envInt(b, "LEGATE_BENCH_FINISHED", 1_000_000)
 	queued := envInt(b, "LEGATE_BENCH_QUEUED", 10_000)
+	batch := envInt(b, "LEGATE_BENCH_BATCH", 100)
 	ctx := context.Background()
 	now := time.Now()
 	old := now.Add(-60 * 24 * time.Hour)
@@ -223,14 +225,14 @@ func BenchmarkRetention(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
-		n, err := s.DeleteFinishedTasks(ctx, cutoff, 500)
+		n, err := s.DeleteFinishedTasks(ctx, cutoff, batch)
 		if err != nil {
 			b.Fatal(err)
 		}
 		batches = append(batches, time.Since(start))
 		deleted += n
 		b.StopTimer()
-		time.Sleep(50 * time.Millisecond) // retention.DefaultPause
+		time.Sleep(25 * time.Millisecond) // retention.DefaultPause
 		b.StartTimer()
 	}
 	b.StopTimer()
