@@ -111,48 +111,63 @@ func (r *runner) soakRun(ctx context.Context, run int, s series, health *swarmHe
 		wg       sync.WaitGroup
 	)
 	slots := make(chan struct{}, 64*c.Rate)
-	soakCtx, cancel := context.WithTimeout(ctx, c.Duration)
+	// runCtx ends the tasks under way if the run fails; soakCtx ends the
+	// submissions when the duration is over.
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	soakCtx, cancel := context.WithTimeout(runCtx, c.Duration)
 	defer cancel()
+	submit := func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			t0 := time.Now()
+			// The task's own context outlives the soak by a minute so
+			// the last ones finish.
+			tctx, tcancel := context.WithTimeout(runCtx, time.Minute)
+			defer tcancel()
+			tk, err := m.admin.SubmitTask(tctx, protocol.TaskSpec{Type: protocol.TaskShell,
+				Shell: &protocol.ShellSpec{Script: "true"}, Selectors: []string{benchTag}})
+			if err == nil {
+				_, err = res.wait(tctx, tk.ID, time.Minute)
+			}
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			finished.Add(1)
+			mu.Lock()
+			lat = append(lat, time.Since(t0))
+			mu.Unlock()
+		}()
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		// Ticks may come late or be dropped on a busy machine: each one
+		// submits what is due since the start, so the rate holds.
 		t := time.NewTicker(time.Second / time.Duration(c.Rate))
 		defer t.Stop()
+		began := time.Now()
+		var sent int64
 		for {
 			select {
 			case <-soakCtx.Done():
 				return
 			case <-t.C:
 			}
-			select {
-			case slots <- struct{}{}:
-			default:
-				failed.Add(1)
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-slots }()
-				t0 := time.Now()
-				// The task's own context outlives the soak by a minute so
-				// the last ones finish.
-				tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-				defer tcancel()
-				tk, err := m.admin.SubmitTask(tctx, protocol.TaskSpec{Type: protocol.TaskShell,
-					Shell: &protocol.ShellSpec{Script: "true"}, Selectors: []string{benchTag}})
-				if err == nil {
-					_, err = res.wait(tctx, tk.ID, time.Minute)
-				}
-				if err != nil {
+			due := int64(time.Since(began).Seconds()*float64(c.Rate)) - sent
+			for ; due > 0; due-- {
+				sent++
+				select {
+				case slots <- struct{}{}:
+				default:
 					failed.Add(1)
-					return
+					continue
 				}
-				finished.Add(1)
-				mu.Lock()
-				lat = append(lat, time.Since(t0))
-				mu.Unlock()
-			}()
+				submit()
+			}
 		}
 	}()
 
@@ -166,6 +181,8 @@ func (r *runner) soakRun(ctx context.Context, run int, s series, health *swarmHe
 		case <-tick.C:
 			sm, err := r.soakSample(ctx, m, dir, start)
 			if err != nil {
+				stopRun()
+				wg.Wait()
 				return nil, err
 			}
 			sm.Finished = finished.Load()
