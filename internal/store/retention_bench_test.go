@@ -120,6 +120,7 @@ func retentionDB(b *testing.B, finished, queued int, old time.Time) string {
 			b.Fatal(err)
 		}
 		s.Close()
+		os.Remove(part + "-lock") // the store's open lock, not needed with the file renamed
 		if err := os.Rename(part, tmpl); err != nil {
 			b.Fatal(err)
 		}
