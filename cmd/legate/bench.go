@@ -38,6 +38,7 @@ tiny size, as CI runs it).`,
   legate bench swarm --steps 1,10,100,1000,10000
   legate bench footprint
   legate bench failover --heartbeat 10s
+  legate bench soak --delegates 100 --rate 200 --duration 1h
   legate bench scaling --smoke`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: scenarioNames(),
@@ -60,7 +61,7 @@ tiny size, as CI runs it).`,
 	f.StringVar(&cfg.Store, "store", "sqlite", "manager store: sqlite or postgres")
 	f.StringVar(&cfg.PostgresDSN, "postgres-dsn", "", "with --store postgres: a server where the bench creates (and drops) a database per run")
 	f.DurationVar(&cfg.Heartbeat, "heartbeat", 0, "manager heartbeat interval (default 10s; failover 1s)")
-	f.IntVar(&cfg.Delegates, "delegates", 0, "pickup, throughput: simulated delegates (default pickup 1, throughput 10)")
+	f.IntVar(&cfg.Delegates, "delegates", 0, "pickup, throughput, soak: simulated delegates (default pickup 1, throughput 10, soak 100)")
 	f.StringVar(&cfg.Transport, "transport", "websocket", "pickup, swarm: the delegates' event channel: websocket or polling")
 	f.BoolVar(&cfg.Real, "real", false, "pickup: real legate delegate processes (the task's bash is forked) instead of simulated ones")
 	f.IntVar(&cfg.QueuedOther, "queued-other", 0, "pickup, swarm: tasks kept queued for selectors no delegate takes")
@@ -78,6 +79,9 @@ tiny size, as CI runs it).`,
 	f.DurationVar(&cfg.Settle, "settle", 0, "footprint: idle time before the idle RSS is read (default 3s)")
 	f.IntVar(&cfg.BusyTasks, "busy-tasks", 0, "footprint: tasks run at once for the busy RSS (default 10)")
 	f.StringVar(&cfg.BusyScript, "busy-script", "", "footprint: each busy task's script (default 'sleep 2')")
+	f.IntVar(&cfg.Rate, "rate", 0, "soak: tasks submitted per second, steadily (default 200)")
+	f.DurationVar(&cfg.Duration, "duration", 0, "soak: how long (default 1h; a CI-size run: 5m)")
+	f.DurationVar(&cfg.Sample, "sample", 0, "soak: how often RSS, goroutines, open files and the database size are read (default 10s)")
 	f.StringVar(&cfg.CPUProfile, "cpuprofile", "", "throughput: write the manager's pprof CPU profile of the last run here")
 	f.StringVar(&cfg.LogLevel, "manager-log-level", "warn", "the manager process's log level")
 	f.StringVar(&logLevel, "log-level", "info", "progress log level (stderr)")

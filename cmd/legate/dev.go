@@ -65,6 +65,7 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 			ctx := cmd.Context()
 			f.lookupEnv = su.lookupEnv
 			f.auditRetention = 90 * 24 * time.Hour
+			f.retention = 30 * 24 * time.Hour
 			f.listenFallback = !cmd.Flags().Changed("listen")
 			m, admin, ln, st, err := startManager(ctx, f, log)
 			if err != nil {

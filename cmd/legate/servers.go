@@ -84,6 +84,9 @@ type managerFlags struct {
 	pruneAfter time.Duration
 	// auditRetention: audit records older are removed; 0 = never.
 	auditRetention time.Duration
+	// retention: finished tasks (with their logs) and pipeline runs older
+	// are deleted; 0 = never (legate dev: 30 days).
+	retention time.Duration
 	// perHour and perDay are the default deployment limits of every
 	// account, as the flags say them (0 = unlimited); nil = the manager's
 	// defaults (legate dev).
@@ -170,6 +173,10 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	if retention == 0 {
 		retention = -1 // forever
 	}
+	taskRetention := f.retention
+	if taskRetention == 0 {
+		taskRetention = -1 // forever
+	}
 	limit := func(v *int) int {
 		switch {
 		case v == nil:
@@ -182,7 +189,7 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	m, err := manager.New(ctx, st, manager.Config{
 		HeartbeatInterval: f.heartbeat, APIKeyCacheTTL: f.apiKeyTTL, Version: buildVersion(), Logger: log, TLS: tlsConf,
 		ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxConnections: f.maxConnections,
-		PruneDelegatesAfter: prune, AuditRetention: retention,
+		PruneDelegatesAfter: prune, AuditRetention: retention, TaskRetention: taskRetention,
 		DeploymentsPerHour: limit(f.perHour), DeploymentsPerDay: limit(f.perDay),
 		ReleaseDir: releaseDir(f, log), UpgradeSoak: f.upgradeSoak,
 	})
@@ -236,6 +243,7 @@ LEGATE_CLIENT_CERT and LEGATE_CLIENT_KEY). Clients that do not trust the
 manager's CA by default: delegates read WORKDIR/ca-bundle/ and
 SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 		Example: `  legate manager --listen :7460 --data /var/lib/legate
+  legate manager --data /var/lib/legate --retention 2160h   # keep finished tasks 90 days
   legate manager --tls-cert /etc/legate/tls.crt --tls-key /etc/legate/tls.key \
     --public-url https://legate.example.com:7460`,
 		Args: cobra.NoArgs,
@@ -286,6 +294,7 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 	cmd.Flags().DurationVar(&f.writeTimeout, "write-timeout", 60*time.Second, "a request must be answered within this long after its headers, plus --read-timeout when it has a body (streams: each write), or the connection is closed")
 	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "close a keep-alive connection that carries no request for this long")
 	cmd.Flags().IntVar(&f.maxConnections, "max-connections", 0, "connections served at once; past it new ones wait and idle ones are closed (0 = from the descriptor limit, ulimit -n)")
+	cmd.Flags().DurationVar(&f.retention, "retention", 30*24*time.Hour, "delete finished tasks, their logs and finished pipeline runs older than this, in small batches; 0 = keep everything")
 	cmd.Flags().DurationVar(&f.auditRetention, "audit-retention", 90*24*time.Hour, "remove audit records older than this (legate audit list); 0 = keep them forever")
 	f.perHour, f.perDay = new(int), new(int)
 	cmd.Flags().IntVar(f.perHour, "deployments-per-hour", 40, "default limit of deployments an account may start in any rolling hour (an account admin may set the account's own: legate limits set); 0 = unlimited")
@@ -364,6 +373,9 @@ func (f managerFlags) check() error {
 	}
 	if f.maxConnections < 0 {
 		return fmt.Errorf("--max-connections %d: want 0 (from the descriptor limit) or a positive number", f.maxConnections)
+	}
+	if f.retention < 0 {
+		return fmt.Errorf("--retention %s: use 0 (keep everything) or a positive duration such as 720h (30 days)", f.retention)
 	}
 	if f.auditRetention < 0 {
 		return fmt.Errorf("--audit-retention %s: use 0 (forever) or a positive duration such as 2160h (90 days)", f.auditRetention)

@@ -52,6 +52,7 @@ func TestManagerFlagsCheck(t *testing.T) {
 		"zero idle timeout":        {func(f *managerFlags) { f.idleTimeout = 0 }, "--idle-timeout"},
 		"negative connections":     {func(f *managerFlags) { f.maxConnections = -1 }, "--max-connections -1"},
 		"prune before the window":  {func(f *managerFlags) { f.pruneAfter = 30 * time.Second }, "--prune-delegates-after 30s: use 0 (never) or at least 1m0s"},
+		"negative retention":       {func(f *managerFlags) { f.retention = -time.Hour }, "--retention -1h0m0s: use 0 (keep everything)"},
 	} {
 		f := ok
 		tc.mod(&f)

@@ -35,6 +35,7 @@ var forbidden = map[string][]string{
 	"internal/certtest":  {"internal/"}, // test helpers
 	"internal/proxytest": {"internal/"},
 	"internal/envguard":  {"internal/"}, // process start-up: standard library only
+	"internal/retention": {"internal/"}, // the store it needs is an interface of its own
 	"internal/leaktest":  {"internal/"}, // a test helper: imports nothing from the project
 	"internal/backoff":   {"internal/"}, // retry pacing: standard library only
 	"internal/access":    {"internal/"}, // decisions only: no HTTP, no SQL, nothing of the project

@@ -12,7 +12,10 @@ import (
 // capabilities. About 90% of the delegates have both selectors, about a
 // third are allowlisted for both capabilities, a few are at capacity or
 // deny-listed: most of the fleet is eligible, so Rank sorts ~900 delegates.
-func benchFleet() ([]Delegate, *Capabilities, Task) {
+func benchFleet() ([]Delegate, *Capabilities, Task) { return benchFleetN(1000) }
+
+// benchFleetN is benchFleet with n delegates.
+func benchFleetN(n int) ([]Delegate, *Capabilities, Task) {
 	r := rand.New(rand.NewPCG(7, 7))
 	crit := make([]string, 50)
 	for i := range crit {
@@ -24,14 +27,14 @@ func benchFleet() ([]Delegate, *Capabilities, Task) {
 		Capabilities: []string{crit[0], crit[1]},
 	}
 	c := NewCapabilities()
-	ds := make([]Delegate, 1000)
+	ds := make([]Delegate, n)
 	for i := range ds {
 		tags := []string{"linux", fmt.Sprintf("region-%d", i%4), fmt.Sprintf("team-%d", i%10)}
 		if i%10 != 0 {
 			tags = append(tags, "docker")
 		}
 		ds[i] = Delegate{
-			InstanceID: fmt.Sprintf("inst-%04d", i),
+			InstanceID: fmt.Sprintf("inst-%05d", i),
 			Name:       fmt.Sprintf("delegate-%d", i%20),
 			Hostname:   fmt.Sprintf("host-%04d.example.com", i),
 			Tags:       tags,
@@ -118,5 +121,42 @@ func BenchmarkEvaluate(b *testing.B) {
 	for b.Loop() {
 		p.Evaluate(ds[i%len(ds)], task, c, t0)
 		i++
+	}
+}
+
+// BenchmarkOffer compares choosing whom to offer a task to (k = 1, the
+// sole offer, and k = 3, a widened one) by ranking the whole fleet
+// (Order) and through the Index, on benchFleetN fleets; "nocaps" is the
+// same task without capabilities (the pickup bench's case).
+func BenchmarkOffer(b *testing.B) {
+	p := Policy{Window: 30 * time.Second}
+	for _, n := range []int{10, 1000, 10000} {
+		ds, c, task := benchFleetN(n)
+		x := NewIndex[int](1)
+		for i, d := range ds {
+			x.Put(i, d)
+		}
+		view := func(i int) Delegate { return ds[i] }
+		for _, caps := range []bool{true, false} {
+			tk := task
+			name := "caps"
+			if !caps {
+				tk.Capabilities, name = nil, "nocaps"
+			}
+			b.Run(fmt.Sprintf("order/%s/%d", name, n), func(b *testing.B) {
+				var buf []int
+				for b.Loop() {
+					buf, _ = p.Order(ds, tk, c, t0, 1, buf)
+				}
+			})
+			for _, k := range []int{1, 3} {
+				b.Run(fmt.Sprintf("index-k%d/%s/%d", k, name, n), func(b *testing.B) {
+					var buf []int
+					for b.Loop() {
+						buf, _ = x.Offer(p, tk, c, t0, k, view, buf)
+					}
+				})
+			}
+		}
 	}
 }

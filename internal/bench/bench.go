@@ -42,6 +42,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error
 		return r.footprint(ctx)
 	case ScenarioFailover:
 		return r.failover(ctx)
+	case ScenarioSoak:
+		return r.soak(ctx)
 	}
 	return fmt.Errorf("unknown scenario %q", cfg.Scenario)
 }

@@ -292,6 +292,50 @@ func TestSmokeFailover(t *testing.T) {
 	}
 }
 
+// TestSmokeSoak: the soak's line has its rate, slopes and samples. It is
+// seconds long and asserts shape, never the slopes (a CI-size soak is
+// `legate bench soak --duration 5m`).
+func TestSmokeSoak(t *testing.T) {
+	t.Parallel()
+	v := one(t, runSmoke(t, Config{Scenario: ScenarioSoak}), ScenarioSoak)
+	positive(t, v, "tasks_per_s", "manager_rss_mb_last", "manager_goroutines_last", "manager_open_files_last")
+	// Slopes may be negative (a few seconds of samples are noise).
+	for _, k := range []string{"manager_rss_mb_per_h", "manager_goroutines_per_h", "manager_open_files_per_h", "bench_rss_mb_per_h", "bench_goroutines_per_h", "db_mb_per_h"} {
+		raw, ok := v[k].(map[string]any)
+		if !ok {
+			t.Fatalf("soak: no %s", k)
+		}
+		if lo, mid, hi := num(t, raw, "min"), num(t, raw, "median"), num(t, raw, "max"); !(lo <= mid && mid <= hi) {
+			t.Errorf("soak: %s is not min ≤ median ≤ max: %v", k, raw)
+		}
+	}
+	samples, ok := v["samples"].([]any)
+	if !ok || len(samples) < 2 {
+		t.Fatalf("samples: %v, want at least 2", v["samples"])
+	}
+	first := samples[0].(map[string]any)
+	if first["manager_rss_mb"].(float64) <= 0 || first["db_mb"].(float64) <= 0 {
+		t.Errorf("first sample: %v", first)
+	}
+}
+
+// TestLeastSquaresSlope: the slope of points on a line is the line's.
+func TestLeastSquaresSlope(t *testing.T) {
+	for _, tc := range []struct {
+		xs, ys []float64
+		want   float64
+	}{
+		{[]float64{0, 1, 2, 3}, []float64{5, 7, 9, 11}, 2},
+		{[]float64{0, 1, 2}, []float64{4, 4, 4}, 0},
+		{[]float64{1}, []float64{3}, 0},
+		{[]float64{2, 2}, []float64{1, 5}, 0},
+	} {
+		if got := leastSquaresSlope(tc.xs, tc.ys); got != tc.want {
+			t.Errorf("slope(%v, %v) = %v, want %v", tc.xs, tc.ys, got, tc.want)
+		}
+	}
+}
+
 // TestCommand runs the real command: --help lists every scenario, and a
 // scenario prints exactly one line to stdout (progress goes to stderr).
 func TestCommand(t *testing.T) {

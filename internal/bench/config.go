@@ -16,6 +16,7 @@ const (
 	ScenarioScaling    = "scaling"
 	ScenarioFootprint  = "footprint"
 	ScenarioFailover   = "failover"
+	ScenarioSoak       = "soak"
 )
 
 // ScenarioInfo names a scenario and says what it measures.
@@ -30,6 +31,7 @@ func Scenarios() []ScenarioInfo {
 		{ScenarioScaling, "the swarm's steps, one line per step (the scaling curve)"},
 		{ScenarioFootprint, "a real delegate process: start → connected, idle RSS, RSS while running tasks"},
 		{ScenarioFailover, "kill -9 of a real delegate running a retryable task → running again on another"},
+		{ScenarioSoak, "a steady task rate with N delegates for a duration: RSS, goroutines, open files, database size and their slopes"},
 	}
 }
 
@@ -106,6 +108,12 @@ type Config struct {
 	BusyTasks  int
 	BusyScript string
 
+	// Rate is the steady task rate of the soak, tasks per second; Duration
+	// how long it lasts; Sample how often it reads the figures.
+	Rate     int
+	Duration time.Duration
+	Sample   time.Duration
+
 	// CPUProfile, when set, is where the manager process writes a pprof
 	// CPU profile of the last run (throughput).
 	CPUProfile string
@@ -130,6 +138,9 @@ func (c *Config) applyDefaults() {
 				*p = smoke
 			}
 		}
+	}
+	if c.Scenario == ScenarioSoak {
+		def(&c.Runs, 1, 1) // an hour each
 	}
 	def(&c.Runs, 5, 1)
 	if c.Store == "" {
@@ -187,6 +198,12 @@ func (c *Config) applyDefaults() {
 		}
 	case ScenarioFailover:
 		defD(&c.Heartbeat, time.Second, 250*time.Millisecond)
+	case ScenarioSoak:
+		defD(&c.Heartbeat, 10*time.Second, time.Second)
+		def(&c.Delegates, 100, 3)
+		def(&c.Rate, 200, 20)
+		defD(&c.Duration, time.Hour, 4*time.Second)
+		defD(&c.Sample, 10*time.Second, 500*time.Millisecond)
 	}
 }
 
@@ -227,6 +244,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--source-ips %d: between 1 and 250", c.SourceIPs)
 	case c.Workers < 1 || c.Workers > 10000:
 		return fmt.Errorf("--workers %d: between 1 and 10000", c.Workers)
+	case c.Rate < 0 || c.Rate > 100000:
+		return fmt.Errorf("--rate %d: between 1 and 100000 tasks per second", c.Rate)
+	case c.Duration < 0:
+		return fmt.Errorf("--duration %s: a positive duration such as 5m", c.Duration)
+	case c.Scenario == ScenarioSoak && c.Sample > c.Duration/2:
+		return fmt.Errorf("--sample %s: at most half of --duration %s, so the slope has samples", c.Sample, c.Duration)
 	}
 	for _, n := range c.Steps {
 		if n < 1 || n > 100000 {

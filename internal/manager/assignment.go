@@ -3,7 +3,6 @@ package manager
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -81,21 +80,22 @@ const offerWindow = 250 * time.Millisecond
 // each tier are told at once and the fastest claimer wins.
 func (m *Manager) offerTask(ctx context.Context, t store.Task, widen bool) {
 	m.queue.put(t, m.cfg.Now())
-	views, lives := m.liveViews(t.AccountID)
-	if len(views) == 0 {
-		return
+	k := 1
+	if widen {
+		k = m.cfg.OfferFanout
 	}
-	// Order ranks by index: no copies of the views, no map by ID.
-	order, preferred := m.policy().Order(views, m.assignTask(ctx, t), m.caps, m.cfg.Now(), rand.Uint64(), nil)
-	if len(order) == 0 {
+	// The index looks at the best few delegates, not the whole fleet.
+	targets, _ := m.hub.idx.offer(t.AccountID, m.policy(), m.assignTask(ctx, t), m.caps, m.cfg.Now(), k)
+	if len(targets) == 0 {
 		return
 	}
 	ev := protocol.Event{Kind: protocol.EventTaskAvailable, TaskID: t.ID, Capabilities: t.Spec.Capabilities}
 	if !widen {
-		l := lives[order[0]]
+		l := targets[0]
 		l.mu.Lock()
 		l.pending[t.ID] = struct{}{}
 		l.mu.Unlock()
+		l.loadChanged()
 		l.push(ev)
 		if !m.enter() {
 			l.unpend(t.ID) // shutting down: the next start offers it again
@@ -108,15 +108,9 @@ func (m *Manager) offerTask(ctx context.Context, t store.Task, widen bool) {
 		})
 		return
 	}
-	k := m.cfg.OfferFanout
-	var targets []int
-	if preferred > 0 {
-		targets = append(order[:min(k, preferred):min(k, preferred)], order[preferred:min(len(order), preferred+k)]...)
-	} else {
-		targets = order[:min(k, len(order))]
-	}
-	for _, i := range targets {
-		lives[i].push(ev)
+	// At most k of the preferred group, then at most k of the others.
+	for _, l := range targets {
+		l.push(ev)
 	}
 }
 

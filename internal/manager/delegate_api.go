@@ -416,6 +416,7 @@ func (m *Manager) heartbeat(ctx context.Context, d *live, hb protocol.Heartbeat)
 		}
 	}
 	d.mu.Unlock()
+	d.loadChanged()
 	// Tasks this manager did not hand out (restart, another replica): ask
 	// the store, once for all of them. When it cannot tell now, they are
 	// asked about again at the next heartbeat.

@@ -29,6 +29,8 @@ type live struct {
 	project    string
 
 	lastSeen atomic.Int64 // Unix nanoseconds of last contact
+	// idx is the index of live delegates the hub put this one in.
+	idx atomic.Pointer[liveIndex]
 
 	mu       sync.Mutex
 	capacity int
@@ -100,6 +102,14 @@ func newLive(in store.Instance) *live {
 		kick:             make(chan struct{}),
 	}
 	return l
+}
+
+// loadChanged moves the delegate in the index's least-loaded order; call
+// it, without holding l.mu, after changing running, pending or capacity.
+func (l *live) loadChanged() {
+	if x := l.idx.Load(); x != nil {
+		x.setLoad(l)
+	}
 }
 
 func (l *live) touch(now time.Time) { l.lastSeen.Store(now.UnixNano()) }
@@ -181,6 +191,7 @@ func (l *live) setRunning(id string, epoch int64, now time.Time) {
 	l.claimed[id] = now
 	delete(l.pending, id)
 	l.mu.Unlock()
+	l.loadChanged()
 }
 
 // unpend forgets a sole offer (acquired elsewhere, refused, or widened).
@@ -188,6 +199,7 @@ func (l *live) unpend(id string) {
 	l.mu.Lock()
 	delete(l.pending, id)
 	l.mu.Unlock()
+	l.loadChanged()
 }
 
 // full reports whether the delegate has a capacity and its running tasks
@@ -203,6 +215,7 @@ func (l *live) dropRunning(id string) {
 	delete(l.running, id)
 	delete(l.claimed, id)
 	l.mu.Unlock()
+	l.loadChanged()
 }
 
 // hub indexes the live instances of every account.
@@ -210,10 +223,11 @@ type hub struct {
 	mu        sync.RWMutex
 	instances map[string]*live
 	byAccount map[string]map[string]*live
+	idx       *liveIndex
 }
 
 func newHub() *hub {
-	return &hub{instances: map[string]*live{}, byAccount: map[string]map[string]*live{}}
+	return &hub{instances: map[string]*live{}, byAccount: map[string]map[string]*live{}, idx: newLiveIndex()}
 }
 
 func (h *hub) get(id string) *live {
@@ -233,6 +247,8 @@ func (h *hub) put(l *live) {
 		h.byAccount[l.accountID] = m
 	}
 	m[l.id] = l
+	l.idx.Store(h.idx)
+	h.idx.put(l)
 	h.mu.Unlock()
 	if old != nil && old != l {
 		old.end()
@@ -250,6 +266,7 @@ func (h *hub) remove(id string) *live {
 				delete(h.byAccount, l.accountID)
 			}
 		}
+		h.idx.remove(l)
 	}
 	h.mu.Unlock()
 	if l != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/retention"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -64,6 +65,10 @@ type Config struct {
 	// AuditRetention is how long the audit log keeps a record; the prune
 	// loop removes older ones. 0 = 90 days, negative = forever.
 	AuditRetention time.Duration
+	// TaskRetention is how long finished tasks (with their logs) and
+	// finished pipeline runs are kept; the retention loop deletes older
+	// ones in batches. 0 = 30 days, negative = forever.
+	TaskRetention time.Duration
 
 	// DeploymentsPerHour and DeploymentsPerDay are the default deployment
 	// limits of every account (an account's administrators may set their
@@ -163,6 +168,9 @@ func (c *Config) defaults() {
 	}
 	if c.AuditRetention == 0 {
 		c.AuditRetention = 90 * 24 * time.Hour
+	}
+	if c.TaskRetention == 0 {
+		c.TaskRetention = 30 * 24 * time.Hour
 	}
 	if c.FollowPollInterval <= 0 {
 		c.FollowPollInterval = time.Second
@@ -379,6 +387,14 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 	go func() { defer wg.Done(); m.outputLoop(loopCtx) }()
 	wg.Go(func() { m.runLoop(loopCtx) })
 	wg.Go(func() { m.pruneLoop(loopCtx) })
+	if m.cfg.TaskRetention > 0 {
+		rl := &retention.Loop{Store: m.st, Age: m.cfg.TaskRetention, Now: m.cfg.Now, Log: m.log}
+		wg.Go(func() {
+			if err := rl.Run(loopCtx); err != nil {
+				m.log.Error("retention loop", "err", err)
+			}
+		})
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
