@@ -100,6 +100,29 @@
     es.addEventListener("signedout", function () { es.close(); signedOut(); });
   }
 
+  // A pipeline run: the server sends its stages and steps again whenever
+  // the manager advanced it, until it has ended.
+  function liveRun() {
+    var box = document.getElementById("run-live");
+    if (!box || !box.getAttribute("data-events") || !window.EventSource) return;
+    var status = document.getElementById("run-live-status");
+    var es = new EventSource(box.getAttribute("data-events"));
+    es.addEventListener("open", function () { setLive(status, true, "Live"); });
+    es.addEventListener("error", function () {
+      if (es.readyState !== EventSource.CLOSED) setLive(status, false, "Live updates reconnecting…");
+    });
+    es.addEventListener("run", function (e) {
+      box.innerHTML = e.data;
+      box.setAttribute("data-updated", String(Date.now()));
+    });
+    es.addEventListener("end", function (e) {
+      es.close();
+      setLive(status, true, "Run " + e.data.replace(/_/g, " ") + ".");
+      status.setAttribute("data-ended", e.data);
+    });
+    es.addEventListener("signedout", function () { es.close(); signedOut(); });
+  }
+
   // The New delegate page: copy and download the spec, and say when the
   // delegate connects (the delegate list under it is live), or after a
   // while what to check.
@@ -161,6 +184,7 @@
     setInterval(refreshAges, 1000);
     liveDelegates();
     liveOutput();
+    liveRun();
     newDelegate();
     confirmations();
   });
