@@ -40,7 +40,7 @@ func (u *UI) handleDeployments(w http.ResponseWriter, r *http.Request, s *user) 
 	for _, d := range list.Deployments {
 		row := deploymentRow{Deployment: d, Scope: scopeLabel(d.Org, d.Project)}
 		if d.FinishedAt != nil {
-			row.Duration = d.FinishedAt.Sub(d.StartedAt).Round(1e9).String()
+			row.Duration = took(d.FinishedAt.Sub(d.StartedAt))
 		}
 		v.Deployments = append(v.Deployments, row)
 	}

@@ -260,7 +260,7 @@ func (u *UI) runView(r *http.Request, s *user, id string, step int) (runView, er
 			}
 		}
 		if st.FinishedAt != nil {
-			sv.Duration = st.FinishedAt.Sub(st.StartedAt).Round(time.Second).String()
+			sv.Duration = took(st.FinishedAt.Sub(st.StartedAt))
 		}
 		if n := len(v.Stages); n == 0 || v.Stages[n-1].Name != st.Stage {
 			v.Stages = append(v.Stages, stageView{Name: st.Stage})
@@ -370,4 +370,12 @@ func (u *UI) handleCancelRun(w http.ResponseWriter, r *http.Request, s *user) {
 		return
 	}
 	http.Redirect(w, r, "/runs/"+url.PathEscape(id)+"?notice="+url.QueryEscape("Run cancelled: its running steps stop."), http.StatusSeeOther)
+}
+
+// took says how long something took, to the second.
+func took(d time.Duration) string {
+	if d < time.Second {
+		return "under 1s"
+	}
+	return d.Round(time.Second).String()
 }
