@@ -15,8 +15,9 @@ import (
 // TestUIPipelinesInBrowser: run a pipeline and watch its run page in
 // Chromium: a step's output appears live and the steps follow the run to
 // its end without a reload; the Deployments page shows the deployment
-// with the limits' usage; the Settings pages render. Screenshots of each
-// (see ui_test.go for the browser helpers).
+// with the limits' usage; the Settings pages render; a task page opened
+// while its task waits follows its timeline. Screenshots of each (see
+// ui_test.go for the browser helpers).
 func TestUIPipelinesInBrowser(t *testing.T) {
 	bin := chromiumOrSkip(t)
 	shots := screenshotDir(t)
@@ -133,6 +134,25 @@ stages:
 		t.Errorf("the audit log filtered by pipeline shows %d other events", n)
 	}
 	screenshot(t, ctx, shots, "settings-audit")
+
+	// A task page opened while the task waits: its status and timeline
+	// follow it once a delegate takes it, without a reload.
+	waiting := strings.TrimSpace(c.mustCLI("task", "run", "--detach", "--selector", "late", "--script", "echo started late; sleep 1"))
+	run(t, ctx, "open the queued task",
+		chromedp.Navigate(c.url+"/tasks/"+waiting),
+		visible(`#task-status.s-queued`),
+		visible(`#timeline li[data-label="Started"].pending`))
+	value(t, ctx, "mark the page", chromedp.Evaluate[string](`window.legateTestMarker = "task page"`))
+	c.delegate("late", "ui-late-1", c.seed004Env(tok, "late", "late")...)
+	run(t, ctx, "see the task start and end on the open page",
+		until(`document.getElementById("output").textContent.includes("started late")`),
+		visible(`#timeline li[data-label="Acquired"]:not(.pending) time`),
+		visible(`#timeline li[data-label="Started"]:not(.pending) time`),
+		visible(`#timeline li[data-label="Finished"]:not(.pending) time`),
+		visible(`#task-status.s-succeeded`))
+	if marker := value(t, ctx, "read the mark", chromedp.Evaluate[string](`String(window.legateTestMarker)`)); marker != "task page" {
+		t.Errorf("the task page was reloaded (marker %q)", marker)
+	}
 
 	run(t, ctx, "the run page on a phone",
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile),

@@ -80,6 +80,29 @@
       out.appendChild(node);
       if (follow) out.scrollTop = out.scrollHeight;
     });
+    // The task's status and timeline, at its first output and its end.
+    es.addEventListener("task", function (e) {
+      var t = JSON.parse(e.data);
+      var st = document.getElementById("task-status");
+      if (st) {
+        st.textContent = t.status.replace(/_/g, " ");
+        st.className = "state s-" + t.status;
+      }
+      var tl = document.getElementById("timeline");
+      if (!tl) return;
+      t.timeline.forEach(function (step) {
+        var li = tl.querySelector('li[data-label="' + step.label + '"]');
+        if (!li || !step.at) return;
+        li.classList.remove("pending");
+        var label = document.createElement("span");
+        label.className = "label";
+        label.textContent = step.label;
+        var time = document.createElement("time");
+        time.setAttribute("datetime", step.at);
+        time.textContent = step.clock;
+        li.replaceChildren(label, document.createTextNode(" "), time);
+      });
+    });
     es.addEventListener("end", function (e) {
       es.close();
       var t = JSON.parse(e.data);
