@@ -271,7 +271,9 @@ type Manager struct {
 	conns atomic.Pointer[connLimit]
 	// watch tells the web UI when delegates change; seen is what the
 	// sweep loop saw of them last (webui.go).
-	watch    delegateWatch
+	watch delegateWatch
+	// runWatch tells the web UI's run pages when a run advanced.
+	runWatch delegateWatch
 	seen     map[string]seenDelegate
 	seenPass uint64
 }

@@ -263,6 +263,8 @@ func stepStatus(s string) pipeline.StepStatus {
 // advanceRun advances a run until it waits on running tasks or is over,
 // and returns it as stored.
 func (m *Manager) advanceRun(ctx context.Context, acct, id string) (store.Run, error) {
+	// The web UI's run pages look again (they send only what changed).
+	defer m.runWatch.notify(acct)
 	ends := map[string]taskEnd{}
 	for range 1000 { // each pass ends steps or starts some: bounded by the steps
 		run, progressed, err := m.advanceOnce(ctx, acct, id, ends)

@@ -51,6 +51,15 @@ func (b uiBackend) WatchDelegates(acct string) (<-chan struct{}, func()) {
 	return b.m.watch.subscribe(acct)
 }
 
+// WatchRuns returns a channel that receives after the manager advanced
+// a pipeline run of acct (started it, ended or started steps, cancelled
+// it), and the function that stops the watch. With several managers, a
+// run another manager advanced shows here at this manager's next pass
+// over the unfinished runs (Config.RunAdvanceInterval).
+func (b uiBackend) WatchRuns(acct string) (<-chan struct{}, func()) {
+	return b.m.runWatch.subscribe(acct)
+}
+
 // discardResponse keeps the status of an answer and drops its body.
 type discardResponse struct {
 	header http.Header
@@ -61,7 +70,8 @@ func (d *discardResponse) Header() http.Header         { return d.header }
 func (d *discardResponse) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discardResponse) WriteHeader(code int)        { d.status = code }
 
-// delegateWatch tells subscribers when an account's delegates changed.
+// delegateWatch tells subscribers when an account's delegates (or, as
+// Manager.runWatch, its pipeline runs) changed.
 // Its zero value is ready to use.
 type delegateWatch struct {
 	mu   sync.Mutex

@@ -515,8 +515,13 @@ func TestUITaskOutputStream(t *testing.T) {
 	if err := d.SendLogs(ctx, task.ID, protocol.LogsRequest{Epoch: acq.Epoch, Chunks: []protocol.LogChunk{{Seq: 1, Data: "line 001 <b>\n"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if name, data := readEvent(t, r); name != "output" || data != `{"data":"line 001 \u003cb\u003e\n"}` {
+	// With its first output, the task's status and timeline (the page's
+	// timeline follows without a reload).
+	if name, data := readEvent(t, r); name != "task" || !strings.Contains(data, `"status":"running"`) || !strings.Contains(data, `{"label":"Acquired","at":"`) {
 		t.Fatalf("first event %s: %s", name, data)
+	}
+	if name, data := readEvent(t, r); name != "output" || data != `{"data":"line 001 \u003cb\u003e\n"}` {
+		t.Fatalf("second event %s: %s", name, data)
 	}
 	for i := 2; i <= 50; i++ {
 		line := fmt.Sprintf("line %03d ----------\n", i)
@@ -528,10 +533,18 @@ func TestUITaskOutputStream(t *testing.T) {
 	if _, err := d.Result(ctx, task.ID, protocol.ResultRequest{Epoch: acq.Epoch, Status: protocol.StatusFailed, ExitCode: &one, LastSeq: 50}); err != nil {
 		t.Fatal(err)
 	}
-	// The live page sees every chunk as it came, then the end.
+	// The live page sees every chunk as it came, the task's final state,
+	// then the end.
+	var state string
 	for {
 		name, data := readEvent(t, r)
+		if name == "task" {
+			state = data
+		}
 		if name == "end" {
+			if !strings.Contains(state, `"status":"failed"`) || !strings.Contains(state, `{"label":"Finished","at":"`) {
+				t.Errorf("the task's state before the end: %s", state)
+			}
 			if data != `{"status":"failed","exit_code":1,"error":""}` {
 				t.Errorf("end event: %s", data)
 			}

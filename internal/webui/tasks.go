@@ -187,10 +187,9 @@ func (u *UI) handleTask(w http.ResponseWriter, r *http.Request, s *user) {
 		u.apiError(w, r, s, err)
 		return
 	}
-	created := t.CreatedAt
 	v := taskView{taskRow: taskRow{Task: t, What: taskWhat(t), Scope: scopeLabel(t.Org, t.Project)},
 		Terminal: terminal(t.Status), OutputURL: "/tasks/" + url.PathEscape(t.ID) + "/output",
-		Timeline: []timelineStep{{"Created", &created}, {"Acquired", t.AcquiredAt}, {"Started", t.StartedAt}, {"Finished", t.FinishedAt}}}
+		Timeline: timelineOf(t)}
 	v.CanCancel = !v.Terminal && s.may(access.TaskCancel, access.Resource{Kind: "task", Name: t.ID, Scope: access.Scope{Org: t.Org, Project: t.Project}})
 	if t.Status == protocol.StatusQueued || t.Status == protocol.StatusNotAssigned {
 		ex, err := s.api.ExplainTask(r.Context(), t.ID)
@@ -209,6 +208,38 @@ type outputChunk struct {
 	// Marker: the text stands for output the manager did not keep (the
 	// head/tail cap).
 	Marker bool `json:"marker,omitempty"`
+}
+
+// stateEvent is a task's status and timeline, as the "task" event of its
+// output stream sends them.
+type stateEvent struct {
+	Status   string      `json:"status"`
+	Timeline []stateStep `json:"timeline"`
+}
+
+type stateStep struct {
+	Label string `json:"label"`
+	// At is RFC 3339 and Clock as the page shows it; both empty while
+	// the step has not happened.
+	At    string `json:"at,omitempty"`
+	Clock string `json:"clock,omitempty"`
+}
+
+func timelineOf(t protocol.Task) []timelineStep {
+	created := t.CreatedAt
+	return []timelineStep{{"Created", &created}, {"Acquired", t.AcquiredAt}, {"Started", t.StartedAt}, {"Finished", t.FinishedAt}}
+}
+
+func taskState(t protocol.Task) stateEvent {
+	e := stateEvent{Status: t.Status}
+	for _, st := range timelineOf(t) {
+		s := stateStep{Label: st.Label}
+		if st.At != nil {
+			s.At, s.Clock = st.At.UTC().Format(time.RFC3339), st.At.UTC().Format("2006-01-02 15:04:05 UTC")
+		}
+		e.Timeline = append(e.Timeline, s)
+	}
+	return e
 }
 
 // outputEnd is the last event: the task as it ended.
@@ -242,9 +273,24 @@ func (u *UI) handleTaskOutput(w http.ResponseWriter, r *http.Request, s *user) {
 		cancel()
 		<-watched
 	}()
+	// The task's status and timeline go with its first output (it has
+	// started) and its end: the page's timeline follows without a reload.
+	sentStarted := false
+	sendTask := func(t protocol.Task) error {
+		b, _ := json.Marshal(taskState(t))
+		return ev.send("task", string(b))
+	}
 	t, err := s.api.StreamLogsWith(ctx, id, client.StreamOptions{Follow: true}, func(l protocol.LogStreamLine) error {
 		if l.Chunk == nil {
 			return nil
+		}
+		if !sentStarted {
+			sentStarted = true
+			if t, err := s.api.GetTask(ctx, id); err == nil {
+				if err := sendTask(t); err != nil {
+					return err
+				}
+			}
 		}
 		b, _ := json.Marshal(outputChunk{Data: l.Chunk.Data, Marker: strings.HasPrefix(strings.TrimLeft(l.Chunk.Data, "\n"), "[legate: ")})
 		return ev.send("output", string(b))
@@ -259,6 +305,9 @@ func (u *UI) handleTaskOutput(w http.ResponseWriter, r *http.Request, s *user) {
 			_ = ev.send("failure", string(b))
 		}
 		return
+	}
+	if full, err := s.api.GetTask(ctx, id); err == nil {
+		_ = sendTask(full)
 	}
 	b, _ := json.Marshal(outputEnd{Status: t.Status, ExitCode: t.ExitCode, Error: t.Error})
 	_ = ev.send("end", string(b))

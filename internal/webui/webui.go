@@ -55,6 +55,10 @@ type Backend interface {
 	// WatchDelegates returns a channel that receives after the delegates
 	// of the account changed, and the function that ends the watch.
 	WatchDelegates(account string) (<-chan struct{}, func())
+	// WatchRuns returns a channel that receives after the manager
+	// advanced a pipeline run of the account, and the function that ends
+	// the watch.
+	WatchRuns(account string) (<-chan struct{}, func())
 }
 
 // Config configures the UI.
@@ -108,7 +112,8 @@ func New(cfg Config) *UI {
 		cfg.WriteTimeout = time.Minute
 	}
 	u := &UI{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}}
-	for _, p := range []string{"signin", "signinlink", "delegates", "newdelegate", "delegate", "tasks", "task", "error"} {
+	for _, p := range []string{"signin", "signinlink", "delegates", "newdelegate", "delegate", "tasks", "task", "error",
+		"pipelines", "pipeline", "runs", "run", "deployments", "settings"} {
 		u.pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/fragments.html", "templates/"+p+".html"))
 	}
 	u.fragments = template.Must(template.New("fragments").Funcs(funcs).ParseFS(templateFS, "templates/fragments.html"))
@@ -131,6 +136,18 @@ func New(cfg Config) *UI {
 	u.mux.HandleFunc("GET /tasks/{id}", u.signedIn(u.handleTask))
 	u.mux.HandleFunc("GET /tasks/{id}/output", u.signedIn(u.handleTaskOutput))
 	u.mux.HandleFunc("POST /tasks/{id}/cancel", u.signedIn(u.handleCancelTask))
+	u.mux.HandleFunc("GET /pipelines", u.signedIn(u.handlePipelines))
+	u.mux.HandleFunc("GET /pipelines/{name}", u.signedIn(u.handlePipeline))
+	u.mux.HandleFunc("GET /runs", u.signedIn(u.handleRuns))
+	u.mux.HandleFunc("GET /runs/{id}", u.signedIn(u.handleRun))
+	u.mux.HandleFunc("GET /runs/{id}/events", u.signedIn(u.handleRunEvents))
+	u.mux.HandleFunc("POST /runs/{id}/cancel", u.signedIn(u.handleCancelRun))
+	u.mux.HandleFunc("GET /deployments", u.signedIn(u.handleDeployments))
+	u.mux.HandleFunc("GET /settings", u.signedIn(u.handleSettings))
+	u.mux.HandleFunc("GET /settings/{section}", u.signedIn(u.handleSettingsSection))
+	u.mux.HandleFunc("POST /settings/tokens", u.signedIn(u.handleCreateToken))
+	u.mux.HandleFunc("POST /settings/tokens/{name}/revoke", u.signedIn(u.handleRevokeToken))
+	u.mux.HandleFunc("POST /settings/apikeys/{name}/revoke", u.signedIn(u.handleRevokeAPIKey))
 	u.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		u.errorPage(w, r, nil, http.StatusNotFound, "There is no page at "+r.URL.Path+".")
 	})
@@ -292,6 +309,9 @@ type page struct {
 	Data    any
 	// MayAddDelegates: the user may create delegate tokens somewhere.
 	MayAddDelegates bool
+	// MayViewPipelines: the user may view pipelines (and runs and
+	// deployments) somewhere.
+	MayViewPipelines bool
 }
 
 func (u *UI) render(w http.ResponseWriter, r *http.Request, s *user, status int, name string, p page) {
@@ -299,6 +319,7 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, s *user, status int,
 	if s != nil {
 		p.User, p.CSRF = s.name(), s.csrf
 		p.MayAddDelegates = s.policy.AllowsBelow(access.DelegateEdit, access.Account)
+		p.MayViewPipelines = s.policy.AllowsBelow(access.PipelineView, access.Account)
 	}
 	if p.Notice == "" {
 		p.Notice = r.URL.Query().Get("notice")

@@ -80,6 +80,29 @@
       out.appendChild(node);
       if (follow) out.scrollTop = out.scrollHeight;
     });
+    // The task's status and timeline, at its first output and its end.
+    es.addEventListener("task", function (e) {
+      var t = JSON.parse(e.data);
+      var st = document.getElementById("task-status");
+      if (st) {
+        st.textContent = t.status.replace(/_/g, " ");
+        st.className = "state s-" + t.status;
+      }
+      var tl = document.getElementById("timeline");
+      if (!tl) return;
+      t.timeline.forEach(function (step) {
+        var li = tl.querySelector('li[data-label="' + step.label + '"]');
+        if (!li || !step.at) return;
+        li.classList.remove("pending");
+        var label = document.createElement("span");
+        label.className = "label";
+        label.textContent = step.label;
+        var time = document.createElement("time");
+        time.setAttribute("datetime", step.at);
+        time.textContent = step.clock;
+        li.replaceChildren(label, document.createTextNode(" "), time);
+      });
+    });
     es.addEventListener("end", function (e) {
       es.close();
       var t = JSON.parse(e.data);
@@ -96,6 +119,29 @@
     es.addEventListener("failure", function (e) {
       es.close();
       setLive(status, false, JSON.parse(e.data).error);
+    });
+    es.addEventListener("signedout", function () { es.close(); signedOut(); });
+  }
+
+  // A pipeline run: the server sends its stages and steps again whenever
+  // the manager advanced it, until it has ended.
+  function liveRun() {
+    var box = document.getElementById("run-live");
+    if (!box || !box.getAttribute("data-events") || !window.EventSource) return;
+    var status = document.getElementById("run-live-status");
+    var es = new EventSource(box.getAttribute("data-events"));
+    es.addEventListener("open", function () { setLive(status, true, "Live"); });
+    es.addEventListener("error", function () {
+      if (es.readyState !== EventSource.CLOSED) setLive(status, false, "Live updates reconnecting…");
+    });
+    es.addEventListener("run", function (e) {
+      box.innerHTML = e.data;
+      box.setAttribute("data-updated", String(Date.now()));
+    });
+    es.addEventListener("end", function (e) {
+      es.close();
+      setLive(status, true, "Run " + e.data.replace(/_/g, " ") + ".");
+      status.setAttribute("data-ended", e.data);
     });
     es.addEventListener("signedout", function () { es.close(); signedOut(); });
   }
@@ -161,6 +207,7 @@
     setInterval(refreshAges, 1000);
     liveDelegates();
     liveOutput();
+    liveRun();
     newDelegate();
     confirmations();
   });

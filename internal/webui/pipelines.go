@@ -1,0 +1,381 @@
+package webui
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// Pipelines and runs. The API lists pipelines whole (an account has few)
+// and runs newest first up to a limit (no cursor): the pages here cut
+// those lists into pages of perPage; the run history reaches back at most
+// runsReach runs.
+const (
+	perPage   = 25
+	runsReach = 1000
+)
+
+// pageOf returns the page number (from 1) of q's "p".
+func pageOf(q url.Values) int {
+	n, err := strconv.Atoi(q.Get("p"))
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// pager is the navigation between numbered pages.
+type pager struct {
+	Page    int
+	PrevURL string
+	NextURL string
+}
+
+// newPager returns the links of page p of a listing at base with query q,
+// when more holds that a next page exists.
+func newPager(base string, q url.Values, p int, more bool) pager {
+	pg := pager{Page: p}
+	link := func(n int) string {
+		v := url.Values{}
+		for k, vs := range q {
+			if k != "p" && len(vs) > 0 && vs[0] != "" {
+				v.Set(k, vs[0])
+			}
+		}
+		if n > 1 {
+			v.Set("p", strconv.Itoa(n))
+		}
+		if e := v.Encode(); e != "" {
+			return base + "?" + e
+		}
+		return base
+	}
+	if p > 1 {
+		pg.PrevURL = link(p - 1)
+	}
+	if more {
+		pg.NextURL = link(p + 1)
+	}
+	return pg
+}
+
+// window returns page p of items and whether more follow.
+func window[T any](items []T, p int) ([]T, bool) {
+	lo := (p - 1) * perPage
+	if lo >= len(items) {
+		return nil, false
+	}
+	hi := min(lo+perPage, len(items))
+	return items[lo:hi], hi < len(items)
+}
+
+type pipelineRow struct {
+	protocol.Pipeline
+	Scope string
+	URL   string
+}
+
+func pipelineURL(name, org, project string) string {
+	v := url.Values{}
+	if org != "" {
+		v.Set("org", org)
+	}
+	if project != "" {
+		v.Set("project", project)
+	}
+	u := "/pipelines/" + url.PathEscape(name)
+	if e := v.Encode(); e != "" {
+		u += "?" + e
+	}
+	return u
+}
+
+type pipelinesView struct {
+	Name      string
+	Pipelines []pipelineRow
+	Pager     pager
+}
+
+func (u *UI) handlePipelines(w http.ResponseWriter, r *http.Request, s *user) {
+	q := r.URL.Query()
+	v := pipelinesView{Name: strings.TrimSpace(q.Get("name"))}
+	list, err := s.api.ListPipelines(r.Context())
+	if err != nil {
+		u.apiError(w, r, s, err)
+		return
+	}
+	var rows []pipelineRow
+	for _, p := range list.Pipelines {
+		if v.Name != "" && !strings.Contains(strings.ToLower(p.Name), strings.ToLower(v.Name)) {
+			continue
+		}
+		rows = append(rows, pipelineRow{Pipeline: p, Scope: scopeLabel(p.Org, p.Project), URL: pipelineURL(p.Name, p.Org, p.Project)})
+	}
+	p := pageOf(q)
+	var more bool
+	v.Pipelines, more = window(rows, p)
+	v.Pager = newPager("/pipelines", q, p, more)
+	u.render(w, r, s, http.StatusOK, "pipelines", page{Title: "Pipelines", Nav: "pipelines", Data: v})
+}
+
+type runRow struct {
+	protocol.Run
+	Scope string
+}
+
+type runsView struct {
+	Pipeline string
+	Status   string
+	Statuses []string
+	Runs     []runRow
+	Pager    pager
+	// Reach: the history stops at this many runs.
+	Reach int
+}
+
+var runStatuses = []string{protocol.RunRunning, protocol.RunSucceeded, protocol.RunFailed, protocol.RunCancelled}
+
+// runsPage lists page p of the runs (of pipeline, when set) with status.
+// With scoped, only the runs of the pipeline of scope org/project.
+func (u *UI) runsPage(r *http.Request, s *user, base string, q url.Values, pipeline string, scoped bool, org, project, status string) (runsView, error) {
+	v := runsView{Pipeline: pipeline, Status: status, Statuses: runStatuses}
+	p := pageOf(q)
+	limit := min(p*perPage+1, runsReach)
+	if status != "" || scoped {
+		limit = runsReach
+	}
+	list, err := s.api.ListRuns(r.Context(), pipeline, limit)
+	if err != nil {
+		return v, err
+	}
+	var rows []runRow
+	for _, run := range list.Runs {
+		if status != "" && run.Status != status {
+			continue
+		}
+		if scoped && (run.Org != org || run.Project != project) {
+			continue
+		}
+		rows = append(rows, runRow{Run: run, Scope: scopeLabel(run.Org, run.Project)})
+	}
+	var more bool
+	v.Runs, more = window(rows, p)
+	if len(list.Runs) == runsReach && !more {
+		v.Reach = runsReach
+	}
+	v.Pager = newPager(base, q, p, more)
+	return v, nil
+}
+
+func (u *UI) handleRuns(w http.ResponseWriter, r *http.Request, s *user) {
+	q := r.URL.Query()
+	status := q.Get("status")
+	if !slices.Contains(runStatuses, status) {
+		status = ""
+	}
+	v, err := u.runsPage(r, s, "/runs", q, strings.TrimSpace(q.Get("pipeline")), false, "", "", status)
+	if err != nil {
+		u.apiError(w, r, s, err)
+		return
+	}
+	u.render(w, r, s, http.StatusOK, "runs", page{Title: "Runs", Nav: "runs", Data: v})
+}
+
+type pipelineView struct {
+	pipelineRow
+	Runs runsView
+}
+
+func (u *UI) handlePipeline(w http.ResponseWriter, r *http.Request, s *user) {
+	q := r.URL.Query()
+	name, org, project := r.PathValue("name"), q.Get("org"), q.Get("project")
+	p, err := s.api.GetPipeline(r.Context(), name, org, project)
+	if err != nil {
+		u.apiError(w, r, s, err)
+		return
+	}
+	runs, err := u.runsPage(r, s, pipelineURL(p.Name, "", ""), q, p.Name, true, p.Org, p.Project, "")
+	if err != nil {
+		u.apiError(w, r, s, err)
+		return
+	}
+	v := pipelineView{pipelineRow: pipelineRow{Pipeline: p, Scope: scopeLabel(p.Org, p.Project), URL: pipelineURL(p.Name, p.Org, p.Project)}, Runs: runs}
+	u.render(w, r, s, http.StatusOK, "pipeline", page{Title: "Pipeline " + p.Name, Nav: "pipelines", Data: v})
+}
+
+// runView is the run page's live part.
+type runView struct {
+	runRow
+	PipelineURL string
+	Stages      []stageView
+	Terminal    bool
+	CanCancel   bool
+	// Step is the index (in Run.Steps) of the step whose output shows.
+	Step int
+	CSRF string
+}
+
+type stageView struct {
+	Name  string
+	Steps []stepView
+}
+
+type stepView struct {
+	protocol.RunStep
+	Index    int
+	Selected bool
+	// Delegate is the delegate that ran the step's task.
+	Delegate string
+	Duration string
+}
+
+func (u *UI) runView(r *http.Request, s *user, id string, step int) (runView, error) {
+	run, err := s.api.GetRun(r.Context(), id)
+	if err != nil {
+		return runView{}, err
+	}
+	v := runView{runRow: runRow{Run: run, Scope: scopeLabel(run.Org, run.Project)}, PipelineURL: pipelineURL(run.Pipeline, run.Org, run.Project),
+		Terminal: run.Status != protocol.RunRunning, Step: step}
+	v.CanCancel = !v.Terminal && !run.CancelRequested && s.may(access.PipelineExecute, access.Resource{Kind: "pipeline", Name: run.Pipeline, Scope: access.Scope{Org: run.Org, Project: run.Project}})
+	if v.Step < 0 || v.Step >= len(run.Steps) || run.Steps[v.Step].TaskID == "" {
+		// The latest step with a task: the one most likely running.
+		v.Step = -1
+		for i, st := range run.Steps {
+			if st.TaskID != "" {
+				v.Step = i
+			}
+		}
+	}
+	for i, st := range run.Steps {
+		sv := stepView{RunStep: st, Index: i, Selected: i == v.Step}
+		if st.TaskID != "" {
+			if t, err := s.api.GetTask(r.Context(), st.TaskID); err == nil && t.DelegateName != "" {
+				sv.Delegate = t.DelegateName + " (" + t.DelegateHostname + ")"
+			}
+		}
+		if st.FinishedAt != nil {
+			sv.Duration = took(st.FinishedAt.Sub(st.StartedAt))
+		}
+		if n := len(v.Stages); n == 0 || v.Stages[n-1].Name != st.Stage {
+			v.Stages = append(v.Stages, stageView{Name: st.Stage})
+		}
+		v.Stages[len(v.Stages)-1].Steps = append(v.Stages[len(v.Stages)-1].Steps, sv)
+	}
+	return v, nil
+}
+
+// runPage is what the run page renders besides the live part.
+type runPage struct {
+	Live      runView
+	EventsURL string
+	OutputURL string
+	StepName  string
+}
+
+func (u *UI) handleRun(w http.ResponseWriter, r *http.Request, s *user) {
+	id := r.PathValue("id")
+	step, err := strconv.Atoi(r.URL.Query().Get("step"))
+	if err != nil {
+		step = -1
+	}
+	v, err := u.runView(r, s, id, step)
+	if err != nil {
+		u.apiError(w, r, s, err)
+		return
+	}
+	v.CSRF = s.csrf
+	p := runPage{Live: v, EventsURL: "/runs/" + url.PathEscape(id) + "/events?step=" + strconv.Itoa(v.Step)}
+	if v.Step >= 0 {
+		st := v.Run.Steps[v.Step]
+		p.OutputURL, p.StepName = "/tasks/"+url.PathEscape(st.TaskID)+"/output", st.Stage+" / "+st.Step
+	}
+	u.render(w, r, s, http.StatusOK, "run", page{Title: "Run " + id, Nav: "runs", Data: p})
+}
+
+// handleRunEvents sends the run's stages and steps again whenever the
+// manager advanced one of the account's runs, until the run has ended.
+func (u *UI) handleRunEvents(w http.ResponseWriter, r *http.Request, s *user) {
+	id := r.PathValue("id")
+	step, err := strconv.Atoi(r.URL.Query().Get("step"))
+	if err != nil {
+		step = -1
+	}
+	changes, stop := u.cfg.Backend.WatchRuns(s.account)
+	defer stop()
+	ev, ok := u.startEvents(w)
+	if !ok {
+		return
+	}
+	last := ""
+	// send reports whether the stream goes on.
+	send := func() bool {
+		v, err := u.runView(r, s, id, step)
+		if err != nil {
+			if statusOf(err) == http.StatusUnauthorized {
+				_ = ev.send("signedout", "")
+			}
+			return false
+		}
+		v.CSRF = s.csrf
+		var b strings.Builder
+		if err := u.fragments.ExecuteTemplate(&b, "run-live", v); err != nil {
+			u.cfg.Logger.Error("web UI: render a run", "err", err)
+			return false
+		}
+		if b.String() != last {
+			last = b.String()
+			if ev.send("run", last) != nil {
+				return false
+			}
+		}
+		if v.Terminal {
+			_ = ev.send("end", v.Run.Status)
+			return false
+		}
+		return true
+	}
+	if !send() {
+		return
+	}
+	keepAlive := time.NewTicker(keepAliveEvery)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-u.cfg.Stopping:
+			return
+		case <-keepAlive.C:
+			if ev.comment() != nil {
+				return
+			}
+		case <-changes:
+			if !send() {
+				return
+			}
+		}
+	}
+}
+
+func (u *UI) handleCancelRun(w http.ResponseWriter, r *http.Request, s *user) {
+	id := r.PathValue("id")
+	if _, err := s.api.CancelRun(r.Context(), id); err != nil {
+		u.apiError(w, r, s, err)
+		return
+	}
+	http.Redirect(w, r, "/runs/"+url.PathEscape(id)+"?notice="+url.QueryEscape("Run cancelled: its running steps stop."), http.StatusSeeOther)
+}
+
+// took says how long something took, to the second.
+func took(d time.Duration) string {
+	if d < time.Second {
+		return "under 1s"
+	}
+	return d.Round(time.Second).String()
+}
