@@ -751,7 +751,8 @@ func TestUITasksPages(t *testing.T) {
 
 // TestUIDelegatesShowUpgradeState: the Delegates page shows an instance's
 // upgrade state (issue 16) under its version, and whether a watcher
-// upgrades it.
+// upgrades it; a delegate's page holds and resumes its group's upgrades
+// for those allowed (user:manage at the account), and only for them.
 func TestUIDelegatesShowUpgradeState(t *testing.T) {
 	tm := startTestManager(t, Config{Version: "v1.4.0", ReleaseDir: t.TempDir()})
 	ctx := context.Background()
@@ -775,11 +776,36 @@ func TestUIDelegatesShowUpgradeState(t *testing.T) {
 			t.Errorf("the Delegates page lacks %q:\n%s", want, page)
 		}
 	}
-	// Held back, the instance is current: no state shown.
-	if _, err := admin.SetUpgradePolicy(ctx, "build", protocol.UpgradePolicyRequest{Action: "hold"}); err != nil {
-		t.Fatal(err)
+	// A viewer sees no hold button on the delegate's page, and a forged
+	// hold is refused by the API.
+	viewer := newBrowser(t, tm)
+	viewer.signIn(tm.userKey(t, "vera", access.RoleViewer, access.Account))
+	if _, page := viewer.get("/delegates/build"); !strings.Contains(page, "the group wants v1.4.0") || strings.Contains(page, "-upgrades") {
+		t.Errorf("the viewer's delegate page (no hold or resume for viewers):\n%s", page)
+	}
+	if resp, page := viewer.do("POST", "/delegates/build/hold-upgrades", url.Values{"csrf": {viewer.csrf("/delegates/build")}}, nil); resp.StatusCode != 403 {
+		t.Errorf("a viewer's forged hold: %d\n%s", resp.StatusCode, page)
+	}
+	// The administrator holds the group from its page: the instance is
+	// current (no state shown), the page offers to resume.
+	_, page = b.get("/delegates/build")
+	if !strings.Contains(page, `action="/delegates/build/hold-upgrades"`) {
+		t.Fatalf("the administrator is not offered to hold upgrades:\n%s", page)
+	}
+	if resp, page := b.do("POST", "/delegates/build/hold-upgrades", url.Values{"csrf": {b.csrf("/delegates/build")}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("hold upgrades: %d\n%s", resp.StatusCode, page)
 	}
 	if _, page := b.get("/delegates"); strings.Contains(page, `class="upgrade"`) {
 		t.Errorf("a held group still shows an upgrade state:\n%s", page)
+	}
+	if _, page := b.get("/delegates/build"); !strings.Contains(page, "Upgrades: held") || !strings.Contains(page, `action="/delegates/build/resume-upgrades"`) {
+		t.Errorf("the held group's page:\n%s", page)
+	}
+	// Resumed, it wants the manager's version again.
+	if resp, page := b.do("POST", "/delegates/build/resume-upgrades", url.Values{"csrf": {b.csrf("/delegates/build")}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("resume upgrades: %d\n%s", resp.StatusCode, page)
+	}
+	if _, page := b.get("/delegates"); !strings.Contains(page, `<small class="upgrade">upgrade available</small>`) {
+		t.Errorf("after resuming, the group shows no upgrade available:\n%s", page)
 	}
 }

@@ -30,8 +30,16 @@ type delegateDetailView struct {
 	Pending    bool
 	CanApprove bool
 	CanDelete  bool
-	CSRF       string
-	Liveness   string
+	// Held: the group's upgrades are held back (docs/upgrades.md), so
+	// its instances want no other version; Wanted is the version the
+	// group wants otherwise. CanHold: the user may hold or resume them
+	// (user:manage at the account, as the API asks).
+	Held     bool
+	Wanted   string
+	RingWait string
+	CanHold  bool
+	CSRF     string
+	Liveness string
 }
 
 type instanceDetail struct {
@@ -75,6 +83,15 @@ func (u *UI) handleDelegate(w http.ResponseWriter, r *http.Request, s *user) {
 	}
 	v.CanApprove = s.may(access.DelegateEdit, res...)
 	v.CanDelete = s.may(access.DelegateDelete, res...)
+	// The API says held as: no wanted version, and not because its ring
+	// waits for an earlier one.
+	v.Held = len(d.Instances) > 0
+	for _, in := range d.Instances {
+		if in.WantedVersion != "" || in.UpgradeWaiting != "" {
+			v.Held, v.Wanted, v.RingWait = false, in.WantedVersion, in.UpgradeWaiting
+		}
+	}
+	v.CanHold = len(d.Instances) > 0 && s.policy.Allows(access.UserManage, access.Account)
 	if list, err := s.api.ListTasksPage(ctx, client.TaskQuery{Delegate: d.Name, Limit: delegateRecentTasks}); err == nil {
 		for _, t := range list.Tasks {
 			v.Recent = append(v.Recent, taskRow{Task: t, What: taskWhat(t), Scope: scopeLabel(t.Org, t.Project)})

@@ -286,7 +286,8 @@ func (u *UI) handleDelegateEvents(w http.ResponseWriter, r *http.Request, s *use
 }
 
 // delegateActions are the POSTs of the Delegates page, each an API call.
-var delegateActions = map[string]string{"approve": "approved", "reject": "rejected", "delete": "deleted"}
+var delegateActions = map[string]string{"approve": "approved", "reject": "rejected", "delete": "deleted",
+	"hold-upgrades": "held at the version it runs", "resume-upgrades": "upgraded again to the version the manager wants"}
 
 func (u *UI) handleDelegateAction(w http.ResponseWriter, r *http.Request, s *user) {
 	name, action := r.PathValue("name"), r.PathValue("action")
@@ -303,6 +304,10 @@ func (u *UI) handleDelegateAction(w http.ResponseWriter, r *http.Request, s *use
 		_, err = s.api.RejectDelegate(r.Context(), name)
 	case "delete":
 		_, err = s.api.DeleteDelegate(r.Context(), name)
+	case "hold-upgrades":
+		_, err = s.api.SetUpgradePolicy(r.Context(), name, protocol.UpgradePolicyRequest{Action: "hold"})
+	case "resume-upgrades":
+		_, err = s.api.SetUpgradePolicy(r.Context(), name, protocol.UpgradePolicyRequest{Action: "release"})
 	}
 	if err != nil {
 		u.apiError(w, r, s, err)
