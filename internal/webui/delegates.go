@@ -261,28 +261,7 @@ func (u *UI) handleDelegateEvents(w http.ResponseWriter, r *http.Request, s *use
 		}
 		return ev.send("delegates", b.String()) == nil
 	}
-	// The list may have changed between the page and this stream.
-	if !send() {
-		return
-	}
-	keepAlive := time.NewTicker(keepAliveEvery)
-	defer keepAlive.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-u.cfg.Stopping:
-			return
-		case <-keepAlive.C:
-			if ev.comment() != nil {
-				return
-			}
-		case <-changes:
-			if !send() {
-				return
-			}
-		}
-	}
+	u.follow(r, ev, changes, send)
 }
 
 // delegateActions are the POSTs of the Delegates page, each an API call.

@@ -62,3 +62,31 @@ func (e *events) send(name, data string) error {
 }
 
 func (e *events) comment() error { return e.write(": keep-alive\n\n") }
+
+// follow sends the stream's first state and then one after each change,
+// keeping an idle stream open with comments, until send says the stream
+// ends (false), the request is gone or the UI stops.
+func (u *UI) follow(r *http.Request, ev *events, changes <-chan struct{}, send func() bool) {
+	// The state may have changed between the page and this stream.
+	if !send() {
+		return
+	}
+	keepAlive := time.NewTicker(keepAliveEvery)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-u.cfg.Stopping:
+			return
+		case <-keepAlive.C:
+			if ev.comment() != nil {
+				return
+			}
+		case <-changes:
+			if !send() {
+				return
+			}
+		}
+	}
+}

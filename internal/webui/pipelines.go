@@ -340,27 +340,7 @@ func (u *UI) handleRunEvents(w http.ResponseWriter, r *http.Request, s *user) {
 		}
 		return true
 	}
-	if !send() {
-		return
-	}
-	keepAlive := time.NewTicker(keepAliveEvery)
-	defer keepAlive.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-u.cfg.Stopping:
-			return
-		case <-keepAlive.C:
-			if ev.comment() != nil {
-				return
-			}
-		case <-changes:
-			if !send() {
-				return
-			}
-		}
-	}
+	u.follow(r, ev, changes, send)
 }
 
 func (u *UI) handleCancelRun(w http.ResponseWriter, r *http.Request, s *user) {
