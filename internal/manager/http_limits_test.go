@@ -261,6 +261,19 @@ func get(t *testing.T, c *rawConn, path string) {
 	}
 }
 
+// connLimitOf is the connection limit of tm's running server. Run sets it
+// as it starts, while the listener already accepts into its backlog: a
+// test that has connected may get there first, so this waits for it.
+func connLimitOf(t *testing.T, tm *testManager) *connLimit {
+	t.Helper()
+	var l *connLimit
+	eventually(t, 10*time.Second, "the server's connection limit", func() bool {
+		l = tm.m.conns.Load()
+		return l != nil
+	})
+	return l
+}
+
 // TestConnectionLimit fills the manager's connections. Idle keep-alive
 // connections make room for new ones (the one idle longest is closed);
 // connections that are busy (WebSockets) keep their place, a new
@@ -270,7 +283,7 @@ func TestConnectionLimit(t *testing.T) {
 	t.Run("idle connections make room", func(t *testing.T) {
 		tm := startTestManager(t, Config{MaxConnections: 2})
 		a, b := dialRaw(t, tm.url), dialRaw(t, tm.url)
-		limit := tm.m.conns.Load()
+		limit := connLimitOf(t, tm)
 		get(t, a, protocol.PathHealth)
 		eventually(t, 10*time.Second, "a idle", func() bool { return limit.idleCount() == 1 })
 		get(t, b, protocol.PathHealth)
@@ -297,7 +310,7 @@ func TestConnectionLimit(t *testing.T) {
 		}
 		c := dialRaw(t, tm.url)
 		c.send("GET", protocol.PathHealth, nil, "")
-		eventually(t, 10*time.Second, "a new connection waits for a place", func() bool { return tm.m.conns.Load().isWaiting() })
+		eventually(t, 10*time.Second, "a new connection waits for a place", func() bool { return connLimitOf(t, tm).isWaiting() })
 		// The WebSockets are served meanwhile.
 		for i, w := range ws {
 			hb := protocol.Frame{Kind: protocol.FrameHeartbeat, Heartbeat: &protocol.Heartbeat{Seq: int64(10 + i)}}
@@ -449,7 +462,7 @@ func TestWriteTimeoutDropsAPeerThatStopsReading(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	limit := tm.m.conns.Load()
+	limit := connLimitOf(t, tm)
 	c := dialRaw(t, tm.url)
 	c.send("GET", protocol.PathTasks+"?limit=1000", map[string]string{"Authorization": "Bearer " + tm.admin.APIKey}, "")
 	eventually(t, 10*time.Second, "the listing request is being answered", func() bool { return len(limit.slots) >= 1 })
