@@ -130,7 +130,9 @@ func (p *Pipeline) WebhookInputs(payload []byte) (map[string]string, error) {
 	if err := dec.Decode(&doc); err != nil {
 		return nil, &PayloadError{"the body is not JSON (" + jsonProblem(err) + "): send the payload as application/json"}
 	}
-	if rest := bytes.TrimSpace(payload[dec.InputOffset():]); len(rest) > 0 {
+	// Only JSON's own whitespace may follow the value: bytes.TrimSpace
+	// would also drop \f, \v and Unicode spaces, which JSON refuses.
+	if rest := bytes.Trim(payload[dec.InputOffset():], " \t\r\n"); len(rest) > 0 {
 		return nil, &PayloadError{fmt.Sprintf("the body goes on after its JSON value (at byte %d): send one JSON object", dec.InputOffset())}
 	}
 	root, ok := doc.(map[string]any)

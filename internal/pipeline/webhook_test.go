@@ -79,6 +79,9 @@ func TestWebhookInputs(t *testing.T) {
 		{"a list", `[1]`, nil, "the body is JSON a list, not an object"},
 		{"two values", `{} {}`, nil, "goes on after its JSON value"},
 		{"trailing garbage", `{}A0`, nil, "goes on after its JSON value"},
+		{"trailing form feed", "{}\f", nil, "goes on after its JSON value"},
+		{"trailing no-break space", "{}\u00a0", nil, "goes on after its JSON value"},
+		{"trailing JSON whitespace", "{} \t\r\n", map[string]string{}, ""},
 		{"too deep", strings.Repeat("[", MaxPayloadDepth+1), nil, "nests more than"},
 	}
 	for _, tt := range tests {
