@@ -94,6 +94,16 @@ func TestPipelineRun(t *testing.T) {
 	if len(runs.Runs) != 1 {
 		t.Fatalf("runs: %+v", runs)
 	}
+	// Filtered by status in the manager's store.
+	for status, want := range map[string]int{"failed": 1, "succeeded": 0} {
+		var l protocol.RunList
+		if err := json.Unmarshal([]byte(c.mustCLI("run", "list", "--status", status, "-o", "json")), &l); err != nil || len(l.Runs) != want {
+			t.Errorf("run list --status %s: %+v %v, want %d runs", status, l, err, want)
+		}
+	}
+	if r := c.cli("run", "list", "--status", "done"); r.code == 0 || !strings.Contains(r.stderr, "use running, succeeded, failed or cancelled") {
+		t.Errorf("run list --status done: exit %d\n%s", r.code, r.stderr)
+	}
 	var run protocol.Run
 	if err := json.Unmarshal([]byte(c.mustCLI("run", "get", runs.Runs[0].ID, "-o", "json")), &run); err != nil {
 		t.Fatal(err)

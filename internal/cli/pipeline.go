@@ -460,37 +460,65 @@ survives manager restarts as its tasks do.`,
 
 func (a *app) runListCmd() *cobra.Command {
 	var (
-		out      outputFlags
-		pipeline string
-		limit    int
+		out   outputFlags
+		q     client.RunQuery
+		all   bool
+		limit int
 	)
 	cmd := &cobra.Command{
-		Use:     "list [--pipeline NAME]",
+		Use:     "list [--pipeline NAME] [--status STATUS]",
 		Aliases: []string{"ls"},
 		Short:   "List pipeline runs, newest first",
 		Long: `List the runs of the pipelines you may view, newest first: ID, pipeline,
-version, status, when it started, how long it took and who started it.`,
+version, status, when it started, how long it took and who started it.
+
+--pipeline keeps the runs of pipelines of that name, --status those
+running, succeeded, failed or cancelled. --limit bounds the runs shown
+(100 by default); --all pages through every run that matches.`,
 		Example: `  legate run list
-  legate run list --pipeline deploy-web -o json`,
+  legate run list --pipeline deploy-web --status failed
+  legate run list --all -o json | jq -r '.runs[].id'`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			if limit < 1 || limit > 1000 {
 				return usagef("--limit %d: use a number from 1 to 1000", limit)
 			}
+			switch q.Status {
+			case "", protocol.RunRunning, protocol.RunSucceeded, protocol.RunFailed, protocol.RunCancelled:
+			default:
+				return usagef("--status %q: use running, succeeded, failed or cancelled", q.Status)
+			}
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			list, err := c.ListRuns(cmd.Context(), pipeline, limit)
-			if err != nil {
-				return err
+			q.Limit = limit
+			var list protocol.RunList
+			for {
+				page, err := c.ListRunsPage(cmd.Context(), q)
+				if err != nil {
+					return err
+				}
+				list.Runs = append(list.Runs, page.Runs...)
+				list.Next = page.Next
+				if !all || page.Next == "" {
+					break
+				}
+				q.Page = page.Next
+			}
+			if list.Runs == nil {
+				list.Runs = []protocol.Run{}
 			}
 			w := cmd.OutOrStdout()
 			if out.structured() {
 				return out.print(w, list)
 			}
 			if len(list.Runs) == 0 {
-				fmt.Fprintln(cmd.ErrOrStderr(), "No runs: legate pipeline run NAME starts one.")
+				if q.Pipeline != "" || q.Status != "" {
+					fmt.Fprintln(cmd.ErrOrStderr(), "No run matches.")
+				} else {
+					fmt.Fprintln(cmd.ErrOrStderr(), "No runs: legate pipeline run NAME starts one.")
+				}
 				return nil
 			}
 			now := a.now()
@@ -503,11 +531,19 @@ version, status, when it started, how long it took and who started it.`,
 				t.row(r.ID, r.Pipeline, strconv.FormatInt(r.Version, 10), r.Status, age(now, r.CreatedAt), duration(max(end.Sub(r.CreatedAt), 0)),
 					r.TriggeredBy, scope(r.Org, r.Project))
 			}
-			return t.flush()
+			if err := t.flush(); err != nil {
+				return err
+			}
+			if list.Next != "" && !all {
+				fmt.Fprintln(cmd.ErrOrStderr(), "More runs match: --all lists them all, or narrow with --pipeline or --status.")
+			}
+			return nil
 		}),
 	}
-	cmd.Flags().StringVar(&pipeline, "pipeline", "", "only the runs of this pipeline")
+	cmd.Flags().StringVar(&q.Pipeline, "pipeline", "", "only the runs of this pipeline")
+	cmd.Flags().StringVar(&q.Status, "status", "", "only runs in this status: running, succeeded, failed or cancelled")
 	cmd.Flags().IntVar(&limit, "limit", 100, "show at most this many runs (1 to 1000)")
+	cmd.Flags().BoolVar(&all, "all", false, "page through every run that matches")
 	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }

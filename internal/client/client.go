@@ -1029,12 +1029,37 @@ func (c *Client) RunPipeline(ctx context.Context, name, org, project string, req
 // ListRuns lists pipeline runs, newest first (pipeline "" for all, limit 0
 // for the manager's default).
 func (c *Client) ListRuns(ctx context.Context, pipeline string, limit int) (protocol.RunList, error) {
+	return c.ListRunsPage(ctx, RunQuery{Pipeline: pipeline, Limit: limit})
+}
+
+// RunQuery selects a page of runs; zero fields do not filter.
+type RunQuery struct {
+	Pipeline string
+	// InScope keeps the runs of the pipeline of scope Org/Project (a
+	// pipeline's name may exist in several scopes); it needs Pipeline.
+	InScope      bool
+	Org, Project string
+	Status       string
+	Limit        int
+	// Page is the Next of the previous page.
+	Page string
+}
+
+// ListRunsPage returns a page of runs, newest first; its Next, when set,
+// is the Page of the next.
+func (c *Client) ListRunsPage(ctx context.Context, rq RunQuery) (protocol.RunList, error) {
 	v := url.Values{}
-	if pipeline != "" {
-		v.Set("pipeline", pipeline)
+	for k, s := range map[string]string{"pipeline": rq.Pipeline, "status": rq.Status, "page": rq.Page} {
+		if s != "" {
+			v.Set(k, s)
+		}
 	}
-	if limit > 0 {
-		v.Set("limit", strconv.Itoa(limit))
+	if rq.InScope {
+		v.Set("org", rq.Org)
+		v.Set("project", rq.Project)
+	}
+	if rq.Limit > 0 {
+		v.Set("limit", strconv.Itoa(rq.Limit))
 	}
 	var out protocol.RunList
 	err := c.do(ctx, &call{op: "list runs", method: http.MethodGet, path: protocol.PathRuns, query: v, out: &out})

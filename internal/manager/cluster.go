@@ -48,6 +48,8 @@ const (
 	// Account's delegates connected, stopped, went silent or came back,
 	// or were approved, rejected or deleted: tell your web UI pages.
 	clusterDelegates = "delegates"
+	// A pipeline run of Account advanced: tell your web UI pages.
+	clusterRuns = "runs"
 )
 
 // broadcast tells the other managers about ev (a no-op on SQLite).
@@ -122,6 +124,8 @@ func (m *Manager) applyClusterEvent(ctx context.Context, ev clusterEvent) {
 		m.approvalChanged(ctx, ev.Account, ev.Instance)
 	case clusterDelegates:
 		m.watch.notify(ev.Account)
+	case clusterRuns:
+		m.runWatch.notify(ev.Account)
 	case clusterRevoke:
 		m.markTokenRevoked(ev.Token)
 		m.disconnectToken(ev.Account, ev.Token, "the delegate token was revoked")

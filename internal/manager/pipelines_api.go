@@ -1,9 +1,11 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -175,7 +177,19 @@ func (m *Manager) handleRunPipeline(w http.ResponseWriter, r *http.Request, acct
 
 func (m *Manager) handleListRuns(w http.ResponseWriter, r *http.Request, acct string) {
 	q := r.URL.Query()
-	f := store.RunFilter{Pipeline: q.Get("pipeline")}
+	f := store.RunFilter{Pipeline: q.Get("pipeline"), Status: q.Get("status")}
+	if f.Status != "" && !slices.Contains([]string{store.RunRunning, store.RunSucceeded, store.RunFailed, store.RunCancelled}, f.Status) {
+		badRequest(w, "unknown run status %q: use running, succeeded, failed or cancelled", f.Status)
+		return
+	}
+	if q.Has("org") || q.Has("project") {
+		// The runs of the pipeline of that scope (a name may be in several).
+		if f.Pipeline == "" {
+			badRequest(w, "org and project narrow the runs of one pipeline: pass pipeline too")
+			return
+		}
+		f.InScope, f.Org, f.Project = true, q.Get("org"), q.Get("project")
+	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
@@ -184,17 +198,42 @@ func (m *Manager) handleListRuns(w http.ResponseWriter, r *http.Request, acct st
 		}
 		f.Limit = n
 	}
+	if page := q.Get("page"); page != "" {
+		// The cursor is the last run of the previous page.
+		last, err := m.st.GetRun(r.Context(), acct, page)
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				badRequest(w, "page %q is not a run of this account: pass the next of a listing", page)
+				return
+			}
+			storeError(w, err, "runs")
+			return
+		}
+		f.Before = &store.RunCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	// The store keeps only what the caller may view, before the limit, so
+	// a page is full whenever enough runs exist.
+	pol := callerOf(r.Context()).policy
+	if all, scopes := pol.Scopes(access.PipelineView); !all {
+		f.Scopes = make([]store.ScopeFilter, 0, len(scopes))
+		for _, sc := range scopes {
+			f.Scopes = append(f.Scopes, store.ScopeFilter{Org: sc.Org, Project: sc.Project})
+		}
+	}
 	runs, err := m.st.ListRuns(r.Context(), acct, f)
 	if err != nil {
 		storeError(w, err, "runs")
 		return
 	}
-	pol := callerOf(r.Context()).policy
 	out := protocol.RunList{Runs: []protocol.Run{}}
 	for _, run := range runs {
 		if pol.Allows(access.PipelineView, access.Scope{Org: run.Org, Project: run.Project}) {
 			out.Runs = append(out.Runs, runView(run))
 		}
+	}
+	// A full page: the next may hold more (the store's default page is 100).
+	if len(runs) > 0 && len(runs) == cmp.Or(f.Limit, 100) {
+		out.Next = runs[len(runs)-1].ID
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -263,11 +263,19 @@ func stepStatus(s string) pipeline.StepStatus {
 // advanceRun advances a run until it waits on running tasks or is over,
 // and returns it as stored.
 func (m *Manager) advanceRun(ctx context.Context, acct, id string) (store.Run, error) {
-	// The web UI's run pages look again (they send only what changed).
-	defer m.runWatch.notify(acct)
+	changed := false
+	defer func() {
+		// The web UI's run pages look again (they send only what changed),
+		// here and, when the run moved, on the other managers.
+		m.runWatch.notify(acct)
+		if changed {
+			m.broadcast(ctx, clusterEvent{Kind: clusterRuns, Account: acct})
+		}
+	}()
 	ends := map[string]taskEnd{}
 	for range 1000 { // each pass ends steps or starts some: bounded by the steps
-		run, progressed, err := m.advanceOnce(ctx, acct, id, ends)
+		run, progressed, moved, err := m.advanceOnce(ctx, acct, id, ends)
+		changed = changed || moved
 		if err != nil || !progressed {
 			return run, err
 		}
@@ -278,17 +286,18 @@ func (m *Manager) advanceRun(ctx context.Context, acct, id string) (store.Run, e
 // advanceOnce is one pass of advanceRun. ends holds the tasks that could
 // not be created, across passes. progressed reports that another pass may
 // change more.
-func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[string]taskEnd) (store.Run, bool, error) {
+func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[string]taskEnd) (_ store.Run, progressed, changed bool, _ error) {
 	run, err := m.st.GetRun(ctx, acct, id)
 	if err != nil {
-		return store.Run{}, false, err
+		return store.Run{}, false, false, err
 	}
 	if run.Status != store.RunRunning {
-		return run, false, nil
+		return run, false, false, nil
 	}
 	p, err := pipeline.Parse([]byte(run.Source))
 	if err != nil {
-		return m.failRun(ctx, run, fmt.Sprintf("its pipeline (version %d) does not parse: %v", run.Version, err))
+		run, _, err := m.failRun(ctx, run, fmt.Sprintf("its pipeline (version %d) does not parse: %v", run.Version, err))
+		return run, false, err == nil, err
 	}
 	// The end of each running step's task: a task's end never changes, so
 	// reading it before the run is held is as good as inside.
@@ -305,7 +314,7 @@ func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[str
 		case errors.Is(err, store.ErrNotFound):
 			missing[s.TaskID] = true
 		case err != nil:
-			return run, false, err
+			return run, false, false, err
 		case protocol.Terminal(t.Status):
 			msg := t.Error
 			if msg == "" && t.Status != protocol.StatusSucceeded {
@@ -332,13 +341,13 @@ func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[str
 		if err := m.beginStage(ctx, run, p, stage.Name); err != nil {
 			var le *LimitError
 			if !errors.As(err, &le) {
-				return run, false, err
+				return run, false, false, err
 			}
 			refused[stage.Name] = le.Error()
 		}
 	}
 	if len(plan.Start) == 0 && len(plan.Skip) == 0 && !plan.Done && len(missing) == 0 && !endsRunning(run, ends) {
-		return run, false, nil // nothing to record: the run waits on its tasks
+		return run, false, false, nil // nothing to record: the run waits on its tasks
 	}
 	now := m.cfg.Now()
 	// decide is what the run records: the ends of its running steps'
@@ -396,9 +405,10 @@ func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[str
 		return ch, nil
 	})
 	if err != nil {
-		return store.Run{}, false, err
+		return store.Run{}, false, false, err
 	}
-	progressed := len(refused) > 0
+	// Recorded: the pages that show the run look again.
+	progressed, changed = len(refused) > 0, true
 	// Create the tasks of the steps just started and of those whose task
 	// was never created.
 	for _, s := range run.Steps {
@@ -417,7 +427,7 @@ func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[str
 		if err := m.createStepTask(ctx, run, p, pipeline.StepRef{Stage: s.Stage, Step: s.Step}, s.TaskID); err != nil {
 			var refusal *errRunRefused
 			if !errors.As(err, &refusal) {
-				return run, false, err
+				return run, false, false, err
 			}
 			ends[s.TaskID] = taskEnd{status: protocol.StatusFailed, err: refusal.Error()}
 			progressed = true
@@ -426,11 +436,11 @@ func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[str
 	m.endStages(ctx, run, p)
 	if run.Status != store.RunRunning {
 		m.log.Info("pipeline run ended", "run", run.ID, "pipeline", run.Pipeline, "status", run.Status)
-		return run, false, nil
+		return run, false, true, nil
 	}
 	// Another pass when steps failed without a task: the next item (a
 	// `when: failure` step) may start.
-	return run, progressed, nil
+	return run, progressed, true, nil
 }
 
 // projectRun is run as it will be once ch is recorded (as AdvanceRun

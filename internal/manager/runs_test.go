@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -437,5 +438,135 @@ func TestRunCreatesAStepTaskNeverCreated(t *testing.T) {
 	}
 	if task.Status != protocol.StatusQueued || task.Spec.Selectors[0] != "builder" {
 		t.Errorf("compile's task: %s %v", task.Status, task.Spec.Selectors)
+	}
+}
+
+// TestListRunsAPIPagesAndRefusesBadQueries: the runs API pages by its
+// cursor until no next is left, every run exactly once, and refuses an
+// unknown status, a scope without a pipeline, a cursor that is not a run
+// of the account and a bad limit with a message that says why.
+func TestListRunsAPIPagesAndRefusesBadQueries(t *testing.T) {
+	f := newRunFixture(t, Config{})
+	ctx := context.Background()
+	want := map[string]bool{}
+	for range 5 {
+		want[f.start(t, nil).ID] = true
+	}
+	admin := f.tm.client(t, f.tm.admin.APIKey)
+	seen := map[string]bool{}
+	page, pages := "", 0
+	for {
+		list, err := admin.ListRunsPage(ctx, client.RunQuery{Pipeline: "ship", InScope: true, Limit: 2, Page: page})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		for _, r := range list.Runs {
+			if seen[r.ID] {
+				t.Fatalf("run %s on two pages", r.ID)
+			}
+			seen[r.ID] = true
+		}
+		if list.Next == "" {
+			break
+		}
+		if pages > 5 {
+			t.Fatalf("more than 5 pages of 2 for 5 runs")
+		}
+		page = list.Next
+	}
+	if diff := cmp.Diff(want, seen); diff != "" || pages != 3 {
+		t.Errorf("runs over %d pages (-want +got):\n%s", pages, diff)
+	}
+	for query, wantMsg := range map[string]string{
+		"status=done":          "unknown run status",
+		"org=o1":               "pass pipeline too",
+		"page=r_nope":          "is not a run of this account",
+		"limit=1001":           "limit must be between 1 and 1000",
+		"pipeline=ship&limit=": "",
+	} {
+		req, err := http.NewRequestWithContext(ctx, "GET", f.tm.url+protocol.PathRuns+"?"+query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+f.tm.admin.APIKey)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if wantMsg == "" {
+			if res.StatusCode != http.StatusOK {
+				t.Errorf("%s: %d %s, want 200", query, res.StatusCode, body)
+			}
+			continue
+		}
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), wantMsg) {
+			t.Errorf("%s: %d %s, want 400 saying %q", query, res.StatusCode, body, wantMsg)
+		}
+	}
+}
+
+// TestRunAdvanceReachesTheOtherManagersPages: on one PostgreSQL database,
+// a run that manager A advances wakes the web UI's run watchers on manager
+// B at once, not at B's next pass over the unfinished runs (an hour here);
+// a pass that changes nothing wakes no one there.
+func TestRunAdvanceReachesTheOtherManagersPages(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	tms := startTestManagers(t, dsn, Config{RunAdvanceInterval: time.Hour}, Config{RunAdvanceInterval: time.Hour})
+	a, b := tms[0], tms[1]
+	ctx := context.Background()
+	acct := a.admin.AccountID
+	if _, _, err := a.st.ApplyPipeline(ctx, store.Pipeline{AccountID: acct, Name: "ship", Source: testRunPipeline}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "manager B listening", func() bool { return b.m.listening() })
+	changes, stop := b.m.runWatch.subscribe(acct)
+	defer stop()
+	run, err := a.m.startRun(ctx, runStart{AccountID: acct, Pipeline: "ship", Trigger: "manual", TriggeredBy: "user admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changes:
+	case <-time.After(10 * time.Second):
+		t.Fatal("manager B's run watchers were not told that the run started")
+	}
+	// An advance while the step's task is still queued records nothing,
+	// and B hears nothing of it: a broadcast for another account, sent
+	// after it, arrives after anything it sent (notifications arrive in
+	// the order they were committed).
+	if _, err := a.m.advanceRun(ctx, acct, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	sentinel, stopSentinel := b.m.runWatch.subscribe("sentinel")
+	defer stopSentinel()
+	a.m.broadcast(ctx, clusterEvent{Kind: clusterRuns, Account: "sentinel"})
+	select {
+	case <-sentinel:
+	case <-time.After(10 * time.Second):
+		t.Fatal("manager B did not hear the sentinel broadcast")
+	}
+	select {
+	case <-changes:
+		t.Fatal("manager B was woken by an advance that changed nothing")
+	default:
+	}
+	// The step's end moves the run.
+	if _, err := a.st.FinishTask(ctx, acct, stepTaskID(run.ID, 0), store.Result{Status: protocol.StatusFailed, Error: "boom"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.m.advanceRun(ctx, acct, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Steps) != 3 {
+		t.Fatalf("after the advance: %+v", got.Steps)
+	}
+	select {
+	case <-changes:
+	case <-time.After(10 * time.Second):
+		t.Fatal("manager B's run watchers were not told that the run advanced")
 	}
 }

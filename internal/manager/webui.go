@@ -54,8 +54,7 @@ func (b uiBackend) WatchDelegates(acct string) (<-chan struct{}, func()) {
 // WatchRuns returns a channel that receives after the manager advanced
 // a pipeline run of acct (started it, ended or started steps, cancelled
 // it), and the function that stops the watch. With several managers, a
-// run another manager advanced shows here at this manager's next pass
-// over the unfinished runs (Config.RunAdvanceInterval).
+// run another manager advanced arrives as its broadcast (clusterRuns).
 func (b uiBackend) WatchRuns(acct string) (<-chan struct{}, func()) {
 	return b.m.runWatch.subscribe(acct)
 }

@@ -304,20 +304,33 @@ func TestUIPagination(t *testing.T) {
 	if n := strings.Count(page, `data-action="token.create"`); n != 31-perPageForTest {
 		t.Fatalf("second audit page: %d events\n%s", n, page)
 	}
-	// Runs, newest first, a page at a time.
+	// Runs, newest first, a page at a time by the API's cursor.
 	runRows := regexp.MustCompile(`data-run="(r_[^"]+)"`)
+	olderLink := regexp.MustCompile(`href="([^"]+)" rel="next">Older runs`)
 	_, page = b.get("/runs")
 	got := runRows.FindAllStringSubmatch(page, -1)
-	if len(got) != perPageForTest || got[0][1] != runs[len(runs)-1] || !strings.Contains(page, `href="/runs?p=2"`) {
+	older := olderLink.FindStringSubmatch(page)
+	if len(got) != perPageForTest || got[0][1] != runs[len(runs)-1] || older == nil || strings.Contains(page, "Newest runs") {
 		t.Fatalf("first page of runs: %d\n%s", len(got), page)
 	}
-	_, page = b.get("/runs?p=2")
+	_, page = b.get(strings.ReplaceAll(older[1], "&amp;", "&"))
 	got = runRows.FindAllStringSubmatch(page, -1)
-	if len(got) != 2 || got[1][1] != runs[0] {
+	if len(got) != 2 || got[1][1] != runs[0] || olderLink.MatchString(page) || !strings.Contains(page, `href="/runs">Newest runs`) {
 		t.Fatalf("second page of runs: %v\n%s", got, page)
 	}
-	_, page = b.get("/pipelines/ship?p=2")
+	_, page = b.get("/pipelines/ship")
+	older = olderLink.FindStringSubmatch(page)
+	if older == nil || !strings.HasPrefix(older[1], "/pipelines/ship?page=") {
+		t.Fatalf("the pipeline's first page of runs has no link to older runs:\n%s", page)
+	}
+	_, page = b.get(strings.ReplaceAll(older[1], "&amp;", "&"))
 	if got = runRows.FindAllStringSubmatch(page, -1); len(got) != 2 {
 		t.Fatalf("second page of the pipeline's runs: %v", got)
+	}
+	// Filtered by status in the store: every run here is still running or
+	// has ended, and the filter keeps only one kind.
+	_, page = b.get("/runs?status=cancelled")
+	if got = runRows.FindAllStringSubmatch(page, -1); len(got) != 0 {
+		t.Fatalf("cancelled runs: %v", got)
 	}
 }

@@ -1587,4 +1587,7 @@ type RunStep struct {
 // RunList answers a run listing, newest first.
 type RunList struct {
 	Runs []Run `json:"runs"`
+	// Next, when set, is the page query parameter of the next (older)
+	// page. Since issue 17.
+	Next string `json:"next,omitempty"`
 }

@@ -305,17 +305,55 @@ func getRun(ctx context.Context, h handle, id, lock string) (Run, error) {
 // RunFilter narrows ListRuns; zero fields match everything.
 type RunFilter struct {
 	Pipeline string
+	// Status keeps the runs in that status.
+	Status string
+	// Org and Project, when Pipeline is set and InScope is true, keep the
+	// runs of the pipeline of that scope (a name may exist in several).
+	InScope      bool
+	Org, Project string
+	// Scopes, when not nil, keeps the runs at or beneath one of them (the
+	// scopes a caller may view), before the limit: see TaskFilter.Scopes.
+	Scopes []ScopeFilter
+	// Before, when not nil, keeps the runs older than it in the listing's
+	// order (created_at, then ID, both descending): the next page.
+	Before *RunCursor
 	// Limit bounds the answer (0: 100; at most 1000).
 	Limit int
 }
 
-// ListRuns lists an account's runs, newest first, without their steps.
+// RunCursor is a position in a run listing: that of the run with this
+// creation time and ID.
+type RunCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// ListRuns lists an account's runs, newest first (ties broken by ID,
+// descending), without their steps.
 func (s *Store) ListRuns(ctx context.Context, acct string, f RunFilter) ([]Run, error) {
 	q := `SELECT ` + runCols + ` FROM pipeline_runs WHERE account_id = ?`
 	args := []any{acct}
 	if f.Pipeline != "" {
 		q += ` AND pipeline = ?`
 		args = append(args, f.Pipeline)
+	}
+	if f.InScope {
+		q += ` AND org = ? AND project = ?`
+		args = append(args, f.Org, f.Project)
+	}
+	if f.Status != "" {
+		q += ` AND status = ?`
+		args = append(args, f.Status)
+	}
+	if f.Scopes != nil {
+		w, a := scopeWhere(f.Scopes)
+		q += ` AND ` + w
+		args = append(args, a...)
+	}
+	if f.Before != nil {
+		c := micros(f.Before.CreatedAt)
+		q += ` AND (created_at < ? OR (created_at = ? AND id < ?))`
+		args = append(args, c, c, f.Before.ID)
 	}
 	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
 	args = append(args, listLimit(f.Limit))

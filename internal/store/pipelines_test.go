@@ -186,6 +186,67 @@ func TestRuns(t *testing.T) {
 	})
 }
 
+// TestListRunsFiltersAndPages: runs filtered in the store by status, the
+// pipeline of one scope and the scopes a caller may view, a page at a time
+// by the cursor, with runs created in the same microsecond ordered by ID.
+func TestListRunsFiltersAndPages(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		mk := func(id, org, project, pipeline, status string, at time.Time) {
+			t.Helper()
+			if _, err := s.CreateRun(ctx, Run{ID: id, AccountID: "acc1", Org: org, Project: project, Pipeline: pipeline,
+				Status: status, Trigger: "manual", CreatedAt: at}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mk("r1", "", "", "web", RunSucceeded, at(1*time.Second))
+		mk("r2", "o1", "", "web", RunFailed, at(2*time.Second))
+		mk("r3", "o1", "p1", "web", RunRunning, at(3*time.Second))
+		mk("r4", "o1", "p1", "api", RunSucceeded, at(3*time.Second)) // same instant as r3: ID decides
+		mk("r5", "o2", "", "web", RunSucceeded, at(4*time.Second))
+		if _, err := s.CreateRun(ctx, Run{ID: "x1", AccountID: "acc2", Pipeline: "web", Status: RunSucceeded, Trigger: "manual", CreatedAt: at(5 * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		ids := func(f RunFilter) []string {
+			t.Helper()
+			list, err := s.ListRuns(ctx, "acc1", f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := []string{}
+			for _, r := range list {
+				out = append(out, r.ID)
+			}
+			return out
+		}
+		for _, tt := range []struct {
+			name string
+			f    RunFilter
+			want []string
+		}{
+			{"all, newest first", RunFilter{}, []string{"r5", "r4", "r3", "r2", "r1"}},
+			{"status", RunFilter{Status: RunSucceeded}, []string{"r5", "r4", "r1"}},
+			{"pipeline", RunFilter{Pipeline: "web"}, []string{"r5", "r3", "r2", "r1"}},
+			{"the account's pipeline web", RunFilter{Pipeline: "web", InScope: true}, []string{"r1"}},
+			{"org o1's pipeline web", RunFilter{Pipeline: "web", InScope: true, Org: "o1"}, []string{"r2"}},
+			{"project o1/p1's pipeline web", RunFilter{Pipeline: "web", InScope: true, Org: "o1", Project: "p1"}, []string{"r3"}},
+			{"viewer of org o1", RunFilter{Scopes: []ScopeFilter{{Org: "o1"}}}, []string{"r4", "r3", "r2"}},
+			{"viewer of o1/p1 and o2", RunFilter{Scopes: []ScopeFilter{{Org: "o1", Project: "p1"}, {Org: "o2"}}}, []string{"r5", "r4", "r3"}},
+			{"viewer of nothing", RunFilter{Scopes: []ScopeFilter{}}, []string{}},
+			{"first page", RunFilter{Limit: 2}, []string{"r5", "r4"}},
+			{"after r4 (same instant as r3)", RunFilter{Limit: 2, Before: &RunCursor{CreatedAt: at(3 * time.Second), ID: "r4"}}, []string{"r3", "r2"}},
+			{"after r2", RunFilter{Limit: 2, Before: &RunCursor{CreatedAt: at(2 * time.Second), ID: "r2"}}, []string{"r1"}},
+			{"after r4, succeeded", RunFilter{Status: RunSucceeded, Before: &RunCursor{CreatedAt: at(3 * time.Second), ID: "r4"}}, []string{"r1"}},
+		} {
+			if diff := cmp.Diff(tt.want, ids(tt.f)); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+			}
+		}
+	})
+}
+
 // TestAdvanceRunOneAtATime: advances of one run from several goroutines
 // (on PostgreSQL, through two stores, as two managers would) never see the
 // same state: each adds the step numbered by how many it saw, so a lost

@@ -9,17 +9,14 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
-// Pipelines and runs. The API lists pipelines whole (an account has few)
-// and runs newest first up to a limit (no cursor): the pages here cut
-// those lists into pages of perPage; the run history reaches back at most
-// runsReach runs.
-const (
-	perPage   = 25
-	runsReach = 1000
-)
+// Pipelines and runs. The API lists pipelines whole (an account has few):
+// the pages here cut that list into pages of perPage. Runs come a page at
+// a time, newest first, filtered in the store, by the API's cursor.
+const perPage = 25
 
 // pageOf returns the page number (from 1) of q's "p".
 func pageOf(q url.Values) int {
@@ -134,42 +131,52 @@ type runsView struct {
 	Status   string
 	Statuses []string
 	Runs     []runRow
-	Pager    pager
-	// Reach: the history stops at this many runs.
-	Reach int
+	// FirstURL leads to the newest runs (set on a later page), NextURL to
+	// older ones.
+	FirstURL string
+	NextURL  string
 }
 
 var runStatuses = []string{protocol.RunRunning, protocol.RunSucceeded, protocol.RunFailed, protocol.RunCancelled}
 
-// runsPage lists page p of the runs (of pipeline, when set) with status.
-// With scoped, only the runs of the pipeline of scope org/project.
+// runsPage lists a page of the runs (of pipeline, when set) with status,
+// from the cursor in q's "page". With scoped, only the runs of the
+// pipeline of scope org/project. Links keep q's other parameters.
 func (u *UI) runsPage(r *http.Request, s *user, base string, q url.Values, pipeline string, scoped bool, org, project, status string) (runsView, error) {
 	v := runsView{Pipeline: pipeline, Status: status, Statuses: runStatuses}
-	p := pageOf(q)
-	limit := min(p*perPage+1, runsReach)
-	if status != "" || scoped {
-		limit = runsReach
-	}
-	list, err := s.api.ListRuns(r.Context(), pipeline, limit)
+	cursor := q.Get("page")
+	list, err := s.api.ListRunsPage(r.Context(), client.RunQuery{Pipeline: pipeline, InScope: scoped, Org: org, Project: project,
+		Status: status, Limit: perPage, Page: cursor})
 	if err != nil {
 		return v, err
 	}
-	var rows []runRow
 	for _, run := range list.Runs {
-		if status != "" && run.Status != status {
-			continue
-		}
-		if scoped && (run.Org != org || run.Project != project) {
-			continue
-		}
-		rows = append(rows, runRow{Run: run, Scope: scopeLabel(run.Org, run.Project)})
+		v.Runs = append(v.Runs, runRow{Run: run, Scope: scopeLabel(run.Org, run.Project)})
 	}
-	var more bool
-	v.Runs, more = window(rows, p)
-	if len(list.Runs) == runsReach && !more {
-		v.Reach = runsReach
+	link := func(page string) string {
+		l := url.Values{}
+		for k, vs := range q {
+			if k != "page" && len(vs) > 0 && vs[0] != "" {
+				l.Set(k, vs[0])
+			}
+		}
+		if page != "" {
+			l.Set("page", page)
+		}
+		if e := l.Encode(); e != "" {
+			if strings.Contains(base, "?") {
+				return base + "&" + e
+			}
+			return base + "?" + e
+		}
+		return base
 	}
-	v.Pager = newPager(base, q, p, more)
+	if list.Next != "" {
+		v.NextURL = link(list.Next)
+	}
+	if cursor != "" {
+		v.FirstURL = link("")
+	}
 	return v, nil
 }
 
