@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -12,7 +14,7 @@ import (
 
 func newBenchCmd() *cobra.Command {
 	var cfg bench.Config
-	var logLevel string
+	var logLevel, plotDir string
 	var list strings.Builder
 	for _, s := range bench.Scenarios() {
 		fmt.Fprintf(&list, "  %-11s %s\n", s.Name, s.What)
@@ -30,7 +32,9 @@ one per step); progress goes to stderr. docs/bench.md explains each number.
 Scenarios:
 ` + list.String() + `
 Sizes left at 0 take the scenario's default (with --smoke: a seconds-long
-tiny size, as CI runs it).`,
+tiny size, as CI runs it). --plot DIR also draws the scenario's curves as
+SVG files in DIR (swarm, scaling, throughput, soak); "legate bench plot"
+draws them from saved summary lines, e.g. several throughput lines.`,
 		Example: `  legate bench pickup --delegates 1000 --queued-other 10000
   legate bench pickup --transport polling --delegates 100
   legate bench throughput --delegates 50 --cpuprofile manager.pprof
@@ -39,6 +43,7 @@ tiny size, as CI runs it).`,
   legate bench footprint
   legate bench failover --heartbeat 10s
   legate bench soak --delegates 100 --rate 200 --duration 1h
+  legate bench scaling --steps 1,10,100,1000,10000 --plot docs/bench
   legate bench scaling --smoke`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: scenarioNames(),
@@ -52,9 +57,17 @@ tiny size, as CI runs it).`,
 				return fmt.Errorf("find this binary to run as the manager: %w", err)
 			}
 			cfg.Scenario, cfg.Exe = args[0], exe
-			return bench.Run(cmd.Context(), cfg, cmd.OutOrStdout(), log)
+			if plotDir == "" {
+				return bench.Run(cmd.Context(), cfg, cmd.OutOrStdout(), log)
+			}
+			var lines bytes.Buffer
+			if err := bench.Run(cmd.Context(), cfg, io.MultiWriter(cmd.OutOrStdout(), &lines), log); err != nil {
+				return err
+			}
+			return writePlots(cmd, plotDir, &lines)
 		},
 	}
+	cmd.AddCommand(newBenchPlotCmd())
 	f := cmd.Flags()
 	f.IntVar(&cfg.Runs, "runs", 0, "repetitions; each figure is their median with min and max (default 5; smoke 1)")
 	f.BoolVar(&cfg.Smoke, "smoke", false, "tiny sizes that run in seconds (CI)")
@@ -85,7 +98,69 @@ tiny size, as CI runs it).`,
 	f.StringVar(&cfg.CPUProfile, "cpuprofile", "", "throughput: write the manager's pprof CPU profile of the last run here")
 	f.StringVar(&cfg.LogLevel, "manager-log-level", "warn", "the manager process's log level")
 	f.StringVar(&logLevel, "log-level", "info", "progress log level (stderr)")
+	f.StringVar(&plotDir, "plot", "", "also draw the scenario's curves as SVG files in this directory (swarm, scaling, throughput, soak)")
 	return cmd
+}
+
+func newBenchPlotCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "plot [FILE...]",
+		Short: "Draw SVG curves from saved summary lines of legate bench",
+		Long: `Read summary lines that legate bench printed (from the files, or from
+stdin when none is given or a file is "-") and draw their curves as SVG
+files in --out:
+
+  pickup-vs-delegates.svg       pickup p50 and p99 against connected
+                                delegates (swarm or scaling lines)
+  manager-rss-vs-delegates.svg  the manager's RSS against them
+  throughput-vs-delegates.svg   tasks/s against delegates (one throughput
+                                line per size; a series per store)
+  soak-memory.svg, soak-goroutines.svg, soak-database.svg
+                                a soak's readings over time
+
+Each point is the median of the runs, with their min and max as an error
+bar. Lines of other scenarios are skipped.`,
+		Example: `  for n in 1 10 100 1000; do legate bench throughput --delegates $n; done > throughput.jsonl
+  legate bench plot throughput.jsonl --out docs/bench
+  legate bench soak --duration 1h | tee soak.jsonl | legate bench plot --out docs/bench`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var in []io.Reader
+			for _, name := range args {
+				if name == "-" {
+					in = append(in, cmd.InOrStdin())
+					continue
+				}
+				f, err := os.Open(name)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				// Each file ends its last line.
+				in = append(in, f, strings.NewReader("\n"))
+			}
+			if len(in) == 0 {
+				in = append(in, cmd.InOrStdin())
+			}
+			return writePlots(cmd, dir, io.MultiReader(in...))
+		},
+	}
+	cmd.Flags().StringVarP(&dir, "out", "o", ".", "directory the SVG files are written to (made if missing)")
+	return cmd
+}
+
+// writePlots draws the curves of the summary lines in r into dir and
+// says which files it wrote.
+func writePlots(cmd *cobra.Command, dir string, r io.Reader) error {
+	plots, err := bench.Plots(r)
+	if err != nil {
+		return err
+	}
+	paths, err := bench.WritePlots(dir, plots)
+	for _, p := range paths {
+		fmt.Fprintln(cmd.ErrOrStderr(), "wrote", p)
+	}
+	return err
 }
 
 func scenarioNames() []string {

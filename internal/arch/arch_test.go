@@ -138,8 +138,9 @@ func TestImportRules(t *testing.T) {
 	// protocol and metrics are standard library only (metrics replaces
 	// client_golang to keep the delegate small), and so is envguard, which
 	// runs before anything else at a delegate's start, and backoff, which
-	// every client's retry loop uses.
-	for _, name := range []string{"internal/protocol", "internal/metrics", "internal/envguard", "internal/backoff"} {
+	// every client's retry loop uses, and plot, which draws the
+	// benchmarks' curves without a charting dependency.
+	for _, name := range []string{"internal/protocol", "internal/metrics", "internal/envguard", "internal/backoff", "internal/plot"} {
 		for imp := range pkgs[name].imports {
 			if strings.Contains(strings.Split(imp, "/")[0], ".") {
 				t.Errorf("%s imports %s; it must use the standard library only", name, imp)

@@ -55,6 +55,13 @@ func testLogger(t *testing.T) *slog.Logger {
 // its summary lines, decoded.
 func runSmoke(t *testing.T, cfg Config) []map[string]any {
 	t.Helper()
+	return decodeLines(t, runSmokeRaw(t, cfg))
+}
+
+// runSmokeRaw runs a scenario with --smoke sizes in this process and
+// returns its summary lines as printed.
+func runSmokeRaw(t *testing.T, cfg Config) string {
+	t.Helper()
 	cfg.Exe, cfg.Smoke = binary, true
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -64,7 +71,7 @@ func runSmoke(t *testing.T, cfg Config) []map[string]any {
 		t.Fatalf("%s: %v", cfg.Scenario, err)
 	}
 	t.Logf("%s took %s: %s", cfg.Scenario, time.Since(t0).Round(time.Millisecond), strings.TrimSpace(out.String()))
-	return decodeLines(t, out.String())
+	return out.String()
 }
 
 func decodeLines(t *testing.T, s string) []map[string]any {
@@ -258,7 +265,9 @@ func TestSmokeSwarm(t *testing.T) {
 
 func TestSmokeScaling(t *testing.T) {
 	t.Parallel()
-	lines := runSmoke(t, Config{Scenario: ScenarioScaling, Steps: []int{1, 3}})
+	raw := runSmokeRaw(t, Config{Scenario: ScenarioScaling, Steps: []int{1, 3}})
+	lines := decodeLines(t, raw)
+	checkPlots(t, raw, map[string][]int{"pickup-vs-delegates.svg": {2, 2}, "manager-rss-vs-delegates.svg": {2}})
 	if len(lines) != 2 {
 		t.Fatalf("scaling printed %d lines, want one per step (2)", len(lines))
 	}
@@ -297,7 +306,10 @@ func TestSmokeFailover(t *testing.T) {
 // `legate bench soak --duration 5m`).
 func TestSmokeSoak(t *testing.T) {
 	t.Parallel()
-	v := one(t, runSmoke(t, Config{Scenario: ScenarioSoak}), ScenarioSoak)
+	raw := runSmokeRaw(t, Config{Scenario: ScenarioSoak})
+	v := one(t, decodeLines(t, raw), ScenarioSoak)
+	n := len(v["samples"].([]any))
+	checkPlots(t, raw, map[string][]int{"soak-memory.svg": {n, n}, "soak-goroutines.svg": {n, n, n}, "soak-database.svg": {n}})
 	positive(t, v, "tasks_per_s", "manager_rss_mb_last", "manager_goroutines_last", "manager_open_files_last")
 	// Slopes may be negative (a few seconds of samples are noise).
 	for _, k := range []string{"manager_rss_mb_per_h", "manager_goroutines_per_h", "manager_open_files_per_h", "bench_rss_mb_per_h", "bench_goroutines_per_h", "db_mb_per_h"} {
