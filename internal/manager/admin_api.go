@@ -464,12 +464,7 @@ func (m *Manager) handleListTasks(w http.ResponseWriter, r *http.Request, acct s
 	// filtering the page afterwards would return fewer than limit tasks
 	// (none, often) while more exist.
 	pol := callerOf(r.Context()).policy
-	if all, scopes := pol.Scopes(access.TaskView); !all {
-		f.Scopes = make([]store.ScopeFilter, 0, len(scopes))
-		for _, sc := range scopes {
-			f.Scopes = append(f.Scopes, store.ScopeFilter{Org: sc.Org, Project: sc.Project})
-		}
-	}
+	f.Scopes = viewScopes(pol, access.TaskView)
 	ts, err := m.st.ListTasks(r.Context(), f)
 	if err != nil {
 		storeError(w, err, "tasks")

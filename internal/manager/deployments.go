@@ -155,12 +155,7 @@ func (m *Manager) handleListDeployments(w http.ResponseWriter, r *http.Request, 
 	// As for tasks: the store keeps only what the caller may view, before
 	// the limit.
 	pol := callerOf(r.Context()).policy
-	if all, scopes := pol.Scopes(access.PipelineView); !all {
-		f.Scopes = make([]store.ScopeFilter, 0, len(scopes))
-		for _, sc := range scopes {
-			f.Scopes = append(f.Scopes, store.ScopeFilter{Org: sc.Org, Project: sc.Project})
-		}
-	}
+	f.Scopes = viewScopes(pol, access.PipelineView)
 	ds, err := m.st.ListDeployments(r.Context(), f)
 	if err != nil {
 		storeError(w, err, "deployments")

@@ -214,12 +214,7 @@ func (m *Manager) handleListRuns(w http.ResponseWriter, r *http.Request, acct st
 	// The store keeps only what the caller may view, before the limit, so
 	// a page is full whenever enough runs exist.
 	pol := callerOf(r.Context()).policy
-	if all, scopes := pol.Scopes(access.PipelineView); !all {
-		f.Scopes = make([]store.ScopeFilter, 0, len(scopes))
-		for _, sc := range scopes {
-			f.Scopes = append(f.Scopes, store.ScopeFilter{Org: sc.Org, Project: sc.Project})
-		}
-	}
+	f.Scopes = viewScopes(pol, access.PipelineView)
 	runs, err := m.st.ListRuns(r.Context(), acct, f)
 	if err != nil {
 		storeError(w, err, "runs")
