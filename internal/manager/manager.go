@@ -277,8 +277,8 @@ type Manager struct {
 	// taskWatch tells the web UI's task pages when a task of an account
 	// was created, acquired, started, re-queued or ended.
 	taskWatch delegateWatch
-	seen     map[string]seenDelegate
-	seenPass uint64
+	seen      map[string]seenDelegate
+	seenPass  uint64
 }
 
 // New creates a manager over an open store.

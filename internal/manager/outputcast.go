@@ -34,7 +34,7 @@ type outputMark struct {
 type outputNotes struct {
 	mu      sync.Mutex
 	pending map[string]outputMark // by task ID
-	wake    chan struct{}   // cap 1: pending is not empty
+	wake    chan struct{}         // cap 1: pending is not empty
 }
 
 func newOutputNotes() *outputNotes {
