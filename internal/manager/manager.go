@@ -274,11 +274,12 @@ type Manager struct {
 	watch delegateWatch
 	// runWatch tells the web UI's run pages when a run advanced.
 	runWatch delegateWatch
+	seen     map[string]seenDelegate
+	seenPass uint64
+
 	// taskWatch tells the web UI's task pages when a task of an account
 	// was created, acquired, started, re-queued or ended.
 	taskWatch delegateWatch
-	seen      map[string]seenDelegate
-	seenPass  uint64
 }
 
 // New creates a manager over an open store.
