@@ -257,3 +257,23 @@ func TestUITasksListIsLiveAcrossManagers(t *testing.T) {
 	}
 	waitNamed(t, ev, "tasks", func(d string) bool { return rowStatus(d, task.ID) == protocol.StatusCancelled })
 }
+
+// BenchmarkTaskWatchNotify: the cost a task change pays for the web UI's
+// task watch, with no page open, and with a page open on another
+// account.
+func BenchmarkTaskWatchNotify(b *testing.B) {
+	b.Run("unwatched", func(b *testing.B) {
+		var w delegateWatch
+		for b.Loop() {
+			w.notify("acct")
+		}
+	})
+	b.Run("other account watched", func(b *testing.B) {
+		var w delegateWatch
+		_, stop := w.subscribe("other")
+		defer stop()
+		for b.Loop() {
+			w.notify("acct")
+		}
+	})
+}
