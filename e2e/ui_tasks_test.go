@@ -50,6 +50,9 @@ func TestUITasksLiveInBrowser(t *testing.T) {
 		visible(`#timeline li[data-label="Acquired"]:not(.pending) time`),
 		visible(`#timeline li[data-label="Started"]:not(.pending) time`),
 		visible(`#task-status.s-running`))
+	if dg := value(t, ctx, "read the delegate", chromedp.Text(chromedp.CSS(`#task-delegate`))); dg != "late (ui-tl-late)" {
+		t.Errorf("the task's delegate shows %q", dg)
+	}
 	if st := c.task(waiting).Status; st == protocol.StatusRunning {
 		if out := value(t, ctx, "read the output", chromedp.Evaluate[string](`document.getElementById("output").textContent`)); out != "" {
 			t.Errorf("output before the end of a task that prints nothing: %q", out)

@@ -198,7 +198,7 @@ func TestUITaskTimelineIsLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := state(ev); s.at("Acquired") == "" || s.at("Started") != "" {
+	if s := state(ev); s.at("Acquired") == "" || s.at("Started") != "" || s.Delegate != "d (h)" {
 		t.Fatalf("after the acquire: %+v", s)
 	}
 	if err := d.Started(ctx, task.ID, protocol.StartedRequest{Epoch: acq.Epoch}); err != nil {
@@ -221,6 +221,7 @@ func TestUITaskTimelineIsLive(t *testing.T) {
 
 type stateOfTask struct {
 	Status   string
+	Delegate string
 	Timeline []struct{ Label, At string }
 }
 

@@ -331,6 +331,9 @@ type outputChunk struct {
 type stateEvent struct {
 	Status   string      `json:"status"`
 	Timeline []stateStep `json:"timeline"`
+	// Delegate is the delegate that holds or held the task ("name
+	// (hostname)"), empty while none has.
+	Delegate string `json:"delegate,omitempty"`
 }
 
 type stateStep struct {
@@ -348,6 +351,9 @@ func timelineOf(t protocol.Task) []timelineStep {
 
 func taskState(t protocol.Task) stateEvent {
 	e := stateEvent{Status: t.Status}
+	if t.DelegateName != "" {
+		e.Delegate = t.DelegateName + " (" + t.DelegateHostname + ")"
+	}
 	for _, st := range timelineOf(t) {
 		s := stateStep{Label: st.Label}
 		if st.At != nil {

@@ -88,6 +88,8 @@
         st.textContent = t.status.replace(/_/g, " ");
         st.className = "state s-" + t.status;
       }
+      var dg = document.getElementById("task-delegate");
+      if (dg && t.delegate) dg.textContent = t.delegate;
       var tl = document.getElementById("timeline");
       if (!tl) return;
       t.timeline.forEach(function (step) {
