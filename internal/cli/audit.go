@@ -26,6 +26,7 @@ secret, token or key value: names only.
 Reading it needs the permission audit:view.`,
 		Example: `  legate audit list
   legate audit list --since 24h --user alice
+  legate audit list --action task --since 7d
   legate audit list --resource token/ci -o json`,
 	}
 	cmd.AddCommand(a.auditListCmd())
@@ -40,7 +41,7 @@ func (a *app) auditListCmd() *cobra.Command {
 		limit int
 	)
 	cmd := &cobra.Command{
-		Use:     "list [--since WHEN] [--user NAME] [--resource TYPE[/NAME]]",
+		Use:     "list [--since WHEN] [--user NAME] [--resource TYPE[/NAME]] [--action ACTION]",
 		Aliases: []string{"ls"},
 		Short:   "List audit records, newest first",
 		Long: `List the audit log, newest first: the time, who (user or service
@@ -51,10 +52,14 @@ denied: a permission was missing, or failed, with the reason).
 --since keeps the records from a time (2026-11-23T08:00:00Z) or from a
 duration back (24h, 7d); --user those of one user or service account;
 --resource those of one resource type (token, delegate, user, ...) or one
-resource (token/ci). --limit bounds the records shown (100 by default);
+resource (token/ci); --action those of an action and the actions beneath it
+(task.cancel; task keeps task.cancel and every other task action) or,
+ending with "." or "*", of the actions that start so (token.). --limit bounds the records shown (100 by default);
 --all pages through every record that matches.`,
 		Example: `  legate audit list --since 7d
   legate audit list --user alice --resource delegate
+  legate audit list --action delegate. --since 24h
+  legate audit list --action session.
   legate audit list --all -o json | jq '.events[] | select(.outcome != "success")'`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
@@ -119,7 +124,7 @@ resource (token/ci). --limit bounds the records shown (100 by default);
 				return err
 			}
 			if list.Next != "" && !all {
-				fmt.Fprintf(cmd.ErrOrStderr(), "More records match: --all lists them all, or narrow with --since, --user or --resource.\n")
+				fmt.Fprintf(cmd.ErrOrStderr(), "More records match: --all lists them all, or narrow with --since, --user, --resource or --action.\n")
 			}
 			return nil
 		}),
@@ -128,6 +133,7 @@ resource (token/ci). --limit bounds the records shown (100 by default);
 	cmd.Flags().StringVar(&q.Since, "since", "", "only records from this time (RFC 3339) or duration back (24h, 7d)")
 	cmd.Flags().StringVar(&q.User, "user", "", "only the records of this user or service account")
 	cmd.Flags().StringVar(&q.Resource, "resource", "", "only the records of this resource type (token) or resource (token/ci)")
+	cmd.Flags().StringVar(&q.Action, "action", "", "only the records of this action and those beneath it (task.cancel, task), or of the actions starting so when it ends with . or * (token.)")
 	cmd.Flags().IntVar(&limit, "limit", 100, "show at most this many records (1 to 1000)")
 	cmd.Flags().BoolVar(&all, "all", false, "page through every record that matches")
 	return cmd

@@ -416,7 +416,10 @@ type AuditQuery struct {
 	User string
 	// Resource is TYPE or TYPE/NAME (token, token/ci).
 	Resource string
-	Limit    int
+	// Action is an action (task.cancel), or the start of actions when it
+	// ends with "." or "*" (task.).
+	Action string
+	Limit  int
 	// After is the Next of the previous page.
 	After string
 }
@@ -424,7 +427,7 @@ type AuditQuery struct {
 // ListAudit returns a page of the audit log, newest first.
 func (c *Client) ListAudit(ctx context.Context, q AuditQuery) (protocol.AuditList, error) {
 	v := url.Values{}
-	for k, s := range map[string]string{"since": q.Since, "user": q.User, "resource": q.Resource, "after": q.After} {
+	for k, s := range map[string]string{"since": q.Since, "user": q.User, "resource": q.Resource, "action": q.Action, "after": q.After} {
 		if s != "" {
 			v.Set(k, s)
 		}

@@ -428,6 +428,7 @@ func (m *Manager) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 	t = t.WithoutSecretValues() // the store keeps them sealed; memory keeps none
 	m.offerTask(r.Context(), t, false)
 	m.broadcast(r.Context(), clusterEvent{Kind: clusterTask, Account: acct, Task: t.ID})
+	m.taskWatch.notify(acct)
 	writeJSON(w, http.StatusCreated, m.taskView(t))
 }
 
@@ -523,7 +524,7 @@ func (m *Manager) afterManagerFinish(ctx context.Context, t store.Task) {
 			m.broadcast(ctx, clusterEvent{Kind: clusterAbort, Account: t.AccountID, Task: t.ID, Instance: t.InstanceID})
 		}
 	}
-	m.taskEnded(t.ID)
+	m.taskEnded(t.AccountID, t.ID)
 }
 
 // handleTaskLogs streams a task's output as NDJSON (or as log frames, to

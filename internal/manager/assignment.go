@@ -305,7 +305,7 @@ func (m *Manager) sweepQueue(ctx context.Context, now time.Time) {
 			continue // claimed or cancelled meanwhile
 		}
 		m.log.Info("task not assigned", "task", ft.ID, "why", head)
-		m.taskEnded(ft.ID)
+		m.taskEnded(ft.AccountID, ft.ID)
 	}
 	for id := range m.unrunnable {
 		if !seen[id] {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -203,6 +204,14 @@ func (m *Manager) handleListAudit(w http.ResponseWriter, r *http.Request, acct s
 	if s := strings.TrimSpace(q.Get("resource")); s != "" {
 		f.ResourceType, f.Resource, _ = strings.Cut(s, "/")
 	}
+	if s := strings.TrimSpace(q.Get("action")); s != "" {
+		exact, prefix, err := parseAuditAction(s)
+		if err != nil {
+			badRequest(w, "%s", err.Error())
+			return
+		}
+		f.Action, f.ActionPrefix = exact, prefix
+	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > auditPage {
@@ -237,6 +246,23 @@ func (m *Manager) handleListAudit(w http.ResponseWriter, r *http.Request, acct s
 		out.Events = append(out.Events, e.Event())
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// parseAuditAction reads the action filter of GET PathAudit: an action,
+// which keeps it and the actions beneath it (task.cancel; task keeps
+// task.create, task.cancel, ...), or the start of actions when it ends
+// with "." or "*" (task. and task.* keep task.create, task.cancel, ...).
+func parseAuditAction(s string) (exact, prefix string, err error) {
+	name, star := strings.CutSuffix(s, "*")
+	if len(name) > 100 || strings.ContainsFunc(name, func(r rune) bool {
+		return (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '.' && r != '_' && r != '-'
+	}) || (star && name == "") {
+		return "", "", fmt.Errorf("action=%q: use an action (task.cancel; task for every task action) or the start of actions ending with . or * (task.): lowercase letters, digits, '.', '_' and '-'", s)
+	}
+	if star || strings.HasSuffix(name, ".") {
+		return "", name, nil
+	}
+	return name, "", nil
 }
 
 // parseSince reads a time (RFC 3339) or a duration back from now (24h,

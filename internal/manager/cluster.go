@@ -90,6 +90,8 @@ func (m *Manager) listening() bool { return m.listenUp.Load() }
 func (m *Manager) applyClusterEvent(ctx context.Context, ev clusterEvent) {
 	switch ev.Kind {
 	case clusterTask:
+		// Created or re-queued through another manager.
+		m.taskWatch.notify(ev.Account)
 		t, err := m.st.GetTask(ctx, ev.Account, ev.Task)
 		if err != nil || t.Status != protocol.StatusQueued {
 			return
@@ -112,6 +114,7 @@ func (m *Manager) applyClusterEvent(ctx context.Context, ev clusterEvent) {
 		for _, mk := range ev.Output {
 			if mk.Ended {
 				m.logs.finish(mk.Task)
+				m.taskWatch.notify(mk.Account)
 			} else {
 				m.logs.stored(mk.Task)
 			}

@@ -782,6 +782,7 @@ func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live)
 	}
 	d.setRunning(t.ID, t.Epoch, m.cfg.Now())
 	m.log.Debug("task acquired", "task", t.ID, "instance", d.id, "epoch", t.Epoch)
+	m.taskWatch.notify(d.accountID)
 	writeJSON(w, http.StatusOK, resp)
 }
 
@@ -854,6 +855,7 @@ func (m *Manager) handleStarted(w http.ResponseWriter, r *http.Request, d *live)
 		return
 	}
 	m.metrics.taskStarted(queued, now)
+	m.taskWatch.notify(d.accountID)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -1041,8 +1043,9 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 			m.log.Info("task requeued after a delegate fault", "task", id, "instance", d.id, "err", req.Error)
 			m.offerTask(ctx, t, true)
 			m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: t.AccountID, Task: t.ID})
+			m.taskWatch.notify(t.AccountID)
 		} else {
-			m.taskEnded(id)
+			m.taskEnded(d.accountID, id)
 			m.log.Info("task failed on a delegate fault, no retries left", "task", id, "instance", d.id)
 		}
 		m.offerQueued(ctx, d)
@@ -1067,7 +1070,7 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 	}
 	wasFull := d.full()
 	d.dropRunning(id)
-	m.taskEnded(id)
+	m.taskEnded(d.accountID, id)
 	m.log.Info("task finished", "task", id, "status", t.Status, "instance", d.id)
 	// A task that succeeded for a connector made its delegate the
 	// connector's last success in CompleteTask's transaction.
@@ -1166,9 +1169,10 @@ func (m *Manager) reconcileRestart(ctx context.Context, d *live, running []proto
 			m.log.Info("task requeued: its delegate restarted", "task", t.ID, "instance", d.id)
 			m.offerTask(ctx, nt, false)
 			m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: nt.AccountID, Task: nt.ID})
+			m.taskWatch.notify(nt.AccountID)
 		} else {
 			m.log.Info("task failed: its delegate restarted", "task", t.ID, "instance", d.id)
-			m.taskEnded(t.ID)
+			m.taskEnded(d.accountID, t.ID)
 		}
 	}
 }

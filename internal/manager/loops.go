@@ -161,9 +161,10 @@ func (m *Manager) sweep(ctx context.Context, now time.Time) {
 			m.log.Info("task requeued after its delegate was lost", "task", o.Task.ID, "lost_instance", o.LostInstanceID)
 			m.offerTask(ctx, o.Task, false)
 			m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: o.Task.AccountID, Task: o.Task.ID})
+			m.taskWatch.notify(o.Task.AccountID)
 		} else {
 			m.log.Info("task failed: its delegate was lost", "task", o.Task.ID, "lost_instance", o.LostInstanceID)
-			m.taskEnded(o.Task.ID)
+			m.taskEnded(o.Task.AccountID, o.Task.ID)
 		}
 	}
 }

@@ -276,6 +276,10 @@ type Manager struct {
 	runWatch delegateWatch
 	seen     map[string]seenDelegate
 	seenPass uint64
+
+	// taskWatch tells the web UI's task pages when a task of an account
+	// was created, acquired, started, re-queued or ended.
+	taskWatch delegateWatch
 }
 
 // New creates a manager over an open store.

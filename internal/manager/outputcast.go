@@ -25,23 +25,33 @@ type outputMark struct {
 	Task string `json:"t"`
 	// Ended: the task reached a terminal state (else: it has new output).
 	Ended bool `json:"e,omitempty"`
+	// Account is the task's, on an Ended mark: the other managers wake
+	// their web UI's task pages of that account.
+	Account string `json:"a,omitempty"`
 }
 
 // outputNotes gathers the marks not broadcast yet.
 type outputNotes struct {
 	mu      sync.Mutex
-	pending map[string]bool // task ID -> ended
-	wake    chan struct{}   // cap 1: pending is not empty
+	pending map[string]outputMark // by task ID
+	wake    chan struct{}         // cap 1: pending is not empty
 }
 
 func newOutputNotes() *outputNotes {
-	return &outputNotes{pending: map[string]bool{}, wake: make(chan struct{}, 1)}
+	return &outputNotes{pending: map[string]outputMark{}, wake: make(chan struct{}, 1)}
 }
 
-// note records that a task has new output, or ended.
-func (n *outputNotes) note(taskID string, ended bool) {
+// note records that a task has new output, or ended (acct: the task's,
+// kept with an end).
+func (n *outputNotes) note(taskID, acct string, ended bool) {
 	n.mu.Lock()
-	n.pending[taskID] = n.pending[taskID] || ended
+	if mk := n.pending[taskID]; !mk.Ended {
+		mk = outputMark{Task: taskID, Ended: ended}
+		if ended {
+			mk.Account = acct
+		}
+		n.pending[taskID] = mk
+	}
 	n.mu.Unlock()
 	select {
 	case n.wake <- struct{}{}:
@@ -57,8 +67,8 @@ func (n *outputNotes) take() []outputMark {
 		return nil
 	}
 	out := make([]outputMark, 0, len(n.pending))
-	for id, ended := range n.pending {
-		out = append(out, outputMark{Task: id, Ended: ended})
+	for _, mk := range n.pending {
+		out = append(out, mk)
 	}
 	clear(n.pending)
 	return out
@@ -68,19 +78,20 @@ func (n *outputNotes) take() []outputMark {
 // new output in the store.
 func (m *Manager) outputStored(taskID string) {
 	if m.st.Shared() {
-		m.outputs.note(taskID, false)
+		m.outputs.note(taskID, "", false)
 	}
 }
 
-// taskEnded tells the followers of a task on every manager that it
-// reached a terminal state.
-func (m *Manager) taskEnded(taskID string) {
+// taskEnded tells the followers of a task of acct on every manager that
+// it reached a terminal state, and wakes the web UI's task pages.
+func (m *Manager) taskEnded(acct, taskID string) {
 	m.logs.finish(taskID)
+	m.taskWatch.notify(acct)
 	if isStepTask(taskID) {
 		m.runNotes.note(taskID) // runLoop advances its pipeline run
 	}
 	if m.st.Shared() {
-		m.outputs.note(taskID, true)
+		m.outputs.note(taskID, acct, true)
 	}
 }
 

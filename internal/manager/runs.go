@@ -623,6 +623,7 @@ func (m *Manager) createStepTask(ctx context.Context, run store.Run, p *pipeline
 	t = t.WithoutSecretValues()
 	m.offerTask(ctx, t, false)
 	m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: run.AccountID, Task: t.ID})
+	m.taskWatch.notify(run.AccountID)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/legate-dev/legate/internal/webui"
@@ -59,6 +60,16 @@ func (b uiBackend) WatchRuns(acct string) (<-chan struct{}, func()) {
 	return b.m.runWatch.subscribe(acct)
 }
 
+// WatchTasks returns a channel that receives after a task of acct was
+// created, acquired, started, re-queued or ended (cancelled, timed out,
+// not assigned, any result), and the function that stops the watch. With
+// several managers, tasks created, re-queued or ended through another
+// manager wake it too (its broadcasts); a task another manager's
+// delegate acquired or started shows at the next change here.
+func (b uiBackend) WatchTasks(acct string) (<-chan struct{}, func()) {
+	return b.m.taskWatch.subscribe(acct)
+}
+
 // discardResponse keeps the status of an answer and drops its body.
 type discardResponse struct {
 	header http.Header
@@ -70,9 +81,12 @@ func (d *discardResponse) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discardResponse) WriteHeader(code int)        { d.status = code }
 
 // delegateWatch tells subscribers when an account's delegates (or, as
-// Manager.runWatch, its pipeline runs) changed.
-// Its zero value is ready to use.
+// Manager.runWatch, its pipeline runs; as Manager.taskWatch, its tasks)
+// changed. Its zero value is ready to use. notify costs one atomic load
+// while nobody watches any account: it is called on every task change.
 type delegateWatch struct {
+	// n counts the subscribers of all accounts.
+	n    atomic.Int64
 	mu   sync.Mutex
 	subs map[string]map[chan struct{}]struct{} // by account
 }
@@ -87,19 +101,29 @@ func (w *delegateWatch) subscribe(acct string) (<-chan struct{}, func()) {
 		w.subs[acct] = map[chan struct{}]struct{}{}
 	}
 	w.subs[acct][ch] = struct{}{}
+	w.n.Add(1)
 	w.mu.Unlock()
+	var once sync.Once
 	return ch, func() {
-		w.mu.Lock()
-		delete(w.subs[acct], ch)
-		if len(w.subs[acct]) == 0 {
-			delete(w.subs, acct)
-		}
-		w.mu.Unlock()
+		once.Do(func() { w.unsubscribe(acct, ch) })
+	}
+}
+
+func (w *delegateWatch) unsubscribe(acct string, ch chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.subs[acct], ch)
+	w.n.Add(-1)
+	if len(w.subs[acct]) == 0 {
+		delete(w.subs, acct)
 	}
 }
 
 // watched reports whether anyone watches acct.
 func (w *delegateWatch) watched(acct string) bool {
+	if w.n.Load() == 0 {
+		return false
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.subs[acct]) > 0
@@ -108,6 +132,9 @@ func (w *delegateWatch) watched(acct string) bool {
 // notify wakes the watchers of acct (a wake-up not yet taken stands for
 // this one too).
 func (w *delegateWatch) notify(acct string) {
+	if w.n.Load() == 0 {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for ch := range w.subs[acct] {

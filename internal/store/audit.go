@@ -49,6 +49,11 @@ type AuditFilter struct {
 	// ResourceType and Resource keep the records of that type (and name).
 	ResourceType string
 	Resource     string
+	// Action keeps the records of that action and of the actions beneath
+	// it (task keeps task and task.cancel, not taskx); ActionPrefix those
+	// whose action starts with it (task. keeps task.cancel).
+	Action       string
+	ActionPrefix string
 	// After, when set, keeps the records older than it (the next page).
 	After *AuditCursor
 	// Limit is the page size (at most 1,000; 0 means 100).
@@ -94,6 +99,16 @@ func (s *Store) ListAuditEvents(ctx context.Context, f AuditFilter) ([]AuditEven
 	if f.Resource != "" {
 		q += ` AND resource = ?`
 		args = append(args, f.Resource)
+	}
+	// substr, not LIKE: "_" is a wildcard there and SQLite's LIKE
+	// ignores case.
+	if f.Action != "" {
+		q += ` AND (action = ? OR substr(action, 1, ?) = ?)`
+		args = append(args, f.Action, len(f.Action)+1, f.Action+".")
+	}
+	if f.ActionPrefix != "" {
+		q += ` AND substr(action, 1, ?) = ?`
+		args = append(args, len(f.ActionPrefix), f.ActionPrefix)
 	}
 	if f.After != nil {
 		q += ` AND (at < ? OR (at = ? AND id < ?))`

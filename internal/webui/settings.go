@@ -3,7 +3,6 @@ package webui
 import (
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/legate-dev/legate/internal/access"
@@ -88,7 +87,6 @@ type auditView struct {
 	Events   []protocol.AuditEvent
 	FirstURL string
 	NextURL  string
-	Scanned  int
 }
 
 func (u *UI) allowedSections(s *user) []section {
@@ -201,48 +199,16 @@ func (u *UI) handleSettingsSection(w http.ResponseWriter, r *http.Request, s *us
 }
 
 // The audit log: pages of perPage events, newest first, by the API's
-// cursor; filtered by actor and resource in the store (the API's query)
-// and by action here, reading on until a page is full or auditScan
-// events were looked at.
-const auditScan = 2000
-
+// cursor, filtered by action, actor and resource in the store (the API's
+// query).
 func (u *UI) auditPage(r *http.Request, s *user, q url.Values) (auditView, error) {
-	v := auditView{Action: strings.TrimSpace(q.Get("action")), Actor: strings.TrimSpace(q.Get("actor")), Resource: strings.TrimSpace(q.Get("resource"))}
-	cursor, next := q.Get("after"), ""
-	limit := perPage
-	if v.Action != "" {
-		limit = 200
+	v := auditView{Action: strings.ToLower(strings.TrimSpace(q.Get("action"))), Actor: strings.TrimSpace(q.Get("actor")), Resource: strings.TrimSpace(q.Get("resource"))}
+	l, err := s.api.ListAudit(r.Context(), client.AuditQuery{User: v.Actor, Resource: v.Resource, Action: v.Action, Limit: perPage, After: q.Get("after")})
+	if err != nil {
+		return v, err
 	}
-	for scanned := 0; ; {
-		l, err := s.api.ListAudit(r.Context(), client.AuditQuery{User: v.Actor, Resource: v.Resource, Limit: limit, After: cursor})
-		if err != nil {
-			return v, err
-		}
-		full := false
-		for _, e := range l.Events {
-			scanned++
-			// The API's cursor: the event's time (µs) and ID.
-			cursor = strconv.FormatInt(e.Time.UnixMicro(), 10) + "_" + e.ID
-			if v.Action == "" || strings.EqualFold(e.Action, v.Action) || strings.HasPrefix(strings.ToLower(e.Action), strings.ToLower(v.Action)+".") {
-				v.Events = append(v.Events, e)
-			}
-			if len(v.Events) == perPage || scanned == auditScan {
-				full = true
-				break
-			}
-		}
-		if full {
-			next = cursor
-			if len(v.Events) < perPage {
-				v.Scanned = scanned
-			}
-			break
-		}
-		if l.Next == "" {
-			break
-		}
-		cursor = l.Next
-	}
+	v.Events = l.Events
+	next := l.Next
 	link := func(after string) string {
 		p := url.Values{}
 		for k, s := range map[string]string{"action": v.Action, "actor": v.Actor, "resource": v.Resource, "after": after} {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/legate-dev/legate/internal/access"
@@ -74,6 +76,11 @@ type tasksView struct {
 	NextURL  string
 	// Scanned: the page stopped after looking at tasksScan tasks.
 	Scanned int
+	// EventsURL is the page's live stream (handleTaskEvents).
+	EventsURL string
+	// Queued and Running count the page's tasks in those states (the
+	// summary that screen readers hear when the list changes).
+	Queued, Running int
 }
 
 type taskRow struct {
@@ -103,8 +110,8 @@ func cut(s string, n int) string {
 	return s[:n] + "…"
 }
 
-func (u *UI) handleTasks(w http.ResponseWriter, r *http.Request, s *user) {
-	f := taskFilterOf(r.URL.Query())
+// tasksView reads the page of tasks that f asks for.
+func (u *UI) tasksView(ctx context.Context, s *user, f taskFilter) (tasksView, error) {
 	v := tasksView{Filter: f, Statuses: taskStatuses}
 	limit := tasksPerPage
 	if f.Selector != "" {
@@ -112,10 +119,9 @@ func (u *UI) handleTasks(w http.ResponseWriter, r *http.Request, s *user) {
 	}
 	cursor, next := f.Page, ""
 	for scanned := 0; ; {
-		list, err := s.api.ListTasksPage(r.Context(), client.TaskQuery{Status: f.Status, Delegate: f.Delegate, Limit: limit, Page: cursor})
+		list, err := s.api.ListTasksPage(ctx, client.TaskQuery{Status: f.Status, Delegate: f.Delegate, Limit: limit, Page: cursor})
 		if err != nil {
-			u.apiError(w, r, s, err)
-			return
+			return v, err
 		}
 		full := false
 		for _, t := range list.Tasks {
@@ -154,7 +160,113 @@ func (u *UI) handleTasks(w http.ResponseWriter, r *http.Request, s *user) {
 		nf.Page = ""
 		v.FirstURL = "/tasks?" + nf.query()
 	}
+	v.EventsURL = "/tasks/events?" + f.query()
+	for _, t := range v.Tasks {
+		switch t.Status {
+		case protocol.StatusQueued:
+			v.Queued++
+		case protocol.StatusRunning:
+			v.Running++
+		}
+	}
+	return v, nil
+}
+
+func (u *UI) handleTasks(w http.ResponseWriter, r *http.Request, s *user) {
+	v, err := u.tasksView(r.Context(), s, taskFilterOf(r.URL.Query()))
+	if err != nil {
+		u.apiError(w, r, s, err)
+		return
+	}
 	u.render(w, r, s, http.StatusOK, "tasks", page{Title: "Tasks", Nav: "tasks", Data: v})
+}
+
+// livePause is the least time between two renders of a live list: however
+// many tasks change, a stream sends at most one body per pause (a change
+// during the pause is sent after it).
+const livePause = time.Second
+
+// pause waits d, or less when the request or the UI ends (false).
+func (u *UI) pause(r *http.Request, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+	case <-u.cfg.Stopping:
+	}
+	return false
+}
+
+// handleTaskEvents streams the Tasks page's list: on the first page (no
+// cursor), the list rendered again after the account's tasks changed, at
+// most once per livePause; on a later page, a "newer" event once tasks
+// newer than the newest at the start of the stream appeared (the page is
+// not re-rendered under the reader: its cursor would move).
+func (u *UI) handleTaskEvents(w http.ResponseWriter, r *http.Request, s *user) {
+	f := taskFilterOf(r.URL.Query())
+	changes, stop := u.cfg.Backend.WatchTasks(s.account)
+	defer stop()
+	first := f
+	first.Page = ""
+	// newest is the newest task when the stream starts (read before it
+	// answers: a task created after the answer is newer).
+	newest := func() (string, error) {
+		v, err := u.tasksView(r.Context(), s, first)
+		if err != nil || len(v.Tasks) == 0 {
+			return "", err
+		}
+		return v.Tasks[0].ID, nil
+	}
+	var top string
+	if f.Page != "" {
+		var err error
+		if top, err = newest(); err != nil {
+			u.apiError(w, r, s, err)
+			return
+		}
+	}
+	ev, ok := u.startEvents(w)
+	if !ok {
+		return
+	}
+	failed := func(err error) bool {
+		if statusOf(err) == http.StatusUnauthorized {
+			_ = ev.send("signedout", "")
+		}
+		return false
+	}
+	if f.Page != "" {
+		u.follow(r, ev, changes, func() bool {
+			now, err := newest()
+			if err != nil {
+				return failed(err)
+			}
+			if now == top {
+				return u.pause(r, livePause)
+			}
+			b, _ := json.Marshal(map[string]string{"url": "/tasks?" + first.query()})
+			_ = ev.send("newer", string(b))
+			return false
+		})
+		return
+	}
+	u.follow(r, ev, changes, func() bool {
+		v, err := u.tasksView(r.Context(), s, f)
+		if err != nil {
+			return failed(err)
+		}
+		var b strings.Builder
+		if err := u.fragments.ExecuteTemplate(&b, "task-list", v); err != nil {
+			u.cfg.Logger.Error("web UI: render the task list", "err", err)
+			return false
+		}
+		if ev.send("tasks", b.String()) != nil {
+			return false
+		}
+		return u.pause(r, livePause)
+	})
 }
 
 type taskView struct {
@@ -202,6 +314,10 @@ func (u *UI) handleTask(w http.ResponseWriter, r *http.Request, s *user) {
 	u.render(w, r, s, http.StatusOK, "task", page{Title: "Task " + t.ID, Nav: "tasks", Data: v})
 }
 
+// taskPause is the least time between two reads of a followed task
+// after changes of the account's tasks.
+const taskPause = 250 * time.Millisecond
+
 // outputChunk is one event of a task's output stream.
 type outputChunk struct {
 	Data string `json:"data"`
@@ -215,6 +331,9 @@ type outputChunk struct {
 type stateEvent struct {
 	Status   string      `json:"status"`
 	Timeline []stateStep `json:"timeline"`
+	// Delegate is the delegate that holds or held the task ("name
+	// (hostname)"), empty while none has.
+	Delegate string `json:"delegate,omitempty"`
 }
 
 type stateStep struct {
@@ -232,6 +351,9 @@ func timelineOf(t protocol.Task) []timelineStep {
 
 func taskState(t protocol.Task) stateEvent {
 	e := stateEvent{Status: t.Status}
+	if t.DelegateName != "" {
+		e.Delegate = t.DelegateName + " (" + t.DelegateHostname + ")"
+	}
 	for _, st := range timelineOf(t) {
 		s := stateStep{Label: st.Label}
 		if st.At != nil {
@@ -273,13 +395,54 @@ func (u *UI) handleTaskOutput(w http.ResponseWriter, r *http.Request, s *user) {
 		cancel()
 		<-watched
 	}()
-	// The task's status and timeline go with its first output (it has
-	// started) and its end: the page's timeline follows without a reload.
-	sentStarted := false
+	// The task's status and timeline go at the start, after every change
+	// of the account's tasks that changed this one (acquired, started,
+	// ended: the manager's task watch), with its first output (in case a
+	// delegate on another manager started it) and at its end: the page's
+	// timeline follows without a reload, before any output too.
+	var sendMu sync.Mutex
+	var last stateEvent
 	sendTask := func(t protocol.Task) error {
-		b, _ := json.Marshal(taskState(t))
+		st := taskState(t)
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		if reflect.DeepEqual(st, last) {
+			return nil
+		}
+		last = st
+		b, _ := json.Marshal(st)
 		return ev.send("task", string(b))
 	}
+	changes, stop := u.cfg.Backend.WatchTasks(s.account)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		defer stop()
+		for {
+			if t, err := s.api.GetTask(ctx, id); err == nil {
+				if sendTask(t) != nil || terminal(t.Status) {
+					return
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-changes:
+			}
+			// Changes of other tasks wake this one too: read the task at
+			// most every taskPause.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(taskPause):
+			}
+		}
+	}()
+	defer func() {
+		cancel()
+		<-watching
+	}()
+	sentStarted := false
 	t, err := s.api.StreamLogsWith(ctx, id, client.StreamOptions{Follow: true}, func(l protocol.LogStreamLine) error {
 		if l.Chunk == nil {
 			return nil
@@ -293,9 +456,13 @@ func (u *UI) handleTaskOutput(w http.ResponseWriter, r *http.Request, s *user) {
 			}
 		}
 		b, _ := json.Marshal(outputChunk{Data: l.Chunk.Data, Marker: strings.HasPrefix(strings.TrimLeft(l.Chunk.Data, "\n"), "[legate: ")})
+		sendMu.Lock()
+		defer sendMu.Unlock()
 		return ev.send("output", string(b))
 	})
 	if err != nil {
+		sendMu.Lock()
+		defer sendMu.Unlock()
 		if statusOf(err) == http.StatusUnauthorized {
 			_ = ev.send("signedout", "")
 			return
@@ -310,6 +477,8 @@ func (u *UI) handleTaskOutput(w http.ResponseWriter, r *http.Request, s *user) {
 		_ = sendTask(full)
 	}
 	b, _ := json.Marshal(outputEnd{Status: t.Status, ExitCode: t.ExitCode, Error: t.Error})
+	sendMu.Lock()
+	defer sendMu.Unlock()
 	_ = ev.send("end", string(b))
 }
 

@@ -59,6 +59,10 @@ type Backend interface {
 	// advanced a pipeline run of the account, and the function that ends
 	// the watch.
 	WatchRuns(account string) (<-chan struct{}, func())
+	// WatchTasks returns a channel that receives after a task of the
+	// account was created, acquired, started, re-queued or ended, and
+	// the function that ends the watch.
+	WatchTasks(account string) (<-chan struct{}, func())
 }
 
 // Config configures the UI.
@@ -133,6 +137,7 @@ func New(cfg Config) *UI {
 	u.mux.HandleFunc("GET /delegates/{name}", u.signedIn(u.handleDelegate))
 	u.mux.HandleFunc("POST /delegates/{name}/{action}", u.signedIn(u.handleDelegateAction))
 	u.mux.HandleFunc("GET /tasks", u.signedIn(u.handleTasks))
+	u.mux.HandleFunc("GET /tasks/events", u.signedIn(u.handleTaskEvents))
 	u.mux.HandleFunc("GET /tasks/{id}", u.signedIn(u.handleTask))
 	u.mux.HandleFunc("GET /tasks/{id}/output", u.signedIn(u.handleTaskOutput))
 	u.mux.HandleFunc("POST /tasks/{id}/cancel", u.signedIn(u.handleCancelTask))

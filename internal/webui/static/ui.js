@@ -80,7 +80,7 @@
       out.appendChild(node);
       if (follow) out.scrollTop = out.scrollHeight;
     });
-    // The task's status and timeline, at its first output and its end.
+    // The task's status and timeline, whenever they change.
     es.addEventListener("task", function (e) {
       var t = JSON.parse(e.data);
       var st = document.getElementById("task-status");
@@ -88,6 +88,8 @@
         st.textContent = t.status.replace(/_/g, " ");
         st.className = "state s-" + t.status;
       }
+      var dg = document.getElementById("task-delegate");
+      if (dg && t.delegate) dg.textContent = t.delegate;
       var tl = document.getElementById("timeline");
       if (!tl) return;
       t.timeline.forEach(function (step) {
@@ -194,6 +196,37 @@
     }, 120000);
   }
 
+  // Tasks: the first page is rendered again by the server after tasks
+  // change (at most once a second); a later page only says that newer
+  // tasks arrived.
+  function liveTasks() {
+    var list = document.getElementById("task-list");
+    if (!list || !window.EventSource) return;
+    var status = document.getElementById("tasks-live-status");
+    var es = new EventSource(list.getAttribute("data-events"));
+    es.addEventListener("open", function () { setLive(status, true, "Live"); });
+    es.addEventListener("error", function () {
+      if (es.readyState !== EventSource.CLOSED) setLive(status, false, "Live updates reconnecting…");
+    });
+    var announce = document.getElementById("tasks-announce");
+    es.addEventListener("tasks", function (e) {
+      list.innerHTML = e.data;
+      list.setAttribute("data-updated", String(Date.now()));
+      setLive(status, true, "Live");
+      var summary = document.getElementById("task-summary");
+      if (announce && summary && announce.textContent !== summary.textContent) {
+        announce.textContent = summary.textContent;
+      }
+    });
+    es.addEventListener("newer", function () {
+      es.close();
+      var notice = document.getElementById("tasks-newer");
+      if (notice) notice.hidden = false;
+      if (announce) announce.textContent = "Newer tasks arrived.";
+    });
+    es.addEventListener("signedout", function () { es.close(); signedOut(); });
+  }
+
   // Forms that ask first (delete).
   function confirmations() {
     document.addEventListener("submit", function (e) {
@@ -206,6 +239,7 @@
     refreshAges();
     setInterval(refreshAges, 1000);
     liveDelegates();
+    liveTasks();
     liveOutput();
     liveRun();
     newDelegate();
