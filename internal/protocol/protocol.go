@@ -1130,6 +1130,9 @@ type DeletedDelegate struct {
 // DelegateList answers a delegate listing.
 type DelegateList struct {
 	Delegates []Delegate `json:"delegates"`
+	// Next, when set, is the DelegateQuery.Page of the next page (a
+	// listing with a limit that left delegates out). Since v4 (issue 17).
+	Next string `json:"next,omitempty"`
 }
 
 // WhoAmI answers who makes the request: the account, the user or service
