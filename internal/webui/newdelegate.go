@@ -118,7 +118,7 @@ func (u *UI) handleNewDelegate(w http.ResponseWriter, r *http.Request, s *user) 
 	v.Spec, v.TokenName = spec, tok.Name
 	v.FileName = map[string]string{"kubernetes": "delegate.yaml", "helm": "values.yaml", "docker": "delegate.sh",
 		"ecs": "task-definition.json", "fargate": "task-definition.json", "systemd": "install-delegate.sh"}[f.Kind]
-	v.EventsURL = "/delegates/events?" + delegateFilter{Q: f.Name}.query(1)
+	v.EventsURL = "/delegates/events?" + delegateFilter{Name: f.Name}.query("")
 	// The spec holds the token: never cached, never shown again.
 	u.render(w, r, s, http.StatusOK, "newdelegate", page{Title: "New delegate " + f.Name, Nav: "new", Data: v})
 }
