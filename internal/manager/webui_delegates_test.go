@@ -106,11 +106,11 @@ func TestDelegatesAPIPagesAndFilters(t *testing.T) {
 		t.Errorf("the project viewer's scoped listing: %v, %v", hosts(got), err)
 	}
 	for q, want := range map[string]string{
-		"limit=0":         `query parameter limit="0": use a number of delegates from 1 to 1000`,
-		"limit=5000":      "from 1 to 1000",
-		"connected=maybe": `connected="maybe": use true or false`,
-		"scope=o1/":       `scope="o1/": use ORG or ORG/PROJECT`,
-		"approval=later":  "use pending, approved or rejected",
+		"limit=0":                         `query parameter limit="0": use a number of delegates from 1 to 1000`,
+		"limit=5000":                      "from 1 to 1000",
+		"connected=maybe":                 `connected="maybe": use true or false`,
+		"scope=o1/":                       `scope="o1/": use ORG or ORG/PROJECT`,
+		"approval=later":                  "use pending, approved or rejected",
 		"page=" + strings.Repeat("x", 64): "page: at most 63 characters",
 	} {
 		st, body := tm.api(t, tm.admin.APIKey, "GET", protocol.PathDelegates+"?"+q, "")
