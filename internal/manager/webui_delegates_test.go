@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
@@ -182,4 +183,50 @@ func TestUIFilteredDelegatesPageUpdatesLive(t *testing.T) {
 		t.Errorf("the filtered stream shows what the filter leaves out:\n%s", data)
 	}
 	mustContain(t, "the filtered stream", data, "1 delegate, 1 of 1 instance connected (filtered)")
+}
+
+// TestUINewDelegateHintAndTokenSecret: the New delegate page shows the
+// manager URL the spec will use (the one the browser reached, which a
+// user behind a proxy changes), carries its hint delay and what to check,
+// and can put the token in a Kubernetes Secret or a Secrets Manager
+// secret instead of the spec.
+func TestUINewDelegateHintAndTokenSecret(t *testing.T) {
+	tm := startTestManager(t, Config{UINewDelegateHintAfter: 1500 * time.Millisecond})
+	b := newBrowserSignedIn(t, tm)
+	_, page := b.get("/delegates/new")
+	mustContain(t, "the form", page, `id="manager_url" name="manager_url" type="url" value="`+tm.url+`"`,
+		"the address this page was reached at ("+tm.url+")", `name="token_secret"`, `name="token_secret_arn"`)
+
+	form := url.Values{"csrf": {b.csrf("/delegates/new")}, "kind": {"kubernetes"}, "name": {"k8s-edge"},
+		"manager_url": {"https://legate.example.com"}, "token_secret": {"edge-token"}, "token_secret_arn": {"ignored for kubernetes"}}
+	resp, page := b.do("POST", "/delegates/new", form, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("a kubernetes spec with a secret: %d\n%s", resp.StatusCode, page)
+	}
+	var tl protocol.TokenList
+	if err := json.Unmarshal([]byte(tm.mustAPI(t, tm.admin.APIKey, "GET", protocol.PathTokens, "", 200)), &tl); err != nil || len(tl.Tokens) != 1 {
+		t.Fatalf("tokens: %+v, %v", tl, err)
+	}
+	spec := page[strings.Index(page, `id="manifest"`):]
+	spec = spec[:strings.Index(spec, "</pre>")]
+	mustContain(t, "the spec", spec, "name: &#34;edge-token&#34;", "key: &#34;DELEGATE_TOKEN&#34;", "&#34;https://legate.example.com&#34;")
+	const put = "kubectl create secret generic edge-token --namespace legate-delegate --from-literal=DELEGATE_TOKEN="
+	mustContain(t, "the page", page, put)
+	value := page[strings.Index(page, put)+len(put):]
+	value = value[:strings.IndexAny(value, "\n<")]
+	if len(value) < 16 || strings.Contains(spec, value) || strings.Contains(spec, "stringData") {
+		t.Errorf("the spec holds the token %q although it is in a secret:\n%s", value, spec)
+	}
+	mustContain(t, "the page", page, `id="secret-command"`,
+		`data-hint-after="1500"`, `id="wait-hint" class="card" hidden`, "<code>https://legate.example.com</code>, the manager URL in the spec",
+		"the token <code>"+tl.Tokens[0].Name+"</code> is not revoked", `id="spec-manager-url">https://legate.example.com<`)
+
+	form = url.Values{"csrf": {b.csrf("/delegates/new")}, "kind": {"fargate"}, "name": {"fg"}, "region": {"eu-west-1"},
+		"execution_role": {"arn:aws:iam::123456789012:role/exec"}, "token_secret_arn": {"arn:aws:secretsmanager:eu-west-1:123456789012:secret:legate"}}
+	resp, page = b.do("POST", "/delegates/new", form, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("a fargate spec with a secret: %d\n%s", resp.StatusCode, page)
+	}
+	mustContain(t, "the fargate page", page, "aws secretsmanager put-secret-value --secret-id arn:aws:secretsmanager:eu-west-1:123456789012:secret:legate --secret-string ",
+		"arn:aws:secretsmanager:eu-west-1:123456789012:secret:legate")
 }
