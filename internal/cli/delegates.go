@@ -386,7 +386,10 @@ func (a *app) delegatesDescribeCmd() *cobra.Command {
 		ValidArgsFunction: a.complete(delegatesLister),
 		Short:             "Show every instance of a delegate with its capability lists",
 		Long: `Show each instance of the delegate NAME: hostname, status, connection, scope,
-tags, running tasks and capacity, why it takes no tasks when it is over a
+tags, running tasks and capacity, the performance figures its last
+heartbeat reported (host CPU and memory, the delegate's own CPU and
+resident memory, tasks run and failed since it started, its last task
+acquisition's round trip), why it takes no tasks when it is over a
 resource threshold, and its capability lists:
 
   allowlist  capabilities it validated, trusted for 6h (each success resets
@@ -460,6 +463,9 @@ func (a *app) printDelegateDetails(w io.Writer, d protocol.DelegateDetails) erro
 		t.row("  Scope:", scope(inst.Org, inst.Project))
 		t.row("  Tags:", strings.Join(inst.Tags, ", "))
 		t.row("  Running:", running(inst.Delegate)+" tasks")
+		if inst.Perf != nil {
+			t.row("  Performance:", inst.Perf.Summary())
+		}
 		if inst.OverThreshold != "" {
 			t.row("  Over threshold:", inst.OverThreshold+" (takes no new tasks)")
 		}

@@ -253,6 +253,9 @@ func (m *Manager) instanceView(in store.Instance, tokenNames map[string]string, 
 		v.RunningTasks, v.Capacity, v.Draining, v.OverThreshold = view.Running, view.Capacity, view.Draining, view.OverThreshold
 		v.Configuring = view.Configuring
 		v.Connection = d.connectionKind()
+		d.mu.Lock()
+		v.Perf = d.perf
+		d.mu.Unlock()
 		if now.Sub(seen) <= m.window() {
 			v.Status = protocol.DelegateConnected
 		}
@@ -267,7 +270,7 @@ func (m *Manager) instanceView(in store.Instance, tokenNames map[string]string, 
 		v.Status = protocol.DelegateDeregistered
 	}
 	if v.Status != protocol.DelegateConnected {
-		v.Connection = ""
+		v.Connection, v.Perf = "", nil
 	}
 	return v
 }

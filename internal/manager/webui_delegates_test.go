@@ -230,3 +230,42 @@ func TestUINewDelegateHintAndTokenSecret(t *testing.T) {
 	mustContain(t, "the fargate page", page, "aws secretsmanager put-secret-value --secret-id arn:aws:secretsmanager:eu-west-1:123456789012:secret:legate --secret-string ",
 		"arn:aws:secretsmanager:eu-west-1:123456789012:secret:legate")
 }
+
+// TestHeartbeatPerfArrivesAndRenders: the figures of a heartbeat show in
+// the API listing, the describe answer and the delegate's page; figures
+// that make no sense are dropped.
+func TestHeartbeatPerfArrivesAndRenders(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	ctx := context.Background()
+	admin := tm.client(t, tm.admin.APIKey)
+	tok, err := admin.CreateToken(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "perfy", "h1")
+	cpu, proc, mem, bad, rss := 12.5, 0.4, 41.0, 180.0, int64(24<<20)
+	if _, err := dc.Heartbeat(ctx, protocol.Heartbeat{Seq: 1, Running: []protocol.RunningTask{}, Perf: &protocol.DelegatePerf{
+		CPUPercent: &cpu, ProcessCPUPercent: &proc, MemoryPercent: &mem, RSSBytes: &rss, TasksRun: 3, TasksFailed: 1, AcquireMS: 2.5}}); err != nil {
+		t.Fatal(err)
+	}
+	const want = "cpu 12.5% (delegate 0.4%), memory 41.0%, rss 24.0 MiB, 3 tasks run (1 failed), last acquire 2.5 ms"
+	det, err := admin.DescribeDelegate(ctx, "perfy")
+	if err != nil || len(det.Instances) != 1 || det.Instances[0].Perf == nil || det.Instances[0].Perf.Summary() != want {
+		t.Fatalf("describe: %+v, %v", det, err)
+	}
+	b := newBrowserSignedIn(t, tm)
+	_, page := b.get("/delegates/perfy")
+	mustContain(t, "the delegate's page", page, `<dd class="perf">`+want+`</dd>`)
+
+	if _, err := dc.Heartbeat(ctx, protocol.Heartbeat{Seq: 2, Running: []protocol.RunningTask{}, Perf: &protocol.DelegatePerf{
+		CPUPercent: &bad, MemoryPercent: &mem, TasksRun: -4, TasksFailed: 9, AcquireMS: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := admin.ListDelegatesPage(ctx, protocol.DelegateQuery{Name: "perfy"})
+	if err != nil || len(list.Delegates) != 1 || list.Delegates[0].Perf == nil {
+		t.Fatalf("list: %+v, %v", list, err)
+	}
+	if got := list.Delegates[0].Perf.Summary(); got != "memory 41.0%, 0 tasks run" {
+		t.Errorf("figures out of range kept: %q", got)
+	}
+}

@@ -85,3 +85,19 @@ func FuzzParseDelegateQuery(f *testing.F) {
 		}
 	})
 }
+
+func TestDelegatePerfSummary(t *testing.T) {
+	cpu, proc, mem, rss := 12.5, 0.44, 41.0, int64(24<<20)
+	for _, tt := range []struct {
+		p    DelegatePerf
+		want string
+	}{
+		{DelegatePerf{CPUPercent: &cpu, ProcessCPUPercent: &proc, MemoryPercent: &mem, RSSBytes: &rss, TasksRun: 3, TasksFailed: 1, AcquireMS: 2.5},
+			"cpu 12.5% (delegate 0.4%), memory 41.0%, rss 24.0 MiB, 3 tasks run (1 failed), last acquire 2.5 ms"},
+		{DelegatePerf{TasksRun: 1}, "1 task run"},
+	} {
+		if got := tt.p.Summary(); got != tt.want {
+			t.Errorf("Summary() = %q, want %q", got, tt.want)
+		}
+	}
+}
