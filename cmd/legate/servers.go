@@ -72,6 +72,9 @@ type managerFlags struct {
 	// its environment.
 	lookupEnv func(string) (string, bool)
 	heartbeat time.Duration
+	// uiHintAfter is the web UI New delegate page's wait before it says
+	// what to check (hidden flag, for tests; 0: the UI's default).
+	uiHintAfter time.Duration
 	// apiKeyTTL is how long a cached API key is trusted (legate manager only).
 	apiKeyTTL time.Duration
 	// HTTP server limits; zero values mean manager.Config's defaults.
@@ -191,7 +194,7 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 		ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxConnections: f.maxConnections,
 		PruneDelegatesAfter: prune, AuditRetention: retention, TaskRetention: taskRetention,
 		DeploymentsPerHour: limit(f.perHour), DeploymentsPerDay: limit(f.perDay),
-		ReleaseDir: releaseDir(f, log), UpgradeSoak: f.upgradeSoak,
+		ReleaseDir: releaseDir(f, log), UpgradeSoak: f.upgradeSoak, UINewDelegateHintAfter: f.uiHintAfter,
 	})
 	if err != nil {
 		ln.Close()
@@ -283,6 +286,8 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 	cmd.Flags().StringVar(&f.db, "db", "", "database URL (default: $LEGATE_DB, else SQLite at DATA/legate.db); a postgres:// DSN is better given as LEGATE_DB, out of the process list")
 	cmd.Flags().StringVar(&f.publicURL, "public-url", "", "URL that clients use to reach this manager, written to admin.env (default: from --listen)")
 	cmd.Flags().DurationVar(&f.heartbeat, "heartbeat-interval", 10*time.Second, "how often delegates heartbeat; 3 missed heartbeats disconnect a delegate")
+	cmd.Flags().DurationVar(&f.uiHintAfter, "ui-new-delegate-hint-after", 0, "how long the web UI's New delegate page waits for the delegate before it says what to check (default 2m)")
+	_ = cmd.Flags().MarkHidden("ui-new-delegate-hint-after")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	cmd.Flags().DurationVar(&f.apiKeyTTL, "api-key-cache-ttl", 5*time.Second, "how long a cached API key is trusted before it is read again; a revocation reaches the other managers on the database at once, this bounds it when that message is lost")
 	cmd.Flags().StringVar(&f.tls.Cert, "tls-cert", "", "PEM certificate (chain) to serve HTTPS and WSS with; needs --tls-key")

@@ -38,9 +38,12 @@ longer than its --prune-delegates-after (6h by default).`,
 
 func (a *app) delegatesListCmd() *cobra.Command {
 	var (
-		out     outputFlags
-		all     bool
-		pending bool
+		out       outputFlags
+		all       bool
+		pending   bool
+		query     protocol.DelegateQuery
+		connected string
+		scope     string
 	)
 	cmd := &cobra.Command{
 		Use:     "list",
@@ -59,10 +62,19 @@ them too, with the status deregistered, until the manager prunes them.
 
 A delegate registered with a token that requires approval shows
 ",pending" in its status until approved (",rejected" once rejected);
---pending lists only those that wait.`,
+--pending lists only those that wait.
+
+With many delegates, the manager filters and pages: --name (part of the
+name, case ignored), --tag, --connected true|false, --scope ORG or
+ORG/PROJECT select instances; --limit N lists the instances of at most N
+delegates, in name order, and says how to ask for the next page (--page,
+"next" in the JSON output).`,
 		Example: `  legate delegates list
   legate delegates list -o wide
   legate delegates list --all
+  legate delegates list --connected false --tag gpu
+  legate delegates list --limit 50 --name build
+  legate delegates list --limit 50 --page build-049
   legate delegates list --json | jq '.delegates[] | select(.status == "connected") | .name'`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
@@ -70,13 +82,32 @@ A delegate registered with a token that requires approval shows
 			if err != nil {
 				return err
 			}
-			listDelegates := c.ListDelegates
-			if all {
-				listDelegates = c.ListAllDelegates
+			query.All = all
+			if pending {
+				query.Approval = protocol.ApprovalPending
 			}
-			list, err := listDelegates(cmd.Context())
+			if connected != "" {
+				b, err := strconv.ParseBool(connected)
+				if err != nil {
+					return usagef("--connected %q: use true or false", connected)
+				}
+				query.Connected = &b
+			}
+			if scope != "" {
+				query.Org, query.Project, _ = strings.Cut(scope, "/")
+				if query.Org == "" || strings.HasSuffix(scope, "/") || strings.Count(scope, "/") > 1 {
+					return usagef("--scope %q: use ORG or ORG/PROJECT", scope)
+				}
+			}
+			if query.Limit < 0 || query.Limit > protocol.MaxDelegatePage {
+				return usagef("--limit %d: use 1 to %d (0: every delegate)", query.Limit, protocol.MaxDelegatePage)
+			}
+			list, err := c.ListDelegatesPage(cmd.Context(), query)
 			if err != nil {
 				return err
+			}
+			if list.Next != "" && !out.structured() {
+				defer fmt.Fprintf(cmd.ErrOrStderr(), "More delegates: legate delegates list --page %s (with the same filters and --limit).\n", list.Next)
 			}
 			if list.Delegates == nil {
 				list.Delegates = []protocol.Delegate{}
@@ -111,6 +142,12 @@ A delegate registered with a token that requires approval shows
 	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
 	cmd.Flags().BoolVar(&all, "all", false, "also list the instances that stopped and deregistered")
 	cmd.Flags().BoolVar(&pending, "pending", false, "list only the delegates that wait for approval (legate delegates approve NAME)")
+	cmd.Flags().IntVar(&query.Limit, "limit", 0, "list the instances of at most this many delegates, in name order (1-1000; default every one)")
+	cmd.Flags().StringVar(&query.Page, "page", "", "the page after this delegate name (the next a listing with --limit printed)")
+	cmd.Flags().StringVar(&query.Name, "name", "", "only delegates whose name contains this (case ignored)")
+	cmd.Flags().StringVar(&query.Tag, "tag", "", "only instances with this tag")
+	cmd.Flags().StringVar(&connected, "connected", "", "only connected (true) or not connected (false) instances")
+	cmd.Flags().StringVar(&scope, "scope", "", "only instances of this org (and its projects) or project: ORG or ORG/PROJECT")
 	return cmd
 }
 
@@ -349,7 +386,10 @@ func (a *app) delegatesDescribeCmd() *cobra.Command {
 		ValidArgsFunction: a.complete(delegatesLister),
 		Short:             "Show every instance of a delegate with its capability lists",
 		Long: `Show each instance of the delegate NAME: hostname, status, connection, scope,
-tags, running tasks and capacity, why it takes no tasks when it is over a
+tags, running tasks and capacity, the performance figures its last
+heartbeat reported (host CPU and memory, the delegate's own CPU and
+resident memory, tasks run and failed since it started, its last task
+acquisition's round trip), why it takes no tasks when it is over a
 resource threshold, and its capability lists:
 
   allowlist  capabilities it validated, trusted for 6h (each success resets
@@ -423,6 +463,9 @@ func (a *app) printDelegateDetails(w io.Writer, d protocol.DelegateDetails) erro
 		t.row("  Scope:", scope(inst.Org, inst.Project))
 		t.row("  Tags:", strings.Join(inst.Tags, ", "))
 		t.row("  Running:", running(inst.Delegate)+" tasks")
+		if inst.Perf != nil {
+			t.row("  Performance:", inst.Perf.Summary())
+		}
 		if inst.OverThreshold != "" {
 			t.row("  Over threshold:", inst.OverThreshold+" (takes no new tasks)")
 		}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -80,5 +81,41 @@ func TestTokenCreateValueOnly(t *testing.T) {
 	r = runCLI(t.Context(), m.env(), "", "token", "create", "other", "--value-only", "--json")
 	if r.err == nil || !strings.Contains(r.err.Error(), "--json and --value-only") {
 		t.Errorf("--json with --value-only: %v", r.err)
+	}
+}
+
+func TestDelegatesListFiltersAndPages(t *testing.T) {
+	t.Parallel()
+	m := newFakeManager(t, outcomeSpec{})
+	hb := testNow.Add(-3 * time.Second)
+	m.delegates = []protocol.Delegate{{Name: "east", Hostname: "host-a", Version: "0.1.0", Status: protocol.DelegateConnected,
+		Connection: protocol.ConnWebSocket, LastHeartbeat: &hb}}
+	run := func(args ...string) result { return runCLI(t.Context(), m.env(), "", args...) }
+	r := ok(t, run("delegates", "list", "--limit", "1", "--page", "a", "--name", "ea", "--tag", "gpu", "--connected", "false", "--scope", "o1/p1"), "delegates", "list", "--limit")
+	if !strings.Contains(r.stderr, "More delegates: legate delegates list --page east") {
+		t.Errorf("stderr %q: want how to ask for the next page", r.stderr)
+	}
+	r = ok(t, run("delegates", "list", "--pending", "--json"), "delegates", "list", "--pending", "--json")
+	if got := decode[protocol.DelegateList](t, r); got.Next != "" || len(got.Delegates) != 0 {
+		t.Errorf("--pending --json: %+v", got)
+	}
+	ok(t, run("delegates", "list"), "delegates", "list")
+	m.mu.Lock()
+	got := append([]string(nil), m.delegateQueries...)
+	m.mu.Unlock()
+	want := []string{"connected=false&limit=1&name=ea&page=a&scope=o1%2Fp1&tag=gpu", "approval=pending", ""}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("queries (-want +got):\n%s", d)
+	}
+	for args, want := range map[string]string{
+		"--connected maybe": `--connected "maybe": use true or false`,
+		"--scope o1/":       `--scope "o1/": use ORG or ORG/PROJECT`,
+		"--limit 1001":      "--limit 1001: use 1 to 1000 (0: every delegate)",
+	} {
+		r := run(append([]string{"delegates", "list"}, strings.Fields(args)...)...)
+		var ue usageError
+		if !errors.As(r.err, &ue) || r.err.Error() != want {
+			t.Errorf("%s: err %v, want usage error %q", args, r.err, want)
+		}
 	}
 }

@@ -51,6 +51,8 @@ type fakeManager struct {
 	specs     []protocol.TaskSpec
 	cancels   []string
 	listQuery string
+	// delegateQueries are the raw queries of delegate listings.
+	delegateQueries []string
 
 	orgs         []protocol.Org
 	projects     []protocol.Project
@@ -82,8 +84,12 @@ func newFakeManager(t *testing.T, o outcomeSpec) *fakeManager {
 	mux.HandleFunc("GET /api/v1/delegates", func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
+		m.delegateQueries = append(m.delegateQueries, r.URL.RawQuery)
 		all := r.URL.Query().Get(protocol.QueryAll) == "true"
 		list := protocol.DelegateList{Delegates: []protocol.Delegate{}}
+		if r.URL.Query().Get(protocol.QueryLimit) != "" {
+			list.Next = "east"
+		}
 		for _, d := range m.delegates {
 			if all || d.Status != protocol.DelegateDeregistered {
 				list.Delegates = append(list.Delegates, d)

@@ -372,6 +372,16 @@ func (c *Client) ListAllDelegates(ctx context.Context) (protocol.DelegateList, e
 	return out, err
 }
 
+// ListDelegatesPage lists the delegate instances q selects: with a
+// Limit, a page of whole delegate groups in name order whose Next, when
+// set, is the Page of the next one. A manager before issue 17 ignores the
+// paging and filters and answers every instance.
+func (c *Client) ListDelegatesPage(ctx context.Context, q protocol.DelegateQuery) (protocol.DelegateList, error) {
+	var out protocol.DelegateList
+	err := c.do(ctx, &call{op: "list delegates", method: http.MethodGet, path: protocol.PathDelegates, query: q.Values(), out: &out})
+	return out, err
+}
+
 // DeleteDelegate removes every instance of the delegate called name. The
 // manager answers conflict while one of them is connected or runs a task,
 // and not_found when no instance has that name.

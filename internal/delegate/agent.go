@@ -150,6 +150,7 @@ type Agent struct {
 	// their tasks count as running at the first registration.
 	spooled []spooledResult
 	perf    perfStats // counters of the performance line (perf.go)
+	hbPerf  hbPerf    // the heartbeat's performance figures (perf.go)
 	// metrics and the address of the health and metrics server.
 	metrics  *agentMetrics
 	httpAddr atomic.Value // string
@@ -640,7 +641,7 @@ func (a *Agent) heartbeat() protocol.Heartbeat {
 	a.mu.Unlock()
 	over := a.load.sample()
 	return protocol.Heartbeat{Seq: a.hbSeq.Add(1), Running: a.runningList(), Capacity: a.cfg.Capacity, Draining: draining,
-		OverThreshold: over, Configuring: a.config.busy()}
+		OverThreshold: over, Configuring: a.config.busy(), Perf: a.hbPerf.sample(&a.perf)}
 }
 
 func (a *Agent) sendHeartbeat(ctx context.Context) {

@@ -11,8 +11,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
 )
 
 // defaultPerfInterval is how often the performance line is logged.
@@ -24,6 +27,38 @@ type perfStats struct {
 	// of their result; validating counts tasks whose capabilities are
 	// being validated (cached validations do not count).
 	executing, validating gauge
+	// ran and failed count the tasks run to an end since the start, and
+	// those that failed or timed out; acquireNS is the last acquisition's
+	// round trip. The heartbeat reports them.
+	ran, failed, acquireNS atomic.Int64
+}
+
+// hbPerf samples the heartbeat's performance figures; the heartbeat
+// loop calls it once per heartbeat.
+type hbPerf struct {
+	mu  sync.Mutex
+	cpu cpuSampler
+}
+
+// sample returns the figures of a heartbeat.
+func (h *hbPerf) sample(st *perfStats) *protocol.DelegatePerf {
+	p := &protocol.DelegatePerf{TasksRun: st.ran.Load(), TasksFailed: st.failed.Load(),
+		AcquireMS: round1(float64(st.acquireNS.Load()) / 1e6)}
+	h.mu.Lock()
+	proc, system, ok := h.cpu.sample()
+	h.mu.Unlock()
+	if ok {
+		proc, system = round1(proc), round1(system)
+		p.ProcessCPUPercent, p.CPUPercent = &proc, &system
+	}
+	if used, err := memoryUsed(); err == nil {
+		used = round1(used)
+		p.MemoryPercent = &used
+	}
+	if rss, err := readRSS(); err == nil {
+		p.RSSBytes = &rss
+	}
+	return p
 }
 
 // gauge is a count of things in progress that also remembers its maximum

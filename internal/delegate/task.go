@@ -125,8 +125,10 @@ func (a *Agent) capable(ctx context.Context, id string, capabilities []string) b
 // claim acquires an offered task; false when another delegate has it or
 // the acquire failed (logged). gen is the registration the offer came in.
 func (a *Agent) claim(ctx context.Context, id string, gen int64) (protocol.AcquireResponse, bool) {
+	began := time.Now()
 	acq, err := a.acquire(ctx, id)
 	if err == nil {
+		a.perf.acquireNS.Store(int64(time.Since(began)))
 		return acq, true
 	}
 	var pe *protocol.Error
@@ -184,6 +186,10 @@ func (a *Agent) execute(ctx context.Context, log logger, id string, acq protocol
 		}
 	}
 	a.metrics.taskFinished(acq.Spec.Type, outcome.Status, time.Since(began))
+	a.perf.ran.Add(1)
+	if outcome.Status == protocol.StatusFailed || outcome.Status == protocol.StatusTimedOut {
+		a.perf.failed.Add(1)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		log.Warn("remove task directory", "dir", dir, "err", err)
 	}

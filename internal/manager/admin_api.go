@@ -149,17 +149,26 @@ func (m *Manager) handleRevokeToken(w http.ResponseWriter, r *http.Request, acct
 }
 
 func (m *Manager) handleListDelegates(w http.ResponseWriter, r *http.Request, acct string) {
-	all, err := queryBool(r, protocol.QueryAll)
+	q, err := protocol.ParseDelegateQuery(r.URL.Query())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	ds, err := m.delegateList(r.Context(), acct, all)
+	if !q.Paged() {
+		ds, err := m.delegateList(r.Context(), acct, q.All)
+		if err != nil {
+			storeError(w, err, "delegates")
+			return
+		}
+		writeJSON(w, http.StatusOK, protocol.DelegateList{Delegates: ds})
+		return
+	}
+	page, err := m.delegatePage(r.Context(), acct, q)
 	if err != nil {
 		storeError(w, err, "delegates")
 		return
 	}
-	writeJSON(w, http.StatusOK, protocol.DelegateList{Delegates: ds})
+	writeJSON(w, http.StatusOK, page)
 }
 
 // delegateList is every instance of the account as the API shows it: the
@@ -170,66 +179,29 @@ func (m *Manager) delegateList(ctx context.Context, acct string, all bool) ([]pr
 	if err != nil {
 		return nil, err
 	}
-	tokens, err := m.st.ListTokens(ctx, acct)
-	if err != nil {
-		return nil, err
-	}
-	tokenNames := map[string]string{}
-	for _, t := range tokens {
-		tokenNames[t.ID] = t.Name
-	}
 	results, err := m.st.ConfigurationResults(ctx, acct)
 	if err != nil {
 		return nil, err
 	}
-	now := m.cfg.Now()
+	tokenNames, err := m.tokenNames(ctx, acct)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]protocol.Delegate, 0, len(ins))
 	for _, in := range ins {
 		if in.DeregisteredAt != nil && !all {
 			continue
 		}
-		v := protocol.Delegate{
-			InstanceID: in.ID, Name: in.Name, Hostname: in.Hostname, IP: in.IP, Tags: in.Tags,
-			Version: in.Version, Type: in.Type, TokenName: tokenNames[in.TokenID],
-			Status: protocol.DelegateDisconnected, Connection: in.Connection,
-			LastHeartbeat: utcPtr(in.LastHeartbeat), Capacity: in.Capacity, Draining: in.Draining,
-			RegisteredAt: in.RegisteredAt.UTC(), Org: in.Org, Project: in.Project,
-			Description: in.Description, Approval: in.Approval, Upgrade: in.UpgradeMode,
-		}
-		if d := m.hub.get(in.ID); d != nil && !d.isGone() {
-			v.Approval = d.approvalState()
-		}
-		if res, ok := results[in.ID]; ok {
-			v.Configuration = res.Configuration
-		}
-		if v.Tags == nil {
-			v.Tags = []string{}
-		}
-		if d := m.hub.get(in.ID); d != nil && !d.isGone() && in.DeregisteredAt == nil {
-			view := delegateView(d)
-			seen := view.LastSeen.UTC()
-			v.LastHeartbeat = &seen
-			v.RunningTasks, v.Capacity, v.Draining, v.OverThreshold = view.Running, view.Capacity, view.Draining, view.OverThreshold
-			v.Configuring = view.Configuring
-			v.Connection = d.connectionKind()
-			if now.Sub(seen) <= m.window() {
-				v.Status = protocol.DelegateConnected
-			}
-		}
-		if v.Status == protocol.DelegateDisconnected && m.st.Shared() && m.hub.get(in.ID) == nil &&
-			in.DeregisteredAt == nil && in.LastHeartbeat != nil && now.Sub(*in.LastHeartbeat) <= m.window() {
-			// Connected to another manager on this database, which records
-			// its liveness every half heartbeat interval.
-			v.Status = protocol.DelegateConnected
-		}
-		if in.DeregisteredAt != nil {
-			v.Status = protocol.DelegateDeregistered
-		}
-		if v.Status != protocol.DelegateConnected {
-			v.Connection = ""
-		}
-		out = append(out, v)
+		out = append(out, m.instanceView(in, tokenNames, results))
 	}
+	sortDelegates(out)
+	if err := m.upgradeView(ctx, acct, out, nil); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func sortDelegates(out []protocol.Delegate) {
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.Name != b.Name {
@@ -237,10 +209,170 @@ func (m *Manager) delegateList(ctx context.Context, acct string, all bool) ([]pr
 		}
 		return a.Hostname < b.Hostname
 	})
-	if err := m.upgradeView(ctx, acct, out); err != nil {
+}
+
+// tokenNames maps the account's token IDs to their names.
+func (m *Manager) tokenNames(ctx context.Context, acct string) (map[string]string, error) {
+	tokens, err := m.st.ListTokens(ctx, acct)
+	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	names := map[string]string{}
+	for _, t := range tokens {
+		names[t.ID] = t.Name
+	}
+	return names, nil
+}
+
+// instanceView is one stored instance as the API shows it, with the live
+// state of this manager laid over it (upgrade fields aside: upgradeView).
+func (m *Manager) instanceView(in store.Instance, tokenNames map[string]string, results map[string]store.ConfigurationResult) protocol.Delegate {
+	now := m.cfg.Now()
+	v := protocol.Delegate{
+		InstanceID: in.ID, Name: in.Name, Hostname: in.Hostname, IP: in.IP, Tags: in.Tags,
+		Version: in.Version, Type: in.Type, TokenName: tokenNames[in.TokenID],
+		Status: protocol.DelegateDisconnected, Connection: in.Connection,
+		LastHeartbeat: utcPtr(in.LastHeartbeat), Capacity: in.Capacity, Draining: in.Draining,
+		RegisteredAt: in.RegisteredAt.UTC(), Org: in.Org, Project: in.Project,
+		Description: in.Description, Approval: in.Approval, Upgrade: in.UpgradeMode,
+	}
+	d := m.hub.get(in.ID)
+	if d != nil && !d.isGone() {
+		v.Approval = d.approvalState()
+	}
+	if res, ok := results[in.ID]; ok {
+		v.Configuration = res.Configuration
+	}
+	if v.Tags == nil {
+		v.Tags = []string{}
+	}
+	if d != nil && !d.isGone() && in.DeregisteredAt == nil {
+		view := delegateView(d)
+		seen := view.LastSeen.UTC()
+		v.LastHeartbeat = &seen
+		v.RunningTasks, v.Capacity, v.Draining, v.OverThreshold = view.Running, view.Capacity, view.Draining, view.OverThreshold
+		v.Configuring = view.Configuring
+		v.Connection = d.connectionKind()
+		d.mu.Lock()
+		v.Perf = d.perf
+		d.mu.Unlock()
+		if now.Sub(seen) <= m.window() {
+			v.Status = protocol.DelegateConnected
+		}
+	}
+	if v.Status == protocol.DelegateDisconnected && m.st.Shared() && d == nil &&
+		in.DeregisteredAt == nil && in.LastHeartbeat != nil && now.Sub(*in.LastHeartbeat) <= m.window() {
+		// Connected to another manager on this database, which records
+		// its liveness every half heartbeat interval.
+		v.Status = protocol.DelegateConnected
+	}
+	if in.DeregisteredAt != nil {
+		v.Status = protocol.DelegateDeregistered
+	}
+	if v.Status != protocol.DelegateConnected {
+		v.Connection, v.Perf = "", nil
+	}
+	return v
+}
+
+// delegatePage is the page of the account's delegates q selects: the
+// store reads the page's rows only (name, tag and scope filters and the
+// cursor in SQL), and the live filters (connected, approval) are applied
+// here, reading further names while they leave the page short.
+func (m *Manager) delegatePage(ctx context.Context, acct string, q protocol.DelegateQuery) (protocol.DelegateList, error) {
+	out := protocol.DelegateList{Delegates: []protocol.Delegate{}}
+	tokenNames, err := m.tokenNames(ctx, acct)
+	if err != nil {
+		return out, err
+	}
+	sq := store.InstanceQuery{AccountID: acct, After: q.Page, NameContains: q.Name, Tag: q.Tag, Deregistered: q.All}
+	if q.Org != "" {
+		sq.Scopes = []store.ScopeFilter{{Org: q.Org, Project: q.Project}}
+	}
+	live := q.Connected != nil || q.Approval != ""
+	if q.Limit > 0 {
+		// One more name than the page: a next page exists when it matches.
+		sq.Names = q.Limit + 1
+		if live {
+			sq.Names = max(sq.Names, 2*q.Limit)
+		}
+	}
+	names := 0
+	for {
+		ins, err := m.st.ListInstancePage(ctx, sq)
+		if err != nil {
+			return out, err
+		}
+		ids := make([]string, len(ins))
+		for i, in := range ins {
+			ids[i] = in.ID
+		}
+		results, err := m.st.ConfigurationResultsOf(ctx, ids)
+		if err != nil {
+			return out, err
+		}
+		last := ""
+		for _, in := range ins {
+			if in.Name != last {
+				last = in.Name
+				sq.After = in.Name
+			}
+			v := m.instanceView(in, tokenNames, results)
+			if q.Connected != nil && (v.Status == protocol.DelegateConnected) != *q.Connected ||
+				q.Approval != "" && v.Approval != q.Approval {
+				continue
+			}
+			if n := len(out.Delegates); n == 0 || out.Delegates[n-1].Name != v.Name {
+				if q.Limit > 0 && names == q.Limit {
+					// A name past the page matches: there is a next page.
+					out.Next = out.Delegates[n-1].Name
+					return out, m.pageUpgradeView(ctx, acct, out.Delegates)
+				}
+				names++
+			}
+			out.Delegates = append(out.Delegates, v)
+		}
+		if sq.Names == 0 || countNames(ins) < sq.Names {
+			break // every name was read
+		}
+	}
+	return out, m.pageUpgradeView(ctx, acct, out.Delegates)
+}
+
+// countNames counts the names of instances in name order.
+func countNames(ins []store.Instance) int {
+	n := 0
+	for i, in := range ins {
+		if i == 0 || ins[i-1].Name != in.Name {
+			n++
+		}
+	}
+	return n
+}
+
+// pageUpgradeView fills in the upgrade fields of a page of delegates.
+// Which rings wait depends on every connected delegate of the account:
+// when some group is in a ring before the default one, the plan reads
+// the whole listing; else the page decides it alone (a ring waits only
+// for an earlier ring with members).
+func (m *Manager) pageUpgradeView(ctx context.Context, acct string, ds []protocol.Delegate) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	policies, err := m.st.UpgradePolicies(ctx, acct)
+	if err != nil {
+		return err
+	}
+	for _, p := range policies {
+		if upgradeRingOf(p) != protocol.RingDefault && !p.Held && p.Pinned == "" {
+			all, err := m.delegateList(ctx, acct, false)
+			if err != nil {
+				return err
+			}
+			return m.upgradeView(ctx, acct, ds, all)
+		}
+	}
+	return m.upgradeView(ctx, acct, ds, nil)
 }
 
 // taskView is the API form of a task: secret values never leave the manager.

@@ -385,6 +385,9 @@ func (m *Manager) heartbeat(ctx context.Context, d *live, hb protocol.Heartbeat)
 	d.draining = hb.Draining
 	d.overThreshold = hb.OverThreshold
 	d.configuring = hb.Configuring
+	if hb.Perf != nil {
+		d.perf = checkPerf(*hb.Perf)
+	}
 	unblocked := wasBlocked && !d.draining && d.overThreshold == "" && d.configuring == ""
 	var unknown []protocol.RunningTask
 	listed := make(map[string]bool, len(running))

@@ -155,3 +155,26 @@ func identityConflict(w http.ResponseWriter, req protocol.RegisterRequest, ic *s
 			"or revoke it first (legate token revoke %s), or give this delegate another DELEGATE_NAME",
 		who, ic.TokenName, ic.TokenName)
 }
+
+// checkPerf keeps the performance figures of a heartbeat that make sense
+// (percentages from 0 to 100, counts and sizes not negative) and drops
+// the others: a figure is for display only.
+func checkPerf(p protocol.DelegatePerf) *protocol.DelegatePerf {
+	pct := func(v *float64) *float64 {
+		if v == nil || !(*v >= 0 && *v <= 100) {
+			return nil
+		}
+		x := *v
+		return &x
+	}
+	out := &protocol.DelegatePerf{CPUPercent: pct(p.CPUPercent), ProcessCPUPercent: pct(p.ProcessCPUPercent),
+		MemoryPercent: pct(p.MemoryPercent), TasksRun: max(0, p.TasksRun), TasksFailed: max(0, min(p.TasksFailed, p.TasksRun))}
+	if p.RSSBytes != nil && *p.RSSBytes >= 0 {
+		rss := *p.RSSBytes
+		out.RSSBytes = &rss
+	}
+	if p.AcquireMS >= 0 && p.AcquireMS < 1e9 {
+		out.AcquireMS = p.AcquireMS
+	}
+	return out
+}

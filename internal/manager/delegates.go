@@ -3,7 +3,6 @@ package manager
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -23,19 +22,6 @@ import (
 //     Config.PruneDelegatesAfter (pruneLoop), deregistered or not.
 // A delegate whose row was removed while it was in contact anyway loses
 // its session at the next liveness flush (flush) and registers again.
-
-// queryBool reads a boolean query parameter: absent or "" is false.
-func queryBool(r *http.Request, name string) (bool, error) {
-	v := r.URL.Query().Get(name)
-	if v == "" {
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, fmt.Errorf("query parameter %s=%q: use true or false", name, v)
-	}
-	return b, nil
-}
 
 // handleDeleteDelegate removes every instance of the delegate group
 // {name} of the account. A group with an instance in contact within the

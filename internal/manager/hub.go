@@ -40,6 +40,8 @@ type live struct {
 	draining         bool
 	// overThreshold says why the delegate is over a resource threshold.
 	overThreshold string
+	// perf is the performance figures of its last heartbeat (nil: none).
+	perf *protocol.DelegatePerf
 	// configuring names the configuration whose script the delegate runs
 	// now (from its heartbeats; set at a fresh registration that hands
 	// out a configuration, until the delegate reports).

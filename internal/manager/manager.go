@@ -96,6 +96,12 @@ type Config struct {
 	// write, so they last as long as they need while a peer that stops
 	// reading is dropped. 0 = 60s.
 	WriteTimeout time.Duration
+	// UIDelegateUpdateEvery is the least time between two renders of a
+	// web UI Delegates page's live stream. 0 = 1s.
+	UIDelegateUpdateEvery time.Duration
+	// UINewDelegateHintAfter is how long the web UI's New delegate page
+	// waits for the delegate before it says what to check. 0 = 2m.
+	UINewDelegateHintAfter time.Duration
 	// IdleTimeout closes a keep-alive connection that carries no request
 	// for this long. 0 = 120s (longer than the 90s after which Go clients
 	// close their idle connections, so clients close first).

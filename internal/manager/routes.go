@@ -241,7 +241,8 @@ func (m *Manager) Handler() http.Handler {
 	// The web UI has the paths the API leaves ("/", "/delegates", ...);
 	// it calls the API in-process.
 	mux.Handle("/", webui.New(webui.Config{API: api, Backend: uiBackend{m}, Stopping: m.stopping,
-		WriteTimeout: m.cfg.WriteTimeout, Liveness: m.window(), Version: m.cfg.Version, Logger: m.log, Now: m.cfg.Now}))
+		WriteTimeout: m.cfg.WriteTimeout, Liveness: m.window(), Version: m.cfg.Version, Logger: m.log, Now: m.cfg.Now,
+		DelegateUpdateEvery: m.cfg.UIDelegateUpdateEvery, NewDelegateHintAfter: m.cfg.UINewDelegateHintAfter}))
 	return api
 }
 

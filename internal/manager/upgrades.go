@@ -176,12 +176,16 @@ func (m *Manager) upgradeState(v, wanted string, held bool, rep *store.UpgradeRe
 	return protocol.UpgradeAvailable
 }
 
-// upgradeView fills in the upgrade fields of the listed delegates.
-func (m *Manager) upgradeView(ctx context.Context, acct string, ds []protocol.Delegate) error {
+// upgradeView fills in the upgrade fields of the listed delegates, with
+// the rings planned from every listed delegate (plan nil: ds).
+func (m *Manager) upgradeView(ctx context.Context, acct string, ds, plan []protocol.Delegate) error {
 	if len(ds) == 0 {
 		return nil
 	}
-	pl, err := m.planUpgrades(ctx, acct, ds)
+	if plan == nil {
+		plan = ds
+	}
+	pl, err := m.planUpgrades(ctx, acct, plan)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -73,9 +74,10 @@ func getPage(b *testing.B, hc *http.Client, url, want string) {
 	}
 }
 
-// BenchmarkUIDelegatesPage10k: the Delegates page (and so each live
-// update, which renders the same list) with 1,000 delegates of 10
-// instances each.
+// BenchmarkUIDelegatesPage10k: the Delegates page with 1,000 delegates
+// of 10 instances each: the first page (50 delegates), a page deep in the
+// listing, filtered pages, and a live update (the render a stream sends
+// after each change: its first event, on a new stream).
 func BenchmarkUIDelegatesPage10k(b *testing.B) {
 	tm := startTestManager(b, Config{})
 	ctx := context.Background()
@@ -95,9 +97,51 @@ func BenchmarkUIDelegatesPage10k(b *testing.B) {
 		return err
 	})
 	hc := uiSession(b, tm)
-	b.ResetTimer()
-	for range b.N {
-		getPage(b, hc, tm.url+"/delegates", "1000 delegates")
+	for _, p := range []struct{ name, path, want string }{
+		{"first", "/delegates", "50 delegates on this page"},
+		{"deep", "/delegates?page=group-900", `data-delegate="group-950"`},
+		{"name", "/delegates?name=up-12", "10 delegates, 0 of 100 instances connected (filtered)"},
+		// The worst case: a live filter nothing matches reads every row.
+		{"connected", "/delegates?status=connected", ">0 delegates, 0 of 0 instances connected (filtered)"},
+	} {
+		b.Run(p.name, func(b *testing.B) {
+			for range b.N {
+				getPage(b, hc, tm.url+p.path, p.want)
+			}
+		})
+	}
+	b.Run("update", func(b *testing.B) {
+		for range b.N {
+			firstEvent(b, hc, tm.url+"/delegates/events?page=group-500", `data-delegate="group-550"`)
+		}
+	})
+}
+
+// firstEvent opens an event stream and reads its first event, which
+// must contain want.
+func firstEvent(b *testing.B, hc *http.Client, url, want string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var event strings.Builder
+	r := bufio.NewReader(resp.Body)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			b.Fatalf("%s: %v", url, err)
+		}
+		if line == "\n" && event.Len() > 0 {
+			break
+		}
+		event.WriteString(line)
+	}
+	if !strings.Contains(event.String(), want) {
+		b.Fatalf("%s: %.2000s", url, event.String())
 	}
 }
 

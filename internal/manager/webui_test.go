@@ -367,7 +367,9 @@ func readEvent(t *testing.T, r *bufio.Reader) (string, string) {
 }
 
 func TestUIDelegatesUpdateLive(t *testing.T) {
-	tm := startTestManager(t, Config{HeartbeatInterval: 200 * time.Millisecond})
+	// Renders closer together than the liveness window: the delegate
+	// shows connected before it shows gone.
+	tm := startTestManager(t, Config{HeartbeatInterval: 200 * time.Millisecond, UIDelegateUpdateEvery: 10 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tok, err := tm.client(t, tm.admin.APIKey).CreateToken(ctx, "t")
@@ -450,7 +452,7 @@ func TestUINewDelegate(t *testing.T) {
 	form := url.Values{"csrf": {csrf}, "kind": {"docker"}, "name": {"edge"}, "tags": {"arm64, lab"}, "manager_url": {"http://manager.example:7460"}}
 	resp, page := b.do("POST", "/delegates/new", form, nil)
 	if resp.StatusCode != 200 || !strings.Contains(page, `id="manifest"`) || !strings.Contains(page, "MANAGER_HOST_AND_PORT=http://manager.example:7460") ||
-		!strings.Contains(page, "DELEGATE_TAGS=arm64,lab") || !strings.Contains(page, `data-events="/delegates/events?q=edge"`) {
+		!strings.Contains(page, "DELEGATE_TAGS=arm64,lab") || !strings.Contains(page, `data-events="/delegates/events?name=edge"`) {
 		t.Fatalf("a docker spec: %d\n%s", resp.StatusCode, page)
 	}
 	if resp.Header.Get("Cache-Control") != "no-store" {
@@ -595,7 +597,7 @@ func TestUITaskOutputStream(t *testing.T) {
 // delegate connects to the other, and when it goes silent there.
 func TestUIDelegatesUpdateLiveAcrossManagers(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
-	cfg := Config{HeartbeatInterval: 200 * time.Millisecond}
+	cfg := Config{HeartbeatInterval: 200 * time.Millisecond, UIDelegateUpdateEvery: 10 * time.Millisecond}
 	tms := startTestManagers(t, dsn, cfg, cfg)
 	a, b := tms[0], tms[1]
 	eventually(t, 10*time.Second, "both managers listening", func() bool { return a.m.listening() && b.m.listening() })

@@ -82,6 +82,11 @@
 //	  (UpgradePolicyRequest: pin, hold, release, ring), rings with a soak
 //	  time (Delegate.UpgradeRing, UpgradeWaiting), ManifestRequest.Upgrade,
 //	  and the code delegate_expired.
+//	  Delegates at scale (issue 17): a delegate listing takes a limit, a
+//	  page cursor and filters (DelegateQuery; DelegateList.Next), and a
+//	  heartbeat may carry the delegate's performance figures
+//	  (Heartbeat.Perf, shown as Delegate.Perf). Older delegates send none;
+//	  an older manager ignores both.
 package protocol
 
 import (
@@ -410,6 +415,30 @@ type Heartbeat struct {
 	// delegate runs now ("NAME vVERSION"); it takes no task meanwhile.
 	// Since v3.
 	Configuring string `json:"configuring,omitempty"`
+	// Perf is what the delegate measures of itself and its host, sampled
+	// once per heartbeat. Since v4 (issue 17); absent from older
+	// delegates.
+	Perf *DelegatePerf `json:"perf,omitempty"`
+}
+
+// DelegatePerf is a delegate's performance figures, as its heartbeat
+// reports them. A figure it cannot measure (no /proc) is left out (nil).
+type DelegatePerf struct {
+	// CPUPercent is the busy share of all the host's CPUs since the last
+	// heartbeat; ProcessCPUPercent the delegate process's share.
+	CPUPercent        *float64 `json:"cpu_percent,omitempty"`
+	ProcessCPUPercent *float64 `json:"process_cpu_percent,omitempty"`
+	// MemoryPercent is the host's memory in use (1 - MemAvailable/MemTotal).
+	MemoryPercent *float64 `json:"memory_percent,omitempty"`
+	// RSSBytes is the delegate process's resident memory.
+	RSSBytes *int64 `json:"rss_bytes,omitempty"`
+	// TasksRun counts the tasks it ran to an end since it started;
+	// TasksFailed those of them that did not succeed (failed, timed out).
+	TasksRun    int64 `json:"tasks_run"`
+	TasksFailed int64 `json:"tasks_failed"`
+	// AcquireMS is how long its last task acquisition took (the claim's
+	// round trip), in milliseconds; 0 before the first.
+	AcquireMS float64 `json:"acquire_ms,omitempty"`
 }
 
 // HeartbeatResponse answers an HTTP heartbeat; over the WebSocket the same
@@ -694,6 +723,10 @@ type Delegate struct {
 	Org           string     `json:"org,omitempty"`
 	Project       string     `json:"project,omitempty"`
 	OverThreshold string     `json:"over_threshold,omitempty"`
+	// Perf is the performance figures of the instance's last heartbeat,
+	// when it is connected to this manager and reports them. Since v4
+	// (issue 17).
+	Perf *DelegatePerf `json:"perf,omitempty"`
 	// Description is the delegate's DELEGATE_DESCRIPTION. Since v3.
 	Description string `json:"description,omitempty"`
 	// Configuration names the delegate configuration the instance last
@@ -1130,6 +1163,9 @@ type DeletedDelegate struct {
 // DelegateList answers a delegate listing.
 type DelegateList struct {
 	Delegates []Delegate `json:"delegates"`
+	// Next, when set, is the DelegateQuery.Page of the next page (a
+	// listing with a limit that left delegates out). Since v4 (issue 17).
+	Next string `json:"next,omitempty"`
 }
 
 // WhoAmI answers who makes the request: the account, the user or service

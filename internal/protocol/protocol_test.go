@@ -163,6 +163,7 @@ func TestWireRoundTrip(t *testing.T) {
 func FuzzDecodeWire(f *testing.F) {
 	f.Add([]byte(`{"kind":"task_available","task_id":"t_1"}`))
 	f.Add([]byte(`{"kind":"heartbeat","heartbeat":{"seq":1,"running":[{"id":"t","epoch":2}]}}`))
+	f.Add([]byte(`{"kind":"heartbeat","heartbeat":{"seq":2,"running":[],"perf":{"cpu_percent":12.5,"process_cpu_percent":0.4,"memory_percent":41,"rss_bytes":24000000,"tasks_run":3,"tasks_failed":1,"acquire_ms":2.5}}}`))
 	f.Add([]byte(`{"account_id":"a","token":"t","name":"n","hostname":"h","tags":["a"],"running":[{"id":"x"}]}`))
 	f.Add([]byte(`{"type":"shell","shell":{"script":"echo"},"env":{"A":"1"},"timeout_ms":-1}`))
 	f.Add([]byte(`{"epoch":1,"chunks":[{"seq":1,"time":"2026-11-22T07:00:00Z","data":"x"}]}`))

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,20 +14,19 @@ import (
 
 // groupsPerPage is how many delegate groups a page of the Delegates page
 // shows.
-const groupsPerPage = 25
+const groupsPerPage = 50
 
-// delegateFilter is the Delegates page's query.
+// delegateFilter is the Delegates page's query. The manager filters and
+// pages (protocol.DelegateQuery): the page reads only its delegates.
 type delegateFilter struct {
-	Q      string // name, hostname or tag contains it
+	Name   string // the delegate's name contains it
+	Tag    string // an instance has it
 	Status string // "", "connected", "not_connected", "pending"
-	Page   int    // from 1
+	Page   string // the last delegate name of the previous page
 }
 
 func delegateFilterOf(q url.Values) delegateFilter {
-	f := delegateFilter{Q: strings.TrimSpace(q.Get("q")), Status: q.Get("status"), Page: 1}
-	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 1 {
-		f.Page = n
-	}
+	f := delegateFilter{Name: strings.TrimSpace(q.Get("name")), Tag: strings.TrimSpace(q.Get("tag")), Status: q.Get("status"), Page: q.Get("page")}
 	switch f.Status {
 	case "connected", "not_connected", "pending":
 	default:
@@ -37,19 +35,36 @@ func delegateFilterOf(q url.Values) delegateFilter {
 	return f
 }
 
-func (f delegateFilter) query(page int) string {
+// apiQuery is the API listing of the filter's page.
+func (f delegateFilter) apiQuery() protocol.DelegateQuery {
+	q := protocol.DelegateQuery{Limit: groupsPerPage, Page: f.Page, Name: f.Name, Tag: f.Tag}
+	yes, no := true, false
+	switch f.Status {
+	case "connected":
+		q.Connected = &yes
+	case "not_connected":
+		q.Connected = &no
+	case "pending":
+		q.Approval = protocol.ApprovalPending
+	}
+	return q
+}
+
+// query is the filter as the page's query string, at page (a cursor; ""
+// for the first page).
+func (f delegateFilter) query(page string) string {
 	v := url.Values{}
-	if f.Q != "" {
-		v.Set("q", f.Q)
-	}
-	if f.Status != "" {
-		v.Set("status", f.Status)
-	}
-	if page > 1 {
-		v.Set("page", strconv.Itoa(page))
+	for k, s := range map[string]string{"name": f.Name, "tag": f.Tag, "status": f.Status, "page": page} {
+		if s != "" {
+			v.Set(k, s)
+		}
 	}
 	return v.Encode()
 }
+
+// Filtered reports whether the filter selects anything less than every
+// delegate.
+func (f delegateFilter) Filtered() bool { return f.Name != "" || f.Tag != "" || f.Status != "" }
 
 // delegateGroup is one delegate (a name) with its instances.
 type delegateGroup struct {
@@ -89,12 +104,9 @@ type instanceRow struct {
 type delegatesView struct {
 	Filter    delegateFilter
 	Groups    []delegateGroup
-	Total     int // groups that match
-	Connected int // instances connected, of those
+	Connected int // instances connected, of those shown
 	Instances int
-	Page      int
-	Pages     int
-	PrevURL   string
+	FirstURL  string // set past the first page
 	NextURL   string
 	EventsURL string
 	CSRF      string
@@ -113,10 +125,9 @@ func scopeLabel(org, project string) string {
 	return "project " + org + "/" + project
 }
 
-// delegatesView lists the delegates through the API and keeps the page
-// the filter asks for.
+// delegatesView asks the API for the page the filter selects.
 func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegatesView, error) {
-	list, err := s.api.ListAllDelegates(r.Context())
+	list, err := s.api.ListDelegatesPage(r.Context(), f.apiQuery())
 	if err != nil {
 		return delegatesView{}, err
 	}
@@ -150,12 +161,8 @@ func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegate
 		resources[key] = append(resources[key], access.Resource{Kind: "delegate", Name: d.Name, Scope: access.Scope{Org: d.Org, Project: d.Project}})
 	}
 	v := delegatesView{Filter: f, Now: u.cfg.Now(), CSRF: s.csrf, Liveness: u.cfg.Liveness}
-	var groups []delegateGroup
 	for _, key := range order {
 		g := byName[key]
-		if !g.matches(f) {
-			continue
-		}
 		slices.SortStableFunc(g.Instances, func(a, b instanceRow) int {
 			if a.Connected != b.Connected {
 				if a.Connected {
@@ -165,66 +172,22 @@ func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegate
 			}
 			return cmp.Compare(a.Hostname, b.Hostname)
 		})
-		groups = append(groups, *g)
+		// The actions the user may take.
+		rs := resources[key]
+		g.CanApprove = g.Pending && s.may(access.DelegateEdit, rs...)
+		g.CanDelete = s.may(access.DelegateDelete, rs...)
+		v.Groups = append(v.Groups, *g)
 		v.Connected += g.Connected
 		v.Instances += len(g.Instances)
 	}
-	slices.SortStableFunc(groups, func(a, b delegateGroup) int { return cmp.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)) })
-	v.Total = len(groups)
-	v.Pages = max(1, (len(groups)+groupsPerPage-1)/groupsPerPage)
-	v.Page = min(f.Page, v.Pages)
-	lo := (v.Page - 1) * groupsPerPage
-	v.Groups = groups[lo:min(lo+groupsPerPage, len(groups))]
-	// The actions the user may take, for the groups shown only.
-	for i := range v.Groups {
-		g := &v.Groups[i]
-		rs := resources[strings.ToLower(g.Name)]
-		g.CanApprove = g.Pending && s.may(access.DelegateEdit, rs...)
-		g.CanDelete = s.may(access.DelegateDelete, rs...)
+	if f.Page != "" {
+		v.FirstURL = "/delegates?" + f.query("")
 	}
-	if v.Page > 1 {
-		v.PrevURL = "/delegates?" + f.query(v.Page-1)
+	if list.Next != "" {
+		v.NextURL = "/delegates?" + f.query(list.Next)
 	}
-	if v.Page < v.Pages {
-		v.NextURL = "/delegates?" + f.query(v.Page+1)
-	}
-	v.EventsURL = "/delegates/events?" + f.query(v.Page)
+	v.EventsURL = "/delegates/events?" + f.query(f.Page)
 	return v, nil
-}
-
-func (g *delegateGroup) matches(f delegateFilter) bool {
-	switch f.Status {
-	case "connected":
-		if g.Connected == 0 {
-			return false
-		}
-	case "not_connected":
-		if g.Connected > 0 {
-			return false
-		}
-	case "pending":
-		if !g.Pending {
-			return false
-		}
-	}
-	if f.Q == "" {
-		return true
-	}
-	q := strings.ToLower(f.Q)
-	if strings.Contains(strings.ToLower(g.Name), q) {
-		return true
-	}
-	for _, in := range g.Instances {
-		if strings.Contains(strings.ToLower(in.Hostname), q) {
-			return true
-		}
-		for _, t := range in.Tags {
-			if strings.Contains(strings.ToLower(t), q) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func (u *UI) handleDelegates(w http.ResponseWriter, r *http.Request, s *user) {
@@ -236,8 +199,9 @@ func (u *UI) handleDelegates(w http.ResponseWriter, r *http.Request, s *user) {
 	u.render(w, r, s, http.StatusOK, "delegates", page{Title: "Delegates", Nav: "delegates", Data: v})
 }
 
-// handleDelegateEvents streams the Delegates page's list, rendered again
-// each time the manager says the account's delegates changed.
+// handleDelegateEvents streams the Delegates page's list: the page of the
+// stream's filter, rendered again when the manager says the account's
+// delegates changed, at most once per Config.DelegateUpdateEvery.
 func (u *UI) handleDelegateEvents(w http.ResponseWriter, r *http.Request, s *user) {
 	f := delegateFilterOf(r.URL.Query())
 	changes, stop := u.cfg.Backend.WatchDelegates(s.account)
@@ -261,7 +225,7 @@ func (u *UI) handleDelegateEvents(w http.ResponseWriter, r *http.Request, s *use
 		}
 		return ev.send("delegates", b.String()) == nil
 	}
-	u.follow(r, ev, changes, send)
+	u.followEvery(r, ev, changes, send, u.cfg.DelegateUpdateEvery)
 }
 
 // delegateActions are the POSTs of the Delegates page, each an API call.

@@ -67,10 +67,25 @@ func (e *events) comment() error { return e.write(": keep-alive\n\n") }
 // keeping an idle stream open with comments, until send says the stream
 // ends (false), the request is gone or the UI stops.
 func (u *UI) follow(r *http.Request, ev *events, changes <-chan struct{}, send func() bool) {
+	u.followEvery(r, ev, changes, send, 0)
+}
+
+// followEvery is follow with at most one send per gap: changes within it
+// are sent together at its end (0: each change at once).
+func (u *UI) followEvery(r *http.Request, ev *events, changes <-chan struct{}, send func() bool, gap time.Duration) {
 	// The state may have changed between the page and this stream.
 	if !send() {
 		return
 	}
+	last := time.Now()
+	// due fires at the end of the gap when a change waits for it.
+	var due <-chan time.Time
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	keepAlive := time.NewTicker(keepAliveEvery)
 	defer keepAlive.Stop()
 	for {
@@ -84,9 +99,24 @@ func (u *UI) follow(r *http.Request, ev *events, changes <-chan struct{}, send f
 				return
 			}
 		case <-changes:
+			if due != nil {
+				continue // sent at the end of the gap
+			}
+			if wait := gap - time.Since(last); wait > 0 {
+				timer = time.NewTimer(wait)
+				due = timer.C
+				continue
+			}
 			if !send() {
 				return
 			}
+			last = time.Now()
+		case <-due:
+			due = nil
+			if !send() {
+				return
+			}
+			last = time.Now()
 		}
 	}
 }

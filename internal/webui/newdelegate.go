@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/manifest"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -32,16 +33,29 @@ var delegateKinds = []delegateKind{
 type newDelegateForm struct {
 	Kind, Name, Tags, Org, Project, ManagerURL string
 	Region, ExecutionRole, Subnets             string
+	// TokenSecret names a Kubernetes Secret (kubernetes, helm) and
+	// TokenSecretARN a Secrets Manager secret (ecs, fargate) the spec
+	// reads the token from instead of holding it.
+	TokenSecret, TokenSecretARN string
 }
 
 type newDelegateView struct {
 	Kinds []delegateKind
 	Form  newDelegateForm
+	// PageURL is the URL the browser reached the manager at (the default
+	// of Form.ManagerURL).
+	PageURL string
 	// After a submission:
 	Spec      string
 	FileName  string
 	TokenName string
 	EventsURL string
+	// SecretCommand, when the token goes in a secret, puts it there (it
+	// holds the token's value).
+	SecretCommand string
+	// HintAfterMS is how long the page waits for the delegate before it
+	// shows what to check.
+	HintAfterMS int64
 }
 
 // pageURL is the scheme and host the browser reached the UI at: the
@@ -54,7 +68,7 @@ func pageURL(r *http.Request) string {
 }
 
 func (u *UI) handleNewDelegatePage(w http.ResponseWriter, r *http.Request, s *user) {
-	v := newDelegateView{Kinds: delegateKinds, Form: newDelegateForm{Kind: "kubernetes", ManagerURL: pageURL(r)}}
+	v := newDelegateView{Kinds: delegateKinds, Form: newDelegateForm{Kind: "kubernetes", ManagerURL: pageURL(r)}, PageURL: pageURL(r)}
 	p := page{Title: "New delegate", Nav: "new", Data: v}
 	if !s.policy.AllowsBelow(access.DelegateEdit, access.Account) {
 		p.Error = "You may not add delegates: that needs the permission delegate:edit (the role delegate-admin, for one) at some scope."
@@ -71,8 +85,9 @@ func (u *UI) handleNewDelegate(w http.ResponseWriter, r *http.Request, s *user) 
 	f := newDelegateForm{Kind: r.PostFormValue("kind"), Name: strings.TrimSpace(r.PostFormValue("name")),
 		Tags: r.PostFormValue("tags"), Org: strings.TrimSpace(r.PostFormValue("org")), Project: strings.TrimSpace(r.PostFormValue("project")),
 		ManagerURL: strings.TrimSpace(r.PostFormValue("manager_url")), Region: strings.TrimSpace(r.PostFormValue("region")),
-		ExecutionRole: strings.TrimSpace(r.PostFormValue("execution_role")), Subnets: r.PostFormValue("subnets")}
-	v := newDelegateView{Kinds: delegateKinds, Form: f}
+		ExecutionRole: strings.TrimSpace(r.PostFormValue("execution_role")), Subnets: r.PostFormValue("subnets"),
+		TokenSecret: strings.TrimSpace(r.PostFormValue("token_secret")), TokenSecretARN: strings.TrimSpace(r.PostFormValue("token_secret_arn"))}
+	v := newDelegateView{Kinds: delegateKinds, Form: f, PageURL: pageURL(r)}
 	fail := func(status int, msg string) {
 		u.render(w, r, s, status, "newdelegate", page{Title: "New delegate", Nav: "new", Error: msg, Data: v})
 	}
@@ -89,6 +104,16 @@ func (u *UI) handleNewDelegate(w http.ResponseWriter, r *http.Request, s *user) 
 		return
 	case f.ManagerURL == "":
 		f.ManagerURL = pageURL(r)
+		v.Form.ManagerURL = f.ManagerURL
+	}
+	// A secret field of another kind is left out (the form shows both).
+	switch f.Kind {
+	case "kubernetes", "helm":
+		f.TokenSecretARN = ""
+	case "ecs", "fargate":
+		f.TokenSecret = ""
+	default:
+		f.TokenSecret, f.TokenSecretARN = "", ""
 	}
 	req := protocol.ManifestRequest{Kind: f.Kind, Name: f.Name, Tags: splitList(f.Tags), Org: f.Org, Project: f.Project,
 		ManagerURL: f.ManagerURL, Region: f.Region, ExecutionRoleARN: f.ExecutionRole, Subnets: splitList(f.Subnets)}
@@ -104,7 +129,18 @@ func (u *UI) handleNewDelegate(w http.ResponseWriter, r *http.Request, s *user) 
 		fail(statusOf(err), apiMessage(err))
 		return
 	}
-	req.Token = tok.Value
+	switch {
+	case f.TokenSecret != "":
+		req.TokenSecret = f.TokenSecret
+		v.SecretCommand = "kubectl create namespace " + manifest.DefaultNamespace + " --dry-run=client -o yaml | kubectl apply -f -\n" +
+			"kubectl create secret generic " + f.TokenSecret + " --namespace " + manifest.DefaultNamespace +
+			" --from-literal=" + manifest.TokenKey + "=" + tok.Value
+	case f.TokenSecretARN != "":
+		req.TokenSecretARN = f.TokenSecretARN
+		v.SecretCommand = "aws secretsmanager put-secret-value --secret-id " + f.TokenSecretARN + " --secret-string " + tok.Value
+	default:
+		req.Token = tok.Value
+	}
 	spec, err := s.api.Manifest(r.Context(), req)
 	if err != nil {
 		// A spec the manager refuses (an ECS kind without a region...)
@@ -115,10 +151,10 @@ func (u *UI) handleNewDelegate(w http.ResponseWriter, r *http.Request, s *user) 
 		fail(statusOf(err), apiMessage(err))
 		return
 	}
-	v.Spec, v.TokenName = spec, tok.Name
+	v.Spec, v.TokenName, v.HintAfterMS = spec, tok.Name, u.cfg.NewDelegateHintAfter.Milliseconds()
 	v.FileName = map[string]string{"kubernetes": "delegate.yaml", "helm": "values.yaml", "docker": "delegate.sh",
 		"ecs": "task-definition.json", "fargate": "task-definition.json", "systemd": "install-delegate.sh"}[f.Kind]
-	v.EventsURL = "/delegates/events?" + delegateFilter{Q: f.Name}.query(1)
+	v.EventsURL = "/delegates/events?" + delegateFilter{Name: f.Name}.query("")
 	// The spec holds the token: never cached, never shown again.
 	u.render(w, r, s, http.StatusOK, "newdelegate", page{Title: "New delegate " + f.Name, Nav: "new", Data: v})
 }

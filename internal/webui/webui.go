@@ -78,9 +78,17 @@ type Config struct {
 	// heartbeat (the Delegates page says a connected one's heartbeat is
 	// within it).
 	Liveness time.Duration
-	Version  string
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// DelegateUpdateEvery is the least time between two renders of a
+	// Delegates page's live stream (default a second): changes within it
+	// are sent together.
+	DelegateUpdateEvery time.Duration
+	// NewDelegateHintAfter is how long the New delegate page waits for
+	// the delegate to register before it says what to check (default two
+	// minutes).
+	NewDelegateHintAfter time.Duration
+	Version              string
+	Logger               *slog.Logger
+	Now                  func() time.Time
 }
 
 // UI serves the web UI.
@@ -114,6 +122,12 @@ func New(cfg Config) *UI {
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = time.Minute
+	}
+	if cfg.DelegateUpdateEvery <= 0 {
+		cfg.DelegateUpdateEvery = time.Second
+	}
+	if cfg.NewDelegateHintAfter <= 0 {
+		cfg.NewDelegateHintAfter = 2 * time.Minute
 	}
 	u := &UI{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}}
 	for _, p := range []string{"signin", "signinlink", "delegates", "newdelegate", "delegate", "tasks", "task", "error",

@@ -184,16 +184,26 @@
           connected = true;
           setLive(wait, true, "Connected: " + name + " registered with the manager.");
           wait.setAttribute("data-connected", "true");
+          var hint = document.getElementById("wait-hint");
+          if (hint) hint.hidden = true;
           return;
         }
       }
     }).observe(list, { childList: true, subtree: true });
+    var after = parseInt(wait.getAttribute("data-hint-after"), 10);
     setTimeout(function () {
       if (connected) return;
-      setLive(wait, false, "Nothing yet from " + name + ". Check that the delegate started (its logs), that it reaches " +
-        wait.getAttribute("data-manager") + " (the manager URL in the spec), and that the token " +
-        wait.getAttribute("data-token") + " is not revoked (legate token list). This page keeps waiting.");
-    }, 120000);
+      waitHint(wait, name);
+    }, isNaN(after) ? 120000 : after);
+  }
+
+  // The New delegate page after a while without the delegate: the
+  // checks the server wrote under the status, shown.
+  function waitHint(wait, name) {
+    var hint = document.getElementById("wait-hint");
+    setLive(wait, false, "Nothing yet from " + name + ": see what to check below. This page keeps waiting.");
+    wait.setAttribute("data-hint", "shown");
+    if (hint) hint.hidden = false;
   }
 
   // Tasks: the first page is rendered again by the server after tasks
