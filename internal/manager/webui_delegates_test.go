@@ -138,14 +138,20 @@ func TestUIDelegatesPageFiltersAndPages(t *testing.T) {
 	}
 	b := newBrowserSignedIn(t, tm)
 	_, page := b.get("/delegates")
-	mustContain(t, "the first page", page, "50 delegates on this page", `data-delegate="alpha"`, `data-delegate="zz-45"`,
-		`href="/delegates?page=zz-45" rel="next"`)
-	if strings.Contains(page, `data-delegate="zz-46"`) || strings.Contains(page, `rel="first"`) {
+	// The instance that deregistered (omega) stays, Not connected.
+	mustContain(t, "the first page", page, "50 delegates on this page", `data-delegate="alpha"`, `data-delegate="omega"`, `data-delegate="zz-44"`,
+		`href="/delegates?page=zz-44" rel="next"`)
+	if strings.Contains(page, `data-delegate="zz-45"`) || strings.Contains(page, `rel="first"`) {
 		t.Errorf("the first page shows the next:\n%s", page)
 	}
-	_, page = b.get("/delegates?page=zz-45")
-	mustContain(t, "the next page", page, "9 delegates on this page", `data-delegate="zz-46"`, `data-delegate="zz-54"`,
-		`href="/delegates?" rel="first"`, `data-events="/delegates/events?page=zz-45"`)
+	_, omega, _ := strings.Cut(page, `data-delegate="omega"`)
+	omega, _, _ = strings.Cut(omega, "data-delegate=")
+	if !strings.Contains(omega, "state disconnected") || !strings.Contains(omega, "(stopped)") {
+		t.Errorf("the stopped omega is not shown Not connected:\n%s", page)
+	}
+	_, page = b.get("/delegates?page=zz-44")
+	mustContain(t, "the next page", page, "10 delegates on this page", `data-delegate="zz-45"`, `data-delegate="zz-54"`,
+		`href="/delegates?" rel="first"`, `data-events="/delegates/events?page=zz-44"`)
 	if strings.Contains(page, `rel="next"`) || strings.Contains(page, `data-delegate="alpha"`) {
 		t.Errorf("the last page:\n%s", page)
 	}

@@ -37,7 +37,9 @@ func delegateFilterOf(q url.Values) delegateFilter {
 
 // apiQuery is the API listing of the filter's page.
 func (f delegateFilter) apiQuery() protocol.DelegateQuery {
-	q := protocol.DelegateQuery{Limit: groupsPerPage, Page: f.Page, Name: f.Name, Tag: f.Tag}
+	// All: an instance that stopped stays on the page as Not connected
+	// (until it is pruned or its group deleted), as before paging.
+	q := protocol.DelegateQuery{Limit: groupsPerPage, Page: f.Page, Name: f.Name, Tag: f.Tag, All: true}
 	yes, no := true, false
 	switch f.Status {
 	case "connected":
