@@ -339,6 +339,35 @@ func (m *Manager) delegatePage(ctx context.Context, acct string, q protocol.Dele
 	return out, m.pageUpgradeView(ctx, acct, out.Delegates)
 }
 
+// delegateGroup is every instance of the delegate named name (case
+// ignored), stopped ones too, as the API shows them: it reads only that
+// group's rows, so describing a delegate costs the same with 10 or 10,000
+// delegates in the account.
+func (m *Manager) delegateGroup(ctx context.Context, acct, name string) ([]protocol.Delegate, error) {
+	tokenNames, err := m.tokenNames(ctx, acct)
+	if err != nil {
+		return nil, err
+	}
+	ins, err := m.st.ListInstancePage(ctx, store.InstanceQuery{AccountID: acct, Name: name, Deregistered: true})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(ins))
+	for i, in := range ins {
+		ids[i] = in.ID
+	}
+	results, err := m.st.ConfigurationResultsOf(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]protocol.Delegate, 0, len(ins))
+	for _, in := range ins {
+		out = append(out, m.instanceView(in, tokenNames, results))
+	}
+	sortDelegates(out)
+	return out, m.pageUpgradeView(ctx, acct, out)
+}
+
 // countNames counts the names of instances in name order.
 func countNames(ins []store.Instance) int {
 	n := 0

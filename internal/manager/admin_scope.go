@@ -385,7 +385,7 @@ func orNone(s string) string {
 
 func (m *Manager) handleDescribeDelegate(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
-	ds, err := m.delegateList(r.Context(), acct, true)
+	ds, err := m.delegateGroup(r.Context(), acct, name)
 	if err != nil {
 		storeError(w, err, "delegates")
 		return

@@ -103,6 +103,8 @@ func BenchmarkUIDelegatesPage10k(b *testing.B) {
 		{"name", "/delegates?name=up-12", "10 delegates, 0 of 100 instances connected (filtered)"},
 		// The worst case: a live filter nothing matches reads every row.
 		{"connected", "/delegates?status=connected", ">0 delegates, 0 of 0 instances connected (filtered)"},
+		// One delegate's page: its ten instances, whatever the account holds.
+		{"detail", "/delegates/group-512", "host-05129"},
 	} {
 		b.Run(p.name, func(b *testing.B) {
 			for range b.N {

@@ -18,6 +18,8 @@ type InstanceQuery struct {
 	Names int
 	// NameContains: names that contain it, ASCII case ignored.
 	NameContains string
+	// Name: that name only, ASCII case ignored (one delegate group).
+	Name string
 	// Tag: instances that have this tag.
 	Tag string
 	// Scopes: instances at or beneath one of them (nil: anywhere).
@@ -43,6 +45,10 @@ func (s *Store) ListInstancePage(ctx context.Context, q InstanceQuery) ([]Instan
 	if q.NameContains != "" {
 		where = append(where, `LOWER(name) LIKE ? ESCAPE '\'`)
 		args = append(args, "%"+likeEscape(strings.ToLower(q.NameContains))+"%")
+	}
+	if q.Name != "" {
+		where = append(where, `LOWER(name) = ?`)
+		args = append(args, strings.ToLower(q.Name))
 	}
 	if q.Tag != "" {
 		// Tags are stored as a JSON list: the tag's JSON string, quotes
