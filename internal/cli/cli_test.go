@@ -385,6 +385,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad expect status", []string{"task", "run", "--http-url", "http://x/", "--expect-status", "42"}, "--expect-status"},
 		{"bad status filter", []string{"task", "list", "--status", "done"}, `--status "done"`},
 		{"negative limit", []string{"task", "list", "--limit", "-1"}, "--limit"},
+		{"bad scope", []string{"task", "list", "--scope", "eng/"}, `--scope "eng/": use ORG or ORG/PROJECT`},
 		{"missing argument", []string{"task", "get"}, "accepts 1 arg"},
 		{"task project without org", []string{"task", "run", "--script", "x", "--project", "web"}, "--project web needs --org"},
 		{"capability without scheme", []string{"task", "run", "--script", "x", "--capability", "db.internal:5432"}, `--capability "db.internal:5432": want http://URL, https://URL, tcp://HOST:PORT or binary:NAME`},
@@ -561,6 +562,15 @@ func TestTaskGetListLogsCancel(t *testing.T) {
 	m.mu.Unlock()
 	if q != "limit=5&status=failed" {
 		t.Errorf("list query = %q", q)
+	}
+	if r = runCLI(t.Context(), m.env(), "", "task", "list", "--scope", "eng/web", "--delegate", "builder", "-o", "name"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	m.mu.Lock()
+	q = m.listQuery
+	m.mu.Unlock()
+	if q != "delegate=builder&limit=50&scope=eng%2Fweb" {
+		t.Errorf("list query with scope and delegate = %q", q)
 	}
 
 	r = runCLI(t.Context(), m.env(), "", "task", "logs", "t_1")

@@ -258,33 +258,39 @@ is told to stop it.`,
 
 func (a *app) taskListCmd() *cobra.Command {
 	var (
-		out    outputFlags
-		status string
-		limit  int
+		out outputFlags
+		q   client.TaskQuery
 	)
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List recent tasks",
-		Long: `List tasks, newest first, optionally only those in one status. -o wide adds
-the scope, selectors, attempts, the delegate's hostname and the error; -o
-name prints only the IDs.`,
+		Long: `List tasks, newest first, optionally only those in one status, of one
+scope (an org and its projects, or a project) or run by one delegate (its
+name or hostname). -o wide adds the scope, selectors, attempts, the
+delegate's hostname and the error; -o name prints only the IDs.`,
 		Example: `  legate task list
   legate task list --status failed --limit 10 -o wide
+  legate task list --scope eng/web --delegate builder
   legate task list --status queued -o name | xargs -n1 legate task cancel`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
-			if status != "" && !protocol.ValidStatus(status) {
-				return usagef("--status %q: want one of %s", status, allStatuses())
+			if q.Status != "" && !protocol.ValidStatus(q.Status) {
+				return usagef("--status %q: want one of %s", q.Status, allStatuses())
 			}
-			if limit < 0 {
-				return usagef("--limit %d: want 0 (the manager's default) or more", limit)
+			if q.Limit < 0 {
+				return usagef("--limit %d: want 0 (the manager's default) or more", q.Limit)
+			}
+			if q.Scope != "" {
+				if _, _, err := protocol.ParseScope(q.Scope); err != nil {
+					return usagef("--scope %q: %v", q.Scope, err)
+				}
 			}
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			list, err := c.ListTasks(cmd.Context(), status, limit)
+			list, err := c.ListTasksPage(cmd.Context(), q)
 			if err != nil {
 				return err
 			}
@@ -310,9 +316,11 @@ name prints only the IDs.`,
 		}),
 	}
 	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
-	cmd.Flags().StringVar(&status, "status", "", "only tasks in this status ("+allStatuses()+")")
+	cmd.Flags().StringVar(&q.Status, "status", "", "only tasks in this status ("+allStatuses()+")")
 	_ = cmd.RegisterFlagCompletionFunc("status", fixed(strings.Split(allStatuses(), ", ")...))
-	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many tasks (0 = the manager's default)")
+	cmd.Flags().StringVar(&q.Scope, "scope", "", "only tasks of this org (and its projects) or project: ORG or ORG/PROJECT")
+	cmd.Flags().StringVar(&q.Delegate, "delegate", "", "only tasks the delegate of this name or hostname ran or runs")
+	cmd.Flags().IntVar(&q.Limit, "limit", 50, "at most this many tasks (0 = the manager's default)")
 	return cmd
 }
 

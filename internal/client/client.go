@@ -714,7 +714,10 @@ type TaskQuery struct {
 	Status string
 	// Delegate is a delegate's name or hostname: the tasks it ran or runs.
 	Delegate string
-	Limit    int
+	// Scope is ORG or ORG/PROJECT: the tasks of that org (and its
+	// projects) or project.
+	Scope string
+	Limit int
 	// Page is the Next of the previous page.
 	Page string
 }
@@ -723,7 +726,7 @@ type TaskQuery struct {
 // set, is the Page of the next.
 func (c *Client) ListTasksPage(ctx context.Context, tq TaskQuery) (protocol.TaskList, error) {
 	q := url.Values{}
-	for k, s := range map[string]string{"status": tq.Status, "delegate": tq.Delegate, "page": tq.Page} {
+	for k, s := range map[string]string{"status": tq.Status, "delegate": tq.Delegate, protocol.QueryScope: tq.Scope, "page": tq.Page} {
 		if s != "" {
 			q.Set(k, s)
 		}

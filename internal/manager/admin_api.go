@@ -609,6 +609,14 @@ func (m *Manager) handleListTasks(w http.ResponseWriter, r *http.Request, acct s
 		f.Limit = n
 	}
 	f.Delegate = strings.TrimSpace(q.Get("delegate"))
+	if sc := q.Get(protocol.QueryScope); sc != "" {
+		org, project, err := protocol.ParseScope(sc)
+		if err != nil {
+			badRequest(w, "query parameter %s=%q: %v", protocol.QueryScope, sc, err)
+			return
+		}
+		f.Within = &store.ScopeFilter{Org: org, Project: project}
+	}
 	if page := q.Get("page"); page != "" {
 		// The cursor is the last task of the previous page.
 		last, err := m.st.GetTask(r.Context(), acct, page)

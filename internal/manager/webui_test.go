@@ -10,6 +10,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -809,5 +810,48 @@ func TestUIDelegatesShowUpgradeState(t *testing.T) {
 	}
 	if _, page := b.get("/delegates"); !strings.Contains(page, `<small class="upgrade">upgrade available</small>`) {
 		t.Errorf("after resuming, the group shows no upgrade available:\n%s", page)
+	}
+}
+
+// TestUITasksByScope: the Tasks page and the API keep the tasks of an org
+// (with its projects) or a project when asked, in the store, and refuse a
+// scope that is not ORG or ORG/PROJECT with the reason.
+func TestUITasksByScope(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	ctx := context.Background()
+	admin := tm.client(t, tm.admin.APIKey)
+	if _, err := admin.CreateOrg(ctx, "o1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CreateProject(ctx, "o1", "p1"); err != nil {
+		t.Fatal(err)
+	}
+	submit := func(org, project string) string {
+		t.Helper()
+		task, err := admin.SubmitTask(ctx, protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: "true"}, Org: org, Project: project})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return task.ID
+	}
+	inProject, atAccount := submit("o1", "p1"), submit("", "")
+	list, err := admin.ListTasksPage(ctx, client.TaskQuery{Scope: "o1"})
+	if err != nil || len(list.Tasks) != 1 || list.Tasks[0].ID != inProject {
+		t.Errorf("the API's tasks of o1: %+v, %v", list.Tasks, err)
+	}
+	b := newBrowserSignedIn(t, tm)
+	for query, want := range map[string][]string{"o1": {inProject}, "o1/p1": {inProject}, "o1/p2": nil, "": {inProject, atAccount}} {
+		_, page := b.get("/tasks?scope=" + url.QueryEscape(query))
+		for _, id := range []string{inProject, atAccount} {
+			if listed, wanted := strings.Contains(page, `href="/tasks/`+id+`"`), slices.Contains(want, id); listed != wanted {
+				t.Errorf("scope %q: task %s listed %v, want %v", query, id, listed, wanted)
+			}
+		}
+		if query != "" && !strings.Contains(page, `value="`+query+`"`) {
+			t.Errorf("scope %q: the form does not keep it", query)
+		}
+	}
+	if resp, page := b.get("/tasks?scope=o1%2F"); resp.StatusCode != 400 || !strings.Contains(page, "use ORG or ORG/PROJECT") {
+		t.Errorf("a bad scope: %d\n%s", resp.StatusCode, page)
 	}
 }

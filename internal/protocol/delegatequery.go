@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -141,13 +142,21 @@ func ParseDelegateQuery(v url.Values) (DelegateQuery, error) {
 		return q, fmt.Errorf("query parameter %s=%q: use %s, %s or %s", QueryApproval, q.Approval, ApprovalPending, ApprovalApproved, ApprovalRejected)
 	}
 	if s := v.Get(QueryScope); s != "" {
-		org, project, _ := strings.Cut(s, "/")
-		if !scopeName(org) || (project != "" || strings.HasSuffix(s, "/")) && !scopeName(project) {
-			return q, fmt.Errorf("query parameter %s=%q: use ORG or ORG/PROJECT", QueryScope, s)
+		if q.Org, q.Project, err = ParseScope(s); err != nil {
+			return q, fmt.Errorf("query parameter %s=%q: %w", QueryScope, s, err)
 		}
-		q.Org, q.Project = org, project
 	}
 	return q, nil
+}
+
+// ParseScope reads a scope written ORG or ORG/PROJECT (the scope= query
+// parameter of listings).
+func ParseScope(s string) (org, project string, err error) {
+	org, project, _ = strings.Cut(s, "/")
+	if !scopeName(org) || (project != "" || strings.HasSuffix(s, "/")) && !scopeName(project) {
+		return "", "", errors.New("use ORG or ORG/PROJECT")
+	}
+	return org, project, nil
 }
 
 // scopeName reports whether s may name an org or a project (1-63

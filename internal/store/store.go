@@ -561,6 +561,14 @@ func (s *Store) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 		where = append(where, w)
 		args = append(args, a...)
 	}
+	if f.Within != nil {
+		where = append(where, "org = ?")
+		args = append(args, f.Within.Org)
+		if f.Within.Project != "" {
+			where = append(where, "project = ?")
+			args = append(args, f.Within.Project)
+		}
+	}
 	if f.Delegate != "" {
 		d := strings.ToLower(f.Delegate)
 		where = append(where, "(LOWER(delegate_name) = ? OR LOWER(delegate_hostname) = ?)")

@@ -244,6 +244,10 @@ type TaskFilter struct {
 	// Delegate, when set, keeps the tasks the delegate of that name or
 	// hostname (compared without case) ran or runs. Since issue 17.
 	Delegate string
+	// Within, when not nil, keeps the tasks of that org (and its
+	// projects) or of that project: a filter the caller asks for, on top
+	// of Scopes (what it may view).
+	Within *ScopeFilter
 	// Before, when not nil, keeps the tasks older than it in the
 	// listing's order (created_at, then ID, both descending): the cursor
 	// of the next page.

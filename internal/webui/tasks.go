@@ -32,12 +32,15 @@ type taskFilter struct {
 	Status   string
 	Selector string
 	Delegate string
+	// Scope is ORG or ORG/PROJECT (the API checks it).
+	Scope string
 	// Page is the cursor: the last task of the previous page.
 	Page string
 }
 
 func taskFilterOf(q url.Values) taskFilter {
-	f := taskFilter{Status: q.Get("status"), Selector: strings.TrimSpace(q.Get("selector")), Delegate: strings.TrimSpace(q.Get("delegate")), Page: q.Get("page")}
+	f := taskFilter{Status: q.Get("status"), Selector: strings.TrimSpace(q.Get("selector")), Delegate: strings.TrimSpace(q.Get("delegate")),
+		Scope: strings.TrimSpace(q.Get("scope")), Page: q.Get("page")}
 	if !protocol.ValidStatus(f.Status) {
 		f.Status = ""
 	}
@@ -46,7 +49,7 @@ func taskFilterOf(q url.Values) taskFilter {
 
 func (f taskFilter) query() string {
 	v := url.Values{}
-	for k, s := range map[string]string{"status": f.Status, "selector": f.Selector, "delegate": f.Delegate, "page": f.Page} {
+	for k, s := range map[string]string{"status": f.Status, "selector": f.Selector, "delegate": f.Delegate, "scope": f.Scope, "page": f.Page} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -119,7 +122,7 @@ func (u *UI) tasksView(ctx context.Context, s *user, f taskFilter) (tasksView, e
 	}
 	cursor, next := f.Page, ""
 	for scanned := 0; ; {
-		list, err := s.api.ListTasksPage(ctx, client.TaskQuery{Status: f.Status, Delegate: f.Delegate, Limit: limit, Page: cursor})
+		list, err := s.api.ListTasksPage(ctx, client.TaskQuery{Status: f.Status, Delegate: f.Delegate, Scope: f.Scope, Limit: limit, Page: cursor})
 		if err != nil {
 			return v, err
 		}
