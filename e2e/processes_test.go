@@ -95,10 +95,12 @@ func waitNoMarked(t *testing.T, m string) {
 var spawnKinds = []string{"bg", "setsid", "daemon", "noterm"}
 
 // spawnScript starts one process of each kind, waits until all run,
-// prints "ready", then runs end.
+// prints "ready", then runs end. ready reads each process's argv[0] with
+// bash's own read: a fork per process made a pass over /proc take seconds
+// on a loaded machine.
 func spawnScript(m, end string) string {
 	return fmt.Sprintf(`M=%s
-ready() { for p in /proc/[0-9]*; do case "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" in "$M-$1 "*) return 0;; esac; done; return 1; }
+ready() { for p in /proc/[0-9]*; do a0=; read -r -d '' a0 2>/dev/null <"$p/cmdline"; [ "$a0" = "$M-$1" ] && return 0; done; return 1; }
 ( exec -a $M-bg sleep 300 ) &
 setsid bash -c "exec -a $M-setsid sleep 300" &
 ( setsid bash -c "exec -a $M-daemon sleep 300" </dev/null >/dev/null 2>&1 & )
@@ -166,7 +168,7 @@ func TestTaskProcessesEndWithTheirTask(t *testing.T) {
 	}{
 		{name: "success", end: "exit 0", status: protocol.StatusSucceeded},
 		{name: "failure", end: "exit 3", status: protocol.StatusFailed},
-		{name: "timeout", end: "exec -a $M-end sleep 300", timeout: 8 * time.Second, status: protocol.StatusTimedOut},
+		{name: "timeout", end: "exec -a $M-end sleep 300", timeout: 15 * time.Second, status: protocol.StatusTimedOut},
 		{name: "cancel", end: "exec -a $M-end sleep 300", cancel: true, status: protocol.StatusCancelled},
 	}
 	for _, mode := range isolationModes(t) {

@@ -265,7 +265,11 @@ func TestMasterKeyFileAndRotation(t *testing.T) {
 		t.Fatalf("after rotate-key the key file holds %v; output:\n%s", ids, out)
 	}
 	keyB := ids[0]
-	c.startManagerEnv(addr, nil)
+	// The queued task waits for a delegate that starts only now; a task
+	// that no connected delegate could run is ended after one liveness
+	// window (3 heartbeats): 1.5 s at the tests' 500 ms was less than a
+	// delegate's start on a loaded machine. 5 s heartbeats give it 15 s.
+	c.startManagerEnv(addr, nil, "--heartbeat-interval", "5s")
 	c.waitConnected("rot-host", "")
 	c.delegate("later", "later-host", c.seed004Env(tok, "later", "later")...)
 	c.waitSucceeded(laterID, hashOf(later))

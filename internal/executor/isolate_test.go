@@ -83,7 +83,10 @@ func assertNoMarked(t *testing.T, m string) {
 func spawnScript(m string, kinds []string, end string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "M=%s\n", m)
-	b.WriteString(`ready() { for p in /proc/[0-9]*; do case "$(tr '\0' ' ' < $p/cmdline 2>/dev/null)" in "$M-$1 "*) return 0;; esac; done; return 1; }` + "\n")
+	// ready looks for a process whose argv[0] is $M-KIND with bash's own
+	// read (a fork per process, as tr was, made one pass over /proc take
+	// seconds on a loaded machine: longer than the timeout case's limit).
+	b.WriteString(`ready() { for p in /proc/[0-9]*; do a0=; read -r -d '' a0 2>/dev/null <"$p/cmdline"; [ "$a0" = "$M-$1" ] && return 0; done; return 1; }` + "\n")
 	for _, k := range kinds {
 		switch k {
 		case "bg":
@@ -137,7 +140,7 @@ func TestIsolationEndsEveryProcess(t *testing.T) {
 	}{
 		{name: "success", end: "exit 0", status: protocol.StatusSucceeded},
 		{name: "failure", end: "exit 3", status: protocol.StatusFailed},
-		{name: "timeout", end: "exec -a $M-end sleep 300", timeout: 5 * time.Second, status: protocol.StatusTimedOut},
+		{name: "timeout", end: "exec -a $M-end sleep 300", timeout: 10 * time.Second, status: protocol.StatusTimedOut},
 		{name: "cancel", end: "exec -a $M-end sleep 300", cancel: true, status: protocol.StatusCancelled},
 	}
 	for _, mode := range []Isolation{IsolationCgroup, IsolationTree} {
