@@ -127,6 +127,8 @@ type Agent struct {
 	hbSeq    atomic.Int64
 	wsMu     sync.Mutex
 	ws       wsSender // nil when the WebSocket is down
+	// calls waits for the acknowledgements of numbered WebSocket frames.
+	calls wsCalls
 	conn     connState
 	regMu    sync.Mutex
 	regGen   atomic.Int64
@@ -695,6 +697,8 @@ func (a *Agent) handleEvent(ctx context.Context, ev protocol.Event) {
 	case protocol.EventHeartbeatAck:
 		a.metrics.heartbeatAcked()
 		a.abort(ev.Abort)
+	case protocol.EventAck:
+		a.calls.deliver(ev)
 	case protocol.EventTokenRevoked:
 		a.fail(fmt.Errorf("the delegate token was revoked (%s); create a new token and restart the delegate", ev.Reason))
 	case protocol.EventReconnect:

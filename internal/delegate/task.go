@@ -210,7 +210,7 @@ func (a *Agent) execute(ctx context.Context, log logger, id string, acq protocol
 func (a *Agent) reportStarted(ctx context.Context, log logger, id string, epoch int64) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := a.client().Started(ctx, id, protocol.StartedRequest{Epoch: epoch}); err != nil {
+	if err := a.reportStartedOnce(ctx, id, protocol.StartedRequest{Epoch: epoch}); err != nil {
 		log.Debug("report started", "err", err)
 	}
 }
@@ -327,7 +327,7 @@ func (a *Agent) deliverResult(log logger, id string, res protocol.ResultRequest)
 	for {
 		gen := a.regGen.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		_, err := a.client().Result(ctx, id, res)
+		err := a.sendResult(ctx, id, res)
 		cancel()
 		if err == nil {
 			a.spool.remove(id)

@@ -22,15 +22,44 @@ const wsReportTimeout = 15 * time.Second
 // wsReports runs the numbered frames (started, result, acquire) of one
 // WebSocket, each in its own goroutine, at most wsReportSlots at once, so
 // that a slow store write never holds up the connection's reader (and the
-// heartbeats and acknowledgements behind it). A delegate waits for the
-// acknowledgement of a task's started frame before it sends its result,
-// so frames of one task are applied in order.
+// heartbeats and acknowledgements behind it). Frames about one task are
+// applied in the order they were read (a task's started before its
+// result), frames about different tasks at the same time.
 type wsReports struct {
 	slots chan struct{}
 	wg    sync.WaitGroup
+
+	mu sync.Mutex
+	// last holds, per task, a channel closed when the last frame read
+	// about it has been worked on.
+	last map[string]chan struct{}
 }
 
-func newWSReports() *wsReports { return &wsReports{slots: make(chan struct{}, wsReportSlots)} }
+func newWSReports() *wsReports {
+	return &wsReports{slots: make(chan struct{}, wsReportSlots), last: map[string]chan struct{}{}}
+}
+
+// queue puts a frame about task id (none: "") behind the frames read
+// about it before; the frame's work waits on prev (nil: nothing to wait
+// for) and calls done when it ends.
+func (r *wsReports) queue(id string) (prev <-chan struct{}, done func()) {
+	if id == "" {
+		return nil, func() {}
+	}
+	mine := make(chan struct{})
+	r.mu.Lock()
+	prev = r.last[id]
+	r.last[id] = mine
+	r.mu.Unlock()
+	return prev, func() {
+		close(mine)
+		r.mu.Lock()
+		if r.last[id] == mine {
+			delete(r.last, id)
+		}
+		r.mu.Unlock()
+	}
+}
 
 // frame checks a numbered frame and has it worked on; its acknowledgement
 // is queued for the connection's writer.
@@ -52,9 +81,14 @@ func (m *Manager) frame(ctx context.Context, d *live, f protocol.Frame, reports 
 		d.push(ack)
 		return
 	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wsReportTimeout)
+	prev, done := reports.queue(f.TaskID)
 	reports.wg.Go(func() {
 		defer func() { <-reports.slots }()
+		defer done()
+		if prev != nil {
+			<-prev
+		}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wsReportTimeout)
 		defer cancel()
 		d.push(m.answerFrame(wctx, d, f))
 	})
