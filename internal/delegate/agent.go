@@ -123,12 +123,12 @@ type Agent struct {
 	deferred map[string][]string
 	draining bool
 
-	session  atomic.Value // string: the current session credential
-	hbSeq    atomic.Int64
-	wsMu     sync.Mutex
-	ws       wsSender // nil when the WebSocket is down
+	session atomic.Value // string: the current session credential
+	hbSeq   atomic.Int64
+	wsMu    sync.Mutex
+	ws      wsSender // nil when the WebSocket is down
 	// calls waits for the acknowledgements of numbered WebSocket frames.
-	calls wsCalls
+	calls    wsCalls
 	conn     connState
 	regMu    sync.Mutex
 	regGen   atomic.Int64
