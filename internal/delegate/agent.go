@@ -128,7 +128,9 @@ type Agent struct {
 	wsMu    sync.Mutex
 	ws      wsSender // nil when the WebSocket is down
 	// calls waits for the acknowledgements of numbered WebSocket frames.
-	calls    wsCalls
+	calls wsCalls
+	// claims gathers claims into acquire frames.
+	claims   acquireBatch
 	conn     connState
 	regMu    sync.Mutex
 	regGen   atomic.Int64

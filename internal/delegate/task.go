@@ -293,6 +293,9 @@ func envLookup(environ []string) func(string) string {
 // (a transport error, not a refusal): the manager answers a repeated claim
 // by the holder with the same lease, so the task runs exactly once.
 func (a *Agent) acquire(ctx context.Context, id string) (protocol.AcquireResponse, error) {
+	if acq, err := a.acquireWS(ctx, id); !errors.Is(err, errNoWSReport) {
+		return acq, err
+	}
 	b := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {

@@ -122,3 +122,99 @@ func (a *Agent) sendResult(ctx context.Context, id string, res protocol.ResultRe
 	_, err = a.client().Result(ctx, id, res)
 	return err
 }
+
+// acquireBatch gathers the claims of offers that arrive while a claim is
+// on its way into one acquire frame: the first claim leads (sends a frame
+// of everything waiting, at most protocol.MaxAcquireBatch), and hands the
+// lead to the first claim that queued meanwhile. No goroutine of its own.
+type acquireBatch struct {
+	mu      sync.Mutex
+	sending bool
+	queue   []*claimWait
+}
+
+type claimWait struct {
+	id   string
+	done chan claimOutcome // cap 1
+}
+
+type claimOutcome struct {
+	lead bool // send the next frame (the claim is at the queue's head)
+	resp protocol.AcquireResponse
+	err  error
+}
+
+// acquireWS claims a task over the WebSocket, in one frame with the other
+// claims waiting; errNoWSReport when the HTTP call must be made.
+func (a *Agent) acquireWS(ctx context.Context, id string) (protocol.AcquireResponse, error) {
+	a.wsMu.Lock()
+	ws := a.ws
+	a.wsMu.Unlock()
+	if ws == nil || !ws.reports() {
+		return protocol.AcquireResponse{}, errNoWSReport
+	}
+	b := &a.claims
+	w := &claimWait{id: id, done: make(chan claimOutcome, 1)}
+	b.mu.Lock()
+	b.queue = append(b.queue, w)
+	lead := !b.sending
+	b.sending = true
+	b.mu.Unlock()
+	if !lead {
+		// The leader answers every claim it sends, and hands the lead to
+		// the head of the queue when it is done: this wait ends.
+		o := <-w.done
+		if !o.lead {
+			return o.resp, o.err
+		}
+	}
+	b.mu.Lock()
+	n := min(len(b.queue), protocol.MaxAcquireBatch)
+	batch := append([]*claimWait(nil), b.queue[:n]...)
+	b.queue = b.queue[n:]
+	b.mu.Unlock()
+	ids := make([]string, len(batch))
+	for i, c := range batch {
+		ids[i] = c.id
+	}
+	ack, err := a.wsCall(ctx, protocol.Frame{Kind: protocol.FrameAcquire, TaskIDs: ids})
+	var mine claimOutcome
+	for i, c := range batch {
+		o := claimOutcome{err: err}
+		if err == nil {
+			o = claimOutcomeOf(ack.Acquired, i, c.id)
+		}
+		if c == w {
+			mine = o
+			continue
+		}
+		c.done <- o
+	}
+	b.mu.Lock()
+	if len(b.queue) == 0 {
+		b.sending = false
+	} else {
+		b.queue[0].done <- claimOutcome{lead: true}
+	}
+	b.mu.Unlock()
+	return mine.resp, mine.err
+}
+
+// claimOutcomeOf is the answer to the i-th claim of an acquire frame;
+// a missing answer, or a recoverable refusal, sends the claim over HTTP.
+func claimOutcomeOf(answers []protocol.AcquireAnswer, i int, id string) claimOutcome {
+	if i >= len(answers) || answers[i].TaskID != id {
+		return claimOutcome{err: errNoWSReport}
+	}
+	an := answers[i]
+	switch {
+	case an.Error != nil && an.Error.Code.Recoverable():
+		return claimOutcome{err: errNoWSReport}
+	case an.Error != nil:
+		e := *an.Error
+		return claimOutcome{err: &e}
+	case an.Acquired == nil:
+		return claimOutcome{err: errNoWSReport}
+	}
+	return claimOutcome{resp: *an.Acquired}
+}
