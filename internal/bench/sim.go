@@ -584,34 +584,68 @@ func (s *swarm) claimQueued(ctx context.Context, d *sim) {
 	}
 }
 
-// report reports acquired tasks started and succeeded over the WebSocket:
-// every frame at once (the manager applies a task's started before its
-// result), then their acks.
+// report reports acquired tasks started, then succeeded, over the
+// WebSocket, as the real delegate does: the result frames after the
+// started frames were acknowledged. A frame the manager refuses with a
+// recoverable error, or leaves unanswered, is made as the HTTP call.
 func (s *swarm) report(ctx context.Context, d *sim, got []protocol.AcquireResponse) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	zero := 0
-	frames := make([]protocol.Frame, 0, 2*len(got))
-	for _, acq := range got {
-		frames = append(frames, protocol.Frame{Kind: protocol.FrameStarted, TaskID: acq.TaskID, Started: &protocol.StartedRequest{Epoch: acq.Epoch}},
-			protocol.Frame{Kind: protocol.FrameResult, TaskID: acq.TaskID,
-				Result: &protocol.ResultRequest{Epoch: acq.Epoch, Status: protocol.StatusSucceeded, ExitCode: &zero}})
+	defer func() {
+		for _, acq := range got {
+			s.unbusy(d, acq.TaskID)
+		}
+	}()
+	frames := make([]protocol.Frame, len(got))
+	for i, acq := range got {
+		frames[i] = protocol.Frame{Kind: protocol.FrameStarted, TaskID: acq.TaskID, Started: &protocol.StartedRequest{Epoch: acq.Epoch}}
 	}
 	acks, err := s.call(cctx, d, frames)
+	ok := got[:0:0]
 	for i, acq := range got {
-		switch {
-		case err != nil:
-			s.fail(ctx, "report", offer{d: d, taskID: acq.TaskID}, err)
-		case acks[2*i].Error != nil:
-			s.fail(ctx, "report started", offer{d: d, taskID: acq.TaskID}, acks[2*i].Error)
-		case acks[2*i+1].Error != nil || acks[2*i+1].Task == nil:
-			s.fail(ctx, "report result", offer{d: d, taskID: acq.TaskID}, fmt.Errorf("ack %+v", acks[2*i+1]))
-		default:
-			if s.onResult != nil {
-				s.onResult(*acks[2*i+1].Task)
-			}
+		if err == nil && acks[i].Error == nil {
+			ok = append(ok, acq)
+			continue
 		}
-		s.unbusy(d, acq.TaskID)
+		if err == nil && !acks[i].Error.Code.Recoverable() {
+			s.fail(ctx, "report started", offer{d: d, taskID: acq.TaskID}, acks[i].Error)
+			continue
+		}
+		if err := d.c.Started(cctx, acq.TaskID, protocol.StartedRequest{Epoch: acq.Epoch}); err != nil {
+			s.fail(ctx, "report started", offer{d: d, taskID: acq.TaskID}, err)
+			continue
+		}
+		ok = append(ok, acq)
+	}
+	zero := 0
+	frames = frames[:0]
+	for _, acq := range ok {
+		frames = append(frames, protocol.Frame{Kind: protocol.FrameResult, TaskID: acq.TaskID,
+			Result: &protocol.ResultRequest{Epoch: acq.Epoch, Status: protocol.StatusSucceeded, ExitCode: &zero}})
+	}
+	if len(frames) == 0 {
+		return
+	}
+	acks, err = s.call(cctx, d, frames)
+	for i, acq := range ok {
+		var t *protocol.Task
+		switch {
+		case err == nil && acks[i].Error == nil:
+			t = acks[i].Task
+		case err == nil && !acks[i].Error.Code.Recoverable():
+			s.fail(ctx, "report result", offer{d: d, taskID: acq.TaskID}, acks[i].Error)
+			continue
+		default:
+			task, err := d.c.Result(cctx, acq.TaskID, *frames[i].Result)
+			if err != nil {
+				s.fail(ctx, "report result", offer{d: d, taskID: acq.TaskID}, err)
+				continue
+			}
+			t = &task
+		}
+		if t != nil && s.onResult != nil {
+			s.onResult(*t)
+		}
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 // wsReportSlots bounds the numbered frames of one WebSocket being worked
 // on at once; a frame beyond it is refused (CodeUnavailable) and the
 // delegate makes the HTTP call instead.
-const wsReportSlots = 32
+const wsReportSlots = 256
 
 // wsReportTimeout bounds the work of one numbered frame. The work is not
 // cut short when the connection closes (the delegate may already have
