@@ -3,8 +3,13 @@ package e2e
 import (
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +131,41 @@ func TestDelegateHTTPReports(t *testing.T) {
 	for _, kind := range []string{protocol.FrameAcquire, protocol.FrameStarted, protocol.FrameResult} {
 		for _, outcome := range []string{"acked", "http"} {
 			if got := wsReports(t, murl, "httprep", kind, outcome); got != 0 {
+				t.Errorf("%s reports over the WebSocket (%s) = %v, want none", kind, outcome, got)
+			}
+		}
+	}
+}
+
+// TestDelegateOfOlderManager: the WebSocket's upgrade answer names
+// protocol 4 (a manager of an earlier release, as a proxy makes it look
+// here): the delegate sends it no frame it would not know, and claims and
+// reports over HTTP.
+func TestDelegateOfOlderManager(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	u, err := url.Parse(c.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1
+	rp.ModifyResponse = func(r *http.Response) error {
+		r.Header.Set(protocol.HeaderProtocolVersion, strconv.Itoa(protocol.WSReportsVersion-1))
+		return nil
+	}
+	srv := httptest.NewServer(rp)
+	t.Cleanup(srv.Close)
+	murl := c.reportsDelegate(t, "oldmgr", "oldmgr-host", srv.URL)
+	for i := range 3 {
+		task, r := c.runJSON("--selector", "oldmgr", "--script", fmt.Sprintf("echo old-%d", i))
+		if task.Status != protocol.StatusSucceeded || task.StartedAt == nil || !strings.Contains(r.stdout, fmt.Sprintf("old-%d", i)) {
+			t.Fatalf("task %d: %+v\n%s\n%s", i, task, r.stdout, r.stderr)
+		}
+	}
+	for _, kind := range []string{protocol.FrameAcquire, protocol.FrameStarted, protocol.FrameResult} {
+		for _, outcome := range []string{"acked", "http"} {
+			if got := wsReports(t, murl, "oldmgr", kind, outcome); got != 0 {
 				t.Errorf("%s reports over the WebSocket (%s) = %v, want none", kind, outcome, got)
 			}
 		}
