@@ -135,16 +135,23 @@ func (m *Manager) answerFrame(ctx context.Context, d *live, f protocol.Frame) pr
 			ack.Task = &t
 		}
 	case protocol.FrameAcquire:
+		// Each claim is fenced and accounted on its own; made at once,
+		// they share the store's write transactions (group commit).
 		ack.Acquired = make([]protocol.AcquireAnswer, len(f.TaskIDs))
+		var claims sync.WaitGroup
 		for i, id := range f.TaskIDs {
-			ack.Acquired[i].TaskID = id
-			resp, aerr := m.acquire(ctx, d, id)
-			if aerr != nil {
-				ack.Acquired[i].Error = aerr.wire()
-				continue
-			}
-			ack.Acquired[i].Acquired = &resp
+			claims.Go(func() {
+				an := &ack.Acquired[i]
+				an.TaskID = id
+				resp, aerr := m.acquire(ctx, d, id)
+				if aerr != nil {
+					an.Error = aerr.wire()
+					return
+				}
+				an.Acquired = &resp
+			})
 		}
+		claims.Wait()
 	}
 	return ack
 }
