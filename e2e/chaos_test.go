@@ -1319,6 +1319,10 @@ func TestChaosAcquireAnswerLost(t *testing.T) {
 					env[i] = "MANAGER_HOST_AND_PORT=" + proxy.url
 				}
 			}
+			// The proxy drops HTTP acquire answers: the delegate claims
+			// over HTTP (its fallback when an acquire frame goes
+			// unanswered; DELEGATE_HTTP_REPORTS=true makes it the rule).
+			env = append(env, "DELEGATE_HTTP_REPORTS=true")
 			pa := c.delegate(group, group+"-a", env...)
 			proxy.arm(tc.lose)
 			id := c.submit("--selector", group, "--retries", strconv.Itoa(tc.retries), "--queue-timeout", "60s", "--script", "echo ran on $DELEGATE_HOSTNAME")
@@ -1342,7 +1346,7 @@ func TestChaosAcquireAnswerLost(t *testing.T) {
 			})
 			claimed := c.task(id)
 			t.Logf("after the lost answers: %s", fmtTask(claimed))
-			c.delegate(group, group+"-b", c.seed004Env(tok, group, "")...)
+			c.delegate(group, group+"-b", append(c.seed004Env(tok, group, ""), "DELEGATE_HTTP_REPORTS=true")...)
 
 			// Ten lease periods (1.5 s each) is plenty.
 			deadline := time.Now().Add(15 * time.Second)

@@ -88,6 +88,7 @@ draws them from saved summary lines, e.g. several throughput lines.`,
 	f.DurationVar(&cfg.Window, "window", 0, "swarm, scaling: how long manager CPU is measured per step (default 3 heartbeats)")
 	f.IntVar(&cfg.SourceIPs, "source-ips", 0, "spread simulated delegates' connections over 127.0.0.1..N (default 4)")
 	f.IntVar(&cfg.Workers, "workers", 0, "goroutines that acquire and report offered tasks for the swarm (default 64)")
+	f.BoolVar(&cfg.HTTPReports, "http-reports", false, "simulated delegates acquire and report started and results over HTTP, as before protocol 5, not on the WebSocket")
 	f.IntVar(&cfg.Connect, "connect", 0, "registrations at once while a swarm grows (default 32)")
 	f.DurationVar(&cfg.Settle, "settle", 0, "footprint: idle time before the idle RSS is read (default 3s)")
 	f.IntVar(&cfg.BusyTasks, "busy-tasks", 0, "footprint: tasks run at once for the busy RSS (default 10)")

@@ -98,6 +98,9 @@ type Config struct {
 	SourceIPs int
 	// Workers bound the goroutines that acquire and report offered tasks.
 	Workers int
+	// HTTPReports makes the simulated delegates acquire and report over
+	// HTTP even when the manager takes frames on the WebSocket.
+	HTTPReports bool
 	// Connect bounds concurrent registrations while a swarm grows.
 	Connect int
 

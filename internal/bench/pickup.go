@@ -82,7 +82,7 @@ func (r *runner) pickupRun(ctx context.Context, run int, s series, health *swarm
 	}
 	defer done()
 	res := newResults()
-	sw := newSwarm(ctx, r.log, m, tok, c.Workers, c.SourceIPs, res.deliver)
+	sw := newSwarm(ctx, r.log, m, tok, c.Workers, c.SourceIPs, c.HTTPReports, res.deliver)
 	defer sw.close()
 	if c.QueuedOther > 0 {
 		if err := sw.grow(ctx, holderSpec(), 0, 1, 1); err != nil {

@@ -60,9 +60,20 @@ type sim struct {
 	// busy holds the tasks this delegate is acquiring or reporting: a
 	// repeated offer of one of them is ignored, as the real delegate does.
 	busy map[string]bool
+	// reports: the manager takes acquire, started and result frames on
+	// the WebSocket (protocol.WSReportsVersion); the delegate claims its
+	// offers in acquire frames, one frame in flight at a time (offerQ
+	// gathers the offers that arrive meanwhile), and reports over the
+	// WebSocket. Otherwise it makes the HTTP calls.
+	reports   bool
+	offerQ    []string
+	acquiring bool
+	nextReq   int64
+	calls     map[int64]chan protocol.Event
 }
 
-// offer is a task announced to a simulated delegate.
+// offer is a task announced to a simulated delegate (with reports, the
+// delegate's offerQ holds the tasks and taskID is empty).
 type offer struct {
 	d      *sim
 	taskID string
@@ -78,6 +89,9 @@ type swarm struct {
 	offers              chan offer
 	// onResult is called with the manager's answer to each result report.
 	onResult func(protocol.Task)
+	// httpReports: acquire and report over HTTP even when the manager
+	// takes them on the WebSocket (the protocol before version 5).
+	httpReports bool
 
 	mu     sync.Mutex
 	shards [][]*sim // heartbeat scheduling shards
@@ -91,18 +105,34 @@ type swarm struct {
 	hbSent, hbAcked, hbFailed                 atomic.Int64
 	offered, repeated, acquired, lost, failed atomic.Int64
 	drops                                     atomic.Int64
+	// httpCalls counts the delegates' HTTP requests (WebSocket upgrades
+	// included).
+	httpCalls atomic.Int64
+}
+
+// countingTransport counts the requests it carries.
+type countingTransport struct {
+	next http.RoundTripper
+	n    *atomic.Int64
+}
+
+func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.n.Add(1)
+	return t.next.RoundTrip(r)
 }
 
 const hbShards = 8
 
 // newSwarm starts the swarm's workers and heartbeat schedulers. Stop it
 // with close.
-func newSwarm(ctx context.Context, log *slog.Logger, m *manager, token string, workers, sourceIPs int, onResult func(protocol.Task)) *swarm {
-	s := &swarm{url: m.url, account: m.account, token: token, log: log, onResult: onResult,
+func newSwarm(ctx context.Context, log *slog.Logger, m *manager, token string, workers, sourceIPs int, httpReports bool, onResult func(protocol.Task)) *swarm {
+	s := &swarm{url: m.url, account: m.account, token: token, log: log, onResult: onResult, httpReports: httpReports,
 		offers: make(chan offer, 8192), shards: make([][]*sim, hbShards)}
 	ctx, s.cancel = context.WithCancel(ctx)
 	for i := 0; i < sourceIPs; i++ {
-		s.clients = append(s.clients, sourceClient(i))
+		c := sourceClient(i)
+		c.Transport = countingTransport{next: c.Transport, n: &s.httpCalls}
+		s.clients = append(s.clients, c)
 	}
 	for i := 0; i < workers; i++ {
 		s.wg.Add(1)
@@ -218,7 +248,8 @@ func (s *swarm) connect(ctx context.Context, spec simSpec, i int) (err error) {
 	if err != nil {
 		return err
 	}
-	d := &sim{spec: spec, hostname: fmt.Sprintf("%s-%05d", spec.name, i), c: c, hc: hc, busy: map[string]bool{}}
+	d := &sim{spec: spec, hostname: fmt.Sprintf("%s-%05d", spec.name, i), c: c, hc: hc, busy: map[string]bool{},
+		calls: map[int64]chan protocol.Event{}}
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	reg, err := c.Register(rctx, protocol.RegisterRequest{AccountID: s.account, Token: s.token, Name: spec.name,
 		Hostname: d.hostname, IP: "127.0.0.1", Tags: spec.tags, Version: "bench", Type: "SHELL", FreshStart: true})
@@ -280,13 +311,15 @@ func (s *swarm) dial(ctx context.Context, d *sim, session string) error {
 	h.Set(protocol.HeaderProtocolVersion, strconv.Itoa(protocol.Version))
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(dctx, wsURL(s.url), &websocket.DialOptions{HTTPClient: d.hc, HTTPHeader: h})
+	c, resp, err := websocket.Dial(dctx, wsURL(s.url), &websocket.DialOptions{HTTPClient: d.hc, HTTPHeader: h})
 	if err != nil {
 		return fmt.Errorf("open WebSocket of simulated delegate %s: %w", d.hostname, err)
 	}
 	c.SetReadLimit(1 << 20)
+	v, _ := strconv.Atoi(resp.Header.Get(protocol.HeaderProtocolVersion))
 	d.mu.Lock()
 	d.ws = c
+	d.reports = !s.httpReports && v >= protocol.WSReportsVersion
 	d.mu.Unlock()
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.read(ctx, d, c) }()
@@ -305,6 +338,10 @@ func (s *swarm) read(ctx context.Context, d *sim, c *websocket.Conn) {
 			}
 			d.mu.Lock()
 			d.ws = nil
+			for req, ch := range d.calls {
+				close(ch) // the call fails
+				delete(d.calls, req)
+			}
 			d.mu.Unlock()
 			_ = c.CloseNow()
 			return
@@ -323,17 +360,36 @@ func (s *swarm) handle(ctx context.Context, d *sim, ev protocol.Event) {
 		d.mu.Lock()
 		dup := d.busy[ev.TaskID]
 		d.busy[ev.TaskID] = true
+		o := offer{d: d, taskID: ev.TaskID}
+		send := !dup
+		if !dup && d.reports {
+			d.offerQ = append(d.offerQ, ev.TaskID)
+			o.taskID = ""
+			send = !d.acquiring
+			d.acquiring = true
+		}
 		d.mu.Unlock()
 		if dup {
 			s.repeated.Add(1)
 			return
 		}
+		if !send {
+			return // joins the acquire frame after the one in flight
+		}
 		select {
-		case s.offers <- offer{d: d, taskID: ev.TaskID}:
+		case s.offers <- o:
 		case <-ctx.Done():
 		}
 	case protocol.EventHeartbeatAck:
 		s.hbAcked.Add(1)
+	case protocol.EventAck:
+		d.mu.Lock()
+		ch := d.calls[ev.Req]
+		delete(d.calls, ev.Req)
+		d.mu.Unlock()
+		if ch != nil {
+			ch <- ev
+		}
 	}
 }
 
@@ -476,8 +532,172 @@ func (s *swarm) work(ctx context.Context) {
 			return
 		case o = <-s.offers:
 		}
+		if o.taskID == "" {
+			s.claimQueued(ctx, o.d)
+			continue
+		}
 		s.run(ctx, o)
 	}
+}
+
+// claimQueued claims d's queued offers in acquire frames, one at a time,
+// until none is left; each frame's tasks are reported by a goroutine of
+// their own (the next frame does not wait for them).
+func (s *swarm) claimQueued(ctx context.Context, d *sim) {
+	for {
+		d.mu.Lock()
+		n := min(len(d.offerQ), protocol.MaxAcquireBatch)
+		if n == 0 {
+			d.acquiring = false
+			d.mu.Unlock()
+			return
+		}
+		ids := append([]string(nil), d.offerQ[:n]...)
+		d.offerQ = d.offerQ[n:]
+		d.mu.Unlock()
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		acks, err := s.call(cctx, d, []protocol.Frame{{Kind: protocol.FrameAcquire, TaskIDs: ids}})
+		cancel()
+		var got []protocol.AcquireResponse
+		for i, id := range ids {
+			var an protocol.AcquireAnswer
+			if err == nil && i < len(acks[0].Acquired) {
+				an = acks[0].Acquired[i]
+			}
+			switch {
+			case err != nil:
+				s.fail(ctx, "acquire", offer{d: d, taskID: id}, err)
+			case an.Error != nil && (an.Error.Code == protocol.CodeAlreadyClaimed || an.Error.Code == protocol.CodeTaskTerminal):
+				s.lost.Add(1)
+			case an.Error != nil || an.Acquired == nil:
+				s.fail(ctx, "acquire", offer{d: d, taskID: id}, fmt.Errorf("answer %+v", an))
+			default:
+				s.acquired.Add(1)
+				got = append(got, *an.Acquired)
+				continue
+			}
+			s.unbusy(d, id)
+		}
+		if len(got) > 0 {
+			s.wg.Go(func() { s.report(ctx, d, got) })
+		}
+	}
+}
+
+// report reports acquired tasks started, then succeeded, over the
+// WebSocket, as the real delegate does: the result frames after the
+// started frames were acknowledged. A frame the manager refuses with a
+// recoverable error, or leaves unanswered, is made as the HTTP call.
+func (s *swarm) report(ctx context.Context, d *sim, got []protocol.AcquireResponse) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	defer func() {
+		for _, acq := range got {
+			s.unbusy(d, acq.TaskID)
+		}
+	}()
+	frames := make([]protocol.Frame, len(got))
+	for i, acq := range got {
+		frames[i] = protocol.Frame{Kind: protocol.FrameStarted, TaskID: acq.TaskID, Started: &protocol.StartedRequest{Epoch: acq.Epoch}}
+	}
+	acks, err := s.call(cctx, d, frames)
+	ok := got[:0:0]
+	for i, acq := range got {
+		if err == nil && acks[i].Error == nil {
+			ok = append(ok, acq)
+			continue
+		}
+		if err == nil && !acks[i].Error.Code.Recoverable() {
+			s.fail(ctx, "report started", offer{d: d, taskID: acq.TaskID}, acks[i].Error)
+			continue
+		}
+		if err := d.c.Started(cctx, acq.TaskID, protocol.StartedRequest{Epoch: acq.Epoch}); err != nil {
+			s.fail(ctx, "report started", offer{d: d, taskID: acq.TaskID}, err)
+			continue
+		}
+		ok = append(ok, acq)
+	}
+	zero := 0
+	frames = frames[:0]
+	for _, acq := range ok {
+		frames = append(frames, protocol.Frame{Kind: protocol.FrameResult, TaskID: acq.TaskID,
+			Result: &protocol.ResultRequest{Epoch: acq.Epoch, Status: protocol.StatusSucceeded, ExitCode: &zero}})
+	}
+	if len(frames) == 0 {
+		return
+	}
+	acks, err = s.call(cctx, d, frames)
+	for i, acq := range ok {
+		var t *protocol.Task
+		switch {
+		case err == nil && acks[i].Error == nil:
+			t = acks[i].Task
+		case err == nil && !acks[i].Error.Code.Recoverable():
+			s.fail(ctx, "report result", offer{d: d, taskID: acq.TaskID}, acks[i].Error)
+			continue
+		default:
+			task, err := d.c.Result(cctx, acq.TaskID, *frames[i].Result)
+			if err != nil {
+				s.fail(ctx, "report result", offer{d: d, taskID: acq.TaskID}, err)
+				continue
+			}
+			t = &task
+		}
+		if t != nil && s.onResult != nil {
+			s.onResult(*t)
+		}
+	}
+}
+
+// call sends numbered frames on d's WebSocket and waits for their acks.
+func (s *swarm) call(ctx context.Context, d *sim, frames []protocol.Frame) ([]protocol.Event, error) {
+	chans := make([]chan protocol.Event, len(frames))
+	d.mu.Lock()
+	ws := d.ws
+	for i := range frames {
+		d.nextReq++
+		frames[i].Req = d.nextReq
+		chans[i] = make(chan protocol.Event, 1)
+		d.calls[d.nextReq] = chans[i]
+	}
+	d.mu.Unlock()
+	forget := func() {
+		d.mu.Lock()
+		for _, f := range frames {
+			delete(d.calls, f.Req)
+		}
+		d.mu.Unlock()
+	}
+	if ws == nil {
+		forget()
+		return nil, errors.New("WebSocket lost")
+	}
+	for _, f := range frames {
+		if err := wsjson.Write(ctx, ws, f); err != nil {
+			forget()
+			return nil, err
+		}
+	}
+	acks := make([]protocol.Event, len(frames))
+	for i, ch := range chans {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return nil, errors.New("WebSocket lost")
+			}
+			acks[i] = ev
+		case <-ctx.Done():
+			forget()
+			return nil, ctx.Err()
+		}
+	}
+	return acks, nil
+}
+
+func (s *swarm) unbusy(d *sim, id string) {
+	d.mu.Lock()
+	delete(d.busy, id)
+	d.mu.Unlock()
 }
 
 func (s *swarm) run(ctx context.Context, o offer) {
@@ -525,10 +745,10 @@ func (s *swarm) fail(ctx context.Context, what string, o offer, err error) {
 
 // counters is a snapshot of the swarm's counters.
 type counters struct {
-	hbSent, hbAcked, hbFailed, offered, repeated, acquired, lost, failed, drops int64
+	hbSent, hbAcked, hbFailed, offered, repeated, acquired, lost, failed, drops, httpCalls int64
 }
 
 func (s *swarm) counters() counters {
 	return counters{s.hbSent.Load(), s.hbAcked.Load(), s.hbFailed.Load(), s.offered.Load(), s.repeated.Load(),
-		s.acquired.Load(), s.lost.Load(), s.failed.Load(), s.drops.Load()}
+		s.acquired.Load(), s.lost.Load(), s.failed.Load(), s.drops.Load(), s.httpCalls.Load()}
 }

@@ -93,7 +93,7 @@ func (r *runner) soakRun(ctx context.Context, run int, s series, health *swarmHe
 	}
 	defer done()
 	res := newResults()
-	sw := newSwarm(ctx, r.log, m, tok, c.Workers, c.SourceIPs, res.deliver)
+	sw := newSwarm(ctx, r.log, m, tok, c.Workers, c.SourceIPs, c.HTTPReports, res.deliver)
 	defer sw.close()
 	if err := sw.grow(ctx, simSpec{name: benchTag, tags: []string{benchTag}, mode: c.Transport}, 0, c.Delegates, c.Connect); err != nil {
 		return nil, err

@@ -31,6 +31,15 @@ type ThroughputSummary struct {
 	// ManagerCPUUSPerTask is manager CPU microseconds per task.
 	ManagerCPUUSPerTask Stat `json:"manager_cpu_us_per_task"`
 	ManagerRSSMB        Stat `json:"manager_rss_mb"`
+	// Reports says how the simulated delegates acquire and report:
+	// "websocket" (frames, when the manager takes them) or "http"
+	// (--http-reports).
+	Reports string `json:"reports"`
+	// DelegateHTTPPerTask is the simulated delegates' HTTP requests per
+	// task (acquire, started, result over HTTP; heartbeats and acquire
+	// frames on the WebSocket are not requests); the submit is not
+	// counted.
+	DelegateHTTPPerTask Stat `json:"delegate_http_requests_per_task"`
 	// BenchCPUPct is this process's CPU (submitters and simulated
 	// delegates) over the measurement: on 2 cores, manager + bench near
 	// 200 means the machine, not the manager, is the limit.
@@ -65,7 +74,7 @@ func (r *runner) throughput(ctx context.Context) error {
 		Runs: c.Runs, TasksPerRun: c.Tasks, Inflight: c.Inflight, TasksPerS: s.stat("tps"),
 		LatencyP50MS: s.stat("p50"), LatencyP99MS: s.stat("p99"), LatencyMaxMS: s.stat("max"),
 		ManagerCPUPct: s.stat("cpu"), ManagerCPUUSPerTask: s.stat("cpu_task"), ManagerRSSMB: s.stat("rss"), BenchCPUPct: s.stat("bench_cpu"),
-		OffersPerTask: s.stat("offers"), LostAcquiresPerTask: s.stat("lost"), RepeatedOffersPerTask: s.stat("repeated"), CPUProfile: profilePath(c.CPUProfile), swarmHealth: health,
+		OffersPerTask: s.stat("offers"), LostAcquiresPerTask: s.stat("lost"), RepeatedOffersPerTask: s.stat("repeated"), DelegateHTTPPerTask: s.stat("http"), Reports: reportsMode(c.HTTPReports), CPUProfile: profilePath(c.CPUProfile), swarmHealth: health,
 	})
 }
 
@@ -77,7 +86,7 @@ func (r *runner) throughputRun(ctx context.Context, run int, s series, health *s
 	}
 	defer done()
 	res := newResults()
-	sw := newSwarm(ctx, r.log, m, tok, c.Workers, c.SourceIPs, res.deliver)
+	sw := newSwarm(ctx, r.log, m, tok, c.Workers, c.SourceIPs, c.HTTPReports, res.deliver)
 	defer sw.close()
 	if err := sw.grow(ctx, simSpec{name: benchTag, tags: []string{benchTag}, mode: modeWebSocket}, 0, c.Delegates, c.Connect); err != nil {
 		return err
@@ -128,6 +137,7 @@ func (r *runner) throughputRun(ctx context.Context, run int, s series, health *s
 	s.add("offers", float64(c1.offered-c0.offered)/n)
 	s.add("lost", float64(c1.lost-c0.lost)/n)
 	s.add("repeated", float64(c1.repeated-c0.repeated)/n)
+	s.add("http", float64(c1.httpCalls-c0.httpCalls)/n)
 	health.add(c1)
 	return nil
 }
@@ -171,4 +181,12 @@ func closedLoop(ctx context.Context, m *manager, res *results, n, inflight int) 
 		return nil, firstErr
 	}
 	return lat, ctx.Err()
+}
+
+// reportsMode names how the simulated delegates report.
+func reportsMode(httpReports bool) string {
+	if httpReports {
+		return "http"
+	}
+	return "websocket"
 }

@@ -49,6 +49,10 @@ type Delegate struct {
 	LogStreamingURL string
 	// PollForTasks is POLL_FOR_TASKS: use long polling, not the WebSocket.
 	PollForTasks bool
+	// HTTPReports is DELEGATE_HTTP_REPORTS: report tasks started and their
+	// results (and acquire) over HTTP even when the manager takes them
+	// over the WebSocket (protocol.WSReportsVersion).
+	HTTPReports bool
 	// Capacity is DELEGATE_TASK_CAPACITY; 0 means unlimited.
 	Capacity int
 	// CPUThreshold and MemoryThreshold are DELEGATE_CPU_THRESHOLD and
@@ -259,6 +263,9 @@ func (e vars) readWork(d *Delegate) error {
 		return err
 	}
 	if d.PollForTasks, err = parseBool("POLL_FOR_TASKS", e.get("POLL_FOR_TASKS")); err != nil {
+		return err
+	}
+	if d.HTTPReports, err = parseBool("DELEGATE_HTTP_REPORTS", e.get("DELEGATE_HTTP_REPORTS")); err != nil {
 		return err
 	}
 	if d.Capacity, err = parseCapacity("DELEGATE_TASK_CAPACITY", e.get("DELEGATE_TASK_CAPACITY")); err != nil {

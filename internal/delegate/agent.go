@@ -123,10 +123,14 @@ type Agent struct {
 	deferred map[string][]string
 	draining bool
 
-	session  atomic.Value // string: the current session credential
-	hbSeq    atomic.Int64
-	wsMu     sync.Mutex
-	ws       wsSender // nil when the WebSocket is down
+	session atomic.Value // string: the current session credential
+	hbSeq   atomic.Int64
+	wsMu    sync.Mutex
+	ws      wsSender // nil when the WebSocket is down
+	// calls waits for the acknowledgements of numbered WebSocket frames.
+	calls wsCalls
+	// claims gathers claims into acquire frames.
+	claims   acquireBatch
 	conn     connState
 	regMu    sync.Mutex
 	regGen   atomic.Int64
@@ -696,6 +700,8 @@ func (a *Agent) handleEvent(ctx context.Context, ev protocol.Event) {
 	case protocol.EventHeartbeatAck:
 		a.metrics.heartbeatAcked()
 		a.abort(ev.Abort)
+	case protocol.EventAck:
+		a.calls.deliver(ev)
 	case protocol.EventTokenRevoked:
 		a.fail(fmt.Errorf("the delegate token was revoked (%s); create a new token and restart the delegate", ev.Reason))
 	case protocol.EventReconnect:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -45,22 +46,51 @@ func (c *connState) set(up bool) {
 	c.changed = make(chan struct{})
 }
 
-// wsSender sends heartbeats over an open WebSocket.
+// wsSender sends frames over an open WebSocket.
 type wsSender interface {
 	sendHeartbeat(ctx context.Context, hb protocol.Heartbeat) error
+	send(ctx context.Context, f protocol.Frame) error
+	// reports says whether the manager takes numbered frames (started,
+	// result, acquire; protocol.WSReportsVersion).
+	reports() bool
+	// closed is closed when the connection ends.
+	closed() <-chan struct{}
 }
 
 type wsConn struct {
-	mu sync.Mutex
-	c  *websocket.Conn
+	mu         sync.Mutex
+	c          *websocket.Conn
+	wsReports  bool
+	done       chan struct{}
+	closedOnce sync.Once
 }
 
 func (w *wsConn) sendHeartbeat(ctx context.Context, hb protocol.Heartbeat) error {
+	return w.send(ctx, protocol.Frame{Kind: protocol.FrameHeartbeat, Heartbeat: &hb})
+}
+
+func (w *wsConn) send(ctx context.Context, f protocol.Frame) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return wsjson.Write(wctx, w.c, protocol.Frame{Kind: protocol.FrameHeartbeat, Heartbeat: &hb})
+	return wsjson.Write(wctx, w.c, f)
+}
+
+func (w *wsConn) reports() bool { return w.wsReports }
+
+func (w *wsConn) closed() <-chan struct{} { return w.done }
+
+func (w *wsConn) markClosed() { w.closedOnce.Do(func() { close(w.done) }) }
+
+// managerVersion is the protocol version a manager's answer names (0 when
+// it names none).
+func managerVersion(h http.Header) int {
+	v, err := strconv.Atoi(h.Get(protocol.HeaderProtocolVersion))
+	if err != nil {
+		return 0
+	}
+	return v
 }
 
 // eventLoop keeps an event channel open: the WebSocket when it can, with
@@ -128,7 +158,11 @@ func (a *Agent) runWebSocket(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	c.SetReadLimit(1 << 20)
-	conn := &wsConn{c: c}
+	// The manager at the other end of this connection (behind a load
+	// balancer, not always the one that registered the delegate) says its
+	// version in the upgrade's answer.
+	conn := &wsConn{c: c, done: make(chan struct{}),
+		wsReports: !a.cfg.HTTPReports && managerVersion(resp.Header) >= protocol.WSReportsVersion}
 	a.wsMu.Lock()
 	a.ws = conn
 	a.wsMu.Unlock()
@@ -140,6 +174,7 @@ func (a *Agent) runWebSocket(ctx context.Context) (bool, error) {
 		a.wsMu.Lock()
 		a.ws = nil
 		a.wsMu.Unlock()
+		conn.markClosed()
 		a.conn.set(false)
 		_ = c.CloseNow()
 	}()

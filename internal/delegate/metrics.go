@@ -35,6 +35,7 @@ type agentMetrics struct {
 	connected   *metrics.Gauge
 	reconnects  *metrics.Counter
 	fallbacks   *metrics.Counter
+	wsReports   *metrics.CounterVec
 	procOnce    sync.Once // the process series are added once (Run may be called again)
 
 	mu   sync.Mutex
@@ -113,6 +114,11 @@ func newMetrics(name string, now time.Time) *agentMetrics {
 		Help:        "Times the delegate was connected again after losing its connection to the manager.",
 		ConstLabels: del,
 	})
+	m.wsReports = r.NewCounterVec(metrics.Opts{
+		Name:        "legate_delegate_ws_reports_total",
+		Help:        "Reports (started, result, acquire) sent over the WebSocket, by kind and outcome: acked (the manager answered), http (made over HTTP after a timeout, a closed connection or a refusal).",
+		ConstLabels: del,
+	}, "kind", "outcome")
 	m.fallbacks = r.NewCounter(metrics.Opts{
 		Name:        "legate_delegate_polling_fallbacks_total",
 		Help:        "Times the delegate fell back to long polling because the WebSocket was unavailable.",
@@ -140,6 +146,16 @@ func newMetrics(name string, now time.Time) *agentMetrics {
 // addProcessCollectors adds the Go runtime and process metrics; only an
 // agent that serves /metrics pays for them.
 func (m *agentMetrics) addProcessCollectors() { m.procOnce.Do(m.reg.AddProcessMetrics) }
+
+// wsReport counts a report sent over the WebSocket: acknowledged, or made
+// over HTTP after all.
+func (m *agentMetrics) wsReport(kind string, acked bool) {
+	outcome := "http"
+	if acked {
+		outcome = "acked"
+	}
+	m.wsReports.With(kind, outcome).Inc()
+}
 
 // taskStarted counts a task executing until taskFinished.
 func (m *agentMetrics) taskStarted(typ string) { m.executing.With(typ).Inc() }

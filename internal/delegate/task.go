@@ -216,7 +216,7 @@ func (a *Agent) execute(ctx context.Context, log logger, id string, acq protocol
 func (a *Agent) reportStarted(ctx context.Context, log logger, id string, epoch int64) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := a.client().Started(ctx, id, protocol.StartedRequest{Epoch: epoch}); err != nil {
+	if err := a.reportStartedOnce(ctx, id, protocol.StartedRequest{Epoch: epoch}); err != nil {
 		log.Debug("report started", "err", err)
 	}
 }
@@ -299,6 +299,9 @@ func envLookup(environ []string) func(string) string {
 // (a transport error, not a refusal): the manager answers a repeated claim
 // by the holder with the same lease, so the task runs exactly once.
 func (a *Agent) acquire(ctx context.Context, id string) (protocol.AcquireResponse, error) {
+	if acq, err := a.acquireWS(ctx, id); !errors.Is(err, errNoWSReport) {
+		return acq, err
+	}
 	b := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -333,7 +336,7 @@ func (a *Agent) deliverResult(log logger, id string, res protocol.ResultRequest)
 	for {
 		gen := a.regGen.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		_, err := a.client().Result(ctx, id, res)
+		err := a.sendResult(ctx, id, res)
 		cancel()
 		if err == nil {
 			a.spool.remove(id)

@@ -616,8 +616,9 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 	}()
 	m.log.Debug("websocket open", "instance", d.id, "name", d.name)
 
+	reports := newWSReports()
 	readErr := make(chan error, 1)
-	go func() { readErr <- m.readFrames(ctx, c, d) }()
+	go func() { readErr <- m.readFrames(ctx, c, d, reports) }()
 	readerDone := false
 	defer func() {
 		// Every path below has closed the connection (or cancelled ctx,
@@ -626,6 +627,7 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 		if !readerDone {
 			<-readErr
 		}
+		reports.wg.Wait()
 	}()
 	m.offerQueued(ctx, d)
 
@@ -676,10 +678,11 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 
 // readFrames reads a delegate's WebSocket frames until the connection
 // fails or closes, or ctx ends: heartbeats are recorded and their acks
-// queued for the writer. The delegate heartbeats every interval, so a
-// WebSocket without a frame for the liveness window has a silent peer:
-// the read's deadline closes it.
-func (m *Manager) readFrames(ctx context.Context, c *websocket.Conn, d *live) error {
+// queued for the writer; numbered frames (started, result, acquire) are
+// handed to reports, which acknowledges each. The delegate heartbeats
+// every interval, so a WebSocket without a frame for the liveness window
+// has a silent peer: the read's deadline closes it.
+func (m *Manager) readFrames(ctx context.Context, c *websocket.Conn, d *live, reports *wsReports) error {
 	for {
 		var f protocol.Frame
 		rctx, rcancel := context.WithTimeout(ctx, m.window())
@@ -701,6 +704,10 @@ func (m *Manager) readFrames(ctx context.Context, c *websocket.Conn, d *live) er
 			}
 			resp := m.heartbeat(ctx, d, *f.Heartbeat)
 			d.push(protocol.Event{Kind: protocol.EventHeartbeatAck, Seq: resp.Seq, Abort: resp.Abort})
+			continue
+		}
+		if f.Req != 0 {
+			m.frame(ctx, d, f, reports)
 		}
 	}
 }
@@ -716,16 +723,23 @@ func (m *Manager) lostWebSocket(d *live) {
 }
 
 func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live) {
-	ctx := r.Context()
-	id := r.PathValue("id")
-	if !validTaskID(id) {
-		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "task not found")
+	resp, aerr := m.acquire(r.Context(), d, r.PathValue("id"))
+	if aerr != nil {
+		writeAPIError(w, aerr)
 		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// acquire claims task id for d: the work of POST .../acquire, also done
+// for each task of a WebSocket FrameAcquire.
+func (m *Manager) acquire(ctx context.Context, d *live, id string) (protocol.AcquireResponse, *apiError) {
+	if !validTaskID(id) {
+		return protocol.AcquireResponse{}, newAPIError(http.StatusNotFound, protocol.CodeNotFound, "task not found")
 	}
 	_, _, draining := d.load()
 	if draining {
-		writeError(w, http.StatusConflict, protocol.CodeNotEligible, "delegate is draining")
-		return
+		return protocol.AcquireResponse{}, newAPIError(http.StatusConflict, protocol.CodeNotEligible, "delegate is draining")
 	}
 	defer d.unpend(id)
 	_, capacity, _ := d.load()
@@ -740,31 +754,25 @@ func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live)
 	var missing *store.MissingSecretsError
 	switch {
 	case errors.As(err, &missing) && t.AccountID == d.accountID:
-		m.failMissingSecrets(ctx, w, t, missing)
-		return
+		return protocol.AcquireResponse{}, m.failMissingSecrets(ctx, t, missing)
 	case errors.As(err, &refused) && refused.held:
 		// The same delegate asks again: the answer to its claim was lost.
 		// Acquire is idempotent for the holder until the task starts.
 		resp, err := acquireAnswer(t)
 		if err != nil {
 			m.log.Error("cannot hand a task to a delegate: its secret references do not resolve", "task", id, "err", err)
-			writeError(w, http.StatusInternalServerError, protocol.CodeInternal, "task %s: internal error", id)
-			return
+			return protocol.AcquireResponse{}, newAPIError(http.StatusInternalServerError, protocol.CodeInternal, "task %s: internal error", id)
 		}
 		d.setRunning(t.ID, t.Epoch, m.cfg.Now())
-		writeJSON(w, http.StatusOK, resp)
-		return
+		return resp, nil
 	case errors.As(err, &refused) && t.AccountID != d.accountID:
-		storeError(w, store.ErrNotFound, "task "+id)
-		return
+		return protocol.AcquireResponse{}, storeAPIError(store.ErrNotFound, "task "+id)
 	case errors.As(err, &refused) && refused.outOfScope:
 		// Answered exactly as a task of another account: nothing leaks.
 		m.refuseScope(d, callAcquire, "task", id, t.Spec.Org, t.Spec.Project)
-		storeError(w, store.ErrNotFound, "task "+id)
-		return
+		return protocol.AcquireResponse{}, storeAPIError(store.ErrNotFound, "task "+id)
 	case errors.As(err, &refused):
-		writeError(w, http.StatusForbidden, protocol.CodeNotEligible, "%s", refused.msg)
-		return
+		return protocol.AcquireResponse{}, newAPIError(http.StatusForbidden, protocol.CodeNotEligible, "%s", refused.msg)
 	case err != nil:
 		if errors.Is(err, store.ErrAlreadyClaimed) || errors.Is(err, store.ErrTaskTerminal) || errors.Is(err, store.ErrNotFound) {
 			m.queue.drop(id)
@@ -772,21 +780,19 @@ func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live)
 		if isSealError(err) {
 			m.log.Error("cannot hand a task to a delegate: its secret values do not open", "task", id, "err", keyError(err))
 		}
-		storeError(w, err, "task "+id)
-		return
+		return protocol.AcquireResponse{}, storeAPIError(err, "task "+id)
 	}
 	m.queue.drop(id)
 	resp, err := acquireAnswer(t)
 	if err != nil {
 		// Cannot happen: the store read every value the spec references.
 		m.log.Error("cannot hand a task to a delegate: its secret references do not resolve", "task", id, "err", err)
-		writeError(w, http.StatusInternalServerError, protocol.CodeInternal, "task %s: internal error", id)
-		return
+		return protocol.AcquireResponse{}, newAPIError(http.StatusInternalServerError, protocol.CodeInternal, "task %s: internal error", id)
 	}
 	d.setRunning(t.ID, t.Epoch, m.cfg.Now())
 	m.log.Debug("task acquired", "task", t.ID, "instance", d.id, "epoch", t.Epoch)
 	m.taskWatch.notify(d.accountID)
-	writeJSON(w, http.StatusOK, resp)
+	return resp, nil
 }
 
 // acquireRefusal ends a claim before the store decides: the delegate
@@ -844,50 +850,63 @@ func (m *Manager) handleStarted(w http.ResponseWriter, r *http.Request, d *live)
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	id := r.PathValue("id")
-	if !m.ownsTask(w, r, d, id, callStarted, staleStarted) {
+	if aerr := m.startTask(r.Context(), d, r.PathValue("id"), req); aerr != nil {
+		writeAPIError(w, aerr)
 		return
 	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// startTask records that task id's process started: the work of POST
+// .../started, also done for a WebSocket FrameStarted.
+func (m *Manager) startTask(ctx context.Context, d *live, id string, req protocol.StartedRequest) *apiError {
+	if aerr := m.holds(ctx, d, id, callStarted, staleStarted); aerr != nil {
+		return aerr
+	}
 	now := m.cfg.Now()
-	queued, err := m.st.StartTask(r.Context(), id, req.Epoch, now)
+	queued, err := m.st.StartTask(ctx, id, req.Epoch, now)
 	if err != nil {
 		if errors.Is(err, store.ErrStaleLease) {
 			m.metrics.staleReport(staleStarted)
 		}
-		storeError(w, err, "task "+id)
-		return
+		return storeAPIError(err, "task "+id)
 	}
 	m.metrics.taskStarted(queued, now)
 	m.taskWatch.notify(d.accountID)
-	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
-// ownsTask checks that the task belongs to the delegate's account and is
-// within the scope of its token (and answers 404 otherwise, so task IDs
-// of other accounts and scopes leak nothing; an out-of-scope one is
-// counted as a scope refusal of call), and that the delegate holds it (a
-// refusal counts as a stale report of kind). It reads four columns, not
-// the task.
+// ownsTask is holds for an HTTP handler: it writes the refusal.
 func (m *Manager) ownsTask(w http.ResponseWriter, r *http.Request, d *live, id, call, kind string) bool {
-	if !validTaskID(id) {
-		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "task not found")
-		return false
-	}
-	h, err := m.st.TaskHolder(r.Context(), d.accountID, id)
-	if err != nil {
-		storeError(w, err, "task "+id)
-		return false
-	}
-	if !d.covers(h.Org, h.Project) {
-		m.refuseScope(d, call, "task", id, h.Org, h.Project)
-		storeError(w, store.ErrNotFound, "task "+id)
-		return false
-	}
-	if h.InstanceID != d.id {
-		m.refuseNotHolder(w, d, id, h.InstanceID, kind)
+	if aerr := m.holds(r.Context(), d, id, call, kind); aerr != nil {
+		writeAPIError(w, aerr)
 		return false
 	}
 	return true
+}
+
+// holds checks that the task belongs to the delegate's account and is
+// within the scope of its token (and refuses with 404 otherwise, so task
+// IDs of other accounts and scopes leak nothing; an out-of-scope one is
+// counted as a scope refusal of call), and that the delegate holds it (a
+// refusal counts as a stale report of kind). It reads four columns, not
+// the task.
+func (m *Manager) holds(ctx context.Context, d *live, id, call, kind string) *apiError {
+	if !validTaskID(id) {
+		return newAPIError(http.StatusNotFound, protocol.CodeNotFound, "task not found")
+	}
+	h, err := m.st.TaskHolder(ctx, d.accountID, id)
+	if err != nil {
+		return storeAPIError(err, "task "+id)
+	}
+	if !d.covers(h.Org, h.Project) {
+		m.refuseScope(d, call, "task", id, h.Org, h.Project)
+		return storeAPIError(store.ErrNotFound, "task "+id)
+	}
+	if h.InstanceID != d.id {
+		return m.refuseNotHolder(d, id, h.InstanceID, kind)
+	}
+	return nil
 }
 
 // staleLevel is the level at which to log a report refused from a stale
@@ -902,10 +921,10 @@ func (m *Manager) staleLevel(ctx context.Context, d *live, id string) slog.Level
 	return slog.LevelWarn
 }
 
-func (m *Manager) refuseNotHolder(w http.ResponseWriter, d *live, id, holder, kind string) {
+func (m *Manager) refuseNotHolder(d *live, id, holder, kind string) *apiError {
 	m.log.Warn("refused report from a delegate that does not hold the task", "task", id, "instance", d.id, "holder", holder)
 	m.metrics.staleReport(kind)
-	writeError(w, http.StatusConflict, protocol.CodeStaleLease, "task %s is not held by this delegate", id)
+	return newAPIError(http.StatusConflict, protocol.CodeStaleLease, "task %s is not held by this delegate", id)
 }
 
 func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
@@ -1007,20 +1026,29 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	id := r.PathValue("id")
+	t, aerr := m.completeTask(r.Context(), d, r.PathValue("id"), req)
+	if aerr != nil {
+		writeAPIError(w, aerr)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+// completeTask records task id's outcome: the work of POST .../result, also
+// done for a WebSocket FrameResult. A repeated report of an applied result
+// is answered with the stored task.
+func (m *Manager) completeTask(ctx context.Context, d *live, id string, req protocol.ResultRequest) (protocol.Task, *apiError) {
 	switch req.Status {
 	case protocol.StatusSucceeded, protocol.StatusFailed, protocol.StatusTimedOut, protocol.StatusCancelled:
 	default:
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "result status %q is not a delegate outcome", req.Status)
-		return
+		return protocol.Task{}, newAPIError(http.StatusBadRequest, protocol.CodeBadRequest, "result status %q is not a delegate outcome", req.Status)
 	}
-	if !m.ownsTask(w, r, d, id, callResult, staleResult) {
-		return
+	if aerr := m.holds(ctx, d, id, callResult, staleResult); aerr != nil {
+		return protocol.Task{}, aerr
 	}
 	if len(req.Error) > 4096 {
 		req.Error = req.Error[:4096]
 	}
-	ctx := r.Context()
 	if req.DelegateFault && req.Status == protocol.StatusFailed {
 		// The delegate, not the task, failed: deny it the task and run the
 		// task elsewhere if it has retries left.
@@ -1028,18 +1056,15 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 		t, requeued, err := m.st.RequeueTask(ctx, id, req.Epoch, d.id, reason, req.LastSeq, m.cfg.Now())
 		if err != nil {
 			if !errors.Is(err, store.ErrStaleLease) {
-				storeError(w, err, "task "+id)
-				return
+				return protocol.Task{}, storeAPIError(err, "task "+id)
 			}
 			// Already applied (a repeated report) or stale: answer with the stored task.
 			cur, gerr := m.st.GetTask(ctx, d.accountID, id)
 			if gerr != nil || cur.Epoch != req.Epoch {
 				m.metrics.staleReport(staleResult)
-				storeError(w, err, "task "+id)
-				return
+				return protocol.Task{}, storeAPIError(err, "task "+id)
 			}
-			writeJSON(w, http.StatusOK, m.taskView(cur))
-			return
+			return m.taskView(cur), nil
 		}
 		d.dropRunning(id)
 		if requeued {
@@ -1052,12 +1077,10 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 			m.log.Info("task failed on a delegate fault, no retries left", "task", id, "instance", d.id)
 		}
 		m.offerQueued(ctx, d)
-		writeJSON(w, http.StatusOK, m.taskView(t))
-		return
+		return m.taskView(t), nil
 	}
 	if err := checkOutputs(req.Outputs); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%v", err)
-		return
+		return protocol.Task{}, newAPIError(http.StatusBadRequest, protocol.CodeBadRequest, "%v", err)
 	}
 	t, err := m.st.CompleteTask(ctx, id, req.Epoch, store.Result{
 		Status: req.Status, ExitCode: req.ExitCode, Error: req.Error, HTTPResult: req.HTTPResult, LastSeq: req.LastSeq,
@@ -1068,8 +1091,7 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 			m.log.Log(ctx, m.staleLevel(ctx, d, id), "refused result from a stale lease", "task", id, "instance", d.id, "epoch", req.Epoch)
 			m.metrics.staleReport(staleResult)
 		}
-		storeError(w, err, "task "+id)
-		return
+		return protocol.Task{}, storeAPIError(err, "task "+id)
 	}
 	wasFull := d.full()
 	d.dropRunning(id)
@@ -1093,9 +1115,9 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 	// offered when they were queued, and widened if not acquired), so only
 	// a delegate whose capacity was the obstacle is offered the queue.
 	if wasFull {
-		m.offerQueued(r.Context(), d)
+		m.offerQueued(ctx, d)
 	}
-	writeJSON(w, http.StatusOK, m.taskView(t))
+	return m.taskView(t), nil
 }
 
 // handleCapabilities records a delegate's capability validation results.

@@ -87,24 +87,53 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 
 // storeError maps a store error to an HTTP answer.
 func storeError(w http.ResponseWriter, err error, what string) {
+	writeAPIError(w, storeAPIError(err, what))
+}
+
+// apiError is an answer's error before it is written: over HTTP
+// (writeAPIError) or in a WebSocket acknowledgement (its wire form).
+type apiError struct {
+	status int
+	code   protocol.Code
+	msg    string
+}
+
+func newAPIError(status int, code protocol.Code, format string, args ...any) *apiError {
+	return &apiError{status: status, code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+func writeAPIError(w http.ResponseWriter, e *apiError) {
+	writeError(w, e.status, e.code, "%s", e.msg)
+}
+
+// wire is the error as an acknowledgement carries it.
+func (e *apiError) wire() *protocol.Error {
+	if e == nil {
+		return nil
+	}
+	return &protocol.Error{Code: e.code, Message: e.msg}
+}
+
+// storeAPIError is the answer to a store error about what.
+func storeAPIError(err error, what string) *apiError {
 	var limit *LimitError
 	switch {
 	case errors.As(err, &limit):
-		writeError(w, http.StatusTooManyRequests, protocol.CodeDeploymentLimit, "%s", limit.msg)
+		return newAPIError(http.StatusTooManyRequests, protocol.CodeDeploymentLimit, "%s", limit.msg)
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "%s not found", what)
+		return newAPIError(http.StatusNotFound, protocol.CodeNotFound, "%s not found", what)
 	case errors.Is(err, store.ErrConflict):
-		writeError(w, http.StatusConflict, protocol.CodeConflict, "%s already exists", what)
+		return newAPIError(http.StatusConflict, protocol.CodeConflict, "%s already exists", what)
 	case errors.Is(err, store.ErrAlreadyClaimed):
-		writeError(w, http.StatusConflict, protocol.CodeAlreadyClaimed, "%s was claimed by another delegate", what)
+		return newAPIError(http.StatusConflict, protocol.CodeAlreadyClaimed, "%s was claimed by another delegate", what)
 	case errors.Is(err, store.ErrNoCapacity):
-		writeError(w, http.StatusConflict, protocol.CodeNoCapacity, "delegate is at capacity")
+		return newAPIError(http.StatusConflict, protocol.CodeNoCapacity, "delegate is at capacity")
 	case errors.Is(err, store.ErrStaleLease):
-		writeError(w, http.StatusConflict, protocol.CodeStaleLease, "%s: lease is stale (the task was reassigned or finished)", what)
+		return newAPIError(http.StatusConflict, protocol.CodeStaleLease, "%s: lease is stale (the task was reassigned or finished)", what)
 	case errors.Is(err, store.ErrTaskTerminal):
-		writeError(w, http.StatusConflict, protocol.CodeTaskTerminal, "%s already finished", what)
+		return newAPIError(http.StatusConflict, protocol.CodeTaskTerminal, "%s already finished", what)
 	default:
-		writeError(w, http.StatusInternalServerError, protocol.CodeInternal, "%s: internal error", what)
+		return newAPIError(http.StatusInternalServerError, protocol.CodeInternal, "%s: internal error", what)
 	}
 }
 

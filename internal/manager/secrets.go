@@ -220,7 +220,7 @@ func acquireAnswer(t store.Task) (protocol.AcquireResponse, error) {
 
 // failMissingSecrets ends a task whose secrets were deleted after it was
 // submitted, and answers the delegate that tried to acquire it.
-func (m *Manager) failMissingSecrets(ctx context.Context, w http.ResponseWriter, t store.Task, missing *store.MissingSecretsError) {
+func (m *Manager) failMissingSecrets(ctx context.Context, t store.Task, missing *store.MissingSecretsError) *apiError {
 	msg := missing.Error()
 	ft, err := m.st.FinishTask(ctx, t.AccountID, t.ID, store.Result{Status: protocol.StatusFailed, Error: msg}, m.cfg.Now())
 	switch {
@@ -229,9 +229,8 @@ func (m *Manager) failMissingSecrets(ctx context.Context, w http.ResponseWriter,
 			"secrets", strings.Join(missing.Names, ","), "scope", scopeLabel(t.Spec.Org, t.Spec.Project))
 		m.afterManagerFinish(ctx, ft)
 	case !errors.Is(err, store.ErrTaskTerminal):
-		storeError(w, err, "task "+t.ID)
-		return
+		return storeAPIError(err, "task "+t.ID)
 	}
 	m.queue.drop(t.ID)
-	writeError(w, http.StatusConflict, protocol.CodeTaskTerminal, "task %s failed: %s", t.ID, msg)
+	return newAPIError(http.StatusConflict, protocol.CodeTaskTerminal, "task %s failed: %s", t.ID, msg)
 }

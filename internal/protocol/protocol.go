@@ -87,6 +87,17 @@
 //	  heartbeat may carry the delegate's performance figures
 //	  (Heartbeat.Perf, shown as Delegate.Perf). Older delegates send none;
 //	  an older manager ignores both.
+//	5 (2026-11-26): fewer round trips per task (issue 18): over its
+//	  WebSocket a delegate may report a task started (FrameStarted) and its
+//	  result (FrameResult), and claim several offered tasks at once
+//	  (FrameAcquire), each frame numbered (Frame.Req) and answered by an
+//	  EventAck with the same number: ok, or the error the HTTP call would
+//	  give. A manager answers a numbered frame of a kind it does not know
+//	  with the code unknown_frame. A delegate sends these frames only to a
+//	  manager of version WSReportsVersion or later (the version header of
+//	  the WebSocket's upgrade answer), and falls back to the HTTP calls on
+//	  a timeout, a closed connection or unknown_frame. Older delegates and
+//	  managers keep to the HTTP calls.
 package protocol
 
 import (
@@ -98,7 +109,7 @@ import (
 // Version is the protocol version spoken by this build. A manager of this
 // build answers with it; it accepts every client version that Supported
 // accepts, newer ones included.
-const Version = 4
+const Version = 5
 
 // MinVersion is the oldest protocol version a manager of this build
 // accepts; an older client is refused with CodeVersion.
@@ -109,6 +120,11 @@ const MinVersion = 1
 // manager resolved into the spec). Older delegates are not handed tasks
 // that use stored secrets: they would print the values unmasked.
 const MaskVersion = 4
+
+// WSReportsVersion is the first version whose managers take started,
+// result and acquire frames over the WebSocket (FrameStarted, FrameResult,
+// FrameAcquire).
+const WSReportsVersion = 5
 
 // Supported reports whether a manager of this build serves a client that
 // speaks protocol version v: any version from MinVersion on, newer than
@@ -374,6 +390,10 @@ const (
 	// that applies to it changed (updated, or another one applies now, or
 	// none): it fetches it with GET PathDelegateConfiguration. Since v3.
 	EventConfigurationChanged = "configuration_changed"
+	// EventAck answers a numbered frame (Frame.Req) of the delegate's:
+	// Event.Req is the frame's number, Event.Error nil when it was
+	// applied. Since v5.
+	EventAck = "ack"
 )
 
 // Event is a notification from the manager. It never carries task payloads.
@@ -388,6 +408,24 @@ type Event struct {
 	// Capabilities of the available task, which the delegate validates
 	// before acquiring it (criteria only; never payloads). Since v2.
 	Capabilities []string `json:"capabilities,omitempty"`
+	// Req, Error, Task and Acquired make up an EventAck (since v5): the
+	// number of the frame it answers, the error the HTTP call would have
+	// answered (nil: ok), the task as the result call answers it (an ack
+	// of a FrameResult), and one answer per task of a FrameAcquire, in
+	// the frame's order.
+	Req      int64           `json:"req,omitempty"`
+	Error    *Error          `json:"error,omitempty"`
+	Task     *Task           `json:"task,omitempty"`
+	Acquired []AcquireAnswer `json:"acquired,omitempty"`
+}
+
+// AcquireAnswer is the answer to one task of a FrameAcquire: the lease and
+// payload, or the error a single acquire of the task would have answered.
+// Since v5.
+type AcquireAnswer struct {
+	TaskID   string           `json:"task_id"`
+	Acquired *AcquireResponse `json:"acquired,omitempty"`
+	Error    *Error           `json:"error,omitempty"`
 }
 
 // EventsResponse answers a long poll: zero or more events.
@@ -451,12 +489,31 @@ type HeartbeatResponse struct {
 // Frame kinds sent from a delegate over the WebSocket.
 const (
 	FrameHeartbeat = "heartbeat"
+	// FrameStarted carries what POST .../started does (TaskID, Started).
+	// Since v5.
+	FrameStarted = "started"
+	// FrameResult carries what POST .../result does (TaskID, Result).
+	// Since v5.
+	FrameResult = "result"
+	// FrameAcquire claims the tasks of TaskIDs (at most MaxAcquireBatch),
+	// each as POST .../acquire would. Since v5.
+	FrameAcquire = "acquire"
 )
+
+// MaxAcquireBatch bounds the tasks of one FrameAcquire.
+const MaxAcquireBatch = 64
 
 // Frame is one message from delegate to manager on the WebSocket.
 type Frame struct {
 	Kind      string     `json:"kind"`
 	Heartbeat *Heartbeat `json:"heartbeat,omitempty"`
+	// Req numbers a frame that the manager acknowledges (EventAck with the
+	// same Req); unique among the delegate's unanswered frames. Since v5.
+	Req     int64           `json:"req,omitempty"`
+	TaskID  string          `json:"task_id,omitempty"`
+	Started *StartedRequest `json:"started,omitempty"`
+	Result  *ResultRequest  `json:"result,omitempty"`
+	TaskIDs []string        `json:"task_ids,omitempty"`
 }
 
 // ---------------------------------------------------------------------------
@@ -1427,6 +1484,10 @@ const (
 	// manager accepts (the previous minor version on); the message names
 	// the version to install. Since v4 (issue 16).
 	CodeDelegateExpired Code = "delegate_expired"
+	// CodeUnknownFrame: the manager does not know the kind of a numbered
+	// WebSocket frame (the delegate is newer): the delegate makes the
+	// HTTP call instead. Since v5.
+	CodeUnknownFrame Code = "unknown_frame"
 )
 
 // Recoverable reports whether an error with this code may succeed if
@@ -1437,7 +1498,7 @@ func (c Code) Recoverable() bool {
 	case CodeBadRequest, CodeUnauthenticated, CodeTokenRevoked, CodeForbidden,
 		CodeNotFound, CodeConflict, CodeAlreadyClaimed, CodeStaleLease,
 		CodeNotEligible, CodeVersion, CodeTaskTerminal, CodeAPIKeyRevoked, CodeIdentityConflict,
-		CodeDelegateRejected, CodeDeploymentLimit, CodeDelegateExpired:
+		CodeDelegateRejected, CodeDeploymentLimit, CodeDelegateExpired, CodeUnknownFrame:
 		return false
 	case CodeSessionExpired: // re-register, then retry
 		return true

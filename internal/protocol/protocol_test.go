@@ -69,7 +69,7 @@ func TestTerminalAndValid(t *testing.T) {
 
 func TestRecoverableTable(t *testing.T) {
 	for code, want := range map[Code]bool{
-		CodeUnauthenticated: false, CodeTokenRevoked: false, CodeStaleLease: false, CodeAPIKeyRevoked: false, CodeIdentityConflict: false, CodeDelegateRejected: false, CodeDeploymentLimit: false, CodeDelegateExpired: false,
+		CodeUnauthenticated: false, CodeTokenRevoked: false, CodeStaleLease: false, CodeAPIKeyRevoked: false, CodeIdentityConflict: false, CodeDelegateRejected: false, CodeDeploymentLimit: false, CodeDelegateExpired: false, CodeUnknownFrame: false,
 		CodeInternal: true, CodeUnavailable: true, CodeSessionExpired: true, CodeNoCapacity: true, CodeRateLimited: true,
 		Code("some_future_code"): true,
 	} {
@@ -125,6 +125,15 @@ func TestWireRoundTrip(t *testing.T) {
 		&RegisterRequest{ProtocolVersion: 1, AccountID: "a", Token: "t", Name: "n", Hostname: "h", IP: "10.0.0.1", Tags: []string{"x"}, Capacity: 2, Running: []RunningTask{{ID: "t1", Epoch: 2}}},
 		&Event{Kind: EventHeartbeatAck, Seq: 9, Abort: []string{"t1"}},
 		&Frame{Kind: FrameHeartbeat, Heartbeat: &Heartbeat{Seq: 1, Running: []RunningTask{{ID: "t", Epoch: 1}}}},
+		&Frame{Kind: FrameStarted, Req: 4, TaskID: "t", Started: &StartedRequest{Epoch: 2}},
+		&Frame{Kind: FrameResult, Req: 5, TaskID: "t", Result: &ResultRequest{Epoch: 2, Status: StatusFailed, ExitCode: &exit, Error: "x", LastSeq: 3, Outputs: map[string]string{"K": "v"}}},
+		&Frame{Kind: FrameAcquire, Req: 6, TaskIDs: []string{"t1", "t2"}},
+		&Event{Kind: EventAck, Req: 4},
+		&Event{Kind: EventAck, Req: 5, Error: &Error{Code: CodeStaleLease, Message: "stale"}},
+		&Event{Kind: EventAck, Req: 5, Task: &Task{ID: "t", Status: StatusSucceeded, CreatedAt: now, StartedAt: &now}},
+		&Event{Kind: EventAck, Req: 6, Acquired: []AcquireAnswer{
+			{TaskID: "t1", Acquired: &AcquireResponse{TaskID: "t1", Epoch: 1, Spec: TaskSpec{Type: TaskShell, Shell: &ShellSpec{Script: "true"}}, TimeoutMS: 9, Mask: []string{"s"}}},
+			{TaskID: "t2", Error: &Error{Code: CodeAlreadyClaimed, Message: "m"}}}},
 		&TaskSpec{Type: TaskHTTP, HTTP: &HTTPSpec{Method: "POST", URL: "http://x", Headers: map[string]string{"a": "b"}, ExpectStatus: 201}, Selectors: []string{"s"}, TimeoutMS: 5},
 		&ResultRequest{Epoch: 2, Status: StatusFailed, ExitCode: &exit, Error: "exit status 3", LastSeq: 7},
 		&LogsRequest{Epoch: 1, Chunks: []LogChunk{{Seq: 1, Time: now, Data: "hi\n"}}},
@@ -164,6 +173,11 @@ func FuzzDecodeWire(f *testing.F) {
 	f.Add([]byte(`{"kind":"task_available","task_id":"t_1"}`))
 	f.Add([]byte(`{"kind":"heartbeat","heartbeat":{"seq":1,"running":[{"id":"t","epoch":2}]}}`))
 	f.Add([]byte(`{"kind":"heartbeat","heartbeat":{"seq":2,"running":[],"perf":{"cpu_percent":12.5,"process_cpu_percent":0.4,"memory_percent":41,"rss_bytes":24000000,"tasks_run":3,"tasks_failed":1,"acquire_ms":2.5}}}`))
+	f.Add([]byte(`{"kind":"started","req":3,"task_id":"t","started":{"epoch":2}}`))
+	f.Add([]byte(`{"kind":"result","req":4,"task_id":"t","result":{"epoch":2,"status":"succeeded","exit_code":0,"last_seq":1}}`))
+	f.Add([]byte(`{"kind":"acquire","req":5,"task_ids":["a","b"]}`))
+	f.Add([]byte(`{"kind":"ack","req":5,"acquired":[{"task_id":"a","acquired":{"task_id":"a","epoch":1,"spec":{"type":"shell"}}},{"task_id":"b","error":{"code":"already_claimed"}}]}`))
+	f.Add([]byte(`{"kind":"ack","req":4,"error":{"code":"stale_lease","message":"m"},"task":{"id":"t"}}`))
 	f.Add([]byte(`{"account_id":"a","token":"t","name":"n","hostname":"h","tags":["a"],"running":[{"id":"x"}]}`))
 	f.Add([]byte(`{"type":"shell","shell":{"script":"echo"},"env":{"A":"1"},"timeout_ms":-1}`))
 	f.Add([]byte(`{"epoch":1,"chunks":[{"seq":1,"time":"2026-11-22T07:00:00Z","data":"x"}]}`))
@@ -181,7 +195,7 @@ func FuzzDecodeWire(f *testing.F) {
 			&CreateTokenRequest{}, &Token{}, &TokenList{}, &Delegate{}, &DelegateList{}, &WhoAmI{},
 			&Configuration{}, &ConfigurationList{}, &CreateConfigurationRequest{}, &UpdateConfigurationRequest{},
 			&AppliedConfiguration{}, &DelegateConfigurationResponse{}, &ConfigurationResult{}, &DelegateDetails{},
-			&CreateAPIKeyRequest{}, &RevokeAPIKeyRequest{}, &APIKey{}, &APIKeyList{},
+			&CreateAPIKeyRequest{}, &RevokeAPIKeyRequest{}, &APIKey{}, &APIKeyList{}, &AcquireAnswer{},
 		}
 		for _, v := range targets {
 			if err := json.Unmarshal(data, v); err != nil {
