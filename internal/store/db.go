@@ -93,7 +93,7 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxIdleTime(0)
 	writer.SetConnMaxLifetime(0)
-	s := &Store{writer: writer, dialect: dialectSQLite, group: newGroupCommit()}
+	s := &Store{writer: writer, dialect: dialectSQLite, lanes: []*groupCommit{newGroupCommit(maxGroup)}}
 	if err := s.migrate(ctx); err != nil {
 		writer.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
@@ -357,13 +357,45 @@ func (h handle) queryRow(ctx context.Context, query string, args ...any) rowScan
 // connection; on PostgreSQL on a connection of the pool at READ COMMITTED,
 // run again (up to maxWriteAttempts times) after a serialization failure
 // or a deadlock, so fn must be safe to repeat: it must (re)set everything
-// it returns through its closure.
+// it returns through its closure. Concurrent writes share transactions
+// (groupcommit.go): fn must not wait for another write to start.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	if s.group != nil {
-		return s.group.run(ctx, s, fn)
+	return s.writeIn(ctx, "", fn, false)
+}
+
+// writeSingle is write for a function that runs at most one statement
+// that changes the database (reads may follow): alone, it runs without a
+// transaction (tx nil), one round trip on PostgreSQL instead of three
+// (BEGIN, the statement, COMMIT).
+func (s *Store) writeSingle(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.writeIn(ctx, "", fn, true)
+}
+
+// writeKeyed is write for a function that takes a lock named by key (an
+// advisory lock): concurrent writes with the same key join the same lane
+// of groups (Store.lane), so they share a transaction rather than wait
+// for each other's.
+func (s *Store) writeKeyed(ctx context.Context, key string, fn func(tx *sql.Tx) error) error {
+	return s.writeIn(ctx, key, fn, false)
+}
+
+func (s *Store) writeIn(ctx context.Context, key string, fn func(tx *sql.Tx) error, single bool) error {
+	if len(s.lanes) > 0 {
+		return s.lane(key).run(ctx, s, fn, single)
 	}
+	return s.writeAlone(ctx, fn, single)
+}
+
+// writeAlone runs fn in a transaction of its own (without one if single,
+// on PostgreSQL), retried on PostgreSQL as write says.
+func (s *Store) writeAlone(ctx context.Context, fn func(tx *sql.Tx) error, single bool) error {
 	for attempt := 1; ; attempt++ {
-		err := s.writeOnce(ctx, fn)
+		var err error
+		if single && s.dialect == dialectPostgres {
+			err = fn(nil)
+		} else {
+			err = s.writeOnce(ctx, fn)
+		}
 		if err == nil || s.dialect != dialectPostgres || attempt == maxWriteAttempts || !retryable(err) {
 			return err
 		}
@@ -534,7 +566,7 @@ func listLimit(n int) int {
 // insert runs one INSERT ... ON CONFLICT DO NOTHING on the writer and
 // reports ErrConflict when it inserted nothing.
 func (s *Store) insert(ctx context.Context, query string, args ...any) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.writeSingle(ctx, func(tx *sql.Tx) error {
 		res, err := s.w(tx).exec(ctx, query, args...)
 		if err != nil {
 			return err
