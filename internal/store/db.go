@@ -360,38 +360,46 @@ func (h handle) queryRow(ctx context.Context, query string, args ...any) rowScan
 // it returns through its closure. Concurrent writes share transactions
 // (groupcommit.go): fn must not wait for another write to start.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return s.writeIn(ctx, "", fn, false)
+	return s.writeIn(ctx, writeMode{}, fn)
 }
 
-// writeSingle is write for a function that runs at most one statement
-// that changes the database (reads may follow): alone, it runs without a
-// transaction (tx nil), one round trip on PostgreSQL instead of three
-// (BEGIN, the statement, COMMIT).
+// writeMode says what a write function does, for group commit.
+type writeMode struct {
+	// key names a lock the function takes (an advisory lock): writes
+	// with the same key join the same lane of groups (Store.lane), so
+	// they share a transaction rather than wait for each other's.
+	key string
+	// clean says that when the function fails with an error other than a
+	// statement's own (a server error), it has changed nothing: in a
+	// group it needs no savepoint of its own.
+	clean bool
+	// single says the function is clean and runs at most one statement
+	// that changes the database (reads may come before or after it) and
+	// needs no lock beyond that statement: alone, it runs without a
+	// transaction (tx nil), one round trip on PostgreSQL instead of three
+	// (BEGIN, the statement, COMMIT).
+	single bool
+}
+
+// writeSingle is write for a single function (see writeMode).
 func (s *Store) writeSingle(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return s.writeIn(ctx, "", fn, true)
+	return s.writeIn(ctx, writeMode{single: true, clean: true}, fn)
 }
 
-// writeKeyed is write for a function that takes a lock named by key (an
-// advisory lock): concurrent writes with the same key join the same lane
-// of groups (Store.lane), so they share a transaction rather than wait
-// for each other's.
-func (s *Store) writeKeyed(ctx context.Context, key string, fn func(tx *sql.Tx) error) error {
-	return s.writeIn(ctx, key, fn, false)
-}
-
-func (s *Store) writeIn(ctx context.Context, key string, fn func(tx *sql.Tx) error, single bool) error {
+// writeIn is write in mode.
+func (s *Store) writeIn(ctx context.Context, mode writeMode, fn func(tx *sql.Tx) error) error {
 	if len(s.lanes) > 0 {
-		return s.lane(key).run(ctx, s, fn, single)
+		return s.lane(mode.key).run(ctx, s, fn, mode)
 	}
-	return s.writeAlone(ctx, fn, single)
+	return s.writeAlone(ctx, fn, mode)
 }
 
 // writeAlone runs fn in a transaction of its own (without one if single,
 // on PostgreSQL), retried on PostgreSQL as write says.
-func (s *Store) writeAlone(ctx context.Context, fn func(tx *sql.Tx) error, single bool) error {
+func (s *Store) writeAlone(ctx context.Context, fn func(tx *sql.Tx) error, mode writeMode) error {
 	for attempt := 1; ; attempt++ {
 		var err error
-		if single && s.dialect == dialectPostgres {
+		if mode.single && s.dialect == dialectPostgres {
 			err = fn(nil)
 		} else {
 			err = s.writeOnce(ctx, fn)

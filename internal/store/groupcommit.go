@@ -57,13 +57,10 @@ type groupCommit struct {
 }
 
 type writeReq struct {
-	ctx context.Context
-	fn  func(*sql.Tx) error
-	// single says fn runs at most one statement that writes, so alone it
-	// may run without a transaction (tx nil): one round trip instead of
-	// three on PostgreSQL.
-	single bool
-	err    error
+	ctx  context.Context
+	fn   func(*sql.Tx) error
+	mode writeMode
+	err  error
 	// alone asks the caller to run fn again in a transaction of its own:
 	// inside the group it waited too long for a lock, deadlocked or failed
 	// to serialize (PostgreSQL), or the group's transaction failed.
@@ -77,8 +74,8 @@ func newGroupCommit(max int) *groupCommit {
 
 // run queues fn and returns its outcome once a group that holds it has
 // committed (or failed).
-func (g *groupCommit) run(ctx context.Context, s *Store, fn func(*sql.Tx) error, single bool) error {
-	req := &writeReq{ctx: ctx, fn: fn, single: single, done: make(chan struct{})}
+func (g *groupCommit) run(ctx context.Context, s *Store, fn func(*sql.Tx) error, mode writeMode) error {
+	req := &writeReq{ctx: ctx, fn: fn, mode: mode, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, req)
 	g.mu.Unlock()
@@ -101,7 +98,7 @@ func (g *groupCommit) run(ctx context.Context, s *Store, fn func(*sql.Tx) error,
 		<-req.done // a leader is running it
 	}
 	if req.alone {
-		return s.writeAlone(ctx, fn, single)
+		return s.writeAlone(ctx, fn, mode)
 	}
 	return req.err
 }
@@ -252,31 +249,40 @@ func (s *Store) runGroup(group []*writeReq) {
 	}
 }
 
-// runGroupPostgres is runGroup on PostgreSQL. The group's transaction
-// first bounds its lock waits (groupLockTimeout) and opens savepoint g;
-// after each write it releases g and opens it again in one round trip
-// (after the last it lifts the lock timeout for the commit), or, if the
-// write failed, rolls back to g first. A
-// write that failed for want of a lock, a deadlock or a serialization
-// failure is run again alone by its caller once the group has committed
-// (retried there as any write is), as is every write of a group whose
-// transaction failed before its commit, or whose commit the server
-// refused. A commit that failed on the connection (its outcome unknown)
-// is each write's error, as it would be alone.
+// runGroupPostgres is runGroup on PostgreSQL, in fewer round trips than a
+// savepoint around each write. The group's transaction bounds its lock
+// waits (groupLockTimeout) and opens savepoint g. A failure rolls back to
+// g, undoing every write since g was opened, and those writes run again
+// alone, the one that failed too (their outcomes may rest on what was
+// undone), unless it was the only one: then its error is its outcome. So
+// g is opened afresh (released and opened in one round trip) only before
+// a write that may fail after changing something; a clean write (see
+// writeMode) fails without changing anything unless a statement fails, so
+// runs of them share one savepoint, and only an error from the server
+// rolls them back. Before the commit, the lock timeout is lifted.
+//
+// A write that failed for want of a lock, a deadlock or a serialization
+// failure runs again alone too. Writes run again alone by their callers
+// once the group has committed (retried there as any write is). When the
+// transaction fails before its commit, or the server refuses the commit,
+// every write of the group runs again alone; a commit that failed on the
+// connection (its outcome unknown) is each write's error, as it would be
+// alone.
 func (s *Store) runGroupPostgres(group []*writeReq) {
 	if len(group) == 1 {
 		r := group[0]
-		r.finish(s.writeAlone(r.ctx, r.fn, r.single))
+		r.finish(s.writeAlone(r.ctx, r.fn, r.mode))
 		return
 	}
 	// The group outlives any one caller's context: a caller that gives up
 	// fails its own function, not the others'.
 	bg := context.WithoutCancel(group[0].ctx)
-	failed := make([]error, len(group))
+	failed := make([]error, len(group)) // outcomes, when not alone
 	alone := make([]bool, len(group))
-	abandon := func() { // the transaction is gone: run again alone
+	skipped := make([]bool, len(group)) // its caller gave up first
+	abandon := func() {                 // the transaction is gone: everything runs alone
 		for i, r := range group {
-			if failed[i] != nil {
+			if skipped[i] {
 				r.finish(failed[i])
 			} else {
 				r.runAlone()
@@ -288,58 +294,79 @@ func (s *Store) runGroupPostgres(group []*writeReq) {
 		abandon()
 		return
 	}
-	if _, err := tx.ExecContext(bg, `SET LOCAL lock_timeout = '`+groupLockTimeout+`'; SAVEPOINT g`); err != nil {
+	exec := func(q string) error {
+		_, err := tx.ExecContext(bg, q)
+		return err
+	}
+	var since []int // the writes run since g was opened
+	// rollback rolls back to g (then runs then, if not empty): the writes
+	// since g run again alone.
+	rollback := func(then string) error {
+		q := `ROLLBACK TO g`
+		if then != "" {
+			q += "; " + then
+		}
+		if err := exec(q); err != nil {
+			return err
+		}
+		for _, j := range since {
+			alone[j], failed[j] = true, nil
+		}
+		since = nil
+		return nil
+	}
+	// step runs q, which fails if the transaction is aborted (a write
+	// swallowed a statement's error): then it rolls back to g first.
+	step := func(q string) error {
+		if err := exec(q); err == nil {
+			return nil
+		}
+		return rollback(q)
+	}
+	if err := exec(`SET LOCAL lock_timeout = '` + groupLockTimeout + `'; SAVEPOINT g`); err != nil {
 		tx.Rollback()
 		abandon()
 		return
 	}
-	last := len(group) - 1
-	ranLast := false
 	for i, r := range group {
 		if err := r.ctx.Err(); err != nil {
-			failed[i] = err
+			failed[i], skipped[i] = err, true
 			continue
 		}
-		ranLast = i == last
+		if !r.mode.clean && len(since) > 0 {
+			if err := step(`RELEASE g; SAVEPOINT g`); err != nil {
+				tx.Rollback()
+				abandon()
+				return
+			}
+			since = nil
+		}
 		ferr := r.fn(tx)
-		// The commit waits for locks too (a transaction that notifies
-		// takes the server's notification lock): no lock_timeout there.
-		next := `RELEASE g; SAVEPOINT g`
-		if i == last {
-			next = `SET LOCAL lock_timeout = 0`
+		var pgErr *pgconn.PgError
+		if ferr == nil || (r.mode.clean && !errors.As(ferr, &pgErr)) {
+			failed[i] = ferr
+			since = append(since, i)
+			continue
 		}
-		step := next
-		if ferr != nil {
-			step = `ROLLBACK TO g; ` + next
-			if retryable(ferr) || lockTimedOut(ferr) {
-				alone[i] = true
-			} else {
-				failed[i] = ferr
-			}
+		// A statement failed, or a write that changed something did: roll
+		// it back with the writes since g.
+		if len(since) > 0 || retryable(ferr) || lockTimedOut(ferr) {
+			alone[i] = true
+		} else {
+			failed[i] = ferr
 		}
-		if _, err := tx.ExecContext(bg, step); err != nil {
-			if ferr == nil {
-				// The write reported success but left the transaction
-				// unusable (it swallowed a statement's error): undo it
-				// and let it run alone.
-				if _, err := tx.ExecContext(bg, `ROLLBACK TO g; `+next); err == nil {
-					alone[i] = true
-					continue
-				}
-			}
+		if err := rollback(""); err != nil {
 			tx.Rollback()
 			abandon()
 			return
 		}
 	}
-	if !ranLast {
-		// The last write was skipped (its caller gave up): the lock
-		// timeout is still set.
-		if _, err := tx.ExecContext(bg, `SET LOCAL lock_timeout = 0`); err != nil {
-			tx.Rollback()
-			abandon()
-			return
-		}
+	// The commit waits for locks too (a transaction that notifies takes
+	// the server's notification lock): no lock timeout there.
+	if err := step(`SET LOCAL lock_timeout = 0`); err != nil {
+		tx.Rollback()
+		abandon()
+		return
 	}
 	if err := tx.Commit(); err != nil {
 		var pgErr *pgconn.PgError
@@ -348,7 +375,7 @@ func (s *Store) runGroupPostgres(group []*writeReq) {
 			return
 		}
 		for i := range group {
-			if failed[i] == nil && !alone[i] {
+			if !alone[i] && !skipped[i] {
 				failed[i] = err
 			}
 		}
@@ -356,7 +383,7 @@ func (s *Store) runGroupPostgres(group []*writeReq) {
 		s.wcache.fill(bg, s.writer)
 	}
 	for i, r := range group {
-		if alone[i] && failed[i] == nil {
+		if alone[i] {
 			r.runAlone()
 		} else {
 			r.finish(failed[i])

@@ -671,7 +671,9 @@ func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, er
 	var checkErr error
 	// The claims of one instance join one lane of groups: they take its
 	// advisory lock (getTaskSecretsForClaim).
-	err := s.writeKeyed(ctx, c.InstanceID, func(tx *sql.Tx) error {
+	// It is clean (writeMode): it fails before its only change, the
+	// update.
+	err := s.writeIn(ctx, writeMode{key: c.InstanceID, clean: true}, func(tx *sql.Tx) error {
 		var err error
 		var ss storedSecrets
 		checkErr = nil
@@ -820,7 +822,9 @@ func (s *Store) CompleteTask(ctx context.Context, id string, epoch int64, r Resu
 		return Task{}, fmt.Errorf("complete task %s: %w", id, err)
 	}
 	var t Task
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	// Clean (writeMode): it fails before its first change, or on a
+	// statement's error.
+	err = s.writeIn(ctx, writeMode{clean: true}, func(tx *sql.Tx) error {
 		// One statement ends the task (finish, its secret values dropped
 		// as updateTask drops them) and closes its log, and returns the
 		// row: no read first (issue 18).
