@@ -365,10 +365,12 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 
 // writeMode says what a write function does, for group commit.
 type writeMode struct {
-	// key names a lock the function takes (an advisory lock): writes
-	// with the same key join the same lane of groups (Store.lane), so
-	// they share a transaction rather than wait for each other's.
-	key string
+	// own says the function runs in a transaction of its own, never in a
+	// group: a claim, whose task row and instance lock other claimers
+	// wait for, and whose latency decides whether an offer widens to
+	// more delegates (a claim held for a group's length made a loaded
+	// manager widen three times as many offers, BENCHMARKS.md).
+	own bool
 	// clean says that when the function fails with an error other than a
 	// statement's own (a server error), it has changed nothing: in a
 	// group it needs no savepoint of its own.
@@ -388,8 +390,8 @@ func (s *Store) writeSingle(ctx context.Context, fn func(tx *sql.Tx) error) erro
 
 // writeIn is write in mode.
 func (s *Store) writeIn(ctx context.Context, mode writeMode, fn func(tx *sql.Tx) error) error {
-	if len(s.lanes) > 0 {
-		return s.lane(mode.key).run(ctx, s, fn, mode)
+	if len(s.lanes) > 0 && !mode.own {
+		return s.lane().run(ctx, s, fn, mode)
 	}
 	return s.writeAlone(ctx, fn, mode)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"hash/fnv"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -42,9 +41,12 @@ const groupLockTimeout = "10ms"
 // write.
 //
 // A store has one groupCommit (a lane) on SQLite, whose single writer
-// connection runs one transaction at a time, and several on PostgreSQL,
-// whose groups run side by side on connections of the pool (see
-// Store.lane).
+// connection runs one transaction at a time, and one per connection of
+// the pool on PostgreSQL, whose groups run side by side: a group runs its
+// writes' statements one after another on one connection, so on a loaded
+// machine, where each round trip waits for the scheduler, many short
+// groups side by side kept task latency lower than a few long ones
+// (BENCHMARKS.md, issue 18).
 //
 // A lone writer runs in its own transaction as before, so latency without
 // contention is unchanged.
@@ -147,20 +149,12 @@ func (g *groupCommit) remove(req *writeReq) bool {
 	return false
 }
 
-// lane returns the lane a write joins. A write with a key always joins the
-// same lane, so that writes which take the same locks (the claims of one
-// delegate instance take its advisory lock) share groups instead of
-// waiting for each other's; others take an idle lane if there is one,
-// starting from the next in turn, else the next in turn.
-func (s *Store) lane(key string) *groupCommit {
+// lane returns the lane a write joins: an idle one if there is one,
+// looking from the next in turn, else the next in turn.
+func (s *Store) lane() *groupCommit {
 	n := len(s.lanes)
 	if n == 1 {
 		return s.lanes[0]
-	}
-	if key != "" {
-		h := fnv.New32a()
-		h.Write([]byte(key))
-		return s.lanes[int(h.Sum32()%uint32(n))]
 	}
 	start := int(s.nextLane.Add(1) % uint64(n))
 	for i := range n {

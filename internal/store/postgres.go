@@ -29,7 +29,7 @@ import (
 //     queries, as SQLite's read transactions give);
 //   - write transactions are retried on serialization failures and
 //     deadlocks;
-//   - concurrent writes share transactions in several lanes at once, and
+//   - concurrent writes share transactions, several groups at once, and
 //     a write of a group never waits long for a lock (groupcommit.go).
 
 // defaultPoolSize is the connection pool of a PostgreSQL store unless the
@@ -78,9 +78,8 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 		return nil, fmt.Errorf("migrate PostgreSQL database %q on %s: %w", cfg.Database, cfg.Host, err)
 	}
 	// Writes share transactions from here on (migrations ran alone): a
-	// lane per four connections of the pool, the rest for reads and for
-	// the writes that run alone.
-	for range max(1, poolSize/4) {
+	// lane per connection of the pool (groupcommit.go).
+	for range poolSize {
 		s.lanes = append(s.lanes, newGroupCommit(maxGroupPostgres))
 	}
 	return s, nil

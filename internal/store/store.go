@@ -669,11 +669,8 @@ func (s *Store) QueuedPastDeadline(ctx context.Context, now time.Time, limit int
 func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, error) {
 	var t Task
 	var checkErr error
-	// The claims of one instance join one lane of groups: they take its
-	// advisory lock (getTaskSecretsForClaim).
-	// It is clean (writeMode): it fails before its only change, the
-	// update.
-	err := s.writeIn(ctx, writeMode{key: c.InstanceID, clean: true}, func(tx *sql.Tx) error {
+	// In a transaction of its own (writeMode.own).
+	err := s.writeIn(ctx, writeMode{own: true}, func(tx *sql.Tx) error {
 		var err error
 		var ss storedSecrets
 		checkErr = nil
