@@ -366,7 +366,8 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // writeMode says what a write function does, for group commit.
 type writeMode struct {
 	// own says the function runs in a transaction of its own, never in a
-	// group: a claim, whose task row and instance lock other claimers
+	// group, on PostgreSQL (SQLite's single writer groups everything): a
+	// claim, whose task row and instance lock other claimers
 	// wait for, and whose latency decides whether an offer widens to
 	// more delegates (a claim held for a group's length made a loaded
 	// manager widen three times as many offers, BENCHMARKS.md).
@@ -390,7 +391,7 @@ func (s *Store) writeSingle(ctx context.Context, fn func(tx *sql.Tx) error) erro
 
 // writeIn is write in mode.
 func (s *Store) writeIn(ctx context.Context, mode writeMode, fn func(tx *sql.Tx) error) error {
-	if len(s.lanes) > 0 && !mode.own {
+	if len(s.lanes) > 0 && !(mode.own && s.dialect == dialectPostgres) {
 		return s.lane().run(ctx, s, fn, mode)
 	}
 	return s.writeAlone(ctx, fn, mode)
