@@ -274,7 +274,8 @@ func (s *Store) runGroupPostgres(group []*writeReq) {
 	failed := make([]error, len(group)) // outcomes, when not alone
 	alone := make([]bool, len(group))
 	skipped := make([]bool, len(group)) // its caller gave up first
-	abandon := func() {                 // the transaction is gone: everything runs alone
+	// abandon hands every write back to run alone: the transaction is gone.
+	abandon := func() {
 		for i, r := range group {
 			if skipped[i] {
 				r.finish(failed[i])
@@ -369,7 +370,7 @@ func (s *Store) runGroupPostgres(group []*writeReq) {
 			return
 		}
 		for i := range group {
-			if !alone[i] && !skipped[i] {
+			if !alone[i] && failed[i] == nil {
 				failed[i] = err
 			}
 		}
