@@ -93,7 +93,7 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxIdleTime(0)
 	writer.SetConnMaxLifetime(0)
-	s := &Store{writer: writer, dialect: dialectSQLite, group: newGroupCommit()}
+	s := &Store{writer: writer, dialect: dialectSQLite, lanes: []*groupCommit{newGroupCommit(maxGroup)}}
 	if err := s.migrate(ctx); err != nil {
 		writer.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)
@@ -357,13 +357,56 @@ func (h handle) queryRow(ctx context.Context, query string, args ...any) rowScan
 // connection; on PostgreSQL on a connection of the pool at READ COMMITTED,
 // run again (up to maxWriteAttempts times) after a serialization failure
 // or a deadlock, so fn must be safe to repeat: it must (re)set everything
-// it returns through its closure.
+// it returns through its closure. Concurrent writes share transactions
+// (groupcommit.go): fn must not wait for another write to start.
 func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	if s.group != nil {
-		return s.group.run(ctx, s, fn)
+	return s.writeIn(ctx, writeMode{}, fn)
+}
+
+// writeMode says what a write function does, for group commit.
+type writeMode struct {
+	// own says the function runs in a transaction of its own, never in a
+	// group, on PostgreSQL (SQLite's single writer groups everything): a
+	// claim, whose task row and instance lock other claimers
+	// wait for, and whose latency decides whether an offer widens to
+	// more delegates (a claim held for a group's length made a loaded
+	// manager widen three times as many offers, BENCHMARKS.md).
+	own bool
+	// clean says that when the function fails with an error other than a
+	// statement's own (a server error), it has changed nothing: in a
+	// group it needs no savepoint of its own.
+	clean bool
+	// single says the function is clean and runs at most one statement
+	// that changes the database (reads may come before or after it) and
+	// needs no lock beyond that statement: alone, it runs without a
+	// transaction (tx nil), one round trip on PostgreSQL instead of three
+	// (BEGIN, the statement, COMMIT).
+	single bool
+}
+
+// writeSingle is write for a single function (see writeMode).
+func (s *Store) writeSingle(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.writeIn(ctx, writeMode{single: true, clean: true}, fn)
+}
+
+// writeIn is write in mode.
+func (s *Store) writeIn(ctx context.Context, mode writeMode, fn func(tx *sql.Tx) error) error {
+	if len(s.lanes) > 0 && !(mode.own && s.dialect == dialectPostgres) {
+		return s.lane().run(ctx, s, fn, mode)
 	}
+	return s.writeAlone(ctx, fn, mode)
+}
+
+// writeAlone runs fn in a transaction of its own (without one if single,
+// on PostgreSQL), retried on PostgreSQL as write says.
+func (s *Store) writeAlone(ctx context.Context, fn func(tx *sql.Tx) error, mode writeMode) error {
 	for attempt := 1; ; attempt++ {
-		err := s.writeOnce(ctx, fn)
+		var err error
+		if mode.single && s.dialect == dialectPostgres {
+			err = fn(nil)
+		} else {
+			err = s.writeOnce(ctx, fn)
+		}
 		if err == nil || s.dialect != dialectPostgres || attempt == maxWriteAttempts || !retryable(err) {
 			return err
 		}
@@ -534,7 +577,7 @@ func listLimit(n int) int {
 // insert runs one INSERT ... ON CONFLICT DO NOTHING on the writer and
 // reports ErrConflict when it inserted nothing.
 func (s *Store) insert(ctx context.Context, query string, args ...any) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.writeSingle(ctx, func(tx *sql.Tx) error {
 		res, err := s.w(tx).exec(ctx, query, args...)
 		if err != nil {
 			return err

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -24,7 +25,16 @@ func (s *Store) Broadcast(ctx context.Context, payload string) error {
 	if s.dialect != dialectPostgres {
 		return nil
 	}
-	if _, err := s.writer.ExecContext(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, payload); err != nil {
+	// A write of its own, so that concurrent broadcasts (one per submitted
+	// task) share the commit of a group: a transaction that notifies
+	// holds the server's notification lock through its commit, WAL flush
+	// included, so notifications committed one by one queue behind each
+	// other's fsync.
+	err := s.writeSingle(ctx, func(tx *sql.Tx) error {
+		_, err := s.w(tx).exec(ctx, `SELECT pg_notify(?, ?)`, notifyChannel, payload)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("broadcast: %w", err)
 	}
 	return nil

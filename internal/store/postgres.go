@@ -28,7 +28,9 @@ import (
 //   - read transactions run at REPEATABLE READ (one snapshot for all their
 //     queries, as SQLite's read transactions give);
 //   - write transactions are retried on serialization failures and
-//     deadlocks.
+//     deadlocks;
+//   - concurrent writes share transactions, several groups at once, and
+//     a write of a group never waits long for a lock (groupcommit.go).
 
 // defaultPoolSize is the connection pool of a PostgreSQL store unless the
 // DSN says otherwise with pool_max_conns.
@@ -75,6 +77,11 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("migrate PostgreSQL database %q on %s: %w", cfg.Database, cfg.Host, err)
 	}
+	// Writes share transactions from here on (migrations ran alone): a
+	// lane per connection of the pool (groupcommit.go).
+	for range poolSize {
+		s.lanes = append(s.lanes, newGroupCommit(maxGroupPostgres))
+	}
 	return s, nil
 }
 
@@ -119,20 +126,6 @@ func (s *Store) lockMigrations(ctx context.Context, tx *sql.Tx) error {
 	return err
 }
 
-// lockInstanceClaims serializes the claims of one instance until tx ends,
-// so that ClaimTask's capacity count sees every claim of the instance
-// committed before it and none can commit meanwhile. An advisory lock, not
-// a row lock on the instance: the instance row need not exist, and
-// heartbeat flushes (which update instance rows) must not queue behind
-// claims. On SQLite the single writer serializes all claims already.
-func (s *Store) lockInstanceClaims(ctx context.Context, tx *sql.Tx, instanceID string) error {
-	if s.dialect != dialectPostgres {
-		return nil
-	}
-	_, err := s.w(tx).exec(ctx, `SELECT pg_advisory_xact_lock(?, hashtext(?))`, advisoryClaims, instanceID)
-	return err
-}
-
 // readOptions are the options of read transactions: on PostgreSQL a
 // read-only REPEATABLE READ transaction, so that all its queries see one
 // snapshot (at READ COMMITTED each statement has its own); on SQLite a
@@ -150,6 +143,14 @@ func (s *Store) readOptions() *sql.TxOptions {
 func retryable(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
+// lockTimedOut reports whether err is a lock wait that exceeded
+// lock_timeout (55P03 lock_not_available), as a write inside a group does
+// after groupLockTimeout.
+func lockTimedOut(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
 // retryWait sleeps before attempt (2, 3, ...) of a write transaction: a

@@ -193,6 +193,12 @@ func queryTasks(ctx context.Context, h handle, query string, args ...any) ([]Tas
 // that ends loses its secret values (their names stay): every path to a
 // terminal status goes through here.
 func updateTask(ctx context.Context, h handle, t Task, prevStatus string, prevEpoch int64) error {
+	return updateTaskIf(ctx, h, t, prevStatus, prevEpoch, "")
+}
+
+// updateTaskIf is updateTask with a further condition (" AND ...", with
+// ? placeholders for args) on the update.
+func updateTaskIf(ctx context.Context, h handle, t Task, prevStatus string, prevEpoch int64, cond string, args ...any) error {
 	httpResult, err := encodeHTTPResult(t.HTTPResult)
 	if err != nil {
 		return err
@@ -201,11 +207,11 @@ func updateTask(ctx context.Context, h handle, t Task, prevStatus string, prevEp
 	http_result = ?, attempts = ?, epoch = ?, instance_id = ?, delegate_name = ?, delegate_hostname = ?,
 	denied_instances = ?, acquired_at = ?, started_at = ?, finished_at = ?, queue_deadline = ?,
 	lease_expires_at = ?, secrets = CASE WHEN ? = 1 THEN '' ELSE secrets END
-	WHERE id = ? AND status = ? AND epoch = ?`,
-		t.Status, nullInt(t.ExitCode), t.Error, httpResult, t.Attempts, t.Epoch, t.InstanceID,
-		t.DelegateName, t.DelegateHostname, encodeStrings(t.DeniedInstances), nullMicros(t.AcquiredAt),
-		nullMicros(t.StartedAt), nullMicros(t.FinishedAt), micros(t.QueueDeadline),
-		nullMicros(t.LeaseExpiresAt), boolInt(protocol.Terminal(t.Status)), t.ID, prevStatus, prevEpoch)
+	WHERE id = ? AND status = ? AND epoch = ?`+cond,
+		append([]any{t.Status, nullInt(t.ExitCode), t.Error, httpResult, t.Attempts, t.Epoch, t.InstanceID,
+			t.DelegateName, t.DelegateHostname, encodeStrings(t.DeniedInstances), nullMicros(t.AcquiredAt),
+			nullMicros(t.StartedAt), nullMicros(t.FinishedAt), micros(t.QueueDeadline),
+			nullMicros(t.LeaseExpiresAt), boolInt(protocol.Terminal(t.Status)), t.ID, prevStatus, prevEpoch}, args...)...)
 	if err != nil {
 		return err
 	}

@@ -89,6 +89,24 @@ func getTaskSecretsForUpdate(ctx context.Context, h handle, id string) (Task, st
 	return t, ss, err
 }
 
+// getTaskSecretsForClaim is getTaskSecretsForUpdate that also takes the
+// claims lock of instanceID in the same statement (PostgreSQL only). The
+// lock serializes the claims of one instance until the transaction ends,
+// so that ClaimTask's capacity count (a later statement) sees every claim
+// of the instance committed before it and none can commit meanwhile. An
+// advisory lock, not a row lock on the instance: the instance row need not
+// exist, and heartbeat flushes (which update instance rows) must not queue
+// behind claims. On SQLite the single writer serializes all claims
+// already.
+func getTaskSecretsForClaim(ctx context.Context, h handle, id, instanceID string) (Task, storedSecrets, error) {
+	t, ss, err := scanTaskSecrets(h.queryRow(ctx, `SELECT `+taskSecretCols+` FROM tasks
+	WHERE id = ? AND pg_advisory_xact_lock(?, hashtext(?)) IS NOT NULL FOR UPDATE`, id, advisoryClaims, instanceID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Task{}, ss, ErrNotFound
+	}
+	return t, ss, err
+}
+
 // --- the session key -------------------------------------------------------------
 
 // SessionKey returns the key that signs delegate sessions, shared by every

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/legate-dev/legate/internal/protocol"
@@ -32,9 +33,12 @@ type Store struct {
 	dialect dialect
 	// Prepared statements of the writer and of the reader pool.
 	wcache, rcache stmtCache
-	// group shares write transactions among concurrent writers (SQLite
-	// only; nil on PostgreSQL, whose pool runs writes side by side).
-	group *groupCommit
+	// lanes share write transactions among concurrent writers
+	// (groupcommit.go): one on SQLite, several on PostgreSQL, whose
+	// groups run side by side on connections of the pool. nextLane turns
+	// between them.
+	lanes    []*groupCommit
+	nextLane atomic.Uint64
 	// pgConfig opens the dedicated LISTEN connection (PostgreSQL only).
 	pgConfig *pgx.ConnConfig
 	// keys seal and open the secret values at rest.
@@ -659,7 +663,7 @@ func (s *Store) QueuedPastDeadline(ctx context.Context, now time.Time, limit int
 // also across several Stores (managers) on one PostgreSQL database: the
 // task is read FOR UPDATE, so a claimer that waited for that row lock
 // reads the committed row and sees it is no longer queued. The capacity check holds under concurrency too (see
-// lockInstanceClaims).
+// getTaskSecretsForClaim).
 //
 // The task it returns carries its secret values in Spec.SecretEnv, opened
 // with the store's keys: the only read that does, and only for the claimer
@@ -673,11 +677,20 @@ func (s *Store) QueuedPastDeadline(ctx context.Context, now time.Time, limit int
 func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, error) {
 	var t Task
 	var checkErr error
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	// In a transaction of its own (writeMode.own).
+	err := s.writeIn(ctx, writeMode{own: true}, func(tx *sql.Tx) error {
 		var err error
 		var ss storedSecrets
 		checkErr = nil
-		t, ss, err = getTaskSecretsForUpdate(ctx, s.w(tx), c.TaskID)
+		if c.Capacity > 0 && s.dialect == dialectPostgres {
+			// The instance's claims lock is taken by the statement that
+			// reads (and locks) the task, a round trip less: the capacity
+			// count below, a later statement, sees every claim committed
+			// before it was granted.
+			t, ss, err = getTaskSecretsForClaim(ctx, s.w(tx), c.TaskID, c.InstanceID)
+		} else {
+			t, ss, err = getTaskSecretsForUpdate(ctx, s.w(tx), c.TaskID)
+		}
 		if err != nil {
 			return err
 		}
@@ -704,19 +717,6 @@ func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, er
 			}
 			return ErrAlreadyClaimed
 		}
-		if c.Capacity > 0 {
-			if err := s.lockInstanceClaims(ctx, tx, c.InstanceID); err != nil {
-				return err
-			}
-			var running int
-			if err := s.w(tx).queryRow(ctx, `SELECT COUNT(*) FROM tasks WHERE instance_id = ? AND status = ?`,
-				c.InstanceID, protocol.StatusRunning).Scan(&running); err != nil {
-				return err
-			}
-			if running >= c.Capacity {
-				return ErrNoCapacity
-			}
-		}
 		values, err := s.openSecrets(t.ID, ss)
 		if err != nil {
 			return err
@@ -732,11 +732,26 @@ func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, er
 		t.InstanceID, t.DelegateName, t.DelegateHostname = c.InstanceID, c.DelegateName, c.DelegateHostname
 		t.AcquiredAt, t.StartedAt = timePtr(now), nil
 		t.LeaseExpiresAt = timePtr(now.Add(c.LeaseDuration))
-		if err := updateTask(ctx, s.w(tx), t, protocol.StatusQueued, prevEpoch); err != nil {
-			if errors.Is(err, errRowChanged) {
-				return ErrAlreadyClaimed
+		if c.Capacity == 0 {
+			if err := updateTask(ctx, s.w(tx), t, protocol.StatusQueued, prevEpoch); err != nil {
+				if errors.Is(err, errRowChanged) {
+					return ErrAlreadyClaimed
+				}
+				return err
 			}
-			return err
+		} else {
+			// The capacity check is a condition of the update: the row is
+			// locked (PostgreSQL) or the writer is (SQLite), so an update
+			// that changed nothing found the instance full.
+			err := updateTaskIf(ctx, s.w(tx), t, protocol.StatusQueued, prevEpoch,
+				` AND (SELECT COUNT(*) FROM tasks WHERE instance_id = ? AND status = ?) < ?`,
+				c.InstanceID, protocol.StatusRunning, c.Capacity)
+			if errors.Is(err, errRowChanged) {
+				return ErrNoCapacity
+			}
+			if err != nil {
+				return err
+			}
 		}
 		t.Spec.SecretEnv = values
 		t.StoredSecrets = stored
@@ -765,7 +780,7 @@ func (s *Store) MarkStarted(ctx context.Context, id string, epoch int64, now tim
 // zero time if the start was recorded before: what a pickup-latency
 // measure needs, without reading the task.
 func (s *Store) StartTask(ctx context.Context, id string, epoch int64, now time.Time) (queuedAt time.Time, err error) {
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.writeSingle(ctx, func(tx *sql.Tx) error {
 		queuedAt = time.Time{}
 		var deadline, timeoutMS int64
 		err := s.w(tx).queryRow(ctx, `UPDATE tasks SET started_at = ?
@@ -807,24 +822,36 @@ func (s *Store) CompleteTask(ctx context.Context, id string, epoch int64, r Resu
 	if err := validResult(r); err != nil {
 		return Task{}, fmt.Errorf("complete task %s: %w", id, err)
 	}
+	httpResult, err := encodeHTTPResult(r.HTTPResult)
+	if err != nil {
+		return Task{}, fmt.Errorf("complete task %s: %w", id, err)
+	}
 	var t Task
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	// Clean (writeMode): it fails before its first change, or on a
+	// statement's error.
+	err = s.writeIn(ctx, writeMode{clean: true}, func(tx *sql.Tx) error {
+		// One statement ends the task (finish, its secret values dropped
+		// as updateTask drops them) and closes its log, and returns the
+		// row: no read first (issue 18).
 		var err error
-		t, err = getTaskForUpdate(ctx, s.w(tx), id)
-		if err != nil {
-			return err
-		}
-		if !heldAt(t, epoch) {
-			return ErrStaleLease
-		}
-		if t.Status != protocol.StatusRunning {
-			return nil // already finished at this epoch: idempotent
-		}
-		finish(&t, r, now)
-		if err := updateTask(ctx, s.w(tx), t, protocol.StatusRunning, epoch); err != nil {
-			if errors.Is(err, errRowChanged) {
+		t, err = scanTask(s.w(tx).queryRow(ctx, `UPDATE tasks SET status = ?, exit_code = ?, error = ?,
+	http_result = ?, finished_at = ?, lease_expires_at = NULL, secrets = '', result_last_seq = ?
+	WHERE id = ? AND status = ? AND epoch = ?
+	RETURNING `+taskCols,
+			r.Status, nullInt(r.ExitCode), cleanText(r.Error), httpResult, micros(now), max(r.LastSeq, 0),
+			id, protocol.StatusRunning, epoch))
+		if errors.Is(err, sql.ErrNoRows) {
+			// Not running at epoch: finished at this epoch already
+			// (results are idempotent), or stale.
+			if t, err = getTask(ctx, s.w(tx), id); err != nil {
+				return err
+			}
+			if !heldAt(t, epoch) || t.Status == protocol.StatusRunning {
 				return ErrStaleLease
 			}
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 		if len(r.Outputs) > 0 {
@@ -841,7 +868,7 @@ func (s *Store) CompleteTask(ctx context.Context, id string, epoch int64, r Resu
 				return fmt.Errorf("set last success of connector %q: %w", t.Spec.Connector, err)
 			}
 		}
-		return closeLog(ctx, s.w(tx), id, r.LastSeq)
+		return nil
 	})
 	if err != nil {
 		return Task{}, fmt.Errorf("complete task %s (epoch %d): %w", id, epoch, err)
