@@ -49,24 +49,8 @@ func (m *Manager) adminAuth(rt route) http.HandlerFunc {
 }
 
 // isTokenName reports whether s is a valid name of a token, org, project
-// or connector: 1-63 letters, digits, '.', '_' or '-', starting with a
-// letter or digit (^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$). A loop, not a
-// regexp: a package-level regexp is compiled at init in every process,
-// delegates included (about 60 KB and 900 allocations for this one).
-func isTokenName(s string) bool {
-	if len(s) == 0 || len(s) > 63 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		ok := ('A' <= c && c <= 'Z') || ('a' <= c && c <= 'z') || ('0' <= c && c <= '9') ||
-			(i > 0 && (c == '.' || c == '_' || c == '-'))
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
+// or connector (protocol.ValidName).
+func isTokenName(s string) bool { return protocol.ValidName(s) }
 
 func tokenView(t store.Token) protocol.Token {
 	v := protocol.Token{Name: t.Name, CreatedAt: t.CreatedAt.UTC(), RevokedAt: utcPtr(t.RevokedAt), Status: protocol.TokenActive, Org: t.Org, Project: t.Project,
