@@ -70,7 +70,7 @@ func (m *Manager) frame(ctx context.Context, d *live, f protocol.Frame, reports 
 			m.log.Debug("answered a WebSocket frame of an unknown kind", "instance", d.id, "kind", f.Kind)
 		}
 		ack.Error = aerr.wire()
-		d.push(ack)
+		m.pushAck(d, ack)
 		return
 	}
 	select {
@@ -78,7 +78,7 @@ func (m *Manager) frame(ctx context.Context, d *live, f protocol.Frame, reports 
 	default:
 		ack.Error = newAPIError(http.StatusServiceUnavailable, protocol.CodeUnavailable,
 			"%d frames of this delegate are being worked on: make the HTTP call", wsReportSlots).wire()
-		d.push(ack)
+		m.pushAck(d, ack)
 		return
 	}
 	prev, done := reports.queue(f.TaskID)
@@ -90,8 +90,22 @@ func (m *Manager) frame(ctx context.Context, d *live, f protocol.Frame, reports 
 		}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wsReportTimeout)
 		defer cancel()
-		d.push(m.answerFrame(wctx, d, f))
+		m.pushAck(d, m.answerFrame(wctx, d, f))
 	})
+}
+
+// pushAck queues an acknowledgement for the delegate, counting its errors
+// in legate_manager_api_errors_total as the HTTP calls' are counted.
+func (m *Manager) pushAck(d *live, ack protocol.Event) {
+	if ack.Error != nil {
+		m.metrics.apiErrors.With(string(ack.Error.Code)).Inc()
+	}
+	for _, a := range ack.Acquired {
+		if a.Error != nil {
+			m.metrics.apiErrors.With(string(a.Error.Code)).Inc()
+		}
+	}
+	d.push(ack)
 }
 
 // checkFrame refuses a numbered frame that is not well formed, or of a

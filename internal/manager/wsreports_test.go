@@ -194,6 +194,10 @@ func TestWebSocketReports(t *testing.T) {
 	if got := ackCode(ws.ack(22)); got != protocol.CodeBadRequest {
 		t.Errorf("acquire frame of too many tasks: code %q, want %s", got, protocol.CodeBadRequest)
 	}
+	// Errors answered over the WebSocket are counted as the HTTP calls'.
+	if got := tm.m.metrics.apiErrors.With(string(protocol.CodeUnknownFrame)).Value(); got != 1 {
+		t.Errorf("legate_manager_api_errors_total{code=unknown_frame} = %v, want 1", got)
+	}
 	// An unnumbered frame of an unknown kind is ignored, as before.
 	ws.send(protocol.Frame{Kind: "from_the_future"})
 	// The connection still serves heartbeats.
