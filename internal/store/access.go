@@ -296,16 +296,11 @@ func (s *Store) GroupsOf(ctx context.Context, principalID string) ([]string, err
 	if err != nil {
 		return nil, fmt.Errorf("groups of %s: %w", principalID, err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("groups of %s: %w", principalID, err)
-		}
-		out = append(out, id)
+	out, err := scanStrings(rows)
+	if err != nil {
+		return nil, fmt.Errorf("groups of %s: %w", principalID, err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // CreateRole stores a custom role; ErrConflict when the name is taken.

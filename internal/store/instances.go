@@ -141,16 +141,7 @@ func (s *Store) PruneInstances(ctx context.Context, before time.Time, limit int)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if ids, err = scanStrings(rows); err != nil {
 			return err
 		}
 		for _, id := range ids {

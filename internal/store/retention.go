@@ -27,18 +27,13 @@ func (s *Store) DeleteFinishedTasks(ctx context.Context, before time.Time, limit
 		if err != nil {
 			return err
 		}
-		var ids []any
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		found, err := scanStrings(rows)
+		if err != nil {
 			return err
+		}
+		ids := make([]any, len(found))
+		for i, id := range found {
+			ids[i] = id
 		}
 		if len(ids) == 0 {
 			return nil

@@ -487,6 +487,15 @@ func scanAll[T any](rows *sql.Rows, scan func(rowScanner) (T, error)) ([]T, erro
 	return out, rows.Err()
 }
 
+// scanStrings reads a query of one text column (IDs, names) and closes
+// its rows.
+func scanStrings(rows *sql.Rows) ([]string, error) {
+	return scanAll(rows, func(r rowScanner) (string, error) {
+		var v string
+		return v, r.Scan(&v)
+	})
+}
+
 // exists runs a query that selects at most one row: ErrNotFound if it
 // selects none.
 func exists(ctx context.Context, h handle, query string, args ...any) error {
