@@ -51,6 +51,13 @@ func matrix(kind string) map[string]func(*manifest.Params) {
 		"replicas 3":       func(p *manifest.Params) { p.Replicas = 3 },
 		"unicode and YAML": func(p *manifest.Params) { p.Tags = []string{"ünï", "on", "- x", "a: b", "#c"} },
 	}
+	if kind != manifest.KindSystemd { // refuses control characters
+		// DEL, NEL and another C1 control, which YAML may not hold as they
+		// are (the fuzz target found DEL).
+		m["controls in a value"] = func(p *manifest.Params) {
+			p.Env = []protocol.EnvVar{{Name: "X", Value: "a\x7fb\u0085c\u0090d\u2028e"}}
+		}
+	}
 	switch kind {
 	case manifest.KindKubernetes, manifest.KindHelm:
 		m["rbac namespace"] = func(p *manifest.Params) { p.RBAC, p.Namespace = "namespace", "team-a" }

@@ -3,6 +3,7 @@ package manifest
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -107,7 +108,7 @@ func yamlKey(k string) string {
 	if plainKey(k) {
 		return k
 	}
-	return jsonString(k)
+	return yamlString(k)
 }
 
 // plainKey: a letter or '_' first, then letters, digits and "_./-", and
@@ -136,7 +137,7 @@ func plainKey(k string) bool {
 func yamlScalar(v any) string {
 	switch v := v.(type) {
 	case string:
-		return jsonString(v)
+		return yamlString(v)
 	case int:
 		return strconv.Itoa(v)
 	case int64:
@@ -147,6 +148,31 @@ func yamlScalar(v any) string {
 		return "null"
 	}
 	panic("manifest: unsupported YAML value") // a bug in this package
+}
+
+// yamlString quotes s as a YAML double-quoted scalar: as a JSON string,
+// which YAML reads as the same string, with the characters a YAML document
+// may not hold as they are (DEL and the C1 controls, NEL among them, which
+// YAML 1.1 parsers read as a line break) escaped as \uXXXX. JSON escapes
+// the C0 controls and U+2028/U+2029 already.
+func yamlString(s string) string {
+	q := jsonString(s)
+	if !strings.ContainsFunc(q, yamlEscaped) {
+		return q
+	}
+	var b strings.Builder
+	for _, r := range q {
+		if yamlEscaped(r) {
+			fmt.Fprintf(&b, `\u%04X`, r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func yamlEscaped(r rune) bool {
+	return (r >= 0x7f && r <= 0x9f) || r == 0xfffe || r == 0xffff
 }
 
 // jsonString quotes s as a JSON string without HTML escaping. Invalid
