@@ -136,14 +136,21 @@ stages:
 	screenshot(t, ctx, shots, "settings-audit")
 
 	// A task page opened while the task waits: its status and timeline
-	// follow it once a delegate takes it, without a reload.
+	// follow it once a delegate takes it, without a reload. The delegate
+	// that will run it is connected and busy (capacity 1, a blocker
+	// running), so the task waits for it; one that no connected delegate
+	// could run would fail fast (not_assigned after one liveness window,
+	// 1.5 s here), which a delegate starting on a loaded machine missed.
+	c.delegate("late", "ui-late-1", append(c.seed004Env(tok, "late", "late"), "DELEGATE_TASK_CAPACITY=1")...)
+	blocker := c.submit("--selector", "late", "--script", "sleep 600")
+	c.waitRunning(blocker)
 	waiting := strings.TrimSpace(c.mustCLI("task", "run", "--detach", "--selector", "late", "--script", "echo started late; sleep 1"))
 	run(t, ctx, "open the queued task",
 		chromedp.Navigate(c.url+"/tasks/"+waiting),
 		visible(`#task-status.s-queued`),
 		visible(`#timeline li[data-label="Started"].pending`))
 	value(t, ctx, "mark the page", chromedp.Evaluate[string](`window.legateTestMarker = "task page"`))
-	c.delegate("late", "ui-late-1", c.seed004Env(tok, "late", "late")...)
+	c.mustCLI("task", "cancel", blocker)
 	run(t, ctx, "see the task start and end on the open page",
 		until(`document.getElementById("output").textContent.includes("started late")`),
 		visible(`#timeline li[data-label="Acquired"]:not(.pending) time`),

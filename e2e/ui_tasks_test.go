@@ -38,14 +38,21 @@ func TestUITasksLiveInBrowser(t *testing.T) {
 		t.Errorf("screen readers heard %q", said)
 	}
 
-	// A task that waits for a delegate, and prints nothing.
+	// A task that waits for a delegate, and prints nothing. The delegate
+	// that will run it is connected and busy (capacity 1, a blocker
+	// running), so the task waits for it: one that no connected delegate
+	// could run fails fast (not_assigned after one liveness window), which
+	// a delegate starting on a loaded machine can miss.
+	c.delegate("late", "ui-tl-late", append(c.seed004Env(tok, "late", "late"), "DELEGATE_TASK_CAPACITY=1")...)
+	blocker := c.submit("--selector", "late", "--script", "sleep 600")
+	c.waitRunning(blocker)
 	waiting := strings.TrimSpace(c.mustCLI("task", "run", "--detach", "--selector", "late", "--script", "sleep 3"))
 	run(t, ctx, "open the queued task",
 		chromedp.Navigate(c.url+"/tasks/"+waiting),
 		visible(`#task-status.s-queued`),
 		visible(`#timeline li[data-label="Acquired"].pending`))
 	value(t, ctx, "mark the page", chromedp.Evaluate[string](`window.legateTestMarker = "task page"`))
-	c.delegate("late", "ui-tl-late", c.seed004Env(tok, "late", "late")...)
+	c.mustCLI("task", "cancel", blocker)
 	run(t, ctx, "see the task acquired and started, before any output",
 		visible(`#timeline li[data-label="Acquired"]:not(.pending) time`),
 		visible(`#timeline li[data-label="Started"]:not(.pending) time`),
