@@ -292,7 +292,7 @@ func (c *Containers) remove(run containerRun, grace time.Duration) error {
 		// Ask first: SIGTERM, and SIGKILL after the grace.
 		_, _ = c.runtimeCmd(ctx, "stop", "--time", strconv.Itoa(int((grace+time.Second-1)/time.Second)), run.Name)
 	}
-	if out, err := c.runtimeCmd(ctx, "rm", "--force", run.Name); err != nil && !noSuch(out) {
+	if out, err := c.forceRemove(ctx, run.Name); err != nil && !noSuch(out) {
 		errs = append(errs, err)
 	}
 	for _, v := range sortedKeys(run.Volumes) {
@@ -304,6 +304,19 @@ func (c *Containers) remove(run containerRun, grace time.Duration) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// forceRemove removes a container, killing it at once if it still runs:
+// what asked for a grace did so before (remove's stop), and a leftover of
+// a crashed delegate gets none. podman's `rm --force` would otherwise wait
+// its default 10 s stop timeout for a process that ignores SIGTERM (a
+// shell or sleep as PID 1 does); docker's kills at once and has no --time.
+func (c *Containers) forceRemove(ctx context.Context, container string) (string, error) {
+	args := []string{"rm", "--force"}
+	if c.Name == "podman" {
+		args = append(args, "--time", "0")
+	}
+	return c.runtimeCmd(ctx, append(args, container)...)
 }
 
 // alreadyExists reports whether a runtime's output says the object is
@@ -330,7 +343,7 @@ func (c *Containers) Sweep(ctx context.Context) (containers, volumes int, err er
 	}
 	var errs []error
 	for _, id := range strings.Fields(out) {
-		if o, err := c.runtimeCmd(ctx, "rm", "--force", id); err != nil && !noSuch(o) {
+		if o, err := c.forceRemove(ctx, id); err != nil && !noSuch(o) {
 			errs = append(errs, err)
 			continue
 		}

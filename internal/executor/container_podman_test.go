@@ -3,6 +3,8 @@ package executor
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"strings"
@@ -26,6 +28,13 @@ func podmanForTest(t *testing.T) *Containers {
 		}
 		t.Skipf("no container runtime can be used: %s (run scripts/podman-ensure)", why)
 	}
+	// The owner is the test's name and a random part: a run of the suite
+	// that was killed mid-test (or one running at the same time) leaves
+	// containers under its own owner, which this run's Sweep and
+	// leftovers checks must not count.
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	owner := "test-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-" + hex.EncodeToString(b[:])
 	c, err := FindContainers(func(k string) string {
 		switch k {
 		case EnvContainerRuntime:
@@ -38,7 +47,7 @@ func podmanForTest(t *testing.T) *Containers {
 			return "--network none --ulimit nofile=1024:1024 --ulimit nproc=1024:1024"
 		}
 		return ""
-	}, "test-"+strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), "")
+	}, owner, "")
 	if err != nil {
 		unusable(err.Error())
 	}
