@@ -877,9 +877,21 @@ func (c *Client) SendLogFrames(ctx context.Context, taskID string, req protocol.
 		ch.Attempt = 0
 		body = protocol.AppendChunkFrame(body, ch)
 	}
+	return c.SendLogFrameBody(ctx, taskID, req.Epoch, body)
+}
+
+// SendLogFrameBody sends log chunks of a task already encoded as log
+// frames (protocol.AppendUploadFrame), for the lease at epoch: what
+// SendLogFrames sends, without copying the output again. body is not
+// kept after the call returned without an error.
+func (c *Client) SendLogFrameBody(ctx context.Context, taskID string, epoch int64, body []byte) error {
+	const op = "send task logs"
+	if err := requireID(op, "task ID", taskID); err != nil {
+		return err
+	}
 	return c.do(ctx, &call{op: op, method: http.MethodPost, path: delegateTaskPath(taskID, "logs"),
 		raw: body, rawType: protocol.ContentTypeLogFrames,
-		header: http.Header{protocol.HeaderLogEpoch: {strconv.FormatInt(req.Epoch, 10)}}})
+		header: http.Header{protocol.HeaderLogEpoch: {strconv.FormatInt(epoch, 10)}}})
 }
 
 // Result reports a task's outcome. It is idempotent; a result from a stale

@@ -130,12 +130,18 @@ type Agent struct {
 	// calls waits for the acknowledgements of numbered WebSocket frames.
 	calls wsCalls
 	// claims gathers claims into acquire frames.
-	claims   acquireBatch
-	conn     connState
-	regMu    sync.Mutex
-	regGen   atomic.Int64
-	fatal    chan error
-	fatalOne sync.Once
+	claims acquireBatch
+	conn   connState
+	regMu  sync.Mutex
+	regGen atomic.Int64
+	// logLimits is how the manager stores output and how much one upload
+	// may carry, nil when it did not say (an older manager).
+	logLimits atomic.Pointer[protocol.LogLimits]
+	// gatherSlot is held by the task whose output gathers into large
+	// uploads (shipper): one at a time.
+	gatherSlot chan struct{}
+	fatal      chan error
+	fatalOne   sync.Once
 	// wg joins the loops Run starts; taskWG joins every task (and every
 	// delivery of a result kept from an earlier run): Run waits for both.
 	wg     sync.WaitGroup
@@ -280,6 +286,7 @@ func New(opts Options) (*Agent, error) {
 	a.caps = newCapabilityChecker(opts.TaskHTTPClient)
 	a.caps.validating = &a.perf.validating
 	a.spool = spool{dir: filepath.Join(opts.WorkDir, "spool")}
+	a.gatherSlot = make(chan struct{}, 1)
 	a.stopDelivery = make(chan struct{})
 	a.load = &loadMonitor{cpuLimit: opts.Config.CPUThreshold, memLimit: opts.Config.MemoryThreshold}
 	a.load.sample() // the first CPU sample only sets the baseline
@@ -505,6 +512,7 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			}
 			a.sessionExp = resp.SessionExpiresAt
 			a.mu.Unlock()
+			a.logLimits.Store(resp.Logs)
 			a.config.offer(resp.Configuration)
 			a.regGen.Add(1)
 			a.metrics.registered()

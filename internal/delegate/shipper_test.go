@@ -2,6 +2,7 @@ package delegate
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
@@ -25,11 +27,32 @@ type logServer struct {
 	chunks []protocol.LogChunk
 	hold   chan struct{} // closed: requests go through
 	answer func(w http.ResponseWriter) bool
+	// answerReq, when set, may answer a request instead (called with mu held).
+	answerReq func(w http.ResponseWriter, r *http.Request) bool
 	// old: JSON only, as a manager before log frames (which answers a
 	// body of frames 400).
 	old bool
 	// requests counts the uploads taken as log frames and as JSON.
 	frames, jsons int
+	// gates: an upload of a task that has a gate waits for a value of it.
+	gates map[string]chan struct{}
+	// uploads lists every upload taken; byTask has each task's output.
+	uploads []upload
+	byTask  map[string]*strings.Builder
+}
+
+// upload is one log upload a logServer took.
+type upload struct {
+	task          string
+	chunks, bytes int
+	first         int64 // seq of its first chunk
+	offset        int   // bytes of the task's output before it
+}
+
+// taskOf is the task ID in the path of a log upload.
+func taskOf(path string) string {
+	parts := strings.Split(strings.TrimSuffix(path, "/logs"), "/")
+	return parts[len(parts)-1]
 }
 
 func (ls *logServer) handler(w http.ResponseWriter, r *http.Request) {
@@ -50,6 +73,27 @@ func (ls *logServer) handler(w http.ResponseWriter, r *http.Request) {
 	if answer != nil && answer(w) {
 		return
 	}
+	ls.mu.Lock()
+	answerReq := ls.answerReq
+	ls.mu.Unlock()
+	if answerReq != nil {
+		ls.mu.Lock()
+		refuse := answerReq(w, r)
+		ls.mu.Unlock()
+		if refuse {
+			return
+		}
+	}
+	ls.mu.Lock()
+	gate := ls.gates[taskOf(r.URL.Path)]
+	ls.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	var req protocol.LogsRequest
 	asFrames := r.Header.Get("Content-Type") == protocol.ContentTypeLogFrames && !ls.old
 	if asFrames {
@@ -68,6 +112,24 @@ func (ls *logServer) handler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ls.mu.Lock()
+	u := upload{task: taskOf(r.URL.Path), chunks: len(req.Chunks)}
+	if ls.byTask == nil {
+		ls.byTask = map[string]*strings.Builder{}
+	}
+	out := ls.byTask[u.task]
+	if out == nil {
+		out = &strings.Builder{}
+		ls.byTask[u.task] = out
+	}
+	u.offset = out.Len()
+	for i, c := range req.Chunks {
+		if i == 0 {
+			u.first = c.Seq
+		}
+		u.bytes += len(c.Data)
+		out.WriteString(c.Data)
+	}
+	ls.uploads = append(ls.uploads, u)
 	ls.chunks = append(ls.chunks, req.Chunks...)
 	if asFrames {
 		ls.frames++
@@ -339,5 +401,267 @@ func TestRuneBoundary(t *testing.T) {
 	// Invalid bytes are not held back.
 	if n := runeBoundary([]byte{'x', 0x80, 0x80, 0x80, 0x80}, 5); n != 5 {
 		t.Errorf("runeBoundary over continuation bytes = %d, want 5", n)
+	}
+}
+
+// outputOf is the output of task the server took, and its uploads.
+func (ls *logServer) outputOf(task string) (string, []upload) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	var ups []upload
+	for _, u := range ls.uploads {
+		if u.task == task {
+			ups = append(ups, u)
+		}
+	}
+	if b := ls.byTask[task]; b != nil {
+		return b.String(), ups
+	}
+	return "", ups
+}
+
+// gathering reports whether s gathers output, and how much waits.
+func gathering(s *shipper) (int, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gather, len(s.buf)
+}
+
+// pumpUntilGathering lets the uploads of s through (gate) one at a time,
+// each once its writer is held (a full batch waits for the sender), until
+// s gathers.
+func pumpUntilGathering(t *testing.T, s *shipper, gate chan struct{}) {
+	t.Helper()
+	for {
+		waitFor(t, "the writer to be held in Write", writerHeld(s))
+		if g, _ := gathering(s); g > 0 {
+			return
+		}
+		select {
+		case gate <- struct{}{}:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no upload came to take its turn")
+		}
+	}
+}
+
+// defaultLimits are a manager's LogLimits by default.
+var defaultLimits = protocol.LogLimits{HeadBytes: 4 << 20, TailBytes: 4 << 20, MaxUploadBytes: protocol.MaxLogUpload}
+
+const gathered = gatherHalfTails * 2 << 20 // gatherSize with defaultLimits
+
+// TestShipperGathersFastOutput: once a task's output is past the head and
+// a tail and a full batch waited for the sender, output gathers into
+// uploads of up to one and a half tails; the first head and tail go in
+// uploads of at most maxBatch chunks, as before; every byte arrives in
+// order, in chunks of at most maxChunk.
+func TestShipperGathersFastOutput(t *testing.T) {
+	t.Parallel()
+	for _, head := range []int64{0, 4 << 20} {
+		t.Run(fmt.Sprintf("head %d", head), func(t *testing.T) {
+			t.Parallel()
+			ls := &logServer{gates: map[string]chan struct{}{"t_1": make(chan struct{})}}
+			a := shipperAgent(t, ls, nil)
+			lim := defaultLimits
+			lim.HeadBytes = head
+			a.logLimits.Store(&lim)
+			release := sync.OnceFunc(func() { close(ls.gates["t_1"]) })
+			t.Cleanup(release)
+			s := newShipper(a, "t_1", 1, func(error) {})
+			data := pattern(48 << 20)
+			done := writeAll(s, data)
+			pumpUntilGathering(t, s, ls.gates["t_1"])
+			release()
+			<-done
+			s.close()
+			got, ups := ls.outputOf("t_1")
+			if got != data {
+				t.Fatalf("received %d bytes, want the %d written, in order", len(got), len(data))
+			}
+			seq, large := int64(1), 0
+			for _, u := range ups {
+				if u.first != seq {
+					t.Fatalf("upload at byte %d starts with chunk %d, want %d", u.offset, u.first, seq)
+				}
+				seq += int64(u.chunks)
+				if u.bytes > gathered || u.chunks*maxChunk < u.bytes {
+					t.Errorf("upload at byte %d: %d bytes in %d chunks (at most %d bytes, chunks of %d)", u.offset, u.bytes, u.chunks, gathered, maxChunk)
+				}
+				if int64(u.offset) < head+lim.TailBytes && u.chunks > maxBatch {
+					t.Errorf("upload at byte %d, in the first head and tail, carries %d chunks; want at most %d", u.offset, u.chunks, maxBatch)
+				}
+				if u.chunks > maxBatch {
+					large++
+				}
+			}
+			if large == 0 {
+				t.Errorf("no upload gathered more than %d chunks: %+v", maxBatch, ups)
+			}
+			if len(a.gatherSlot) != 0 {
+				t.Error("the gather slot is still held after the output ended")
+			}
+		})
+	}
+}
+
+// TestShipperGatherBoundsMemory: while gathering, the writer is held once
+// gatherSize bytes wait; another task of the delegate, writing fast at
+// the same time, does not gather (one at a time) and is held at
+// maxBuffered. Both outputs arrive whole.
+func TestShipperGatherBoundsMemory(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	ls := &logServer{gates: map[string]chan struct{}{"t_1": gate}}
+	a := shipperAgent(t, ls, nil)
+	lim := defaultLimits
+	lim.HeadBytes = 0
+	a.logLimits.Store(&lim)
+	release := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	s1 := newShipper(a, "t_1", 1, func(error) {})
+	data1 := pattern(32 << 20)
+	done1 := writeAll(s1, data1)
+	pumpUntilGathering(t, s1, gate)
+	waitFor(t, "task 1 to gather, its writer held", func() bool {
+		g, _ := gathering(s1)
+		return g > 0 && writerHeld(s1)()
+	})
+	if g, buffered := gathering(s1); g != gathered || buffered > gathered {
+		t.Fatalf("gathering %d with %d bytes waiting; want %d at most", g, buffered, gathered)
+	}
+
+	s2 := newShipper(a, "t_2", 1, func(error) {})
+	data2 := pattern(8 << 20)
+	<-writeAll(s2, data2)
+	s2.close()
+	got2, ups2 := ls.outputOf("t_2")
+	if got2 != data2 {
+		t.Fatalf("task 2: received %d bytes, want the %d written", len(got2), len(data2))
+	}
+	for _, u := range ups2 {
+		if u.chunks > maxBatch {
+			t.Fatalf("task 2 gathered an upload of %d chunks while task 1 gathered", u.chunks)
+		}
+	}
+
+	release()
+	<-done1
+	s1.close()
+	if got1, _ := ls.outputOf("t_1"); got1 != data1 {
+		t.Fatalf("task 1: received %d bytes, want the %d written", len(got1), len(data1))
+	}
+	if len(a.gatherSlot) != 0 {
+		t.Error("the gather slot is still held after the output ended")
+	}
+}
+
+// TestShipperSlowOutputIsNotGathered: output that comes slowly goes as it
+// comes, one upload per write, even past the head of a manager that takes
+// large uploads; and output that slows down after coming fast stops
+// gathering.
+func TestShipperSlowOutputIsNotGathered(t *testing.T) {
+	t.Parallel()
+	ls := &logServer{}
+	a := shipperAgent(t, ls, nil)
+	lim := defaultLimits
+	lim.HeadBytes = 0
+	a.logLimits.Store(&lim)
+	s := newShipper(a, "t_1", 1, func(error) {})
+	var want strings.Builder
+	line := func(i int) {
+		l := fmt.Sprintf("line %d\n", i)
+		_, _ = s.Write([]byte(l))
+		want.WriteString(l)
+		waitFor(t, fmt.Sprintf("line %d to arrive without more output", i), func() bool {
+			got, _ := ls.outputOf("t_1")
+			return got == want.String()
+		})
+		if g, _ := gathering(s); g != 0 {
+			t.Fatalf("slow output gathers (%d)", g)
+		}
+	}
+	for i := range 20 {
+		line(i)
+	}
+	_, ups := ls.outputOf("t_1")
+	if len(ups) != 20 {
+		t.Errorf("%d uploads for 20 slow writes, want one each", len(ups))
+	}
+
+	// Fast (each upload held until a full batch waits) until it gathers,
+	// then slow again.
+	gate := make(chan struct{})
+	ls.mu.Lock()
+	ls.gates = map[string]chan struct{}{"t_1": gate}
+	ls.mu.Unlock()
+	fast := pattern(20 << 20)
+	_, _ = s.Write([]byte("x"))
+	want.WriteString("x")
+	done := writeAll(s, fast)
+	pumpUntilGathering(t, s, gate)
+	close(gate)
+	<-done
+	want.WriteString(fast)
+	waitFor(t, "the fast output to arrive", func() bool {
+		got, _ := ls.outputOf("t_1")
+		return got == want.String()
+	})
+	if g, _ := gathering(s); g == 0 {
+		t.Log("the fast output ended without gathering") // possible: its last upload was small
+	}
+	for i := 20; i < 25; i++ {
+		line(i)
+	}
+	s.close()
+	if len(a.gatherSlot) != 0 {
+		t.Error("the gather slot is still held after the output ended")
+	}
+}
+
+// TestShipperSplitsALargeUploadTheManagerRefuses: a manager that said it
+// takes large uploads and then refuses one as too large (413) gets the
+// same chunks in uploads of maxBatch, and no more large ones.
+func TestShipperSplitsALargeUploadTheManagerRefuses(t *testing.T) {
+	t.Parallel()
+	ls := &logServer{gates: map[string]chan struct{}{"t_1": make(chan struct{})}}
+	a := shipperAgent(t, ls, nil)
+	lim := defaultLimits
+	lim.HeadBytes = 0
+	a.logLimits.Store(&lim)
+	refused := 0
+	srvAnswer := func(w http.ResponseWriter, r *http.Request) bool {
+		if r.ContentLength > int64(maxBatch*maxChunk+1024) {
+			refused++
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			_ = json.NewEncoder(w).Encode(protocol.ErrorBody{Error: protocol.Error{Code: protocol.CodeBadRequest, Message: "too large"}})
+			return true
+		}
+		return false
+	}
+	ls.mu.Lock()
+	ls.answerReq = srvAnswer
+	ls.mu.Unlock()
+	s := newShipper(a, "t_1", 1, func(error) {})
+	data := pattern(24 << 20)
+	done := writeAll(s, data)
+	pumpUntilGathering(t, s, ls.gates["t_1"])
+	close(ls.gates["t_1"])
+	<-done
+	s.close()
+	got, ups := ls.outputOf("t_1")
+	if got != data {
+		t.Fatalf("received %d bytes, want the %d written, in order", len(got), len(data))
+	}
+	ls.mu.Lock()
+	n := refused
+	ls.mu.Unlock()
+	if n != 1 {
+		t.Errorf("%d uploads refused as too large, want 1 (then no more large ones)", n)
+	}
+	for _, u := range ups {
+		if u.chunks > maxBatch {
+			t.Errorf("an upload of %d chunks was taken", u.chunks)
+		}
 	}
 }

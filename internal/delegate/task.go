@@ -386,6 +386,21 @@ func (a *Agent) deliverResult(log logger, id string, res protocol.ResultRequest)
 // timeout or abort (the executor ends its processes without the pipe); a
 // Write stops blocking when the manager refuses the output or the delegate
 // stops delivering (output is then dropped).
+//
+// Gathering. The manager stores the head and the tail of a task's output
+// (LogLimits, 4 MiB each by default) and, given an upload that carries
+// more than the tail, never writes what its cap drops at once. So once a
+// task's output is past the head and a tail and it writes fast (a full batch waited
+// for the sender), its output gathers into uploads of up to gatherSize
+// (one and a half tails, at most the manager's MaxUploadBytes: 6 MiB by
+// default),
+// sent when that much waits or gatherWait after the oldest waiting byte;
+// while gathering, up to gatherSize bytes may wait. Output that slows down
+// (less than a batch gathered in gatherWait) goes back to the above. Only
+// a manager that said its LogLimits gets large uploads; one task of the
+// delegate gathers at a time (Agent.gatherSlot, held until the task's
+// output ends), which bounds the memory it takes: its buffer and the
+// upload's body, 2 × gatherSize.
 type shipper struct {
 	a      *Agent
 	id     string
@@ -395,7 +410,16 @@ type shipper struct {
 	mu    sync.Mutex
 	space *sync.Cond // signalled when buf shrinks or output is dropped from now on
 	buf   []byte
+	// since is when the oldest byte in buf was written.
+	since time.Time
 	seq   int64
+	// taken counts the bytes of output cut into chunks so far.
+	taken int64
+	// gather is the size of the uploads output gathers into, 0 when it
+	// does not (see Gathering above); slot: the shipper holds the agent's
+	// gather slot.
+	gather int
+	slot   bool
 	// closed: the task's output ended; dead: the manager refused the
 	// output (refused says why); stopped: the delegate stopped delivering.
 	// dead and stopped drop further output.
@@ -403,8 +427,11 @@ type shipper struct {
 	refused               error
 	// held counts the writers waiting for room (held by back-pressure).
 	held int
-	// json: the manager refused log frames; send JSON (loop only).
-	json bool
+	// json: the manager refused log frames; send JSON. small: the manager
+	// refused a large upload; gather no more. (Loop only.)
+	json, small bool
+	// body is the array of the last upload's frames, reused (loop only).
+	body []byte
 	wake chan struct{}
 	done chan struct{}
 }
@@ -413,16 +440,51 @@ type shipper struct {
 // manager stores, and drops past its cap).
 const maxChunk = 256 << 10
 
-// maxBatch is the most chunks one log request carries: 1 MiB, so a task
-// that writes fast costs one request (and one transaction of the
-// manager's) per MiB.
+// maxBatch is the most chunks one log request carries when output does
+// not gather: 1 MiB, so a task that writes fast costs one request (and
+// one transaction of the manager's) per MiB.
 const maxBatch = 4
 
-// maxBuffered bounds the output waiting to be sent, per task: two
-// requests' worth, so the sender always finds a full batch ready while the
-// task fills the next one, and a fast task is held to the sender's pace
-// without stalls between requests; more would only cost memory.
+// maxBuffered bounds the output waiting to be sent, per task, when output
+// does not gather: two requests' worth, so the sender always finds a full
+// batch ready while the task fills the next one, and a fast task is held
+// to the sender's pace without stalls between requests; more would only
+// cost memory.
 const maxBuffered = 2 * maxBatch * maxChunk
+
+// gatherHalfTails is how many halves of the manager's tail one gathered
+// upload carries: three, of which the manager stores two (a tail; it
+// deletes the tail it stored before), so it writes two thirds of the
+// output past the head and skips the rest. More would skip more, but the
+// delegate's peak RSS (a task writing 1 GiB) grows with 2 × gatherSize
+// of buffers and what the garbage collector lets grow with them: measured
+// on this machine ~50 MiB with 6 MiB uploads, ~62 with 8, ~75 with 12,
+// against a bound of 64 MB.
+const gatherHalfTails = 3
+
+// frameHeaders bounds the frame header of one uploaded chunk.
+const frameHeaders = 32
+
+// gatherWait bounds how long output waits to gather: a task whose output
+// slows down still has it sent within gatherWait.
+const gatherWait = 100 * time.Millisecond
+
+// batch is output taken to be sent: its chunks as log frames, or, once
+// the manager refused log frames, as chunks for JSON.
+type batch struct {
+	frames []byte
+	chunks []protocol.LogChunk
+	count  int
+}
+
+// logChunks returns the chunks of b.
+func (b *batch) logChunks() []protocol.LogChunk {
+	if b.frames == nil {
+		return b.chunks
+	}
+	chunks, _ := protocol.DecodeChunkFrames(b.frames) // made by takeBatch
+	return chunks
+}
 
 func newShipper(a *Agent, id string, epoch int64, cancel context.CancelCauseFunc) *shipper {
 	s := &shipper{a: a, id: id, epoch: epoch, cancel: cancel, wake: make(chan struct{}, 1), done: make(chan struct{})}
@@ -431,13 +493,16 @@ func newShipper(a *Agent, id string, epoch int64, cancel context.CancelCauseFunc
 	return s
 }
 
-// Write queues p to be sent, blocking while maxBuffered bytes wait. It
+// limit is how much output may wait (s.mu held).
+func (s *shipper) limit() int { return max(maxBuffered, s.gather) }
+
+// Write queues p to be sent, blocking while the limit of bytes waits. It
 // never fails.
 func (s *shipper) Write(p []byte) (int, error) {
 	n := len(p)
 	s.mu.Lock()
 	for len(p) > 0 && !s.dead && !s.stopped {
-		room := maxBuffered - len(s.buf)
+		room := s.limit() - len(s.buf)
 		if room <= 0 {
 			s.held++
 			s.space.Wait()
@@ -445,9 +510,17 @@ func (s *shipper) Write(p []byte) (int, error) {
 			continue
 		}
 		k := min(room, len(p))
+		first := len(s.buf) == 0
+		if first {
+			s.since = time.Now()
+		}
 		s.buf = append(s.buf, p[:k]...)
 		p = p[k:]
-		s.poke()
+		// A gathering sender waits for a full upload (or its timer, which
+		// the first byte starts).
+		if s.gather == 0 || first || len(s.buf) >= s.gather {
+			s.poke()
+		}
 	}
 	s.mu.Unlock()
 	return n, nil
@@ -484,32 +557,36 @@ func (s *shipper) close() int64 {
 // (the manager stores text: a split rune would become two U+FFFD). It
 // returns nil when nothing can be sent yet.
 func (s *shipper) takeChunk() *protocol.LogChunk {
-	c, n := s.cutChunk(s.buf)
-	if c == nil {
+	n := s.cutChunk(s.buf)
+	if n == 0 {
 		return nil
 	}
+	c := &protocol.LogChunk{Seq: s.seq, Time: time.Now().UTC(), Data: string(s.buf[:n])}
 	s.compact(n)
 	return c
 }
 
-// cutChunk makes the next chunk of b, the start of buf (s.mu held), and
-// returns it with its length; nil when nothing can be sent yet.
-func (s *shipper) cutChunk(b []byte) (*protocol.LogChunk, int) {
+// cutChunk numbers the next chunk, the start of b (the rest of buf; s.mu
+// held), and returns its length; 0 when nothing can be sent yet.
+func (s *shipper) cutChunk(b []byte) int {
 	n := min(len(b), maxChunk)
 	if n < len(b) || !s.closed {
 		n = runeBoundary(b, n)
 	}
 	if n == 0 {
-		return nil, 0
+		return 0
 	}
 	s.seq++
-	return &protocol.LogChunk{Seq: s.seq, Time: time.Now().UTC(), Data: string(b[:n])}, n
+	s.taken += int64(n)
+	return n
 }
 
-// compact removes the first n bytes of buf (s.mu held), keeping one array
-// of at most maxBuffered bytes.
+// compact removes the first n bytes of buf (s.mu held), keeping one array.
 func (s *shipper) compact(n int) {
 	s.buf = s.buf[:copy(s.buf, s.buf[n:])]
+	if len(s.buf) > 0 {
+		s.since = time.Now() // written before now: sent no later than before
+	}
 	s.space.Broadcast()
 }
 
@@ -553,65 +630,221 @@ func (s *shipper) drop() {
 	s.space.Broadcast()
 }
 
-// takeBatch takes up to maxBatch chunks (s.mu held).
-func (s *shipper) takeBatch() []protocol.LogChunk {
-	var out []protocol.LogChunk
-	off := 0
-	for len(out) < maxBatch {
-		c, n := s.cutChunk(s.buf[off:])
-		if c == nil {
-			break
-		}
-		out = append(out, *c)
-		off += n
+// gatherSize is the size of the uploads output may gather into now, 0
+// when it may not: the manager said its limits and takes frames, and the
+// output is past the head and a tail (until then the manager drops
+// nothing, and a follower that attaches late, as `task run` does after
+// its submit, still finds every byte stored, as before gathering) (s.mu
+// held).
+func (s *shipper) gatherSize() int {
+	lim := s.a.logLimits.Load()
+	if lim == nil || s.json || s.small || s.taken < lim.HeadBytes+lim.TailBytes {
+		return 0
 	}
-	if off > 0 {
-		s.compact(off) // once per batch, not per chunk
+	size := int64(protocol.MaxLogUpload)
+	if lim.TailBytes > 0 {
+		size = gatherHalfTails * lim.TailBytes / 2
 	}
-	return out
+	size = min(size, lim.MaxUploadBytes, protocol.MaxLogUpload)
+	size -= size % maxChunk
+	if size <= maxBatch*maxChunk {
+		return 0
+	}
+	return int(size)
 }
 
-// send sends one batch of chunks: as log frames, or as JSON once the
-// manager refused log frames (an older manager cannot read them).
-func (s *shipper) send(ctx context.Context, chunks []protocol.LogChunk) error {
-	req := protocol.LogsRequest{Epoch: s.epoch, Chunks: chunks}
-	if s.json {
-		return s.a.client().SendLogs(ctx, s.id, req)
+// setGather starts (size > 0) or ends output gathering (s.mu held). The
+// task that gathered once keeps the delegate's gather slot and its
+// buffers until its output ends (release), so output that alternates
+// between fast and slow costs no new memory.
+func (s *shipper) setGather(size int) {
+	if size == 0 || s.gather > 0 {
+		s.gather = size
+		return
 	}
-	err := s.a.client().SendLogFrames(ctx, s.id, req)
+	if !s.slot {
+		select {
+		case s.a.gatherSlot <- struct{}{}:
+			s.slot = true
+		default:
+			return // another task gathers
+		}
+	}
+	if cap(s.buf) < size {
+		s.buf = append(make([]byte, 0, size), s.buf...)
+	}
+	s.gather = size
+	s.space.Broadcast() // more may wait now
+}
+
+// release gives back the gather slot and the buffers (s.mu held).
+func (s *shipper) release() {
+	s.gather = 0
+	if s.slot {
+		<-s.a.gatherSlot
+		s.slot = false
+	}
+	s.buf, s.body = nil, nil
+}
+
+// takeBatch takes the next batch to send (s.mu held): up to maxBatch
+// chunks, or while gathering a full upload or what waited gatherWait. It
+// returns nil and how long to wait when output is gathering, nil and 0
+// when nothing waits.
+func (s *shipper) takeBatch() (*batch, time.Duration) {
+	if len(s.buf) == 0 {
+		return nil, 0
+	}
+	switch {
+	case s.gather == 0 && len(s.buf) >= maxBatch*maxChunk:
+		// A full batch waited: output comes faster than it is sent.
+		s.setGather(s.gatherSize())
+	case s.gather > 0 && s.gatherSize() == 0:
+		s.setGather(0) // the manager refused a large upload, or frames
+	}
+	size := maxBatch * maxChunk
+	if s.gather > 0 {
+		waited := time.Since(s.since)
+		if !s.closed && len(s.buf) < s.gather && waited < gatherWait {
+			return nil, gatherWait - waited
+		}
+		if !s.closed && len(s.buf) < maxBatch*maxChunk {
+			s.setGather(0) // slowed down: send as before
+		} else {
+			size = s.gather
+		}
+	}
+	b := &batch{}
+	if !s.json {
+		b.frames = s.body[:0]
+		s.body = nil // lent to the upload until it is delivered
+		if b.frames == nil {
+			n := min(len(s.buf), size)
+			b.frames = make([]byte, 0, n+frameHeaders*(n/maxChunk+1))
+		}
+	}
+	off := 0
+	for off < len(s.buf) && off < size {
+		n := s.cutChunk(s.buf[off:])
+		if n == 0 {
+			break
+		}
+		b.count++
+		data := s.buf[off : off+n]
+		if s.json {
+			b.chunks = append(b.chunks, protocol.LogChunk{Seq: s.seq, Time: time.Now().UTC(), Data: string(data)})
+		} else {
+			b.frames = protocol.AppendUploadFrame(b.frames, s.seq, time.Now().UTC(), data)
+		}
+		off += n
+	}
+	if off == 0 {
+		s.body = b.frames // not lent after all
+		// Only the start of a rune waits: more output completes it. (A
+		// gathering writer does not wake the sender for it: look again.)
+		if s.gather > 0 {
+			return nil, gatherWait
+		}
+		return nil, 0
+	}
+	s.compact(off) // once per batch, not per chunk
+	return b, 0
+}
+
+// send sends one batch: as log frames, or as JSON once the manager
+// refused log frames (an older manager cannot read them). A large upload
+// the manager refuses as too large (a manager that changed since it said
+// its limits) goes again in batches of maxBatch chunks.
+func (s *shipper) send(ctx context.Context, b *batch) error {
+	if s.json {
+		return s.sendJSON(ctx, b.logChunks())
+	}
+	err := s.a.client().SendLogFrameBody(ctx, s.id, s.epoch, b.frames)
 	var pe *protocol.Error
-	if errors.As(err, &pe) && (pe.Code == protocol.CodeBadRequest || pe.Status == http.StatusUnsupportedMediaType) {
+	switch {
+	case errors.As(err, &pe) && pe.Status == http.StatusRequestEntityTooLarge && b.count > maxBatch:
+		s.a.log.Info("the manager takes smaller uploads of output than it said; sending 1 MiB at a time", "task", s.id, "err", err)
+		s.small = true
+		chunks := b.logChunks()
+		for len(chunks) > 0 {
+			n := min(len(chunks), maxBatch)
+			if err := s.a.client().SendLogFrames(ctx, s.id, protocol.LogsRequest{Epoch: s.epoch, Chunks: chunks[:n]}); err != nil {
+				return err
+			}
+			chunks = chunks[n:]
+		}
+		return nil
+	case errors.As(err, &pe) && (pe.Code == protocol.CodeBadRequest || pe.Status == http.StatusUnsupportedMediaType):
 		s.a.log.Info("the manager does not take output as log frames; sending JSON", "task", s.id, "err", err)
 		s.json = true
-		return s.a.client().SendLogs(ctx, s.id, req)
+		return s.sendJSON(ctx, b.logChunks())
 	}
 	return err
 }
 
+// sendJSON sends chunks as JSON, at most maxBatch a request.
+func (s *shipper) sendJSON(ctx context.Context, chunks []protocol.LogChunk) error {
+	for len(chunks) > 0 {
+		n := min(len(chunks), maxBatch)
+		if err := s.a.client().SendLogs(ctx, s.id, protocol.LogsRequest{Epoch: s.epoch, Chunks: chunks[:n]}); err != nil {
+			return err
+		}
+		chunks = chunks[n:]
+	}
+	return nil
+}
+
 func (s *shipper) loop() {
 	defer close(s.done)
+	defer func() {
+		s.mu.Lock()
+		s.release()
+		s.mu.Unlock()
+	}()
 	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 10 * time.Second}
-	var pending []protocol.LogChunk
+	var pending *batch
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	warned := false
 	for {
 		if pending == nil {
 			s.mu.Lock()
-			pending = s.takeBatch()
+			next, wait := s.takeBatch()
 			closed := s.closed
 			s.mu.Unlock()
-			if pending == nil {
-				if closed {
+			if next == nil {
+				switch {
+				case wait > 0:
+					if timer == nil {
+						timer = time.NewTimer(wait)
+					} else {
+						timer.Reset(wait)
+					}
+					select {
+					case <-s.wake:
+					case <-timer.C:
+					}
+				case closed:
 					return
+				default:
+					<-s.wake
 				}
-				<-s.wake
 				continue
 			}
+			pending = next
 		}
 		gen := s.a.regGen.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		err := s.send(ctx, pending)
 		cancel()
 		if err == nil {
+			if pending.frames != nil {
+				s.body = pending.frames // delivered: the array may be reused
+			}
 			pending = nil
 			b.Reset()
 			continue
@@ -657,8 +890,11 @@ const maxSpooledLogs = 1 << 20
 // keep writes the output not sent yet (pending, then the buffer) to the
 // spool, so the next start of the delegate sends it before the result.
 // Output written after this is dropped: the delegate is stopping.
-func (s *shipper) keep(pending []protocol.LogChunk) {
-	chunks := pending
+func (s *shipper) keep(pending *batch) {
+	var chunks []protocol.LogChunk
+	if pending != nil {
+		chunks = pending.logChunks()
+	}
 	s.mu.Lock()
 	s.closed, s.stopped = true, true // the rest goes in one last chunk each
 	for c := s.takeChunk(); c != nil; c = s.takeChunk() {

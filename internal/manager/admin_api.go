@@ -828,6 +828,18 @@ func (s *logStream) end(ctx context.Context) {
 	_ = s.enc.Encode(protocol.LogStreamLine{Task: &v})
 }
 
+// sendQueued sends what waits on the log bus. A follower does so before
+// it reads the store: the chunks the cap dropped are only there (an
+// upload that carries more than the tail never writes them).
+func (s *logStream) sendQueued() bool {
+	select {
+	case c := <-s.sub.ch:
+		return s.sendLive(c)
+	default:
+		return true
+	}
+}
+
 // sendLive sends the chunk c from the log bus and what else waits there,
 // skipping those already sent from the store.
 func (s *logStream) sendLive(c store.StoredChunk) bool {
@@ -856,6 +868,13 @@ func (s *logStream) follow(ctx context.Context) {
 	defer poll.Stop()
 	keepAlive := time.NewTicker(15 * time.Second)
 	defer keepAlive.Stop()
+	// live: output came on the bus since the last poll. The poll is for
+	// output that comes through another manager; while this manager's bus
+	// brings it, the poll does not read the store, which holds an upload's
+	// stored chunks before the bus has them all (it skips the chunks the
+	// cap drops: read from the store first, the stored ones would pass
+	// the cursor over them).
+	live := false
 	for check := true; ; {
 		if check {
 			// A terminal task whose stored log is drained is complete.
@@ -874,21 +893,32 @@ func (s *logStream) follow(ctx context.Context) {
 			if !s.sendLive(c) {
 				return
 			}
-			check = false
+			check, live = false, true
 		case <-s.sub.stored:
-			if !s.drain(ctx) {
+			if !s.sendQueued() || !s.drain(ctx) {
 				return
 			}
 			check = false
 		case <-s.sub.lagged:
-			// Fell behind: read from the store and subscribe again.
+			// Fell behind: send what the bus holds, read the rest from the
+			// store, and subscribe again.
+			if !s.sendQueued() {
+				return
+			}
 			s.sub = s.m.logs.resubscribe(s.id, s.sub)
 			if !s.drain(ctx) {
 				return
 			}
 		case <-s.sub.done:
+			if !s.sendQueued() {
+				return
+			}
 		case <-poll.C:
-			if !s.drain(ctx) {
+			if live {
+				live = false
+				continue
+			}
+			if !s.sendQueued() || !s.drain(ctx) {
 				return
 			}
 		case <-keepAlive.C:

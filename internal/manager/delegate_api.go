@@ -227,6 +227,8 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 		HeartbeatIntervalMS: m.cfg.HeartbeatInterval.Milliseconds(),
 		MissedHeartbeats:    m.cfg.MissedHeartbeats,
 		Configuration:       applied,
+		Logs: &protocol.LogLimits{HeadBytes: m.cfg.LogCap.Head, TailBytes: m.cfg.LogCap.Tail,
+			MaxUploadBytes: protocol.MaxLogUpload},
 	})
 }
 
@@ -858,14 +860,19 @@ func (m *Manager) handleStarted(w http.ResponseWriter, r *http.Request, d *live)
 }
 
 // startTask records that task id's process started: the work of POST
-// .../started, also done for a WebSocket FrameStarted.
+// .../started, also done for a WebSocket FrameStarted. The store records
+// it only if this delegate holds the task; only a refusal reads who does
+// (holds), to say why.
 func (m *Manager) startTask(ctx context.Context, d *live, id string, req protocol.StartedRequest) *apiError {
-	if aerr := m.holds(ctx, d, id, callStarted, staleStarted); aerr != nil {
-		return aerr
+	if !validTaskID(id) {
+		return newAPIError(http.StatusNotFound, protocol.CodeNotFound, "task not found")
 	}
 	now := m.cfg.Now()
-	queued, err := m.st.StartTask(ctx, id, req.Epoch, now)
+	queued, err := m.st.StartTask(ctx, id, req.Epoch, d.holder(), now)
 	if err != nil {
+		if aerr := m.holds(ctx, d, id, callStarted, staleStarted); aerr != nil {
+			return aerr
+		}
 		if errors.Is(err, store.ErrStaleLease) {
 			m.metrics.staleReport(staleStarted)
 		}
@@ -1043,13 +1050,16 @@ func (m *Manager) completeTask(ctx context.Context, d *live, id string, req prot
 	default:
 		return protocol.Task{}, newAPIError(http.StatusBadRequest, protocol.CodeBadRequest, "result status %q is not a delegate outcome", req.Status)
 	}
-	if aerr := m.holds(ctx, d, id, callResult, staleResult); aerr != nil {
-		return protocol.Task{}, aerr
+	if !validTaskID(id) {
+		return protocol.Task{}, newAPIError(http.StatusNotFound, protocol.CodeNotFound, "task not found")
 	}
 	if len(req.Error) > 4096 {
 		req.Error = req.Error[:4096]
 	}
 	if req.DelegateFault && req.Status == protocol.StatusFailed {
+		if aerr := m.holds(ctx, d, id, callResult, staleResult); aerr != nil {
+			return protocol.Task{}, aerr
+		}
 		// The delegate, not the task, failed: deny it the task and run the
 		// task elsewhere if it has retries left.
 		reason := fmt.Sprintf("delegate %q (host %s) could not run the task: %s", d.name, d.hostname, req.Error)
@@ -1082,11 +1092,16 @@ func (m *Manager) completeTask(ctx context.Context, d *live, id string, req prot
 	if err := checkOutputs(req.Outputs); err != nil {
 		return protocol.Task{}, newAPIError(http.StatusBadRequest, protocol.CodeBadRequest, "%v", err)
 	}
+	// The store applies the result only if this delegate holds the task;
+	// only a refusal reads who does (holds), to say why.
 	t, err := m.st.CompleteTask(ctx, id, req.Epoch, store.Result{
 		Status: req.Status, ExitCode: req.ExitCode, Error: req.Error, HTTPResult: req.HTTPResult, LastSeq: req.LastSeq,
-		Outputs: req.Outputs,
+		Outputs: req.Outputs, Holder: d.holder(),
 	}, m.cfg.Now())
 	if err != nil {
+		if aerr := m.holds(ctx, d, id, callResult, staleResult); aerr != nil {
+			return protocol.Task{}, aerr
+		}
 		if errors.Is(err, store.ErrStaleLease) {
 			m.log.Log(ctx, m.staleLevel(ctx, d, id), "refused result from a stale lease", "task", id, "instance", d.id, "epoch", req.Epoch)
 			m.metrics.staleReport(staleResult)

@@ -37,6 +37,12 @@ func (l *live) covers(org, project string) bool {
 	return assign.Covers(l.org, l.project, org, project)
 }
 
+// holder is the delegate as the store checks the sender of a report: its
+// instance and the scope of its registration (store.Holder).
+func (l *live) holder() store.Holder {
+	return store.Holder{Instance: l.id, Org: l.org, Project: l.project}
+}
+
 // refuseScope records that a delegate named a task or configuration
 // outside its scope; the caller answers as for one of another account.
 func (m *Manager) refuseScope(d *live, call, kind, id, org, project string) {

@@ -506,7 +506,7 @@ func TestCredentialsAreCheckedBeforeTheBody(t *testing.T) {
 	}{
 		{protocol.PathTasks, "", bodyLarge},
 		{protocol.PathTasks, "Bearer not-a-key", bodyLarge},
-		{protocol.PathDelegateTask + "/t_x/logs", "Bearer s1.forged.session", bodyLarge},
+		{protocol.PathDelegateTask + "/t_x/logs", "Bearer s1.forged.session", bodyLogs},
 		{protocol.PathHeartbeat, "", bodyDelegateState},
 	} {
 		c := dialRaw(t, tm.url)

@@ -38,7 +38,7 @@ func writeError(w http.ResponseWriter, status int, code protocol.Code, format st
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	var body []byte
 	var err error
-	if n := r.ContentLength; n > 0 && n <= bodyLarge {
+	if n := r.ContentLength; n > 0 && n <= bodyMax {
 		// Read into one array of the declared size (the route's limit
 		// holds the body to it), not one grown by doubling.
 		b := bytes.NewBuffer(make([]byte, 0, n+bytes.MinRead))

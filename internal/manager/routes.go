@@ -91,13 +91,19 @@ const (
 	// JSON escaping can make six times larger.
 	bodyConfiguration = 512 << 10
 	// bodyLarge: a task's script is at most 1 MiB (six times that once
-	// escaped, in the worst case, plus its environment); one log request
-	// carries at most 1 MiB of output kept on disk by a restarted
-	// delegate, escaped the same way.
+	// escaped, in the worst case, plus its environment).
 	bodyLarge = 8 << 20
+	// bodyLogs: one upload of log frames carries at most
+	// protocol.MaxLogUpload of output, with a frame header of a few bytes
+	// per chunk (a delegate sends 256 KiB chunks); a JSON upload at most
+	// 1 MiB (output kept on disk by a restarted delegate), escaped as a
+	// script in bodyLarge.
+	bodyLogs = protocol.MaxLogUpload + 1<<20
 	// bodyPipeline: a pipeline's source is at most 256 KiB (JSON may
 	// escape it to several times that); a run's inputs are bounded by it.
 	bodyPipeline = 2 << 20
+	// bodyMax is the largest of the limits above.
+	bodyMax = bodyLogs
 )
 
 // routes is the API: every endpoint, who may call it, the body it may send.
@@ -119,7 +125,7 @@ func (m *Manager) routes() []route {
 		{method: "POST", pattern: protocol.PathDeregister, delegate: m.handleDeregister},
 		{method: "POST", pattern: dtask + "/acquire", delegate: m.handleAcquire},
 		{method: "POST", pattern: dtask + "/started", body: bodyTiny, delegate: m.handleStarted},
-		{method: "POST", pattern: dtask + "/logs", body: bodyLarge, delegate: m.handleLogs},
+		{method: "POST", pattern: dtask + "/logs", body: bodyLogs, delegate: m.handleLogs},
 		{method: "POST", pattern: dtask + "/result", body: bodyDelegateState, delegate: m.handleResult},
 		{method: "POST", pattern: protocol.PathCapabilities, body: bodyReport, delegate: m.handleCapabilities},
 		{method: "GET", pattern: protocol.PathDelegateConfiguration, delegate: m.handleDelegateConfiguration},

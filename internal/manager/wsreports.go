@@ -142,12 +142,8 @@ func (m *Manager) answerFrame(ctx context.Context, d *live, f protocol.Frame) pr
 	case protocol.FrameStarted:
 		ack.Error = m.startTask(ctx, d, f.TaskID, *f.Started).wire()
 	case protocol.FrameResult:
-		t, aerr := m.completeTask(ctx, d, f.TaskID, *f.Result)
-		if aerr != nil {
-			ack.Error = aerr.wire()
-		} else {
-			ack.Task = &t
-		}
+		_, aerr := m.completeTask(ctx, d, f.TaskID, *f.Result)
+		ack.Error = aerr.wire()
 	case protocol.FrameAcquire:
 		// Each claim is fenced and accounted on its own; made at once,
 		// they share the store's write transactions (group commit).

@@ -60,16 +60,27 @@ func AppendChunkFrame(b []byte, c LogChunk) []byte {
 // AppendChunkFrameHeader appends the frame of c without its data (which
 // is to follow it) to b.
 func AppendChunkFrameHeader(b []byte, c LogChunk) []byte {
+	return appendChunkHeader(b, c.Seq, c.Attempt, c.Time, len(c.Data))
+}
+
+// AppendUploadFrame appends the frame of an uploaded chunk (attempt 0)
+// numbered seq, taken at t, with data, to b: what AppendChunkFrame makes,
+// from bytes.
+func AppendUploadFrame(b []byte, seq int64, t time.Time, data []byte) []byte {
+	return append(appendChunkHeader(b, seq, 0, t, len(data)), data...)
+}
+
+func appendChunkHeader(b []byte, seq int64, attempt int, t time.Time, size int) []byte {
 	var hdr [3 * binary.MaxVarintLen64]byte
-	h := binary.AppendUvarint(hdr[:0], uint64(c.Seq))
-	h = binary.AppendUvarint(h, uint64(max(c.Attempt, 0)))
+	h := binary.AppendUvarint(hdr[:0], uint64(seq))
+	h = binary.AppendUvarint(h, uint64(max(attempt, 0)))
 	var ns int64
-	if !c.Time.IsZero() {
-		ns = c.Time.UnixNano()
+	if !t.IsZero() {
+		ns = t.UnixNano()
 	}
 	h = binary.AppendVarint(h, ns)
 	b = append(b, FrameChunk)
-	b = binary.AppendUvarint(b, uint64(len(h)+len(c.Data)))
+	b = binary.AppendUvarint(b, uint64(len(h)+size))
 	return append(b, h...)
 }
 

@@ -69,6 +69,24 @@ func TestLogFramesRoundTrip(t *testing.T) {
 	}
 }
 
+// TestUploadFrameIsAChunkFrame: AppendUploadFrame makes from bytes what
+// AppendChunkFrame makes from an uploaded chunk (attempt 0).
+func TestUploadFrameIsAChunkFrame(t *testing.T) {
+	t.Parallel()
+	ts := time.Date(2026, 11, 26, 8, 0, 0, 123456789, time.UTC)
+	for _, c := range []LogChunk{
+		{Seq: 1, Time: ts, Data: "hello\n"},
+		{Seq: 1 << 40, Data: strings.Repeat("x\x00\xff", 100000)},
+		{Seq: 7, Time: ts, Data: ""},
+	} {
+		want := AppendChunkFrame([]byte("prefix"), c)
+		got := AppendUploadFrame([]byte("prefix"), c.Seq, c.Time, []byte(c.Data))
+		if !bytes.Equal(want, got) {
+			t.Errorf("chunk %d: AppendUploadFrame differs from AppendChunkFrame", c.Seq)
+		}
+	}
+}
+
 func TestLogFramesRefuseMalformed(t *testing.T) {
 	t.Parallel()
 	good := AppendChunkFrame(nil, LogChunk{Seq: 7, Data: "abc"})

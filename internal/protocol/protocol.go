@@ -98,6 +98,11 @@
 //	  the WebSocket's upgrade answer), and falls back to the HTTP calls on
 //	  a timeout, a closed connection or unknown_frame. Older delegates and
 //	  managers keep to the HTTP calls.
+//	  The registration answer may carry Logs (LogLimits): how much of a
+//	  task's output the manager stores (its head and tail) and how much
+//	  output one upload of log frames may carry (at most MaxLogUpload); a
+//	  delegate gathers a fast task's output past the head into uploads
+//	  that large only when it got them, else sends at most 1 MiB each.
 package protocol
 
 import (
@@ -367,7 +372,27 @@ type RegisterResponse struct {
 	// delegate, nil when none does. The delegate runs it before it takes
 	// tasks. Since v3.
 	Configuration *AppliedConfiguration `json:"configuration,omitempty"`
+	// Logs says how the manager stores output and how much one upload
+	// may carry; nil from an older manager (which takes at most 1 MiB of
+	// output per upload).
+	Logs *LogLimits `json:"logs,omitempty"`
 }
+
+// LogLimits is how a manager stores task output: the first HeadBytes and
+// the last TailBytes of each attempt (what lies between is counted, not
+// kept), and the most output (the chunks' data) one upload of log frames
+// may carry, MaxUploadBytes (at most MaxLogUpload).
+type LogLimits struct {
+	HeadBytes      int64 `json:"head_bytes"`
+	TailBytes      int64 `json:"tail_bytes"`
+	MaxUploadBytes int64 `json:"max_upload_bytes"`
+}
+
+// MaxLogUpload is the most output one upload of log frames may carry when
+// the manager says so (LogLimits): a task that writes fast has its output
+// gathered into uploads this large, of which the manager stores only
+// what its cap keeps.
+const MaxLogUpload = 16 << 20
 
 // SessionResponse answers a session refresh.
 type SessionResponse struct {
@@ -408,14 +433,15 @@ type Event struct {
 	// Capabilities of the available task, which the delegate validates
 	// before acquiring it (criteria only; never payloads). Since v2.
 	Capabilities []string `json:"capabilities,omitempty"`
-	// Req, Error, Task and Acquired make up an EventAck (since v5): the
-	// number of the frame it answers, the error the HTTP call would have
-	// answered (nil: ok), the task as the result call answers it (an ack
-	// of a FrameResult), and one answer per task of a FrameAcquire, in
-	// the frame's order.
+	// Req, Error and Acquired make up an EventAck (since v5): the number
+	// of the frame it answers, the error the HTTP call would have answered
+	// (nil: ok), and one answer per task of a FrameAcquire, in the frame's
+	// order. The ack of a FrameResult carries no task (managers of the
+	// first v5 builds sent the task as the result call answers it, under
+	// "task"; no delegate reads it, and its JSON was a tenth of a busy
+	// manager's CPU).
 	Req      int64           `json:"req,omitempty"`
 	Error    *Error          `json:"error,omitempty"`
-	Task     *Task           `json:"task,omitempty"`
 	Acquired []AcquireAnswer `json:"acquired,omitempty"`
 }
 

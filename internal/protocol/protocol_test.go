@@ -130,7 +130,6 @@ func TestWireRoundTrip(t *testing.T) {
 		&Frame{Kind: FrameAcquire, Req: 6, TaskIDs: []string{"t1", "t2"}},
 		&Event{Kind: EventAck, Req: 4},
 		&Event{Kind: EventAck, Req: 5, Error: &Error{Code: CodeStaleLease, Message: "stale"}},
-		&Event{Kind: EventAck, Req: 5, Task: &Task{ID: "t", Status: StatusSucceeded, CreatedAt: now, StartedAt: &now}},
 		&Event{Kind: EventAck, Req: 6, Acquired: []AcquireAnswer{
 			{TaskID: "t1", Acquired: &AcquireResponse{TaskID: "t1", Epoch: 1, Spec: TaskSpec{Type: TaskShell, Shell: &ShellSpec{Script: "true"}}, TimeoutMS: 9, Mask: []string{"s"}}},
 			{TaskID: "t2", Error: &Error{Code: CodeAlreadyClaimed, Message: "m"}}}},

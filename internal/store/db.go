@@ -85,7 +85,7 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	// 4 MiB (15 % of the manager's CPU while a task writes fast,
 	// BENCHMARKS.md, issue 18).
 	writer, err := sql.Open("sqlite", path+"?"+common+
-		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(8192)&_txlock=immediate")
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(8192)&_pragma=temp_store(2)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -93,7 +93,7 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	writer.SetMaxIdleConns(1)
 	writer.SetConnMaxIdleTime(0)
 	writer.SetConnMaxLifetime(0)
-	s := &Store{writer: writer, dialect: dialectSQLite, lanes: []*groupCommit{newGroupCommit(maxGroup)}}
+	s := &Store{writer: writer, dialect: dialectSQLite, lanes: []*groupCommit{newGroupCommit(maxGroup, gatherYields)}}
 	if err := s.migrate(ctx); err != nil {
 		writer.Close()
 		return nil, fmt.Errorf("migrate %s: %w", path, err)

@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -46,6 +49,7 @@ func benchTaskWrites(b *testing.B, s *Store, workers int) {
 	var firstErr sync.Once
 	start := time.Now()
 	cpu0 := cpuTime()
+	io0 := procIO()
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -73,7 +77,7 @@ func benchTaskWrites(b *testing.B, s *Store, workers int) {
 					if err != nil {
 						return err
 					}
-					if _, err := s.StartTask(ctx, id, claimed.Epoch, now); err != nil {
+					if _, err := s.StartTask(ctx, id, claimed.Epoch, Holder{}, now); err != nil {
 						return err
 					}
 					_, err = s.CompleteTask(ctx, id, claimed.Epoch, Result{Status: protocol.StatusSucceeded, ExitCode: new(int)}, now)
@@ -90,6 +94,37 @@ func benchTaskWrites(b *testing.B, s *Store, workers int) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "tasks/s")
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/task")
+	if io1 := procIO(); io1.ok && io0.ok {
+		b.ReportMetric(float64(io1.wchar-io0.wchar)/1024/float64(b.N), "written-KiB/task")
+		b.ReportMetric(float64(io1.syscw-io0.syscw)/float64(b.N), "writes/task")
+	}
+}
+
+// ioCounters are this process's write counters from /proc/self/io: the
+// bytes its write system calls passed (the WAL's page writes, most of
+// them) and how many calls.
+type ioCounters struct {
+	wchar, syscw int64
+	ok           bool
+}
+
+func procIO() ioCounters {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return ioCounters{}
+	}
+	var c ioCounters
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		n, _ := strconv.ParseInt(v, 10, 64)
+		switch k {
+		case "wchar":
+			c.wchar, c.ok = n, true
+		case "syscw":
+			c.syscw = n
+		}
+	}
+	return c
 }
 
 // cpuTime is the CPU time (user and system) this process has used.

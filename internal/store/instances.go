@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/legate-dev/legate/internal/protocol"
 )
 
 // DelegateBusyError is DeleteDelegate's refusal of a delegate that still
@@ -85,7 +83,7 @@ func (s *Store) DeleteDelegate(ctx context.Context, accountID, name string, conn
 			}
 		}
 		err = s.w(tx).queryRow(ctx, `SELECT COUNT(*) FROM tasks t JOIN instances i ON i.id = t.instance_id
-	WHERE i.account_id = ? AND LOWER(i.name) = LOWER(?) AND t.status = ?`, accountID, name, protocol.StatusRunning).Scan(&busy.Running)
+	WHERE i.account_id = ? AND LOWER(i.name) = LOWER(?) AND t.`+isRunning, accountID, name).Scan(&busy.Running)
 		if err != nil {
 			return err
 		}
@@ -136,8 +134,8 @@ func (s *Store) PruneInstances(ctx context.Context, before time.Time, limit int)
 		rows, err := s.w(tx).query(ctx, `SELECT id FROM instances i
 	WHERE registered_at < ? AND (last_heartbeat IS NULL OR last_heartbeat < ?)
 	AND (deregistered_at IS NULL OR deregistered_at < ?)
-	AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.instance_id = i.id AND t.status = ?)
-	ORDER BY id LIMIT ?`+s.lockClause("FOR UPDATE SKIP LOCKED"), cut, cut, cut, protocol.StatusRunning, limit)
+	AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.instance_id = i.id AND t.`+isRunning+`)
+	ORDER BY id LIMIT ?`+s.lockClause("FOR UPDATE SKIP LOCKED"), cut, cut, cut, limit)
 		if err != nil {
 			return err
 		}

@@ -192,6 +192,16 @@ func queryTasks(ctx context.Context, h handle, query string, args ...any) ([]Tas
 // status prevStatus at epoch prevEpoch; errRowChanged otherwise. A task
 // that ends loses its secret values (their names stay): every path to a
 // terminal status goes through here.
+// isQueued and isRunning are the conditions on a task's status that the
+// partial indexes of queued and running tasks (migration 0019) are made
+// for. They name the status as a literal: a planner uses a partial index
+// only for a query whose condition implies the index's, which a bound
+// parameter (any status) does not.
+const (
+	isQueued  = "status = '" + protocol.StatusQueued + "'"
+	isRunning = "status = '" + protocol.StatusRunning + "'"
+)
+
 func updateTask(ctx context.Context, h handle, t Task, prevStatus string, prevEpoch int64) error {
 	return updateTaskIf(ctx, h, t, prevStatus, prevEpoch, "")
 }

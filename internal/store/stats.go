@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
-
-	"github.com/legate-dev/legate/internal/protocol"
 )
 
 // Ping checks that the database answers a query.
@@ -21,12 +19,11 @@ func (s *Store) Ping(ctx context.Context) error {
 // QueueStats returns how many tasks are queued (in every account) and
 // since when the longest-waiting one waits: since it was created, or
 // requeued (QueueDeadline - QueueTimeoutMS); zero time when none waits.
-// It reads the queued rows through the (status, queue_deadline) index,
-// never the finished ones.
+// It reads the index of queued tasks, never the finished ones.
 func (s *Store) QueueStats(ctx context.Context) (depth int, oldest time.Time, err error) {
 	var since sql.NullInt64
 	err = s.r(nil).queryRow(ctx, `SELECT COUNT(*), MIN(queue_deadline - queue_timeout_ms * 1000)
-	FROM tasks WHERE status = ?`, protocol.StatusQueued).Scan(&depth, &since)
+	FROM tasks WHERE `+isQueued).Scan(&depth, &since)
 	if err != nil {
 		return 0, time.Time{}, fmt.Errorf("queue stats: %w", err)
 	}

@@ -513,8 +513,8 @@ func (s *Store) TaskHolder(ctx context.Context, accountID, id string) (TaskHoldi
 
 // TasksHeldBy returns those of ids that run on the instance, each with the
 // epoch of its lease and its scope, in one query whatever the number of
-// ids: it reads the instance's running tasks (the (instance_id, status)
-// index; never more than the instance's capacity) and keeps the listed
+// ids: it reads the instance's running tasks (the index of running tasks
+// by instance; never more than the instance's capacity) and keeps the listed
 // ones. An ID listed twice is returned once; unknown IDs are left out.
 func (s *Store) TasksHeldBy(ctx context.Context, instanceID string, ids []string) (map[string]HeldTask, error) {
 	out := map[string]HeldTask{}
@@ -525,8 +525,8 @@ func (s *Store) TasksHeldBy(ctx context.Context, instanceID string, ids []string
 	for _, id := range ids {
 		want[id] = struct{}{}
 	}
-	rows, err := s.r(nil).query(ctx, `SELECT id, epoch, org, project FROM tasks WHERE instance_id = ? AND status = ?`,
-		instanceID, protocol.StatusRunning)
+	rows, err := s.r(nil).query(ctx, `SELECT id, epoch, org, project FROM tasks WHERE instance_id = ? AND `+isRunning,
+		instanceID)
 	if err != nil {
 		return nil, fmt.Errorf("tasks held by %s: %w", instanceID, err)
 	}
@@ -624,8 +624,8 @@ func scopeWhere(scopes []ScopeFilter) (string, []any) {
 // the task after (nil = from the start): a caller reads the whole queue
 // page by page.
 func (s *Store) QueuedPage(ctx context.Context, after *Task, limit int) ([]Task, error) {
-	q := `SELECT ` + taskCols + ` FROM tasks WHERE status = ?`
-	args := []any{protocol.StatusQueued}
+	q := `SELECT ` + taskCols + ` FROM tasks WHERE ` + isQueued
+	var args []any
 	if after != nil {
 		q += ` AND (created_at > ? OR (created_at = ? AND id > ?))`
 		args = append(args, micros(after.CreatedAt), micros(after.CreatedAt), after.ID)
@@ -641,12 +641,12 @@ func (s *Store) QueuedPage(ctx context.Context, after *Task, limit int) ([]Task,
 
 // QueuedPastDeadline lists queued tasks (of every account) whose queue
 // deadline is before now, earliest deadline first, at most limit (limit <= 0
-// means 100). It reads the (status, queue_deadline) index, so a deep queue
-// does not make it slower.
+// means 100). It reads the index of queued tasks by deadline, so a deep
+// queue does not make it slower.
 func (s *Store) QueuedPastDeadline(ctx context.Context, now time.Time, limit int) ([]Task, error) {
 	tasks, err := queryTasks(ctx, s.r(nil), `SELECT `+taskCols+` FROM tasks
-	WHERE status = ? AND queue_deadline < ? ORDER BY queue_deadline, id LIMIT ?`,
-		protocol.StatusQueued, micros(now), listLimit(limit))
+	WHERE `+isQueued+` AND queue_deadline < ? ORDER BY queue_deadline, id LIMIT ?`,
+		micros(now), listLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("queued tasks past their deadline: %w", err)
 	}
@@ -744,8 +744,8 @@ func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, er
 			// locked (PostgreSQL) or the writer is (SQLite), so an update
 			// that changed nothing found the instance full.
 			err := updateTaskIf(ctx, s.w(tx), t, protocol.StatusQueued, prevEpoch,
-				` AND (SELECT COUNT(*) FROM tasks WHERE instance_id = ? AND status = ?) < ?`,
-				c.InstanceID, protocol.StatusRunning, c.Capacity)
+				` AND (SELECT COUNT(*) FROM tasks WHERE instance_id = ? AND `+isRunning+`) < ?`,
+				c.InstanceID, c.Capacity)
 			if errors.Is(err, errRowChanged) {
 				return ErrNoCapacity
 			}
@@ -771,22 +771,26 @@ func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, er
 // the task is running at epoch; ErrStaleLease otherwise (ErrNotFound for an
 // unknown task). A second call keeps the first StartedAt.
 func (s *Store) MarkStarted(ctx context.Context, id string, epoch int64, now time.Time) error {
-	_, err := s.StartTask(ctx, id, epoch, now)
+	_, err := s.StartTask(ctx, id, epoch, Holder{}, now)
 	return err
 }
 
 // StartTask is MarkStarted that also says when the task was queued (the
 // start of its queue timeout) if this call recorded the start, and the
 // zero time if the start was recorded before: what a pickup-latency
-// measure needs, without reading the task.
-func (s *Store) StartTask(ctx context.Context, id string, epoch int64, now time.Time) (queuedAt time.Time, err error) {
+// measure needs, without reading the task. A holder is the delegate the
+// report comes from: the start is recorded only if it holds the task
+// (ErrStaleLease otherwise), checked by the statement that records it, so
+// a delegate's report needs no read of who holds the task first.
+func (s *Store) StartTask(ctx context.Context, id string, epoch int64, holder Holder, now time.Time) (queuedAt time.Time, err error) {
+	cond, condArgs := holderCond(holder)
 	err = s.writeSingle(ctx, func(tx *sql.Tx) error {
 		queuedAt = time.Time{}
 		var deadline, timeoutMS int64
 		err := s.w(tx).queryRow(ctx, `UPDATE tasks SET started_at = ?
-	WHERE id = ? AND status = ? AND epoch = ? AND started_at IS NULL
+	WHERE id = ? AND status = ? AND epoch = ? AND started_at IS NULL`+cond+`
 	RETURNING queue_deadline, queue_timeout_ms`,
-			micros(now), id, protocol.StatusRunning, epoch).Scan(&deadline, &timeoutMS)
+			append([]any{micros(now), id, protocol.StatusRunning, epoch}, condArgs...)...).Scan(&deadline, &timeoutMS)
 		if err == nil {
 			queuedAt = fromMicros(deadline).Add(-time.Duration(timeoutMS) * time.Millisecond)
 			return nil
@@ -798,7 +802,7 @@ func (s *Store) StartTask(ctx context.Context, id string, epoch int64, now time.
 		if err != nil {
 			return err
 		}
-		if t.Status != protocol.StatusRunning || t.Epoch != epoch {
+		if t.Status != protocol.StatusRunning || t.Epoch != epoch || !holder.holds(t) {
 			return ErrStaleLease
 		}
 		return nil // already started at this epoch
@@ -816,8 +820,9 @@ func (s *Store) StartTask(ctx context.Context, id string, epoch int64, now time.
 // the stored task (results are idempotent). Otherwise ErrStaleLease
 // (ErrNotFound for an unknown task). "Finished at this epoch" means it was
 // still running at epoch when it ended: a task that was requeued and then
-// ended by the manager refuses the lost delegate's result. r.Status must be
-// terminal.
+// ended by the manager refuses the lost delegate's result. With r.Holder
+// set, the task must be (or have been, at epoch) held by r.Holder too.
+// r.Status must be terminal.
 func (s *Store) CompleteTask(ctx context.Context, id string, epoch int64, r Result, now time.Time) (Task, error) {
 	if err := validResult(r); err != nil {
 		return Task{}, fmt.Errorf("complete task %s: %w", id, err)
@@ -827,6 +832,7 @@ func (s *Store) CompleteTask(ctx context.Context, id string, epoch int64, r Resu
 		return Task{}, fmt.Errorf("complete task %s: %w", id, err)
 	}
 	var t Task
+	cond, condArgs := holderCond(r.Holder)
 	// Clean (writeMode): it fails before its first change, or on a
 	// statement's error.
 	err = s.writeIn(ctx, writeMode{clean: true}, func(tx *sql.Tx) error {
@@ -836,17 +842,17 @@ func (s *Store) CompleteTask(ctx context.Context, id string, epoch int64, r Resu
 		var err error
 		t, err = scanTask(s.w(tx).queryRow(ctx, `UPDATE tasks SET status = ?, exit_code = ?, error = ?,
 	http_result = ?, finished_at = ?, lease_expires_at = NULL, secrets = '', result_last_seq = ?
-	WHERE id = ? AND status = ? AND epoch = ?
+	WHERE id = ? AND status = ? AND epoch = ?`+cond+`
 	RETURNING `+taskCols,
-			r.Status, nullInt(r.ExitCode), cleanText(r.Error), httpResult, micros(now), max(r.LastSeq, 0),
-			id, protocol.StatusRunning, epoch))
+			append([]any{r.Status, nullInt(r.ExitCode), cleanText(r.Error), httpResult, micros(now), max(r.LastSeq, 0),
+				id, protocol.StatusRunning, epoch}, condArgs...)...))
 		if errors.Is(err, sql.ErrNoRows) {
 			// Not running at epoch: finished at this epoch already
 			// (results are idempotent), or stale.
 			if t, err = getTask(ctx, s.w(tx), id); err != nil {
 				return err
 			}
-			if !heldAt(t, epoch) || t.Status == protocol.StatusRunning {
+			if !heldAt(t, epoch) || t.Status == protocol.StatusRunning || !r.Holder.holds(t) {
 				return ErrStaleLease
 			}
 			return nil
@@ -996,11 +1002,10 @@ func (s *Store) ShortenLeases(ctx context.Context, cuts []LeaseCut) error {
 // next sweep. Nothing to sweep is not an error: the result is empty.
 // NextLeaseExpiry returns the earliest lease end of the running tasks (of
 // every account); ok is false when no running task has a lease. It reads
-// the (status, lease_expires_at) index.
+// the index of running tasks by lease end.
 func (s *Store) NextLeaseExpiry(ctx context.Context) (at time.Time, ok bool, err error) {
 	var v sql.NullInt64
-	if err := s.r(nil).queryRow(ctx, `SELECT MIN(lease_expires_at) FROM tasks WHERE status = ?`,
-		protocol.StatusRunning).Scan(&v); err != nil {
+	if err := s.r(nil).queryRow(ctx, `SELECT MIN(lease_expires_at) FROM tasks WHERE `+isRunning).Scan(&v); err != nil {
 		return time.Time{}, false, fmt.Errorf("next lease expiry: %w", err)
 	}
 	if !v.Valid {
@@ -1014,8 +1019,8 @@ func (s *Store) ExpireLeases(ctx context.Context, now time.Time) ([]LeaseOutcome
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out = nil
 		expired, err := queryTasks(ctx, s.w(tx), `SELECT `+taskCols+` FROM tasks
-	WHERE status = ? AND lease_expires_at < ? ORDER BY lease_expires_at, id`+s.lockClause("FOR UPDATE SKIP LOCKED"),
-			protocol.StatusRunning, micros(now))
+	WHERE `+isRunning+` AND lease_expires_at < ? ORDER BY lease_expires_at, id`+s.lockClause("FOR UPDATE SKIP LOCKED"),
+			micros(now))
 		if err != nil {
 			return err
 		}
@@ -1061,9 +1066,9 @@ func (s *Store) TimeoutRunning(ctx context.Context, now time.Time, grace time.Du
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out = nil
 		late, err := queryTasks(ctx, s.w(tx), `SELECT `+taskCols+` FROM tasks
-	WHERE status = ? AND timeout_ms > 0 AND acquired_at + timeout_ms * 1000 < ?
+	WHERE `+isRunning+` AND timeout_ms > 0 AND acquired_at + timeout_ms * 1000 < ?
 	ORDER BY acquired_at, id`+s.lockClause("FOR UPDATE SKIP LOCKED"),
-			protocol.StatusRunning, micros(now)-grace.Microseconds())
+			micros(now)-grace.Microseconds())
 		if err != nil {
 			return err
 		}
@@ -1095,7 +1100,7 @@ func (s *Store) TimeoutRunning(ctx context.Context, now time.Time, grace time.Du
 // RunningTasksOf lists the tasks running on an instance.
 func (s *Store) RunningTasksOf(ctx context.Context, instanceID string) ([]Task, error) {
 	tasks, err := queryTasks(ctx, s.r(nil), `SELECT `+taskCols+` FROM tasks
-	WHERE instance_id = ? AND status = ? ORDER BY acquired_at, id`, instanceID, protocol.StatusRunning)
+	WHERE instance_id = ? AND `+isRunning+` ORDER BY acquired_at, id`, instanceID)
 	if err != nil {
 		return nil, fmt.Errorf("running tasks of %s: %w", instanceID, err)
 	}
@@ -1112,19 +1117,20 @@ func (s *Store) RunningTasksOf(ctx context.Context, instanceID string) ([]Task, 
 // ErrLogClosed (which matches ErrTaskTerminal); chunks up to it are still
 // taken. A chunk whose (attempt, seq) is already stored is ignored
 // (delivery is idempotent). The cap keeps the first cap.Head bytes and the
-// last cap.Tail bytes of each attempt; chunks that fall between are deleted
-// and their size added to LogOmitted. LogBytes counts all bytes received.
+// last cap.Tail bytes of each attempt; chunks that fall between are dropped
+// (deleted, or never written when the append itself shows the cap drops
+// them) and their size added to LogOmitted. LogBytes counts all bytes received.
 // A chunk that starts inside the head is kept whole; while cap.Tail > 0 the
 // newest chunk is never dropped, so the tail may exceed cap.Tail by less
 // than one chunk. A zero cap keeps everything. NUL bytes and invalid UTF-8
 // in Data are stored as U+FFFD (see cleanText), and sizes count the bytes
-// stored.
+// stored (for a dropped chunk: the bytes it would take stored).
 func (s *Store) AppendLogs(ctx context.Context, taskID string, epoch int64, chunks []protocol.LogChunk, cap LogCap) error {
 	if len(chunks) == 0 {
 		return nil
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		return s.appendLogs(ctx, tx, taskID, epoch, chunks, cap)
+		return s.appendLogs(ctx, tx, taskID, epoch, chunks, cap, true)
 	})
 	if err != nil {
 		return fmt.Errorf("append %d log chunks to task %s (epoch %d): %w", len(chunks), taskID, epoch, err)

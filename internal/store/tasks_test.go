@@ -889,22 +889,100 @@ func TestStartTaskSaysWhenTheTaskWasQueued(t *testing.T) {
 		task := newTask("t1", "acc1", t0)
 		mustCreate(t, s, task)
 		mustClaim(t, s, "t1", "i1", at(time.Second))
-		queued, err := s.StartTask(ctx, "t1", 1, at(2*time.Second))
+		queued, err := s.StartTask(ctx, "t1", 1, Holder{}, at(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !queued.Equal(t0) {
 			t.Errorf("queued at %v, want %v (created)", queued, t0)
 		}
-		again, err := s.StartTask(ctx, "t1", 1, at(3*time.Second))
+		again, err := s.StartTask(ctx, "t1", 1, Holder{}, at(3*time.Second))
 		if err != nil || !again.IsZero() {
 			t.Errorf("repeated start: %v %v, want the zero time and no error", again, err)
 		}
 		if got := mustGet(t, s, "acc1", "t1"); got.StartedAt == nil || !got.StartedAt.Equal(at(2*time.Second)) {
 			t.Errorf("started_at = %v, want the first report's", got.StartedAt)
 		}
-		if _, err := s.StartTask(ctx, "t1", 2, t0); !errors.Is(err, ErrStaleLease) {
+		if _, err := s.StartTask(ctx, "t1", 2, Holder{}, t0); !errors.Is(err, ErrStaleLease) {
 			t.Errorf("other epoch: %v, want ErrStaleLease", err)
+		}
+	})
+}
+
+// TestReportsFromAnotherInstanceAreRefused: a start or a result that names
+// its instance (the holder) is applied only when that instance holds the
+// task at the epoch, so a delegate of the account that guesses a task ID
+// and its epoch changes nothing; the holder's own reports stay idempotent.
+func TestReportsFromAnotherInstanceAreRefused(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		mustCreate(t, s, newTask("t1", "acc1", t0))
+		mustClaim(t, s, "t1", "i1", at(time.Second))
+
+		if _, err := s.StartTask(ctx, "t1", 1, Holder{Instance: "i2"}, at(2*time.Second)); !errors.Is(err, ErrStaleLease) {
+			t.Errorf("start from i2: %v, want ErrStaleLease", err)
+		}
+		if got := mustGet(t, s, "acc1", "t1"); got.StartedAt != nil {
+			t.Errorf("started_at = %v after i2's report, want unset", got.StartedAt)
+		}
+		queued, err := s.StartTask(ctx, "t1", 1, Holder{Instance: "i1"}, at(2*time.Second))
+		if err != nil || !queued.Equal(t0) {
+			t.Errorf("start from i1: %v %v, want queued at %v", queued, err, t0)
+		}
+		if _, err := s.StartTask(ctx, "t1", 1, Holder{Instance: "i2"}, at(3*time.Second)); !errors.Is(err, ErrStaleLease) {
+			t.Errorf("start from i2 after i1's: %v, want ErrStaleLease", err)
+		}
+
+		ok := Result{Status: protocol.StatusSucceeded, ExitCode: new(int)}
+		bad := ok
+		bad.Holder = Holder{Instance: "i2"}
+		if _, err := s.CompleteTask(ctx, "t1", 1, bad, at(4*time.Second)); !errors.Is(err, ErrStaleLease) {
+			t.Errorf("result from i2: %v, want ErrStaleLease", err)
+		}
+		if got := mustGet(t, s, "acc1", "t1"); got.Status != protocol.StatusRunning {
+			t.Errorf("status %s after i2's result, want running", got.Status)
+		}
+		good := ok
+		good.Holder = Holder{Instance: "i1"}
+		done, err := s.CompleteTask(ctx, "t1", 1, good, at(5*time.Second))
+		if err != nil || done.Status != protocol.StatusSucceeded {
+			t.Fatalf("result from i1: %v %v, want succeeded", done.Status, err)
+		}
+		if again, err := s.CompleteTask(ctx, "t1", 1, good, at(6*time.Second)); err != nil || !again.FinishedAt.Equal(at(5*time.Second)) {
+			t.Errorf("repeated result from i1: %v %v, want the first, no error", again.FinishedAt, err)
+		}
+		if _, err := s.CompleteTask(ctx, "t1", 1, bad, at(6*time.Second)); !errors.Is(err, ErrStaleLease) {
+			t.Errorf("result from i2 after the end: %v, want ErrStaleLease", err)
+		}
+
+		// The holder's instance, registered again in a scope that does not
+		// cover the task (org o1, project p1), is refused; in one that
+		// does, applied.
+		scoped := newTask("t2", "acc1", t0)
+		scoped.Spec.Org, scoped.Spec.Project = "o1", "p1"
+		mustCreate(t, s, scoped)
+		mustClaim(t, s, "t2", "i1", at(time.Second))
+		for _, h := range []Holder{{Instance: "i1", Org: "o2"}, {Instance: "i1", Org: "o1", Project: "p2"}} {
+			if _, err := s.StartTask(ctx, "t2", 1, h, at(2*time.Second)); !errors.Is(err, ErrStaleLease) {
+				t.Errorf("start from %+v: %v, want ErrStaleLease", h, err)
+			}
+			r := ok
+			r.Holder = h
+			if _, err := s.CompleteTask(ctx, "t2", 1, r, at(2*time.Second)); !errors.Is(err, ErrStaleLease) {
+				t.Errorf("result from %+v: %v, want ErrStaleLease", h, err)
+			}
+		}
+		for _, h := range []Holder{{Instance: "i1", Org: "o1"}, {Instance: "i1", Org: "o1", Project: "p1"}} {
+			if _, err := s.StartTask(ctx, "t2", 1, h, at(2*time.Second)); err != nil {
+				t.Errorf("start from %+v: %v, want it recorded", h, err)
+			}
+		}
+		r := ok
+		r.Holder = Holder{Instance: "i1", Org: "o1", Project: "p1"}
+		if got, err := s.CompleteTask(ctx, "t2", 1, r, at(3*time.Second)); err != nil || got.Status != protocol.StatusSucceeded {
+			t.Errorf("result from the project's instance: %v %v, want succeeded", got.Status, err)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -196,6 +197,38 @@ type Result struct {
 	// CompleteTask writes them, in the same transaction, to the pipeline
 	// run step whose task this is; a task of no run keeps none.
 	Outputs map[string]string
+	// Holder, when set, is the delegate the result comes from:
+	// CompleteTask applies it only if it holds the task (ErrStaleLease
+	// otherwise), checked in the statement that ends the task, so that a
+	// delegate's report needs no read of who holds the task first.
+	Holder Holder
+}
+
+// Holder is the delegate instance a report comes from, with the scope of
+// its registration. A report is applied only to a task the instance holds
+// and whose scope its scope covers: an identity that registered again
+// with a token of another scope keeps its instance ID, not its tasks.
+// The zero Holder checks nothing.
+type Holder struct {
+	Instance string
+	// Org and Project are the registration's scope ("" = account, or org).
+	Org, Project string
+}
+
+// holds reports whether h holds t (always, for the zero Holder).
+func (h Holder) holds(t Task) bool {
+	if h.Instance == "" {
+		return true
+	}
+	return t.InstanceID == h.Instance && assign.Covers(h.Org, h.Project, t.Spec.Org, t.Spec.Project)
+}
+
+// holderCond is the condition of an update that applies only to a task
+// h holds (see holds; the scope part is assign.Covers in SQL), with its
+// arguments.
+func holderCond(h Holder) (string, []any) {
+	return ` AND (? = '' OR (instance_id = ? AND (? = '' OR org = ?) AND (? = '' OR project = ?)))`,
+		[]any{h.Instance, h.Instance, h.Org, h.Org, h.Project, h.Project}
 }
 
 // TaskHolding says who holds a task and in which scope the task is.
