@@ -214,10 +214,10 @@ func pickups(ctx context.Context, m *manager, w waiter, tag string, warmup, n in
 // baselinePickups measures n tasks picked up by a delegate that polls
 // without waiting every period; submissions are spread over the period's
 // phases.
-func baselinePickups(ctx context.Context, m *manager, res *results, n int, period time.Duration) ([]time.Duration, error) {
+func baselinePickups(ctx context.Context, m *manager, w waiter, n int, period time.Duration) ([]time.Duration, error) {
 	out := make([]time.Duration, 0, n)
 	for i := 0; i < n; i++ {
-		d, err := pickupOnce(ctx, m, res, baselineTag, 3*period+30*time.Second)
+		d, err := pickupOnce(ctx, m, w, baselineTag, 3*period+30*time.Second)
 		if err != nil {
 			return nil, fmt.Errorf("baseline: %w", err)
 		}

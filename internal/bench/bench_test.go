@@ -201,6 +201,10 @@ func checkThroughput(t *testing.T, v map[string]any) {
 		t.Errorf("sizes: %v", v)
 	}
 	positive(t, v, "tasks_per_s", "manager_rss_mb", "offers_per_task")
+	if _, err := os.Stat("/proc/self/io"); err == nil {
+		// The manager writes its WAL and answers on sockets for every task.
+		positive(t, v, "manager_write_kib_per_task", "manager_writes_per_task")
+	}
 	ordered(t, v, "latency_p50_ms", "latency_p99_ms", "latency_max_ms")
 	stat(t, v, "manager_cpu_pct")
 	healthy(t, v)
@@ -331,8 +335,9 @@ func TestSmokeSoak(t *testing.T) {
 	}
 }
 
-// TestLeastSquaresSlope: the slope of points on a line is the line's.
-func TestLeastSquaresSlope(t *testing.T) {
+// TestMedianSlope: the slope of points on a line is the line's, and a
+// burst in a few of them does not tilt it.
+func TestMedianSlope(t *testing.T) {
 	for _, tc := range []struct {
 		xs, ys []float64
 		want   float64
@@ -341,8 +346,12 @@ func TestLeastSquaresSlope(t *testing.T) {
 		{[]float64{0, 1, 2}, []float64{4, 4, 4}, 0},
 		{[]float64{1}, []float64{3}, 0},
 		{[]float64{2, 2}, []float64{1, 5}, 0},
+		// Flat at 10 with a burst at the end (least squares: 1.57).
+		{[]float64{0, 1, 2, 3, 4, 5, 6, 7}, []float64{10, 10, 10, 10, 10, 10, 10, 20}, 0},
+		// A rise of 1 per step under a burst in the middle.
+		{[]float64{0, 1, 2, 3, 4, 5, 6, 7, 8}, []float64{0, 1, 2, 3, 40, 5, 6, 7, 8}, 1},
 	} {
-		if got := leastSquaresSlope(tc.xs, tc.ys); got != tc.want {
+		if got := medianSlope(tc.xs, tc.ys); got != tc.want {
 			t.Errorf("slope(%v, %v) = %v, want %v", tc.xs, tc.ys, got, tc.want)
 		}
 	}
@@ -431,6 +440,18 @@ func TestReadUsage(t *testing.T) {
 	}
 	if u.rssKB <= 0 || u.cpu < 0 {
 		t.Errorf("usage of this process: %+v", u)
+	}
+	if _, err := os.Stat("/proc/self/io"); err == nil {
+		if err := os.WriteFile(filepath.Join(t.TempDir(), "f"), make([]byte, 4096), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		after, err := readUsage(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.wchar-u.wchar < 4096 || after.syscw <= u.syscw {
+			t.Errorf("write counters after writing 4 KiB: %+v, before %+v", after, u)
+		}
 	}
 	if _, err := readUsage(1 << 30); err == nil {
 		t.Error("usage of a missing process: no error")

@@ -97,7 +97,7 @@ func (r *runner) pickupRun(ctx context.Context, run int, s series, health *swarm
 	base := sw.size()
 	r.progress(run, "connecting simulated delegates", "delegates", c.Delegates, "transport", c.Transport)
 	t0 := time.Now()
-	var w waiter = res
+	var w waiter = swarmWaiter{m, res}
 	if c.Real {
 		stopReal, err := r.realDelegates(ctx, dir, m, tok, c.Delegates)
 		if err != nil {
@@ -143,7 +143,7 @@ func (r *runner) pickupRun(ctx context.Context, run int, s series, health *swarm
 			return err
 		}
 		r.progress(run, "baseline: a delegate polling every "+c.BaselinePeriod.String(), "tasks", c.BaselineTasks)
-		bs, err := baselinePickups(ctx, m, res, c.BaselineTasks, c.BaselinePeriod)
+		bs, err := baselinePickups(ctx, m, swarmWaiter{m, res}, c.BaselineTasks, c.BaselinePeriod)
 		if err != nil {
 			return err
 		}

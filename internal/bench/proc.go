@@ -162,6 +162,10 @@ func startProcess(name, exe, dir string, env, args []string, lineFn func(string)
 type usage struct {
 	rssKB int64
 	cpu   time.Duration // user + system
+	// wchar and syscw are the bytes the process passed to write system
+	// calls and how many calls (/proc/PID/io; zero where it cannot be
+	// read): a manager's WAL, journal and socket writes.
+	wchar, syscw int64
 }
 
 func (u usage) rssMB() float64 { return float64(u.rssKB) / 1024 }
@@ -204,6 +208,20 @@ func readUsage(pid int) (usage, error) {
 		return u, errors.New("read process stat: bad utime or stime")
 	}
 	u.cpu = time.Duration(ut+stt) * time.Second / clockTicks
+	// /proc/PID/io is readable only by the process's owner (and root):
+	// without it the write counters stay zero.
+	if io, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid)); err == nil {
+		for _, line := range strings.Split(string(io), "\n") {
+			k, v, _ := strings.Cut(line, ": ")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "wchar":
+				u.wchar = n
+			case "syscw":
+				u.syscw = n
+			}
+		}
+	}
 	return u, nil
 }
 

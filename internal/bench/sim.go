@@ -87,8 +87,9 @@ type swarm struct {
 	log                 *slog.Logger
 	clients             []*http.Client // one per source address
 	offers              chan offer
-	// onResult is called with the manager's answer to each result report.
-	onResult func(protocol.Task)
+	// onResult is called with the ID of each task whose result report the
+	// manager took.
+	onResult func(id string)
 	// httpReports: acquire and report over HTTP even when the manager
 	// takes them on the WebSocket (the protocol before version 5).
 	httpReports bool
@@ -125,7 +126,7 @@ const hbShards = 8
 
 // newSwarm starts the swarm's workers and heartbeat schedulers. Stop it
 // with close.
-func newSwarm(ctx context.Context, log *slog.Logger, m *manager, token string, workers, sourceIPs int, httpReports bool, onResult func(protocol.Task)) *swarm {
+func newSwarm(ctx context.Context, log *slog.Logger, m *manager, token string, workers, sourceIPs int, httpReports bool, onResult func(id string)) *swarm {
 	s := &swarm{url: m.url, account: m.account, token: token, log: log, onResult: onResult, httpReports: httpReports,
 		offers: make(chan offer, 8192), shards: make([][]*sim, hbShards)}
 	ctx, s.cancel = context.WithCancel(ctx)
@@ -628,23 +629,19 @@ func (s *swarm) report(ctx context.Context, d *sim, got []protocol.AcquireRespon
 	}
 	acks, err = s.call(cctx, d, frames)
 	for i, acq := range ok {
-		var t *protocol.Task
 		switch {
 		case err == nil && acks[i].Error == nil:
-			t = acks[i].Task
 		case err == nil && !acks[i].Error.Code.Recoverable():
 			s.fail(ctx, "report result", offer{d: d, taskID: acq.TaskID}, acks[i].Error)
 			continue
 		default:
-			task, err := d.c.Result(cctx, acq.TaskID, *frames[i].Result)
-			if err != nil {
+			if _, err := d.c.Result(cctx, acq.TaskID, *frames[i].Result); err != nil {
 				s.fail(ctx, "report result", offer{d: d, taskID: acq.TaskID}, err)
 				continue
 			}
-			t = &task
 		}
-		if t != nil && s.onResult != nil {
-			s.onResult(*t)
+		if s.onResult != nil {
+			s.onResult(acq.TaskID)
 		}
 	}
 }
@@ -724,13 +721,12 @@ func (s *swarm) run(ctx context.Context, o offer) {
 		return
 	}
 	zero := 0
-	t, err := o.d.c.Result(cctx, o.taskID, protocol.ResultRequest{Epoch: acq.Epoch, Status: protocol.StatusSucceeded, ExitCode: &zero})
-	if err != nil {
+	if _, err := o.d.c.Result(cctx, o.taskID, protocol.ResultRequest{Epoch: acq.Epoch, Status: protocol.StatusSucceeded, ExitCode: &zero}); err != nil {
 		s.fail(ctx, "report result", o, err)
 		return
 	}
 	if s.onResult != nil {
-		s.onResult(t)
+		s.onResult(o.taskID)
 	}
 }
 

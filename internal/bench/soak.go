@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,10 +32,10 @@ type SoakSample struct {
 	Finished int64   `json:"finished"`
 }
 
-// SoakSummary is the soak scenario's line. The slopes are least-squares
-// fits over the second half of each run's samples (the first half is the
-// warm-up: caches, pools and the WAL fill), per hour; Samples are the last
-// run's readings.
+// SoakSummary is the soak scenario's line. The slopes are Theil–Sen
+// estimates (medianSlope) over the second half of each run's samples (the
+// first half is the warm-up: caches, pools and the WAL fill), per hour;
+// Samples are the last run's readings.
 type SoakSummary struct {
 	Scenario    string  `json:"scenario"`
 	Store       string  `json:"store"`
@@ -130,7 +131,7 @@ func (r *runner) soakRun(ctx context.Context, run int, s series, health *swarmHe
 			tk, err := m.admin.SubmitTask(tctx, protocol.TaskSpec{Type: protocol.TaskShell,
 				Shell: &protocol.ShellSpec{Script: "true"}, Selectors: []string{benchTag}})
 			if err == nil {
-				_, err = res.wait(tctx, tk.ID, time.Minute)
+				err = res.wait(tctx, tk.ID, time.Minute)
 			}
 			if err != nil {
 				failed.Add(1)
@@ -206,7 +207,7 @@ func (r *runner) soakRun(ctx context.Context, run int, s series, health *swarmHe
 		for i, sm := range half {
 			xs[i], ys[i] = sm.AtS/3600, f(sm)
 		}
-		return leastSquaresSlope(xs, ys)
+		return medianSlope(xs, ys)
 	}
 	s.add("rss_h", slope(func(x SoakSample) float64 { return x.ManagerRSSMB }))
 	s.add("gr_h", slope(func(x SoakSample) float64 { return x.ManagerGoroutines }))
@@ -284,23 +285,29 @@ func scrapeGauge(ctx context.Context, url, name string) (float64, error) {
 	return 0, fmt.Errorf("the manager's metrics have no %s", name)
 }
 
-// leastSquaresSlope is the slope of the least-squares line through
-// (xs[i], ys[i]); 0 with fewer than two distinct xs.
-func leastSquaresSlope(xs, ys []float64) float64 {
-	n := float64(len(xs))
-	if n < 2 {
-		return 0
-	}
-	var sx, sy, sxx, sxy float64
+// medianSlope is the Theil–Sen slope of the points (xs[i], ys[i]): the
+// median of the slopes between every two points with different x. Unlike
+// a least-squares line, a burst in a few samples (the goroutines and open
+// files of a soak follow the tasks in flight, which a busy machine piles
+// up for a minute) cannot tilt it: a quarter of the points may be
+// anything. 0 for fewer than two distinct x.
+func medianSlope(xs, ys []float64) float64 {
+	var slopes []float64
 	for i := range xs {
-		sx += xs[i]
-		sy += ys[i]
-		sxx += xs[i] * xs[i]
-		sxy += xs[i] * ys[i]
+		for j := i + 1; j < len(xs); j++ {
+			if dx := xs[j] - xs[i]; dx != 0 {
+				slopes = append(slopes, (ys[j]-ys[i])/dx)
+			}
+		}
 	}
-	d := n*sxx - sx*sx
-	if d == 0 {
+	if len(slopes) == 0 {
 		return 0
 	}
-	return round3((n*sxy - sx*sy) / d)
+	sort.Float64s(slopes)
+	n := len(slopes)
+	m := slopes[n/2]
+	if n%2 == 0 {
+		m = (slopes[n/2-1] + slopes[n/2]) / 2
+	}
+	return round3(m)
 }

@@ -187,7 +187,7 @@ func (r *runner) swarmRun(ctx context.Context, run int, s series, health *swarmH
 		cpu := (u1.cpu - u0.cpu).Seconds() / c.Window.Seconds()
 		net := max(cpu-idleCPU, 0)
 		hbs := float64(c1.hbAcked - c0.hbAcked)
-		samples, err := pickups(ctx, m, res, benchTag, c.Warmup, c.Tasks, 30*time.Second)
+		samples, err := pickups(ctx, m, swarmWaiter{m, res}, benchTag, c.Warmup, c.Tasks, 30*time.Second)
 		if err != nil {
 			return fmt.Errorf("pickup at %d delegates: %w", n, err)
 		}

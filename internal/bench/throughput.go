@@ -31,6 +31,11 @@ type ThroughputSummary struct {
 	// ManagerCPUUSPerTask is manager CPU microseconds per task.
 	ManagerCPUUSPerTask Stat `json:"manager_cpu_us_per_task"`
 	ManagerRSSMB        Stat `json:"manager_rss_mb"`
+	// ManagerWriteKiBPerTask and ManagerWritesPerTask are what the
+	// manager passed to write system calls per task, in KiB and in calls
+	// (/proc/PID/io wchar and syscw: its database's WAL and its sockets).
+	ManagerWriteKiBPerTask Stat `json:"manager_write_kib_per_task"`
+	ManagerWritesPerTask   Stat `json:"manager_writes_per_task"`
 	// Reports says how the simulated delegates acquire and report:
 	// "websocket" (frames, when the manager takes them) or "http"
 	// (--http-reports).
@@ -73,7 +78,8 @@ func (r *runner) throughput(ctx context.Context) error {
 		Scenario: ScenarioThroughput, Store: c.Store, Delegates: c.Delegates, HeartbeatMS: c.Heartbeat.Milliseconds(),
 		Runs: c.Runs, TasksPerRun: c.Tasks, Inflight: c.Inflight, TasksPerS: s.stat("tps"),
 		LatencyP50MS: s.stat("p50"), LatencyP99MS: s.stat("p99"), LatencyMaxMS: s.stat("max"),
-		ManagerCPUPct: s.stat("cpu"), ManagerCPUUSPerTask: s.stat("cpu_task"), ManagerRSSMB: s.stat("rss"), BenchCPUPct: s.stat("bench_cpu"),
+		ManagerCPUPct: s.stat("cpu"), ManagerCPUUSPerTask: s.stat("cpu_task"), ManagerRSSMB: s.stat("rss"),
+		ManagerWriteKiBPerTask: s.stat("write_kib"), ManagerWritesPerTask: s.stat("writes"), BenchCPUPct: s.stat("bench_cpu"),
 		OffersPerTask: s.stat("offers"), LostAcquiresPerTask: s.stat("lost"), RepeatedOffersPerTask: s.stat("repeated"), DelegateHTTPPerTask: s.stat("http"), Reports: reportsMode(c.HTTPReports), CPUProfile: profilePath(c.CPUProfile), swarmHealth: health,
 	})
 }
@@ -130,6 +136,8 @@ func (r *runner) throughputRun(ctx context.Context, run int, s series, health *s
 	s.add("cpu", 100*cpu.Seconds()/took.Seconds())
 	s.add("cpu_task", float64(cpu.Microseconds())/float64(c.Tasks))
 	s.add("rss", u1.rssMB())
+	s.add("write_kib", float64(u1.wchar-u0.wchar)/1024/float64(c.Tasks))
+	s.add("writes", float64(u1.syscw-u0.syscw)/float64(c.Tasks))
 	r.progress(run, "throughput", "tasks_per_s", round3(tps), "p50_ms", round3(l.p50), "p99_ms", round3(l.p99),
 		"manager_cpu_pct", round3(100*cpu.Seconds()/took.Seconds()))
 	c1 := sw.counters()
@@ -162,7 +170,7 @@ func closedLoop(ctx context.Context, m *manager, res *results, n, inflight int) 
 				t, err := m.admin.SubmitTask(ctx, protocol.TaskSpec{Type: protocol.TaskShell,
 					Shell: &protocol.ShellSpec{Script: "true"}, Selectors: []string{benchTag}})
 				if err == nil {
-					_, err = res.wait(ctx, t.ID, time.Minute)
+					err = res.wait(ctx, t.ID, time.Minute)
 				}
 				mu.Lock()
 				if err != nil && firstErr == nil {
