@@ -99,7 +99,7 @@ func TestContainerTaskThroughTheCLI(t *testing.T) {
 // TestContainerLeftByAKilledDelegateIsRemoved: a delegate killed with
 // kill -9 while its container runs leaves the container; the same
 // delegate (same host name and working directory) removes it when it
-// starts again, before it takes a task.
+// starts again, before it runs a container task.
 func TestContainerLeftByAKilledDelegateIsRemoved(t *testing.T) {
 	t.Parallel()
 	flags := podmanOrSkip(t)
@@ -134,14 +134,12 @@ func TestContainerLeftByAKilledDelegateIsRemoved(t *testing.T) {
 	})
 
 	d2 := start(t, "delegate ctr-kill again", env, "delegate", "--workdir", work)
-	// The sweep runs before the delegate registers (the manager may still
-	// list the killed one as connected: wait for the new one's word).
-	eventually(t, 60*time.Second, "the restarted delegate to register", func() bool {
-		return strings.Contains(d2.out.String(), "registered with the manager")
+	// The sweep runs while the delegate registers (container tasks wait
+	// for it); wait for the new delegate's word that it is done (the
+	// manager may still list the killed one as connected).
+	eventually(t, 60*time.Second, "the restarted delegate to say it removed what the killed one left", func() bool {
+		return strings.Contains(d2.out.String(), "removed the containers and volumes an earlier run of this delegate left")
 	})
-	if !strings.Contains(d2.out.String(), "removed the containers and volumes an earlier run of this delegate left") {
-		t.Errorf("the restarted delegate does not say it removed what the killed one left")
-	}
 	if ids := podmanList(t, flags, label); ids != "" {
 		t.Errorf("after the restart the killed run's container is still there: %s", ids)
 	}

@@ -175,6 +175,10 @@ type Agent struct {
 	// where the delegate runs ("fargate", "ec2" or ""). Set by Run.
 	containers *executor.Containers
 	platform   string
+	// swept is closed once the containers an earlier run left are
+	// removed: container tasks wait for it (the sweep would remove theirs
+	// too), the delegate's registration does not. Set by Run.
+	swept chan struct{}
 }
 
 // runningTask is a task of a.tasks. Its epoch and cancel do not change:
@@ -350,7 +354,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopIsolation()
-	a.startContainers(ctx)
+	stopSweep := a.startContainers(ctx)
+	defer stopSweep()
 
 	if err := a.runInitScript(ctx); err != nil || ctx.Err() != nil {
 		return err

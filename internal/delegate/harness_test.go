@@ -376,6 +376,8 @@ type agentOpts struct {
 	tags                    []string
 	initScript, description string
 	scriptTimeout           time.Duration
+	// environ is the delegate's environment (nil: the test process's).
+	environ []string
 }
 
 var hostSeq struct {
@@ -441,6 +443,7 @@ func startAgent(t *testing.T, tm *testManager, o agentOpts) *testAgent {
 		ForceStop:     ag.forceStop,
 		HTTPAddr:      o.httpAddr,
 		ScriptTimeout: o.scriptTimeout,
+		Environ:       o.environ,
 	})
 	if err != nil {
 		t.Fatalf("delegate.New: %v", err)

@@ -161,6 +161,9 @@ func (a *Agent) execute(ctx context.Context, log logger, id string, acq protocol
 	// The start report must land before the result, or a fast task would
 	// finish without a started_at.
 	var started sync.WaitGroup
+	if acq.Spec.Type == protocol.TaskContainer {
+		a.awaitSweep(ctx, log) // a cancelled task ends in Run
+	}
 	a.metrics.taskStarted(acq.Spec.Type)
 	began := time.Now()
 	outcome := executor.Run(ctx, acq.Spec, executor.Options{
@@ -254,11 +257,14 @@ func (a *Agent) startIsolation() (func(), error) {
 }
 
 // startContainers finds the container runtime and the platform, and
-// removes the containers and volumes an earlier run of this delegate (same
-// working directory and hostname) left when it crashed, before the
-// delegate takes a task. Without a runtime the delegate still runs; it is
-// not offered container tasks.
-func (a *Agent) startContainers(ctx context.Context) {
+// starts removing the containers and volumes an earlier run of this
+// delegate (same working directory and hostname) left when it crashed.
+// The delegate registers meanwhile (the runtime's CLI can take seconds on
+// a busy host); container tasks wait for the sweep (a.swept). Without a
+// runtime the delegate still runs; it is not offered container tasks.
+// The returned func waits for the sweep, which ctx ends.
+func (a *Agent) startContainers(ctx context.Context) (wait func()) {
+	a.swept = make(chan struct{})
 	getenv := envLookup(a.opts.Environ)
 	platform, err := executor.DetectPlatform(getenv)
 	if err != nil {
@@ -269,17 +275,45 @@ func (a *Agent) startContainers(ctx context.Context) {
 	c, err := executor.FindContainers(getenv, hex.EncodeToString(sum[:8]), platform)
 	if err != nil {
 		a.log.Info("container tasks: no container runtime", "reason", err.Error(), "platform", platform)
-		return
-	}
-	nc, nv, err := c.Sweep(ctx)
-	if err != nil {
-		a.log.Warn("container tasks: could not remove everything an earlier run left", "err", err)
-	}
-	if nc+nv > 0 {
-		a.log.Warn("container tasks: removed the containers and volumes an earlier run of this delegate left", "containers", nc, "volumes", nv)
+		close(a.swept)
+		return func() {}
 	}
 	a.log.Info("container tasks", "runtime", c.Runtime, "platform", platform, "owner", c.Owner)
 	a.containers = c
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(a.swept)
+		nc, nv, err := c.Sweep(ctx)
+		if err != nil {
+			a.log.Warn("container tasks: could not remove everything an earlier run left", "err", err)
+		}
+		if nc+nv > 0 {
+			a.log.Warn("container tasks: removed the containers and volumes an earlier run of this delegate left", "containers", nc, "volumes", nv)
+		}
+	}()
+	return func() { <-done }
+}
+
+// awaitSweep holds a container task until the sweep of what an earlier
+// run left has ended (it removes containers by the delegate's label, so
+// it would remove the task's too); false when ctx ends first.
+func (a *Agent) awaitSweep(ctx context.Context, log logger) bool {
+	if a.swept == nil {
+		return true
+	}
+	select {
+	case <-a.swept:
+		return true
+	default:
+	}
+	log.Info("container task waits for the removal of what an earlier run of this delegate left")
+	select {
+	case <-a.swept:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // envLookup returns a getenv over environ ("K=V"; nil: the process's).
