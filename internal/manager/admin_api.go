@@ -844,6 +844,7 @@ func (s *logStream) sendQueued() bool {
 // skipping those already sent from the store.
 func (s *logStream) sendLive(c store.StoredChunk) bool {
 	for {
+		s.sub.took(c)
 		if s.after(c) && !s.send(c) {
 			return false
 		}
