@@ -426,3 +426,49 @@ func sha256hex(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
 }
+
+// delegateOnly is legate-delegate (go build -tags delegate) of the same
+// tree as binary, built on first use, in a directory of its own (next to
+// binary, every delegate of the run would run as it).
+var delegateOnly struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// delegateOnlyBinary returns legate-delegate of the same build as binary,
+// or why there is none (LEGATE_E2E_BINARY names a binary built elsewhere).
+func delegateOnlyBinary() (string, error) {
+	delegateOnly.once.Do(func() {
+		if os.Getenv("LEGATE_E2E_BINARY") != "" {
+			delegateOnly.err = errors.New("LEGATE_E2E_BINARY is set: no legate-delegate of the same build as that binary")
+			return
+		}
+		dir := filepath.Join(filepath.Dir(binary), "delegate-only")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			delegateOnly.err = err
+			return
+		}
+		path := filepath.Join(dir, "legate-delegate")
+		build := exec.Command("go", "build", "-tags", "delegate", "-o", path, "../cmd/legate")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			delegateOnly.err = fmt.Errorf("go build -tags delegate: %v\n%s", err, out)
+			return
+		}
+		delegateOnly.path = path
+	})
+	return delegateOnly.path, delegateOnly.err
+}
+
+// copyFile copies the executable src to dst.
+func copyFile(t testing.TB, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}

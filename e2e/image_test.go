@@ -91,8 +91,11 @@ func buildImages() (images, error) {
 		if exec.Command("podman", "image", "exists", b.ref).Run() == nil {
 			continue
 		}
-		args := append([]string{"../scripts/image", "--engine", "podman", "--binary", binary,
-			"--name", e2eImageName, "--version", tag}, b.args...)
+		args := []string{"../scripts/image", "--engine", "podman", "--binary", binary}
+		if lite, err := delegateOnlyBinary(); err == nil {
+			args = append(args, "--delegate-binary", lite)
+		}
+		args = append(append(args, "--name", e2eImageName, "--version", tag), b.args...)
 		cmd := exec.Command("bash", args...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -113,11 +116,15 @@ func buildImages() (images, error) {
 	return imgs, nil
 }
 
-// imageInputsHash is a hash of the binary and of the files the image is
+// imageInputsHash is a hash of the binaries and of the files the image is
 // built from: the tag of this run's images.
 func imageInputsHash() (string, error) {
 	h := sha256.New()
-	for _, f := range []string{binary, "../Containerfile", "../.dockerignore", "../deploy/image/legate-healthcheck", "../scripts/image"} {
+	files := []string{binary}
+	if lite, err := delegateOnlyBinary(); err == nil {
+		files = append(files, lite)
+	}
+	for _, f := range append(files, "../Containerfile", "../.dockerignore", "../deploy/image/legate-healthcheck", "../scripts/image") {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return "", fmt.Errorf("hash the image's inputs: %w", err)
@@ -263,6 +270,11 @@ func TestImageDelegateRunsTaskInContainer(t *testing.T) {
 	got := c.waitImageDelegate(d)
 	if got.Name != "image-delegate" {
 		t.Errorf("delegate name = %q, want image-delegate", got.Name)
+	}
+	// `legate delegate` runs as the image's legate-delegate, the delegate
+	// alone (skipped when this run tests a binary built elsewhere).
+	if _, err := delegateOnlyBinary(); err == nil && !strings.Contains(d.logs(), "binary=/usr/local/bin/legate-delegate ") {
+		t.Errorf("the image's delegate does not run as /usr/local/bin/legate-delegate:\n%s", d.logs())
 	}
 	if diff := cmp.Diff([]string{"e2e", "image"}, got.Tags); diff != "" {
 		t.Errorf("delegate tags (-want +got):\n%s", diff)

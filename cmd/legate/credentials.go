@@ -44,11 +44,12 @@ func (s *startup) environ() []string { return s.creds.Environ() }
 // process not dumpable and the descriptors it inherited close-on-exec, so
 // that tasks do not inherit them. When that is impossible it returns the
 // reason, to be logged once as a warning: the delegate runs on, as exposed
-// as before.
-func (s *startup) guard(secretFlags ...string) error {
+// as before. exe is the program to execute instead of this one (the
+// delegate-only binary), "" for this one.
+func (s *startup) guard(exe string, secretFlags ...string) error {
 	var errs []error
 	if !s.reexecuted {
-		if err := envguard.Reexec(envguard.Request{Secret: config.Sensitive, SecretFlags: secretFlags}); err != nil {
+		if err := envguard.Reexec(envguard.Request{Secret: config.Sensitive, SecretFlags: secretFlags, Executable: exe}); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -43,6 +43,11 @@ documents, unchanged:
   LEGATE_TASK_ISOLATION                     how a task's processes all end with it: auto
                                             (default: a cgroup when possible), cgroup or
                                             tree (docs/task-processes.md)
+  LEGATE_DELEGATE_BINARY=off                run as this binary; by default the delegate
+                                            runs as legate-delegate (the delegate alone,
+                                            about half the memory) when that lies next to
+                                            this binary and is the same build, as in the
+                                            image
 
 Log lines go to stdout and to WORKDIR/delegate.log, rolled daily and at
 50 MB, kept 10 days and 1 GB at most (docs/logging.md).
@@ -124,8 +129,18 @@ func newDelegateCmd(st *stopper, su *startup) *cobra.Command {
 // environment and the flags, opens its log, and runs it until it stops.
 func runDelegate(cmd *cobra.Command, f *delegateFlags, st *stopper, su *startup) error {
 	// Restarts the process without the credentials in its environment
-	// and command line, the first time.
-	exposed := su.guard("token")
+	// and command line, the first time, as the delegate-only binary when
+	// it lies next to this one (the first image only: the second, when
+	// this one, asks again only to warn of a legate-delegate it skipped).
+	self, _ := os.Executable()
+	lite, skipped, err := delegateBinary(cmd.Context(), self, os.Getenv(envDelegateBinary))
+	if err != nil {
+		return err
+	}
+	if su.reexecuted {
+		lite = ""
+	}
+	exposed := su.guard(lite, "token")
 	cfg, level, err := delegateSettings(cmd, f, su)
 	if err != nil {
 		return err
@@ -142,7 +157,10 @@ func runDelegate(cmd *cobra.Command, f *delegateFlags, st *stopper, su *startup)
 	}
 	defer logFile.Close()
 	log := delegateLogger(level, cmd.OutOrStdout(), logFile)
-	log.Info("delegate starting", "version", buildVersion(), "workdir", workDir, "log_level", level)
+	log.Info("delegate starting", "version", buildVersion(), "binary", self, "workdir", workDir, "log_level", level)
+	if skipped != "" {
+		log.Warn(skipped)
+	}
 	warnExposed(log, exposed)
 	a, err := delegate.New(delegate.Options{
 		Config: cfg, WorkDir: workDir, Grace: f.grace, Version: buildVersion(),

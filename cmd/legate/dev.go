@@ -1,3 +1,5 @@
+//go:build !delegate
+
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/config"
 	"github.com/legate-dev/legate/internal/delegate"
+	"github.com/legate-dev/legate/internal/logfile"
 	"github.com/legate-dev/legate/internal/manager"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -50,7 +53,7 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The dev delegate runs tasks in this process's children:
 			// restart without the credentials in the environment first.
-			exposed := su.guard()
+			exposed := su.guard("")
 			log, err := newLogger(f.logLevel)
 			if err != nil {
 				return err
@@ -263,4 +266,12 @@ func devToken(ctx context.Context, st *store.Store, dataDir string, admin manage
 		return "", err
 	}
 	return value, nil
+}
+
+// devDelegateLogger is the logger of the delegate of `legate dev`: what
+// the terminal shows (term, at the --log-level) and, in the delegate's
+// log file, at least info, so the file explains what the delegate did.
+func devDelegateLogger(term *slog.Logger, termLevel slog.Level, file *logfile.Writer) *slog.Logger {
+	fh := slog.NewTextHandler(file, &slog.HandlerOptions{Level: min(termLevel, slog.LevelInfo)})
+	return slog.New(slog.NewMultiHandler(term.Handler(), fh))
 }

@@ -26,14 +26,6 @@ func delegateLogger(level slog.Level, stdout io.Writer, file *logfile.Writer) *s
 	return slog.New(slog.NewTextHandler(tee{stdout, file}, &slog.HandlerOptions{Level: level}))
 }
 
-// devDelegateLogger is the logger of the delegate of `legate dev`: what
-// the terminal shows (term, at the --log-level) and, in the delegate's
-// log file, at least info, so the file explains what the delegate did.
-func devDelegateLogger(term *slog.Logger, termLevel slog.Level, file *logfile.Writer) *slog.Logger {
-	fh := slog.NewTextHandler(file, &slog.HandlerOptions{Level: min(termLevel, slog.LevelInfo)})
-	return slog.New(slog.NewMultiHandler(term.Handler(), fh))
-}
-
 // tee writes each write to every writer, even when an earlier one fails.
 type tee []io.Writer
 

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -12,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/legate-dev/legate/internal/cli"
+	"github.com/legate-dev/legate/internal/buildinfo"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3".
@@ -20,7 +19,7 @@ var version = ""
 
 // buildVersion is the version that `legate version` prints, which the
 // manager reports and delegates register with.
-func buildVersion() string { return cli.ReadBuildInfo(version).Version }
+func buildVersion() string { return buildinfo.Read(version).Version }
 
 // stopper turns signals into a graceful stop (first SIGINT/SIGTERM cancels
 // the context) and a forced stop (the second closes Force).
@@ -68,20 +67,17 @@ LEGATE_API_KEY (a manager writes both to DATA/admin.env).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newManagerCmd(), newDelegateCmd(st, su), newDevCmd(st, su), newBenchCmd(), newWatcherCmd(su), newUpgraderCmd(su))
-	cli.AddCommands(root, cli.ReadBuildInfo(version))
-	cli.Finish(root)
+	addCommands(root, st, su)
 
 	err = root.ExecuteContext(ctx)
 	if err == nil {
 		return
 	}
-	var ee *cli.ExitError
-	if errors.As(err, &ee) {
-		if ee.Msg != "" {
-			fmt.Fprintln(os.Stderr, "legate:", ee.Msg)
+	if code, msg, ok := exitError(err); ok {
+		if msg != "" {
+			fmt.Fprintln(os.Stderr, "legate:", msg)
 		}
-		os.Exit(ee.Code)
+		os.Exit(code)
 	}
 	fmt.Fprintln(os.Stderr, "legate:", err)
 	os.Exit(2)

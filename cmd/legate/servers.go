@@ -1,3 +1,5 @@
+//go:build !delegate
+
 package main
 
 import (
@@ -9,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -406,23 +407,4 @@ func (f managerFlags) checkLiveness() error {
 		return fmt.Errorf("--prune-delegates-after %s: use 0 (never) or at least %s, twice the liveness window (3 heartbeat intervals)", f.pruneAfter, least)
 	}
 	return nil
-}
-
-// httpAddr is the address of the delegate's health and metrics server on
-// host ("" = every interface) and port; "" (off) for port 0.
-func httpAddr(host string, port int) string {
-	if port == 0 {
-		return ""
-	}
-	return net.JoinHostPort(host, strconv.Itoa(port))
-}
-
-func splitTags(s string) []string {
-	var out []string
-	for _, t := range strings.Split(s, ",") {
-		if t = strings.ToLower(strings.TrimSpace(t)); t != "" {
-			out = append(out, t)
-		}
-	}
-	return out
 }

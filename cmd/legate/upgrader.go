@@ -1,3 +1,5 @@
+//go:build !delegate
+
 package main
 
 import (

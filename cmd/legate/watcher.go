@@ -1,3 +1,5 @@
+//go:build !delegate
+
 package main
 
 import (
@@ -85,7 +87,7 @@ func newWatcherCmd(su *startup) *cobra.Command {
 }
 
 func runWatcher(cmd *cobra.Command, f *watcherFlags, su *startup) error {
-	exposed := su.guard()
+	exposed := su.guard("")
 	cfg, err := config.ReadEnv(su.lookupEnv)
 	if err != nil {
 		return err

@@ -36,8 +36,10 @@ import (
 // test skips and says why, except under CI=true, where it fails.
 
 // legateBinary is where the legate binary of this run is built (in a
-// temporary directory TestMain removes); buildLegate builds it once.
-var legateBinary string
+// temporary directory TestMain removes), and delegateBinary legate-delegate
+// (the delegate alone, -tags delegate) in a directory of its own;
+// buildLegate builds both once.
+var legateBinary, delegateBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "legate-check-bin")
@@ -46,6 +48,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	legateBinary = filepath.Join(dir, "legate")
+	delegateBinary = filepath.Join(dir, "delegate-only", "legate-delegate")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -54,16 +57,19 @@ func TestMain(m *testing.M) {
 // repoRoot is the root of legate's repository, seen from this module.
 const repoRoot = "../.."
 
-// buildLegate builds the static legate binary from the repository's root
-// at most once per test binary, as e2e/harness_test.go does (CGO_ENABLED=0,
-// no other flag), so both builds of one checkout are the same file and
-// share one image (see kindsImage).
+// buildLegate builds the static legate and legate-delegate binaries from
+// the repository's root at most once per test binary, as
+// e2e/harness_test.go does (CGO_ENABLED=0, no other flag but -tags
+// delegate), so both builds of one checkout are the same files and share
+// one image (see kindsImage).
 var buildLegate = sync.OnceValue(func() error {
-	build := exec.Command("go", "build", "-o", legateBinary, "./cmd/legate")
-	build.Dir = repoRoot
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build legate: %v\n%s", err, out)
+	for _, b := range [][]string{{"-o", legateBinary}, {"-tags", "delegate", "-o", delegateBinary}} {
+		build := exec.Command("go", append(append([]string{"build"}, b...), "./cmd/legate")...)
+		build.Dir = repoRoot
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("build %s: %v\n%s", filepath.Base(b[len(b)-1]), err, out)
+		}
 	}
 	return nil
 })
@@ -106,7 +112,7 @@ func buildKindsImage() (string, error) {
 		return ref, nil
 	}
 	cmd := exec.Command("bash", filepath.Join(repoRoot, "scripts/image"), "--engine", "podman",
-		"--binary", legateBinary, "--name", imageName, "--version", tag)
+		"--binary", legateBinary, "--delegate-binary", delegateBinary, "--name", imageName, "--version", tag)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -120,8 +126,8 @@ func buildKindsImage() (string, error) {
 // for byte (the binary's base name included), so that both find one image.
 func imageInputsHash() (string, error) {
 	h := sha256.New()
-	for _, f := range []string{legateBinary, "Containerfile", ".dockerignore", "deploy/image/legate-healthcheck", "scripts/image"} {
-		if f != legateBinary {
+	for _, f := range []string{legateBinary, delegateBinary, "Containerfile", ".dockerignore", "deploy/image/legate-healthcheck", "scripts/image"} {
+		if f != legateBinary && f != delegateBinary {
 			f = filepath.Join(repoRoot, f)
 		}
 		b, err := os.ReadFile(f)

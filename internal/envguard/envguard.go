@@ -58,6 +58,8 @@ type Request struct {
 	SecretFlags []string
 	// Executable is the program to execute; "" = /proc/self/exe, the
 	// running binary, even if its file was replaced or removed since.
+	// Another program is executed even when there is nothing to take out
+	// (it must call Receive first thing, as this one does).
 	Executable string
 }
 

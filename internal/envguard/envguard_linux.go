@@ -13,14 +13,14 @@ import (
 // credentials r names in its environment and command line, handing their
 // values over through an inherited pipe (see the package comment). On
 // success it does not return. It returns nil at once when there is
-// nothing to take out, and an error when the program cannot be executed
+// nothing to take out and r.Executable is "", and an error when the program cannot be executed
 // again; the process is then unchanged and may go on as it is.
 //
 // Call it before the process starts anything that must survive, as the
 // new image starts from main again.
 func Reexec(r Request) error {
 	env, args, values := r.split()
-	if len(values) == 0 {
+	if len(values) == 0 && r.Executable == "" {
 		return nil
 	}
 	payload, err := Encode(values)

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // The test binary doubles as the program under test: with ENVGUARD_HELPER
@@ -59,6 +60,7 @@ func dumpable() (int, error) {
 // ends up running.
 type report struct {
 	PID       int
+	Exe       string // the program running, from /proc/self/exe
 	Received  bool
 	Values    map[string]string
 	ReexecErr string
@@ -95,6 +97,7 @@ func helperReexec() {
 		os.Exit(3)
 	}
 	r := report{PID: os.Getpid(), Received: received, Values: values}
+	r.Exe, _ = os.Readlink("/proc/self/exe")
 	if !received {
 		r.FDsBefore = openFDs()
 		err := Reexec(Request{
@@ -191,6 +194,44 @@ func TestReexecWithNothingToHide(t *testing.T) {
 	r, _ := runReexecHelper(t, []string{"PLAIN=visible"}, "--keep")
 	if r.Received || r.ReexecErr != "" {
 		t.Errorf("received %v, re-exec error %q; want no re-execution and no error", r.Received, r.ReexecErr)
+	}
+}
+
+// TestReexecIntoAnotherProgram: with Executable set, Reexec executes
+// that program even when there is nothing to take out (as a delegate
+// switches to its delegate-only binary), and hands over what there is.
+func TestReexecIntoAnotherProgram(t *testing.T) {
+	t.Parallel()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "other-program")
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		env  []string
+		want map[string]string
+	}{
+		{"nothing to take out", []string{"PLAIN=visible"}, map[string]string{}},
+		{"a credential", []string{"SECRET_A=alpha"}, map[string]string{"SECRET_A": "alpha"}},
+	} {
+		r, pid := runReexecHelper(t, append(tt.env, "ENVGUARD_EXE="+other), "--keep")
+		if !r.Received || r.ReexecErr != "" || r.PID != pid {
+			t.Fatalf("%s: received %v, re-exec error %q, PID %d (want %d): the program was not executed", tt.name, r.Received, r.ReexecErr, r.PID, pid)
+		}
+		if r.Exe != other {
+			t.Errorf("%s: the new image runs %s, want %s", tt.name, r.Exe, other)
+		}
+		if d := cmp.Diff(tt.want, r.Values, cmpopts.EquateEmpty()); d != "" {
+			t.Errorf("%s: values handed over (-want +got):\n%s", tt.name, d)
+		}
 	}
 }
 
