@@ -162,7 +162,7 @@ func (a *Agent) execute(ctx context.Context, log logger, id string, acq protocol
 	// finish without a started_at.
 	var started sync.WaitGroup
 	if acq.Spec.Type == protocol.TaskContainer {
-		a.awaitSweep(ctx, log) // a cancelled task ends in Run
+		a.awaitSweep(ctx, log)
 	}
 	a.metrics.taskStarted(acq.Spec.Type)
 	began := time.Now()
@@ -280,9 +280,7 @@ func (a *Agent) startContainers(ctx context.Context) (wait func()) {
 	}
 	a.log.Info("container tasks", "runtime", c.Runtime, "platform", platform, "owner", c.Owner)
 	a.containers = c
-	done := make(chan struct{})
 	go func() {
-		defer close(done)
 		defer close(a.swept)
 		nc, nv, err := c.Sweep(ctx)
 		if err != nil {
@@ -292,27 +290,26 @@ func (a *Agent) startContainers(ctx context.Context) (wait func()) {
 			a.log.Warn("container tasks: removed the containers and volumes an earlier run of this delegate left", "containers", nc, "volumes", nv)
 		}
 	}()
-	return func() { <-done }
+	return func() { <-a.swept }
 }
 
 // awaitSweep holds a container task until the sweep of what an earlier
 // run left has ended (it removes containers by the delegate's label, so
-// it would remove the task's too); false when ctx ends first.
-func (a *Agent) awaitSweep(ctx context.Context, log logger) bool {
+// it would remove the task's too), or until ctx ends: the task then ends
+// as cancelled in executor.Run.
+func (a *Agent) awaitSweep(ctx context.Context, log logger) {
 	if a.swept == nil {
-		return true
+		return
 	}
 	select {
 	case <-a.swept:
-		return true
+		return
 	default:
 	}
 	log.Info("container task waits for the removal of what an earlier run of this delegate left")
 	select {
 	case <-a.swept:
-		return true
 	case <-ctx.Done():
-		return false
 	}
 }
 
