@@ -22,7 +22,7 @@ func addCommands(root *cobra.Command, st *stopper, su *startup) {
 	root.Use = delegateBinaryName
 	root.Short = "legate's delegate alone"
 	root.Long = `legate-delegate is legate's delegate alone, without the manager, the web UI
-and the admin commands: a smaller binary that idles at about half the memory.
+and the admin commands: a smaller binary that idles in 40 % less memory.
 "legate delegate" runs as it when it lies next to the legate binary of the
 same build (the container image has both), so it is seldom run by hand.
 

@@ -45,7 +45,7 @@ documents, unchanged:
                                             tree (docs/task-processes.md)
   LEGATE_DELEGATE_BINARY=off                run as this binary; by default the delegate
                                             runs as legate-delegate (the delegate alone,
-                                            about half the memory) when that lies next to
+                                            40 % less memory) when that lies next to
                                             this binary and is the same build, as in the
                                             image
 
