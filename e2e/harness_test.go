@@ -472,3 +472,23 @@ func copyFile(t testing.TB, src, dst string) {
 		t.Fatal(err)
 	}
 }
+
+// refusedAddr is 127.0.0.1:PORT of a port this test holds bound without
+// listening: every connection to it is refused, and no other test can
+// take the port while the test runs (a manager URL that is down).
+func refusedAddr(t testing.TB) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+}

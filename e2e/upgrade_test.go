@@ -392,7 +392,9 @@ func TestUpgradeRefusesBadBinariesRollsBackAndRefusesExpired(t *testing.T) {
 	}
 	u.publish([]byte("#!/bin/sh\necho 'this build is broken' >&2\nexit 3\n"), "v1.90.2", nil)
 	tok := u.token("rb")
-	w := u.watcher(tok, "rb", "rb-1")
+	// rb-1's first manager URL is down: its watcher asks the second (and
+	// so does its delegate), or it would never be told of a version.
+	w := u.watcher(tok, "rb", "rb-1", "MANAGER_HOST_AND_PORT=http://"+refusedAddr(t)+","+u.url)
 	// A replica that opted out: supervised, never upgraded, and listed so.
 	off := u.watcher(tok, "rb", "rb-2", "AUTO_UPGRADE=false")
 	eventually(t, 30*time.Second, "the delegates connected on "+vA, func() bool { return onlyOn(u.connectedVersions(), vA, "rb-1", "rb-2") })

@@ -128,14 +128,19 @@ func runWatcher(cmd *cobra.Command, f *watcherFlags, su *startup) error {
 	if err != nil {
 		return err
 	}
-	mc, err := client.New(cfg.ManagerURLs[0], cl.Manager)
-	if err != nil {
-		return fmt.Errorf("manager URL %q: %w", cfg.ManagerURLs[0], err)
+	// Every manager URL, asked in turn when one cannot be reached.
+	var managers []watcher.Manager
+	for _, u := range cfg.ManagerURLs {
+		mc, err := client.New(u, cl.Manager)
+		if err != nil {
+			return fmt.Errorf("manager URL %q: %w", u, err)
+		}
+		managers = append(managers, mc)
 	}
 	w, err := watcher.New(watcher.Options{
 		Binary: self, Version: buildVersion(), Dir: dir, Env: su.environ(),
 		AccountID: cfg.AccountID, Token: cfg.Token, Name: cfg.Name, Hostname: hostname,
-		Manager: mc, PublicKey: key, AutoUpgrade: cfg.AutoUpgrade, HTTPPort: cfg.HTTPPort,
+		Manager: watcher.Failover(managers...), PublicKey: key, AutoUpgrade: cfg.AutoUpgrade, HTTPPort: cfg.HTTPPort,
 		ConnectTimeout: f.connectTimeout, PollInterval: f.pollInterval, Logger: log,
 	})
 	if err != nil {
