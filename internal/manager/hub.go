@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,20 @@ import (
 // oldest task_available events are dropped: the rebroadcast loop offers
 // queued tasks again, so nothing is lost.
 const mailboxCap = 1024
+
+// trimEvents keeps at most mailboxCap events: it drops the oldest
+// task_available first (the delegate hears of the task again), and only
+// when none is left the newest events.
+func trimEvents(ev []protocol.Event) []protocol.Event {
+	for len(ev) > mailboxCap {
+		i := slices.IndexFunc(ev, func(e protocol.Event) bool { return e.Kind == protocol.EventTaskAvailable })
+		if i < 0 {
+			return ev[:mailboxCap]
+		}
+		ev = slices.Delete(ev, i, i+1)
+	}
+	return ev
+}
 
 // live is the in-memory state of one registered delegate instance. Liveness
 // is kept here, not in the database: heartbeats cost no write; a flusher
@@ -119,18 +134,7 @@ func (l *live) touch(now time.Time) { l.lastSeen.Store(now.UnixNano()) }
 // push queues an event for the delegate.
 func (l *live) push(ev protocol.Event) {
 	l.mu.Lock()
-	if len(l.events) >= mailboxCap {
-		// Drop the oldest task_available; keep aborts and acks.
-		for i, e := range l.events {
-			if e.Kind == protocol.EventTaskAvailable {
-				l.events = append(l.events[:i], l.events[i+1:]...)
-				break
-			}
-		}
-	}
-	if len(l.events) < mailboxCap {
-		l.events = append(l.events, ev)
-	}
+	l.events = trimEvents(append(l.events, ev))
 	l.mu.Unlock()
 	select {
 	case l.notify <- struct{}{}:
@@ -147,16 +151,15 @@ func (l *live) take() []protocol.Event {
 	return ev
 }
 
-// requeue puts events back at the front (a write failed).
+// requeue puts events back at the front (a write failed); past
+// mailboxCap it drops offers first, as push does, not the aborts and
+// acknowledgements at the back.
 func (l *live) requeue(ev []protocol.Event) {
 	if len(ev) == 0 {
 		return
 	}
 	l.mu.Lock()
-	l.events = append(append([]protocol.Event{}, ev...), l.events...)
-	if len(l.events) > mailboxCap {
-		l.events = l.events[:mailboxCap]
-	}
+	l.events = trimEvents(append(append([]protocol.Event{}, ev...), l.events...))
 	l.mu.Unlock()
 	select {
 	case l.notify <- struct{}{}:
