@@ -95,6 +95,7 @@ draws them from saved summary lines, e.g. several throughput lines.`,
 	f.DurationVar(&cfg.Settle, "settle", 0, "footprint: idle time before the idle RSS is read (default 3s)")
 	f.IntVar(&cfg.BusyTasks, "busy-tasks", 0, "footprint: tasks run at once for the busy RSS (default 10)")
 	f.StringVar(&cfg.BusyScript, "busy-script", "", "footprint: each busy task's script (default 'sleep 2')")
+	f.StringVar(&cfg.DelegateBinary, "delegate-binary", "", "footprint: auto (default) runs the delegate as legate-delegate when that lies beside this binary and is the same build, off as this binary (LEGATE_DELEGATE_BINARY)")
 	f.IntVar(&cfg.Rate, "rate", 0, "soak: tasks submitted per second, steadily (default 200)")
 	f.DurationVar(&cfg.Duration, "duration", 0, "soak: how long (default 1h; a CI-size run: 5m)")
 	f.DurationVar(&cfg.Sample, "sample", 0, "soak: how often RSS, goroutines, open files and the database size are read (default 10s)")

@@ -294,6 +294,24 @@ func TestSmokeFootprint(t *testing.T) {
 	if a, b := stat(t, v, "busy_pickup_p50_ms"), stat(t, v, "busy_pickup_max_ms"); a.Median > b.Median {
 		t.Errorf("busy pickup p50 %v > max %v", a.Median, b.Median)
 	}
+	// No legate-delegate lies beside the test's binary.
+	if v["delegate_binary"] != "legate" {
+		t.Errorf("delegate_binary = %v, want legate", v["delegate_binary"])
+	}
+}
+
+func TestRanAs(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ log, want string }{
+		{`time=x level=INFO msg="delegate starting" version=dev binary=/usr/local/bin/legate-delegate workdir=/w log_level=INFO`, "legate-delegate"},
+		{"time=x level=INFO msg=other binary=/x/y\ntime=x level=INFO msg=\"delegate starting\" binary=\"/my dir/legate\" workdir=/w", "legate"},
+		{`time=x level=INFO msg="delegate starting" version=dev workdir=/w`, ""},
+		{"", ""},
+	} {
+		if got := ranAs(tt.log); got != tt.want {
+			t.Errorf("ranAs(%q) = %q, want %q", tt.log, got, tt.want)
+		}
+	}
 }
 
 func TestSmokeFailover(t *testing.T) {

@@ -110,6 +110,10 @@ type Config struct {
 	// BusyTasks run at once on the real delegate, each BusyScript (footprint).
 	BusyTasks  int
 	BusyScript string
+	// DelegateBinary is the real delegate's LEGATE_DELEGATE_BINARY
+	// (footprint): "" or "auto" runs it as legate-delegate when that lies
+	// beside the binary, "off" as the binary itself.
+	DelegateBinary string
 
 	// Rate is the steady task rate of the soak, tasks per second; Duration
 	// how long it lasts; Sample how often it reads the figures.
@@ -243,6 +247,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--tasks %d: between 1 and 10000000", c.Tasks)
 	case c.Real && c.Delegates > 50:
 		return fmt.Errorf("--real with %d delegates: at most 50 real delegate processes", c.Delegates)
+	case c.DelegateBinary != "" && c.DelegateBinary != "auto" && c.DelegateBinary != "off":
+		return fmt.Errorf("--delegate-binary %q: auto or off", c.DelegateBinary)
 	case c.SourceIPs < 1 || c.SourceIPs > 250:
 		return fmt.Errorf("--source-ips %d: between 1 and 250", c.SourceIPs)
 	case c.Workers < 1 || c.Workers > 10000:

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,6 +33,10 @@ type FootprintSummary struct {
 	// back to back) as the manager stamps them: a real process this time.
 	BusyPickupP50MS Stat `json:"busy_pickup_p50_ms"`
 	BusyPickupMaxMS Stat `json:"busy_pickup_max_ms"`
+	// DelegateBinary is the file the delegate ran as (the base name of
+	// the binary its "delegate starting" line names: legate, or
+	// legate-delegate beside it).
+	DelegateBinary string `json:"delegate_binary"`
 }
 
 func (r *runner) footprint(ctx context.Context) error {
@@ -41,21 +47,26 @@ func (r *runner) footprint(ctx context.Context) error {
 	}
 	defer done()
 	s := series{}
+	var binary string
 	for run := 1; run <= c.Runs; run++ {
-		if err := r.footprintRun(ctx, run, dir, m, tok, s); err != nil {
+		if err := r.footprintRun(ctx, run, dir, m, tok, s, &binary); err != nil {
 			return fmt.Errorf("footprint run %d: %w", run, err)
 		}
 	}
 	return emit(r.out, FootprintSummary{Scenario: ScenarioFootprint, HeartbeatMS: c.Heartbeat.Milliseconds(), Runs: c.Runs,
 		StartToConnectedMS: s.stat("connect"), IdleRSSMB: s.stat("idle"), SettleMS: c.Settle.Milliseconds(),
 		BusyRSSMB: s.stat("busy"), BusyTasks: c.BusyTasks, BusyScript: c.BusyScript,
-		BusyPickupP50MS: s.stat("p50"), BusyPickupMaxMS: s.stat("max")})
+		BusyPickupP50MS: s.stat("p50"), BusyPickupMaxMS: s.stat("max"), DelegateBinary: binary})
 }
 
-func (r *runner) footprintRun(ctx context.Context, run int, dir string, m *manager, tok string, s series) error {
+func (r *runner) footprintRun(ctx context.Context, run int, dir string, m *manager, tok string, s series, binary *string) error {
 	c := r.cfg
 	host := fmt.Sprintf("footprint-%d", run)
-	d, err := startDelegate(c.Exe, dir, m, tok, "footprint", host)
+	var extra []string
+	if c.DelegateBinary != "" {
+		extra = append(extra, "LEGATE_DELEGATE_BINARY="+c.DelegateBinary)
+	}
+	d, err := startDelegate(c.Exe, dir, m, tok, "footprint", host, extra...)
 	if err != nil {
 		return err
 	}
@@ -69,6 +80,7 @@ func (r *runner) footprintRun(ctx context.Context, run int, dir string, m *manag
 		return err
 	}
 	connect := at.Sub(d.started)
+	*binary = ranAs(d.out.String())
 	sleepCtx(ctx, c.Settle)
 	idle, err := readUsage(d.pid())
 	if err != nil {
@@ -237,4 +249,27 @@ func waitTask(ctx context.Context, m *manager, id string, limit time.Duration, c
 		}
 		sleepCtx(ctx, 10*time.Millisecond)
 	}
+}
+
+// ranAs is the base name of the binary a delegate's log says it runs as
+// (binary= of its "delegate starting" line), "" when the log has none.
+func ranAs(log string) string {
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, `msg="delegate starting"`) {
+			continue
+		}
+		_, v, ok := strings.Cut(line, " binary=")
+		if !ok {
+			return ""
+		}
+		if strings.HasPrefix(v, `"`) {
+			if q, err := strconv.QuotedPrefix(v); err == nil {
+				v, _ = strconv.Unquote(q)
+			}
+		} else {
+			v, _, _ = strings.Cut(v, " ")
+		}
+		return filepath.Base(v)
+	}
+	return ""
 }
