@@ -30,8 +30,9 @@ const (
 	vOld = "v1.88.0"
 )
 
-// upgradeBuilds are legate binaries built with a version each.
-type upgradeBuilds struct{ a, b, old string }
+// upgradeBuilds are legate binaries built with a version each, and
+// bLite the legate-delegate of vB.
+type upgradeBuilds struct{ a, b, old, bLite string }
 
 var (
 	upgradeBuildOnce sync.Once
@@ -49,9 +50,13 @@ func buildVersions(t *testing.T) upgradeBuilds {
 	upgradeBuildOnce.Do(func() {
 		dir := filepath.Dir(binary)
 		out := map[string]string{}
-		for _, v := range []string{vA, vB, vOld} {
+		for _, v := range []string{vA, vB, vOld, vB + "-lite"} {
 			p := filepath.Join(dir, "legate-"+v)
-			build := exec.Command("go", "build", "-ldflags", "-X main.version="+v, "-o", p, "../cmd/legate")
+			version, tags := strings.TrimSuffix(v, "-lite"), []string{}
+			if version != v {
+				tags = []string{"-tags", "delegate"}
+			}
+			build := exec.Command("go", append(append([]string{"build"}, tags...), "-ldflags", "-X main.version="+version, "-o", p, "../cmd/legate")...)
 			build.Env = append(os.Environ(), "CGO_ENABLED=0")
 			if b, err := build.CombinedOutput(); err != nil {
 				upgradeBuildErr = fmt.Errorf("build %s: %v\n%s", v, err, b)
@@ -59,7 +64,7 @@ func buildVersions(t *testing.T) upgradeBuilds {
 			}
 			out[v] = p
 		}
-		upgradeBuilt = upgradeBuilds{a: out[vA], b: out[vB], old: out[vOld]}
+		upgradeBuilt = upgradeBuilds{a: out[vA], b: out[vB], old: out[vOld], bLite: out[vB+"-lite"]}
 	})
 	if upgradeBuildErr != nil {
 		t.Fatal(upgradeBuildErr)
@@ -114,10 +119,17 @@ func startUpgradeCluster(t *testing.T) *upgradeCluster {
 // key (the trusted one when nil).
 func (u *upgradeCluster) publish(bin []byte, version string, key []byte) {
 	u.t.Helper()
+	u.publishBinary(release.BinaryLegate, bin, version, key)
+}
+
+// publishBinary is publish for the release binary which (legate or
+// legate-delegate).
+func (u *upgradeCluster) publishBinary(which string, bin []byte, version string, key []byte) {
+	u.t.Helper()
 	if key == nil {
 		key = u.key
 	}
-	p := filepath.Join(u.rel, version, release.BinaryName(runtime.GOOS, runtime.GOARCH))
+	p := filepath.Join(u.rel, version, release.ReleaseFileName(which, runtime.GOOS, runtime.GOARCH))
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		u.t.Fatal(err)
 	}
@@ -129,7 +141,7 @@ func (u *upgradeCluster) publish(bin []byte, version string, key []byte) {
 		u.t.Fatal(err)
 	}
 	d, _ := release.Digest(bytes.NewReader(bin))
-	sig, err := release.Sign(priv, release.Manifest{Version: version, OS: runtime.GOOS, Arch: runtime.GOARCH, SHA256: d})
+	sig, err := release.Sign(priv, release.Manifest{Binary: which, Version: version, OS: runtime.GOOS, Arch: runtime.GOARCH, SHA256: d})
 	if err != nil {
 		u.t.Fatal(err)
 	}
@@ -205,6 +217,11 @@ func TestUpgradeUnderLoadNoTaskFailsOrRunsTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.publish(b, vB, nil)
+	lite, err := os.ReadFile(u.builds.bLite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.publishBinary(release.BinaryDelegate, lite, vB, nil)
 	tok := u.token("up")
 	hosts := []string{"up-1", "up-2", "up-3"}
 	var watchers []*proc
@@ -326,6 +343,13 @@ func TestUpgradeUnderLoadNoTaskFailsOrRunsTwice(t *testing.T) {
 	}
 	if byVersion[vA] == 0 || byVersion[vB] == 0 {
 		t.Errorf("tasks by version: %v; want some on each", byVersion)
+	}
+	// The new version's delegates run as the legate-delegate the watcher
+	// downloaded beside it (the manager serves it signed).
+	for i, w := range watchers {
+		if !strings.Contains(w.out.String(), "version="+vB+" binary=") || !strings.Contains(w.out.String(), "/versions/"+vB+"/legate-delegate ") {
+			t.Errorf("watcher %s: the %s delegate does not run as versions/%s/legate-delegate:\n%s", hosts[i], vB, vB, w.out.String())
+		}
 	}
 
 	// Figures (not asserted): the longest pickup, and each watcher's

@@ -195,7 +195,7 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 		ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxConnections: f.maxConnections,
 		PruneDelegatesAfter: prune, AuditRetention: retention, TaskRetention: taskRetention,
 		DeploymentsPerHour: limit(f.perHour), DeploymentsPerDay: limit(f.perDay),
-		ReleaseDir: releaseDir(f, log), UpgradeSoak: f.upgradeSoak, UINewDelegateHintAfter: f.uiHintAfter,
+		ReleaseDir: releaseDir(ctx, f, log), UpgradeSoak: f.upgradeSoak, UINewDelegateHintAfter: f.uiHintAfter,
 	})
 	if err != nil {
 		ln.Close()
@@ -312,8 +312,9 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 }
 
 // releaseDir is the manager's release directory (--release-dir, default
-// DATA/releases), where it holds its own binary, unsigned until signed.
-func releaseDir(f managerFlags, log *slog.Logger) string {
+// DATA/releases), where it holds its own binary, unsigned until signed,
+// and the legate-delegate of its build when that lies beside it.
+func releaseDir(ctx context.Context, f managerFlags, log *slog.Logger) string {
 	dir := f.releaseDir
 	if dir == "" {
 		dir = filepath.Join(f.data, "releases")
@@ -323,14 +324,20 @@ func releaseDir(f managerFlags, log *slog.Logger) string {
 		log.Warn("cannot find this binary to hold it in the release directory", "err", err)
 		return dir
 	}
-	held, err := release.HoldOwn(dir, buildVersion(), runtime.GOOS, runtime.GOARCH, exe)
-	switch {
-	case err != nil:
-		log.Warn("cannot hold this binary in the release directory", "dir", dir, "err", err)
-	case held != "":
-		if _, err := os.Stat(held + ".sig"); err != nil {
-			log.Info("this version is served to watchers once signed: legate release sign --key KEY "+held, "dir", dir)
+	hold := func(binary, src string) {
+		held, err := release.HoldOwnBinary(dir, binary, buildVersion(), runtime.GOOS, runtime.GOARCH, src)
+		switch {
+		case err != nil:
+			log.Warn("cannot hold "+binary+" in the release directory", "dir", dir, "err", err)
+		case held != "":
+			if _, err := os.Stat(held + ".sig"); err != nil {
+				log.Info("this version's "+binary+" is served to watchers once signed: legate release sign --key KEY "+held, "dir", dir)
+			}
 		}
+	}
+	hold(release.BinaryLegate, exe)
+	if lite, _, _ := delegateBinary(ctx, exe, ""); lite != "" {
+		hold(release.BinaryDelegate, lite)
 	}
 	return dir
 }

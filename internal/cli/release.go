@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -81,7 +82,7 @@ func writeNew(path string, b []byte, mode os.FileMode) error {
 }
 
 func (a *app) releaseSignCmd() *cobra.Command {
-	var key, version, goos, goarch string
+	var key, version, goos, goarch, binary string
 	cmd := &cobra.Command{
 		Use:   "sign BINARY",
 		Short: "Sign a legate binary: writes BINARY.sig",
@@ -89,9 +90,15 @@ func (a *app) releaseSignCmd() *cobra.Command {
 BINARY.sig. The version, OS and architecture are read from the binary's
 build information (-ldflags "-X main.version=…", GOOS, GOARCH); --version,
 --os and --arch set them when it has none. A binary without a version
-cannot be signed: watchers upgrade to versions.`,
-		Example: `  legate release sign --key release.key legate-data/releases/v1.4.2/legate-linux-amd64`,
-		Args:    cobra.ExactArgs(1),
+cannot be signed: watchers upgrade to versions. A legate-delegate (built
+with -tags delegate, found so in its build information, or --binary
+legate-delegate) gets a signature naming it, which no legate binary
+passes for, and the other way round. Sign both binaries of a release: a
+watcher runs the new version's delegate as legate-delegate when the
+manager serves it signed.`,
+		Example: `  legate release sign --key release.key legate-data/releases/v1.4.2/legate-linux-amd64
+  legate release sign --key release.key legate-data/releases/v1.4.2/legate-delegate-linux-amd64`,
+		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			if key == "" {
 				return errors.New("--key is required: the private key file (legate release keygen)")
@@ -105,8 +112,19 @@ cannot be signed: watchers upgrade to versions.`,
 				return fmt.Errorf("%s: %w", key, err)
 			}
 			bin := args[0]
-			bv, bos, barch := binaryBuild(bin)
-			m := release.Manifest{Version: pick(version, bv), OS: pick(goos, bos), Arch: pick(goarch, barch)}
+			bv, bos, barch, bdelegate := binaryBuild(bin)
+			which := release.BinaryLegate
+			if bdelegate {
+				which = release.BinaryDelegate
+			}
+			switch binary {
+			case "":
+			case release.BinaryLegate, release.BinaryDelegate:
+				which = binary
+			default:
+				return fmt.Errorf("--binary %q: %s or %s", binary, release.BinaryLegate, release.BinaryDelegate)
+			}
+			m := release.Manifest{Binary: which, Version: pick(version, bv), OS: pick(goos, bos), Arch: pick(goarch, barch)}
 			if m.Version == "" || m.OS == "" || m.Arch == "" {
 				return fmt.Errorf("%s: its version, OS or architecture is unknown (version %q, %s/%s): give --version, --os and --arch", bin, m.Version, m.OS, m.Arch)
 			}
@@ -120,7 +138,7 @@ cannot be signed: watchers upgrade to versions.`,
 			if err := os.WriteFile(bin+".sig", sig.Encode(), 0o644); err != nil {
 				return fmt.Errorf("write the signature: %w", err)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Signed %s (%s %s/%s): %s.sig\n", bin, m.Version, m.OS, m.Arch, bin)
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Signed %s (%s %s %s/%s): %s.sig\n", bin, m.Which(), m.Version, m.OS, m.Arch, bin)
 			return err
 		}),
 	}
@@ -128,6 +146,7 @@ cannot be signed: watchers upgrade to versions.`,
 	cmd.Flags().StringVar(&version, "version", "", "the binary's version (default: from its build information)")
 	cmd.Flags().StringVar(&goos, "os", "", "the binary's OS (default: from its build information)")
 	cmd.Flags().StringVar(&goarch, "arch", "", "the binary's architecture (default: from its build information)")
+	cmd.Flags().StringVar(&binary, "binary", "", "which binary it is, legate or legate-delegate (default: legate-delegate when it was built with -tags delegate)")
 	return cmd
 }
 
@@ -139,14 +158,17 @@ func pick(flag, found string) string {
 }
 
 // binaryBuild reads a Go binary's version (-X main.version=…), GOOS and
-// GOARCH from its build information; what it cannot read is "".
-func binaryBuild(path string) (version, goos, goarch string) {
+// GOARCH from its build information, and whether it was built with the
+// delegate tag (legate-delegate); what it cannot read is "".
+func binaryBuild(path string) (version, goos, goarch string, delegate bool) {
 	info, err := buildinfo.ReadFile(path)
 	if err != nil {
-		return "", "", ""
+		return "", "", "", false
 	}
 	for _, s := range info.Settings {
 		switch s.Key {
+		case "-tags":
+			delegate = slices.Contains(strings.Split(s.Value, ","), "delegate")
 		case "GOOS":
 			goos = s.Value
 		case "GOARCH":
@@ -159,5 +181,5 @@ func binaryBuild(path string) (version, goos, goarch string) {
 			}
 		}
 	}
-	return version, goos, goarch
+	return version, goos, goarch, delegate
 }

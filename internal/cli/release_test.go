@@ -63,4 +63,32 @@ func TestReleaseKeygenAndSign(t *testing.T) {
 		!strings.Contains(r.stderr, "not a legate release private key") {
 		t.Errorf("sign with a file that is not a key: %v", r.err)
 	}
+
+	// legate-delegate: a signature that names it, which legate's does not pass for.
+	lite := filepath.Join(dir, "legate-delegate-linux-amd64")
+	if err := os.WriteFile(lite, []byte("not a go binary either"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(ctx, nil, "", "release", "sign", "--key", out+".key", "--binary", "legate-delegate", "--version", "v1.2.3", "--os", "linux", "--arch", "amd64", lite); r.err != nil || !strings.Contains(r.stdout, "legate-delegate v1.2.3 linux/amd64") {
+		t.Fatalf("sign legate-delegate: %v %s%s", r.err, r.stdout, r.stderr)
+	}
+	b, err = os.ReadFile(lite + ".sig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sig, err = release.DecodeSignature(b); err != nil {
+		t.Fatal(err)
+	}
+	if d, err = release.FileDigest(lite); err != nil {
+		t.Fatal(err)
+	}
+	if err := release.VerifyBinary(pub, sig, release.BinaryDelegate, d, "v1.2.3", "linux", "amd64"); err != nil {
+		t.Errorf("legate-delegate's signature does not verify: %v", err)
+	}
+	if err := release.Verify(pub, sig, d, "v1.2.3", "linux", "amd64"); err == nil {
+		t.Error("legate-delegate's signature verifies as legate's")
+	}
+	if r := runCLI(ctx, nil, "", "release", "sign", "--key", out+".key", "--binary", "manager", "--version", "v1.2.3", "--os", "linux", "--arch", "amd64", lite); r.err == nil || !strings.Contains(r.stderr, "legate or legate-delegate") {
+		t.Errorf("sign with --binary manager: %v %s", r.err, r.stderr)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/legate-dev/legate/internal/protocol"
 )
@@ -40,23 +41,31 @@ func (c *Client) UpgradeCheck(ctx context.Context, accountID, token string, req 
 	return out, err
 }
 
-func releasePath(version, goos, goarch string) string {
-	return protocol.PathReleases + "/" + seg(version) + "/" + seg(goos) + "/" + seg(goarch)
+// releasePath is the path of a release binary (suffix "" or "/signature"),
+// with the binary named in the query unless it is legate.
+func releasePath(binary, version, goos, goarch, suffix string) string {
+	p := protocol.PathReleases + "/" + seg(version) + "/" + seg(goos) + "/" + seg(goarch) + suffix
+	if binary != "" && binary != "legate" {
+		p += "?" + url.Values{protocol.QueryReleaseBinary: {binary}}.Encode()
+	}
+	return p
 }
 
-// ReleaseSignature fetches the signature file of a release binary.
-func (c *Client) ReleaseSignature(ctx context.Context, accountID, token, version, goos, goarch string) ([]byte, error) {
+// ReleaseSignature fetches the signature file of the release binary
+// binary ("legate" or "legate-delegate").
+func (c *Client) ReleaseSignature(ctx context.Context, accountID, token, binary, version, goos, goarch string) ([]byte, error) {
 	var text string
-	err := c.do(ctx, &call{op: "download signature", method: http.MethodGet, path: releasePath(version, goos, goarch) + "/signature",
+	err := c.do(ctx, &call{op: "download signature", method: http.MethodGet, path: releasePath(binary, version, goos, goarch, "/signature"),
 		text: &text, noAuth: true, header: tokenHeaders(accountID, token), accept: "text/plain"})
 	return []byte(text), err
 }
 
-// DownloadRelease writes a release binary to w, at most limit bytes. It
-// has no timeout of its own: ctx bounds it.
-func (c *Client) DownloadRelease(ctx context.Context, accountID, token, version, goos, goarch string, w io.Writer, limit int64) (int64, error) {
+// DownloadRelease writes the release binary binary ("legate" or
+// "legate-delegate") to w, at most limit bytes. It has no timeout of its
+// own: ctx bounds it.
+func (c *Client) DownloadRelease(ctx context.Context, accountID, token, binary, version, goos, goarch string, w io.Writer, limit int64) (int64, error) {
 	const op = "download release"
-	req, err := c.newRequest(ctx, &call{op: op, method: http.MethodGet, path: releasePath(version, goos, goarch),
+	req, err := c.newRequest(ctx, &call{op: op, method: http.MethodGet, path: releasePath(binary, version, goos, goarch, ""),
 		noAuth: true, header: tokenHeaders(accountID, token), accept: "application/octet-stream"})
 	if err != nil {
 		return 0, err

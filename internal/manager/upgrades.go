@@ -284,7 +284,7 @@ func (m *Manager) handleUpgradeCheck(w http.ResponseWriter, r *http.Request) {
 	resp := protocol.UpgradeCheckResponse{Wanted: wanted, Held: held, Waiting: waiting, Connected: []string{},
 		PollIntervalMS: m.cfg.UpgradePollInterval.Milliseconds()}
 	if resp.Wanted != "" && release.ValidVersionName(resp.Wanted) {
-		_, _, err := m.releaseFiles(resp.Wanted, req.OS, req.Arch)
+		_, _, err := m.releaseFiles(release.BinaryLegate, resp.Wanted, req.OS, req.Arch)
 		resp.Available = err == nil
 	}
 	for _, d := range ds {
@@ -296,33 +296,48 @@ func (m *Manager) handleUpgradeCheck(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// releaseFiles finds the binary of version for goos/goarch in the release
-// directory and reads its signature; it fails when either is missing,
-// when the signature does not decode or is for another version or
-// platform: an unsigned binary is never served.
-func (m *Manager) releaseFiles(version, goos, goarch string) (string, release.Signature, error) {
+// releaseFiles finds the binary (release.BinaryLegate or BinaryDelegate)
+// of version for goos/goarch in the release directory and reads its
+// signature; it fails when either is missing, when the signature does not
+// decode or is for another binary, version or platform: an unsigned
+// binary is never served.
+func (m *Manager) releaseFiles(binary, version, goos, goarch string) (string, release.Signature, error) {
 	if m.cfg.ReleaseDir == "" {
 		return "", release.Signature{}, errors.New("this manager has no release directory")
 	}
 	if !release.ValidVersionName(version) || !validPlatform(goos) || !validPlatform(goarch) {
 		return "", release.Signature{}, errors.New("not a valid version or platform")
 	}
-	bin := filepath.Join(m.cfg.ReleaseDir, version, release.BinaryName(goos, goarch))
+	bin := filepath.Join(m.cfg.ReleaseDir, version, release.ReleaseFileName(binary, goos, goarch))
 	if _, err := os.Stat(bin); err != nil {
-		return "", release.Signature{}, fmt.Errorf("no binary of %s for %s/%s", version, goos, goarch)
+		return "", release.Signature{}, fmt.Errorf("no %s of %s for %s/%s", binary, version, goos, goarch)
 	}
 	b, err := os.ReadFile(bin + ".sig")
 	if err != nil {
-		return "", release.Signature{}, fmt.Errorf("the binary of %s for %s/%s is not signed (legate release sign)", version, goos, goarch)
+		return "", release.Signature{}, fmt.Errorf("the %s of %s for %s/%s is not signed (legate release sign)", binary, version, goos, goarch)
 	}
 	sig, err := release.DecodeSignature(b)
 	if err != nil {
-		return "", release.Signature{}, fmt.Errorf("the signature of %s for %s/%s: %w", version, goos, goarch, err)
+		return "", release.Signature{}, fmt.Errorf("the signature of %s %s for %s/%s: %w", binary, version, goos, goarch, err)
 	}
-	if sig.Version != version || sig.OS != goos || sig.Arch != goarch {
-		return "", release.Signature{}, fmt.Errorf("the signature next to %s is for %s %s/%s", bin, sig.Version, sig.OS, sig.Arch)
+	if sig.Which() != binary || sig.Version != version || sig.OS != goos || sig.Arch != goarch {
+		return "", release.Signature{}, fmt.Errorf("the signature next to %s is for %s %s %s/%s", bin, sig.Which(), sig.Version, sig.OS, sig.Arch)
 	}
 	return bin, sig, nil
+}
+
+// releaseBinary is the binary a release request names (its "binary"
+// query parameter): legate when absent.
+func releaseBinary(w http.ResponseWriter, r *http.Request) (string, bool) {
+	switch b := r.URL.Query().Get(protocol.QueryReleaseBinary); b {
+	case "", release.BinaryLegate:
+		return release.BinaryLegate, true
+	case release.BinaryDelegate:
+		return b, true
+	default:
+		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "the %s parameter must be %s or %s", protocol.QueryReleaseBinary, release.BinaryLegate, release.BinaryDelegate)
+		return "", false
+	}
 }
 
 func validPlatform(s string) bool {
@@ -343,7 +358,11 @@ func (m *Manager) handleReleaseBinary(w http.ResponseWriter, r *http.Request) {
 	if _, _, ok := m.watcherToken(w, r); !ok {
 		return
 	}
-	bin, sig, err := m.releaseFiles(r.PathValue("version"), r.PathValue("os"), r.PathValue("arch"))
+	binary, ok := releaseBinary(w, r)
+	if !ok {
+		return
+	}
+	bin, sig, err := m.releaseFiles(binary, r.PathValue("version"), r.PathValue("os"), r.PathValue("arch"))
 	if err != nil {
 		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "%s", err.Error())
 		return
@@ -383,7 +402,11 @@ func (m *Manager) handleReleaseSignature(w http.ResponseWriter, r *http.Request)
 	if _, _, ok := m.watcherToken(w, r); !ok {
 		return
 	}
-	_, sig, err := m.releaseFiles(r.PathValue("version"), r.PathValue("os"), r.PathValue("arch"))
+	binary, ok := releaseBinary(w, r)
+	if !ok {
+		return
+	}
+	_, sig, err := m.releaseFiles(binary, r.PathValue("version"), r.PathValue("os"), r.PathValue("arch"))
 	if err != nil {
 		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "%s", err.Error())
 		return

@@ -139,20 +139,22 @@ func TestReleaseServing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	put := func(version string, content []byte, signed bool) {
+	// put writes a release binary; signedAs is the binary its signature
+	// names ("" = unsigned).
+	put := func(which, version string, content []byte, signedAs string) {
 		t.Helper()
-		p := filepath.Join(dir, version, release.BinaryName("linux", "amd64"))
+		p := filepath.Join(dir, version, release.ReleaseFileName(which, "linux", "amd64"))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(p, content, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if !signed {
+		if signedAs == "" {
 			return
 		}
 		d, _ := release.Digest(bytes.NewReader(content))
-		sig, err := release.Sign(key, release.Manifest{Version: version, OS: "linux", Arch: "amd64", SHA256: d})
+		sig, err := release.Sign(key, release.Manifest{Binary: signedAs, Version: version, OS: "linux", Arch: "amd64", SHA256: d})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,34 +162,54 @@ func TestReleaseServing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put("v1.4.0", []byte("binary 1.4.0"), true)
-	put("v1.4.1", []byte("binary 1.4.1"), false)
-	put("v1.4.2", []byte("binary 1.4.2"), true)
+	put(release.BinaryLegate, "v1.4.0", []byte("binary 1.4.0"), release.BinaryLegate)
+	put(release.BinaryLegate, "v1.4.1", []byte("binary 1.4.1"), "")
+	put(release.BinaryLegate, "v1.4.2", []byte("binary 1.4.2"), release.BinaryLegate)
+	put(release.BinaryDelegate, "v1.4.0", []byte("delegate 1.4.0"), release.BinaryDelegate)
+	// legate-delegate with a signature for legate: not served as either.
+	put(release.BinaryDelegate, "v1.4.2", []byte("delegate 1.4.2"), release.BinaryLegate)
 	if err := os.WriteFile(filepath.Join(dir, "v1.4.2", release.BinaryName("linux", "amd64")), []byte("binary 1.4.2, altered"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	c := tm.client(t, "")
 	var buf bytes.Buffer
-	if _, err := c.DownloadRelease(ctx, tm.admin.AccountID, tok.Value, "v1.4.0", "linux", "amd64", &buf, 1<<20); err != nil || buf.String() != "binary 1.4.0" {
+	if _, err := c.DownloadRelease(ctx, tm.admin.AccountID, tok.Value, "legate", "v1.4.0", "linux", "amd64", &buf, 1<<20); err != nil || buf.String() != "binary 1.4.0" {
 		t.Fatalf("download: %q, %v", buf.String(), err)
 	}
-	sigText, err := c.ReleaseSignature(ctx, tm.admin.AccountID, tok.Value, "v1.4.0", "linux", "amd64")
+	sigText, err := c.ReleaseSignature(ctx, tm.admin.AccountID, tok.Value, "legate", "v1.4.0", "linux", "amd64")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s, err := release.DecodeSignature(sigText); err != nil || s.Version != "v1.4.0" {
 		t.Errorf("signature: %+v, %v", s, err)
 	}
-	_, err = c.DownloadRelease(ctx, tm.admin.AccountID, tok.Value, "v1.4.1", "linux", "amd64", &buf, 1<<20)
+	_, err = c.DownloadRelease(ctx, tm.admin.AccountID, tok.Value, "legate", "v1.4.1", "linux", "amd64", &buf, 1<<20)
 	wantCode(t, "download of an unsigned binary", err, protocol.CodeNotFound)
-	_, err = c.DownloadRelease(ctx, tm.admin.AccountID, tok.Value, "v1.4.2", "linux", "amd64", &buf, 1<<20)
+	_, err = c.DownloadRelease(ctx, tm.admin.AccountID, tok.Value, "legate", "v1.4.2", "linux", "amd64", &buf, 1<<20)
 	wantCode(t, "download of a corrupted binary", err, protocol.CodeConflict)
-	_, err = c.DownloadRelease(ctx, tm.admin.AccountID, tok.Value, "..", "linux", "amd64", &buf, 1<<20)
+	_, err = c.DownloadRelease(ctx, tm.admin.AccountID, tok.Value, "legate", "..", "linux", "amd64", &buf, 1<<20)
 	if err == nil {
 		t.Error("a version of .. was served")
 	}
-	_, err = c.DownloadRelease(ctx, tm.admin.AccountID, "wrong", "v1.4.0", "linux", "amd64", &buf, 1<<20)
+	_, err = c.DownloadRelease(ctx, tm.admin.AccountID, "wrong", "legate", "v1.4.0", "linux", "amd64", &buf, 1<<20)
 	wantCode(t, "download with a wrong token", err, protocol.CodeUnauthenticated)
+
+	// legate-delegate, the delegate alone: its own binary and signature.
+	buf.Reset()
+	if _, err := c.DownloadRelease(ctx, tm.admin.AccountID, tok.Value, "legate-delegate", "v1.4.0", "linux", "amd64", &buf, 1<<20); err != nil || buf.String() != "delegate 1.4.0" {
+		t.Errorf("download legate-delegate: %q, %v", buf.String(), err)
+	}
+	if sigText, err := c.ReleaseSignature(ctx, tm.admin.AccountID, tok.Value, "legate-delegate", "v1.4.0", "linux", "amd64"); err != nil {
+		t.Error(err)
+	} else if s, err := release.DecodeSignature(sigText); err != nil || s.Which() != release.BinaryDelegate {
+		t.Errorf("legate-delegate's signature: %+v, %v", s, err)
+	}
+	_, err = c.ReleaseSignature(ctx, tm.admin.AccountID, tok.Value, "legate-delegate", "v1.4.2", "linux", "amd64")
+	wantCode(t, "legate-delegate signed as legate", err, protocol.CodeNotFound)
+	_, err = c.DownloadRelease(ctx, tm.admin.AccountID, tok.Value, "legate-delegate", "v1.4.1", "linux", "amd64", &buf, 1<<20)
+	wantCode(t, "a legate-delegate the release lacks", err, protocol.CodeNotFound)
+	_, err = c.DownloadRelease(ctx, tm.admin.AccountID, tok.Value, "legate-manager", "v1.4.0", "linux", "amd64", &buf, 1<<20)
+	wantCode(t, "an unknown binary", err, protocol.CodeBadRequest)
 }
 
 // TestUpgradeRings: the manager's version is offered to a ring only once

@@ -16,8 +16,13 @@ const (
 	PathUpgradeCheck = "/api/v1/delegate/upgrade"
 	// PathReleases + "/{version}/{os}/{arch}" serves a release binary,
 	// + "/{version}/{os}/{arch}/signature" its signature file; the
-	// delegate token in the headers, as for PathUpgradeCheck.
+	// delegate token in the headers, as for PathUpgradeCheck. The query
+	// parameter QueryReleaseBinary chooses the binary: legate (absent),
+	// or legate-delegate, the delegate alone.
 	PathReleases = "/api/v1/delegate/releases"
+	// QueryReleaseBinary names the release binary of a PathReleases
+	// request.
+	QueryReleaseBinary = "binary"
 )
 
 // Upgrade modes a delegate registers with (RegisterRequest.Upgrade).

@@ -100,6 +100,61 @@ func TestSignVerify(t *testing.T) {
 	}
 }
 
+// TestDelegateBinarySignature: legate-delegate's signature (v2) names the
+// binary, so neither binary's signature passes for the other's, and
+// legate's stays in the v1 form older watchers read.
+func TestDelegateBinarySignature(t *testing.T) {
+	privFile, pubFile, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	priv, _ := ParsePrivateKey(privFile)
+	pub, _ := ParsePublicKey(string(pubFile))
+	d := make([]byte, 32)
+	m := Manifest{Version: "v1.2.3", OS: "linux", Arch: "amd64", SHA256: d}
+	full, err := Sign(priv, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Binary = BinaryDelegate
+	lite, err := Sign(priv, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(full.Encode()), signatureHeader+"\nversion ") {
+		t.Errorf("legate's signature is not v1:\n%s", full.Encode())
+	}
+	if !strings.HasPrefix(string(lite.Encode()), signatureHeaderV2+"\nbinary legate-delegate\nversion v1.2.3\n") {
+		t.Errorf("legate-delegate's signature:\n%s", lite.Encode())
+	}
+	dec, err := DecodeSignature(lite.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := VerifyBinary(pub, dec, BinaryDelegate, d, "v1.2.3", "linux", "amd64"); err != nil {
+		t.Errorf("legate-delegate's signature: %v", err)
+	}
+	if err := Verify(pub, dec, d, "v1.2.3", "linux", "amd64"); err == nil || !strings.Contains(err.Error(), "for legate-delegate, not legate") {
+		t.Errorf("legate-delegate's signature verifies legate: %v", err)
+	}
+	fullDec, _ := DecodeSignature(full.Encode())
+	if err := VerifyBinary(pub, fullDec, BinaryDelegate, d, "v1.2.3", "linux", "amd64"); err == nil || !strings.Contains(err.Error(), "for legate, not legate-delegate") {
+		t.Errorf("legate's signature verifies legate-delegate: %v", err)
+	}
+	// Renaming the binary in the text breaks the signature.
+	renamed := dec
+	renamed.Binary = ""
+	if err := Verify(pub, renamed, d, "v1.2.3", "linux", "amd64"); err == nil || !strings.Contains(err.Error(), "does not verify") {
+		t.Errorf("a v2 signature rewritten as v1 verifies: %v", err)
+	}
+	if _, err := Sign(priv, Manifest{Binary: "legate-manager", Version: "v1.2.3", OS: "linux", Arch: "amd64", SHA256: d}); err == nil {
+		t.Error("signed an unknown binary")
+	}
+	if got := ReleaseFileName(BinaryDelegate, "linux", "arm64"); got != "legate-delegate-linux-arm64" {
+		t.Errorf("ReleaseFileName = %q", got)
+	}
+}
+
 func TestDecodeSignatureRefusesBadInput(t *testing.T) {
 	for name, in := range map[string]string{
 		"empty":      "",
@@ -107,10 +162,22 @@ func TestDecodeSignatureRefusesBadInput(t *testing.T) {
 		"short hash": signatureHeader + "\nversion v1\nos linux\narch amd64\nsha256 00\nsignature AA==\n",
 		"order":      signatureHeader + "\nos linux\nversion v1\narch amd64\nsha256 00\nsignature AA==\n",
 		"big":        strings.Repeat("x", MaxSignatureSize+1),
+		"v2 without binary": signatureHeaderV2 + "\nversion v1.0.0\nos linux\narch amd64\nsha256 " + strings.Repeat("0", 64) +
+			"\nsignature " + strings.Repeat("A", 86) + "==\n",
+		"v2 naming legate": signatureHeaderV2 + "\nbinary legate\nversion v1.0.0\nos linux\narch amd64\nsha256 " + strings.Repeat("0", 64) +
+			"\nsignature " + strings.Repeat("A", 86) + "==\n",
+		"v2 unknown binary": signatureHeaderV2 + "\nbinary legate-x\nversion v1.0.0\nos linux\narch amd64\nsha256 " + strings.Repeat("0", 64) +
+			"\nsignature " + strings.Repeat("A", 86) + "==\n",
 	} {
 		if _, err := DecodeSignature([]byte(in)); err == nil {
 			t.Errorf("%s: decoded", name)
 		}
+	}
+	// The same lines naming legate-delegate are a signature.
+	ok := signatureHeaderV2 + "\nbinary legate-delegate\nversion v1.0.0\nos linux\narch amd64\nsha256 " + strings.Repeat("0", 64) +
+		"\nsignature " + strings.Repeat("A", 86) + "==\n"
+	if _, err := DecodeSignature([]byte(ok)); err != nil {
+		t.Errorf("a well-formed v2 signature: %v", err)
 	}
 }
 
@@ -120,6 +187,8 @@ func FuzzDecodeSignature(f *testing.F) {
 	s, _ := Sign(key, Manifest{Version: "v1.0.0", OS: "linux", Arch: "amd64", SHA256: make([]byte, 32)})
 	f.Add(s.Encode())
 	f.Add([]byte(signatureHeader + "\n"))
+	s2, _ := Sign(key, Manifest{Binary: BinaryDelegate, Version: "v1.0.0", OS: "linux", Arch: "amd64", SHA256: make([]byte, 32)})
+	f.Add(s2.Encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := DecodeSignature(b)
 		if err != nil {

@@ -29,13 +29,36 @@ import (
 // ending in "\n"): the binary's digest together with its version, OS and
 // architecture, so a signature cannot be moved to another binary, version
 // or platform.
-const signatureHeader = "legate-release-signature v1"
+//
+// A release also holds legate-delegate (the delegate alone, go build
+// -tags delegate). Its signature, v2, names the binary on a line of its
+// own after the header, so that neither binary's signature can pass for
+// the other's:
+//
+//	legate-release-signature v2
+//	binary legate-delegate
+//	version v1.2.3
+//	…
+//
+// legate itself keeps v1, which every watcher reads.
+const (
+	signatureHeader   = "legate-release-signature v1"
+	signatureHeaderV2 = "legate-release-signature v2"
+)
+
+// The binaries of a release.
+const (
+	BinaryLegate   = "legate"
+	BinaryDelegate = "legate-delegate"
+)
 
 // MaxSignatureSize bounds a signature file; a larger one is not one.
 const MaxSignatureSize = 4 << 10
 
 // Manifest is what a signature says of a binary.
 type Manifest struct {
+	// Binary is BinaryLegate ("" means it too) or BinaryDelegate.
+	Binary  string
 	Version string
 	OS      string
 	Arch    string
@@ -49,14 +72,32 @@ type Signature struct {
 	Sig []byte
 }
 
-// signedText is the text a signature covers.
+// Which is the binary the manifest is of: m.Binary, "" read as
+// BinaryLegate.
+func (m Manifest) Which() string {
+	if m.Binary == "" {
+		return BinaryLegate
+	}
+	return m.Binary
+}
+
+// signedText is the text a signature covers: v1 for legate, v2 with the
+// binary's name for legate-delegate.
 func (m Manifest) signedText() []byte {
-	return fmt.Appendf(nil, "%s\nversion %s\nos %s\narch %s\nsha256 %s\n",
-		signatureHeader, m.Version, m.OS, m.Arch, hex.EncodeToString(m.SHA256))
+	var b []byte
+	if m.Which() == BinaryLegate {
+		b = fmt.Appendf(b, "%s\n", signatureHeader)
+	} else {
+		b = fmt.Appendf(b, "%s\nbinary %s\n", signatureHeaderV2, m.Binary)
+	}
+	return fmt.Appendf(b, "version %s\nos %s\narch %s\nsha256 %s\n",
+		m.Version, m.OS, m.Arch, hex.EncodeToString(m.SHA256))
 }
 
 func (m Manifest) check() error {
 	switch {
+	case m.Which() != BinaryLegate && m.Which() != BinaryDelegate:
+		return fmt.Errorf("binary %q is not %s or %s", m.Binary, BinaryLegate, BinaryDelegate)
 	case !ValidVersionName(m.Version):
 		return fmt.Errorf("version %q is not a valid version name", m.Version)
 	case !validPlatformName(m.OS):
@@ -94,20 +135,30 @@ func DecodeSignature(b []byte) (Signature, error) {
 		return Signature{}, fmt.Errorf("signature file too large (%d bytes, at most %d)", len(b), MaxSignatureSize)
 	}
 	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	if len(lines) != 6 {
-		return Signature{}, fmt.Errorf("a signature file has 6 lines, this one %d", len(lines))
-	}
-	if lines[0] != signatureHeader {
+	keys := []string{"version", "os", "arch", "sha256", "signature"}
+	switch lines[0] {
+	case signatureHeader:
+	case signatureHeaderV2:
+		keys = append([]string{"binary"}, keys...)
+	default:
 		return Signature{}, fmt.Errorf("not a legate release signature (first line %q)", cut(lines[0]))
+	}
+	if len(lines) != len(keys)+1 {
+		return Signature{}, fmt.Errorf("a signature file of this version has %d lines, this one %d", len(keys)+1, len(lines))
 	}
 	var s Signature
 	var digest, sig string
-	for i, key := range []string{"version", "os", "arch", "sha256", "signature"} {
+	for i, key := range keys {
 		k, v, ok := strings.Cut(lines[i+1], " ")
 		if !ok || k != key || v == "" {
 			return Signature{}, fmt.Errorf("line %d: want %q and a value, got %q", i+2, key, cut(lines[i+1]))
 		}
 		switch key {
+		case "binary":
+			if v == BinaryLegate {
+				return Signature{}, fmt.Errorf("line 2: %s is signed in the v1 form", BinaryLegate)
+			}
+			s.Binary = v
 		case "version":
 			s.Version = v
 		case "os":
@@ -171,10 +222,16 @@ func FileDigest(path string) ([]byte, error) {
 	return d, nil
 }
 
-// Verify checks that s is a signature by key of a binary whose digest is
-// digest, built as version for goos/goarch: any difference is an error
-// that says which.
+// Verify checks that s is a signature by key of the legate binary whose
+// digest is digest, built as version for goos/goarch: any difference is
+// an error that says which.
 func Verify(key ed25519.PublicKey, s Signature, digest []byte, version, goos, goarch string) error {
+	return VerifyBinary(key, s, BinaryLegate, digest, version, goos, goarch)
+}
+
+// VerifyBinary is Verify for the binary named binary (BinaryLegate or
+// BinaryDelegate).
+func VerifyBinary(key ed25519.PublicKey, s Signature, binary string, digest []byte, version, goos, goarch string) error {
 	if len(key) != ed25519.PublicKeySize {
 		return errors.New("no valid public key to verify with")
 	}
@@ -182,6 +239,8 @@ func Verify(key ed25519.PublicKey, s Signature, digest []byte, version, goos, go
 		return errors.New("the signature does not verify with the trusted public key (signed with another key, or altered)")
 	}
 	switch {
+	case s.Which() != binary:
+		return fmt.Errorf("the signature is for %s, not %s", s.Which(), binary)
 	case s.Version != version:
 		return fmt.Errorf("the signature is for version %s, not %s", s.Version, version)
 	case s.OS != goos || s.Arch != goarch:
@@ -250,7 +309,11 @@ func LoadPublicKey(value string) (ed25519.PublicKey, error) {
 // BinaryName is the file name of a release binary in a release
 // directory: DIR/VERSION/legate-OS-ARCH, its signature next to it with
 // ".sig" appended.
-func BinaryName(goos, goarch string) string { return "legate-" + goos + "-" + goarch }
+func BinaryName(goos, goarch string) string { return ReleaseFileName(BinaryLegate, goos, goarch) }
+
+// ReleaseFileName is the file name of the release binary binary
+// (BinaryLegate or BinaryDelegate): BINARY-OS-ARCH.
+func ReleaseFileName(binary, goos, goarch string) string { return binary + "-" + goos + "-" + goarch }
 
 // HoldOwn copies the running binary exe of version into the release
 // directory dir (DIR/VERSION/legate-GOOS-GOARCH), unless a binary is
@@ -258,10 +321,16 @@ func BinaryName(goos, goarch string) string { return "legate-" + goos + "-" + go
 // always serve its own version once it is signed (legate release sign).
 // It returns the path it holds the binary at ("" when it holds none).
 func HoldOwn(dir, version, goos, goarch, exe string) (string, error) {
+	return HoldOwnBinary(dir, BinaryLegate, version, goos, goarch, exe)
+}
+
+// HoldOwnBinary is HoldOwn for the binary named binary (BinaryDelegate:
+// the legate-delegate beside the manager's binary).
+func HoldOwnBinary(dir, binary, version, goos, goarch, exe string) (string, error) {
 	if _, ok := ParseSemver(version); !ok || !ValidVersionName(version) || dir == "" {
 		return "", nil
 	}
-	dst := filepath.Join(dir, version, BinaryName(goos, goarch))
+	dst := filepath.Join(dir, version, ReleaseFileName(binary, goos, goarch))
 	if _, err := os.Stat(dst); err == nil {
 		return dst, nil
 	}

@@ -74,22 +74,22 @@ func (f *failover) UpgradeCheck(ctx context.Context, accountID, token string, re
 	return resp, err
 }
 
-func (f *failover) ReleaseSignature(ctx context.Context, accountID, token, version, goos, goarch string) ([]byte, error) {
+func (f *failover) ReleaseSignature(ctx context.Context, accountID, token, binary, version, goos, goarch string) ([]byte, error) {
 	var sig []byte
 	err := f.try(ctx, unreachableOrMissing, func(m Manager) error {
 		var err error
-		sig, err = m.ReleaseSignature(ctx, accountID, token, version, goos, goarch)
+		sig, err = m.ReleaseSignature(ctx, accountID, token, binary, version, goos, goarch)
 		return err
 	})
 	return sig, err
 }
 
-func (f *failover) DownloadRelease(ctx context.Context, accountID, token, version, goos, goarch string, w io.Writer, limit int64) (int64, error) {
+func (f *failover) DownloadRelease(ctx context.Context, accountID, token, binary, version, goos, goarch string, w io.Writer, limit int64) (int64, error) {
 	cw := &countingWriter{w: w}
 	var n int64
 	err := f.try(ctx, func(err error) bool { return cw.n == 0 && unreachableOrMissing(err) }, func(m Manager) error {
 		var err error
-		n, err = m.DownloadRelease(ctx, accountID, token, version, goos, goarch, cw, limit)
+		n, err = m.DownloadRelease(ctx, accountID, token, binary, version, goos, goarch, cw, limit)
 		return err
 	})
 	return n, err

@@ -26,7 +26,7 @@ func (m *fakeManager) UpgradeCheck(context.Context, string, string, protocol.Upg
 	return protocol.UpgradeCheckResponse{Wanted: m.name}, nil
 }
 
-func (m *fakeManager) ReleaseSignature(context.Context, string, string, string, string, string) ([]byte, error) {
+func (m *fakeManager) ReleaseSignature(context.Context, string, string, string, string, string, string) ([]byte, error) {
 	m.calls++
 	if m.err != nil {
 		return nil, m.err
@@ -34,7 +34,7 @@ func (m *fakeManager) ReleaseSignature(context.Context, string, string, string, 
 	return []byte("sig of " + m.name), nil
 }
 
-func (m *fakeManager) DownloadRelease(_ context.Context, _, _, _, _, _ string, w io.Writer, _ int64) (int64, error) {
+func (m *fakeManager) DownloadRelease(_ context.Context, _, _, _, _, _, _ string, w io.Writer, _ int64) (int64, error) {
 	m.calls++
 	n, _ := io.WriteString(w, m.wrote)
 	if m.err != nil {
@@ -63,7 +63,7 @@ func TestFailover(t *testing.T) {
 		t.Fatalf("a unreachable: %+v, %v; want b's answer", resp, err)
 	}
 	a.err = nil // a is back, but b answered last: b is asked first
-	if sig, err := f.ReleaseSignature(ctx, "acc", "tok", "v1", "linux", "amd64"); err != nil || string(sig) != "sig of b" {
+	if sig, err := f.ReleaseSignature(ctx, "acc", "tok", "legate", "v1", "linux", "amd64"); err != nil || string(sig) != "sig of b" {
 		t.Errorf("after b answered: %q, %v; want b's", sig, err)
 	}
 	if a.calls != 1 || b.calls != 2 {
@@ -79,7 +79,7 @@ func TestFailover(t *testing.T) {
 	for _, e := range []error{errBusy, errMissing} {
 		b.err = e
 		var buf bytes.Buffer
-		if n, err := f.DownloadRelease(ctx, "acc", "tok", "v1", "linux", "amd64", &buf, 1<<20); err != nil || buf.String() != "binary of a" || n != int64(buf.Len()) {
+		if n, err := f.DownloadRelease(ctx, "acc", "tok", "legate", "v1", "linux", "amd64", &buf, 1<<20); err != nil || buf.String() != "binary of a" || n != int64(buf.Len()) {
 			t.Errorf("b answers %v: %q (%d), %v; want a's binary", e, buf.String(), n, err)
 		}
 		f.(*failover).cur = 1 // b first again
@@ -93,7 +93,7 @@ func TestFailover(t *testing.T) {
 	b.err, b.wrote = errRefused, "half of b"
 	var buf bytes.Buffer
 	callsA := a.calls
-	if _, err := f.DownloadRelease(ctx, "acc", "tok", "v1", "linux", "amd64", &buf, 1<<20); !errors.Is(err, errRefused) || a.calls != callsA || buf.String() != "half of b" {
+	if _, err := f.DownloadRelease(ctx, "acc", "tok", "legate", "v1", "linux", "amd64", &buf, 1<<20); !errors.Is(err, errRefused) || a.calls != callsA || buf.String() != "half of b" {
 		t.Errorf("download broken after writing: %v, wrote %q, a called %d more; want b's error and a not asked", err, buf.String(), a.calls-callsA)
 	}
 	// Every manager unreachable: the last error, each asked once.

@@ -37,8 +37,8 @@ import (
 // Manager is what the watcher needs of the manager (a *client.Client).
 type Manager interface {
 	UpgradeCheck(ctx context.Context, accountID, token string, req protocol.UpgradeCheckRequest) (protocol.UpgradeCheckResponse, error)
-	ReleaseSignature(ctx context.Context, accountID, token, version, goos, goarch string) ([]byte, error)
-	DownloadRelease(ctx context.Context, accountID, token, version, goos, goarch string, w io.Writer, limit int64) (int64, error)
+	ReleaseSignature(ctx context.Context, accountID, token, binary, version, goos, goarch string) ([]byte, error)
+	DownloadRelease(ctx context.Context, accountID, token, binary, version, goos, goarch string, w io.Writer, limit int64) (int64, error)
 }
 
 // Options configures a Watcher. Zero values mean the documented defaults.
@@ -418,48 +418,79 @@ func (w *Watcher) upgrade(ctx context.Context, cur *child, version string) (*chi
 
 // download fetches version's binary and signature into
 // versions/VERSION/, verifies it and returns its path; a binary that does
-// not verify is deleted and never started.
+// not verify is deleted and never started. It fetches legate-delegate
+// too, when the manager holds it signed, so that the new version's
+// delegate runs as it (legate delegate does when it lies beside legate);
+// without it the delegate runs as legate.
 func (w *Watcher) download(ctx context.Context, version string) (string, error) {
 	dir := filepath.Join(w.opts.Dir, "versions", version)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("create %s: %w", dir, err)
 	}
-	path := filepath.Join(dir, "legate")
-	sigText, err := w.opts.Manager.ReleaseSignature(ctx, w.opts.AccountID, w.opts.Token, version, runtime.GOOS, runtime.GOARCH)
+	path := filepath.Join(dir, release.BinaryLegate)
+	if err := w.fetch(ctx, release.BinaryLegate, version, path); err != nil {
+		return "", err
+	}
+	w.log.Info("downloaded and verified", "version", version, "path", path)
+	lite := filepath.Join(dir, release.BinaryDelegate)
+	err := w.fetch(ctx, release.BinaryDelegate, version, lite)
+	var pe *protocol.Error
+	switch {
+	case err == nil:
+		w.log.Info("downloaded and verified", "version", version, "path", lite)
+	case errors.Is(err, errNotServed) || (errors.As(err, &pe) && pe.Code == protocol.CodeNotFound):
+		w.log.Debug("the manager holds no signed legate-delegate of this version: its delegate runs as legate", "version", version, "err", err)
+	default:
+		w.log.Warn("legate-delegate of the new version is refused: its delegate runs as legate", "version", version, "err", err)
+	}
+	return path, nil
+}
+
+// errNotServed: the manager answered a request for legate-delegate with
+// another binary's signature (a manager from before legate-delegate was
+// served, which ignores the binary parameter).
+var errNotServed = errors.New("the manager does not serve legate-delegate")
+
+// fetch downloads the release binary binary of version and its
+// signature, verifies it and installs it at path (mode 0755).
+func (w *Watcher) fetch(ctx context.Context, binary, version, path string) error {
+	sigText, err := w.opts.Manager.ReleaseSignature(ctx, w.opts.AccountID, w.opts.Token, binary, version, runtime.GOOS, runtime.GOARCH)
 	if err != nil {
-		return "", fmt.Errorf("download the signature of %s: %w", version, err)
+		return fmt.Errorf("download the signature of %s %s: %w", binary, version, err)
 	}
 	sig, err := release.DecodeSignature(sigText)
 	if err != nil {
-		return "", fmt.Errorf("the signature of %s: %w", version, err)
+		return fmt.Errorf("the signature of %s %s: %w", binary, version, err)
 	}
-	tmp, err := os.CreateTemp(dir, ".download-*")
+	if binary == release.BinaryDelegate && sig.Which() != binary {
+		return errNotServed
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".download-*")
 	if err != nil {
-		return "", fmt.Errorf("download %s: %w", version, err)
+		return fmt.Errorf("download %s %s: %w", binary, version, err)
 	}
 	defer os.Remove(tmp.Name())
-	_, err = w.opts.Manager.DownloadRelease(ctx, w.opts.AccountID, w.opts.Token, version, runtime.GOOS, runtime.GOARCH, tmp, w.opts.MaxBinarySize)
+	_, err = w.opts.Manager.DownloadRelease(ctx, w.opts.AccountID, w.opts.Token, binary, version, runtime.GOOS, runtime.GOARCH, tmp, w.opts.MaxBinarySize)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return "", fmt.Errorf("download %s: %w", version, err)
+		return fmt.Errorf("download %s %s: %w", binary, version, err)
 	}
 	digest, err := release.FileDigest(tmp.Name())
 	if err != nil {
-		return "", err
+		return err
 	}
-	if err := release.Verify(w.opts.PublicKey, sig, digest, version, runtime.GOOS, runtime.GOARCH); err != nil {
-		return "", fmt.Errorf("the binary of %s is refused: %w", version, err)
+	if err := release.VerifyBinary(w.opts.PublicKey, sig, binary, digest, version, runtime.GOOS, runtime.GOARCH); err != nil {
+		return fmt.Errorf("the %s of %s is refused: %w", binary, version, err)
 	}
 	if err := os.Chmod(tmp.Name(), 0o755); err != nil {
-		return "", err
+		return err
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", fmt.Errorf("install %s: %w", version, err)
+		return fmt.Errorf("install %s %s: %w", binary, version, err)
 	}
-	w.log.Info("downloaded and verified", "version", version, "path", path)
-	return path, nil
+	return nil
 }
 
 // startingVersion is the version the watcher runs first: the one it

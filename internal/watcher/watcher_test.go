@@ -21,10 +21,10 @@ type noManager struct{}
 func (noManager) UpgradeCheck(context.Context, string, string, protocol.UpgradeCheckRequest) (protocol.UpgradeCheckResponse, error) {
 	panic("not called")
 }
-func (noManager) ReleaseSignature(context.Context, string, string, string, string, string) ([]byte, error) {
+func (noManager) ReleaseSignature(context.Context, string, string, string, string, string, string) ([]byte, error) {
 	panic("not called")
 }
-func (noManager) DownloadRelease(context.Context, string, string, string, string, string, io.Writer, int64) (int64, error) {
+func (noManager) DownloadRelease(context.Context, string, string, string, string, string, string, io.Writer, int64) (int64, error) {
 	panic("not called")
 }
 
