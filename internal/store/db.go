@@ -310,6 +310,20 @@ func (s *Store) w(tx *sql.Tx) handle { return handle{s, s.writer, &s.wcache, tx}
 // r is the reader pool, inside tx (a read transaction) if not nil.
 func (s *Store) r(tx *sql.Tx) handle { return handle{s, s.reader, &s.rcache, tx} }
 
+// stmtCtx is the context a statement runs with. SQLite's writer runs a
+// transaction's statements to their end whatever its caller's context
+// says: an interrupted write statement rolls back its whole transaction
+// (a group's, with every other caller's writes), and watching a context
+// costs the driver a goroutine per statement. A write's context is
+// checked before it starts (groupCommit.run, writeOnce's BeginTx), and
+// its statements are short: the writer never waits for a lock.
+func (h handle) stmtCtx(ctx context.Context) context.Context {
+	if h.tx != nil && h.s.dialect == dialectSQLite && h.db == h.s.writer {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
+}
+
 func (h handle) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	query = h.s.rebind(query)
 	if h.tx == nil {
@@ -325,6 +339,7 @@ func (h handle) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 }
 
 func (h handle) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	ctx = h.stmtCtx(ctx)
 	st, err := h.stmt(ctx, query)
 	if err != nil {
 		return nil, err
@@ -333,6 +348,7 @@ func (h handle) exec(ctx context.Context, query string, args ...any) (sql.Result
 }
 
 func (h handle) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = h.stmtCtx(ctx)
 	st, err := h.stmt(ctx, query)
 	if err != nil {
 		return nil, err
@@ -346,6 +362,7 @@ type errRow struct{ err error }
 func (r errRow) Scan(...any) error { return r.err }
 
 func (h handle) queryRow(ctx context.Context, query string, args ...any) rowScanner {
+	ctx = h.stmtCtx(ctx)
 	st, err := h.stmt(ctx, query)
 	if err != nil {
 		return errRow{err}

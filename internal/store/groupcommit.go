@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"modernc.org/sqlite"
 )
 
 // maxGroup bounds how many write functions share one transaction on
@@ -216,11 +217,9 @@ func (r *writeReq) runAlone() {
 	close(r.done)
 }
 
-// runGroup runs a group in one transaction and completes every request.
-// If the shared transaction itself fails (begin, a savepoint statement or
-// the commit), the requests that had not failed on their own run again one
-// by one in transactions of their own: write functions are written to be
-// safe to repeat.
+// runGroup runs a group in one transaction and completes every request
+// (or hands it back to its caller to run alone); a lone write runs in a
+// transaction of its own.
 func (s *Store) runGroup(group []*writeReq) {
 	if len(group) == 0 {
 		return
@@ -234,42 +233,94 @@ func (s *Store) runGroup(group []*writeReq) {
 		r.finish(s.writeOnce(r.ctx, r.fn))
 		return
 	}
+	s.runGroupSQLite(group)
+}
+
+// runGroupSQLite is runGroup on SQLite's single writer, with savepoints
+// shared as runGroupPostgres shares them: savepoint g is opened afresh
+// (RELEASE g, SAVEPOINT g) only before a write that may fail after
+// changing something, and a run of clean writes (writeMode) shares one,
+// which saves each of them two statements (the store's writes of a task
+// are clean but its claim). A write that failed on a statement's error
+// (a *sqlite.Error; the writer's statements are never interrupted, see
+// stmtCtx), or a write that is not clean, is rolled back to g with the
+// writes since g, which run again alone once the group has committed (the
+// failed one too, unless it was the only one since g: then its error is
+// its outcome).
+//
+// If the shared transaction itself fails (begin, a savepoint statement or
+// the commit), every write that had not failed on its own runs again
+// alone: write functions are written to be safe to repeat.
+func (s *Store) runGroupSQLite(group []*writeReq) {
 	// The group outlives any one caller's context: a caller that gives up
 	// fails its own function, not the others'.
 	bg := context.WithoutCancel(group[0].ctx)
-	failed := make([]error, len(group))
+	failed := make([]error, len(group)) // outcomes, when not alone
+	alone := make([]bool, len(group))
 	err := func() error {
 		tx, err := s.writer.BeginTx(bg, nil)
 		if err != nil {
 			return err
 		}
+		exec := func(q string) error {
+			_, err := tx.ExecContext(bg, q)
+			return err
+		}
+		if err := exec(`SAVEPOINT g`); err != nil {
+			tx.Rollback()
+			return err
+		}
+		var since []int // the writes run since g was opened
 		for i, r := range group {
 			if err := r.ctx.Err(); err != nil {
 				failed[i] = err
 				continue
 			}
-			if _, err := tx.ExecContext(bg, `SAVEPOINT g`); err != nil {
-				tx.Rollback()
-				return err
-			}
-			if err := r.fn(tx); err != nil {
-				failed[i] = err
-				if _, err := tx.ExecContext(bg, `ROLLBACK TO g`); err != nil {
+			if !r.mode.clean && len(since) > 0 {
+				if err := exec(`RELEASE g`); err != nil {
 					tx.Rollback()
 					return err
 				}
+				if err := exec(`SAVEPOINT g`); err != nil {
+					tx.Rollback()
+					return err
+				}
+				since = nil
 			}
-			if _, err := tx.ExecContext(bg, `RELEASE g`); err != nil {
+			ferr := r.fn(tx)
+			var sqlErr *sqlite.Error
+			if ferr == nil || (r.mode.clean && !errors.As(ferr, &sqlErr)) {
+				failed[i] = ferr
+				since = append(since, i)
+				continue
+			}
+			// A statement failed, or a write that may have changed
+			// something did: roll it back with the writes since g (g
+			// stays open).
+			if len(since) > 0 {
+				alone[i] = true
+			} else {
+				failed[i] = ferr
+			}
+			if err := exec(`ROLLBACK TO g`); err != nil {
 				tx.Rollback()
 				return err
 			}
+			for _, j := range since {
+				alone[j], failed[j] = true, nil
+			}
+			since = nil
 		}
 		return tx.Commit()
 	}()
 	if err == nil {
 		s.wcache.fill(bg, s.writer)
 		for i, r := range group {
-			r.finish(failed[i])
+			if alone[i] {
+				r.runAlone()
+			} else {
+				r.finish(failed[i])
+			}
 		}
 		return
 	}
@@ -278,7 +329,7 @@ func (s *Store) runGroup(group []*writeReq) {
 			r.finish(failed[i])
 			continue
 		}
-		r.finish(s.writeOnce(r.ctx, r.fn))
+		r.runAlone()
 	}
 }
 

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+
+	"modernc.org/sqlite"
 )
 
 // TestGroupCommitIsolatesFailures: many concurrent writers share
@@ -122,8 +125,12 @@ func TestGroupCommitRetriesAlone(t *testing.T) {
 	s.runGroup(group)
 	for i, r := range group {
 		<-r.done
-		if r.err != nil {
-			t.Errorf("writer %d: %v", i, r.err)
+		err := r.err
+		if r.alone { // handed back: its caller runs it alone (groupCommit.run)
+			err = s.writeAlone(ctx, r.fn, r.mode)
+		}
+		if err != nil {
+			t.Errorf("writer %d: %v", i, err)
 		}
 	}
 	var n int
@@ -132,5 +139,98 @@ func TestGroupCommitRetriesAlone(t *testing.T) {
 	}
 	if n != 5 {
 		t.Errorf("%d rows, want 5 (every writer once)", n)
+	}
+}
+
+// TestGroupCommitSQLite: in one SQLite group, clean writes share a
+// savepoint; a write that fails on a statement (a unique violation) is
+// rolled back with the writes since that savepoint, which run again alone
+// once the group committed, and keeps its own error; a write that is not
+// clean and fails by itself leaves no trace; a write whose caller gave up
+// is not run. Every other write is applied once.
+func TestGroupCommitSQLite(t *testing.T) {
+	t.Parallel()
+	s := openTest(t)
+	ctx := context.Background()
+	if _, err := s.writer.ExecContext(ctx, `CREATE TABLE gc (k TEXT PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.writer.ExecContext(ctx, `INSERT INTO gc (k) VALUES ('dup')`); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(k string) func(*sql.Tx) error {
+		return func(tx *sql.Tx) error {
+			_, err := s.w(tx).exec(ctx, `INSERT INTO gc (k) VALUES (?)`, k)
+			return err
+		}
+	}
+	var runs [7]atomic.Int32
+	counted := func(i int, fn func(*sql.Tx) error) func(*sql.Tx) error {
+		return func(tx *sql.Tx) error { runs[i].Add(1); return fn(tx) }
+	}
+	errOwn := errors.New("fails after writing")
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	clean := writeMode{clean: true}
+	reqs := []*writeReq{
+		0: newReq(ctx, clean, counted(0, insert("a"))),
+		// A statement fails: rolled back with 'a' (run since the
+		// savepoint), and both run again alone.
+		1: newReq(ctx, clean, counted(1, insert("dup"))),
+		2: newReq(ctx, writeMode{}, counted(2, func(tx *sql.Tx) error {
+			if err := insert("b")(tx); err != nil {
+				return err
+			}
+			return errOwn
+		})),
+		3: newReq(ctx, clean, counted(3, insert("c"))),
+		4: newReq(cancelled, clean, counted(4, insert("e"))),
+		// Not clean, after a clean write: a savepoint of its own.
+		5: newReq(ctx, writeMode{}, counted(5, insert("f"))),
+		6: newReq(ctx, writeMode{single: true, clean: true}, counted(6, insert("g"))),
+	}
+	errs := runAsGroup(s, reqs)
+	var sqlErr *sqlite.Error
+	for i, err := range errs {
+		switch i {
+		case 1:
+			if !errors.As(err, &sqlErr) {
+				t.Errorf("write 1: %v, want the unique violation", err)
+			}
+		case 2:
+			if !errors.Is(err, errOwn) {
+				t.Errorf("write 2: %v, want its own error", err)
+			}
+		case 4:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("write 4: %v, want context.Canceled", err)
+			}
+		default:
+			if err != nil {
+				t.Errorf("write %d: %v", i, err)
+			}
+		}
+	}
+	wantRuns := [7]int32{2, 2, 1, 1, 0, 1, 1}
+	for i := range runs {
+		if got := runs[i].Load(); got != wantRuns[i] {
+			t.Errorf("write %d ran %d times, want %d", i, got, wantRuns[i])
+		}
+	}
+	var got []string
+	rows, err := s.reader.QueryContext(ctx, `SELECT k FROM gc ORDER BY k`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, k)
+	}
+	if want := "[a c dup f g]"; fmt.Sprint(got) != want {
+		t.Errorf("rows %v, want %s", got, want)
 	}
 }
