@@ -1033,7 +1033,7 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 	if !decodeBody(w, r, &req) {
 		return
 	}
-	t, aerr := m.completeTask(r.Context(), d, r.PathValue("id"), req)
+	t, aerr := m.completeTask(r.Context(), d, r.PathValue("id"), req, false)
 	if aerr != nil {
 		writeAPIError(w, aerr)
 		return
@@ -1043,8 +1043,9 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 
 // completeTask records task id's outcome: the work of POST .../result, also
 // done for a WebSocket FrameResult. A repeated report of an applied result
-// is answered with the stored task.
-func (m *Manager) completeTask(ctx context.Context, d *live, id string, req protocol.ResultRequest) (protocol.Task, *apiError) {
+// is answered with the stored task. With brief, the task it returns is
+// store.Result.Brief's: for a caller that answers without it.
+func (m *Manager) completeTask(ctx context.Context, d *live, id string, req protocol.ResultRequest, brief bool) (protocol.Task, *apiError) {
 	switch req.Status {
 	case protocol.StatusSucceeded, protocol.StatusFailed, protocol.StatusTimedOut, protocol.StatusCancelled:
 	default:
@@ -1096,7 +1097,7 @@ func (m *Manager) completeTask(ctx context.Context, d *live, id string, req prot
 	// only a refusal reads who does (holds), to say why.
 	t, err := m.st.CompleteTask(ctx, id, req.Epoch, store.Result{
 		Status: req.Status, ExitCode: req.ExitCode, Error: req.Error, HTTPResult: req.HTTPResult, LastSeq: req.LastSeq,
-		Outputs: req.Outputs, Holder: d.holder(),
+		Outputs: req.Outputs, Holder: d.holder(), Brief: brief,
 	}, m.cfg.Now())
 	if err != nil {
 		if aerr := m.holds(ctx, d, id, callResult, staleResult); aerr != nil {

@@ -142,7 +142,7 @@ func (m *Manager) answerFrame(ctx context.Context, d *live, f protocol.Frame) pr
 	case protocol.FrameStarted:
 		ack.Error = m.startTask(ctx, d, f.TaskID, *f.Started).wire()
 	case protocol.FrameResult:
-		_, aerr := m.completeTask(ctx, d, f.TaskID, *f.Result)
+		_, aerr := m.completeTask(ctx, d, f.TaskID, *f.Result, true)
 		ack.Error = aerr.wire()
 	case protocol.FrameAcquire:
 		// Each claim is fenced and accounted on its own; made at once,

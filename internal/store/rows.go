@@ -97,6 +97,23 @@ func scanTaskSecrets(r rowScanner) (Task, storedSecrets, error) {
 	return scanTaskRow(r, true)
 }
 
+// briefTaskCols are the columns of a brief task (Result.Brief).
+const briefTaskCols = `id, account_id, spec, status, epoch, instance_id`
+
+// scanBriefTask reads a row of briefTaskCols.
+func scanBriefTask(r rowScanner) (Task, error) {
+	var t Task
+	var spec string
+	if err := r.Scan(&t.ID, &t.AccountID, &spec, &t.Status, &t.Epoch, &t.InstanceID); err != nil {
+		return Task{}, err
+	}
+	var err error
+	if t.Spec, err = decodeSpec(spec); err != nil {
+		return Task{}, fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	return t.WithoutSecretValues(), nil
+}
+
 func scanTaskRow(r rowScanner, withSecrets bool) (Task, storedSecrets, error) {
 	var t Task
 	var ss storedSecrets

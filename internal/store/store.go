@@ -675,6 +675,15 @@ func (s *Store) QueuedPastDeadline(ctx context.Context, now time.Time, limit int
 // submitted) fails the claim with a *MissingSecretsError and the task as
 // read (the task stays as it was: the caller decides its end).
 func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, error) {
+	if s.dialect == dialectSQLite || c.Capacity == 0 {
+		t, err := s.claimQueued(ctx, c, now)
+		if !errors.Is(err, errClaimLongWay) {
+			if err != nil {
+				return Task{}, fmt.Errorf("claim task %s: %w", c.TaskID, err)
+			}
+			return t, nil
+		}
+	}
 	var t Task
 	var checkErr error
 	// In a transaction of its own (writeMode.own).
@@ -767,6 +776,71 @@ func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, er
 	return t, nil
 }
 
+// errClaimLongWay says that claimQueued did not claim the task and
+// changed nothing: ClaimTask reads the task and decides.
+var errClaimLongWay = errors.New("claim the long way")
+
+// claimQueued is ClaimTask's way for a queued task: one statement claims
+// it, if it is queued and the claimer has room, and returns the claimed
+// row, instead of a read of the row and an update of every column (issue
+// 18). Anything else (not queued, no room, Check refuses, secrets that do
+// not open or resolve) undoes the claim and returns errClaimLongWay, and
+// ClaimTask decides on the row as read, as it always did. On PostgreSQL
+// it serves claimers of unlimited capacity only (a capacity count needs
+// the instance's claims lock first, see getTaskSecretsForClaim): the
+// update locks the row, and a concurrent claimer that waited for the lock
+// finds the task no longer queued and goes the long way. A round trip
+// less than the long way (BEGIN, UPDATE, COMMIT).
+func (s *Store) claimQueued(ctx context.Context, c Claim, now time.Time) (Task, error) {
+	var t Task
+	err := s.writeIn(ctx, writeMode{own: true}, func(tx *sql.Tx) error {
+		q := `UPDATE tasks SET status = ?, epoch = epoch + 1, attempts = attempts + 1, instance_id = ?,
+	delegate_name = ?, delegate_hostname = ?, acquired_at = ?, started_at = NULL, lease_expires_at = ?
+	WHERE id = ? AND ` + isQueued
+		args := []any{protocol.StatusRunning, c.InstanceID, c.DelegateName, c.DelegateHostname,
+			micros(now), micros(now.Add(c.LeaseDuration)), c.TaskID}
+		if c.Capacity > 0 {
+			q += ` AND (SELECT COUNT(*) FROM tasks WHERE instance_id = ? AND ` + isRunning + `) < ?`
+			args = append(args, c.InstanceID, c.Capacity)
+		}
+		var ss storedSecrets
+		var err error
+		t, ss, err = scanTaskSecrets(s.w(tx).queryRow(ctx, q+` RETURNING `+taskSecretCols, args...))
+		if errors.Is(err, sql.ErrNoRows) {
+			return errClaimLongWay
+		}
+		if err != nil {
+			return err
+		}
+		if c.Check != nil {
+			before := t
+			before.Status = protocol.StatusQueued
+			before.Epoch--
+			before.Attempts--
+			before.InstanceID, before.DelegateName, before.DelegateHostname = "", "", ""
+			before.AcquiredAt, before.StartedAt, before.LeaseExpiresAt = nil, nil, nil
+			if c.Check(before) != nil {
+				return errClaimLongWay
+			}
+		}
+		values, err := s.openSecrets(t.ID, ss)
+		if err != nil {
+			return errClaimLongWay
+		}
+		stored, err := s.referencedSecrets(ctx, s.w(tx), t)
+		if err != nil {
+			return errClaimLongWay
+		}
+		t.Spec.SecretEnv = values
+		t.StoredSecrets = stored
+		return nil
+	})
+	if err != nil {
+		return Task{}, err
+	}
+	return t, nil
+}
+
 // MarkStarted records that the task's process started (StartedAt = now) if
 // the task is running at epoch; ErrStaleLease otherwise (ErrNotFound for an
 // unknown task). A second call keeps the first StartedAt.
@@ -840,12 +914,17 @@ func (s *Store) CompleteTask(ctx context.Context, id string, epoch int64, r Resu
 		// as updateTask drops them) and closes its log, and returns the
 		// row: no read first (issue 18).
 		var err error
-		t, err = scanTask(s.w(tx).queryRow(ctx, `UPDATE tasks SET status = ?, exit_code = ?, error = ?,
+		q := `UPDATE tasks SET status = ?, exit_code = ?, error = ?,
 	http_result = ?, finished_at = ?, lease_expires_at = NULL, secrets = '', result_last_seq = ?
-	WHERE id = ? AND status = ? AND epoch = ?`+cond+`
-	RETURNING `+taskCols,
-			append([]any{r.Status, nullInt(r.ExitCode), cleanText(r.Error), httpResult, micros(now), max(r.LastSeq, 0),
-				id, protocol.StatusRunning, epoch}, condArgs...)...))
+	WHERE id = ? AND status = ? AND epoch = ?` + cond + `
+	RETURNING `
+		args := append([]any{r.Status, nullInt(r.ExitCode), cleanText(r.Error), httpResult, micros(now), max(r.LastSeq, 0),
+			id, protocol.StatusRunning, epoch}, condArgs...)
+		if r.Brief {
+			t, err = scanBriefTask(s.w(tx).queryRow(ctx, q+briefTaskCols, args...))
+		} else {
+			t, err = scanTask(s.w(tx).queryRow(ctx, q+taskCols, args...))
+		}
 		if errors.Is(err, sql.ErrNoRows) {
 			// Not running at epoch: finished at this epoch already
 			// (results are idempotent), or stale.

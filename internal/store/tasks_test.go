@@ -312,6 +312,64 @@ func TestClaimTask(t *testing.T) {
 	})
 }
 
+// TestClaimTaskCheck: Check sees a queued task as stored, also one a lost
+// delegate held before (requeued with it denied); a refusal leaves the
+// task as it was and returns it as stored; an accepted check claims it.
+func TestClaimTaskCheck(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		task := newTask("t1", "acc1", t0)
+		task.Retries = 1
+		mustCreate(t, s, task)
+		mustClaim(t, s, "t1", "i1", at(time.Minute))
+		if _, err := s.ExpireLeases(ctx, at(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		requeued := mustGet(t, s, "acc1", "t1")
+		if requeued.Status != protocol.StatusQueued || requeued.Epoch != 1 || len(requeued.DeniedInstances) != 1 {
+			t.Fatalf("after the lease expired: %s at epoch %d, denied %v; want queued at 1, i1 denied",
+				requeued.Status, requeued.Epoch, requeued.DeniedInstances)
+		}
+		var seen []Task
+		refuse := errors.New("refused")
+		c := claimFor("t1", "i2")
+		c.Check = func(t Task) error { seen = append(seen, t); return refuse }
+		got, err := s.ClaimTask(ctx, c, at(2*time.Hour))
+		if !errors.Is(err, refuse) {
+			t.Fatalf("refused claim: %v, want the check's error", err)
+		}
+		if diff := cmp.Diff(requeued, got.WithoutSecretValues(), equateEmpty); diff != "" {
+			t.Errorf("refused claim returned (-stored +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(requeued, mustGet(t, s, "acc1", "t1"), equateEmpty); diff != "" {
+			t.Errorf("after a refused claim (-before +after):\n%s", diff)
+		}
+		// Whatever the way, the last look of Check is the task as stored.
+		if len(seen) == 0 || seen[len(seen)-1].Status != protocol.StatusQueued ||
+			!cmp.Equal(seen[len(seen)-1].WithoutSecretValues(), requeued, equateEmpty) {
+			t.Errorf("Check saw %+v, want the stored task", seen)
+		}
+		seen = nil
+		c.Check = func(t Task) error {
+			seen = append(seen, t)
+			if t.Status != protocol.StatusQueued || t.Epoch != 1 || t.Attempts != 1 || len(t.DeniedInstances) != 1 {
+				return fmt.Errorf("check saw %s at epoch %d, attempts %d, denied %v", t.Status, t.Epoch, t.Attempts, t.DeniedInstances)
+			}
+			return nil
+		}
+		got, err = s.ClaimTask(ctx, c, at(2*time.Hour))
+		if err != nil {
+			t.Fatalf("accepted claim: %v", err)
+		}
+		if len(seen) != 1 || got.Status != protocol.StatusRunning || got.Epoch != 2 || got.Attempts != 2 || got.InstanceID != "i2" {
+			t.Errorf("accepted claim: %d checks, %s at epoch %d, attempts %d on %q; want 1 check, running at 2, attempts 2 on i2",
+				len(seen), got.Status, got.Epoch, got.Attempts, got.InstanceID)
+		}
+	})
+}
+
 // TestClaimTaskConcurrent races 20 claimers per task, through two Store
 // handles on one file (two managers), and expects exactly one winner.
 func TestClaimTaskConcurrent(t *testing.T) {
@@ -447,6 +505,25 @@ func TestCompleteTask(t *testing.T) {
 		wantErr(t, "old epoch of a reclaimed task", err, ErrStaleLease)
 		if got, err := s.CompleteTask(ctx, "t2", 2, ok, at(time.Hour)); err != nil || got.Status != protocol.StatusSucceeded {
 			t.Errorf("current epoch: %s, %v", got.Status, err)
+		}
+
+		// Brief: the same change, and a task with only what Brief names.
+		mustCreate(t, s, newTask("t3", "acc1", t0))
+		claimed = mustClaim(t, s, "t3", "i1", at(time.Minute))
+		brief, err := s.CompleteTask(ctx, "t3", 1, Result{Status: protocol.StatusSucceeded, ExitCode: ptr(0), Brief: true}, at(2*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantBrief := Task{ID: "t3", AccountID: "acc1", Spec: claimed.WithoutSecretValues().Spec,
+			Status: protocol.StatusSucceeded, Epoch: 1, InstanceID: "i1"}
+		if diff := cmp.Diff(wantBrief, brief, equateEmpty); diff != "" {
+			t.Errorf("brief CompleteTask (-want +got):\n%s", diff)
+		}
+		want = claimed.WithoutSecretValues()
+		want.Status, want.ExitCode = protocol.StatusSucceeded, ptr(0)
+		want.FinishedAt, want.LeaseExpiresAt = ptr(at(2*time.Minute)), nil
+		if diff := cmp.Diff(want, mustGet(t, s, "acc1", "t3"), equateEmpty); diff != "" {
+			t.Errorf("stored after a brief CompleteTask (-want +got):\n%s", diff)
 		}
 	})
 }

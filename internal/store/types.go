@@ -179,7 +179,13 @@ type Claim struct {
 	// transaction, before anything is decided; an error it returns ends
 	// the claim, and ClaimTask returns that task with the error. It lets
 	// the caller apply its own rules (selectors, deny lists, a repeated
-	// acquire) without reading the task a second time.
+	// acquire) without reading the task a second time. A queued task is
+	// claimed by one statement that returns the row (on PostgreSQL only
+	// with Capacity 0), and
+	// Check sees the row as it was before it (the fields of a previous
+	// holder, which no rule of a queued task reads, left empty); if Check
+	// refuses, the claim is undone and made again the long way, so the
+	// task ClaimTask returns with Check's error is the one stored.
 	Check func(Task) error
 }
 
@@ -202,6 +208,11 @@ type Result struct {
 	// otherwise), checked in the statement that ends the task, so that a
 	// delegate's report needs no read of who holds the task first.
 	Holder Holder
+	// Brief says the caller of CompleteTask needs only the ID, account,
+	// status, epoch, instance and spec of the task it returns (the rest
+	// is left zero): the statement that ends the task returns four
+	// columns instead of the whole row (issue 18).
+	Brief bool
 }
 
 // Holder is the delegate instance a report comes from, with the scope of
