@@ -35,6 +35,40 @@ func newReq(ctx context.Context, mode writeMode, fn func(*sql.Tx) error) *writeR
 	return &writeReq{ctx: ctx, fn: fn, mode: mode, done: make(chan struct{})}
 }
 
+// groupWrites makes the writes of a group test: each inserts a key into
+// table gc, and counts by its index how often it ran.
+type groupWrites struct {
+	ctx  context.Context
+	s    *Store
+	runs []atomic.Int32
+}
+
+func newGroupWrites(ctx context.Context, s *Store, n int) *groupWrites {
+	return &groupWrites{ctx: ctx, s: s, runs: make([]atomic.Int32, n)}
+}
+
+func (g *groupWrites) insert(k string) func(*sql.Tx) error {
+	return func(tx *sql.Tx) error {
+		_, err := g.s.w(tx).exec(g.ctx, `INSERT INTO gc (k) VALUES (?)`, k)
+		return err
+	}
+}
+
+// counted is fn, counted as write i.
+func (g *groupWrites) counted(i int, fn func(*sql.Tx) error) func(*sql.Tx) error {
+	return func(tx *sql.Tx) error { g.runs[i].Add(1); return fn(tx) }
+}
+
+// checkRuns fails t unless write i ran want[i] times.
+func (g *groupWrites) checkRuns(t *testing.T, want ...int32) {
+	t.Helper()
+	for i := range g.runs {
+		if got := g.runs[i].Load(); got != want[i] {
+			t.Errorf("write %d ran %d times, want %d", i, got, want[i])
+		}
+	}
+}
+
 // TestGroupCommitPostgres: in one PostgreSQL group, a write that fails
 // (by itself, or on a statement the server refuses) leaves no trace and
 // gets its own error while the others commit; a write that fails to
@@ -60,16 +94,8 @@ func TestGroupCommitPostgres(t *testing.T) {
 	if _, err := holder.ExecContext(ctx, `SELECT k FROM gc WHERE k = 'locked' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	insert := func(k string) func(*sql.Tx) error {
-		return func(tx *sql.Tx) error {
-			_, err := s.w(tx).exec(ctx, `INSERT INTO gc (k) VALUES (?)`, k)
-			return err
-		}
-	}
-	var runs [8]atomic.Int32
-	counted := func(i int, fn func(*sql.Tx) error) func(*sql.Tx) error {
-		return func(tx *sql.Tx) error { runs[i].Add(1); return fn(tx) }
-	}
+	g := newGroupWrites(ctx, s, 8)
+	insert, counted := g.insert, g.counted
 	errOwn := errors.New("fails after writing")
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
@@ -86,7 +112,7 @@ func TestGroupCommitPostgres(t *testing.T) {
 			return errOwn
 		})),
 		3: newReq(ctx, clean, counted(3, func(tx *sql.Tx) error {
-			if runs[3].Load() == 1 {
+			if g.runs[3].Load() == 1 {
 				_, err := s.w(tx).exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '40001'; END $$`)
 				return err
 			}
@@ -132,12 +158,7 @@ func TestGroupCommitPostgres(t *testing.T) {
 			}
 		}
 	}
-	wantRuns := [8]int32{2, 2, 1, 2, 2, 0, 1, 1}
-	for i := range runs {
-		if got := runs[i].Load(); got != wantRuns[i] {
-			t.Errorf("write %d ran %d times, want %d", i, got, wantRuns[i])
-		}
-	}
+	g.checkRuns(t, 2, 2, 1, 2, 2, 0, 1, 1)
 	rows, err := s.reader.QueryContext(ctx, `SELECT k, v FROM gc ORDER BY k`)
 	if err != nil {
 		t.Fatal(err)

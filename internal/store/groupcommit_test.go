@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"modernc.org/sqlite"
@@ -158,16 +157,8 @@ func TestGroupCommitSQLite(t *testing.T) {
 	if _, err := s.writer.ExecContext(ctx, `INSERT INTO gc (k) VALUES ('dup')`); err != nil {
 		t.Fatal(err)
 	}
-	insert := func(k string) func(*sql.Tx) error {
-		return func(tx *sql.Tx) error {
-			_, err := s.w(tx).exec(ctx, `INSERT INTO gc (k) VALUES (?)`, k)
-			return err
-		}
-	}
-	var runs [7]atomic.Int32
-	counted := func(i int, fn func(*sql.Tx) error) func(*sql.Tx) error {
-		return func(tx *sql.Tx) error { runs[i].Add(1); return fn(tx) }
-	}
+	g := newGroupWrites(ctx, s, 7)
+	insert, counted := g.insert, g.counted
 	errOwn := errors.New("fails after writing")
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
@@ -211,12 +202,7 @@ func TestGroupCommitSQLite(t *testing.T) {
 			}
 		}
 	}
-	wantRuns := [7]int32{2, 2, 1, 1, 0, 1, 1}
-	for i := range runs {
-		if got := runs[i].Load(); got != wantRuns[i] {
-			t.Errorf("write %d ran %d times, want %d", i, got, wantRuns[i])
-		}
-	}
+	g.checkRuns(t, 2, 2, 1, 1, 0, 1, 1)
 	var got []string
 	rows, err := s.reader.QueryContext(ctx, `SELECT k FROM gc ORDER BY k`)
 	if err != nil {

@@ -706,13 +706,7 @@ func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, er
 		if c.Check != nil {
 			if checkErr = c.Check(t); checkErr != nil {
 				if t.Status == protocol.StatusRunning && t.InstanceID == c.InstanceID {
-					values, err := s.openSecrets(t.ID, ss)
-					if err != nil {
-						checkErr = nil
-						return err
-					}
-					t.Spec.SecretEnv = values
-					if t.StoredSecrets, err = s.referencedSecrets(ctx, s.w(tx), t); err != nil {
+					if t, err = s.withSecrets(ctx, tx, t, ss); err != nil {
 						checkErr = nil
 						return err
 					}
@@ -726,11 +720,7 @@ func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, er
 			}
 			return ErrAlreadyClaimed
 		}
-		values, err := s.openSecrets(t.ID, ss)
-		if err != nil {
-			return err
-		}
-		stored, err := s.referencedSecrets(ctx, s.w(tx), t)
+		claimed, err := s.withSecrets(ctx, tx, t, ss)
 		if err != nil {
 			return err
 		}
@@ -762,8 +752,7 @@ func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, er
 				return err
 			}
 		}
-		t.Spec.SecretEnv = values
-		t.StoredSecrets = stored
+		t.Spec.SecretEnv, t.StoredSecrets = claimed.Spec.SecretEnv, claimed.StoredSecrets
 		return nil
 	})
 	if err != nil {
@@ -773,6 +762,22 @@ func (s *Store) ClaimTask(ctx context.Context, c Claim, now time.Time) (Task, er
 		}
 		return Task{}, fmt.Errorf("claim task %s: %w", c.TaskID, err)
 	}
+	return t, nil
+}
+
+// withSecrets returns t, a task its claimer holds, with its secret values
+// (opened from ss, as stored) and the values of the stored secrets its
+// spec references: what only a claim hands out.
+func (s *Store) withSecrets(ctx context.Context, tx *sql.Tx, t Task, ss storedSecrets) (Task, error) {
+	values, err := s.openSecrets(t.ID, ss)
+	if err != nil {
+		return t, err
+	}
+	stored, err := s.referencedSecrets(ctx, s.w(tx), t)
+	if err != nil {
+		return t, err
+	}
+	t.Spec.SecretEnv, t.StoredSecrets = values, stored
 	return t, nil
 }
 
@@ -823,16 +828,9 @@ func (s *Store) claimQueued(ctx context.Context, c Claim, now time.Time) (Task, 
 				return errClaimLongWay
 			}
 		}
-		values, err := s.openSecrets(t.ID, ss)
-		if err != nil {
+		if t, err = s.withSecrets(ctx, tx, t, ss); err != nil {
 			return errClaimLongWay
 		}
-		stored, err := s.referencedSecrets(ctx, s.w(tx), t)
-		if err != nil {
-			return errClaimLongWay
-		}
-		t.Spec.SecretEnv = values
-		t.StoredSecrets = stored
 		return nil
 	})
 	if err != nil {
