@@ -439,7 +439,10 @@ func (w *Watcher) download(ctx context.Context, version string) (string, error) 
 	case err == nil:
 		w.log.Info("downloaded and verified", "version", version, "path", lite)
 	case errors.Is(err, errNotServed) || (errors.As(err, &pe) && pe.Code == protocol.CodeNotFound):
-		w.log.Debug("the manager holds no signed legate-delegate of this version: its delegate runs as legate", "version", version, "err", err)
+		// Info, not debug: the delegate of this version idles at the full
+		// binary's footprint (docs/upgrades.md), which an operator should
+		// be able to see without turning on debug logs.
+		w.log.Info("the manager holds no signed legate-delegate of this version: its delegate runs as legate", "version", version, "err", err)
 	default:
 		w.log.Warn("legate-delegate of the new version is refused: its delegate runs as legate", "version", version, "err", err)
 	}
