@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/legate-dev/legate/internal/bench"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -34,14 +35,7 @@ func TestDelegateRunsAsTheDelegateOnlyBinary(t *testing.T) {
 		env = append(append(c.seed004Env(token, "lite", ""), "DELEGATE_HOSTNAME="+host), env...)
 		d := startBinary(t, filepath.Join(dir, "legate"), "delegate "+host, env, "delegate", "--grace", "5s")
 		c.waitConnected(host, "")
-		var logged string
-		for _, line := range strings.Split(d.out.String(), "\n") {
-			if strings.Contains(line, "delegate starting") {
-				_, after, _ := strings.Cut(line, " binary=")
-				logged, _, _ = strings.Cut(strings.Trim(after, `"`), " ")
-				logged = strings.Trim(logged, `"`)
-			}
-		}
+		logged := bench.LoggedBinary(d.out.String())
 		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", d.cmd.Process.Pid)); err == nil && exe != logged {
 			t.Errorf("%s: /proc/PID/exe is %s, the log says %s", host, exe, logged)
 		}

@@ -300,16 +300,16 @@ func TestSmokeFootprint(t *testing.T) {
 	}
 }
 
-func TestRanAs(t *testing.T) {
+func TestLoggedBinary(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct{ log, want string }{
-		{`time=x level=INFO msg="delegate starting" version=dev binary=/usr/local/bin/legate-delegate workdir=/w log_level=INFO`, "legate-delegate"},
-		{"time=x level=INFO msg=other binary=/x/y\ntime=x level=INFO msg=\"delegate starting\" binary=\"/my dir/legate\" workdir=/w", "legate"},
+		{`time=x level=INFO msg="delegate starting" version=dev binary=/usr/local/bin/legate-delegate workdir=/w log_level=INFO`, "/usr/local/bin/legate-delegate"},
+		{"time=x level=INFO msg=other binary=/x/y\ntime=x level=INFO msg=\"delegate starting\" binary=\"/my dir/legate\" workdir=/w", "/my dir/legate"},
 		{`time=x level=INFO msg="delegate starting" version=dev workdir=/w`, ""},
 		{"", ""},
 	} {
-		if got := ranAs(tt.log); got != tt.want {
-			t.Errorf("ranAs(%q) = %q, want %q", tt.log, got, tt.want)
+		if got := LoggedBinary(tt.log); got != tt.want {
+			t.Errorf("LoggedBinary(%q) = %q, want %q", tt.log, got, tt.want)
 		}
 	}
 }

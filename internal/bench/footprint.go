@@ -80,7 +80,10 @@ func (r *runner) footprintRun(ctx context.Context, run int, dir string, m *manag
 		return err
 	}
 	connect := at.Sub(d.started)
-	*binary = ranAs(d.out.String())
+	*binary = LoggedBinary(d.out.String())
+	if *binary != "" {
+		*binary = filepath.Base(*binary)
+	}
 	sleepCtx(ctx, c.Settle)
 	idle, err := readUsage(d.pid())
 	if err != nil {
@@ -251,9 +254,9 @@ func waitTask(ctx context.Context, m *manager, id string, limit time.Duration, c
 	}
 }
 
-// ranAs is the base name of the binary a delegate's log says it runs as
-// (binary= of its "delegate starting" line), "" when the log has none.
-func ranAs(log string) string {
+// LoggedBinary is the binary a delegate's log says it runs as (binary=
+// of its "delegate starting" line, a path), "" when the log has none.
+func LoggedBinary(log string) string {
 	for _, line := range strings.Split(log, "\n") {
 		if !strings.Contains(line, `msg="delegate starting"`) {
 			continue
@@ -269,7 +272,7 @@ func ranAs(log string) string {
 		} else {
 			v, _, _ = strings.Cut(v, " ")
 		}
-		return filepath.Base(v)
+		return v
 	}
 	return ""
 }
