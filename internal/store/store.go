@@ -663,7 +663,8 @@ func (s *Store) QueuedPastDeadline(ctx context.Context, now time.Time, limit int
 // also across several Stores (managers) on one PostgreSQL database: the
 // task is read FOR UPDATE, so a claimer that waited for that row lock
 // reads the committed row and sees it is no longer queued. The capacity check holds under concurrency too (see
-// getTaskSecretsForClaim).
+// getTaskSecretsForClaim). A queued task is usually claimed by one
+// statement instead (claimQueued), with the same outcome.
 //
 // The task it returns carries its secret values in Spec.SecretEnv, opened
 // with the store's keys: the only read that does, and only for the claimer
