@@ -277,11 +277,7 @@ func (s *Store) runGroupSQLite(group []*writeReq) {
 				continue
 			}
 			if !r.mode.clean && len(since) > 0 {
-				if err := exec(`RELEASE g`); err != nil {
-					tx.Rollback()
-					return err
-				}
-				if err := exec(`SAVEPOINT g`); err != nil {
+				if err := exec(`RELEASE g; SAVEPOINT g`); err != nil {
 					tx.Rollback()
 					return err
 				}

@@ -157,7 +157,7 @@ func TestGroupCommitSQLite(t *testing.T) {
 	if _, err := s.writer.ExecContext(ctx, `INSERT INTO gc (k) VALUES ('dup')`); err != nil {
 		t.Fatal(err)
 	}
-	g := newGroupWrites(ctx, s, 7)
+	g := newGroupWrites(ctx, s, 8)
 	insert, counted := g.insert, g.counted
 	errOwn := errors.New("fails after writing")
 	cancelled, cancel := context.WithCancel(ctx)
@@ -179,14 +179,17 @@ func TestGroupCommitSQLite(t *testing.T) {
 		// Not clean, after a clean write: a savepoint of its own.
 		5: newReq(ctx, writeMode{}, counted(5, insert("f"))),
 		6: newReq(ctx, writeMode{single: true, clean: true}, counted(6, insert("g"))),
+		// Fails on a statement: rolled back to the savepoint write 5
+		// opened, with 5 and 6, which run again alone; 0 to 3 stay.
+		7: newReq(ctx, clean, counted(7, insert("dup"))),
 	}
 	errs := runAsGroup(s, reqs)
 	var sqlErr *sqlite.Error
 	for i, err := range errs {
 		switch i {
-		case 1:
+		case 1, 7:
 			if !errors.As(err, &sqlErr) {
-				t.Errorf("write 1: %v, want the unique violation", err)
+				t.Errorf("write %d: %v, want the unique violation", i, err)
 			}
 		case 2:
 			if !errors.Is(err, errOwn) {
@@ -202,7 +205,7 @@ func TestGroupCommitSQLite(t *testing.T) {
 			}
 		}
 	}
-	g.checkRuns(t, 2, 2, 1, 1, 0, 1, 1)
+	g.checkRuns(t, 2, 2, 1, 1, 0, 2, 2, 2)
 	var got []string
 	rows, err := s.reader.QueryContext(ctx, `SELECT k FROM gc ORDER BY k`)
 	if err != nil {
