@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
@@ -270,10 +271,10 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 	}
 
 	for _, rt := range tm.m.routes() {
-		if rt.access() != accessAPIKey {
+		if rt.Access() != api.AccessAPIKey {
 			continue
 		}
-		key := rt.method + " " + rt.pattern
+		key := rt.Method + " " + rt.Pattern
 		fx, ok := fixtures[key]
 		if !ok {
 			t.Errorf("route %s has no fixture in TestEveryRouteEnforcesItsRule: add one (a request, the scope of its resource)", key)
@@ -283,14 +284,14 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 			role, _ := access.Builtin(p.role)
 			var want bool
 			switch {
-			case rt.rule.self || rt.rule.list:
+			case rt.Rule.Self || rt.Rule.List:
 				want = true
-			case rt.rule.perm == access.DelegateView:
+			case rt.Rule.Perm == access.DelegateView:
 				want = true
-			case rt.rule.scope.resolve == nil: // anywhere
-				want = role.Has(rt.rule.perm)
+			case rt.Rule.Scope.Resolve == nil: // anywhere
+				want = role.Has(rt.Rule.Perm)
 			default:
-				want = role.Has(rt.rule.perm) && p.at.Covers(fx.at)
+				want = role.Has(rt.Rule.Perm) && p.at.Covers(fx.at)
 			}
 			if fx.ensure != nil {
 				fx.ensure()
@@ -303,7 +304,7 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 			if strings.Contains(body, "%s") {
 				body = fmt.Sprintf(body, name)
 			}
-			status, answer := tm.api(t, p.key, rt.method, path, body)
+			status, answer := tm.api(t, p.key, rt.Method, path, body)
 			if got := status != http.StatusForbidden; got != want {
 				t.Errorf("%s as %s bound at %s (resource at %s): got %d %s; want allowed=%v",
 					key, p.role, p.at, fx.at, status, strings.TrimSpace(answer), want)
@@ -320,12 +321,12 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 func TestEveryAdminRouteHasARule(t *testing.T) {
 	m := &Manager{metrics: &managerMetrics{}}
 	for _, rt := range m.routes() {
-		if rt.access() != accessAPIKey {
+		if rt.Access() != api.AccessAPIKey {
 			continue
 		}
-		rl := rt.rule
-		if !rl.self && (rl.perm == "" || (!rl.list && rl.scope.name == "")) {
-			t.Errorf("%s %s has no rule: give it a permission and a scope source in routes()", rt.method, rt.pattern)
+		rl := rt.Rule
+		if !rl.Self && (rl.Perm == "" || (!rl.List && rl.Scope.Name == "")) {
+			t.Errorf("%s %s has no rule: give it a permission and a scope source in routes()", rt.Method, rt.Pattern)
 		}
 	}
 }
@@ -344,8 +345,8 @@ var selfRoutes = map[string]bool{
 func TestOnlyOwnObjectRoutesAreSelf(t *testing.T) {
 	m := &Manager{metrics: &managerMetrics{}}
 	for _, rt := range m.routes() {
-		if key := rt.method + " " + rt.pattern; rt.rule.self != selfRoutes[key] {
-			t.Errorf("%s: self is %v; only %v may be", key, rt.rule.self, selfRoutes)
+		if key := rt.Method + " " + rt.Pattern; rt.Rule.Self != selfRoutes[key] {
+			t.Errorf("%s: self is %v; only %v may be", key, rt.Rule.Self, selfRoutes)
 		}
 	}
 }
@@ -506,7 +507,7 @@ func TestDisableReachesTheOtherManager(t *testing.T) {
 	a.mustAPI(t, a.admin.APIKey, "POST", protocol.PathTokens, `{"name":"t1","org":"o1"}`, 201)
 	key := a.userKey(t, "dana", access.RoleViewer, access.Scope{Org: "o1"})
 	b.mustAPI(t, key, "GET", protocol.PathTokens, "", 200) // B caches dana's policy
-	eventually(t, 10*time.Second, "manager B listening", func() bool { return b.m.listening() })
+	eventually(t, 10*time.Second, "manager B listening", func() bool { return b.m.bus.Listening() })
 	a.mustAPI(t, a.admin.APIKey, "PATCH", protocol.PathUsers+"/dana", `{"disabled":true}`, 200)
 	eventually(t, 10*time.Second, "manager B refusing the disabled user", func() bool {
 		st, _ := b.api(t, key, "GET", protocol.PathWhoAmI, "")

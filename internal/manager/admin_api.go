@@ -15,38 +15,12 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/api"
+	"github.com/legate-dev/legate/internal/cluster"
+	"github.com/legate-dev/legate/internal/events"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
-
-type adminHandler func(w http.ResponseWriter, r *http.Request, accountID string)
-
-// adminAuth resolves the API key to its account. Every admin handler works
-// within that account only; callerKey tells which key made the request.
-func (m *Manager) adminAuth(rt route) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		c, acct, ok := m.authenticate(w, r)
-		if !ok {
-			return
-		}
-		ctx := context.WithValue(r.Context(), callerCtx{}, c)
-		if c.key.ID != "" {
-			ctx = withAPIKey(ctx, c.key)
-		}
-		r = r.WithContext(ctx)
-		serve := func(w http.ResponseWriter, r *http.Request) {
-			if !m.authorize(w, r, rt.rule, c, acct) {
-				return
-			}
-			rt.admin(w, r, acct)
-		}
-		if rt.audit == "" {
-			serve(w, r)
-			return
-		}
-		m.auditRequest(w, r, rt.audit, acct, serve)
-	}
-}
 
 // isTokenName reports whether s is a valid name of a token, org, project
 // or connector (protocol.ValidName).
@@ -71,41 +45,41 @@ func utcPtr(t *time.Time) *time.Time {
 
 func (m *Manager) handleCreateToken(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.CreateTokenRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
 	if !isTokenName(req.Name) {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "token name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name)
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "token name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name)
 		return
 	}
 	if err := m.checkScope(r.Context(), acct, req.Org, req.Project); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	value := newSecret("", 24)
-	t := store.Token{ID: newID("k_"), AccountID: acct, Name: req.Name, Hash: hashSecret(value), CreatedAt: m.cfg.Now(),
+	value := api.NewSecret("", 24)
+	t := store.Token{ID: api.NewID("k_"), AccountID: acct, Name: req.Name, Hash: api.HashSecret(value), CreatedAt: m.cfg.Now(),
 		Org: req.Org, Project: req.Project, RequireApproval: req.RequireApproval}
 	if err := m.st.CreateToken(r.Context(), t); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			writeError(w, http.StatusConflict, protocol.CodeConflict, "a token named %q already exists (its value is shown only when it is created, and a revoked token keeps its name): choose another name", req.Name)
+			api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "a token named %q already exists (its value is shown only when it is created, and a revoked token keeps its name): choose another name", req.Name)
 			return
 		}
-		storeError(w, err, "token")
+		api.StoreError(w, err, "token")
 		return
 	}
 	v := tokenView(t)
 	v.Value = value
-	writeJSON(w, http.StatusCreated, v)
+	api.WriteJSON(w, http.StatusCreated, v)
 }
 
 func (m *Manager) handleListTokens(w http.ResponseWriter, r *http.Request, acct string) {
 	ts, err := m.st.ListTokens(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "tokens")
+		api.StoreError(w, err, "tokens")
 		return
 	}
-	pol := callerOf(r.Context()).policy
+	pol := api.CallerOf(r.Context()).Policy
 	out := protocol.TokenList{Tokens: make([]protocol.Token, 0, len(ts))}
 	for _, t := range ts {
 		if !pol.Allows(access.TokenView, access.Scope{Org: t.Org, Project: t.Project}) {
@@ -113,46 +87,46 @@ func (m *Manager) handleListTokens(w http.ResponseWriter, r *http.Request, acct 
 		}
 		out.Tokens = append(out.Tokens, tokenView(t))
 	}
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 func (m *Manager) handleRevokeToken(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	t, err := m.st.RevokeToken(r.Context(), acct, name, m.cfg.Now())
 	if err != nil {
-		storeError(w, err, "token "+strconv.Quote(name))
+		api.StoreError(w, err, "token "+strconv.Quote(name))
 		return
 	}
 	m.markTokenRevoked(t.ID)
 	// Disconnect every delegate that registered with it, promptly, here
 	// and on the other managers.
 	n := m.disconnectToken(acct, t.ID, "the delegate token "+strconv.Quote(t.Name)+" was revoked")
-	m.broadcast(r.Context(), clusterEvent{Kind: clusterRevoke, Account: acct, Token: t.ID})
+	m.bus.Broadcast(r.Context(), cluster.Event{Kind: cluster.Revoke, Account: acct, Token: t.ID})
 	m.log.Info("token revoked", "account", acct, "token", t.Name, "disconnected", n)
-	writeJSON(w, http.StatusOK, tokenView(t))
+	api.WriteJSON(w, http.StatusOK, tokenView(t))
 }
 
 func (m *Manager) handleListDelegates(w http.ResponseWriter, r *http.Request, acct string) {
 	q, err := protocol.ParseDelegateQuery(r.URL.Query())
 	if err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	if !q.Paged() {
 		ds, err := m.delegateList(r.Context(), acct, q.All)
 		if err != nil {
-			storeError(w, err, "delegates")
+			api.StoreError(w, err, "delegates")
 			return
 		}
-		writeJSON(w, http.StatusOK, protocol.DelegateList{Delegates: ds})
+		api.WriteJSON(w, http.StatusOK, protocol.DelegateList{Delegates: ds})
 		return
 	}
 	page, err := m.delegatePage(r.Context(), acct, q)
 	if err != nil {
-		storeError(w, err, "delegates")
+		api.StoreError(w, err, "delegates")
 		return
 	}
-	writeJSON(w, http.StatusOK, page)
+	api.WriteJSON(w, http.StatusOK, page)
 }
 
 // delegateList is every instance of the account as the API shows it: the
@@ -532,34 +506,34 @@ func (m *Manager) validateSpec(s *protocol.TaskSpec) error {
 
 func (m *Manager) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct string) {
 	var spec protocol.TaskSpec
-	if !decodeBody(w, r, &spec) {
+	if !api.DecodeBody(w, r, &spec) {
 		return
 	}
 	if f := spec.Container.SetsWorkspace(); f != "" {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest,
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest,
 			"%s: set by the manager for the steps of a pipeline stage that share an empty_dir; a task cannot set it (leave it out)", f)
 		return
 	}
 	if err := m.validateSpec(&spec); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	if err := m.resolveScopeAndConnector(r.Context(), acct, &spec); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	if err := m.checkSecretRefs(r.Context(), acct, spec); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	now := m.cfg.Now()
 	t := store.Task{
-		ID: newID("t_"), AccountID: acct, Spec: spec, Status: protocol.StatusQueued,
+		ID: api.NewID("t_"), AccountID: acct, Spec: spec, Status: protocol.StatusQueued,
 		TimeoutMS: spec.TimeoutMS, QueueTimeoutMS: spec.QueueTimeoutMS, Retries: spec.Retries,
 		CreatedAt: now, QueueDeadline: now.Add(time.Duration(spec.QueueTimeoutMS) * time.Millisecond),
-		CreatedBy: principalLabel(callerOf(r.Context()).policy.Principal),
+		CreatedBy: principalLabel(api.CallerOf(r.Context()).Policy.Principal),
 	}
-	noteAudit(r.Context(), func(e *store.AuditEvent) {
+	api.NoteAudit(r.Context(), func(e *store.AuditEvent) {
 		e.Resource, e.Org, e.Project = t.ID, spec.Org, spec.Project
 		if spec.Connector != "" {
 			e.Detail = "connector " + spec.Connector
@@ -567,27 +541,25 @@ func (m *Manager) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 	})
 	if err := m.st.CreateTask(r.Context(), t); err != nil {
 		m.log.Error("create task", "err", err)
-		storeError(w, err, "task")
+		api.StoreError(w, err, "task")
 		return
 	}
 	t = t.WithoutSecretValues() // the store keeps them sealed; memory keeps none
-	m.offerTask(r.Context(), t, false)
-	m.broadcast(r.Context(), clusterEvent{Kind: clusterTask, Account: acct, Task: t.ID})
-	m.taskWatch.notify(acct)
-	writeJSON(w, http.StatusCreated, m.taskView(t))
+	m.events.Publish(r.Context(), events.Event{Kind: events.TaskQueued, Account: acct, TaskID: t.ID, Task: &t})
+	api.WriteJSON(w, http.StatusCreated, m.taskView(t))
 }
 
 func (m *Manager) handleListTasks(w http.ResponseWriter, r *http.Request, acct string) {
 	q := r.URL.Query()
 	f := store.TaskFilter{AccountID: acct, Status: q.Get("status")}
 	if f.Status != "" && !protocol.ValidStatus(f.Status) {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "unknown status %q", f.Status)
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "unknown status %q", f.Status)
 		return
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "limit must be between 1 and 1000")
+			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "limit must be between 1 and 1000")
 			return
 		}
 		f.Limit = n
@@ -596,7 +568,7 @@ func (m *Manager) handleListTasks(w http.ResponseWriter, r *http.Request, acct s
 	if sc := q.Get(protocol.QueryScope); sc != "" {
 		org, project, err := protocol.ParseScope(sc)
 		if err != nil {
-			badRequest(w, "query parameter %s=%q: %v", protocol.QueryScope, sc, err)
+			api.BadRequest(w, "query parameter %s=%q: %v", protocol.QueryScope, sc, err)
 			return
 		}
 		f.Within = &store.ScopeFilter{Org: org, Project: project}
@@ -606,10 +578,10 @@ func (m *Manager) handleListTasks(w http.ResponseWriter, r *http.Request, acct s
 		last, err := m.st.GetTask(r.Context(), acct, page)
 		if err != nil {
 			if errors.Is(err, store.ErrNotFound) {
-				badRequest(w, "page %q is not a task of this account: pass the next of a listing", page)
+				api.BadRequest(w, "page %q is not a task of this account: pass the next of a listing", page)
 				return
 			}
-			storeError(w, err, "tasks")
+			api.StoreError(w, err, "tasks")
 			return
 		}
 		f.Before = &store.TaskCursor{CreatedAt: last.CreatedAt, ID: last.ID}
@@ -617,11 +589,11 @@ func (m *Manager) handleListTasks(w http.ResponseWriter, r *http.Request, acct s
 	// The store keeps only what the caller may view, before the limit:
 	// filtering the page afterwards would return fewer than limit tasks
 	// (none, often) while more exist.
-	pol := callerOf(r.Context()).policy
+	pol := api.CallerOf(r.Context()).Policy
 	f.Scopes = viewScopes(pol, access.TaskView)
 	ts, err := m.st.ListTasks(r.Context(), f)
 	if err != nil {
-		storeError(w, err, "tasks")
+		api.StoreError(w, err, "tasks")
 		return
 	}
 	out := protocol.TaskList{Tasks: make([]protocol.Task, 0, len(ts))}
@@ -635,16 +607,16 @@ func (m *Manager) handleListTasks(w http.ResponseWriter, r *http.Request, acct s
 	if len(ts) > 0 && len(ts) == cmp.Or(f.Limit, 100) {
 		out.Next = ts[len(ts)-1].ID
 	}
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 func (m *Manager) handleGetTask(w http.ResponseWriter, r *http.Request, acct string) {
 	t, err := m.st.GetTask(r.Context(), acct, r.PathValue("id"))
 	if err != nil {
-		storeError(w, err, "task "+r.PathValue("id"))
+		api.StoreError(w, err, "task "+r.PathValue("id"))
 		return
 	}
-	writeJSON(w, http.StatusOK, m.taskView(t))
+	api.WriteJSON(w, http.StatusOK, m.taskView(t))
 }
 
 func (m *Manager) handleCancelTask(w http.ResponseWriter, r *http.Request, acct string) {
@@ -653,15 +625,15 @@ func (m *Manager) handleCancelTask(w http.ResponseWriter, r *http.Request, acct 
 	if err != nil {
 		if errors.Is(err, store.ErrTaskTerminal) {
 			if cur, gerr := m.st.GetTask(r.Context(), acct, id); gerr == nil {
-				writeError(w, http.StatusConflict, protocol.CodeTaskTerminal, "task %s already finished (%s)", id, cur.Status)
+				api.WriteError(w, http.StatusConflict, protocol.CodeTaskTerminal, "task %s already finished (%s)", id, cur.Status)
 				return
 			}
 		}
-		storeError(w, err, "task "+id)
+		api.StoreError(w, err, "task "+id)
 		return
 	}
 	m.afterManagerFinish(r.Context(), t)
-	writeJSON(w, http.StatusOK, m.taskView(t))
+	api.WriteJSON(w, http.StatusOK, m.taskView(t))
 }
 
 // afterManagerFinish tells the delegate holding a task the manager ended
@@ -674,10 +646,10 @@ func (m *Manager) afterManagerFinish(ctx context.Context, t store.Task) {
 			d.push(protocol.Event{Kind: protocol.EventAbort, TaskID: t.ID, Reason: t.Status})
 		} else {
 			// Its delegate may be connected to another manager.
-			m.broadcast(ctx, clusterEvent{Kind: clusterAbort, Account: t.AccountID, Task: t.ID, Instance: t.InstanceID})
+			m.bus.Broadcast(ctx, cluster.Event{Kind: cluster.Abort, Account: t.AccountID, Task: t.ID, Instance: t.InstanceID})
 		}
 	}
-	m.taskEnded(t.AccountID, t.ID)
+	m.events.Publish(ctx, events.Event{Kind: events.TaskEnded, Account: t.AccountID, TaskID: t.ID})
 }
 
 // handleTaskLogs streams a task's output as NDJSON (or as log frames, to
@@ -688,12 +660,12 @@ func (m *Manager) handleTaskLogs(w http.ResponseWriter, r *http.Request, acct st
 	id := r.PathValue("id")
 	follow, cur, err := logsQuery(r.URL.Query())
 	if err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	ctx := r.Context()
 	if _, err := m.st.GetTask(ctx, acct, id); err != nil {
-		storeError(w, err, "task "+id)
+		api.StoreError(w, err, "task "+id)
 		return
 	}
 	s := &logStream{m: m, acct: acct, id: id, cur: cur, w: w, enc: json.NewEncoder(w),

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/secretref"
 	"github.com/legate-dev/legate/internal/store"
@@ -122,30 +123,30 @@ func (m *Manager) resolveScopeAndConnector(ctx context.Context, acct string, s *
 
 func (m *Manager) handleCreateOrg(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.CreateOrgRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
-	auditNamed(r, req.Name)
+	api.AuditNamed(r, req.Name)
 	if err := validName("org", req.Name); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	o := store.Org{AccountID: acct, Name: req.Name, CreatedAt: m.cfg.Now()}
 	if err := m.st.CreateOrg(r.Context(), o); err != nil {
-		storeError(w, err, "org "+strconv.Quote(req.Name))
+		api.StoreError(w, err, "org "+strconv.Quote(req.Name))
 		return
 	}
-	writeJSON(w, http.StatusCreated, protocol.Org{Name: o.Name, CreatedAt: o.CreatedAt.UTC()})
+	api.WriteJSON(w, http.StatusCreated, protocol.Org{Name: o.Name, CreatedAt: o.CreatedAt.UTC()})
 }
 
 func (m *Manager) handleListOrgs(w http.ResponseWriter, r *http.Request, acct string) {
 	os, err := m.st.ListOrgs(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "orgs")
+		api.StoreError(w, err, "orgs")
 		return
 	}
-	pol := callerOf(r.Context()).policy
+	pol := api.CallerOf(r.Context()).Policy
 	out := protocol.OrgList{Orgs: make([]protocol.Org, 0, len(os))}
 	for _, o := range os {
 		if !pol.AllowsBelow(access.OrgView, access.Scope{Org: o.Name}) {
@@ -153,7 +154,7 @@ func (m *Manager) handleListOrgs(w http.ResponseWriter, r *http.Request, acct st
 		}
 		out.Orgs = append(out.Orgs, protocol.Org{Name: o.Name, CreatedAt: o.CreatedAt.UTC()})
 	}
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 // unfinishedTasksIn counts queued and running tasks of an org (and project).
@@ -176,18 +177,18 @@ func (m *Manager) unfinishedTasksIn(ctx context.Context, acct, org, project stri
 func (m *Manager) handleDeleteOrg(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("org")
 	if n, err := m.unfinishedTasksIn(r.Context(), acct, name, ""); err != nil {
-		storeError(w, err, "tasks")
+		api.StoreError(w, err, "tasks")
 		return
 	} else if n > 0 {
-		writeError(w, http.StatusConflict, protocol.CodeConflict, "org %q has %d queued or running task(s); wait for them or cancel them first", name, n)
+		api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "org %q has %d queued or running task(s); wait for them or cancel them first", name, n)
 		return
 	}
 	if err := m.st.DeleteOrg(r.Context(), acct, name); err != nil {
 		if errors.Is(err, store.ErrInUse) {
-			writeError(w, http.StatusConflict, protocol.CodeConflict, "org %q still has projects, active tokens or configurations; delete or revoke them first (legate project list, legate token list, legate configuration list)", name)
+			api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "org %q still has projects, active tokens or configurations; delete or revoke them first (legate project list, legate token list, legate configuration list)", name)
 			return
 		}
-		storeError(w, err, "org "+strconv.Quote(name))
+		api.StoreError(w, err, "org "+strconv.Quote(name))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -196,41 +197,41 @@ func (m *Manager) handleDeleteOrg(w http.ResponseWriter, r *http.Request, acct s
 func (m *Manager) handleCreateProject(w http.ResponseWriter, r *http.Request, acct string) {
 	org := r.PathValue("org")
 	var req protocol.CreateProjectRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
-	auditNamed(r, req.Name)
+	api.AuditNamed(r, req.Name)
 	if err := validName("project", req.Name); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	p := store.Project{AccountID: acct, Org: org, Name: req.Name, CreatedAt: m.cfg.Now()}
 	if err := m.st.CreateProject(r.Context(), p); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			writeError(w, http.StatusNotFound, protocol.CodeNotFound, "unknown org %q (legate org create %s)", org, org)
+			api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "unknown org %q (legate org create %s)", org, org)
 			return
 		}
-		storeError(w, err, "project "+strconv.Quote(req.Name))
+		api.StoreError(w, err, "project "+strconv.Quote(req.Name))
 		return
 	}
-	writeJSON(w, http.StatusCreated, protocol.Project{Org: org, Name: p.Name, CreatedAt: p.CreatedAt.UTC()})
+	api.WriteJSON(w, http.StatusCreated, protocol.Project{Org: org, Name: p.Name, CreatedAt: p.CreatedAt.UTC()})
 }
 
 func (m *Manager) handleListProjects(w http.ResponseWriter, r *http.Request, acct string) {
 	org := r.URL.Query().Get("org")
 	if org != "" {
 		if _, err := m.st.GetOrg(r.Context(), acct, org); err != nil {
-			storeError(w, err, "org "+strconv.Quote(org))
+			api.StoreError(w, err, "org "+strconv.Quote(org))
 			return
 		}
 	}
 	ps, err := m.st.ListProjects(r.Context(), acct, org)
 	if err != nil {
-		storeError(w, err, "projects")
+		api.StoreError(w, err, "projects")
 		return
 	}
-	pol := callerOf(r.Context()).policy
+	pol := api.CallerOf(r.Context()).Policy
 	out := protocol.ProjectList{Projects: make([]protocol.Project, 0, len(ps))}
 	for _, p := range ps {
 		if !pol.Allows(access.OrgView, access.Scope{Org: p.Org, Project: p.Name}) {
@@ -238,24 +239,24 @@ func (m *Manager) handleListProjects(w http.ResponseWriter, r *http.Request, acc
 		}
 		out.Projects = append(out.Projects, protocol.Project{Org: p.Org, Name: p.Name, CreatedAt: p.CreatedAt.UTC()})
 	}
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 func (m *Manager) handleDeleteProject(w http.ResponseWriter, r *http.Request, acct string) {
 	org, name := r.PathValue("org"), r.PathValue("name")
 	if n, err := m.unfinishedTasksIn(r.Context(), acct, org, name); err != nil {
-		storeError(w, err, "tasks")
+		api.StoreError(w, err, "tasks")
 		return
 	} else if n > 0 {
-		writeError(w, http.StatusConflict, protocol.CodeConflict, "project %q has %d queued or running task(s); wait for them or cancel them first", name, n)
+		api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "project %q has %d queued or running task(s); wait for them or cancel them first", name, n)
 		return
 	}
 	if err := m.st.DeleteProject(r.Context(), acct, org, name); err != nil {
 		if errors.Is(err, store.ErrInUse) {
-			writeError(w, http.StatusConflict, protocol.CodeConflict, "project %q still has active tokens or configurations; revoke or delete them first (legate token list, legate configuration list)", name)
+			api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "project %q still has active tokens or configurations; revoke or delete them first (legate token list, legate configuration list)", name)
 			return
 		}
-		storeError(w, err, "project "+strconv.Quote(name))
+		api.StoreError(w, err, "project "+strconv.Quote(name))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -276,13 +277,13 @@ func (m *Manager) connectorView(ctx context.Context, c store.Connector) protocol
 
 func (m *Manager) handleCreateConnector(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.CreateConnectorRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
-	auditNamed(r, req.Name)
+	api.AuditNamed(r, req.Name)
 	if err := validName("connector", req.Name); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	for _, err := range []error{
@@ -291,35 +292,35 @@ func (m *Manager) handleCreateConnector(w http.ResponseWriter, r *http.Request, 
 		checkSelectors(protocol.NormalizeSelectors(req.Selectors)),
 	} {
 		if err != nil {
-			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 			return
 		}
 	}
 	if secretref.Has(req.URL) {
 		// The URL is stored and shown as it is, and probed by delegates as
 		// a capability: it must not carry credentials.
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest,
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest,
 			"a connector's url cannot reference a secret: it is shown by legate connector get and probed by delegates as it is; put credentials in the task that uses the connector (a header or environment value with ${secrets.NAME})")
 		return
 	}
 	u, err := url.Parse(strings.TrimSpace(req.URL))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "connector url must be an absolute http:// or https:// URL")
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "connector url must be an absolute http:// or https:// URL")
 		return
 	}
 	c := store.Connector{AccountID: acct, Name: req.Name, URL: u.String(), Type: strings.TrimSpace(req.Type),
 		Selectors: protocol.NormalizeSelectors(req.Selectors), CreatedAt: m.cfg.Now()}
 	if err := m.st.CreateConnector(r.Context(), c); err != nil {
-		storeError(w, err, "connector "+strconv.Quote(req.Name))
+		api.StoreError(w, err, "connector "+strconv.Quote(req.Name))
 		return
 	}
-	writeJSON(w, http.StatusCreated, m.connectorView(r.Context(), c))
+	api.WriteJSON(w, http.StatusCreated, m.connectorView(r.Context(), c))
 }
 
 func (m *Manager) handleListConnectors(w http.ResponseWriter, r *http.Request, acct string) {
 	cs, err := m.st.ListConnectors(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "connectors")
+		api.StoreError(w, err, "connectors")
 		return
 	}
 	out := protocol.ConnectorList{Connectors: make([]protocol.Connector, 0, len(cs))}
@@ -327,27 +328,27 @@ func (m *Manager) handleListConnectors(w http.ResponseWriter, r *http.Request, a
 	// (with connector:access there): whoever may view connectors at some
 	// scope sees them all, as a project member must to know what its
 	// tasks can use.
-	if !callerOf(r.Context()).policy.AllowsBelow(access.ConnectorView, access.Account) {
+	if !api.CallerOf(r.Context()).Policy.AllowsBelow(access.ConnectorView, access.Account) {
 		cs = nil
 	}
 	for _, c := range cs {
 		out.Connectors = append(out.Connectors, m.connectorView(r.Context(), c))
 	}
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 func (m *Manager) handleGetConnector(w http.ResponseWriter, r *http.Request, acct string) {
 	c, err := m.st.GetConnector(r.Context(), acct, r.PathValue("name"))
 	if err != nil {
-		storeError(w, err, "connector "+strconv.Quote(r.PathValue("name")))
+		api.StoreError(w, err, "connector "+strconv.Quote(r.PathValue("name")))
 		return
 	}
-	writeJSON(w, http.StatusOK, m.connectorView(r.Context(), c))
+	api.WriteJSON(w, http.StatusOK, m.connectorView(r.Context(), c))
 }
 
 func (m *Manager) handleDeleteConnector(w http.ResponseWriter, r *http.Request, acct string) {
 	if err := m.st.DeleteConnector(r.Context(), acct, r.PathValue("name")); err != nil {
-		storeError(w, err, "connector "+strconv.Quote(r.PathValue("name")))
+		api.StoreError(w, err, "connector "+strconv.Quote(r.PathValue("name")))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -356,12 +357,12 @@ func (m *Manager) handleDeleteConnector(w http.ResponseWriter, r *http.Request, 
 func (m *Manager) handleExplainTask(w http.ResponseWriter, r *http.Request, acct string) {
 	t, err := m.st.GetTask(r.Context(), acct, r.PathValue("id"))
 	if err != nil {
-		storeError(w, err, "task "+r.PathValue("id"))
+		api.StoreError(w, err, "task "+r.PathValue("id"))
 		return
 	}
 	summary, verdicts, err := m.explain(r.Context(), t)
 	if err != nil {
-		storeError(w, err, "delegates")
+		api.StoreError(w, err, "delegates")
 		return
 	}
 	if verdicts == nil {
@@ -373,7 +374,7 @@ func (m *Manager) handleExplainTask(w http.ResponseWriter, r *http.Request, acct
 	case t.Status == protocol.StatusRunning:
 		summary = fmt.Sprintf("task is running on %s (%s); as delegates stand now: %s", t.DelegateName, t.DelegateHostname, summary)
 	}
-	writeJSON(w, http.StatusOK, protocol.Explanation{TaskID: t.ID, Status: t.Status, Summary: summary, Delegates: verdicts})
+	api.WriteJSON(w, http.StatusOK, protocol.Explanation{TaskID: t.ID, Status: t.Status, Summary: summary, Delegates: verdicts})
 }
 
 func orNone(s string) string {
@@ -387,17 +388,17 @@ func (m *Manager) handleDescribeDelegate(w http.ResponseWriter, r *http.Request,
 	name := r.PathValue("name")
 	ds, err := m.delegateGroup(r.Context(), acct, name)
 	if err != nil {
-		storeError(w, err, "delegates")
+		api.StoreError(w, err, "delegates")
 		return
 	}
 	cs, err := m.st.ListConfigurations(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "configurations")
+		api.StoreError(w, err, "configurations")
 		return
 	}
 	results, err := m.st.ConfigurationResults(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "configuration results")
+		api.StoreError(w, err, "configuration results")
 		return
 	}
 	now := m.cfg.Now()
@@ -424,10 +425,10 @@ func (m *Manager) handleDescribeDelegate(w http.ResponseWriter, r *http.Request,
 		out.Instances = append(out.Instances, det)
 	}
 	if len(out.Instances) == 0 {
-		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no delegate named %q in this account", name)
+		api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "no delegate named %q in this account", name)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 // viewScopes is the store filter of the scopes where pol grants perm: nil

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/api"
+	"github.com/legate-dev/legate/internal/cluster"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -233,19 +235,6 @@ func (m *Manager) flushAPIKeyUse(ctx context.Context) {
 	m.apiKeys.wrote(batch, now)
 }
 
-// apiKeyCtx is the context key of the API key a request authenticated with.
-type apiKeyCtx struct{}
-
-func withAPIKey(ctx context.Context, k store.APIKey) context.Context {
-	return context.WithValue(ctx, apiKeyCtx{}, k)
-}
-
-// callerKey is the API key the admin request authenticated with.
-func callerKey(ctx context.Context) store.APIKey {
-	k, _ := ctx.Value(apiKeyCtx{}).(store.APIKey)
-	return k
-}
-
 // apiKeyNames maps the IDs of an account's keys to their names.
 func apiKeyNames(keys []store.APIKey) map[string]string {
 	names := make(map[string]string, len(keys))
@@ -270,56 +259,56 @@ func (m *Manager) apiKeyView(k store.APIKey, names map[string]string, current st
 
 func (m *Manager) handleCreateAPIKey(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.CreateAPIKeyRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
-	auditNamed(r, req.Name)
+	api.AuditNamed(r, req.Name)
 	if !isTokenName(req.Name) {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "API key name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name)
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "API key name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name)
 		return
 	}
-	caller := callerKey(r.Context())
-	c := callerOf(r.Context())
-	ownerKind, ownerID, ownerName := c.policy.Principal.Kind, c.policy.Principal.ID, c.policy.Principal.Name
+	caller := api.CallerOf(r.Context()).Key
+	c := api.CallerOf(r.Context())
+	ownerKind, ownerID, ownerName := c.Policy.Principal.Kind, c.Policy.Principal.ID, c.Policy.Principal.Name
 	if req.Owner = strings.TrimSpace(req.Owner); req.Owner != "" && req.Owner != ownerName {
-		if !c.mayManageOthers() {
-			writeError(w, http.StatusForbidden, protocol.CodeForbidden, "%s lacks the permission %s at account scope, which creating a key for %q needs",
-				c.policy.Principal, access.UserManage, req.Owner)
+		if !c.MayManageOthers() {
+			api.WriteError(w, http.StatusForbidden, protocol.CodeForbidden, "%s lacks the permission %s at account scope, which creating a key for %q needs",
+				c.Policy.Principal, access.UserManage, req.Owner)
 			return
 		}
 		p, err := m.st.GetPrincipal(r.Context(), acct, req.Owner)
 		if err != nil {
-			storeError(w, err, "user "+strconv.Quote(req.Owner))
+			api.StoreError(w, err, "user "+strconv.Quote(req.Owner))
 			return
 		}
 		if p.Disabled {
-			writeError(w, http.StatusConflict, protocol.CodeConflict, "%s %s is disabled; enable it first (legate user enable %s)", kindWord(p.Kind), p.Name, p.Name)
+			api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "%s %s is disabled; enable it first (legate user enable %s)", kindWord(p.Kind), p.Name, p.Name)
 			return
 		}
 		ownerKind, ownerID, ownerName = p.Kind, p.ID, p.Name
 	}
-	value := newSecret(apiKeyPrefix, 24)
-	k := store.APIKey{ID: newID("ak_"), AccountID: acct, Name: req.Name, Hash: hashSecret(value),
+	value := api.NewSecret(apiKeyPrefix, 24)
+	k := store.APIKey{ID: api.NewID("ak_"), AccountID: acct, Name: req.Name, Hash: api.HashSecret(value),
 		OwnerKind: ownerKind, OwnerID: ownerID, CreatedAt: m.cfg.Now(), CreatedBy: caller.ID}
 	if err := m.st.CreateAPIKey(r.Context(), k); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			writeError(w, http.StatusConflict, protocol.CodeConflict, "an API key named %q already exists (revoked keys keep their name); choose another name", req.Name)
+			api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "an API key named %q already exists (revoked keys keep their name); choose another name", req.Name)
 			return
 		}
-		storeError(w, err, "API key")
+		api.StoreError(w, err, "API key")
 		return
 	}
-	m.log.Info("API key created", "account", acct, "key", k.Name, "owner", ownerName, "by", c.policy.Principal.Name)
+	m.log.Info("API key created", "account", acct, "key", k.Name, "owner", ownerName, "by", c.Policy.Principal.Name)
 	v := m.apiKeyView(k, map[string]string{caller.ID: caller.Name, ownerID: ownerName}, caller.ID)
 	v.Value = value
-	writeJSON(w, http.StatusCreated, v)
+	api.WriteJSON(w, http.StatusCreated, v)
 }
 
 func (m *Manager) handleListAPIKeys(w http.ResponseWriter, r *http.Request, acct string) {
 	keys, err := m.st.ListAPIKeys(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "API keys")
+		api.StoreError(w, err, "API keys")
 		return
 	}
 	names := apiKeyNames(keys)
@@ -328,16 +317,16 @@ func (m *Manager) handleListAPIKeys(w http.ResponseWriter, r *http.Request, acct
 			names[id] = n
 		}
 	}
-	caller := callerKey(r.Context())
-	c := callerOf(r.Context())
-	all := c.policy.Allows(access.UserView, access.Account)
+	caller := api.CallerOf(r.Context()).Key
+	c := api.CallerOf(r.Context())
+	all := c.Policy.Allows(access.UserView, access.Account)
 	out := protocol.APIKeyList{APIKeys: make([]protocol.APIKey, 0, len(keys))}
 	for _, k := range keys {
-		if all || k.OwnerID == c.policy.Principal.ID {
+		if all || k.OwnerID == c.Policy.Principal.ID {
 			out.APIKeys = append(out.APIKeys, m.apiKeyView(k, names, caller.ID))
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 // handleRevokeAPIKey revokes a key of the account. What protects users
@@ -346,22 +335,22 @@ func (m *Manager) handleListAPIKeys(w http.ResponseWriter, r *http.Request, acct
 // own key while another active key exists is allowed.
 func (m *Manager) handleRevokeAPIKey(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.RevokeAPIKeyRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	name := r.PathValue("name")
-	caller := callerKey(r.Context())
-	c := callerOf(r.Context())
-	if !c.mayManageOthers() {
+	caller := api.CallerOf(r.Context()).Key
+	c := api.CallerOf(r.Context())
+	if !c.MayManageOthers() {
 		keys, err := m.st.ListAPIKeys(r.Context(), acct)
 		if err != nil {
-			storeError(w, err, "API keys")
+			api.StoreError(w, err, "API keys")
 			return
 		}
 		for _, k := range keys {
-			if k.Name == name && k.OwnerID != c.policy.Principal.ID {
-				writeError(w, http.StatusForbidden, protocol.CodeForbidden, "%s lacks the permission %s at account scope, which revoking another's API key needs",
-					c.policy.Principal, access.UserManage)
+			if k.Name == name && k.OwnerID != c.Policy.Principal.ID {
+				api.WriteError(w, http.StatusForbidden, protocol.CodeForbidden, "%s lacks the permission %s at account scope, which revoking another's API key needs",
+					c.Policy.Principal, access.UserManage)
 				return
 			}
 		}
@@ -373,22 +362,22 @@ func (m *Manager) handleRevokeAPIKey(w http.ResponseWriter, r *http.Request, acc
 			if name == caller.Name {
 				self = "the key this request uses and "
 			}
-			writeError(w, http.StatusConflict, protocol.CodeConflict,
+			api.WriteError(w, http.StatusConflict, protocol.CodeConflict,
 				"API key %q is %sthe account's last active key: revoking it locks the account out of the API until a manager restarts and writes a new key to DATA/admin.env. Create another key first (legate apikey create NAME) and use it, or revoke anyway with --force",
 				name, self)
 			return
 		}
-		storeError(w, err, "API key "+strconv.Quote(name))
+		api.StoreError(w, err, "API key "+strconv.Quote(name))
 		return
 	}
 	m.apiKeys.revoked(k, m.cfg.Now())
 	// The other managers drop it from their caches (a repeated revoke
 	// broadcasts again, in case the first broadcast was lost).
-	m.broadcast(r.Context(), clusterEvent{Kind: clusterAPIKeyRevoke, Account: acct, APIKey: k.ID})
+	m.bus.Broadcast(r.Context(), cluster.Event{Kind: cluster.APIKeyRevoke, Account: acct, APIKey: k.ID})
 	m.log.Info("API key revoked", "account", acct, "key", k.Name, "by", caller.Name, "forced", req.Force)
 	names := map[string]string{caller.ID: caller.Name}
 	if keys, err := m.st.ListAPIKeys(r.Context(), acct); err == nil {
 		names = apiKeyNames(keys)
 	}
-	writeJSON(w, http.StatusOK, m.apiKeyView(k, names, caller.ID))
+	api.WriteJSON(w, http.StatusOK, m.apiKeyView(k, names, caller.ID))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/protocol"
@@ -56,7 +57,7 @@ func TestAPIKeyLifecycle(t *testing.T) {
 	if who, err := ciClient.WhoAmI(ctx); err != nil || who.AccountID != tm.admin.AccountID {
 		t.Fatalf("whoami with the new key: %+v, %v", who, err)
 	}
-	if k, err := tm.st.APIKeyByHash(ctx, hashSecret(ci.Value)); err != nil || k.Hash == ci.Value || k.Name != "ci" {
+	if k, err := tm.st.APIKeyByHash(ctx, api.HashSecret(ci.Value)); err != nil || k.Hash == ci.Value || k.Name != "ci" {
 		t.Errorf("stored key: %+v, %v", k, err)
 	}
 
@@ -186,7 +187,7 @@ func TestAPIKeyLastUseIsBatched(t *testing.T) {
 	admin := tm.client(t, tm.admin.APIKey)
 	stored := func() *time.Time {
 		t.Helper()
-		k, err := tm.st.APIKeyByHash(ctx, hashSecret(tm.admin.APIKey))
+		k, err := tm.st.APIKeyByHash(ctx, api.HashSecret(tm.admin.APIKey))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,7 +251,7 @@ func TestAPIKeyRevokeReachesTheOtherManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	// B listens to the other managers before the revocation is sent.
-	eventually(t, 10*time.Second, "manager B listening", func() bool { return b.m.listening() })
+	eventually(t, 10*time.Second, "manager B listening", func() bool { return b.m.bus.Listening() })
 	if _, err := a.client(t, a.admin.APIKey).RevokeAPIKey(ctx, "roaming", false); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +311,7 @@ func TestBootstrapKeys(t *testing.T) {
 	if third.APIKey == second.APIKey || third.KeyName != "admin-3" {
 		t.Errorf("after admin.env was lost: %+v", third)
 	}
-	if k, err := st.APIKeyByHash(ctx, hashSecret(second.APIKey)); err != nil || k.RevokedAt != nil {
+	if k, err := st.APIKeyByHash(ctx, api.HashSecret(second.APIKey)); err != nil || k.RevokedAt != nil {
 		t.Errorf("the key of the lost admin.env: %+v, %v", k, err)
 	}
 }
@@ -355,7 +356,7 @@ func TestBootstrapPresetKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keys) != 1 || keys[0].Hash != hashSecret(preset) || keys[0].OwnerID != "u_"+admins[0].AccountID {
+	if len(keys) != 1 || keys[0].Hash != api.HashSecret(preset) || keys[0].OwnerID != "u_"+admins[0].AccountID {
 		t.Errorf("keys after the replicas started: %+v; want the preset key alone, the user admin's", keys)
 	}
 	// Without the preset a start keeps using admin.env's key as before.

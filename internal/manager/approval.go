@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/legate-dev/legate/internal/api"
+	"github.com/legate-dev/legate/internal/cluster"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -35,7 +37,7 @@ func (l *live) awaitingApproval() bool { return l.approvalState() == protocol.Ap
 
 // refuseRejected answers a call of a rejected delegate.
 func refuseRejected(w http.ResponseWriter, name string) {
-	writeError(w, http.StatusForbidden, protocol.CodeDelegateRejected,
+	api.WriteError(w, http.StatusForbidden, protocol.CodeDelegateRejected,
 		"delegate %q was rejected by an administrator of the account and may not connect; stop it, or ask an administrator to approve it (legate delegates approve %s) and start it again",
 		name, name)
 }
@@ -114,18 +116,18 @@ func (m *Manager) handleRejectDelegate(w http.ResponseWriter, r *http.Request, a
 func (m *Manager) decide(w http.ResponseWriter, r *http.Request, acct, state string) {
 	ctx := r.Context()
 	name := r.PathValue("name")
-	by := callerOf(ctx).policy.Principal.Name
+	by := api.CallerOf(ctx).Policy.Principal.Name
 	ins, err := m.st.SetApproval(ctx, acct, name, state, by, m.cfg.Now())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no delegate named %q in this account (legate delegates list --pending shows those that wait)", name)
+		api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "no delegate named %q in this account (legate delegates list --pending shows those that wait)", name)
 		return
 	case errors.Is(err, store.ErrNoApproval):
-		writeError(w, http.StatusConflict, protocol.CodeConflict,
+		api.WriteError(w, http.StatusConflict, protocol.CodeConflict,
 			"delegate %q registered with a token that requires no approval: there is nothing to decide (to stop it, revoke its token: legate token revoke NAME)", name)
 		return
 	case err != nil:
-		storeError(w, err, "delegate "+strconv.Quote(name))
+		api.StoreError(w, err, "delegate "+strconv.Quote(name))
 		return
 	}
 	out := protocol.ApprovalAnswer{Name: name, Approval: state, Instances: make([]protocol.Delegate, 0, len(ins))}
@@ -142,9 +144,9 @@ func (m *Manager) decide(w http.ResponseWriter, r *http.Request, acct, state str
 		})
 		hosts = append(hosts, in.Hostname)
 	}
-	m.broadcast(ctx, clusterEvent{Kind: clusterApproval, Account: acct, Instance: name})
+	m.bus.Broadcast(ctx, cluster.Event{Kind: cluster.Approval, Account: acct, Instance: name})
 	m.log.Info("delegate "+state, "account", acct, "name", name, "by", by, "hostnames", strings.Join(hosts, ","))
-	noteAudit(ctx, func(e *store.AuditEvent) {
+	api.NoteAudit(ctx, func(e *store.AuditEvent) {
 		e.Resource = out.Name
 		if len(ins) > 0 {
 			e.Org, e.Project = ins[0].Org, ins[0].Project
@@ -153,7 +155,7 @@ func (m *Manager) decide(w http.ResponseWriter, r *http.Request, acct, state str
 			e.Detail = "instances: " + strings.Join(hosts, ", ")
 		}
 	})
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 func nonNil(s []string) []string {

@@ -162,7 +162,7 @@ func TestApprovalReachesTheOtherManager(t *testing.T) {
 	}
 	edge, _ := b.registerFake(t, b.admin.AccountID, gated.Value, "edge", "edge-1")
 	admin := a.client(t, a.admin.APIKey)
-	eventually(t, 10*time.Second, "manager B listening", func() bool { return b.m.listening() })
+	eventually(t, 10*time.Second, "manager B listening", func() bool { return b.m.bus.Listening() })
 	a.mustAPI(t, a.admin.APIKey, "POST", protocol.PathDelegates+"/edge/approve", "", 200)
 	task, err := admin.SubmitTask(ctx, protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "true"}})
 	if err != nil {

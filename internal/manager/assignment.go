@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/assign"
+	"github.com/legate-dev/legate/internal/events"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -305,7 +306,7 @@ func (m *Manager) sweepQueue(ctx context.Context, now time.Time) {
 			continue // claimed or cancelled meanwhile
 		}
 		m.log.Info("task not assigned", "task", ft.ID, "why", head)
-		m.taskEnded(ft.AccountID, ft.ID)
+		m.events.Publish(ctx, events.Event{Kind: events.TaskEnded, Account: ft.AccountID, TaskID: ft.ID})
 	}
 	for id := range m.unrunnable {
 		if !seen[id] {

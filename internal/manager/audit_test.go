@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -286,18 +287,18 @@ var notAudited = map[string]string{
 func TestEveryChangingRouteIsAudited(t *testing.T) {
 	m := &Manager{metrics: &managerMetrics{}}
 	for _, rt := range m.routes() {
-		if rt.access() != accessAPIKey {
+		if rt.Access() != api.AccessAPIKey {
 			continue
 		}
-		key := rt.method + " " + rt.pattern
+		key := rt.Method + " " + rt.Pattern
 		_, exempt := notAudited[key]
 		switch {
-		case rt.method == "GET" && rt.audit != "":
-			t.Errorf("%s reads and is audited (%s)", key, rt.audit)
-		case rt.method != "GET" && rt.audit == "" && !exempt:
+		case rt.Method == "GET" && rt.Audit != "":
+			t.Errorf("%s reads and is audited (%s)", key, rt.Audit)
+		case rt.Method != "GET" && rt.Audit == "" && !exempt:
 			t.Errorf("%s changes something and records no audit event: give it audit: \"RESOURCE.VERB\" in routes()", key)
-		case rt.audit != "" && !strings.Contains(rt.audit, "."):
-			t.Errorf("%s: audit action %q is not RESOURCE.VERB", key, rt.audit)
+		case rt.Audit != "" && !strings.Contains(rt.Audit, "."):
+			t.Errorf("%s: audit action %q is not RESOURCE.VERB", key, rt.Audit)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/atomicfile"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
@@ -119,7 +120,7 @@ func BootstrapWithKey(ctx context.Context, st *store.Store, dataDir, url, preset
 		return a, fmt.Errorf("bootstrap: read %s: %w", a.EnvFile, err)
 	}
 	if key := prev["LEGATE_API_KEY"]; key != "" && prev["LEGATE_ACCOUNT_ID"] == a.AccountID {
-		k, err := st.APIKeyByHash(ctx, hashSecret(key))
+		k, err := st.APIKeyByHash(ctx, api.HashSecret(key))
 		switch {
 		case err == nil && k.AccountID == a.AccountID && k.RevokedAt == nil:
 			a.APIKey, a.KeyName = key, k.Name
@@ -132,8 +133,8 @@ func BootstrapWithKey(ctx context.Context, st *store.Store, dataDir, url, preset
 		}
 	}
 	if a.APIKey == "" {
-		a.APIKey = newSecret(apiKeyPrefix, 24)
-		k := store.APIKey{ID: newID("ak_"), AccountID: a.AccountID, Hash: hashSecret(a.APIKey),
+		a.APIKey = api.NewSecret(apiKeyPrefix, 24)
+		k := store.APIKey{ID: api.NewID("ak_"), AccountID: a.AccountID, Hash: api.HashSecret(a.APIKey),
 			OwnerKind: admin.Kind, OwnerID: admin.ID, CreatedAt: now}
 		for n := 1; ; n++ {
 			k.Name = bootstrapKeyName
@@ -168,7 +169,7 @@ func writeAdminEnv(a Admin) error {
 // starting at once on one database may both try; the one that loses the
 // insert finds the winner's key.
 func presetKey(ctx context.Context, st *store.Store, a *Admin, admin store.Principal, key string, now time.Time) error {
-	hash := hashSecret(key)
+	hash := api.HashSecret(key)
 	for n := 1; n <= 10000; n++ {
 		k, err := st.APIKeyByHash(ctx, hash)
 		switch {
@@ -182,7 +183,7 @@ func presetKey(ctx context.Context, st *store.Store, a *Admin, admin store.Princ
 		case !errors.Is(err, store.ErrNotFound):
 			return fmt.Errorf("bootstrap: look up %s: %w", EnvAdminAPIKey, err)
 		}
-		k = store.APIKey{ID: newID("ak_"), AccountID: a.AccountID, Hash: hash, Name: bootstrapKeyName,
+		k = store.APIKey{ID: api.NewID("ak_"), AccountID: a.AccountID, Hash: hash, Name: bootstrapKeyName,
 			OwnerKind: admin.Kind, OwnerID: admin.ID, CreatedAt: now}
 		if n > 1 {
 			k.Name += "-" + strconv.Itoa(n)
@@ -215,7 +216,7 @@ func ensureAdminUser(ctx context.Context, st *store.Store, acct string, now time
 	err := st.CreatePrincipal(ctx, p)
 	switch {
 	case err == nil:
-		b := store.Binding{ID: newID("b_"), AccountID: acct, Role: access.RoleAccountAdmin, SubjectKind: p.Kind, SubjectID: p.ID, CreatedAt: now}
+		b := store.Binding{ID: api.NewID("b_"), AccountID: acct, Role: access.RoleAccountAdmin, SubjectKind: p.Kind, SubjectID: p.ID, CreatedAt: now}
 		if err := st.CreateBinding(ctx, b); err != nil && !errors.Is(err, store.ErrConflict) {
 			return p, fmt.Errorf("bootstrap: bind account-admin to %s: %w", adminUserName, err)
 		}
@@ -261,8 +262,8 @@ func readEnvFile(path string) (map[string]string, error) {
 // IssueToken creates a delegate token directly in the store (for dev mode,
 // before the API is serving) and returns its value.
 func IssueToken(ctx context.Context, st *store.Store, accountID, name string, now time.Time) (string, error) {
-	value := newSecret("", 24)
-	t := store.Token{ID: newID("k_"), AccountID: accountID, Name: name, Hash: hashSecret(value), CreatedAt: now}
+	value := api.NewSecret("", 24)
+	t := store.Token{ID: api.NewID("k_"), AccountID: accountID, Name: name, Hash: api.HashSecret(value), CreatedAt: now}
 	if err := st.CreateToken(ctx, t); err != nil {
 		return "", fmt.Errorf("create token %q: %w", name, err)
 	}

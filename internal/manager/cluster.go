@@ -2,96 +2,20 @@ package manager
 
 import (
 	"context"
-	"encoding/json"
-	"time"
 
+	"github.com/legate-dev/legate/internal/cluster"
+	"github.com/legate-dev/legate/internal/events"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
-// Several managers may share one PostgreSQL store. Each keeps the live
-// state of the delegates connected to it; what one manager decides that
-// concerns another's delegates crosses over as a broadcast (LISTEN/NOTIFY):
-// a task to offer, a task to abort, a token or an API key revoked.
-// Broadcasts are hints that cut latency; the store stays the truth, and the
-// rebroadcast, heartbeat reconciliation and cache TTLs catch anything a
-// lost broadcast missed.
+// Several managers may share one PostgreSQL store (package cluster).
 
-// clusterEvent is one broadcast between managers.
-type clusterEvent struct {
-	Kind     string `json:"k"`
-	Origin   string `json:"o"`
-	Account  string `json:"a,omitempty"`
-	Task     string `json:"t,omitempty"`
-	Instance string `json:"i,omitempty"`
-	Token    string `json:"tok,omitempty"`
-	APIKey   string `json:"ak,omitempty"`
-	// Output lists tasks with new output or ended (outputcast.go).
-	Output []outputMark `json:"out,omitempty"`
-}
-
-const (
-	clusterTask   = "task"   // a task is queued: offer it to your delegates
-	clusterAbort  = "abort"  // tell Instance to stop Task
-	clusterRevoke = "revoke" // Token is revoked: disconnect its delegates
-	clusterConfig = "config" // Account's configurations changed: tell your delegates
-	// APIKey (an ID) is revoked: drop it from your cache.
-	clusterAPIKeyRevoke = "apikey_revoke"
-	// Account's users, groups, roles or bindings changed: drop your
-	// cached policies.
-	clusterAccess = "access"
-	// Output's tasks have new output in the store, or ended: tell your
-	// followers.
-	clusterOutput = "output"
-	// The delegates of Account named Instance were approved or rejected:
-	// read the decision for yours.
-	clusterApproval = "approval"
-	// Account's delegates connected, stopped, went silent or came back,
-	// or were approved, rejected or deleted: tell your web UI pages.
-	clusterDelegates = "delegates"
-	// A pipeline run of Account advanced: tell your web UI pages.
-	clusterRuns = "runs"
-)
-
-// broadcast tells the other managers about ev (a no-op on SQLite).
-func (m *Manager) broadcast(ctx context.Context, ev clusterEvent) {
-	if !m.st.Shared() {
-		return
-	}
-	ev.Origin = m.id
-	b, _ := json.Marshal(ev)
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := m.st.Broadcast(bctx, string(b)); err != nil {
-		m.log.Warn("broadcast to other managers", "kind", ev.Kind, "err", err)
-	}
-}
-
-// listenLoop applies other managers' broadcasts until ctx ends.
-func (m *Manager) listenLoop(ctx context.Context) {
-	if !m.st.Shared() {
-		return
-	}
-	_ = m.st.Listen(ctx, func(payload string) {
-		var ev clusterEvent
-		if err := json.Unmarshal([]byte(payload), &ev); err != nil || ev.Origin == m.id {
-			return
-		}
-		m.applyClusterEvent(ctx, ev)
-	}, func() {
-		m.listenUp.Store(true)
-		m.log.Debug("listening to other managers")
-	})
-}
-
-// listening reports whether this manager has been listening to the other
-// managers' broadcasts (at least once: a broken listener reconnects).
-func (m *Manager) listening() bool { return m.listenUp.Load() }
-
-func (m *Manager) applyClusterEvent(ctx context.Context, ev clusterEvent) {
-	switch ev.Kind {
-	case clusterTask:
+// The other managers' broadcasts that the manager applies (package
+// cluster carries them; the services register their own kinds).
+func (m *Manager) handleClusterEvents() {
+	m.bus.Handle(cluster.Task, func(ctx context.Context, ev cluster.Event) {
 		// Created or re-queued through another manager.
-		m.taskWatch.notify(ev.Account)
+		m.events.Publish(ctx, events.Event{Kind: events.TaskQueued, Account: ev.Account, TaskID: ev.Task, Remote: true})
 		t, err := m.st.GetTask(ctx, ev.Account, ev.Task)
 		if err != nil || t.Status != protocol.StatusQueued {
 			return
@@ -102,37 +26,45 @@ func (m *Manager) applyClusterEvent(ctx context.Context, ev clusterEvent) {
 		if len(m.hub.account(ev.Account)) > 0 {
 			m.offerTask(ctx, t, false)
 		}
-	case clusterAbort:
+	})
+	m.bus.Handle(cluster.Abort, func(ctx context.Context, ev cluster.Event) {
 		if d := m.hub.get(ev.Instance); d != nil {
 			d.dropRunning(ev.Task)
 			d.push(protocol.Event{Kind: protocol.EventAbort, TaskID: ev.Task, Reason: "stopped by another manager"})
 		}
 		m.logs.finish(ev.Task)
-	case clusterConfig:
+	})
+	m.bus.Handle(cluster.Config, func(ctx context.Context, ev cluster.Event) {
 		m.reconfigure(ctx, ev.Account)
-	case clusterOutput:
+	})
+	m.bus.Handle(cluster.Output, func(ctx context.Context, ev cluster.Event) {
 		for _, mk := range ev.Output {
 			if mk.Ended {
-				m.logs.finish(mk.Task)
-				m.taskWatch.notify(mk.Account)
+				m.events.Publish(ctx, events.Event{Kind: events.TaskEnded, Account: mk.Account, TaskID: mk.Task, Remote: true})
 			} else {
-				m.logs.stored(mk.Task)
+				m.events.Publish(ctx, events.Event{Kind: events.TaskOutput, TaskID: mk.Task, Remote: true})
 			}
 		}
-	case clusterAPIKeyRevoke:
+	})
+	m.bus.Handle(cluster.APIKeyRevoke, func(ctx context.Context, ev cluster.Event) {
 		m.apiKeys.invalidate(ev.APIKey)
-	case clusterAccess:
+	})
+	m.bus.Handle(cluster.Access, func(ctx context.Context, ev cluster.Event) {
 		m.policies.clear()
-	case clusterApproval:
+	})
+	m.bus.Handle(cluster.Approval, func(ctx context.Context, ev cluster.Event) {
 		m.approvalChanged(ctx, ev.Account, ev.Instance)
-	case clusterDelegates:
-		m.watch.notify(ev.Account)
-	case clusterRuns:
-		m.runWatch.notify(ev.Account)
-	case clusterRevoke:
+	})
+	m.bus.Handle(cluster.Delegates, func(ctx context.Context, ev cluster.Event) {
+		m.events.Publish(ctx, events.Event{Kind: events.DelegatesChanged, Account: ev.Account, Remote: true})
+	})
+	m.bus.Handle(cluster.Runs, func(ctx context.Context, ev cluster.Event) {
+		m.events.Publish(ctx, events.Event{Kind: events.RunAdvanced, Account: ev.Account, Remote: true})
+	})
+	m.bus.Handle(cluster.Revoke, func(ctx context.Context, ev cluster.Event) {
 		m.markTokenRevoked(ev.Token)
 		m.disconnectToken(ev.Account, ev.Token, "the delegate token was revoked")
-	}
+	})
 }
 
 // disconnectToken ends the sessions of this manager's delegates that

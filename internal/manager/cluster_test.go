@@ -2,13 +2,9 @@ package manager
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/protocol"
@@ -118,7 +114,7 @@ func TestFollowThroughTheOtherManager(t *testing.T) {
 	if err := d.Started(ctx, task.ID, protocol.StartedRequest{Epoch: acq.Epoch}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "manager B listening", func() bool { return b.m.listening() })
+	eventually(t, 10*time.Second, "manager B listening", func() bool { return b.m.bus.Listening() })
 
 	lines := make(chan protocol.LogStreamLine, 16)
 	followed := make(chan error, 1)
@@ -160,33 +156,5 @@ func TestFollowThroughTheOtherManager(t *testing.T) {
 	}
 	if err := <-followed; err != nil {
 		t.Fatalf("follow through B: %v", err)
-	}
-}
-
-// TestOutputPayloads packs many output marks into broadcasts that each fit
-// a PostgreSQL notification and together carry every mark once.
-func TestOutputPayloads(t *testing.T) {
-	for _, n := range []int{0, 1, 150, 1000} {
-		var marks []outputMark
-		for i := range n {
-			marks = append(marks, outputMark{Task: newID("t_"), Ended: i%3 == 0})
-		}
-		var got []outputMark
-		for _, p := range outputPayloads("m_origin", marks, maxBroadcast) {
-			if len(p) > maxBroadcast {
-				t.Errorf("%d marks: a payload of %d bytes, more than %d", n, len(p), maxBroadcast)
-			}
-			var ev clusterEvent
-			if err := json.Unmarshal([]byte(p), &ev); err != nil {
-				t.Fatalf("%d marks: payload %q: %v", n, p, err)
-			}
-			if ev.Kind != clusterOutput || ev.Origin != "m_origin" {
-				t.Errorf("%d marks: event %s from %s", n, ev.Kind, ev.Origin)
-			}
-			got = append(got, ev.Output...)
-		}
-		if diff := cmp.Diff(marks, got, cmpopts.EquateEmpty()); diff != "" {
-			t.Errorf("%d marks: carried (-want +got):\n%s", n, diff)
-		}
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/assign"
+	"github.com/legate-dev/legate/internal/cluster"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -143,42 +145,42 @@ func (m *Manager) reconfigure(ctx context.Context, acct string) {
 // through a broadcast, on the other managers.
 func (m *Manager) configurationChanged(ctx context.Context, acct string) {
 	m.reconfigure(ctx, acct)
-	m.broadcast(ctx, clusterEvent{Kind: clusterConfig, Account: acct})
+	m.bus.Broadcast(ctx, cluster.Event{Kind: cluster.Config, Account: acct})
 }
 
 // --- delegate API --------------------------------------------------------------
 
 func (m *Manager) handleDelegateConfiguration(w http.ResponseWriter, r *http.Request, d *live) {
 	if d.awaitingApproval() {
-		writeJSON(w, http.StatusOK, protocol.DelegateConfigurationResponse{})
+		api.WriteJSON(w, http.StatusOK, protocol.DelegateConfigurationResponse{})
 		return
 	}
 	applied, err := m.configurationFor(r.Context(), d.accountID, targetOf(d))
 	if err != nil {
 		m.log.Error("find the delegate's configuration", "instance", d.id, "err", err)
-		storeError(w, err, "delegate configurations")
+		api.StoreError(w, err, "delegate configurations")
 		return
 	}
 	d.mu.Lock()
 	d.cfgKey, d.cfgKnown = configurationKey(applied), true
 	d.mu.Unlock()
-	writeJSON(w, http.StatusOK, protocol.DelegateConfigurationResponse{Configuration: applied})
+	api.WriteJSON(w, http.StatusOK, protocol.DelegateConfigurationResponse{Configuration: applied})
 }
 
 func (m *Manager) handleConfigurationResult(w http.ResponseWriter, r *http.Request, d *live) {
 	var req protocol.ConfigurationResult
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	switch {
 	case req.Name == "" || len(req.Name) > 63:
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "configuration name is required (1-63 characters)")
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "configuration name is required (1-63 characters)")
 		return
 	case req.Version < 1:
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "configuration version must be positive")
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "configuration version must be positive")
 		return
 	case req.OutputBytes < 0:
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "output_bytes must not be negative")
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "output_bytes must not be negative")
 		return
 	}
 	// Only a configuration that applies to the delegate (and a version of
@@ -187,7 +189,7 @@ func (m *Manager) handleConfigurationResult(w http.ResponseWriter, r *http.Reque
 	// configuration changed while it ran still applies; one deleted
 	// meanwhile, or no longer applying, takes no result.
 	notApplied := func() {
-		writeError(w, http.StatusNotFound, protocol.CodeNotFound,
+		api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound,
 			"configuration %q version %d does not apply to this delegate", req.Name, req.Version)
 	}
 	c, err := m.st.GetConfiguration(r.Context(), d.accountID, req.Name)
@@ -196,7 +198,7 @@ func (m *Manager) handleConfigurationResult(w http.ResponseWriter, r *http.Reque
 		notApplied()
 		return
 	case err != nil:
-		storeError(w, err, "configuration "+strconv.Quote(req.Name))
+		api.StoreError(w, err, "configuration "+strconv.Quote(req.Name))
 		return
 	case !appliesTo(&c, targetOf(d)):
 		if !d.covers(c.Org, c.Project) {
@@ -225,7 +227,7 @@ func (m *Manager) handleConfigurationResult(w http.ResponseWriter, r *http.Reque
 	}
 	if err := m.st.RecordConfigurationResult(r.Context(), res); err != nil {
 		m.log.Error("record configuration result", "instance", d.id, "err", err)
-		storeError(w, err, "configuration result")
+		api.StoreError(w, err, "configuration result")
 		return
 	}
 	exit := "none"
@@ -287,43 +289,43 @@ func checkConfiguration(script string, selectors []string) ([]string, string) {
 
 func (m *Manager) handleCreateConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.CreateConfigurationRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
 	if err := validName("configuration", req.Name); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	sel, msg := checkConfiguration(req.Script, req.Selectors)
 	if msg != "" {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", msg)
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", msg)
 		return
 	}
 	req.Org, req.Project = strings.TrimSpace(req.Org), strings.TrimSpace(req.Project)
 	if err := m.checkScope(r.Context(), acct, req.Org, req.Project); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	c, err := m.st.CreateConfiguration(r.Context(), store.Configuration{AccountID: acct, Name: req.Name, Script: req.Script,
 		Selectors: sel, Org: req.Org, Project: req.Project, CreatedAt: m.cfg.Now()})
 	if err != nil {
-		storeError(w, err, "configuration "+strconv.Quote(req.Name))
+		api.StoreError(w, err, "configuration "+strconv.Quote(req.Name))
 		return
 	}
 	m.log.Info("configuration created", "account", acct, "configuration", c.Name, "selectors", c.Selectors,
 		"scope", scopeLabel(c.Org, c.Project))
 	m.configurationChanged(r.Context(), acct)
-	writeJSON(w, http.StatusCreated, configurationView(c))
+	api.WriteJSON(w, http.StatusCreated, configurationView(c))
 }
 
 func (m *Manager) handleListConfigurations(w http.ResponseWriter, r *http.Request, acct string) {
 	cs, err := m.st.ListConfigurations(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "configurations")
+		api.StoreError(w, err, "configurations")
 		return
 	}
-	pol := callerOf(r.Context()).policy
+	pol := api.CallerOf(r.Context()).Policy
 	out := protocol.ConfigurationList{Configurations: make([]protocol.Configuration, 0, len(cs))}
 	for _, c := range cs {
 		if !pol.Allows(access.ConfigurationView, access.Scope{Org: c.Org, Project: c.Project}) {
@@ -331,27 +333,27 @@ func (m *Manager) handleListConfigurations(w http.ResponseWriter, r *http.Reques
 		}
 		out.Configurations = append(out.Configurations, configurationView(c))
 	}
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 func (m *Manager) handleGetConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	c, err := m.st.GetConfiguration(r.Context(), acct, name)
 	if err != nil {
-		storeError(w, err, "configuration "+strconv.Quote(name))
+		api.StoreError(w, err, "configuration "+strconv.Quote(name))
 		return
 	}
-	writeJSON(w, http.StatusOK, configurationView(c))
+	api.WriteJSON(w, http.StatusOK, configurationView(c))
 }
 
 func (m *Manager) handleUpdateConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	var req protocol.UpdateConfigurationRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	if req.Script == nil && req.Selectors == nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "nothing to update: give a script or selectors")
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "nothing to update: give a script or selectors")
 		return
 	}
 	u := store.ConfigurationUpdate{Script: req.Script}
@@ -365,7 +367,7 @@ func (m *Manager) handleUpdateConfiguration(w http.ResponseWriter, r *http.Reque
 	}
 	norm, msg := checkConfiguration(script, sel)
 	if msg != "" {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", msg)
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", msg)
 		return
 	}
 	if req.Selectors != nil {
@@ -373,18 +375,18 @@ func (m *Manager) handleUpdateConfiguration(w http.ResponseWriter, r *http.Reque
 	}
 	c, err := m.st.UpdateConfiguration(r.Context(), acct, name, u, m.cfg.Now())
 	if err != nil {
-		storeError(w, err, "configuration "+strconv.Quote(name))
+		api.StoreError(w, err, "configuration "+strconv.Quote(name))
 		return
 	}
 	m.log.Info("configuration updated", "account", acct, "configuration", c.Name, "version", c.Version)
 	m.configurationChanged(r.Context(), acct)
-	writeJSON(w, http.StatusOK, configurationView(c))
+	api.WriteJSON(w, http.StatusOK, configurationView(c))
 }
 
 func (m *Manager) handleDeleteConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	if err := m.st.DeleteConfiguration(r.Context(), acct, name); err != nil {
-		storeError(w, err, "configuration "+strconv.Quote(name))
+		api.StoreError(w, err, "configuration "+strconv.Quote(name))
 		return
 	}
 	m.log.Info("configuration deleted", "account", acct, "configuration", name)

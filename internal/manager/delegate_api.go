@@ -14,6 +14,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/coder/websocket/wsjson"
 
+	"github.com/legate-dev/legate/internal/api"
+	"github.com/legate-dev/legate/internal/events"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/secretref"
 	"github.com/legate-dev/legate/internal/store"
@@ -26,23 +28,23 @@ type delegateHandler func(w http.ResponseWriter, r *http.Request, d *live)
 func (m *Manager) delegateAuth(next delegateHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		c, err := verifySession(m.sessionKey, bearer(r), m.cfg.Now())
+		c, err := verifySession(m.sessionKey, api.Bearer(r), m.cfg.Now())
 		if errors.Is(err, errSessionExpired) {
-			writeError(w, http.StatusUnauthorized, protocol.CodeSessionExpired, "session expired; register again")
+			api.WriteError(w, http.StatusUnauthorized, protocol.CodeSessionExpired, "session expired; register again")
 			return
 		}
 		if err != nil {
-			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "invalid delegate session")
+			api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "invalid delegate session")
 			return
 		}
 		revoked, err := m.tokenRevoked(ctx, c.TokenID)
 		if err != nil {
 			m.log.Error("check token", "err", err)
-			writeError(w, http.StatusServiceUnavailable, protocol.CodeUnavailable, "cannot check the delegate token now")
+			api.WriteError(w, http.StatusServiceUnavailable, protocol.CodeUnavailable, "cannot check the delegate token now")
 			return
 		}
 		if revoked {
-			writeError(w, http.StatusUnauthorized, protocol.CodeTokenRevoked, "the delegate token was revoked; create a new token and restart the delegate with it")
+			api.WriteError(w, http.StatusUnauthorized, protocol.CodeTokenRevoked, "the delegate token was revoked; create a new token and restart the delegate with it")
 			return
 		}
 		d := m.hub.get(c.InstanceID)
@@ -50,14 +52,14 @@ func (m *Manager) delegateAuth(next delegateHandler) http.HandlerFunc {
 			in, err := m.st.GetInstance(ctx, c.InstanceID)
 			if err != nil {
 				if errors.Is(err, store.ErrNotFound) {
-					writeError(w, http.StatusUnauthorized, protocol.CodeSessionExpired, "unknown delegate instance; register again")
+					api.WriteError(w, http.StatusUnauthorized, protocol.CodeSessionExpired, "unknown delegate instance; register again")
 					return
 				}
-				storeError(w, err, "delegate instance")
+				api.StoreError(w, err, "delegate instance")
 				return
 			}
 			if in.DeregisteredAt != nil || in.Generation != c.Generation {
-				writeError(w, http.StatusUnauthorized, protocol.CodeSessionExpired, "this delegate session was superseded or deregistered; register again")
+				api.WriteError(w, http.StatusUnauthorized, protocol.CodeSessionExpired, "this delegate session was superseded or deregistered; register again")
 				return
 			}
 			d = newLive(in)
@@ -65,7 +67,7 @@ func (m *Manager) delegateAuth(next delegateHandler) http.HandlerFunc {
 			m.hub.put(d)
 		}
 		if d.generation != c.Generation || d.accountID != c.AccountID {
-			writeError(w, http.StatusUnauthorized, protocol.CodeSessionExpired, "this delegate session was superseded by a newer registration with the same identity; register again")
+			api.WriteError(w, http.StatusUnauthorized, protocol.CodeSessionExpired, "this delegate session was superseded by a newer registration with the same identity; register again")
 			return
 		}
 		if d.rejected() {
@@ -124,23 +126,23 @@ func (m *Manager) delegateToken(w http.ResponseWriter, r *http.Request, accountI
 	const refused = "the delegate token is not valid for account %q: check ACCOUNT_ID and DELEGATE_TOKEN (legate token list shows the account's tokens)"
 	if _, err := m.st.GetAccount(ctx, accountID); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, refused, accountID)
+			api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, refused, accountID)
 			return store.Token{}, false
 		}
-		storeError(w, err, "account")
+		api.StoreError(w, err, "account")
 		return store.Token{}, false
 	}
-	tok, err := m.st.TokenByHash(ctx, accountID, hashSecret(token))
+	tok, err := m.st.TokenByHash(ctx, accountID, api.HashSecret(token))
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, refused, accountID)
+			api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, refused, accountID)
 			return store.Token{}, false
 		}
-		storeError(w, err, "token")
+		api.StoreError(w, err, "token")
 		return store.Token{}, false
 	}
 	if tok.RevokedAt != nil {
-		writeError(w, http.StatusUnauthorized, protocol.CodeTokenRevoked, "the delegate token %q was revoked; create a new token and restart the delegate with it", tok.Name)
+		api.WriteError(w, http.StatusUnauthorized, protocol.CodeTokenRevoked, "the delegate token %q was revoked; create a new token and restart the delegate with it", tok.Name)
 		return store.Token{}, false
 	}
 	return tok, true
@@ -154,10 +156,10 @@ func (m *Manager) delegateToken(w http.ResponseWriter, r *http.Request, accountI
 func (m *Manager) registrationHeaders(w http.ResponseWriter, r *http.Request) bool {
 	account := strings.TrimSpace(r.Header.Get(protocol.HeaderAccountID))
 	if account == "" {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "a registration with an Authorization header needs the %s header too", protocol.HeaderAccountID)
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "a registration with an Authorization header needs the %s header too", protocol.HeaderAccountID)
 		return false
 	}
-	_, ok := m.delegateToken(w, r, account, bearer(r))
+	_, ok := m.delegateToken(w, r, account, api.Bearer(r))
 	return ok
 }
 
@@ -168,20 +170,20 @@ func (m *Manager) registrationHeaders(w http.ResponseWriter, r *http.Request) bo
 func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var req protocol.RegisterRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	// A delegate newer than this manager is served: the answer carries
 	// this manager's version, and the delegate uses only what it has.
 	if req.ProtocolVersion != 0 && !protocol.Supported(req.ProtocolVersion) {
-		writeError(w, http.StatusBadRequest, protocol.CodeVersion,
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeVersion,
 			"delegate protocol version %d is older than this manager serves (%d or later; it speaks %d); upgrade the delegate",
 			req.ProtocolVersion, protocol.MinVersion, protocol.Version)
 		return
 	}
 	cut, err := checkRegisterRequest(&req)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	tok, ok := m.delegateToken(w, r, req.AccountID, req.Token)
@@ -209,7 +211,7 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 	d, applied, err := m.connectInstance(ctx, in, req)
 	if err != nil {
 		m.log.Error("find the delegate's configuration", "err", err)
-		storeError(w, err, "delegate configurations")
+		api.StoreError(w, err, "delegate configurations")
 		return
 	}
 	sess, exp := m.issueSession(d)
@@ -219,7 +221,7 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 	} else {
 		m.log.Info("delegate registered", "account", in.AccountID, "instance", in.ID, "name", in.Name, "hostname", in.Hostname, "generation", in.Generation)
 	}
-	writeJSON(w, http.StatusOK, protocol.RegisterResponse{
+	api.WriteJSON(w, http.StatusOK, protocol.RegisterResponse{
 		ProtocolVersion:     protocol.Version,
 		InstanceID:          in.ID,
 		Session:             sess,
@@ -277,7 +279,7 @@ func checkRegisterRequest(req *protocol.RegisterRequest) (cut int, err error) {
 func (m *Manager) recordInstance(w http.ResponseWriter, r *http.Request, req protocol.RegisterRequest, tok store.Token) (store.Instance, bool) {
 	now := m.cfg.Now()
 	in, err := m.st.UpsertInstance(r.Context(), store.Instance{
-		ID:           newID("d_"),
+		ID:           api.NewID("d_"),
 		AccountID:    req.AccountID,
 		IdentityKey:  identityKey(req),
 		Name:         req.Name,
@@ -310,7 +312,7 @@ func (m *Manager) recordInstance(w http.ResponseWriter, r *http.Request, req pro
 	}
 	if err != nil {
 		m.log.Error("register delegate", "err", err)
-		storeError(w, err, "delegate instance")
+		api.StoreError(w, err, "delegate instance")
 		return store.Instance{}, false
 	}
 	return in, true
@@ -353,12 +355,12 @@ func (m *Manager) connectInstance(ctx context.Context, in store.Instance, req pr
 
 func (m *Manager) handleSession(w http.ResponseWriter, r *http.Request, d *live) {
 	sess, exp := m.issueSession(d)
-	writeJSON(w, http.StatusOK, protocol.SessionResponse{Session: sess, SessionExpiresAt: exp})
+	api.WriteJSON(w, http.StatusOK, protocol.SessionResponse{Session: sess, SessionExpiresAt: exp})
 }
 
 func (m *Manager) handleDeregister(w http.ResponseWriter, r *http.Request, d *live) {
 	if err := m.st.DeregisterInstance(r.Context(), d.id, m.cfg.Now()); err != nil {
-		storeError(w, err, "delegate instance")
+		api.StoreError(w, err, "delegate instance")
 		return
 	}
 	m.hub.remove(d.id)
@@ -481,15 +483,15 @@ func (m *Manager) adoptRunning(ctx context.Context, d *live, call string, runnin
 
 func (m *Manager) handleHeartbeat(w http.ResponseWriter, r *http.Request, d *live) {
 	var hb protocol.Heartbeat
-	if !decodeBody(w, r, &hb) {
+	if !api.DecodeBody(w, r, &hb) {
 		return
 	}
 	if err := checkRunning(hb.Running); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	d.setConnectionIfEmpty(protocol.ConnPolling)
-	writeJSON(w, http.StatusOK, m.heartbeat(r.Context(), d, hb))
+	api.WriteJSON(w, http.StatusOK, m.heartbeat(r.Context(), d, hb))
 }
 
 func (l *live) setConnectionIfEmpty(kind string) {
@@ -507,7 +509,7 @@ func (m *Manager) handleEvents(w http.ResponseWriter, r *http.Request, d *live) 
 	if v := r.URL.Query().Get("wait_ms"); v != "" {
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || ms < 0 {
-			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "wait_ms must be a non-negative integer")
+			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "wait_ms must be a non-negative integer")
 			return
 		}
 		if ms < wait.Milliseconds() { // compared in ms: a huge wait_ms must not overflow a Duration
@@ -540,19 +542,19 @@ func (m *Manager) handleEvents(w http.ResponseWriter, r *http.Request, d *live) 
 	defer timer.Stop()
 	for {
 		if ev := d.take(); len(ev) > 0 {
-			writeJSON(w, http.StatusOK, protocol.EventsResponse{Events: ev})
+			api.WriteJSON(w, http.StatusOK, protocol.EventsResponse{Events: ev})
 			return
 		}
 		select {
 		case <-d.notify:
 		case <-d.kick:
-			writeJSON(w, http.StatusOK, protocol.EventsResponse{Events: d.takeOrRevoked()})
+			api.WriteJSON(w, http.StatusOK, protocol.EventsResponse{Events: d.takeOrRevoked()})
 			return
 		case <-timer.C:
-			writeJSON(w, http.StatusOK, protocol.EventsResponse{Events: []protocol.Event{}})
+			api.WriteJSON(w, http.StatusOK, protocol.EventsResponse{Events: []protocol.Event{}})
 			return
 		case <-m.stopping:
-			writeJSON(w, http.StatusOK, protocol.EventsResponse{Events: []protocol.Event{{Kind: protocol.EventReconnect, Reason: "manager shutting down"}}})
+			api.WriteJSON(w, http.StatusOK, protocol.EventsResponse{Events: []protocol.Event{{Kind: protocol.EventReconnect, Reason: "manager shutting down"}}})
 			return
 		case <-r.Context().Done():
 			gone = true
@@ -584,7 +586,7 @@ func (l *live) takeOrRevoked() []protocol.Event {
 func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *live) {
 	select {
 	case <-m.stopping:
-		writeError(w, http.StatusServiceUnavailable, protocol.CodeUnavailable, "manager shutting down")
+		api.WriteError(w, http.StatusServiceUnavailable, protocol.CodeUnavailable, "manager shutting down")
 		return
 	default:
 	}
@@ -727,21 +729,21 @@ func (m *Manager) lostWebSocket(d *live) {
 func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live) {
 	resp, aerr := m.acquire(r.Context(), d, r.PathValue("id"))
 	if aerr != nil {
-		writeAPIError(w, aerr)
+		api.WriteAPIError(w, aerr)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	api.WriteJSON(w, http.StatusOK, resp)
 }
 
 // acquire claims task id for d: the work of POST .../acquire, also done
 // for each task of a WebSocket FrameAcquire.
-func (m *Manager) acquire(ctx context.Context, d *live, id string) (protocol.AcquireResponse, *apiError) {
+func (m *Manager) acquire(ctx context.Context, d *live, id string) (protocol.AcquireResponse, *api.Error) {
 	if !validTaskID(id) {
-		return protocol.AcquireResponse{}, newAPIError(http.StatusNotFound, protocol.CodeNotFound, "task not found")
+		return protocol.AcquireResponse{}, api.NewError(http.StatusNotFound, protocol.CodeNotFound, "task not found")
 	}
 	_, _, draining := d.load()
 	if draining {
-		return protocol.AcquireResponse{}, newAPIError(http.StatusConflict, protocol.CodeNotEligible, "delegate is draining")
+		return protocol.AcquireResponse{}, api.NewError(http.StatusConflict, protocol.CodeNotEligible, "delegate is draining")
 	}
 	defer d.unpend(id)
 	_, capacity, _ := d.load()
@@ -763,18 +765,18 @@ func (m *Manager) acquire(ctx context.Context, d *live, id string) (protocol.Acq
 		resp, err := acquireAnswer(t)
 		if err != nil {
 			m.log.Error("cannot hand a task to a delegate: its secret references do not resolve", "task", id, "err", err)
-			return protocol.AcquireResponse{}, newAPIError(http.StatusInternalServerError, protocol.CodeInternal, "task %s: internal error", id)
+			return protocol.AcquireResponse{}, api.NewError(http.StatusInternalServerError, protocol.CodeInternal, "task %s: internal error", id)
 		}
 		d.setRunning(t.ID, t.Epoch, m.cfg.Now())
 		return resp, nil
 	case errors.As(err, &refused) && t.AccountID != d.accountID:
-		return protocol.AcquireResponse{}, storeAPIError(store.ErrNotFound, "task "+id)
+		return protocol.AcquireResponse{}, api.StoreAPIError(store.ErrNotFound, "task "+id)
 	case errors.As(err, &refused) && refused.outOfScope:
 		// Answered exactly as a task of another account: nothing leaks.
 		m.refuseScope(d, callAcquire, "task", id, t.Spec.Org, t.Spec.Project)
-		return protocol.AcquireResponse{}, storeAPIError(store.ErrNotFound, "task "+id)
+		return protocol.AcquireResponse{}, api.StoreAPIError(store.ErrNotFound, "task "+id)
 	case errors.As(err, &refused):
-		return protocol.AcquireResponse{}, newAPIError(http.StatusForbidden, protocol.CodeNotEligible, "%s", refused.msg)
+		return protocol.AcquireResponse{}, api.NewError(http.StatusForbidden, protocol.CodeNotEligible, "%s", refused.msg)
 	case err != nil:
 		if errors.Is(err, store.ErrAlreadyClaimed) || errors.Is(err, store.ErrTaskTerminal) || errors.Is(err, store.ErrNotFound) {
 			m.queue.drop(id)
@@ -782,18 +784,18 @@ func (m *Manager) acquire(ctx context.Context, d *live, id string) (protocol.Acq
 		if isSealError(err) {
 			m.log.Error("cannot hand a task to a delegate: its secret values do not open", "task", id, "err", keyError(err))
 		}
-		return protocol.AcquireResponse{}, storeAPIError(err, "task "+id)
+		return protocol.AcquireResponse{}, api.StoreAPIError(err, "task "+id)
 	}
 	m.queue.drop(id)
 	resp, err := acquireAnswer(t)
 	if err != nil {
 		// Cannot happen: the store read every value the spec references.
 		m.log.Error("cannot hand a task to a delegate: its secret references do not resolve", "task", id, "err", err)
-		return protocol.AcquireResponse{}, newAPIError(http.StatusInternalServerError, protocol.CodeInternal, "task %s: internal error", id)
+		return protocol.AcquireResponse{}, api.NewError(http.StatusInternalServerError, protocol.CodeInternal, "task %s: internal error", id)
 	}
 	d.setRunning(t.ID, t.Epoch, m.cfg.Now())
 	m.log.Debug("task acquired", "task", t.ID, "instance", d.id, "epoch", t.Epoch)
-	m.taskWatch.notify(d.accountID)
+	m.events.Publish(ctx, events.Event{Kind: events.TaskAcquired, Account: d.accountID, TaskID: t.ID})
 	return resp, nil
 }
 
@@ -849,11 +851,11 @@ func acquireCheck(t store.Task, d *live) error {
 
 func (m *Manager) handleStarted(w http.ResponseWriter, r *http.Request, d *live) {
 	var req protocol.StartedRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	if aerr := m.startTask(r.Context(), d, r.PathValue("id"), req); aerr != nil {
-		writeAPIError(w, aerr)
+		api.WriteAPIError(w, aerr)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -863,9 +865,9 @@ func (m *Manager) handleStarted(w http.ResponseWriter, r *http.Request, d *live)
 // .../started, also done for a WebSocket FrameStarted. The store records
 // it only if this delegate holds the task; only a refusal reads who does
 // (holds), to say why.
-func (m *Manager) startTask(ctx context.Context, d *live, id string, req protocol.StartedRequest) *apiError {
+func (m *Manager) startTask(ctx context.Context, d *live, id string, req protocol.StartedRequest) *api.Error {
 	if !validTaskID(id) {
-		return newAPIError(http.StatusNotFound, protocol.CodeNotFound, "task not found")
+		return api.NewError(http.StatusNotFound, protocol.CodeNotFound, "task not found")
 	}
 	now := m.cfg.Now()
 	queued, err := m.st.StartTask(ctx, id, req.Epoch, d.holder(), now)
@@ -876,17 +878,17 @@ func (m *Manager) startTask(ctx context.Context, d *live, id string, req protoco
 		if errors.Is(err, store.ErrStaleLease) {
 			m.metrics.staleReport(staleStarted)
 		}
-		return storeAPIError(err, "task "+id)
+		return api.StoreAPIError(err, "task "+id)
 	}
 	m.metrics.taskStarted(queued, now)
-	m.taskWatch.notify(d.accountID)
+	m.events.Publish(ctx, events.Event{Kind: events.TaskStarted, Account: d.accountID, TaskID: id})
 	return nil
 }
 
 // ownsTask is holds for an HTTP handler: it writes the refusal.
 func (m *Manager) ownsTask(w http.ResponseWriter, r *http.Request, d *live, id, call, kind string) bool {
 	if aerr := m.holds(r.Context(), d, id, call, kind); aerr != nil {
-		writeAPIError(w, aerr)
+		api.WriteAPIError(w, aerr)
 		return false
 	}
 	return true
@@ -898,17 +900,17 @@ func (m *Manager) ownsTask(w http.ResponseWriter, r *http.Request, d *live, id, 
 // counted as a scope refusal of call), and that the delegate holds it (a
 // refusal counts as a stale report of kind). It reads four columns, not
 // the task.
-func (m *Manager) holds(ctx context.Context, d *live, id, call, kind string) *apiError {
+func (m *Manager) holds(ctx context.Context, d *live, id, call, kind string) *api.Error {
 	if !validTaskID(id) {
-		return newAPIError(http.StatusNotFound, protocol.CodeNotFound, "task not found")
+		return api.NewError(http.StatusNotFound, protocol.CodeNotFound, "task not found")
 	}
 	h, err := m.st.TaskHolder(ctx, d.accountID, id)
 	if err != nil {
-		return storeAPIError(err, "task "+id)
+		return api.StoreAPIError(err, "task "+id)
 	}
 	if !d.covers(h.Org, h.Project) {
 		m.refuseScope(d, call, "task", id, h.Org, h.Project)
-		return storeAPIError(store.ErrNotFound, "task "+id)
+		return api.StoreAPIError(store.ErrNotFound, "task "+id)
 	}
 	if h.InstanceID != d.id {
 		return m.refuseNotHolder(d, id, h.InstanceID, kind)
@@ -928,10 +930,10 @@ func (m *Manager) staleLevel(ctx context.Context, d *live, id string) slog.Level
 	return slog.LevelWarn
 }
 
-func (m *Manager) refuseNotHolder(d *live, id, holder, kind string) *apiError {
+func (m *Manager) refuseNotHolder(d *live, id, holder, kind string) *api.Error {
 	m.log.Warn("refused report from a delegate that does not hold the task", "task", id, "instance", d.id, "holder", holder)
 	m.metrics.staleReport(kind)
-	return newAPIError(http.StatusConflict, protocol.CodeStaleLease, "task %s is not held by this delegate", id)
+	return api.NewError(http.StatusConflict, protocol.CodeStaleLease, "task %s is not held by this delegate", id)
 }
 
 func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
@@ -949,7 +951,7 @@ func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 	}
 	for i := range req.Chunks {
 		if req.Chunks[i].Seq <= 0 {
-			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "log chunk seq must be positive")
+			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "log chunk seq must be positive")
 			return
 		}
 		if req.Chunks[i].Time.IsZero() {
@@ -963,11 +965,11 @@ func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 		}
 		if errors.Is(err, store.ErrLogClosed) {
 			m.log.Warn("refused log chunks numbered past the last one of the task's result", "task", id, "instance", d.id, "epoch", req.Epoch)
-			writeError(w, http.StatusConflict, protocol.CodeTaskTerminal,
+			api.WriteError(w, http.StatusConflict, protocol.CodeTaskTerminal,
 				"task %s already finished, and its result named its last log chunk: chunks numbered past it are refused", id)
 			return
 		}
-		storeError(w, err, "task "+id)
+		api.StoreError(w, err, "task "+id)
 		return
 	}
 	out := make([]store.StoredChunk, len(req.Chunks))
@@ -976,7 +978,7 @@ func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 		out[i] = store.StoredChunk{Attempt: int(req.Epoch), Chunk: c}
 	}
 	m.logs.publish(id, out)
-	m.outputStored(id)
+	m.events.Publish(r.Context(), events.Event{Kind: events.TaskOutput, TaskID: id})
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -986,20 +988,20 @@ func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 func decodeLogs(w http.ResponseWriter, r *http.Request, req *protocol.LogsRequest) bool {
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if ct != protocol.ContentTypeLogFrames {
-		return decodeBody(w, r, req)
+		return api.DecodeBody(w, r, req)
 	}
 	epoch, err := strconv.ParseInt(r.Header.Get(protocol.HeaderLogEpoch), 10, 64)
 	if err != nil || epoch < 0 {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "log frames need the lease epoch in the %s header", protocol.HeaderLogEpoch)
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "log frames need the lease epoch in the %s header", protocol.HeaderLogEpoch)
 		return false
 	}
-	body, ok := readBody(w, r)
+	body, ok := api.ReadBody(w, r)
 	if !ok {
 		return false
 	}
 	chunks, err := protocol.DecodeChunkFrames(body)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "invalid log frames: %v", err)
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "invalid log frames: %v", err)
 		return false
 	}
 	for i := range chunks {
@@ -1030,29 +1032,29 @@ func checkOutputs(outs map[string]string) error {
 
 func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) {
 	var req protocol.ResultRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	t, aerr := m.completeTask(r.Context(), d, r.PathValue("id"), req, false)
 	if aerr != nil {
-		writeAPIError(w, aerr)
+		api.WriteAPIError(w, aerr)
 		return
 	}
-	writeJSON(w, http.StatusOK, t)
+	api.WriteJSON(w, http.StatusOK, t)
 }
 
 // completeTask records task id's outcome: the work of POST .../result, also
 // done for a WebSocket FrameResult. A repeated report of an applied result
 // is answered with the stored task. With brief, the task it returns is
 // store.Result.Brief's: for a caller that answers without it.
-func (m *Manager) completeTask(ctx context.Context, d *live, id string, req protocol.ResultRequest, brief bool) (protocol.Task, *apiError) {
+func (m *Manager) completeTask(ctx context.Context, d *live, id string, req protocol.ResultRequest, brief bool) (protocol.Task, *api.Error) {
 	switch req.Status {
 	case protocol.StatusSucceeded, protocol.StatusFailed, protocol.StatusTimedOut, protocol.StatusCancelled:
 	default:
-		return protocol.Task{}, newAPIError(http.StatusBadRequest, protocol.CodeBadRequest, "result status %q is not a delegate outcome", req.Status)
+		return protocol.Task{}, api.NewError(http.StatusBadRequest, protocol.CodeBadRequest, "result status %q is not a delegate outcome", req.Status)
 	}
 	if !validTaskID(id) {
-		return protocol.Task{}, newAPIError(http.StatusNotFound, protocol.CodeNotFound, "task not found")
+		return protocol.Task{}, api.NewError(http.StatusNotFound, protocol.CodeNotFound, "task not found")
 	}
 	if len(req.Error) > 4096 {
 		req.Error = req.Error[:4096]
@@ -1067,31 +1069,29 @@ func (m *Manager) completeTask(ctx context.Context, d *live, id string, req prot
 		t, requeued, err := m.st.RequeueTask(ctx, id, req.Epoch, d.id, reason, req.LastSeq, m.cfg.Now())
 		if err != nil {
 			if !errors.Is(err, store.ErrStaleLease) {
-				return protocol.Task{}, storeAPIError(err, "task "+id)
+				return protocol.Task{}, api.StoreAPIError(err, "task "+id)
 			}
 			// Already applied (a repeated report) or stale: answer with the stored task.
 			cur, gerr := m.st.GetTask(ctx, d.accountID, id)
 			if gerr != nil || cur.Epoch != req.Epoch {
 				m.metrics.staleReport(staleResult)
-				return protocol.Task{}, storeAPIError(err, "task "+id)
+				return protocol.Task{}, api.StoreAPIError(err, "task "+id)
 			}
 			return m.taskView(cur), nil
 		}
 		d.dropRunning(id)
 		if requeued {
 			m.log.Info("task requeued after a delegate fault", "task", id, "instance", d.id, "err", req.Error)
-			m.offerTask(ctx, t, true)
-			m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: t.AccountID, Task: t.ID})
-			m.taskWatch.notify(t.AccountID)
+			m.events.Publish(ctx, events.Event{Kind: events.TaskQueued, Account: t.AccountID, TaskID: t.ID, Task: &t, Widen: true})
 		} else {
-			m.taskEnded(d.accountID, id)
+			m.events.Publish(ctx, events.Event{Kind: events.TaskEnded, Account: d.accountID, TaskID: id})
 			m.log.Info("task failed on a delegate fault, no retries left", "task", id, "instance", d.id)
 		}
 		m.offerQueued(ctx, d)
 		return m.taskView(t), nil
 	}
 	if err := checkOutputs(req.Outputs); err != nil {
-		return protocol.Task{}, newAPIError(http.StatusBadRequest, protocol.CodeBadRequest, "%v", err)
+		return protocol.Task{}, api.NewError(http.StatusBadRequest, protocol.CodeBadRequest, "%v", err)
 	}
 	// The store applies the result only if this delegate holds the task;
 	// only a refusal reads who does (holds), to say why.
@@ -1107,11 +1107,11 @@ func (m *Manager) completeTask(ctx context.Context, d *live, id string, req prot
 			m.log.Log(ctx, m.staleLevel(ctx, d, id), "refused result from a stale lease", "task", id, "instance", d.id, "epoch", req.Epoch)
 			m.metrics.staleReport(staleResult)
 		}
-		return protocol.Task{}, storeAPIError(err, "task "+id)
+		return protocol.Task{}, api.StoreAPIError(err, "task "+id)
 	}
 	wasFull := d.full()
 	d.dropRunning(id)
-	m.taskEnded(d.accountID, id)
+	m.events.Publish(ctx, events.Event{Kind: events.TaskEnded, Account: d.accountID, TaskID: id})
 	m.log.Info("task finished", "task", id, "status", t.Status, "instance", d.id)
 	// A task that succeeded for a connector made its delegate the
 	// connector's last success in CompleteTask's transaction.
@@ -1141,17 +1141,17 @@ func (m *Manager) completeTask(ctx context.Context, d *live, id string, req prot
 // other delegates at once.
 func (m *Manager) handleCapabilities(w http.ResponseWriter, r *http.Request, d *live) {
 	var rep protocol.CapabilityReport
-	if !decodeBody(w, r, &rep) {
+	if !api.DecodeBody(w, r, &rep) {
 		return
 	}
 	if len(rep.Results) > 1000 {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "at most 1000 results per report")
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "at most 1000 results per report")
 		return
 	}
 	failed := false
 	for i, res := range rep.Results {
 		if strings.TrimSpace(res.Criteria) == "" || len(res.Criteria) > 2048 {
-			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "result %d: criteria must be 1-2048 characters", i)
+			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "result %d: criteria must be 1-2048 characters", i)
 			return
 		}
 		if len(res.Error) > 1024 {
@@ -1161,7 +1161,7 @@ func (m *Manager) handleCapabilities(w http.ResponseWriter, r *http.Request, d *
 	}
 	if err := m.recordCapabilities(r.Context(), d.id, rep.Results); err != nil {
 		m.log.Error("record capabilities", "instance", d.id, "err", err)
-		storeError(w, err, "capability results")
+		api.StoreError(w, err, "capability results")
 		return
 	}
 	if failed && validTaskID(rep.TaskID) {
@@ -1208,12 +1208,10 @@ func (m *Manager) reconcileRestart(ctx context.Context, d *live, running []proto
 		d.dropRunning(t.ID)
 		if requeued {
 			m.log.Info("task requeued: its delegate restarted", "task", t.ID, "instance", d.id)
-			m.offerTask(ctx, nt, false)
-			m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: nt.AccountID, Task: nt.ID})
-			m.taskWatch.notify(nt.AccountID)
+			m.events.Publish(ctx, events.Event{Kind: events.TaskQueued, Account: nt.AccountID, TaskID: nt.ID, Task: &nt})
 		} else {
 			m.log.Info("task failed: its delegate restarted", "task", t.ID, "instance", d.id)
-			m.taskEnded(d.accountID, t.ID)
+			m.events.Publish(ctx, events.Event{Kind: events.TaskEnded, Account: d.accountID, TaskID: t.ID})
 		}
 	}
 }

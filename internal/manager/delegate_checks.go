@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
@@ -155,7 +156,7 @@ func identityConflict(w http.ResponseWriter, req protocol.RegisterRequest, ic *s
 	if !req.IdentityByHostname {
 		who += fmt.Sprintf(", IP %q", strings.TrimSpace(req.IP))
 	}
-	writeError(w, http.StatusConflict, protocol.CodeIdentityConflict,
+	api.WriteError(w, http.StatusConflict, protocol.CodeIdentityConflict,
 		"a delegate with this identity (%s) is registered with the delegate token %q, which is still valid; "+
 			"an identity stays bound to the token that registered it. Start this delegate with that token, "+
 			"or revoke it first (legate token revoke %s), or give this delegate another DELEGATE_NAME",

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/legate-dev/legate/internal/api"
+	"github.com/legate-dev/legate/internal/events"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -39,19 +41,19 @@ func (m *Manager) handleDeleteDelegate(w http.ResponseWriter, r *http.Request, a
 		}
 	}
 	if len(busy.Connected) > 0 {
-		writeError(w, http.StatusConflict, protocol.CodeConflict, "%s", delegateBusyMessage(busy))
+		api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "%s", delegateBusyMessage(busy))
 		return
 	}
 	gone, err := m.st.DeleteDelegate(r.Context(), acct, name, now.Add(-m.window()))
 	switch {
 	case errors.As(err, &busy):
-		writeError(w, http.StatusConflict, protocol.CodeConflict, "%s", delegateBusyMessage(busy))
+		api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "%s", delegateBusyMessage(busy))
 		return
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no delegate named %q in this account (legate delegates list --all shows them all)", name)
+		api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "no delegate named %q in this account (legate delegates list --all shows them all)", name)
 		return
 	case err != nil:
-		storeError(w, err, "delegate "+strconv.Quote(name))
+		api.StoreError(w, err, "delegate "+strconv.Quote(name))
 		return
 	}
 	out := protocol.DeletedDelegate{Name: gone[0].Name, Instances: make([]protocol.Delegate, 0, len(gone))}
@@ -73,10 +75,9 @@ func (m *Manager) handleDeleteDelegate(w http.ResponseWriter, r *http.Request, a
 		})
 		hosts = append(hosts, in.Hostname)
 	}
-	m.watch.notify(acct)
-	m.broadcast(r.Context(), clusterEvent{Kind: clusterDelegates, Account: acct})
+	m.events.Publish(r.Context(), events.Event{Kind: events.DelegatesChanged, Account: acct, Broadcast: true})
 	m.log.Info("delegate deleted", "account", acct, "name", out.Name, "instances", len(gone), "hostnames", strings.Join(hosts, ","))
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 // delegateBusyMessage says why a delegate cannot be deleted and what to do.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -45,7 +46,7 @@ type DeploymentStart struct {
 
 // LimitError refuses a deployment over one of the account's limits. Its
 // message names the limit, the usage and when the next slot frees up; the
-// API answers it 429 with the code deployment_limit (storeError).
+// API answers it 429 with the code deployment_limit (api.StoreError).
 type LimitError struct {
 	// Window is store.HourWindow or store.DayWindow.
 	Window   time.Duration
@@ -56,6 +57,11 @@ type LimitError struct {
 }
 
 func (e *LimitError) Error() string { return e.msg }
+
+// APIError is its answer: 429 deployment_limit.
+func (e *LimitError) APIError() *api.Error {
+	return api.NewError(http.StatusTooManyRequests, protocol.CodeDeploymentLimit, "%s", e.msg)
+}
 
 // limits returns the manager's default limits (0: unlimited).
 func (m *Manager) limits() store.DeploymentLimits {
@@ -69,7 +75,7 @@ func (m *Manager) beginDeployment(ctx context.Context, d DeploymentStart) (strin
 	now := m.cfg.Now()
 	id := d.ID
 	if id == "" {
-		id = newID("dp_")
+		id = api.NewID("dp_")
 	}
 	rec := store.Deployment{ID: id, AccountID: d.AccountID, Org: d.Org, Project: d.Project,
 		Service: d.Service, Environment: d.Environment, Version: d.Version, Pipeline: d.Pipeline, RunID: d.RunID,
@@ -131,7 +137,7 @@ func (m *Manager) handleListDeployments(w http.ResponseWriter, r *http.Request, 
 	if v := q.Get("since"); v != "" {
 		t, err := parseSince(v, m.cfg.Now())
 		if err != nil {
-			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%v", err)
+			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%v", err)
 			return
 		}
 		f.Since = t
@@ -139,7 +145,7 @@ func (m *Manager) handleListDeployments(w http.ResponseWriter, r *http.Request, 
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "limit must be between 1 and 1000")
+			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "limit must be between 1 and 1000")
 			return
 		}
 		f.Limit = n
@@ -147,18 +153,18 @@ func (m *Manager) handleListDeployments(w http.ResponseWriter, r *http.Request, 
 	if v := q.Get("page"); v != "" {
 		b, err := parseDeploymentCursor(v)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%v", err)
+			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%v", err)
 			return
 		}
 		f.Before = b
 	}
 	// As for tasks: the store keeps only what the caller may view, before
 	// the limit.
-	pol := callerOf(r.Context()).policy
+	pol := api.CallerOf(r.Context()).Policy
 	f.Scopes = viewScopes(pol, access.PipelineView)
 	ds, err := m.st.ListDeployments(r.Context(), f)
 	if err != nil {
-		storeError(w, err, "deployments")
+		api.StoreError(w, err, "deployments")
 		return
 	}
 	out := protocol.DeploymentList{Deployments: make([]protocol.Deployment, 0, len(ds))}
@@ -170,7 +176,7 @@ func (m *Manager) handleListDeployments(w http.ResponseWriter, r *http.Request, 
 	if len(ds) == f.Limit {
 		out.Next = deploymentCursor(ds[len(ds)-1])
 	}
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 func limitUsage(u store.WindowUsage) protocol.LimitUsage {
@@ -200,19 +206,19 @@ func (m *Manager) limitsView(ctx context.Context, acct string) (protocol.Deploym
 func (m *Manager) handleGetLimits(w http.ResponseWriter, r *http.Request, acct string) {
 	v, err := m.limitsView(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "deployment limits")
+		api.StoreError(w, err, "deployment limits")
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	api.WriteJSON(w, http.StatusOK, v)
 }
 
 func (m *Manager) handleSetLimits(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.SetLimitsRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	if req.PerHour == nil && req.PerDay == nil && !req.Reset {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "nothing to set: give per_hour, per_day or reset")
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "nothing to set: give per_hour, per_day or reset")
 		return
 	}
 	for _, l := range []struct {
@@ -220,25 +226,25 @@ func (m *Manager) handleSetLimits(w http.ResponseWriter, r *http.Request, acct s
 		v    *int
 	}{{"per_hour", req.PerHour}, {"per_day", req.PerDay}} {
 		if l.v != nil && (*l.v < 0 || *l.v > protocol.MaxDeploymentLimit) {
-			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s must be between 0 (unlimited) and %d, not %d", l.name, protocol.MaxDeploymentLimit, *l.v)
+			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s must be between 0 (unlimited) and %d, not %d", l.name, protocol.MaxDeploymentLimit, *l.v)
 			return
 		}
 	}
 	st, err := m.st.SetDeploymentLimits(r.Context(), acct, req.PerHour, req.PerDay, req.Reset, m.cfg.Now())
 	if err != nil {
-		storeError(w, err, "deployment limits")
+		api.StoreError(w, err, "deployment limits")
 		return
 	}
 	eff := st.Apply(m.limits())
 	detail := fmt.Sprintf("per hour %s, per day %s", limitText(eff.PerHour, st.PerHour == nil), limitText(eff.PerDay, st.PerDay == nil))
-	noteAudit(r.Context(), func(e *store.AuditEvent) { e.Detail = detail })
+	api.NoteAudit(r.Context(), func(e *store.AuditEvent) { e.Detail = detail })
 	m.log.Info("deployment limits set", "account", acct, "limits", detail)
 	v, err := m.limitsView(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "deployment limits")
+		api.StoreError(w, err, "deployment limits")
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	api.WriteJSON(w, http.StatusOK, v)
 }
 
 func limitText(n int, isDefault bool) string {

@@ -19,6 +19,7 @@ import (
 	"github.com/coder/websocket/wsjson"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -100,14 +101,14 @@ func errorCode(t testing.TB, body []byte) protocol.Code {
 }
 
 // credentials fills a route's path and the Authorization header it needs.
-func (tm *testManager) credentials(t *testing.T, rt route, session string) (string, map[string]string) {
+func (tm *testManager) credentials(t *testing.T, rt api.Route, session string) (string, map[string]string) {
 	t.Helper()
-	path := strings.NewReplacer("{id}", "t_x", "{name}", "x", "{org}", "o").Replace(rt.pattern)
+	path := strings.NewReplacer("{id}", "t_x", "{name}", "x", "{org}", "o").Replace(rt.Pattern)
 	h := map[string]string{}
-	switch rt.access() {
-	case accessDelegate:
+	switch rt.Access() {
+	case api.AccessDelegate:
 		h["Authorization"] = "Bearer " + session
-	case accessAPIKey:
+	case api.AccessAPIKey:
 		h["Authorization"] = "Bearer " + tm.admin.APIKey
 	}
 	return path, h
@@ -125,15 +126,15 @@ func TestBodyLimitsPerRoute(t *testing.T) {
 	}
 	_, reg := tm.registerFake(t, tm.admin.AccountID, tok.Value, "limits", "limits-host")
 	for _, rt := range tm.m.routes() {
-		if rt.body == 0 {
+		if rt.Body == 0 {
 			continue
 		}
-		t.Run(rt.method+" "+rt.pattern, func(t *testing.T) {
+		t.Run(rt.Method+" "+rt.Pattern, func(t *testing.T) {
 			path, h := tm.credentials(t, rt, reg.Session)
 			t.Run("declared", func(t *testing.T) {
 				c := dialRaw(t, tm.url)
-				h := maps(h, "Content-Length", strconv.FormatInt(rt.body+1, 10), "Content-Type", "application/json")
-				c.send(rt.method, path, h, "") // and not a byte of the body
+				h := maps(h, "Content-Length", strconv.FormatInt(rt.Body+1, 10), "Content-Type", "application/json")
+				c.send(rt.Method, path, h, "") // and not a byte of the body
 				resp, body, err := c.response(10 * time.Second)
 				if err != nil {
 					t.Fatalf("no answer without the body (the manager waits to read it): %v", err)
@@ -144,9 +145,9 @@ func TestBodyLimitsPerRoute(t *testing.T) {
 			})
 			t.Run("chunked", func(t *testing.T) {
 				c := dialRaw(t, tm.url)
-				c.send(rt.method, path, maps(h, "Transfer-Encoding", "chunked"), "")
+				c.send(rt.Method, path, maps(h, "Transfer-Encoding", "chunked"), "")
 				go func() {
-					n := rt.body + 1
+					n := rt.Body + 1
 					_, _ = fmt.Fprintf(c.c, "%x\r\n%s\r\n0\r\n\r\n", n, strings.Repeat(" ", int(n)))
 				}()
 				resp, body, err := c.response(20 * time.Second)
@@ -181,7 +182,7 @@ func TestRegistrationsAreReadFewAtATime(t *testing.T) {
 	tm := startTestManager(t, Config{UnauthenticatedBodies: 1})
 	slow := dialRaw(t, tm.url)
 	slow.send("POST", protocol.PathRegister, map[string]string{"Content-Length": "1000"}, `{"account_id":`)
-	eventually(t, 10*time.Second, "the slow registration holds the slot", func() bool { return len(tm.m.bodySlots) == 1 })
+	eventually(t, 10*time.Second, "the slow registration holds the slot", func() bool { return tm.m.server.BodiesReading() == 1 })
 
 	register := func() (*http.Response, []byte) {
 		c := dialRaw(t, tm.url)
@@ -198,7 +199,7 @@ func TestRegistrationsAreReadFewAtATime(t *testing.T) {
 		t.Fatalf("second registration: %d %v %s; want 503 unavailable with Retry-After: 1", resp.StatusCode, resp.Header, body)
 	}
 	slow.c.Close()
-	eventually(t, 10*time.Second, "the slot is given back", func() bool { return len(tm.m.bodySlots) == 0 })
+	eventually(t, 10*time.Second, "the slot is given back", func() bool { return tm.m.server.BodiesReading() == 0 })
 	if resp, body := register(); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("registration once the slot is free: %d %s; want 401 (the token is wrong)", resp.StatusCode, body)
 	}
@@ -504,10 +505,10 @@ func TestCredentialsAreCheckedBeforeTheBody(t *testing.T) {
 		path, auth string
 		limit      int64
 	}{
-		{protocol.PathTasks, "", bodyLarge},
-		{protocol.PathTasks, "Bearer not-a-key", bodyLarge},
-		{protocol.PathDelegateTask + "/t_x/logs", "Bearer s1.forged.session", bodyLogs},
-		{protocol.PathHeartbeat, "", bodyDelegateState},
+		{protocol.PathTasks, "", api.BodyLarge},
+		{protocol.PathTasks, "Bearer not-a-key", api.BodyLarge},
+		{protocol.PathDelegateTask + "/t_x/logs", "Bearer s1.forged.session", api.BodyLogs},
+		{protocol.PathHeartbeat, "", api.BodyDelegateState},
 	} {
 		c := dialRaw(t, tm.url)
 		h := map[string]string{"Content-Length": strconv.FormatInt(tc.limit, 10)}
@@ -535,14 +536,14 @@ func TestRegistrationCredentialsInHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rt route
+	var rt api.Route
 	for _, r := range tm.m.routes() {
-		if r.pattern == protocol.PathRegister {
+		if r.Pattern == protocol.PathRegister {
 			rt = r
 		}
 	}
-	if rt.credBody <= rt.body {
-		t.Fatalf("register limits: %d with credentials in headers, %d without; want a larger one with", rt.credBody, rt.body)
+	if rt.CredBody <= rt.Body {
+		t.Fatalf("register limits: %d with credentials in headers, %d without; want a larger one with", rt.CredBody, rt.Body)
 	}
 	for _, tc := range []struct {
 		what          string
@@ -550,11 +551,11 @@ func TestRegistrationCredentialsInHeaders(t *testing.T) {
 		length        int64
 		want          int
 	}{
-		{"wrong token", "Bearer not-the-token", tm.admin.AccountID, rt.credBody, http.StatusUnauthorized},
-		{"unknown account", "Bearer " + tok.Value, "acct-nobody", rt.credBody, http.StatusUnauthorized},
-		{"no account header", "Bearer " + tok.Value, "", rt.credBody, http.StatusBadRequest},
-		{"valid, past the larger limit", "Bearer " + tok.Value, tm.admin.AccountID, rt.credBody + 1, http.StatusRequestEntityTooLarge},
-		{"no headers, past the smaller limit", "", "", rt.body + 1, http.StatusRequestEntityTooLarge},
+		{"wrong token", "Bearer not-the-token", tm.admin.AccountID, rt.CredBody, http.StatusUnauthorized},
+		{"unknown account", "Bearer " + tok.Value, "acct-nobody", rt.CredBody, http.StatusUnauthorized},
+		{"no account header", "Bearer " + tok.Value, "", rt.CredBody, http.StatusBadRequest},
+		{"valid, past the larger limit", "Bearer " + tok.Value, tm.admin.AccountID, rt.CredBody + 1, http.StatusRequestEntityTooLarge},
+		{"no headers, past the smaller limit", "", "", rt.Body + 1, http.StatusRequestEntityTooLarge},
 	} {
 		c := dialRaw(t, tm.url)
 		h := map[string]string{"Content-Length": strconv.FormatInt(tc.length, 10), "Content-Type": "application/json"}
@@ -576,7 +577,7 @@ func TestRegistrationCredentialsInHeaders(t *testing.T) {
 	// Between the two limits: read, and registered, with valid headers.
 	req := protocol.RegisterRequest{ProtocolVersion: protocol.Version, AccountID: tm.admin.AccountID, Token: tok.Value,
 		Name: "headers", Hostname: "headers-host", Capacity: 4}
-	for len(mustMarshal(t, req)) <= int(rt.body) {
+	for len(mustMarshal(t, req)) <= int(rt.Body) {
 		req.Description = "" // the running list is what grows honestly
 		req.Running = append(req.Running, protocol.RunningTask{ID: fmt.Sprintf("t_%030d", len(req.Running)), Epoch: 1})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/legate-dev/legate/internal/events"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -159,12 +160,10 @@ func (m *Manager) sweep(ctx context.Context, now time.Time) {
 		}
 		if o.Requeued {
 			m.log.Info("task requeued after its delegate was lost", "task", o.Task.ID, "lost_instance", o.LostInstanceID)
-			m.offerTask(ctx, o.Task, false)
-			m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: o.Task.AccountID, Task: o.Task.ID})
-			m.taskWatch.notify(o.Task.AccountID)
+			m.events.Publish(ctx, events.Event{Kind: events.TaskQueued, Account: o.Task.AccountID, TaskID: o.Task.ID, Task: &o.Task})
 		} else {
 			m.log.Info("task failed: its delegate was lost", "task", o.Task.ID, "lost_instance", o.LostInstanceID)
-			m.taskEnded(o.Task.AccountID, o.Task.ID)
+			m.events.Publish(ctx, events.Event{Kind: events.TaskEnded, Account: o.Task.AccountID, TaskID: o.Task.ID})
 		}
 	}
 }

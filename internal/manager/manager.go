@@ -13,14 +13,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/assign"
-	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/cluster"
+	"github.com/legate-dev/legate/internal/events"
 	"github.com/legate-dev/legate/internal/retention"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -228,13 +228,11 @@ func (c *Config) defaults() {
 // Manager serves the legate API. Create it with New and run it with Run.
 type Manager struct {
 	cfg        Config
-	id         string // this manager process, in broadcasts to the others
 	st         *store.Store
 	log        *slog.Logger
 	sessionKey []byte
 	hub        *hub
 	logs       *logBus
-	outputs    *outputNotes
 	// runNotes collects the pipeline step tasks that ended (runs.go).
 	runNotes *runNotes
 	started  time.Time
@@ -260,8 +258,12 @@ type Manager struct {
 	policies policyCache
 	// signIns paces sign-in attempts (sessions.go).
 	signIns signInLimiter
-	// listenUp is set once the listener of other managers' broadcasts is up.
-	listenUp atomic.Bool
+	// events is the one stream of what changed (events.go subscribes
+	// what reacts to it).
+	events events.Stream
+	// bus carries broadcasts to and from the other managers of a shared
+	// store (package cluster).
+	bus *cluster.Bus
 	// caps holds every delegate's allow and deny list entries.
 	caps *assign.Capabilities
 	// unrunnable remembers since when a queued task had no delegate that
@@ -270,9 +272,10 @@ type Manager struct {
 	metrics    *managerMetrics
 	// queue indexes the queued tasks (queue.go).
 	queue *queue
-	// bodySlots holds one entry per request body without credentials
-	// being read (routes.go).
-	bodySlots chan struct{}
+	// server applies the routes' limits and credentials (api.Server);
+	// auditor records audited requests.
+	server  *api.Server
+	auditor *api.Auditor
 	// conns is the connection limit of the running server (set by Run).
 	conns atomic.Pointer[connLimit]
 	// watch tells the web UI when delegates change; seen is what the
@@ -308,24 +311,27 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	}
 	m := &Manager{
 		cfg:        cfg,
-		id:         newID("m_"),
 		st:         st,
 		log:        cfg.Logger,
 		sessionKey: kb,
 		hub:        newHub(),
 		logs:       newLogBus(),
-		outputs:    newOutputNotes(),
 		runNotes:   newRunNotes(),
 		started:    cfg.Now(),
 		stopping:   make(chan struct{}),
 		sweepWake:  make(chan struct{}, 1),
-		bodySlots:  make(chan struct{}, cfg.UnauthenticatedBodies),
 	}
 	m.tokens.entries = map[string]tokenEntry{}
 	m.caps = assign.NewCapabilities()
 	m.unrunnable = map[string]time.Time{}
 	m.metrics = newMetrics(m)
 	m.queue = newQueue()
+	m.bus = cluster.New(st, cfg.Logger)
+	m.handleClusterEvents()
+	m.subscribe()
+	m.auditor = &api.Auditor{Store: st, Now: cfg.Now, Log: cfg.Logger}
+	m.server = api.NewServer(api.Config{ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
+		UnauthenticatedBodies: cfg.UnauthenticatedBodies, Authenticate: m.authenticate, Audit: m.auditor, Log: cfg.Logger})
 	if err := m.loadCapabilities(ctx); err != nil {
 		return nil, fmt.Errorf("load capability lists: %w", err)
 	}
@@ -343,29 +349,6 @@ func (m *Manager) window() time.Duration {
 // leaseDuration is how long a task lease lasts without a heartbeat.
 func (m *Manager) leaseDuration() time.Duration { return m.window() }
 
-// versionCheck refuses clients older than this manager serves, and tells
-// every client the manager's version (protocol.Supported: newer clients
-// are served, and use only what this version has).
-func versionCheck(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set(protocol.HeaderProtocolVersion, strconv.Itoa(protocol.Version))
-		if v := r.Header.Get(protocol.HeaderProtocolVersion); v != "" {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil {
-				writeError(w, http.StatusBadRequest, protocol.CodeVersion,
-					"%s %q is not a protocol version (a whole number)", protocol.HeaderProtocolVersion, v)
-				return
-			}
-			if !protocol.Supported(n) {
-				writeError(w, http.StatusBadRequest, protocol.CodeVersion,
-					"protocol version %d is older than this manager serves (%d or later; it speaks %d); upgrade the client", n, protocol.MinVersion, protocol.Version)
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 // Run serves the API on ln and runs the background loops until ctx ends,
 // then shuts down: WebSockets get a close frame, long polls return, and
 // in-flight requests finish (bounded by 10s). ln is a plain TCP listener;
@@ -381,7 +364,7 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 		Handler:           m.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       m.cfg.IdleTimeout,
-		// Body and write deadlines are set per route (routes.go): a
+		// Body and write deadlines are set per route (api.Server): a
 		// server-wide ReadTimeout or WriteTimeout would also cut the
 		// WebSockets and long polls.
 		MaxHeaderBytes: maxHeaderBytes,
@@ -392,11 +375,13 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 
 	loopCtx, cancelLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(4)
-	go func() { defer wg.Done(); m.flushLoop(loopCtx) }()
-	go func() { defer wg.Done(); m.sweepLoop(loopCtx) }()
-	go func() { defer wg.Done(); m.listenLoop(loopCtx) }()
-	go func() { defer wg.Done(); m.outputLoop(loopCtx) }()
+	wg.Go(func() { m.flushLoop(loopCtx) })
+	wg.Go(func() { m.sweepLoop(loopCtx) })
+	wg.Go(func() {
+		if err := m.bus.Run(loopCtx); err != nil {
+			m.log.Error("listen to the other managers", "err", err)
+		}
+	})
 	wg.Go(func() { m.runLoop(loopCtx) })
 	wg.Go(func() { m.pruneLoop(loopCtx) })
 	if m.cfg.TaskRetention > 0 {

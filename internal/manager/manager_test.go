@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/seal"
@@ -196,7 +197,7 @@ func (tm *testManager) newAccount(t *testing.T, id string) string {
 		t.Fatal(err)
 	}
 	key := "lgk_other_" + id
-	if err := tm.st.CreateAPIKey(ctx, store.APIKey{ID: "ak_" + id, AccountID: id, Name: "admin", Hash: hashSecret(key),
+	if err := tm.st.CreateAPIKey(ctx, store.APIKey{ID: "ak_" + id, AccountID: id, Name: "admin", Hash: api.HashSecret(key),
 		OwnerKind: protocol.OwnerAccount, OwnerID: id, CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/manifest"
 	"github.com/legate-dev/legate/internal/protocol"
 )
@@ -21,18 +22,18 @@ const bodyManifest = 1 << 20
 // account. The answer is text/plain; a refused request gets the
 // generator's one-line error as bad_request.
 func (m *Manager) handleManifest(w http.ResponseWriter, r *http.Request, acct string) {
-	body, ok := readBody(w, r)
+	body, ok := api.ReadBody(w, r)
 	if !ok {
 		return
 	}
 	req, err := decodeManifestRequest(body)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	out, err := m.manifest(req, acct, requestBaseURL(r))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	h := w.Header()

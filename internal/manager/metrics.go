@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/metrics"
 	"github.com/legate-dev/legate/internal/protocol"
 )
@@ -170,7 +171,7 @@ func (m *Manager) collectQueue(ctx context.Context, s *metrics.Scrape) error {
 func (m *Manager) handleReady(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-m.stopping:
-		writeJSON(w, http.StatusServiceUnavailable, protocol.HealthStatus{Status: "not ready", Reason: "shutting down"})
+		api.WriteJSON(w, http.StatusServiceUnavailable, protocol.HealthStatus{Status: "not ready", Reason: "shutting down"})
 		return
 	default:
 	}
@@ -178,18 +179,14 @@ func (m *Manager) handleReady(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if err := m.st.Ping(ctx); err != nil {
 		m.log.Warn("readiness: store does not answer", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, protocol.HealthStatus{Status: "not ready", Reason: "store does not answer"})
+		api.WriteJSON(w, http.StatusServiceUnavailable, protocol.HealthStatus{Status: "not ready", Reason: "store does not answer"})
 		return
 	}
-	writeJSON(w, http.StatusOK, protocol.HealthStatus{Status: "ready"})
+	api.WriteJSON(w, http.StatusOK, protocol.HealthStatus{Status: "ready"})
 }
 
-// errorRecorder is implemented by the response writer of every API
-// request: writeError reports each error code it writes to it.
-type errorRecorder interface{ recordAPIError(protocol.Code) }
-
 // countErrors gives every request a response writer that counts the
-// error codes writeError writes.
+// error codes api.WriteError writes.
 func (mt *managerMetrics) countErrors(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(&countingWriter{ResponseWriter: w, mt: mt}, r)
@@ -201,7 +198,7 @@ type countingWriter struct {
 	mt *managerMetrics
 }
 
-func (c *countingWriter) recordAPIError(code protocol.Code) {
+func (c *countingWriter) RecordAPIError(code protocol.Code) {
 	c.mt.apiErrors.With(string(code)).Inc()
 }
 

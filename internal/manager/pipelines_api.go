@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/pipeline"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
@@ -59,27 +60,27 @@ func runView(r store.Run) protocol.Run {
 
 func (m *Manager) handleApplyPipeline(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.ApplyPipelineRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	org, project := strings.TrimSpace(req.Org), strings.TrimSpace(req.Project)
 	if strings.TrimSpace(req.Source) == "" {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "source is empty: give the pipeline's YAML (legate pipeline apply -f FILE)")
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "source is empty: give the pipeline's YAML (legate pipeline apply -f FILE)")
 		return
 	}
 	p, err := pipeline.Parse([]byte(req.Source))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	if err := m.checkScope(r.Context(), acct, org, project); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	by := principalLabel(callerOf(r.Context()).policy.Principal)
+	by := principalLabel(api.CallerOf(r.Context()).Policy.Principal)
 	stored, changed, err := m.st.ApplyPipeline(r.Context(), store.Pipeline{AccountID: acct, Org: org, Project: project, Name: p.Name,
 		Source: req.Source, UpdatedBy: by}, m.cfg.Now())
-	noteAudit(r.Context(), func(e *store.AuditEvent) {
+	api.NoteAudit(r.Context(), func(e *store.AuditEvent) {
 		e.Resource, e.Org, e.Project = p.Name, org, project
 		e.Detail = "version " + strconv.FormatInt(stored.Version, 10)
 		if !changed {
@@ -87,7 +88,7 @@ func (m *Manager) handleApplyPipeline(w http.ResponseWriter, r *http.Request, ac
 		}
 	})
 	if err != nil {
-		storeError(w, err, pipelineLabel(p.Name, org, project))
+		api.StoreError(w, err, pipelineLabel(p.Name, org, project))
 		return
 	}
 	v := pipelineView(stored, true)
@@ -96,23 +97,23 @@ func (m *Manager) handleApplyPipeline(w http.ResponseWriter, r *http.Request, ac
 	if changed && stored.Version == 1 {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, v)
+	api.WriteJSON(w, status, v)
 }
 
 func (m *Manager) handleListPipelines(w http.ResponseWriter, r *http.Request, acct string) {
 	ps, err := m.st.ListPipelines(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "pipelines")
+		api.StoreError(w, err, "pipelines")
 		return
 	}
-	pol := callerOf(r.Context()).policy
+	pol := api.CallerOf(r.Context()).Policy
 	out := protocol.PipelineList{Pipelines: []protocol.Pipeline{}}
 	for _, p := range ps {
 		if pol.Allows(access.PipelineView, access.Scope{Org: p.Org, Project: p.Project}) {
 			out.Pipelines = append(out.Pipelines, pipelineView(p, false))
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 func (m *Manager) handleGetPipeline(w http.ResponseWriter, r *http.Request, acct string) {
@@ -120,7 +121,7 @@ func (m *Manager) handleGetPipeline(w http.ResponseWriter, r *http.Request, acct
 	org, project := pipelineScope(r)
 	p, err := m.st.GetPipeline(r.Context(), acct, org, project, name)
 	if err != nil {
-		storeError(w, err, pipelineLabel(name, org, project))
+		api.StoreError(w, err, pipelineLabel(name, org, project))
 		return
 	}
 	v := pipelineView(p, true)
@@ -128,18 +129,18 @@ func (m *Manager) handleGetPipeline(w http.ResponseWriter, r *http.Request, acct
 	case err == nil:
 		v.Webhook = webhookView(h)
 	case !errors.Is(err, store.ErrNotFound):
-		storeError(w, err, "the webhook of "+pipelineLabel(name, org, project))
+		api.StoreError(w, err, "the webhook of "+pipelineLabel(name, org, project))
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	api.WriteJSON(w, http.StatusOK, v)
 }
 
 func (m *Manager) handleDeletePipeline(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	org, project := pipelineScope(r)
-	noteAudit(r.Context(), func(e *store.AuditEvent) { e.Resource, e.Org, e.Project = name, org, project })
+	api.NoteAudit(r.Context(), func(e *store.AuditEvent) { e.Resource, e.Org, e.Project = name, org, project })
 	if err := m.st.DeletePipeline(r.Context(), acct, org, project, name); err != nil {
-		storeError(w, err, pipelineLabel(name, org, project))
+		api.StoreError(w, err, pipelineLabel(name, org, project))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -149,12 +150,12 @@ func (m *Manager) handleRunPipeline(w http.ResponseWriter, r *http.Request, acct
 	name := r.PathValue("name")
 	org, project := pipelineScope(r)
 	var req protocol.RunPipelineRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	run, err := m.startRun(r.Context(), runStart{AccountID: acct, Org: org, Project: project, Pipeline: name, Inputs: req.Inputs,
-		Trigger: "manual", TriggeredBy: principalLabel(callerOf(r.Context()).policy.Principal)})
-	noteAudit(r.Context(), func(e *store.AuditEvent) {
+		Trigger: "manual", TriggeredBy: principalLabel(api.CallerOf(r.Context()).Policy.Principal)})
+	api.NoteAudit(r.Context(), func(e *store.AuditEvent) {
 		e.Resource, e.Org, e.Project = name, org, project
 		if run.ID != "" {
 			e.Detail = "run " + run.ID
@@ -163,29 +164,29 @@ func (m *Manager) handleRunPipeline(w http.ResponseWriter, r *http.Request, acct
 	var refused *errRunRefused
 	switch {
 	case errors.As(err, &refused):
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", refused.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", refused.Error())
 		return
 	case err != nil && run.ID == "":
-		storeError(w, err, pipelineLabel(name, org, project))
+		api.StoreError(w, err, pipelineLabel(name, org, project))
 		return
 	case err != nil:
 		// The run exists; the engine's loop advances it again.
 		m.log.Warn("advance a new pipeline run", "run", run.ID, "err", err)
 	}
-	writeJSON(w, http.StatusCreated, runView(run))
+	api.WriteJSON(w, http.StatusCreated, runView(run))
 }
 
 func (m *Manager) handleListRuns(w http.ResponseWriter, r *http.Request, acct string) {
 	q := r.URL.Query()
 	f := store.RunFilter{Pipeline: q.Get("pipeline"), Status: q.Get("status")}
 	if f.Status != "" && !slices.Contains([]string{store.RunRunning, store.RunSucceeded, store.RunFailed, store.RunCancelled}, f.Status) {
-		badRequest(w, "unknown run status %q: use running, succeeded, failed or cancelled", f.Status)
+		api.BadRequest(w, "unknown run status %q: use running, succeeded, failed or cancelled", f.Status)
 		return
 	}
 	if q.Has("org") || q.Has("project") {
 		// The runs of the pipeline of that scope (a name may be in several).
 		if f.Pipeline == "" {
-			badRequest(w, "org and project narrow the runs of one pipeline: pass pipeline too")
+			api.BadRequest(w, "org and project narrow the runs of one pipeline: pass pipeline too")
 			return
 		}
 		f.InScope, f.Org, f.Project = true, q.Get("org"), q.Get("project")
@@ -193,7 +194,7 @@ func (m *Manager) handleListRuns(w http.ResponseWriter, r *http.Request, acct st
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "limit must be between 1 and 1000")
+			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "limit must be between 1 and 1000")
 			return
 		}
 		f.Limit = n
@@ -203,21 +204,21 @@ func (m *Manager) handleListRuns(w http.ResponseWriter, r *http.Request, acct st
 		last, err := m.st.GetRun(r.Context(), acct, page)
 		if err != nil {
 			if errors.Is(err, store.ErrNotFound) {
-				badRequest(w, "page %q is not a run of this account: pass the next of a listing", page)
+				api.BadRequest(w, "page %q is not a run of this account: pass the next of a listing", page)
 				return
 			}
-			storeError(w, err, "runs")
+			api.StoreError(w, err, "runs")
 			return
 		}
 		f.Before = &store.RunCursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
 	// The store keeps only what the caller may view, before the limit, so
 	// a page is full whenever enough runs exist.
-	pol := callerOf(r.Context()).policy
+	pol := api.CallerOf(r.Context()).Policy
 	f.Scopes = viewScopes(pol, access.PipelineView)
 	runs, err := m.st.ListRuns(r.Context(), acct, f)
 	if err != nil {
-		storeError(w, err, "runs")
+		api.StoreError(w, err, "runs")
 		return
 	}
 	out := protocol.RunList{Runs: []protocol.Run{}}
@@ -230,52 +231,54 @@ func (m *Manager) handleListRuns(w http.ResponseWriter, r *http.Request, acct st
 	if len(runs) > 0 && len(runs) == cmp.Or(f.Limit, 100) {
 		out.Next = runs[len(runs)-1].ID
 	}
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 func (m *Manager) handleGetRun(w http.ResponseWriter, r *http.Request, acct string) {
 	run, err := m.st.GetRun(r.Context(), acct, r.PathValue("id"))
 	if err != nil {
-		storeError(w, err, "run "+r.PathValue("id"))
+		api.StoreError(w, err, "run "+r.PathValue("id"))
 		return
 	}
-	writeJSON(w, http.StatusOK, runView(run))
+	api.WriteJSON(w, http.StatusOK, runView(run))
 }
 
 func (m *Manager) handleCancelRun(w http.ResponseWriter, r *http.Request, acct string) {
 	id := r.PathValue("id")
-	noteAudit(r.Context(), func(e *store.AuditEvent) { e.Resource = id })
+	api.NoteAudit(r.Context(), func(e *store.AuditEvent) { e.Resource = id })
 	cur, err := m.st.GetRun(r.Context(), acct, id)
 	if err != nil {
-		storeError(w, err, "run "+id)
+		api.StoreError(w, err, "run "+id)
 		return
 	}
 	if cur.Status != store.RunRunning {
-		writeError(w, http.StatusConflict, protocol.CodeTaskTerminal, "run %s already finished (%s)", id, cur.Status)
+		api.WriteError(w, http.StatusConflict, protocol.CodeTaskTerminal, "run %s already finished (%s)", id, cur.Status)
 		return
 	}
 	run, err := m.cancelRun(r.Context(), acct, id)
 	if err != nil {
-		storeError(w, err, "run "+id)
+		api.StoreError(w, err, "run "+id)
 		return
 	}
-	writeJSON(w, http.StatusOK, runView(run))
+	api.WriteJSON(w, http.StatusOK, runView(run))
 }
 
 // atRun: the scope of the run the path names.
-var atRun = scopeSource{"run", func(m *Manager, r *http.Request, acct string) ([]access.Resource, error) {
-	run, err := m.st.GetRun(r.Context(), acct, r.PathValue("id"))
-	if err != nil {
-		return nil, err
-	}
-	return res("run", run.ID, access.Scope{Org: run.Org, Project: run.Project}), nil
-}}
+func (m *Manager) atRun() api.ScopeSource {
+	return api.ScopeSource{Name: "run", Resolve: func(r *http.Request, acct string) ([]access.Resource, error) {
+		run, err := m.st.GetRun(r.Context(), acct, r.PathValue("id"))
+		if err != nil {
+			return nil, err
+		}
+		return api.Res("run", run.ID, access.Scope{Org: run.Org, Project: run.Project}), nil
+	}}
+}
 
 // pipelineUses: running a pipeline needs, as submitting each of its steps
 // as a task would (taskUses), connector:access on every connector a step
 // uses and secret:access on every stored secret a step references, at the
 // pipeline's scope.
-func pipelineUses(m *Manager, r *http.Request, acct string) ([]need, error) {
+func (m *Manager) pipelineUses(r *http.Request, acct string) ([]api.Need, error) {
 	org, project := pipelineScope(r)
 	stored, err := m.st.GetPipeline(r.Context(), acct, org, project, r.PathValue("name"))
 	if err != nil {
@@ -291,9 +294,9 @@ func pipelineUses(m *Manager, r *http.Request, acct string) ([]need, error) {
 	return m.pipelineNeeds(r.Context(), acct, org, project, p)
 }
 
-func (m *Manager) pipelineNeeds(ctx context.Context, acct, org, project string, p *pipeline.Pipeline) ([]need, error) {
+func (m *Manager) pipelineNeeds(ctx context.Context, acct, org, project string, p *pipeline.Pipeline) ([]api.Need, error) {
 	sc := access.Scope{Org: org, Project: project}
-	var out []need
+	var out []api.Need
 	seen := map[string]bool{}
 	for _, ref := range p.Steps() {
 		stage, step := p.Step(ref)
@@ -314,14 +317,14 @@ func (m *Manager) pipelineNeeds(ctx context.Context, acct, org, project string, 
 		}
 		if spec.Connector != "" && !seen["c/"+spec.Connector] {
 			seen["c/"+spec.Connector] = true
-			out = append(out, need{access.ConnectorAccess, access.Resource{Kind: "connector", Name: spec.Connector, Scope: sc}})
+			out = append(out, api.Need{Perm: access.ConnectorAccess, Res: access.Resource{Kind: "connector", Name: spec.Connector, Scope: sc}})
 		}
 		secrets, err := m.secretNeeds(ctx, acct, spec)
 		if err != nil {
 			return nil, err
 		}
 		for _, n := range secrets {
-			if k := "s/" + n.res.Name + "/" + n.res.Scope.Key(); !seen[k] {
+			if k := "s/" + n.Res.Name + "/" + n.Res.Scope.Key(); !seen[k] {
 				seen[k] = true
 				out = append(out, n)
 			}

@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/api"
+	"github.com/legate-dev/legate/internal/cluster"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -83,7 +84,7 @@ func ResetAdmin(ctx context.Context, st *store.Store, dataDir, url string, now t
 		bound = bound || (b.Role == access.RoleAccountAdmin && b.SubjectID == admin.ID && b.Org == "" && b.Project == "")
 	}
 	if !bound {
-		b := store.Binding{ID: newID("b_"), AccountID: acct, Role: access.RoleAccountAdmin, SubjectKind: admin.Kind, SubjectID: admin.ID, CreatedAt: now}
+		b := store.Binding{ID: api.NewID("b_"), AccountID: acct, Role: access.RoleAccountAdmin, SubjectKind: admin.Kind, SubjectID: admin.ID, CreatedAt: now}
 		if err := st.CreateBinding(ctx, b); err != nil && !errors.Is(err, store.ErrConflict) {
 			return a, nil, fmt.Errorf("bind account-admin to the user admin: %w", err)
 		}
@@ -92,7 +93,7 @@ func ResetAdmin(ctx context.Context, st *store.Store, dataDir, url string, now t
 	if a, err = Bootstrap(ctx, st, dataDir, url, now); err != nil {
 		return a, nil, err
 	}
-	k, err := st.APIKeyByHash(ctx, hashSecret(a.APIKey))
+	k, err := st.APIKeyByHash(ctx, api.HashSecret(a.APIKey))
 	switch {
 	case err != nil:
 		return a, nil, fmt.Errorf("look up the key of %s: %w", a.EnvFile, err)
@@ -108,8 +109,7 @@ func ResetAdmin(ctx context.Context, st *store.Store, dataDir, url string, now t
 		did = append(did, fmt.Sprintf("the key %q in %s works again", a.KeyName, a.EnvFile))
 	}
 	if st.Shared() {
-		b, _ := json.Marshal(clusterEvent{Kind: clusterAccess, Origin: "reset-admin", Account: acct})
-		if err := st.Broadcast(ctx, string(b)); err != nil {
+		if err := st.Broadcast(ctx, cluster.Encode(cluster.Event{Kind: cluster.Access, Origin: "reset-admin", Account: acct})); err != nil {
 			did = append(did, fmt.Sprintf("could not tell the running managers (%v): they see the change within their API key cache TTL", err))
 		}
 	}

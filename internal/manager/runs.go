@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/api"
+	"github.com/legate-dev/legate/internal/events"
 	"github.com/legate-dev/legate/internal/pipeline"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
@@ -29,8 +31,8 @@ import (
 // and a step recorded as running whose task was never created gets it on
 // the next advance.
 //
-// A run advances when it starts, whenever one of its tasks ends (taskEnded
-// notes it; runLoop advances it), on cancel, and from runLoop at start and
+// A run advances when it starts, whenever one of its tasks ends (its TaskEnded
+// event notes it; runLoop advances it), on cancel, and from runLoop at start and
 // every Config.RunAdvanceInterval for every unfinished run (restart
 // safety, and a task that ended on a manager that died before advancing).
 
@@ -177,7 +179,7 @@ func (m *Manager) startRun(ctx context.Context, rs runStart) (store.Run, error) 
 			return store.Run{}, err
 		}
 	}
-	run, err := m.st.CreateRun(ctx, store.Run{ID: newID("r_"), AccountID: rs.AccountID, Org: rs.Org, Project: rs.Project,
+	run, err := m.st.CreateRun(ctx, store.Run{ID: api.NewID("r_"), AccountID: rs.AccountID, Org: rs.Org, Project: rs.Project,
 		Pipeline: stored.Name, Version: stored.Version, Source: stored.Source, Inputs: inputs, Status: store.RunRunning,
 		Trigger: rs.Trigger, TriggeredBy: rs.TriggeredBy, WebhookID: rs.WebhookID, Delivery: rs.Delivery, CreatedAt: m.cfg.Now()})
 	if err != nil {
@@ -267,10 +269,7 @@ func (m *Manager) advanceRun(ctx context.Context, acct, id string) (store.Run, e
 	defer func() {
 		// The web UI's run pages look again (they send only what changed),
 		// here and, when the run moved, on the other managers.
-		m.runWatch.notify(acct)
-		if changed {
-			m.broadcast(ctx, clusterEvent{Kind: clusterRuns, Account: acct})
-		}
+		m.events.Publish(ctx, events.Event{Kind: events.RunAdvanced, Account: acct, Broadcast: changed})
 	}()
 	ends := map[string]taskEnd{}
 	for range 1000 { // each pass ends steps or starts some: bounded by the steps
@@ -621,9 +620,7 @@ func (m *Manager) createStepTask(ctx context.Context, run store.Run, p *pipeline
 		return err
 	}
 	t = t.WithoutSecretValues()
-	m.offerTask(ctx, t, false)
-	m.broadcast(ctx, clusterEvent{Kind: clusterTask, Account: run.AccountID, Task: t.ID})
-	m.taskWatch.notify(run.AccountID)
+	m.events.Publish(ctx, events.Event{Kind: events.TaskQueued, Account: run.AccountID, TaskID: t.ID, Task: &t})
 	return nil
 }
 

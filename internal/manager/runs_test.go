@@ -521,7 +521,7 @@ func TestRunAdvanceReachesTheOtherManagersPages(t *testing.T) {
 	if _, _, err := a.st.ApplyPipeline(ctx, store.Pipeline{AccountID: acct, Name: "ship", Source: testRunPipeline}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "manager B listening", func() bool { return b.m.listening() })
+	eventually(t, 10*time.Second, "manager B listening", func() bool { return b.m.bus.Listening() })
 	changes, stop := b.m.runWatch.subscribe(acct)
 	defer stop()
 	wake := func(what string) {

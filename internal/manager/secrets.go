@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/secretref"
 	"github.com/legate-dev/legate/internal/store"
@@ -57,52 +58,52 @@ func secretLabel(name, org, project string) string {
 
 func (m *Manager) handleCreateSecret(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.CreateSecretRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
 	if err := secretref.ValidName(req.Name); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	if msg := checkSecretValue(req.Value); msg != "" {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", msg)
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", msg)
 		return
 	}
 	req.Org, req.Project = strings.TrimSpace(req.Org), strings.TrimSpace(req.Project)
 	if err := m.checkScope(r.Context(), acct, req.Org, req.Project); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	s, err := m.st.CreateSecret(r.Context(), store.Secret{AccountID: acct, Org: req.Org, Project: req.Project,
 		Name: req.Name, CreatedAt: m.cfg.Now()}, req.Value)
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			writeError(w, http.StatusConflict, protocol.CodeConflict, "%s already exists; change its value with legate secret update",
+			api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "%s already exists; change its value with legate secret update",
 				secretLabel(req.Name, req.Org, req.Project))
 			return
 		}
-		storeError(w, err, secretLabel(req.Name, req.Org, req.Project))
+		api.StoreError(w, err, secretLabel(req.Name, req.Org, req.Project))
 		return
 	}
 	m.log.Info("secret created", "account", acct, "secret", s.Name, "scope", scopeLabel(s.Org, s.Project))
-	writeJSON(w, http.StatusCreated, secretView(s))
+	api.WriteJSON(w, http.StatusCreated, secretView(s))
 }
 
 func (m *Manager) handleListSecrets(w http.ResponseWriter, r *http.Request, acct string) {
 	ss, err := m.st.ListSecrets(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "secrets")
+		api.StoreError(w, err, "secrets")
 		return
 	}
-	pol := callerOf(r.Context()).policy
+	pol := api.CallerOf(r.Context()).Policy
 	out := protocol.SecretList{Secrets: make([]protocol.Secret, 0, len(ss))}
 	for _, s := range ss {
 		if pol.Allows(access.SecretView, access.Scope{Org: s.Org, Project: s.Project}) {
 			out.Secrets = append(out.Secrets, secretView(s))
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 func (m *Manager) handleGetSecret(w http.ResponseWriter, r *http.Request, acct string) {
@@ -110,37 +111,37 @@ func (m *Manager) handleGetSecret(w http.ResponseWriter, r *http.Request, acct s
 	org, project := secretScope(r)
 	s, err := m.st.GetSecret(r.Context(), acct, org, project, name)
 	if err != nil {
-		storeError(w, err, secretLabel(name, org, project))
+		api.StoreError(w, err, secretLabel(name, org, project))
 		return
 	}
-	writeJSON(w, http.StatusOK, secretView(s))
+	api.WriteJSON(w, http.StatusOK, secretView(s))
 }
 
 func (m *Manager) handleUpdateSecret(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	org, project := secretScope(r)
 	var req protocol.UpdateSecretRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	if msg := checkSecretValue(req.Value); msg != "" {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", msg)
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", msg)
 		return
 	}
 	s, err := m.st.UpdateSecret(r.Context(), acct, org, project, name, req.Value, m.cfg.Now())
 	if err != nil {
-		storeError(w, err, secretLabel(name, org, project))
+		api.StoreError(w, err, secretLabel(name, org, project))
 		return
 	}
 	m.log.Info("secret updated", "account", acct, "secret", s.Name, "scope", scopeLabel(s.Org, s.Project), "version", s.Version)
-	writeJSON(w, http.StatusOK, secretView(s))
+	api.WriteJSON(w, http.StatusOK, secretView(s))
 }
 
 func (m *Manager) handleDeleteSecret(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	org, project := secretScope(r)
 	if err := m.st.DeleteSecret(r.Context(), acct, org, project, name); err != nil {
-		storeError(w, err, secretLabel(name, org, project))
+		api.StoreError(w, err, secretLabel(name, org, project))
 		return
 	}
 	m.log.Info("secret deleted", "account", acct, "secret", name, "scope", scopeLabel(org, project))
@@ -182,7 +183,7 @@ func (m *Manager) checkSecretRefs(ctx context.Context, acct string, spec protoco
 // secretNeeds returns what running spec needs for its secret references:
 // secret:access on each at the scope it resolves to (at the task's scope
 // for a name that resolves nowhere, which the handler then refuses).
-func (m *Manager) secretNeeds(ctx context.Context, acct string, spec protocol.TaskSpec) ([]need, error) {
+func (m *Manager) secretNeeds(ctx context.Context, acct string, spec protocol.TaskSpec) ([]api.Need, error) {
 	names, err := secretref.SpecNames(spec)
 	if err != nil || len(names) == 0 {
 		return nil, nil // the handler reports a malformed reference
@@ -192,13 +193,13 @@ func (m *Manager) secretNeeds(ctx context.Context, acct string, spec protocol.Ta
 	if err != nil {
 		return nil, err
 	}
-	out := make([]need, 0, len(names))
+	out := make([]api.Need, 0, len(names))
 	for _, n := range names {
 		sc := access.Scope{Org: org, Project: project}
 		if s, ok := found[n]; ok {
 			sc = access.Scope{Org: s.Org, Project: s.Project}
 		}
-		out = append(out, need{access.SecretAccess, access.Resource{Kind: "secret", Name: n, Scope: sc}})
+		out = append(out, api.Need{Perm: access.SecretAccess, Res: access.Resource{Kind: "secret", Name: n, Scope: sc}})
 	}
 	return out, nil
 }
@@ -220,7 +221,7 @@ func acquireAnswer(t store.Task) (protocol.AcquireResponse, error) {
 
 // failMissingSecrets ends a task whose secrets were deleted after it was
 // submitted, and answers the delegate that tried to acquire it.
-func (m *Manager) failMissingSecrets(ctx context.Context, t store.Task, missing *store.MissingSecretsError) *apiError {
+func (m *Manager) failMissingSecrets(ctx context.Context, t store.Task, missing *store.MissingSecretsError) *api.Error {
 	msg := missing.Error()
 	ft, err := m.st.FinishTask(ctx, t.AccountID, t.ID, store.Result{Status: protocol.StatusFailed, Error: msg}, m.cfg.Now())
 	switch {
@@ -229,8 +230,8 @@ func (m *Manager) failMissingSecrets(ctx context.Context, t store.Task, missing 
 			"secrets", strings.Join(missing.Names, ","), "scope", scopeLabel(t.Spec.Org, t.Spec.Project))
 		m.afterManagerFinish(ctx, ft)
 	case !errors.Is(err, store.ErrTaskTerminal):
-		return storeAPIError(err, "task "+t.ID)
+		return api.StoreAPIError(err, "task "+t.ID)
 	}
 	m.queue.drop(t.ID)
-	return newAPIError(http.StatusConflict, protocol.CodeTaskTerminal, "task %s failed: %s", t.ID, msg)
+	return api.NewError(http.StatusConflict, protocol.CodeTaskTerminal, "task %s failed: %s", t.ID, msg)
 }

@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/legate-dev/legate/internal/api"
 )
 
 // docRow is what docs/security.md says of one endpoint.
 type docRow struct {
-	Access   callerKind
+	Access   api.CallerKind
 	Body     int64
 	CredBody int64
 	// Permission is the route's rule as rule.doc writes it ("—" for
@@ -35,15 +36,15 @@ func TestSecurityDocListsEveryRoute(t *testing.T) {
 	m := &Manager{metrics: &managerMetrics{}}
 	code := map[string]docRow{}
 	for _, rt := range m.routes() {
-		key := rt.method + " " + rt.pattern
+		key := rt.Method + " " + rt.Pattern
 		if _, dup := code[key]; dup {
 			t.Errorf("route %s is declared twice", key)
 		}
 		perm := "—"
-		if rt.access() == accessAPIKey {
-			perm = rt.rule.doc()
+		if rt.Access() == api.AccessAPIKey {
+			perm = rt.Rule.Doc()
 		}
-		code[key] = docRow{Access: rt.access(), Body: rt.body, CredBody: rt.credBody, Permission: perm}
+		code[key] = docRow{Access: rt.Access(), Body: rt.Body, CredBody: rt.CredBody, Permission: perm}
 	}
 	if diff := cmp.Diff(code, doc); diff != "" {
 		t.Errorf("docs/security.md's endpoint table differs from the routes (-routes +docs):\n%s", diff)
@@ -78,14 +79,14 @@ func parseEndpointTable(doc string) (map[string]docRow, error) {
 		}
 		var r docRow
 		switch who := cells[2]; {
-		case strings.HasPrefix(who, string(accessNone)):
-			r.Access = accessNone
-		case strings.HasPrefix(who, string(accessDelegate)):
-			r.Access = accessDelegate
-		case strings.HasPrefix(who, string(accessAPIKey)):
-			r.Access = accessAPIKey
+		case strings.HasPrefix(who, string(api.AccessNone)):
+			r.Access = api.AccessNone
+		case strings.HasPrefix(who, string(api.AccessDelegate)):
+			r.Access = api.AccessDelegate
+		case strings.HasPrefix(who, string(api.AccessAPIKey)):
+			r.Access = api.AccessAPIKey
 		default:
-			return nil, fmt.Errorf("row %s: who may call %q: start with %q, %q or %q", key, who, accessNone, accessDelegate, accessAPIKey)
+			return nil, fmt.Errorf("row %s: who may call %q: start with %q, %q or %q", key, who, api.AccessNone, api.AccessDelegate, api.AccessAPIKey)
 		}
 		if cells[3] == "" {
 			return nil, fmt.Errorf("row %s: say what it checks (— for nothing)", key)

@@ -1,7 +1,6 @@
 package manager
 
 import (
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -9,13 +8,14 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
 
 // Sign-in sessions: POST PathSessions trades a user's name and password
 // for a session token ("lgs_" and 24 random bytes; only its SHA-256 hash
-// is stored) that adminAuth accepts like an API key until it expires
+// is stored) that authenticate accepts like an API key until it expires
 // (sessionTTL) or DELETE PathSessions revokes it. Sessions are read from
 // the store on every request, so a revocation holds at once on every
 // manager.
@@ -86,17 +86,9 @@ func (l *signInLimiter) failed(now time.Time, keys ...string) {
 	}
 }
 
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 func (m *Manager) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 	var req protocol.CreateSessionRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	if req.Link != "" {
@@ -107,18 +99,18 @@ func (m *Manager) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 	if req.AccountID == "" {
 		acct, err := m.st.Setting(ctx, "bootstrap_account")
 		if err != nil {
-			storeError(w, err, "account")
+			api.StoreError(w, err, "account")
 			return
 		}
 		req.AccountID = acct
 	}
 	req.User = strings.TrimSpace(req.User)
 	now := m.cfg.Now()
-	keys := []string{"user:" + req.AccountID + "/" + strings.ToLower(req.User), "addr:" + clientAddr(r)}
+	keys := []string{"user:" + req.AccountID + "/" + strings.ToLower(req.User), "addr:" + api.ClientAddr(r)}
 	if wait := m.signIns.blocked(now, keys...); wait > 0 {
 		secs := int(wait.Round(time.Second) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-		writeError(w, http.StatusTooManyRequests, protocol.CodeRateLimited,
+		api.WriteError(w, http.StatusTooManyRequests, protocol.CodeRateLimited,
 			"too many failed sign-ins for this user or from this address; try again in %s", wait.Round(time.Second))
 		return
 	}
@@ -144,44 +136,44 @@ func (m *Manager) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 		// An unknown user is recorded too (someone tries names), if the
 		// account exists.
 		if _, aerr := m.st.GetAccount(ctx, req.AccountID); err == nil || aerr == nil {
-			m.audit(ctx, r, signIn)
+			m.auditor.Record(ctx, r, signIn)
 		}
-		writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "wrong user name or password")
+		api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "wrong user name or password")
 		return
 	}
 	if p.Disabled {
 		signIn.Detail = "user is disabled"
-		m.audit(ctx, r, signIn)
-		writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "user %s is disabled; an administrator can enable it (legate user enable %s)", p.Name, p.Name)
+		m.auditor.Record(ctx, r, signIn)
+		api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "user %s is disabled; an administrator can enable it (legate user enable %s)", p.Name, p.Name)
 		return
 	}
-	token := newSecret(sessionPrefix, 24)
-	ws := store.WebSession{ID: newID("s_"), AccountID: p.AccountID, PrincipalID: p.ID, Hash: hashSecret(token), CreatedAt: now, ExpiresAt: now.Add(sessionTTL)}
+	token := api.NewSecret(sessionPrefix, 24)
+	ws := store.WebSession{ID: api.NewID("s_"), AccountID: p.AccountID, PrincipalID: p.ID, Hash: api.HashSecret(token), CreatedAt: now, ExpiresAt: now.Add(sessionTTL)}
 	if err := m.st.CreateWebSession(ctx, ws); err != nil {
-		storeError(w, err, "sign-in session")
+		api.StoreError(w, err, "sign-in session")
 		return
 	}
 	m.log.Info("signed in", "account", p.AccountID, "user", p.Name, "remote", r.RemoteAddr)
 	signIn.Status, signIn.Credential, signIn.CredentialName, signIn.Resource = http.StatusCreated, "session", ws.ID, ws.ID
 	signIn.Detail = ""
-	m.audit(ctx, r, signIn)
-	writeJSON(w, http.StatusCreated, protocol.Session{Token: token, AccountID: p.AccountID, User: p.Name, ExpiresAt: ws.ExpiresAt.UTC()})
+	m.auditor.Record(ctx, r, signIn)
+	api.WriteJSON(w, http.StatusCreated, protocol.Session{Token: token, AccountID: p.AccountID, User: p.Name, ExpiresAt: ws.ExpiresAt.UTC()})
 }
 
 // dummyPasswordHash is verified against when the user is unknown.
 const dummyPasswordHash = "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$ZHVtbXlkdW1teWR1bW15ZHVtbXlkdW1teWR1bW15ZHU"
 
 func (m *Manager) handleDeleteSession(w http.ResponseWriter, r *http.Request, acct string) {
-	c := callerOf(r.Context())
-	if c.session.ID == "" {
-		badRequest(w, "this request uses an API key, not a sign-in session: revoke keys with legate apikey revoke")
+	c := api.CallerOf(r.Context())
+	if c.Session.ID == "" {
+		api.BadRequest(w, "this request uses an API key, not a sign-in session: revoke keys with legate apikey revoke")
 		return
 	}
-	auditNamed(r, c.session.ID)
-	if err := m.st.RevokeWebSession(r.Context(), c.session.ID, m.cfg.Now()); err != nil {
-		storeError(w, err, "sign-in session")
+	api.AuditNamed(r, c.Session.ID)
+	if err := m.st.RevokeWebSession(r.Context(), c.Session.ID, m.cfg.Now()); err != nil {
+		api.StoreError(w, err, "sign-in session")
 		return
 	}
-	m.log.Info("signed out", "account", acct, "user", c.policy.Principal.Name)
+	m.log.Info("signed out", "account", acct, "user", c.Policy.Principal.Name)
 	w.WriteHeader(http.StatusNoContent)
 }

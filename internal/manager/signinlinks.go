@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -26,80 +27,80 @@ const signInLinkTTL = 5 * time.Minute
 const signInLinkPrefix = "lgl_"
 
 func (m *Manager) handleCreateSignInLink(w http.ResponseWriter, r *http.Request, acct string) {
-	c := callerOf(r.Context())
-	if c.policy.Principal.Kind != protocol.PrincipalUser {
-		badRequest(w, "sign-in links are for users; %s is not one: use an API key of a user (legate login)", c.policy.Principal)
+	c := api.CallerOf(r.Context())
+	if c.Policy.Principal.Kind != protocol.PrincipalUser {
+		api.BadRequest(w, "sign-in links are for users; %s is not one: use an API key of a user (legate login)", c.Policy.Principal)
 		return
 	}
 	now := m.cfg.Now()
-	token := newSecret(signInLinkPrefix, 24)
-	l := store.SignInLink{ID: newID("l_"), AccountID: acct, PrincipalID: c.policy.Principal.ID, Hash: hashSecret(token),
+	token := api.NewSecret(signInLinkPrefix, 24)
+	l := store.SignInLink{ID: api.NewID("l_"), AccountID: acct, PrincipalID: c.Policy.Principal.ID, Hash: api.HashSecret(token),
 		CreatedAt: now, ExpiresAt: now.Add(signInLinkTTL)}
-	auditNamed(r, l.ID)
+	api.AuditNamed(r, l.ID)
 	if err := m.st.CreateSignInLink(r.Context(), l); err != nil {
-		storeError(w, err, "sign-in link")
+		api.StoreError(w, err, "sign-in link")
 		return
 	}
-	m.log.Info("sign-in link created", "account", acct, "user", c.policy.Principal.Name, "link", l.ID)
-	writeJSON(w, http.StatusCreated, protocol.SignInLink{
+	m.log.Info("sign-in link created", "account", acct, "user", c.Policy.Principal.Name, "link", l.ID)
+	api.WriteJSON(w, http.StatusCreated, protocol.SignInLink{
 		Path: protocol.PathUISignIn + "?" + url.Values{"token": {token}}.Encode(),
-		User: c.policy.Principal.Name, ExpiresAt: l.ExpiresAt.UTC()})
+		User: c.Policy.Principal.Name, ExpiresAt: l.ExpiresAt.UTC()})
 }
 
 // signInWithLink trades a sign-in link's token for a session.
 func (m *Manager) signInWithLink(w http.ResponseWriter, r *http.Request, token string) {
 	ctx := r.Context()
 	now := m.cfg.Now()
-	keys := []string{"addr:" + clientAddr(r)}
+	keys := []string{"addr:" + api.ClientAddr(r)}
 	if wait := m.signIns.blocked(now, keys...); wait > 0 {
 		secs := int(wait.Round(time.Second) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-		writeError(w, http.StatusTooManyRequests, protocol.CodeRateLimited,
+		api.WriteError(w, http.StatusTooManyRequests, protocol.CodeRateLimited,
 			"too many failed sign-ins from this address; try again in %s", wait.Round(time.Second))
 		return
 	}
-	l, err := m.st.UseSignInLink(ctx, hashSecret(token), now)
+	l, err := m.st.UseSignInLink(ctx, api.HashSecret(token), now)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrLinkUsed) {
-			storeError(w, err, "sign-in link")
+			api.StoreError(w, err, "sign-in link")
 			return
 		}
 		m.signIns.failed(now, keys...)
 		m.log.Info("sign-in with a link refused", "remote", r.RemoteAddr, "err", err)
 		if errors.Is(err, store.ErrLinkUsed) && l.AccountID != "" {
-			m.audit(ctx, r, store.AuditEvent{AccountID: l.AccountID, Action: "session.create", ResourceType: "session",
+			m.auditor.Record(ctx, r, store.AuditEvent{AccountID: l.AccountID, Action: "session.create", ResourceType: "session",
 				PrincipalKind: protocol.PrincipalUser, PrincipalID: l.PrincipalID, Credential: "signin_link",
 				Status: http.StatusUnauthorized, Detail: "sign-in link used already or expired"})
 		}
-		writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated,
+		api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated,
 			"this sign-in link is unknown, used already or expired: run legate ui again for a new one")
 		return
 	}
 	p, err := m.st.PrincipalByID(ctx, l.PrincipalID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "the user of this sign-in link was deleted")
+			api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "the user of this sign-in link was deleted")
 			return
 		}
-		storeError(w, err, "user")
+		api.StoreError(w, err, "user")
 		return
 	}
 	signIn := store.AuditEvent{AccountID: p.AccountID, Action: "session.create", ResourceType: "session",
 		PrincipalKind: p.Kind, PrincipalID: p.ID, Principal: p.Name, Credential: "signin_link", CredentialName: l.ID}
 	if p.Disabled {
 		signIn.Status, signIn.Detail = http.StatusUnauthorized, "user is disabled"
-		m.audit(ctx, r, signIn)
-		writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "user %s is disabled; an administrator can enable it (legate user enable %s)", p.Name, p.Name)
+		m.auditor.Record(ctx, r, signIn)
+		api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "user %s is disabled; an administrator can enable it (legate user enable %s)", p.Name, p.Name)
 		return
 	}
-	token = newSecret(sessionPrefix, 24)
-	ws := store.WebSession{ID: newID("s_"), AccountID: p.AccountID, PrincipalID: p.ID, Hash: hashSecret(token), CreatedAt: now, ExpiresAt: now.Add(sessionTTL)}
+	token = api.NewSecret(sessionPrefix, 24)
+	ws := store.WebSession{ID: api.NewID("s_"), AccountID: p.AccountID, PrincipalID: p.ID, Hash: api.HashSecret(token), CreatedAt: now, ExpiresAt: now.Add(sessionTTL)}
 	if err := m.st.CreateWebSession(ctx, ws); err != nil {
-		storeError(w, err, "sign-in session")
+		api.StoreError(w, err, "sign-in session")
 		return
 	}
 	m.log.Info("signed in with a link", "account", p.AccountID, "user", p.Name, "link", l.ID, "remote", r.RemoteAddr)
 	signIn.Status, signIn.Resource = http.StatusCreated, ws.ID
-	m.audit(ctx, r, signIn)
-	writeJSON(w, http.StatusCreated, protocol.Session{Token: token, AccountID: p.AccountID, User: p.Name, ExpiresAt: ws.ExpiresAt.UTC()})
+	m.auditor.Record(ctx, r, signIn)
+	api.WriteJSON(w, http.StatusCreated, protocol.Session{Token: token, AccountID: p.AccountID, User: p.Name, ExpiresAt: ws.ExpiresAt.UTC()})
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/release"
 	"github.com/legate-dev/legate/internal/store"
@@ -150,7 +151,7 @@ func (m *Manager) refuseExpired(w http.ResponseWriter, r *http.Request, req prot
 	}
 	m.log.Info("registration refused: the delegate's version is older than this manager accepts", "account", req.AccountID,
 		"name", req.Name, "hostname", req.Hostname, "version", req.Version, "oldest_accepted", oldest.String(), "install", install)
-	writeError(w, http.StatusUpgradeRequired, protocol.CodeDelegateExpired,
+	api.WriteError(w, http.StatusUpgradeRequired, protocol.CodeDelegateExpired,
 		"delegate version %s is older than this manager (%s) accepts (%s or later): install legate %s",
 		req.Version, m.cfg.Version, oldest.String(), install)
 	return true
@@ -231,12 +232,12 @@ func checkUpgradeRequest(req *protocol.UpgradeCheckRequest) error {
 // returns false when it is not valid.
 func (m *Manager) watcherToken(w http.ResponseWriter, r *http.Request) (string, store.Token, bool) {
 	account := strings.TrimSpace(r.Header.Get(protocol.HeaderAccountID))
-	if account == "" || bearer(r) == "" {
-		writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated,
+	if account == "" || api.Bearer(r) == "" {
+		api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated,
 			"a watcher sends the delegate token as a bearer and the account in the %s header", protocol.HeaderAccountID)
 		return "", store.Token{}, false
 	}
-	tok, ok := m.delegateToken(w, r, account, bearer(r))
+	tok, ok := m.delegateToken(w, r, account, api.Bearer(r))
 	return account, tok, ok
 }
 
@@ -251,16 +252,16 @@ func (m *Manager) handleUpgradeCheck(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req protocol.UpgradeCheckRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	if err := checkUpgradeRequest(&req); err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	ds, err := m.delegateList(ctx, acct, false)
 	if err != nil {
-		storeError(w, err, "delegates")
+		api.StoreError(w, err, "delegates")
 		return
 	}
 	// A report is recorded only for a delegate of that name on that host
@@ -271,13 +272,13 @@ func (m *Manager) handleUpgradeCheck(w http.ResponseWriter, r *http.Request) {
 	}) {
 		if err := m.st.ReportUpgrade(ctx, store.UpgradeReport{AccountID: acct, Name: req.Name, Hostname: req.Hostname,
 			State: req.State, Target: req.Target, Reason: req.Reason, UpdatedAt: m.cfg.Now()}); err != nil {
-			storeError(w, err, "upgrade report")
+			api.StoreError(w, err, "upgrade report")
 			return
 		}
 	}
 	pl, err := m.planUpgrades(ctx, acct, ds)
 	if err != nil {
-		storeError(w, err, "upgrade policy")
+		api.StoreError(w, err, "upgrade policy")
 		return
 	}
 	wanted, held, waiting, _ := pl.wanted(m, req.Name)
@@ -293,7 +294,7 @@ func (m *Manager) handleUpgradeCheck(w http.ResponseWriter, r *http.Request) {
 			resp.Connected = append(resp.Connected, d.Version)
 		}
 	}
-	writeJSON(w, http.StatusOK, resp)
+	api.WriteJSON(w, http.StatusOK, resp)
 }
 
 // releaseFiles finds the binary (release.BinaryLegate or BinaryDelegate)
@@ -335,7 +336,7 @@ func releaseBinary(w http.ResponseWriter, r *http.Request) (string, bool) {
 	case release.BinaryDelegate:
 		return b, true
 	default:
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "the %s parameter must be %s or %s", protocol.QueryReleaseBinary, release.BinaryLegate, release.BinaryDelegate)
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "the %s parameter must be %s or %s", protocol.QueryReleaseBinary, release.BinaryLegate, release.BinaryDelegate)
 		return "", false
 	}
 }
@@ -364,33 +365,33 @@ func (m *Manager) handleReleaseBinary(w http.ResponseWriter, r *http.Request) {
 	}
 	bin, sig, err := m.releaseFiles(binary, r.PathValue("version"), r.PathValue("os"), r.PathValue("arch"))
 	if err != nil {
-		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "%s", err.Error())
+		api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "%s", err.Error())
 		return
 	}
 	f, err := os.Open(bin)
 	if err != nil {
-		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "%s", err.Error())
+		api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "%s", err.Error())
 		return
 	}
 	defer f.Close()
 	digest, err := release.Digest(f)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, protocol.CodeInternal, "read %s: %s", filepath.Base(bin), err)
+		api.WriteError(w, http.StatusInternalServerError, protocol.CodeInternal, "read %s: %s", filepath.Base(bin), err)
 		return
 	}
 	if string(digest) != string(sig.SHA256) {
 		m.log.Error("a release binary differs from its signature; not served", "file", bin)
-		writeError(w, http.StatusConflict, protocol.CodeConflict, "the binary of %s for %s/%s differs from its signature; it is not served",
+		api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "the binary of %s for %s/%s differs from its signature; it is not served",
 			sig.Version, sig.OS, sig.Arch)
 		return
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		writeError(w, http.StatusInternalServerError, protocol.CodeInternal, "%s", err.Error())
+		api.WriteError(w, http.StatusInternalServerError, protocol.CodeInternal, "%s", err.Error())
 		return
 	}
 	st, err := f.Stat()
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, protocol.CodeInternal, "%s", err.Error())
+		api.WriteError(w, http.StatusInternalServerError, protocol.CodeInternal, "%s", err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -408,7 +409,7 @@ func (m *Manager) handleReleaseSignature(w http.ResponseWriter, r *http.Request)
 	}
 	_, sig, err := m.releaseFiles(binary, r.PathValue("version"), r.PathValue("os"), r.PathValue("arch"))
 	if err != nil {
-		writeError(w, http.StatusNotFound, protocol.CodeNotFound, "%s", err.Error())
+		api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "%s", err.Error())
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -422,16 +423,16 @@ func (m *Manager) handleSetUpgradePolicy(w http.ResponseWriter, r *http.Request,
 	ctx := r.Context()
 	name := strings.TrimSpace(r.PathValue("name"))
 	var req protocol.UpgradePolicyRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	if name == "" || len(name) > 63 {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "a delegate name has 1-63 characters")
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "a delegate name has 1-63 characters")
 		return
 	}
 	p, err := m.st.GetUpgradePolicy(ctx, acct, name)
 	if err != nil {
-		storeError(w, err, "upgrade policy")
+		api.StoreError(w, err, "upgrade policy")
 		return
 	}
 	p.UpdatedAt = m.cfg.Now()
@@ -440,12 +441,12 @@ func (m *Manager) handleSetUpgradePolicy(w http.ResponseWriter, r *http.Request,
 	case protocol.UpgradePin:
 		v := strings.TrimSpace(req.Version)
 		if !release.ValidVersionName(v) {
-			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "pin needs a version (such as v1.2.3), not %q", req.Version)
+			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "pin needs a version (such as v1.2.3), not %q", req.Version)
 			return
 		}
 		if !release.Accepted(m.cfg.Version, v) {
 			oldest, _ := release.OldestAccepted(m.cfg.Version)
-			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "version %s is older than this manager (%s) accepts (%s or later)", v, m.cfg.Version, oldest.String())
+			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "version %s is older than this manager (%s) accepts (%s or later)", v, m.cfg.Version, oldest.String())
 			return
 		}
 		p.Pinned, p.Held = v, false
@@ -457,7 +458,7 @@ func (m *Manager) handleSetUpgradePolicy(w http.ResponseWriter, r *http.Request,
 	case protocol.UpgradeSetRing:
 		ring := strings.ToLower(strings.TrimSpace(req.Ring))
 		if !slices.Contains(protocol.Rings(), ring) {
-			writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "ring %q: want one of %s", req.Ring, strings.Join(protocol.Rings(), ", "))
+			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "ring %q: want one of %s", req.Ring, strings.Join(protocol.Rings(), ", "))
 			return
 		}
 		p.Ring = ring
@@ -466,22 +467,22 @@ func (m *Manager) handleSetUpgradePolicy(w http.ResponseWriter, r *http.Request,
 		}
 		detail += " " + ring
 	default:
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "action %q: want %q, %q, %q or %q", req.Action,
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "action %q: want %q, %q, %q or %q", req.Action,
 			protocol.UpgradePin, protocol.UpgradeHold, protocol.UpgradeRelease, protocol.UpgradeSetRing)
 		return
 	}
 	if err := m.st.SetUpgradePolicy(ctx, acct, p); err != nil {
-		storeError(w, err, "upgrade policy")
+		api.StoreError(w, err, "upgrade policy")
 		return
 	}
 	ds, err := m.delegateList(ctx, acct, false)
 	if err != nil {
-		storeError(w, err, "delegates")
+		api.StoreError(w, err, "delegates")
 		return
 	}
 	pl, err := m.planUpgrades(ctx, acct, ds)
 	if err != nil {
-		storeError(w, err, "upgrade policy")
+		api.StoreError(w, err, "upgrade policy")
 		return
 	}
 	wanted, _, waiting, ring := pl.wanted(m, name)
@@ -489,7 +490,7 @@ func (m *Manager) handleSetUpgradePolicy(w http.ResponseWriter, r *http.Request,
 	if oldest, ok := release.OldestAccepted(m.cfg.Version); ok {
 		v.OldestAccepted = oldest.String()
 	}
-	noteAudit(ctx, func(e *store.AuditEvent) { e.Detail = detail })
+	api.NoteAudit(ctx, func(e *store.AuditEvent) { e.Detail = detail })
 	m.log.Info("delegate upgrade policy set", "account", acct, "name", name, "action", detail, "wanted", v.Wanted)
-	writeJSON(w, http.StatusOK, v)
+	api.WriteJSON(w, http.StatusOK, v)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/api"
+	"github.com/legate-dev/legate/internal/cluster"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -17,12 +19,8 @@ import (
 // Every change drops the cached policies on every manager
 // (accessChanged), so it applies from the next request on.
 
-func badRequest(w http.ResponseWriter, format string, args ...any) {
-	writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, format, args...)
-}
-
 func nameError(w http.ResponseWriter, kind, name string) {
-	badRequest(w, "%s name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", kind, name)
+	api.BadRequest(w, "%s name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", kind, name)
 }
 
 func kindWord(kind string) string {
@@ -77,113 +75,113 @@ func (m *Manager) userView(ctx context.Context, p store.Principal, names map[str
 
 func (m *Manager) handleCreateUser(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.CreateUserRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	req.Name, req.Display = strings.TrimSpace(req.Name), strings.TrimSpace(req.Display)
-	auditNamed(r, req.Name)
+	api.AuditNamed(r, req.Name)
 	if req.Kind == "" {
 		req.Kind = protocol.PrincipalUser
 	}
 	switch {
 	case req.Kind != protocol.PrincipalUser && req.Kind != protocol.PrincipalServiceAccount:
-		badRequest(w, "kind %q: want %s or %s", req.Kind, protocol.PrincipalUser, protocol.PrincipalServiceAccount)
+		api.BadRequest(w, "kind %q: want %s or %s", req.Kind, protocol.PrincipalUser, protocol.PrincipalServiceAccount)
 		return
 	case !access.ValidName(req.Name):
 		nameError(w, kindWord(req.Kind), req.Name)
 		return
 	case req.Kind == protocol.PrincipalServiceAccount && req.Password != "":
-		badRequest(w, "service accounts have no password: create an API key for it (legate apikey create NAME --owner %s)", req.Name)
+		api.BadRequest(w, "service accounts have no password: create an API key for it (legate apikey create NAME --owner %s)", req.Name)
 		return
 	}
 	if err := checkText("display name", req.Display, maxLabelLen); err != nil {
-		badRequest(w, "%s", err.Error())
+		api.BadRequest(w, "%s", err.Error())
 		return
 	}
-	p := store.Principal{ID: newID("u_"), AccountID: acct, Kind: req.Kind, Name: req.Name, Display: req.Display, CreatedAt: m.cfg.Now()}
+	p := store.Principal{ID: api.NewID("u_"), AccountID: acct, Kind: req.Kind, Name: req.Name, Display: req.Display, CreatedAt: m.cfg.Now()}
 	if req.Password != "" {
 		if err := access.CheckPassword(req.Password); err != nil {
-			badRequest(w, "%s", err.Error())
+			api.BadRequest(w, "%s", err.Error())
 			return
 		}
 		p.PasswordHash = access.HashPassword(req.Password)
 	}
 	if err := m.st.CreatePrincipal(r.Context(), p); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			writeError(w, http.StatusConflict, protocol.CodeConflict, "a user or service account named %q already exists", req.Name)
+			api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "a user or service account named %q already exists", req.Name)
 			return
 		}
-		storeError(w, err, kindWord(req.Kind))
+		api.StoreError(w, err, kindWord(req.Kind))
 		return
 	}
-	m.log.Info(kindWord(p.Kind)+" created", "account", acct, "name", p.Name, "by", callerOf(r.Context()).policy.Principal.Name)
-	writeJSON(w, http.StatusCreated, protocol.User{Name: p.Name, Kind: p.Kind, Display: p.Display, HasPassword: p.PasswordHash != "", CreatedAt: p.CreatedAt.UTC()})
+	m.log.Info(kindWord(p.Kind)+" created", "account", acct, "name", p.Name, "by", api.CallerOf(r.Context()).Policy.Principal.Name)
+	api.WriteJSON(w, http.StatusCreated, protocol.User{Name: p.Name, Kind: p.Kind, Display: p.Display, HasPassword: p.PasswordHash != "", CreatedAt: p.CreatedAt.UTC()})
 }
 
 func (m *Manager) handleListUsers(w http.ResponseWriter, r *http.Request, acct string) {
-	c := callerOf(r.Context())
+	c := api.CallerOf(r.Context())
 	kind := r.URL.Query().Get("kind")
 	ps, err := m.st.ListPrincipals(r.Context(), acct, kind)
 	if err != nil {
-		storeError(w, err, "users")
+		api.StoreError(w, err, "users")
 		return
 	}
 	names, err := m.names(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "users")
+		api.StoreError(w, err, "users")
 		return
 	}
-	all := c.policy.AllowsBelow(access.UserView, access.Account)
+	all := c.Policy.AllowsBelow(access.UserView, access.Account)
 	out := protocol.UserList{Users: []protocol.User{}}
 	for _, p := range ps {
-		if !all && p.ID != c.principalID() {
+		if !all && p.ID != c.PrincipalID() {
 			continue
 		}
 		v, err := m.userView(r.Context(), p, names)
 		if err != nil {
-			storeError(w, err, "users")
+			api.StoreError(w, err, "users")
 			return
 		}
 		out.Users = append(out.Users, v)
 	}
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 func (m *Manager) handleGetUser(w http.ResponseWriter, r *http.Request, acct string) {
 	p, err := m.st.GetPrincipal(r.Context(), acct, r.PathValue("name"))
 	if err != nil {
-		storeError(w, err, "user "+strconv.Quote(r.PathValue("name")))
+		api.StoreError(w, err, "user "+strconv.Quote(r.PathValue("name")))
 		return
 	}
 	names, err := m.names(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "users")
+		api.StoreError(w, err, "users")
 		return
 	}
 	v, err := m.userView(r.Context(), p, names)
 	if err != nil {
-		storeError(w, err, "user")
+		api.StoreError(w, err, "user")
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	api.WriteJSON(w, http.StatusOK, v)
 }
 
 func (m *Manager) handleUpdateUser(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.UpdateUserRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	name := r.PathValue("name")
 	cur, err := m.st.GetPrincipal(r.Context(), acct, name)
 	if err != nil {
-		storeError(w, err, "user "+strconv.Quote(name))
+		api.StoreError(w, err, "user "+strconv.Quote(name))
 		return
 	}
-	c := callerOf(r.Context())
+	c := api.CallerOf(r.Context())
 	disabled := cur.Disabled
 	if req.Disabled != nil {
-		if *req.Disabled && cur.ID == c.principalID() {
-			writeError(w, http.StatusConflict, protocol.CodeConflict, "you cannot disable yourself (%s); another administrator can", name)
+		if *req.Disabled && cur.ID == c.PrincipalID() {
+			api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "you cannot disable yourself (%s); another administrator can", name)
 			return
 		}
 		disabled = *req.Disabled
@@ -191,11 +189,11 @@ func (m *Manager) handleUpdateUser(w http.ResponseWriter, r *http.Request, acct 
 	var hash *string
 	if req.Password != nil {
 		if cur.Kind == protocol.PrincipalServiceAccount {
-			badRequest(w, "service accounts have no password")
+			api.BadRequest(w, "service accounts have no password")
 			return
 		}
 		if err := access.CheckPassword(*req.Password); err != nil {
-			badRequest(w, "%s", err.Error())
+			api.BadRequest(w, "%s", err.Error())
 			return
 		}
 		h := access.HashPassword(*req.Password)
@@ -203,31 +201,31 @@ func (m *Manager) handleUpdateUser(w http.ResponseWriter, r *http.Request, acct 
 	}
 	p, err := m.st.UpdatePrincipal(r.Context(), acct, name, disabled, hash)
 	if err != nil {
-		storeError(w, err, "user "+strconv.Quote(name))
+		api.StoreError(w, err, "user "+strconv.Quote(name))
 		return
 	}
 	m.accessChanged(r.Context(), acct)
 	m.log.Info(kindWord(p.Kind)+" updated", "account", acct, "name", p.Name, "disabled", p.Disabled,
-		"password_changed", hash != nil, "by", c.policy.Principal.Name)
+		"password_changed", hash != nil, "by", c.Policy.Principal.Name)
 	names, _ := m.names(r.Context(), acct)
 	v, err := m.userView(r.Context(), p, names)
 	if err != nil {
-		storeError(w, err, "user")
+		api.StoreError(w, err, "user")
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	api.WriteJSON(w, http.StatusOK, v)
 }
 
 func (m *Manager) handleDeleteUser(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
-	c := callerOf(r.Context())
-	if cur, err := m.st.GetPrincipal(r.Context(), acct, name); err == nil && cur.ID == c.principalID() {
-		writeError(w, http.StatusConflict, protocol.CodeConflict, "you cannot delete yourself (%s); another administrator can", name)
+	c := api.CallerOf(r.Context())
+	if cur, err := m.st.GetPrincipal(r.Context(), acct, name); err == nil && cur.ID == c.PrincipalID() {
+		api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "you cannot delete yourself (%s); another administrator can", name)
 		return
 	}
 	p, err := m.st.DeletePrincipal(r.Context(), acct, name, m.cfg.Now())
 	if err != nil {
-		storeError(w, err, "user "+strconv.Quote(name))
+		api.StoreError(w, err, "user "+strconv.Quote(name))
 		return
 	}
 	m.accessChanged(r.Context(), acct)
@@ -236,49 +234,49 @@ func (m *Manager) handleDeleteUser(w http.ResponseWriter, r *http.Request, acct 
 		for _, k := range keys {
 			if k.OwnerID == p.ID {
 				m.apiKeys.invalidate(k.ID)
-				m.broadcast(r.Context(), clusterEvent{Kind: clusterAPIKeyRevoke, Account: acct, APIKey: k.ID})
+				m.bus.Broadcast(r.Context(), cluster.Event{Kind: cluster.APIKeyRevoke, Account: acct, APIKey: k.ID})
 			}
 		}
 	}
-	m.log.Info(kindWord(p.Kind)+" deleted", "account", acct, "name", p.Name, "by", c.policy.Principal.Name)
+	m.log.Info(kindWord(p.Kind)+" deleted", "account", acct, "name", p.Name, "by", c.Policy.Principal.Name)
 	w.WriteHeader(http.StatusNoContent)
 }
 
 func (m *Manager) handleCreateGroup(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.CreateGroupRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
-	auditNamed(r, req.Name)
+	api.AuditNamed(r, req.Name)
 	if !access.ValidName(req.Name) {
 		nameError(w, "group", req.Name)
 		return
 	}
-	g := store.Group{ID: newID("g_"), AccountID: acct, Name: req.Name, CreatedAt: m.cfg.Now()}
+	g := store.Group{ID: api.NewID("g_"), AccountID: acct, Name: req.Name, CreatedAt: m.cfg.Now()}
 	if err := m.st.CreateGroup(r.Context(), g); err != nil {
-		storeError(w, err, "group "+strconv.Quote(req.Name))
+		api.StoreError(w, err, "group "+strconv.Quote(req.Name))
 		return
 	}
-	writeJSON(w, http.StatusCreated, protocol.Group{Name: g.Name, Members: []string{}, CreatedAt: g.CreatedAt.UTC()})
+	api.WriteJSON(w, http.StatusCreated, protocol.Group{Name: g.Name, Members: []string{}, CreatedAt: g.CreatedAt.UTC()})
 }
 
 func (m *Manager) handleListGroups(w http.ResponseWriter, r *http.Request, acct string) {
-	c := callerOf(r.Context())
+	c := api.CallerOf(r.Context())
 	gs, err := m.st.ListGroups(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "groups")
+		api.StoreError(w, err, "groups")
 		return
 	}
 	names, err := m.names(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "groups")
+		api.StoreError(w, err, "groups")
 		return
 	}
-	all := c.policy.AllowsBelow(access.UserView, access.Account)
+	all := c.Policy.AllowsBelow(access.UserView, access.Account)
 	out := protocol.GroupList{Groups: []protocol.Group{}}
 	for _, g := range gs {
-		if !all && !slices.Contains(c.policy.Principal.Groups, g.ID) {
+		if !all && !slices.Contains(c.Policy.Principal.Groups, g.ID) {
 			continue
 		}
 		v := protocol.Group{Name: g.Name, Members: []string{}, CreatedAt: g.CreatedAt.UTC()}
@@ -288,12 +286,12 @@ func (m *Manager) handleListGroups(w http.ResponseWriter, r *http.Request, acct 
 		slices.Sort(v.Members)
 		out.Groups = append(out.Groups, v)
 	}
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 func (m *Manager) handleDeleteGroup(w http.ResponseWriter, r *http.Request, acct string) {
 	if err := m.st.DeleteGroup(r.Context(), acct, r.PathValue("name")); err != nil {
-		storeError(w, err, "group "+strconv.Quote(r.PathValue("name")))
+		api.StoreError(w, err, "group "+strconv.Quote(r.PathValue("name")))
 		return
 	}
 	m.accessChanged(r.Context(), acct)
@@ -303,16 +301,16 @@ func (m *Manager) handleDeleteGroup(w http.ResponseWriter, r *http.Request, acct
 func (m *Manager) setMember(w http.ResponseWriter, r *http.Request, acct, member string, in bool) {
 	g, err := m.st.GetGroup(r.Context(), acct, r.PathValue("name"))
 	if err != nil {
-		storeError(w, err, "group "+strconv.Quote(r.PathValue("name")))
+		api.StoreError(w, err, "group "+strconv.Quote(r.PathValue("name")))
 		return
 	}
 	p, err := m.st.GetPrincipal(r.Context(), acct, member)
 	if err != nil {
-		storeError(w, err, "user "+strconv.Quote(member))
+		api.StoreError(w, err, "user "+strconv.Quote(member))
 		return
 	}
 	if err := m.st.SetGroupMember(r.Context(), g.ID, p.ID, in); err != nil {
-		storeError(w, err, "group membership")
+		api.StoreError(w, err, "group membership")
 		return
 	}
 	m.accessChanged(r.Context(), acct)
@@ -321,15 +319,15 @@ func (m *Manager) setMember(w http.ResponseWriter, r *http.Request, acct, member
 
 func (m *Manager) handleAddGroupMember(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.GroupMemberRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
-	noteAudit(r.Context(), func(e *store.AuditEvent) { e.Detail = "member " + strings.TrimSpace(req.Member) })
+	api.NoteAudit(r.Context(), func(e *store.AuditEvent) { e.Detail = "member " + strings.TrimSpace(req.Member) })
 	m.setMember(w, r, acct, strings.TrimSpace(req.Member), true)
 }
 
 func (m *Manager) handleRemoveGroupMember(w http.ResponseWriter, r *http.Request, acct string) {
-	noteAudit(r.Context(), func(e *store.AuditEvent) { e.Detail = "member " + r.PathValue("member") })
+	api.NoteAudit(r.Context(), func(e *store.AuditEvent) { e.Detail = "member " + r.PathValue("member") })
 	m.setMember(w, r, acct, r.PathValue("member"), false)
 }
 
@@ -343,32 +341,32 @@ func roleView(r access.Role) protocol.Role {
 
 func (m *Manager) handleCreateRole(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.CreateRoleRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
-	auditNamed(r, req.Name)
+	api.AuditNamed(r, req.Name)
 	if !access.ValidName(req.Name) {
 		nameError(w, "role", req.Name)
 		return
 	}
 	if _, ok := access.Builtin(req.Name); ok {
-		writeError(w, http.StatusConflict, protocol.CodeConflict, "%q is a built-in role; choose another name", req.Name)
+		api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "%q is a built-in role; choose another name", req.Name)
 		return
 	}
 	if err := checkText("role description", req.Description, 1024); err != nil {
-		badRequest(w, "%s", err.Error())
+		api.BadRequest(w, "%s", err.Error())
 		return
 	}
 	if len(req.Permissions) == 0 {
-		badRequest(w, "a role needs at least one permission (--permission delegate:delete; legate role list shows the built-in roles' permissions)")
+		api.BadRequest(w, "a role needs at least one permission (--permission delegate:delete; legate role list shows the built-in roles' permissions)")
 		return
 	}
 	var perms []string
 	for _, s := range req.Permissions {
 		ps, err := access.ParsePermission(s)
 		if err != nil {
-			badRequest(w, "%s", err.Error())
+			api.BadRequest(w, "%s", err.Error())
 			return
 		}
 		for _, p := range ps {
@@ -379,11 +377,11 @@ func (m *Manager) handleCreateRole(w http.ResponseWriter, r *http.Request, acct 
 	}
 	role := store.Role{AccountID: acct, Name: req.Name, Description: req.Description, Permissions: perms, CreatedAt: m.cfg.Now()}
 	if err := m.st.CreateRole(r.Context(), role); err != nil {
-		storeError(w, err, "role "+strconv.Quote(req.Name))
+		api.StoreError(w, err, "role "+strconv.Quote(req.Name))
 		return
 	}
 	m.accessChanged(r.Context(), acct)
-	writeJSON(w, http.StatusCreated, protocol.Role{Name: role.Name, Description: role.Description, Permissions: perms, CreatedAt: role.CreatedAt.UTC()})
+	api.WriteJSON(w, http.StatusCreated, protocol.Role{Name: role.Name, Description: role.Description, Permissions: perms, CreatedAt: role.CreatedAt.UTC()})
 }
 
 func (m *Manager) roles(ctx context.Context, acct string) ([]protocol.Role, error) {
@@ -406,39 +404,39 @@ func (m *Manager) handleListRoles(w http.ResponseWriter, r *http.Request, acct s
 	// them (a caller needs to know what it could ask for).
 	rs, err := m.roles(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "roles")
+		api.StoreError(w, err, "roles")
 		return
 	}
-	writeJSON(w, http.StatusOK, protocol.RoleList{Roles: rs})
+	api.WriteJSON(w, http.StatusOK, protocol.RoleList{Roles: rs})
 }
 
 func (m *Manager) handleGetRole(w http.ResponseWriter, r *http.Request, acct string) {
 	rs, err := m.roles(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "roles")
+		api.StoreError(w, err, "roles")
 		return
 	}
 	for _, role := range rs {
 		if role.Name == r.PathValue("name") {
-			writeJSON(w, http.StatusOK, role)
+			api.WriteJSON(w, http.StatusOK, role)
 			return
 		}
 	}
-	writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no role named %q (legate role list)", r.PathValue("name"))
+	api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "no role named %q (legate role list)", r.PathValue("name"))
 }
 
 func (m *Manager) handleDeleteRole(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	if _, ok := access.Builtin(name); ok {
-		writeError(w, http.StatusConflict, protocol.CodeConflict, "%q is a built-in role and cannot be deleted", name)
+		api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "%q is a built-in role and cannot be deleted", name)
 		return
 	}
 	if err := m.st.DeleteRole(r.Context(), acct, name); err != nil {
 		if errors.Is(err, store.ErrInUse) {
-			writeError(w, http.StatusConflict, protocol.CodeConflict, "role %q is bound; unbind it first (legate role bindings, legate role unbind)", name)
+			api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "role %q is bound; unbind it first (legate role bindings, legate role unbind)", name)
 			return
 		}
-		storeError(w, err, "role "+strconv.Quote(name))
+		api.StoreError(w, err, "role "+strconv.Quote(name))
 		return
 	}
 	m.accessChanged(r.Context(), acct)
@@ -453,11 +451,11 @@ func (m *Manager) bindingOfRequest(w http.ResponseWriter, r *http.Request, acct 
 	if _, ok := access.Builtin(out.Role); !ok {
 		rs, err := m.st.ListRoles(r.Context(), acct)
 		if err != nil {
-			storeError(w, err, "roles")
+			api.StoreError(w, err, "roles")
 			return out, false
 		}
 		if !slices.ContainsFunc(rs, func(x store.Role) bool { return x.Name == out.Role }) {
-			writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no role named %q (legate role list)", out.Role)
+			api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "no role named %q (legate role list)", out.Role)
 			return out, false
 		}
 	}
@@ -465,23 +463,23 @@ func (m *Manager) bindingOfRequest(w http.ResponseWriter, r *http.Request, acct 
 	case protocol.SubjectGroup:
 		g, err := m.st.GetGroup(r.Context(), acct, b.Subject)
 		if err != nil {
-			storeError(w, err, "group "+strconv.Quote(b.Subject))
+			api.StoreError(w, err, "group "+strconv.Quote(b.Subject))
 			return out, false
 		}
 		out.SubjectID = g.ID
 	case protocol.PrincipalUser, protocol.PrincipalServiceAccount:
 		p, err := m.st.GetPrincipal(r.Context(), acct, b.Subject)
 		if err != nil || p.Kind != b.SubjectKind {
-			writeError(w, http.StatusNotFound, protocol.CodeNotFound, "no %s named %q", kindWord(b.SubjectKind), b.Subject)
+			api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "no %s named %q", kindWord(b.SubjectKind), b.Subject)
 			return out, false
 		}
 		out.SubjectID = p.ID
 	default:
-		badRequest(w, "subject kind %q: want %s, %s or %s", b.SubjectKind, protocol.PrincipalUser, protocol.PrincipalServiceAccount, protocol.SubjectGroup)
+		api.BadRequest(w, "subject kind %q: want %s, %s or %s", b.SubjectKind, protocol.PrincipalUser, protocol.PrincipalServiceAccount, protocol.SubjectGroup)
 		return out, false
 	}
 	if err := m.checkScope(r.Context(), acct, out.Org, out.Project); err != nil {
-		badRequest(w, "%s", err.Error())
+		api.BadRequest(w, "%s", err.Error())
 		return out, false
 	}
 	return out, true
@@ -489,91 +487,91 @@ func (m *Manager) bindingOfRequest(w http.ResponseWriter, r *http.Request, acct 
 
 func (m *Manager) handleCreateBinding(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.Binding
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
-	auditBinding(r, req)
+	api.AuditBinding(r, req)
 	b, ok := m.bindingOfRequest(w, r, acct, req)
 	if !ok {
 		return
 	}
-	b.ID, b.CreatedAt = newID("b_"), m.cfg.Now()
+	b.ID, b.CreatedAt = api.NewID("b_"), m.cfg.Now()
 	if err := m.st.CreateBinding(r.Context(), b); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			writeError(w, http.StatusConflict, protocol.CodeConflict, "that binding exists already")
+			api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "that binding exists already")
 			return
 		}
-		storeError(w, err, "binding")
+		api.StoreError(w, err, "binding")
 		return
 	}
 	m.accessChanged(r.Context(), acct)
 	m.log.Info("role bound", "account", acct, "role", b.Role, "subject", req.Subject, "kind", b.SubjectKind,
-		"scope", access.Scope{Org: b.Org, Project: b.Project}.Key(), "by", callerOf(r.Context()).policy.Principal.Name)
+		"scope", access.Scope{Org: b.Org, Project: b.Project}.Key(), "by", api.CallerOf(r.Context()).Policy.Principal.Name)
 	req.CreatedAt = b.CreatedAt.UTC()
-	writeJSON(w, http.StatusCreated, req)
+	api.WriteJSON(w, http.StatusCreated, req)
 }
 
 func (m *Manager) handleDeleteBinding(w http.ResponseWriter, r *http.Request, acct string) {
 	q := r.URL.Query()
 	req := protocol.Binding{Role: q.Get("role"), SubjectKind: q.Get("subject_kind"),
 		Subject: q.Get("subject"), Org: q.Get("org"), Project: q.Get("project")}
-	auditBinding(r, req)
+	api.AuditBinding(r, req)
 	b, ok := m.bindingOfRequest(w, r, acct, req)
 	if !ok {
 		return
 	}
 	if err := m.st.DeleteBinding(r.Context(), b); err != nil {
-		storeError(w, err, "binding")
+		api.StoreError(w, err, "binding")
 		return
 	}
 	m.accessChanged(r.Context(), acct)
 	m.log.Info("role unbound", "account", acct, "role", b.Role, "subject", q.Get("subject"), "kind", b.SubjectKind,
-		"scope", access.Scope{Org: b.Org, Project: b.Project}.Key(), "by", callerOf(r.Context()).policy.Principal.Name)
+		"scope", access.Scope{Org: b.Org, Project: b.Project}.Key(), "by", api.CallerOf(r.Context()).Policy.Principal.Name)
 	w.WriteHeader(http.StatusNoContent)
 }
 
 func (m *Manager) handleListBindings(w http.ResponseWriter, r *http.Request, acct string) {
-	c := callerOf(r.Context())
+	c := api.CallerOf(r.Context())
 	bs, err := m.st.ListBindings(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "bindings")
+		api.StoreError(w, err, "bindings")
 		return
 	}
 	names, err := m.names(r.Context(), acct)
 	if err != nil {
-		storeError(w, err, "bindings")
+		api.StoreError(w, err, "bindings")
 		return
 	}
 	out := protocol.BindingList{Bindings: []protocol.Binding{}}
 	for _, b := range bs {
 		ab := bindingOf(b)
-		if !ab.Applies(c.policy.Principal) && !c.policy.Allows(access.UserView, ab.Scope) {
+		if !ab.Applies(c.Policy.Principal) && !c.Policy.Allows(access.UserView, ab.Scope) {
 			continue
 		}
 		out.Bindings = append(out.Bindings, bindingView(b, names))
 	}
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }
 
 func (m *Manager) handleWhoAmI(w http.ResponseWriter, r *http.Request, acct string) {
-	c := callerOf(r.Context())
-	out := protocol.WhoAmI{AccountID: acct, Version: m.cfg.Version, PrincipalKind: c.policy.Principal.Kind,
-		Principal: c.policy.Principal.Name, APIKey: c.key.Name, Session: c.session.ID != ""}
-	if id := c.principalID(); id != "" {
+	c := api.CallerOf(r.Context())
+	out := protocol.WhoAmI{AccountID: acct, Version: m.cfg.Version, PrincipalKind: c.Policy.Principal.Kind,
+		Principal: c.Policy.Principal.Name, APIKey: c.Key.Name, Session: c.Session.ID != ""}
+	if id := c.PrincipalID(); id != "" {
 		names, err := m.names(r.Context(), acct)
 		if err != nil {
-			storeError(w, err, "bindings")
+			api.StoreError(w, err, "bindings")
 			return
 		}
-		ids := append([]string{id}, c.policy.Principal.Groups...)
+		ids := append([]string{id}, c.Policy.Principal.Groups...)
 		bs, err := m.st.ListBindings(r.Context(), acct, ids...)
 		if err != nil {
-			storeError(w, err, "bindings")
+			api.StoreError(w, err, "bindings")
 			return
 		}
 		for _, b := range bs {
 			out.Bindings = append(out.Bindings, bindingView(b, names))
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	api.WriteJSON(w, http.StatusOK, out)
 }

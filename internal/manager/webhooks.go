@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/pipeline"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
@@ -42,18 +43,18 @@ func (m *Manager) handleEnableWebhook(w http.ResponseWriter, r *http.Request, ac
 	name := r.PathValue("name")
 	org, project := pipelineScope(r)
 	var req protocol.EnableWebhookRequest
-	if !decodeBody(w, r, &req) {
+	if !api.DecodeBody(w, r, &req) {
 		return
 	}
-	pr := callerOf(r.Context()).policy.Principal
-	h := store.Webhook{ID: newSecret("wh_", 16), AccountID: acct, Org: org, Project: project, Pipeline: name,
+	pr := api.CallerOf(r.Context()).Policy.Principal
+	h := store.Webhook{ID: api.NewSecret("wh_", 16), AccountID: acct, Org: org, Project: project, Pipeline: name,
 		PrincipalKind: pr.Kind, PrincipalID: pr.ID, EnabledBy: principalLabel(pr)}
 	if pr.Kind == protocol.OwnerAccount {
 		h.PrincipalID, h.EnabledBy = acct, "account"
 	}
-	secret := newSecret("whsec_", 32)
+	secret := api.NewSecret("whsec_", 32)
 	stored, err := m.st.SetWebhook(r.Context(), h, secret, req.Rotate, m.cfg.Now())
-	noteAudit(r.Context(), func(e *store.AuditEvent) {
+	api.NoteAudit(r.Context(), func(e *store.AuditEvent) {
 		e.Resource, e.Org, e.Project = name, org, project
 		if stored.ID != "" {
 			e.Detail = "webhook " + stored.ID
@@ -65,12 +66,12 @@ func (m *Manager) handleEnableWebhook(w http.ResponseWriter, r *http.Request, ac
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		cur, _ := m.st.WebhookOf(r.Context(), acct, org, project, name)
-		writeError(w, http.StatusConflict, protocol.CodeConflict,
+		api.WriteError(w, http.StatusConflict, protocol.CodeConflict,
 			"%s has a webhook already (enabled by %s); its secret is not shown again: replace it with --rotate (legate pipeline webhook enable %s --rotate), or disable it first",
 			pipelineLabel(name, org, project), cur.EnabledBy, name)
 		return
 	case err != nil:
-		storeError(w, err, pipelineLabel(name, org, project))
+		api.StoreError(w, err, pipelineLabel(name, org, project))
 		return
 	}
 	m.log.Info("pipeline webhook enabled", "account", acct, "pipeline", name, "org", org, "project", project, "webhook", stored.ID,
@@ -79,15 +80,15 @@ func (m *Manager) handleEnableWebhook(w http.ResponseWriter, r *http.Request, ac
 	if stored.ID != h.ID {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, protocol.WebhookSecret{PipelineWebhook: *webhookView(stored), Secret: secret})
+	api.WriteJSON(w, status, protocol.WebhookSecret{PipelineWebhook: *webhookView(stored), Secret: secret})
 }
 
 func (m *Manager) handleDisableWebhook(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	org, project := pipelineScope(r)
-	noteAudit(r.Context(), func(e *store.AuditEvent) { e.Resource, e.Org, e.Project = name, org, project })
+	api.NoteAudit(r.Context(), func(e *store.AuditEvent) { e.Resource, e.Org, e.Project = name, org, project })
 	if err := m.st.DeleteWebhook(r.Context(), acct, org, project, name); err != nil {
-		storeError(w, err, "the webhook of "+pipelineLabel(name, org, project))
+		api.StoreError(w, err, "the webhook of "+pipelineLabel(name, org, project))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -131,20 +132,20 @@ func (m *Manager) handleHook(w http.ResponseWriter, r *http.Request) {
 	h, secret, err := m.st.WebhookByID(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, http.StatusNotFound, protocol.CodeNotFound,
+		api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound,
 			"no webhook %s: it was disabled, its pipeline deleted, or the URL is wrong (legate pipeline get NAME shows a pipeline's webhook)", id)
 		return
 	case isSealError(err):
 		m.log.Error("webhook secret does not open", "webhook", id, "err", keyError(err))
-		writeError(w, http.StatusInternalServerError, protocol.CodeInternal, "webhook %s: internal error", id)
+		api.WriteError(w, http.StatusInternalServerError, protocol.CodeInternal, "webhook %s: internal error", id)
 		return
 	case err != nil:
-		storeError(w, err, "webhook "+id)
+		api.StoreError(w, err, "webhook "+id)
 		return
 	}
-	body, err := io.ReadAll(r.Body) // readUnauthenticated has read it, within bodyWebhook
+	body, err := io.ReadAll(r.Body) // api.Server read it before the handler, within bodyWebhook
 	if err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "read the body: %v", err)
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "read the body: %v", err)
 		return
 	}
 	sum, err := parseSignature(r.Header.Get(protocol.HeaderHubSignature256))
@@ -155,12 +156,12 @@ func (m *Manager) handleHook(w http.ResponseWriter, r *http.Request) {
 		m.metrics.badSignatures.Inc()
 		m.log.Warn("webhook delivery refused: bad signature", "account", h.AccountID, "pipeline", h.Pipeline, "webhook", h.ID,
 			"remote", r.RemoteAddr, "err", err)
-		writeError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "%s", err.Error())
+		api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "%s", err.Error())
 		return
 	}
 	label := pipelineLabel(h.Pipeline, h.Org, h.Project)
 	if r.Header.Get(protocol.HeaderGitHubEvent) == "ping" {
-		writeJSON(w, http.StatusOK, protocol.WebhookPing{Pipeline: h.Pipeline, Message: "pong: the signature is good; other events start a run of " + label})
+		api.WriteJSON(w, http.StatusOK, protocol.WebhookPing{Pipeline: h.Pipeline, Message: "pong: the signature is good; other events start a run of " + label})
 		return
 	}
 	delivery := strings.TrimSpace(r.Header.Get(protocol.HeaderGitHubDelivery))
@@ -168,7 +169,7 @@ func (m *Manager) handleHook(w http.ResponseWriter, r *http.Request) {
 		delivery = strings.TrimSpace(r.Header.Get(protocol.HeaderLegateDelivery))
 	}
 	if len(delivery) > maxDeliveryLen {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "the delivery ID has %d characters: at most %d", len(delivery), maxDeliveryLen)
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "the delivery ID has %d characters: at most %d", len(delivery), maxDeliveryLen)
 		return
 	}
 	if delivery != "" && m.answerRedelivery(ctx, w, h, delivery) {
@@ -176,27 +177,27 @@ func (m *Manager) handleHook(w http.ResponseWriter, r *http.Request) {
 	}
 	stored, err := m.st.GetPipeline(ctx, h.AccountID, h.Org, h.Project, h.Pipeline)
 	if err != nil {
-		storeError(w, err, label)
+		api.StoreError(w, err, label)
 		return
 	}
 	p, err := pipeline.Parse([]byte(stored.Source))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s (version %d) no longer parses: %v", label, stored.Version, err)
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s (version %d) no longer parses: %v", label, stored.Version, err)
 		return
 	}
 	inputs, err := p.WebhookInputs(body)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
 	if err := m.webhookMayRun(ctx, h, p); err != nil {
 		var refusal *webhookRefusal
 		if errors.As(err, &refusal) {
 			m.log.Info("webhook delivery refused", "account", h.AccountID, "pipeline", h.Pipeline, "webhook", h.ID, "err", err)
-			writeError(w, http.StatusForbidden, protocol.CodeForbidden, "%s", err.Error())
+			api.WriteError(w, http.StatusForbidden, protocol.CodeForbidden, "%s", err.Error())
 			return
 		}
-		storeError(w, err, "the enabler of the webhook of "+label)
+		api.StoreError(w, err, "the enabler of the webhook of "+label)
 		return
 	}
 	run, err := m.startRun(ctx, runStart{AccountID: h.AccountID, Org: h.Org, Project: h.Project, Pipeline: h.Pipeline, Inputs: inputs,
@@ -206,19 +207,19 @@ func (m *Manager) handleHook(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, store.ErrConflict) && delivery != "" && run.ID == "":
 		// The same delivery arrived twice at once; the other one won.
 		if !m.answerRedelivery(ctx, w, h, delivery) {
-			storeError(w, err, "the run of delivery "+delivery)
+			api.StoreError(w, err, "the run of delivery "+delivery)
 		}
 		return
 	case errors.As(err, &refused):
-		writeError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", refused.Error())
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", refused.Error())
 		return
 	case err != nil && run.ID == "":
-		storeError(w, err, label)
+		api.StoreError(w, err, label)
 		return
 	case err != nil:
 		m.log.Warn("advance a new pipeline run", "run", run.ID, "err", err)
 	}
-	writeJSON(w, http.StatusCreated, runView(run))
+	api.WriteJSON(w, http.StatusCreated, runView(run))
 }
 
 // answerRedelivery answers 200 with the run a delivery started already, if
@@ -231,7 +232,7 @@ func (m *Manager) answerRedelivery(ctx context.Context, w http.ResponseWriter, h
 	if run.AccountID != h.AccountID {
 		return false
 	}
-	writeJSON(w, http.StatusOK, runView(run))
+	api.WriteJSON(w, http.StatusOK, runView(run))
 	return true
 }
 
@@ -265,13 +266,13 @@ func (m *Manager) webhookMayRun(ctx context.Context, h store.Webhook, p *pipelin
 		}
 	}
 	sc := access.Scope{Org: h.Org, Project: h.Project}
-	needs := []need{{access.PipelineExecute, access.Resource{Kind: "pipeline", Name: h.Pipeline, Scope: sc}}}
+	needs := []api.Need{{Perm: access.PipelineExecute, Res: access.Resource{Kind: "pipeline", Name: h.Pipeline, Scope: sc}}}
 	more, err := m.pipelineNeeds(ctx, h.AccountID, h.Org, h.Project, p)
 	if err != nil {
 		return err
 	}
 	for _, n := range append(needs, more...) {
-		if err := pol.Check(n.perm, n.res); err != nil {
+		if err := pol.Check(n.Perm, n.Res); err != nil {
 			return &webhookRefusal{fmt.Sprintf("the webhook of %s acts as %s, who may no longer run it: %v; %s", label, h.EnabledBy, err, fix)}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/legate-dev/legate/internal/events"
 	"github.com/legate-dev/legate/internal/webui"
 )
 
@@ -43,7 +44,7 @@ func (b uiBackend) Session(ctx context.Context, token string) (webui.Session, er
 		}
 		return webui.Session{}, webui.ErrSignedOut
 	}
-	return webui.Session{Account: acct, Policy: c.policy}, nil
+	return webui.Session{Account: acct, Policy: c.Policy}, nil
 }
 
 // WatchDelegates returns a channel that receives after the delegates of
@@ -55,7 +56,7 @@ func (b uiBackend) WatchDelegates(acct string) (<-chan struct{}, func()) {
 // WatchRuns returns a channel that receives after the manager advanced
 // a pipeline run of acct (started it, ended or started steps, cancelled
 // it), and the function that stops the watch. With several managers, a
-// run another manager advanced arrives as its broadcast (clusterRuns).
+// run another manager advanced arrives as its broadcast (cluster.Runs).
 func (b uiBackend) WatchRuns(acct string) (<-chan struct{}, func()) {
 	return b.m.runWatch.subscribe(acct)
 }
@@ -203,9 +204,6 @@ func (m *Manager) observeDelegates(ctx context.Context, now time.Time) {
 		}
 	}
 	for acct := range changed {
-		m.watch.notify(acct)
-	}
-	for acct := range moved {
-		m.broadcast(ctx, clusterEvent{Kind: clusterDelegates, Account: acct})
+		m.events.Publish(ctx, events.Event{Kind: events.DelegatesChanged, Account: acct, Broadcast: moved[acct]})
 	}
 }

@@ -241,7 +241,7 @@ func TestUITasksListIsLiveAcrossManagers(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	tms := startTestManagers(t, dsn, Config{}, Config{})
 	a, b := tms[0], tms[1]
-	eventually(t, 10*time.Second, "both managers listening", func() bool { return a.m.listening() && b.m.listening() })
+	eventually(t, 10*time.Second, "both managers listening", func() bool { return a.m.bus.Listening() && b.m.bus.Listening() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	br := newBrowserSignedIn(t, a)

@@ -601,7 +601,7 @@ func TestUIDelegatesUpdateLiveAcrossManagers(t *testing.T) {
 	cfg := Config{HeartbeatInterval: 200 * time.Millisecond, UIDelegateUpdateEvery: 10 * time.Millisecond}
 	tms := startTestManagers(t, dsn, cfg, cfg)
 	a, b := tms[0], tms[1]
-	eventually(t, 10*time.Second, "both managers listening", func() bool { return a.m.listening() && b.m.listening() })
+	eventually(t, 10*time.Second, "both managers listening", func() bool { return a.m.bus.Listening() && b.m.bus.Listening() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tok, err := a.client(t, a.admin.APIKey).CreateToken(ctx, "t")

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -66,18 +67,18 @@ func (r *wsReports) queue(id string) (prev <-chan struct{}, done func()) {
 func (m *Manager) frame(ctx context.Context, d *live, f protocol.Frame, reports *wsReports) {
 	ack := protocol.Event{Kind: protocol.EventAck, Req: f.Req}
 	if aerr := checkFrame(f); aerr != nil {
-		if aerr.code == protocol.CodeUnknownFrame {
+		if aerr.Code == protocol.CodeUnknownFrame {
 			m.log.Debug("answered a WebSocket frame of an unknown kind", "instance", d.id, "kind", f.Kind)
 		}
-		ack.Error = aerr.wire()
+		ack.Error = aerr.Wire()
 		m.pushAck(d, ack)
 		return
 	}
 	select {
 	case reports.slots <- struct{}{}:
 	default:
-		ack.Error = newAPIError(http.StatusServiceUnavailable, protocol.CodeUnavailable,
-			"%d frames of this delegate are being worked on: make the HTTP call", wsReportSlots).wire()
+		ack.Error = api.NewError(http.StatusServiceUnavailable, protocol.CodeUnavailable,
+			"%d frames of this delegate are being worked on: make the HTTP call", wsReportSlots).Wire()
 		m.pushAck(d, ack)
 		return
 	}
@@ -110,9 +111,9 @@ func (m *Manager) pushAck(d *live, ack protocol.Event) {
 
 // checkFrame refuses a numbered frame that is not well formed, or of a
 // kind this manager does not know (CodeUnknownFrame).
-func checkFrame(f protocol.Frame) *apiError {
-	bad := func(format string, args ...any) *apiError {
-		return newAPIError(http.StatusBadRequest, protocol.CodeBadRequest, format, args...)
+func checkFrame(f protocol.Frame) *api.Error {
+	bad := func(format string, args ...any) *api.Error {
+		return api.NewError(http.StatusBadRequest, protocol.CodeBadRequest, format, args...)
 	}
 	switch f.Kind {
 	case protocol.FrameStarted:
@@ -128,7 +129,7 @@ func checkFrame(f protocol.Frame) *apiError {
 			return bad("an acquire frame claims 1 to %d tasks, not %d", protocol.MaxAcquireBatch, n)
 		}
 	default:
-		return newAPIError(http.StatusBadRequest, protocol.CodeUnknownFrame,
+		return api.NewError(http.StatusBadRequest, protocol.CodeUnknownFrame,
 			"this manager (protocol %d) does not know frames of kind %q: make the HTTP call", protocol.Version, f.Kind)
 	}
 	return nil
@@ -140,10 +141,10 @@ func (m *Manager) answerFrame(ctx context.Context, d *live, f protocol.Frame) pr
 	ack := protocol.Event{Kind: protocol.EventAck, Req: f.Req}
 	switch f.Kind {
 	case protocol.FrameStarted:
-		ack.Error = m.startTask(ctx, d, f.TaskID, *f.Started).wire()
+		ack.Error = m.startTask(ctx, d, f.TaskID, *f.Started).Wire()
 	case protocol.FrameResult:
 		_, aerr := m.completeTask(ctx, d, f.TaskID, *f.Result, true)
-		ack.Error = aerr.wire()
+		ack.Error = aerr.Wire()
 	case protocol.FrameAcquire:
 		// Each claim is fenced and accounted on its own; made at once,
 		// they share the store's write transactions (group commit).
@@ -155,7 +156,7 @@ func (m *Manager) answerFrame(ctx context.Context, d *live, f protocol.Frame) pr
 				an.TaskID = id
 				resp, aerr := m.acquire(ctx, d, id)
 				if aerr != nil {
-					an.Error = aerr.wire()
+					an.Error = aerr.Wire()
 					return
 				}
 				an.Acquired = &resp

@@ -222,7 +222,7 @@ func FuzzCheckFrame(f *testing.F) {
 		}
 		aerr := checkFrame(fr)
 		if aerr != nil {
-			if aerr.code == "" || aerr.msg == "" || aerr.wire() == nil {
+			if aerr.Code == "" || aerr.Msg == "" || aerr.Wire() == nil {
 				t.Fatalf("refusal without a code or message: %+v", aerr)
 			}
 			return
