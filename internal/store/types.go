@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -231,11 +230,11 @@ func (h Holder) holds(t Task) bool {
 	if h.Instance == "" {
 		return true
 	}
-	return t.InstanceID == h.Instance && assign.Covers(h.Org, h.Project, t.Spec.Org, t.Spec.Project)
+	return t.InstanceID == h.Instance && protocol.Covers(h.Org, h.Project, t.Spec.Org, t.Spec.Project)
 }
 
 // holderCond is the condition of an update that applies only to a task
-// h holds (see holds; the scope part is assign.Covers in SQL), with its
+// h holds (see holds; the scope part is protocol.Covers in SQL), with its
 // arguments.
 func holderCond(h Holder) (string, []any) {
 	return ` AND (? = '' OR (instance_id = ? AND (? = '' OR org = ?) AND (? = '' OR project = ?)))`,
