@@ -145,9 +145,9 @@ var errClaimLongWay = errors.New("claim the long way")
 
 // claimQueued is ClaimTask's way for a queued task: one statement claims
 // it, if it is queued and the claimer has room, and returns the claimed
-// row, instead of a read of the row and an update of every column (issue
-// 18). Anything else (not queued, no room, Check refuses, secrets that do
-// not open or resolve) undoes the claim and returns errClaimLongWay, and
+// row, instead of a read of the row and an update of every column.
+// Anything else (not queued, no room, Check refuses, secrets that do not
+// open or resolve) undoes the claim and returns errClaimLongWay, and
 // ClaimTask decides on the row as read, as it always did. On PostgreSQL
 // it serves claimers of unlimited capacity only (a capacity count needs
 // the instance's claims lock first, see getTaskSecretsForClaim): the

@@ -64,19 +64,6 @@ func (s *Store) ShortenLeases(ctx context.Context, cuts []LeaseCut) error {
 	return nil
 }
 
-// ExpireLeases handles running tasks whose LeaseExpiresAt is before now: a
-// task with Attempts <= Retries goes back to queued (its instance appended
-// to DeniedInstances, InstanceID/DelegateName/DelegateHostname/AcquiredAt/
-// StartedAt/LeaseExpiresAt cleared, QueueDeadline = now + QueueTimeoutMS);
-// otherwise it ends failed with an Error naming the delegate (name and
-// hostname) that was lost while running it.
-//
-// The sweeps (ExpireLeases, TimeoutRunning) run on every
-// manager. On PostgreSQL they lock the rows they take and skip rows that
-// another transaction holds, so concurrent sweeps of several managers
-// split the work and each task is reported by exactly one of them; a row
-// skipped because a claim or a result holds it is looked at again by the
-// next sweep. Nothing to sweep is not an error: the result is empty.
 // NextLeaseExpiry returns the earliest lease end of the running tasks (of
 // every account); ok is false when no running task has a lease. It reads
 // the index of running tasks by lease end.
@@ -91,6 +78,19 @@ func (s *Store) NextLeaseExpiry(ctx context.Context) (at time.Time, ok bool, err
 	return fromMicros(v.Int64), true, nil
 }
 
+// ExpireLeases handles running tasks whose LeaseExpiresAt is before now: a
+// task with Attempts <= Retries goes back to queued (its instance appended
+// to DeniedInstances, InstanceID/DelegateName/DelegateHostname/AcquiredAt/
+// StartedAt/LeaseExpiresAt cleared, QueueDeadline = now + QueueTimeoutMS);
+// otherwise it ends failed with an Error naming the delegate (name and
+// hostname) that was lost while running it.
+//
+// The sweeps (ExpireLeases, TimeoutRunning) run on every
+// manager. On PostgreSQL they lock the rows they take and skip rows that
+// another transaction holds, so concurrent sweeps of several managers
+// split the work and each task is reported by exactly one of them; a row
+// skipped because a claim or a result holds it is looked at again by the
+// next sweep. Nothing to sweep is not an error: the result is empty.
 func (s *Store) ExpireLeases(ctx context.Context, now time.Time) ([]LeaseOutcome, error) {
 	var out []LeaseOutcome
 	err := s.write(ctx, func(tx *sql.Tx) error {

@@ -1,10 +1,22 @@
-// Package store keeps legate's durable state: accounts, API keys, delegate
-// tokens, delegate instances, tasks and their logs. One Store type fronts
-// both SQLite (embedded, pure Go, WAL) and PostgreSQL (several managers may
-// share one database), with the same schema and embedded migrations. Claims
-// are compare-and-set, so exactly one delegate wins a task. Secret values
-// (task secrets, the session key) are sealed with a key ring the database
-// never holds (secrets.go).
+// Package store keeps legate's durable state: accounts and settings;
+// users, service accounts, groups, roles, bindings, API keys and sign-in
+// links; delegate tokens, approvals, instances, configurations and upgrade
+// policies; orgs, projects, connectors and capability results; tasks, their
+// claims, leases and logs; secrets; pipelines, their runs, deployments and
+// webhooks; the audit log; and the retention of finished work.
+//
+// One Store type fronts both SQLite (embedded, pure Go, WAL, one writer
+// connection) and PostgreSQL (several managers may share one database and
+// tell each other of changes through Broadcast and Listen), with the same
+// schema and the migrations embedded in the binary (migrations/), applied
+// by Open. Concurrent writes share transactions, one commit for many
+// writes (group commit, groupcommit.go). Claims are compare-and-set, so
+// exactly one delegate wins a task, whichever manager it asks. Secret
+// values (task secrets, stored secrets, webhook secrets, the session key)
+// are sealed with a key ring the database never holds (secrets.go).
+//
+// It is one package, with one file per noun (tasks.go, claims.go,
+// leases.go, logs.go, instances.go, ...).
 package store
 
 import (

@@ -287,7 +287,7 @@ func (s *Store) CompleteTask(ctx context.Context, id string, epoch int64, r Resu
 	err = s.writeIn(ctx, writeMode{clean: true}, func(tx *sql.Tx) error {
 		// One statement ends the task (finish, its secret values dropped
 		// as updateTask drops them) and closes its log, and returns the
-		// row: no read first (issue 18).
+		// row: no read first.
 		var err error
 		q := `UPDATE tasks SET status = ?, exit_code = ?, error = ?,
 	http_result = ?, finished_at = ?, lease_expires_at = NULL, secrets = '', result_last_seq = ?

@@ -210,7 +210,7 @@ type Result struct {
 	// Brief says the caller of CompleteTask needs only the ID, account,
 	// status, epoch, instance and spec of the task it returns (the rest
 	// is left zero): the statement that ends the task returns four
-	// columns instead of the whole row (issue 18).
+	// columns instead of the whole row.
 	Brief bool
 }
 
@@ -285,7 +285,7 @@ type TaskFilter struct {
 	// enough matching tasks exist.
 	Scopes []ScopeFilter
 	// Delegate, when set, keeps the tasks the delegate of that name or
-	// hostname (compared without case) ran or runs. Since issue 17.
+	// hostname (compared without case) ran or runs.
 	Delegate string
 	// Within, when not nil, keeps the tasks of that org (and its
 	// projects) or of that project: a filter the caller asks for, on top
