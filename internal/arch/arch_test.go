@@ -15,7 +15,7 @@ const module = "github.com/legate-dev/legate/"
 // forbidden lists, per package, the project packages it must not import.
 var forbidden = map[string][]string{
 	"internal/protocol":   {"internal/"},
-	"internal/store":      {"internal/manager", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
+	"internal/store":      {"internal/manager", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/assign"},
 	"internal/client":     {"internal/manager", "internal/store", "internal/delegate", "internal/cli", "internal/executor"},
 	"internal/delegate":   {"internal/manager", "internal/store", "internal/cli"},
 	"internal/executor":   {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli"},

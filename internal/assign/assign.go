@@ -94,23 +94,6 @@ func (p Policy) connected(d *Delegate, now time.Time) bool {
 	return !d.Deregistered && !d.LastSeen.IsZero() && now.Sub(d.LastSeen) <= p.window()
 }
 
-// Covers reports whether a delegate scope covers a task scope: account
-// delegates (dOrg "") serve every task of the account; org delegates serve
-// the org- and project-level tasks of their org; project delegates serve
-// only the tasks of their exact org and project. Names match exactly (they
-// are identifiers). A project without an org counts as account level, on
-// either side.
-func Covers(dOrg, dProject, tOrg, tProject string) bool {
-	switch {
-	case dOrg == "":
-		return true
-	case dProject == "":
-		return tOrg == dOrg
-	default:
-		return tOrg == dOrg && tProject == dProject
-	}
-}
-
 // taskView is a task prepared once for evaluating many delegates: selectors
 // normalized and de-duplicated, capabilities de-duplicated, with their
 // entries from the capability view (capMaps[i] holds those of caps[i]).
@@ -189,7 +172,7 @@ func atCapacity(d *Delegate) bool { return d.Capacity > 0 && d.Running >= d.Capa
 // capability of the task (one lookup per capability serves both answers).
 func (p Policy) eligible(d *Delegate, tv *taskView, now time.Time) (ok, allowlisted bool) {
 	if !p.connected(d, now) || d.Draining || atCapacity(d) || d.OverThreshold != "" || d.Configuring != "" || d.Pending ||
-		!Covers(d.Org, d.Project, tv.t.Org, tv.t.Project) || !hasSelectors(tv.sel, d) || tv.denied(d) ||
+		!protocol.Covers(d.Org, d.Project, tv.t.Org, tv.t.Project) || !hasSelectors(tv.sel, d) || tv.denied(d) ||
 		(tv.t.Container && d.ContainerRuntime == "") {
 		return false, false
 	}
@@ -235,7 +218,7 @@ func (p Policy) evaluate(d *Delegate, tv *taskView, now time.Time) []protocol.Re
 	if d.Draining {
 		add(protocol.RuleDraining, "draining (stopping)")
 	}
-	if t := tv.t; !Covers(d.Org, d.Project, t.Org, t.Project) {
+	if t := tv.t; !protocol.Covers(d.Org, d.Project, t.Org, t.Project) {
 		add(protocol.RuleScope, delegateScope(d.Org, d.Project)+" cannot serve "+taskScope(t.Org, t.Project))
 	}
 	if !hasSelectors(tv.sel, d) {

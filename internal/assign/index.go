@@ -320,7 +320,7 @@ func (x *Index[H]) Offer(p Policy, t Task, caps *Capabilities, now time.Time, k 
 }
 
 // covering returns the groups of the scopes that cover a task of org and
-// project (see Covers).
+// project (see protocol.Covers).
 func (x *Index[H]) covering(org, project string) []*treap[H] {
 	var gs []*treap[H]
 	add := func(key string) {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/api"
-	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/cluster"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
@@ -19,7 +18,7 @@ import (
 // Delegate configurations. A configuration has a scope, like a token
 // (account, org or project), and applies to a delegate when the scope of
 // the delegate's token covers the configuration's scope (the rule of the
-// offer, assign.Covers) and the delegate's selectors (its tags, name and
+// offer, protocol.Covers) and the delegate's selectors (its tags, name and
 // hostname) include every selector of the configuration; one with no
 // selectors applies to every delegate whose scope covers it. When several
 // apply, the one with the most selectors wins (the most specific); among
@@ -48,7 +47,7 @@ func targetOf(l *live) configTarget {
 
 // appliesTo reports whether c applies to the delegate d.
 func appliesTo(c *store.Configuration, d configTarget) bool {
-	return assign.Covers(d.org, d.project, c.Org, c.Project) &&
+	return protocol.Covers(d.org, d.project, c.Org, c.Project) &&
 		len(protocol.MissingSelectors(c.Selectors, d.tags, d.name, d.hostname)) == 0
 }
 

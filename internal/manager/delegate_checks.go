@@ -6,14 +6,13 @@ import (
 	"strings"
 
 	"github.com/legate-dev/legate/internal/api"
-	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
 
 // What the delegate API checks beyond authentication: that every task and
 // configuration a delegate names is within the scope of its token (the
-// rule of the offer, assign.Covers), that what it registers is printable
+// rule of the offer, protocol.Covers), that what it registers is printable
 // text, and that the task lists it sends are bounded.
 
 // Calls that name a task or a configuration, the "call" label of
@@ -35,7 +34,7 @@ var scopeCalls = []string{callAcquire, callStarted, callLogs, callResult, callHe
 // covers reports whether the delegate's scope covers a task or
 // configuration of scope org/project: the rule of the offer.
 func (l *live) covers(org, project string) bool {
-	return assign.Covers(l.org, l.project, org, project)
+	return protocol.Covers(l.org, l.project, org, project)
 }
 
 // holder is the delegate as the store checks the sender of a report: its

@@ -1,7 +1,9 @@
 // Package protocol is the single source of truth for the wire types shared by
 // the legate manager, its delegates and the CLI: request and response bodies,
 // event and heartbeat frames, task objects, and the append-only list of error
-// codes. It depends on the standard library only.
+// codes; and the rules both sides apply to them, such as selector matching
+// (MissingSelectors) and scope (Covers). It depends on the standard library
+// only.
 //
 // Version history (the version only goes up). Peers of different versions
 // work together: a manager accepts delegates and CLIs of every version from

@@ -82,8 +82,8 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	// SQLite's 1,000: a checkpoint copies the last version of each page,
 	// and task output, whose capped tail reuses the same freed pages over
 	// and over, then costs one copy per page per 32 MiB instead of per
-	// 4 MiB (15 % of the manager's CPU while a task writes fast,
-	// BENCHMARKS.md, issue 18).
+	// 4 MiB: a large share of the manager's CPU while a task writes fast
+	// (measured in BENCHMARKS.md).
 	writer, err := sql.Open("sqlite", path+"?"+common+
 		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(8192)&_pragma=temp_store(2)&_txlock=immediate")
 	if err != nil {
@@ -387,7 +387,7 @@ type writeMode struct {
 	// claim, whose task row and instance lock other claimers
 	// wait for, and whose latency decides whether an offer widens to
 	// more delegates (a claim held for a group's length made a loaded
-	// manager widen three times as many offers, BENCHMARKS.md).
+	// manager widen many more offers, BENCHMARKS.md).
 	own bool
 	// clean says that when the function fails with an error other than a
 	// statement's own (a server error), it has changed nothing: in a

@@ -48,7 +48,7 @@ const groupLockTimeout = "10ms"
 // writes' statements one after another on one connection, so on a loaded
 // machine, where each round trip waits for the scheduler, many short
 // groups side by side kept task latency lower than a few long ones
-// (BENCHMARKS.md, issue 18).
+// (BENCHMARKS.md).
 //
 // A lone writer runs in its own transaction as before, so latency without
 // contention is unchanged.
@@ -85,11 +85,11 @@ func newGroupCommit(max, yields int) *groupCommit {
 // taking the next group after a group of several writes: the writers its
 // commit just woke run and queue their next writes (a task's next step,
 // a delegate's next report), which then share the next commit instead of
-// waiting behind a group of one or two. It costs a few microseconds when
-// nobody else writes, and a leader after a lone write never yields, so a
-// write without contention is as fast as before. With 64 tasks in flight
-// it took groups from ~7 writes to ~40 and the store's CPU per task down
-// by a third (BenchmarkTaskWrites, BENCHMARKS.md issue 18 part F).
+// waiting behind a group of one or two. A leader after a lone write never
+// yields, so a write without contention is as fast as before. With many
+// tasks in flight it makes groups several times larger and the store's
+// CPU per task smaller (BenchmarkTaskWrites; the figures are in
+// BENCHMARKS.md).
 // PostgreSQL's lanes do not yield: their groups run side by side, and a
 // round trip, not a commit, is what a write waits for there.
 const gatherYields = 4

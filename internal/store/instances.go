@@ -3,10 +3,216 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 )
+
+// IdentityConflictError is UpsertInstance's refusal of a registration
+// whose identity is bound to another token that is still valid. It
+// matches ErrIdentityConflict (errors.Is).
+type IdentityConflictError struct {
+	// InstanceID is the instance the identity belongs to.
+	InstanceID string
+	// TokenID and TokenName are the token it is bound to.
+	TokenID, TokenName string
+}
+
+func (e *IdentityConflictError) Error() string {
+	return fmt.Sprintf("identity of instance %s is bound to token %q", e.InstanceID, e.TokenName)
+}
+
+// Is makes errors.Is(err, ErrIdentityConflict) hold.
+func (e *IdentityConflictError) Is(target error) bool { return target == ErrIdentityConflict }
+
+// UpsertInstance registers an instance. If (AccountID, IdentityKey) exists
+// it keeps that row's ID and RegisteredAt, updates every other field from
+// in, clears DeregisteredAt and increments Generation; otherwise it inserts
+// in with Generation 1. It returns the stored row.
+//
+// An existing instance is bound to the token it was registered with: a
+// registration with another TokenID fails with *IdentityConflictError
+// (ErrIdentityConflict) unless that token was revoked or deleted, and then
+// the instance is bound to the new token. The check and the update are one
+// transaction (the row is locked on PostgreSQL), so of two registrations
+// that race for one identity with different tokens, one wins and the
+// other is refused.
+func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, error) {
+	var out Instance
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var id, tokenID string
+		var generation int64
+		lookup := func() error {
+			return s.w(tx).queryRow(ctx, `SELECT id, generation, token_id FROM instances WHERE account_id = ? AND identity_key = ?`+
+				s.lockClause("FOR UPDATE"), in.AccountID, in.IdentityKey).Scan(&id, &generation, &tokenID)
+		}
+		if in.Approval != "" {
+			state, err := s.approvalOf(ctx, tx, in.AccountID, in.TokenID, in.Name, in.RegisteredAt)
+			if err != nil {
+				return err
+			}
+			in.Approval = state
+		}
+		err := lookup()
+		if errors.Is(err, sql.ErrNoRows) {
+			res, err := s.w(tx).exec(ctx, `INSERT INTO instances (`+instanceCols+`)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+				in.ID, in.AccountID, in.IdentityKey, in.Name, in.Hostname, in.IP, encodeStrings(in.Tags),
+				in.Version, in.Type, in.TokenID, in.Capacity, int64(1), in.Connection, boolInt(in.Draining),
+				micros(in.RegisteredAt), nullMicros(in.LastHeartbeat), nil, in.Org, in.Project, cleanText(in.Description), in.Approval, in.ContainerRuntime, in.UpgradeMode)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				out, err = getInstance(ctx, s.w(tx), in.ID)
+				return err
+			}
+			// Nothing inserted: the ID is taken by another identity, or
+			// (PostgreSQL, several managers) the same identity registered
+			// concurrently and committed first; then update that row.
+			if err := lookup(); errors.Is(err, sql.ErrNoRows) {
+				return ErrConflict
+			} else if err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+		if tokenID != in.TokenID {
+			if err := s.checkRebind(ctx, tx, id, tokenID); err != nil {
+				return err
+			}
+		}
+		if err := s.updateInstance(ctx, tx, id, generation, in); err != nil {
+			return err
+		}
+		out, err = getInstance(ctx, s.w(tx), id)
+		return err
+	})
+	if err != nil {
+		return Instance{}, fmt.Errorf("upsert instance %q: %w", in.IdentityKey, err)
+	}
+	return out, nil
+}
+
+// checkRebind allows instance id, bound to boundToken, to be registered
+// with another token only when boundToken was revoked or deleted.
+func (s *Store) checkRebind(ctx context.Context, tx *sql.Tx, id, boundToken string) error {
+	var name string
+	var revoked sql.NullInt64
+	err := s.w(tx).queryRow(ctx, `SELECT name, revoked_at FROM tokens WHERE id = ?`, boundToken).Scan(&name, &revoked)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil // deleted
+	case err != nil:
+		return err
+	case revoked.Valid:
+		return nil
+	}
+	return &IdentityConflictError{InstanceID: id, TokenID: boundToken, TokenName: name}
+}
+
+// updateInstance is the re-registration half of UpsertInstance: row id,
+// read (and locked) at generation, takes every field of in but the ID and
+// RegisteredAt.
+func (s *Store) updateInstance(ctx context.Context, tx *sql.Tx, id string, generation int64, in Instance) error {
+	_, err := s.w(tx).exec(ctx, `UPDATE instances SET name = ?, hostname = ?, ip = ?, tags = ?,
+	version = ?, type = ?, token_id = ?, capacity = ?, generation = ?, connection = ?, draining = ?,
+	last_heartbeat = ?, deregistered_at = NULL, org = ?, project = ?, description = ?, approval = ?, container_runtime = ?, upgrade_mode = ? WHERE id = ?`,
+		in.Name, in.Hostname, in.IP, encodeStrings(in.Tags), in.Version, in.Type, in.TokenID,
+		in.Capacity, generation+1, in.Connection, boolInt(in.Draining), nullMicros(in.LastHeartbeat),
+		in.Org, in.Project, cleanText(in.Description), in.Approval, in.ContainerRuntime, in.UpgradeMode, id)
+	return err
+}
+
+// GetInstance returns an instance by ID or ErrNotFound.
+func (s *Store) GetInstance(ctx context.Context, id string) (Instance, error) {
+	in, err := getInstance(ctx, s.r(nil), id)
+	if err != nil {
+		return Instance{}, fmt.Errorf("get instance %s: %w", id, err)
+	}
+	return in, nil
+}
+
+// ListInstances lists an account's instances (deregistered ones included),
+// ordered by name then hostname.
+func (s *Store) ListInstances(ctx context.Context, accountID string) ([]Instance, error) {
+	rows, err := s.r(nil).query(ctx, `SELECT `+instanceCols+` FROM instances WHERE account_id = ? ORDER BY name, hostname, id`, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("list instances: %w", err)
+	}
+	defer rows.Close()
+	var out []Instance
+	for rows.Next() {
+		in, err := scanInstance(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list instances: %w", err)
+		}
+		out = append(out, in)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list instances: %w", err)
+	}
+	return out, nil
+}
+
+// TouchInstances records liveness for many instances in one transaction.
+// It returns the IDs it found no row for (an instance deleted or pruned
+// while its delegate was still in contact with a manager).
+func (s *Store) TouchInstances(ctx context.Context, touches []InstanceTouch) (missing []string, err error) {
+	if len(touches) == 0 {
+		return nil, nil
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		missing = nil
+		stmt, err := s.w(tx).stmt(ctx, `UPDATE instances SET last_heartbeat = ?, connection = ?, draining = ? WHERE id = ?`)
+		if err != nil {
+			return err
+		}
+		for _, t := range touches {
+			res, err := stmt.ExecContext(ctx, micros(t.LastHeartbeat), t.Connection, boolInt(t.Draining), t.ID)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				missing = append(missing, t.ID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("touch %d instances: %w", len(touches), err)
+	}
+	return missing, nil
+}
+
+// DeregisterInstance marks an instance deregistered at now; ErrNotFound
+// for an unknown ID.
+func (s *Store) DeregisterInstance(ctx context.Context, id string, now time.Time) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := s.w(tx).exec(ctx, `UPDATE instances SET deregistered_at = ? WHERE id = ?`, micros(now), id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("deregister instance %s: %w", id, err)
+	}
+	return nil
+}
 
 // DelegateBusyError is DeleteDelegate's refusal of a delegate that still
 // works: some of its instances are connected, or run tasks. It matches

@@ -70,6 +70,119 @@ func recordResults(t testing.TB, s *Store, id string) {
 	}
 }
 
+func TestInstances(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+
+		in1 := Instance{
+			ID: "i1", AccountID: "acc1", IdentityKey: "build|host-a|10.0.0.1", Name: "build", Hostname: "host-a",
+			IP: "10.0.0.1", Tags: []string{"linux", "x86"}, Version: "1.0.0", Type: "SHELL", TokenID: "t1",
+			Capacity: 4, Connection: "", RegisteredAt: t0,
+		}
+		got, err := s.UpsertInstance(ctx, in1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := in1
+		want.Generation = 1
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("first UpsertInstance (-want +got):\n%s", diff)
+		}
+		if err := s.DeregisterInstance(ctx, "i1", at(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		got, err = s.GetInstance(ctx, "i1")
+		if err != nil || got.DeregisteredAt == nil || !got.DeregisteredAt.Equal(at(time.Minute)) {
+			t.Fatalf("after deregister: %+v, %v", got, err)
+		}
+
+		// The same identity registers again with a new ID: same row, every
+		// other field updated, generation bumped, deregistration cleared.
+		again := Instance{
+			ID: "i1-new", AccountID: "acc1", IdentityKey: in1.IdentityKey, Name: "build", Hostname: "host-a",
+			IP: "10.0.0.1", Tags: []string{"linux"}, Version: "1.1.0", Type: "SHELL", TokenID: "t2",
+			Capacity: 8, Connection: protocol.ConnPolling, Draining: true, RegisteredAt: at(time.Hour),
+			LastHeartbeat: ptr(at(time.Hour)),
+		}
+		got, err = s.UpsertInstance(ctx, again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = again
+		want.ID = "i1"
+		want.RegisteredAt = t0
+		want.Generation = 2
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("re-register (-want +got):\n%s", diff)
+		}
+		stored, err := s.GetInstance(ctx, "i1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, stored); diff != "" {
+			t.Errorf("GetInstance after re-register (-want +got):\n%s", diff)
+		}
+		_, err = s.GetInstance(ctx, "i1-new")
+		wantErr(t, "GetInstance of the unused ID", err, ErrNotFound)
+
+		// Same identity key in another account is another instance; an ID
+		// taken by another identity is a conflict.
+		in2 := Instance{ID: "i2", AccountID: "acc2", IdentityKey: in1.IdentityKey, Name: "build", Hostname: "host-a", RegisteredAt: t0}
+		if got, err = s.UpsertInstance(ctx, in2); err != nil || got.Generation != 1 || got.ID != "i2" {
+			t.Fatalf("other account: %+v, %v", got, err)
+		}
+		_, err = s.UpsertInstance(ctx, Instance{ID: "i2", AccountID: "acc1", IdentityKey: "other", RegisteredAt: t0})
+		wantErr(t, "taken ID", err, ErrConflict)
+
+		in3 := Instance{ID: "i3", AccountID: "acc1", IdentityKey: "alpha|host-z", Name: "alpha", Hostname: "host-z", RegisteredAt: t0}
+		in4 := Instance{ID: "i4", AccountID: "acc1", IdentityKey: "build|host-0", Name: "build", Hostname: "host-0", RegisteredAt: t0}
+		for _, in := range []Instance{in3, in4} {
+			if _, err := s.UpsertInstance(ctx, in); err != nil {
+				t.Fatal(err)
+			}
+		}
+		list, err := s.ListInstances(ctx, "acc1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, in := range list {
+			ids = append(ids, in.ID)
+		}
+		if diff := cmp.Diff([]string{"i3", "i4", "i1"}, ids); diff != "" {
+			t.Errorf("ListInstances order (-want +got):\n%s", diff)
+		}
+
+		// Touch: batched, unknown IDs reported.
+		missing, err := s.TouchInstances(ctx, []InstanceTouch{
+			{ID: "i3", LastHeartbeat: at(2 * time.Hour), Connection: protocol.ConnWebSocket, Draining: true},
+			{ID: "ghost", LastHeartbeat: at(2 * time.Hour)},
+			{ID: "i4", LastHeartbeat: at(3 * time.Hour), Connection: protocol.ConnPolling},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"ghost"}, missing); diff != "" {
+			t.Errorf("TouchInstances missing (-want +got):\n%s", diff)
+		}
+		got3, _ := s.GetInstance(ctx, "i3")
+		got4, _ := s.GetInstance(ctx, "i4")
+		want3, want4 := in3, in4
+		want3.Generation, want4.Generation = 1, 1
+		want3.LastHeartbeat, want3.Connection, want3.Draining = ptr(at(2*time.Hour)), protocol.ConnWebSocket, true
+		want4.LastHeartbeat, want4.Connection = ptr(at(3*time.Hour)), protocol.ConnPolling
+		if diff := cmp.Diff([]Instance{want3, want4}, []Instance{got3, got4}, equateEmpty); diff != "" {
+			t.Errorf("after TouchInstances (-want +got):\n%s", diff)
+		}
+		if _, err := s.TouchInstances(ctx, nil); err != nil {
+			t.Errorf("TouchInstances(nil): %v", err)
+		}
+		wantErr(t, "deregister unknown", s.DeregisterInstance(ctx, "ghost", t0), ErrNotFound)
+	})
+}
+
 func TestDeleteDelegate(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {

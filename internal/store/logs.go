@@ -39,6 +39,54 @@ import (
 // transaction that accounts for it, so the delegate's acknowledged upload
 // is durable either way: stored, or recorded as omitted.
 
+// AppendLogs stores chunks for the task's attempt at epoch (the attempt
+// number equals the epoch) if the task's epoch equals epoch (running, or
+// terminal within the same epoch); else ErrStaleLease (ErrNotFound for an
+// unknown task). Once a delegate's result ended the task, a batch with a
+// chunk numbered past the result's LastSeq is refused whole with
+// ErrLogClosed (which matches ErrTaskTerminal); chunks up to it are still
+// taken. A chunk whose (attempt, seq) is already stored is ignored
+// (delivery is idempotent). The cap keeps the first cap.Head bytes and the
+// last cap.Tail bytes of each attempt; chunks that fall between are dropped
+// (deleted, or never written when the append itself shows the cap drops
+// them) and their size added to LogOmitted. LogBytes counts all bytes received.
+// A chunk that starts inside the head is kept whole; while cap.Tail > 0 the
+// newest chunk is never dropped, so the tail may exceed cap.Tail by less
+// than one chunk. A zero cap keeps everything. NUL bytes and invalid UTF-8
+// in Data are stored as U+FFFD (see cleanText), and sizes count the bytes
+// stored (for a dropped chunk: the bytes it would take stored).
+func (s *Store) AppendLogs(ctx context.Context, taskID string, epoch int64, chunks []protocol.LogChunk, cap LogCap) error {
+	if len(chunks) == 0 {
+		return nil
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		return s.appendLogs(ctx, tx, taskID, epoch, chunks, cap, true)
+	})
+	if err != nil {
+		return fmt.Errorf("append %d log chunks to task %s (epoch %d): %w", len(chunks), taskID, epoch, err)
+	}
+	return nil
+}
+
+// ReadLogs returns up to limit chunks after cursor, ordered by attempt then
+// seq. Where chunks were dropped by the cap, a synthetic chunk is returned
+// in their place whose Data is "\n[legate: N bytes of output omitted
+// here: ...]\n" (omittedMarker) and whose Seq is that of the first
+// dropped chunk. limit <= 0 means 1000 (at most 10000). An unknown task
+// has no chunks.
+func (s *Store) ReadLogs(ctx context.Context, taskID string, after LogCursor, limit int) ([]StoredChunk, error) {
+	var out []StoredChunk
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = s.readLogs(ctx, tx, taskID, after, limit)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read logs of task %s: %w", taskID, err)
+	}
+	return out, nil
+}
+
 // cleanText makes free text (log data, error messages) storable in a TEXT
 // column of both dialects alike: PostgreSQL rejects NUL bytes and invalid
 // UTF-8 in text, so both become U+FFFD, on SQLite too.

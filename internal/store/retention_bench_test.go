@@ -151,7 +151,7 @@ func pct(xs []time.Duration, p float64) float64 {
 
 // BenchmarkRetention measures the retention loop's batches on a database
 // holding $LEGATE_BENCH_FINISHED (default 100,000; BENCHMARKS.md uses
-// 1,000,000, generated in ~40 s and kept in the temp directory) finished tasks, a
+// 1,000,000, generated once and kept in the temp directory) finished tasks, a
 // tenth of them with a log chunk, and $LEGATE_BENCH_QUEUED (10,000) queued
 // ones: one op is one batch of DeleteFinishedTasks ($LEGATE_BENCH_BATCH,
 // default 100 tasks, as retention.DefaultBatch; the pause

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -211,7 +210,7 @@ type Result struct {
 	// Brief says the caller of CompleteTask needs only the ID, account,
 	// status, epoch, instance and spec of the task it returns (the rest
 	// is left zero): the statement that ends the task returns four
-	// columns instead of the whole row (issue 18).
+	// columns instead of the whole row.
 	Brief bool
 }
 
@@ -231,11 +230,11 @@ func (h Holder) holds(t Task) bool {
 	if h.Instance == "" {
 		return true
 	}
-	return t.InstanceID == h.Instance && assign.Covers(h.Org, h.Project, t.Spec.Org, t.Spec.Project)
+	return t.InstanceID == h.Instance && protocol.Covers(h.Org, h.Project, t.Spec.Org, t.Spec.Project)
 }
 
 // holderCond is the condition of an update that applies only to a task
-// h holds (see holds; the scope part is assign.Covers in SQL), with its
+// h holds (see holds; the scope part is protocol.Covers in SQL), with its
 // arguments.
 func holderCond(h Holder) (string, []any) {
 	return ` AND (? = '' OR (instance_id = ? AND (? = '' OR org = ?) AND (? = '' OR project = ?)))`,
@@ -286,7 +285,7 @@ type TaskFilter struct {
 	// enough matching tasks exist.
 	Scopes []ScopeFilter
 	// Delegate, when set, keeps the tasks the delegate of that name or
-	// hostname (compared without case) ran or runs. Since issue 17.
+	// hostname (compared without case) ran or runs.
 	Delegate string
 	// Within, when not nil, keeps the tasks of that org (and its
 	// projects) or of that project: a filter the caller asks for, on top

@@ -1,0 +1,22 @@
+package protocol
+
+// Covers reports whether a delegate scope covers a task scope: account
+// delegates (dOrg "") serve every task of the account; org delegates serve
+// the org- and project-level tasks of their org; project delegates serve
+// only the tasks of their exact org and project. Names match exactly (they
+// are identifiers). A project without an org counts as account level, on
+// either side.
+//
+// It is the one scope rule between delegates and what they serve: the
+// tasks offered to them and those they report on, and the configurations
+// that apply to them.
+func Covers(dOrg, dProject, tOrg, tProject string) bool {
+	switch {
+	case dOrg == "":
+		return true
+	case dProject == "":
+		return tOrg == dOrg
+	default:
+		return tOrg == dOrg && tProject == dProject
+	}
+}
