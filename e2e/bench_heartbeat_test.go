@@ -21,8 +21,8 @@ import (
 // second case lists 10,000, the most a delegate of unlimited capacity may
 // list. Run:
 //
-//	go test -run '^$' -bench OversizedHeartbeat -benchtime 10x ./e2e/
-//	LEGATE_E2E_BINARY=/work/bin/legate-before go test -run '^$' -bench OversizedHeartbeat -benchtime 3x ./e2e/
+//	(cd e2e && go test -run '^$' -bench OversizedHeartbeat -benchtime 10x .)
+//	(cd e2e && LEGATE_E2E_BINARY=/work/bin/legate-before go test -run '^$' -bench OversizedHeartbeat -benchtime 3x .)
 //
 // A manager that refuses the body (too large for the route) counts as
 // refused; that is a valid answer too, and the figures show its cost.

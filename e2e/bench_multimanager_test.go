@@ -18,7 +18,7 @@ import (
 // lines 20 ms apart, each its own print time; the latency of a line is
 // from that time to its arrival at the follower. Run:
 //
-//	go test -run '^$' -bench FollowLatency -benchtime 200x ./e2e/
+//	(cd e2e && go test -run '^$' -bench FollowLatency -benchtime 200x .)
 func benchFollowLatency(b *testing.B, other bool) {
 	p := startManagerPair(b)
 	tok := p.a.token("follow")

@@ -24,8 +24,8 @@ import (
 //
 // The benchmark measures the same with 1 GiB (BENCHMARKS.md):
 //
-//	go test -run '^$' -bench DelegateRSSWith1GiBOutput -benchtime 1x ./e2e/
-//	LEGATE_E2E_BINARY=/path/to/older/legate go test -run '^$' -bench DelegateRSSWith1GiBOutput -benchtime 1x ./e2e/
+//	(cd e2e && go test -run '^$' -bench DelegateRSSWith1GiBOutput -benchtime 1x .)
+//	(cd e2e && LEGATE_E2E_BINARY=/path/to/older/legate go test -run '^$' -bench DelegateRSSWith1GiBOutput -benchtime 1x .)
 
 // seqLine is the length of each line of seqScript's output.
 const seqLine = 11
@@ -183,7 +183,7 @@ func BenchmarkDelegateRSSWith1GiBOutput(b *testing.B) {
 // the stored head and tail), and the peak RSS of the delegate and the
 // manager.
 //
-//	go test -run '^$' -bench TaskRunOutput -benchtime 5x ./e2e/
+//	(cd e2e && go test -run '^$' -bench TaskRunOutput -benchtime 5x .)
 func BenchmarkTaskRunOutput(b *testing.B) {
 	total := int64(200_000_000)
 	if v, err := strconv.ParseInt(os.Getenv("LEGATE_BENCH_OUTPUT_MB"), 10, 64); err == nil && v > 0 {

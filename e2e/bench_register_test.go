@@ -24,7 +24,7 @@ import (
 // measurement per body whatever b.N is; LEGATE_BENCH_ROUNDS overrides the
 // rounds. Run it against an older binary with LEGATE_E2E_BINARY=PATH:
 //
-//	go test -run '^$' -bench ManagerRSSUnderLarge -benchtime 1x ./e2e/
+//	(cd e2e && go test -run '^$' -bench ManagerRSSUnderLarge -benchtime 1x .)
 func BenchmarkManagerRSSUnderLargeUnauthenticatedBodies(b *testing.B) {
 	const size = 8 << 20
 	description := func(prefix string) []byte {

@@ -24,7 +24,7 @@ import (
 
 // Benchmarks of the core path with real processes on loopback. Run:
 //
-//	go test -run '^$' -bench . -benchtime 200x ./e2e/
+//	(cd e2e && go test -run '^$' -bench . -benchtime 200x .)
 //
 // Each reports medians and tails as custom metrics; BENCHMARKS.md records
 // the figures.

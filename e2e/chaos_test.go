@@ -61,7 +61,7 @@ package e2e
 // Size: LEGATE_CHAOS_TASKS tasks per mode (default 60, the CI version),
 // seed: LEGATE_CHAOS_SEED (default: from the clock, logged). Full run:
 //
-//	LEGATE_CHAOS_TASKS=1000 go test -count=1 -v -run TestChaos -timeout 30m ./e2e/
+//	(cd e2e && LEGATE_CHAOS_TASKS=1000 go test -count=1 -v -run TestChaos -timeout 30m .)
 //
 // Each mode logs one summary line starting with "chaos mode=" (use -v to
 // see it when the test passes). The seed fixes the task mix and the fault

@@ -1,5 +1,10 @@
 // Package e2e runs the real legate binary as a manager and as delegate
 // processes over loopback and checks what a user sees.
+//
+// e2e is a Go module of its own (as deploy/check is), so that its
+// test-only dependencies (chromedp, Toxiproxy, Prometheus's libraries)
+// stay out of legate's go.mod: run its tests from this directory, for
+// example (cd e2e && go test -run TestReadmeTour .).
 package e2e
 
 import (
@@ -30,6 +35,13 @@ import (
 // binary is the legate binary built once for the whole run.
 var binary string
 
+// repoRoot is the root of legate's repository, seen from this module. The
+// binaries under test are built there, by legate's own go.mod, so that they
+// are the product's builds: built from this module, they would link the
+// versions its test-only dependencies select and record this module as
+// their main one.
+const repoRoot = ".."
+
 // TestMain builds the binary once. LEGATE_E2E_BINARY=PATH runs the tests and
 // benchmarks against a binary built elsewhere instead (for example an older
 // commit, to measure before and after a change with the same benchmark code).
@@ -53,7 +65,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "legate")
-	build := exec.Command("go", "build", "-o", binary, "../cmd/legate")
+	build := exec.Command("go", "build", "-o", binary, "./cmd/legate")
+	build.Dir = repoRoot
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
@@ -450,7 +463,8 @@ func delegateOnlyBinary() (string, error) {
 			return
 		}
 		path := filepath.Join(dir, "legate-delegate")
-		build := exec.Command("go", "build", "-tags", "delegate", "-o", path, "../cmd/legate")
+		build := exec.Command("go", "build", "-tags", "delegate", "-o", path, "./cmd/legate")
+		build.Dir = repoRoot
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
 			delegateOnly.err = fmt.Errorf("go build -tags delegate: %v\n%s", err, out)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legate-dev/legate/e2e/promformat"
 	"github.com/legate-dev/legate/internal/promtest"
 	"github.com/legate-dev/legate/internal/protocol"
 )
@@ -27,9 +29,30 @@ func readyStatus(url string) (int, protocol.HealthStatus) {
 	return resp.StatusCode, s
 }
 
+// prometheusReads fetches url (a /metrics endpoint) and checks that
+// Prometheus's own parser reads it as promtest's does: the tests here and
+// legate's unit tests read metrics with promtest, whose parser uses the
+// standard library only.
+func prometheusReads(t *testing.T, url string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := promformat.Check(string(body)); err != nil {
+		t.Errorf("%s: %v\n%s", url, err, body)
+	}
+}
+
 // TestHealthAndMetrics runs a delegate process with DELEGATE_HTTP_PORT
 // before its manager is up: /readyz is 503 until it connects, 200 after;
-// then both processes' /metrics parse and count the task that ran.
+// then both processes' /metrics parse (with Prometheus's parser too) and
+// count the task that ran.
 func TestHealthAndMetrics(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t)
@@ -79,6 +102,7 @@ func TestHealthAndMetrics(t *testing.T) {
 		t.Fatalf("task %s: %s\n%s", task.Status, r.stderr, r.stdout)
 	}
 
+	prometheusReads(t, dURL+protocol.PathMetrics)
 	df := promtest.Scrape(t, dURL+protocol.PathMetrics)
 	del := []string{"delegate", "metrics-del"}
 	if got := df.Value(t, "legate_delegate_tasks_completed_total", append(del, "type", protocol.TaskShell)...); got != 1 {
@@ -97,6 +121,7 @@ func TestHealthAndMetrics(t *testing.T) {
 		t.Errorf("delegate metrics lack heartbeat age or process metrics: %v", df.Names())
 	}
 
+	prometheusReads(t, c.url+protocol.PathMetrics)
 	mf := promtest.Scrape(t, c.url+protocol.PathMetrics)
 	if got := mf.Value(t, "legate_manager_delegates_connected", "connection", protocol.ConnWebSocket); got != 1 {
 		t.Errorf("manager websocket delegates = %v, want 1", got)

@@ -56,7 +56,8 @@ func buildVersions(t *testing.T) upgradeBuilds {
 			if version != v {
 				tags = []string{"-tags", "delegate"}
 			}
-			build := exec.Command("go", append(append([]string{"build"}, tags...), "-ldflags", "-X main.version="+version, "-o", p, "../cmd/legate")...)
+			build := exec.Command("go", append(append([]string{"build"}, tags...), "-ldflags", "-X main.version="+version, "-o", p, "./cmd/legate")...)
+			build.Dir = repoRoot
 			build.Env = append(os.Environ(), "CGO_ENABLED=0")
 			if b, err := build.CombinedOutput(); err != nil {
 				upgradeBuildErr = fmt.Errorf("build %s: %v\n%s", v, err, b)

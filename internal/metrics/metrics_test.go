@@ -10,17 +10,18 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+
+	"github.com/legate-dev/legate/internal/promtest"
 )
 
 // text returns what the registry writes, failing the test on an error.
@@ -33,13 +34,16 @@ func text(t testing.TB, r *Registry) string {
 	return b.String()
 }
 
-// parse parses the text format with the Prometheus parser.
-func parse(t testing.TB, s string) map[string]*dto.MetricFamily {
+// parse parses the text format with promtest's parser, which is stricter
+// than Prometheus's and reads what it accepts as Prometheus's does: the
+// e2e module's promformat tests check that against Prometheus's own parser,
+// on this package's output among others (Prometheus's libraries stay out
+// of legate's go.mod).
+func parse(t testing.TB, s string) promtest.Families {
 	t.Helper()
-	var p expfmt.TextParser
-	fams, err := p.TextToMetricFamilies(strings.NewReader(s))
+	fams, err := promtest.Parse(strings.NewReader(s))
 	if err != nil {
-		t.Fatalf("the Prometheus parser refuses our output: %v\n%s", err, s)
+		t.Fatalf("the parser refuses our output: %v\n%s", err, s)
 	}
 	return fams
 }
@@ -47,12 +51,12 @@ func parse(t testing.TB, s string) map[string]*dto.MetricFamily {
 // flatten turns parsed families into "name{l="v",…}" → value, with a
 // histogram as its _bucket, _sum and _count series, and records each
 // family's type and help.
-func flatten(fams map[string]*dto.MetricFamily) (values map[string]float64, meta map[string]string) {
+func flatten(fams promtest.Families) (values map[string]float64, meta map[string]string) {
 	values, meta = map[string]float64{}, map[string]string{}
-	series := func(name string, lps []*dto.LabelPair, extra ...string) string {
+	series := func(name string, lps []promtest.Label, extra ...string) string {
 		var ls []string
 		for _, lp := range lps {
-			ls = append(ls, fmt.Sprintf("%s=%q", lp.GetName(), lp.GetValue()))
+			ls = append(ls, fmt.Sprintf("%s=%q", lp.Name, lp.Value))
 		}
 		for i := 0; i < len(extra); i += 2 {
 			ls = append(ls, fmt.Sprintf("%s=%q", extra[i], extra[i+1]))
@@ -61,34 +65,31 @@ func flatten(fams map[string]*dto.MetricFamily) (values map[string]float64, meta
 		return name + "{" + strings.Join(ls, ",") + "}"
 	}
 	for name, f := range fams {
-		meta[name] = f.GetType().String() + " " + f.GetHelp()
-		for _, m := range f.GetMetric() {
-			switch f.GetType() {
-			case dto.MetricType_COUNTER:
-				values[series(name, m.GetLabel())] = m.GetCounter().GetValue()
-			case dto.MetricType_GAUGE:
-				values[series(name, m.GetLabel())] = m.GetGauge().GetValue()
-			case dto.MetricType_HISTOGRAM:
-				h := m.GetHistogram()
-				for _, b := range h.GetBucket() {
-					le := model.FloatString(b.GetUpperBound()).String()
-					if math.IsInf(b.GetUpperBound(), +1) {
+		meta[name] = f.Type + " " + f.Help
+		for _, m := range f.Series {
+			switch f.Type {
+			case promtest.TypeCounter, promtest.TypeGauge:
+				values[series(name, m.Labels)] = m.Value
+			case promtest.TypeHistogram:
+				for _, b := range m.Buckets {
+					le := strconv.FormatFloat(b.UpperBound, 'f', -1, 64)
+					if math.IsInf(b.UpperBound, +1) {
 						le = "+Inf"
 					}
-					values[series(name+"_bucket", m.GetLabel(), "le", le)] = float64(b.GetCumulativeCount())
+					values[series(name+"_bucket", m.Labels, "le", le)] = float64(b.CumulativeCount)
 				}
-				values[series(name+"_sum", m.GetLabel())] = h.GetSampleSum()
-				values[series(name+"_count", m.GetLabel())] = float64(h.GetSampleCount())
+				values[series(name+"_sum", m.Labels)] = m.Sum
+				values[series(name+"_count", m.Labels)] = float64(m.Count)
 			default:
-				values[series(name, m.GetLabel())] = math.NaN()
+				values[series(name, m.Labels)] = math.NaN()
 			}
 		}
 	}
 	return values, meta
 }
 
-// TestRoundTrip: what WriteText writes, the Prometheus parser reads back
-// with every value, label (escapes included) and bucket intact.
+// TestRoundTrip: what WriteText writes, the parser reads back with every
+// value, label (escapes included) and bucket intact.
 func TestRoundTrip(t *testing.T) {
 	r := NewRegistry()
 	const awkward = "back\\slash \"quoted\"\nnew line, ünïcode"
@@ -347,6 +348,14 @@ func TestMisusePanics(t *testing.T) {
 	}
 }
 
+// The grammar of legacy metric and label names, as Prometheus's data model
+// states it (the e2e module's promformat tests check the constructors
+// against Prometheus's own checks).
+var (
+	metricNameRE = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+	labelNameRE  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+)
+
 // TestNamesAgreeWithPrometheus: the name checks accept what Prometheus
 // accepts (legacy names), for a few hand-picked cases; the fuzz target
 // tries many more.
@@ -358,17 +367,17 @@ func TestNamesAgreeWithPrometheus(t *testing.T) {
 
 func checkNames(t *testing.T, s string) {
 	t.Helper()
-	if got, want := validMetricName(s), model.IsValidLegacyMetricName(s); got != want {
+	if got, want := validMetricName(s), metricNameRE.MatchString(s); got != want {
 		t.Errorf("validMetricName(%q) = %v, Prometheus says %v", s, got, want)
 	}
-	want := model.LabelName(s).IsValidLegacy() && !strings.HasPrefix(s, "__")
+	want := labelNameRE.MatchString(s) && !strings.HasPrefix(s, "__")
 	if got := validLabelName(s); got != want {
 		t.Errorf("validLabelName(%q) = %v, want %v", s, got, want)
 	}
 }
 
 // FuzzLabelValue: any label value and help text survive a round trip
-// through the Prometheus parser (invalid UTF-8 replaced).
+// through the parser (invalid UTF-8 replaced).
 func FuzzLabelValue(f *testing.F) {
 	for _, s := range []string{"", "plain", `a\b`, `"q"`, "x\ny", "\\n", "\xff", "ü\\\"\n", "}", "le=\"1\""} {
 		f.Add(s, s)
@@ -379,18 +388,19 @@ func FuzzLabelValue(f *testing.F) {
 		r.NewCounterVec(Opts{Name: "x_total", Help: help, ConstLabels: Labels{"c": value}}, "v").With(value).Inc()
 		fams := parse(t, text(t, r))
 		fam := fams["x_total"]
-		if fam == nil || len(fam.GetMetric()) != 1 {
+		if fam == nil || len(fam.Series) != 1 {
 			t.Fatalf("parsed: %v", fams)
 		}
 		want := strings.ToValidUTF8(value, "\uFFFD")
-		for _, lp := range fam.GetMetric()[0].GetLabel() {
-			if lp.GetValue() != want {
-				t.Errorf("label %s = %q, want %q", lp.GetName(), lp.GetValue(), want)
+		for _, lp := range fam.Series[0].Labels {
+			if lp.Value != want {
+				t.Errorf("label %s = %q, want %q", lp.Name, lp.Value, want)
 			}
 		}
-		// The parser keeps the help as written, less leading blanks.
+		// The parser keeps the help as written, less leading blanks, as
+		// Prometheus's does.
 		wantHelp := strings.TrimLeft(strings.ToValidUTF8(help, "\uFFFD"), " \t")
-		if got := fam.GetHelp(); got != wantHelp {
+		if got := fam.Help; got != wantHelp {
 			t.Errorf("help = %q, want %q", got, wantHelp)
 		}
 	})

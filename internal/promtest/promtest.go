@@ -1,7 +1,9 @@
 // Package promtest scrapes a Prometheus /metrics endpoint over real HTTP,
-// parses it with the Prometheus text parser and reads values from it, for
-// tests of the manager's and the delegate's metrics. It imports nothing
-// from the project.
+// parses it with a strict parser of the text format (Parse) and reads
+// values from it, for tests of the manager's and the delegate's metrics.
+// It uses the standard library only, so that Prometheus's own libraries
+// stay out of legate's go.mod: the e2e module checks Parse against
+// Prometheus's parser (e2e/promformat). It imports nothing from the project.
 package promtest
 
 import (
@@ -13,13 +15,10 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 )
 
 // Families is one scrape: metric families by name.
-type Families map[string]*dto.MetricFamily
+type Families map[string]*Family
 
 // Scrape fetches url (a /metrics endpoint) and parses it, failing the test
 // when the answer is not 200 or does not parse.
@@ -52,17 +51,16 @@ func TryScrape(url string) (Families, error) {
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 		return nil, fmt.Errorf("content type %q, want the text format", ct)
 	}
-	var p expfmt.TextParser
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	fams, err := Parse(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("parse: %w", err)
 	}
-	return Families(fams), nil
+	return fams, nil
 }
 
 // find returns the metric of family name whose labels include every
 // name/value pair of labels ("k1", "v1", "k2", "v2", ...).
-func (f Families) find(name string, labels []string) (*dto.MetricFamily, *dto.Metric, error) {
+func (f Families) find(name string, labels []string) (*Family, *Series, error) {
 	if len(labels)%2 != 0 {
 		return nil, nil, fmt.Errorf("labels must be name/value pairs: %q", labels)
 	}
@@ -70,11 +68,12 @@ func (f Families) find(name string, labels []string) (*dto.MetricFamily, *dto.Me
 	if fam == nil {
 		return nil, nil, fmt.Errorf("no metric family %s (have %s)", name, strings.Join(f.Names(), ", "))
 	}
-	var found *dto.Metric
-	for _, m := range fam.GetMetric() {
+	var found *Series
+	for i := range fam.Series {
+		m := &fam.Series[i]
 		have := map[string]string{}
-		for _, lp := range m.GetLabel() {
-			have[lp.GetName()] = lp.GetValue()
+		for _, l := range m.Labels {
+			have[l.Name] = l.Value
 		}
 		ok := true
 		for i := 0; i < len(labels); i += 2 {
@@ -117,17 +116,10 @@ func (f Families) Lookup(name string, labels ...string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	switch fam.GetType() {
-	case dto.MetricType_COUNTER:
-		return m.GetCounter().GetValue(), nil
-	case dto.MetricType_GAUGE:
-		return m.GetGauge().GetValue(), nil
-	case dto.MetricType_UNTYPED:
-		return m.GetUntyped().GetValue(), nil
-	case dto.MetricType_HISTOGRAM:
-		return float64(m.GetHistogram().GetSampleCount()), nil
+	if fam.Type == TypeHistogram {
+		return float64(m.Count), nil
 	}
-	return 0, fmt.Errorf("%s: unsupported type %s", name, fam.GetType())
+	return m.Value, nil
 }
 
 // Value is Lookup that fails the test when the series is missing.
@@ -140,10 +132,11 @@ func (f Families) Value(t testing.TB, name string, labels ...string) float64 {
 	return v
 }
 
-// Type returns the type of a metric family ("" when it is missing).
+// Type returns the type of a metric family (TypeCounter, ...; "" when it
+// is missing).
 func (f Families) Type(name string) string {
 	if fam := f[name]; fam != nil {
-		return fam.GetType().String()
+		return fam.Type
 	}
 	return ""
 }
@@ -155,8 +148,8 @@ func (f Families) Histogram(t testing.TB, name string, labels ...string) (count 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fam.GetType() != dto.MetricType_HISTOGRAM {
-		t.Fatalf("%s is a %s, not a histogram", name, fam.GetType())
+	if fam.Type != TypeHistogram {
+		t.Fatalf("%s is a %s, not a histogram", name, fam.Type)
 	}
-	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+	return m.Count, m.Sum
 }
