@@ -5,6 +5,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,38 +13,60 @@ import (
 
 const module = "github.com/legate-dev/legate/"
 
-// forbidden lists, per package, the project packages it must not import.
-var forbidden = map[string][]string{
-	"internal/protocol":   {"internal/"},
-	"internal/store":      {"internal/manager", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/assign"},
-	"internal/client":     {"internal/manager", "internal/store", "internal/delegate", "internal/cli", "internal/executor"},
-	"internal/delegate":   {"internal/manager", "internal/store", "internal/cli"},
-	"internal/executor":   {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli"},
-	"internal/mask":       {"internal/"},
-	"internal/atomicfile": {"internal/"},
-	// seal: crypto and key files only (it may use atomicfile).
-	"internal/seal":      {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/protocol", "internal/config"},
-	"internal/logfile":   {"internal/"},
-	"internal/metrics":   {"internal/"}, // standard library only, see below
-	"internal/assign":    {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
-	"internal/config":    {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
-	"internal/manager":   {"internal/delegate", "internal/cli", "internal/executor"},
-	"internal/cli":       {"internal/manager", "internal/store", "internal/delegate"},
-	"internal/pgtest":    {"internal/"}, // a test helper: imports nothing from the project
-	"internal/promtest":  {"internal/"}, // a test helper: imports nothing from the project
-	"internal/transport": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor"},
-	"internal/certtest":  {"internal/"}, // test helpers
-	"internal/proxytest": {"internal/"},
-	"internal/envguard":  {"internal/"}, // process start-up: standard library only
-	"internal/retention": {"internal/"}, // the store it needs is an interface of its own
-	"internal/leaktest":  {"internal/"}, // a test helper: imports nothing from the project
-	"internal/backoff":   {"internal/"}, // retry pacing: standard library only
-	"internal/access":    {"internal/"}, // decisions only: no HTTP, no SQL, nothing of the project
-	// manifest: a pure generator over the protocol's request type.
-	"internal/manifest": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/transport", "internal/config"},
-	// pipeline: definitions, expressions and the planner; no HTTP, no SQL.
-	"internal/pipeline":  {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/transport", "internal/seal", "internal/access", "internal/config"},
-	"internal/secretref": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/seal", "internal/access"}, // references only: values come from the caller
+// layout is the house: every package of the product, and the project
+// packages it may import (non-test files). A package missing here, or an
+// import not listed, fails TestImportRules; ARCHITECTURE.md has one row
+// per package with the same list (TestArchitectureDoc), so the picture
+// and the code cannot drift apart. nil: nothing of the project.
+var layout = map[string][]string{
+	// Wire and rules: the standard library only.
+	"internal/protocol": nil,
+	// Leaves: one job each, nothing of the project (or another leaf).
+	"internal/access":     nil, // permission decisions: no HTTP, no SQL
+	"internal/atomicfile": nil,
+	"internal/backoff":    nil,
+	"internal/buildinfo":  nil,
+	"internal/envguard":   nil,
+	"internal/logfile":    nil,
+	"internal/mask":       nil,
+	"internal/metrics":    nil,
+	"internal/plot":       nil,
+	"internal/release":    nil,
+	"internal/retention":  nil, // the store it needs is an interface of its own
+	"internal/cluster":    nil, // the store it needs is an interface of its own
+	"internal/seal":       {"internal/atomicfile"},
+	"internal/secretref":  {"internal/protocol"},
+	"internal/assign":     {"internal/protocol"},
+	"internal/config":     {"internal/protocol"},
+	"internal/manifest":   {"internal/protocol"},
+	"internal/pipeline":   {"internal/protocol", "internal/secretref"}, // definitions: no HTTP, no SQL
+	"internal/transport":  {"internal/config"},
+	// Test helpers: nothing of the project.
+	"internal/arch":      nil,
+	"internal/certtest":  nil,
+	"internal/leaktest":  nil,
+	"internal/pgtest":    nil,
+	"internal/promtest":  nil,
+	"internal/proxytest": nil,
+	"internal/testport":  nil,
+	// Durable state.
+	"internal/store": {"internal/backoff", "internal/protocol", "internal/seal", "internal/secretref"},
+	// The manager's shared parts and its services.
+	"internal/api":     {"internal/access", "internal/protocol", "internal/store"},
+	"internal/events":  {"internal/store"},
+	"internal/manager": {"internal/access", "internal/api", "internal/assign", "internal/atomicfile", "internal/cluster", "internal/events", "internal/manifest", "internal/metrics", "internal/pipeline", "internal/protocol", "internal/release", "internal/retention", "internal/seal", "internal/secretref", "internal/store", "internal/webui"},
+	// The web UI talks to the manager only through the API (client).
+	"internal/webui": {"internal/access", "internal/client", "internal/manifest", "internal/protocol"},
+	// Clients of the manager's API.
+	"internal/client":   {"internal/backoff", "internal/protocol"},
+	"internal/executor": {"internal/protocol"},
+	"internal/delegate": {"internal/atomicfile", "internal/backoff", "internal/client", "internal/config", "internal/executor", "internal/mask", "internal/metrics", "internal/protocol", "internal/transport"},
+	"internal/watcher":  {"internal/atomicfile", "internal/backoff", "internal/protocol", "internal/release"},
+	"internal/upgrader": {"internal/protocol", "internal/release"},
+	"internal/cli":      {"internal/atomicfile", "internal/buildinfo", "internal/client", "internal/manifest", "internal/protocol", "internal/release", "internal/secretref", "internal/transport"},
+	"internal/bench":    {"internal/client", "internal/plot", "internal/protocol"},
+	// The binary wires everything.
+	"cmd/legate": {"*"},
 }
 
 type pkgInfo struct {
@@ -116,22 +139,24 @@ func TestEveryPackageHasADocComment(t *testing.T) {
 
 func TestImportRules(t *testing.T) {
 	pkgs := loadPackages(t)
-	for name, rules := range forbidden {
-		p := pkgs[name]
-		if p == nil {
-			t.Errorf("package %s is gone; update the rules", name)
+	for name := range layout {
+		if pkgs[name] == nil {
+			t.Errorf("package %s is gone; update the layout", name)
+		}
+	}
+	for name, p := range pkgs {
+		allowed, ok := layout[name]
+		if !ok {
+			t.Errorf("package %s has no entry in the layout: say what it may import (and add its row to ARCHITECTURE.md)", name)
+			continue
+		}
+		if slices.Contains(allowed, "*") {
 			continue
 		}
 		for imp := range p.imports {
-			for _, bad := range rules {
-				full := module + bad
-				hit := imp == full || strings.HasPrefix(imp, full+"/")
-				if strings.HasSuffix(bad, "/") {
-					hit = strings.HasPrefix(imp, full)
-				}
-				if hit {
-					t.Errorf("%s imports %s, which DESIGN §9 forbids", name, imp)
-				}
+			rel, ok := strings.CutPrefix(imp, module)
+			if ok && !slices.Contains(allowed, rel) {
+				t.Errorf("%s imports %s, which its layout entry does not allow (DESIGN §9)", name, rel)
 			}
 		}
 	}
@@ -147,6 +172,54 @@ func TestImportRules(t *testing.T) {
 			if strings.Contains(strings.Split(imp, "/")[0], ".") {
 				t.Errorf("%s imports %s; it must use the standard library only", name, imp)
 			}
+		}
+	}
+}
+
+// TestArchitectureDoc: ARCHITECTURE.md has one row per package of the
+// layout, saying what it may import exactly as the layout does.
+func TestArchitectureDoc(t *testing.T) {
+	b, err := os.ReadFile("../../ARCHITECTURE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := map[string][]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) != 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`internal/") && !strings.HasPrefix(strings.TrimSpace(cells[1]), "`cmd/") {
+			continue
+		}
+		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		var imports []string
+		switch may := strings.TrimSpace(cells[3]); may {
+		case "—":
+		case "everything":
+			imports = []string{"*"}
+		default:
+			for _, s := range strings.Split(may, ",") {
+				imports = append(imports, "internal/"+strings.Trim(strings.TrimSpace(s), "`"))
+			}
+		}
+		if _, dup := doc[name]; dup {
+			t.Errorf("ARCHITECTURE.md has two rows for %s", name)
+		}
+		doc[name] = imports
+	}
+	for name, want := range layout {
+		got, ok := doc[name]
+		if !ok {
+			t.Errorf("ARCHITECTURE.md has no row for %s", name)
+			continue
+		}
+		w := slices.Sorted(slices.Values(want))
+		slices.Sort(got)
+		if !slices.Equal(w, got) {
+			t.Errorf("ARCHITECTURE.md says %s may import %v; the layout says %v", name, got, w)
+		}
+	}
+	for name := range doc {
+		if _, ok := layout[name]; !ok {
+			t.Errorf("ARCHITECTURE.md has a row for %s, which the layout does not have", name)
 		}
 	}
 }
