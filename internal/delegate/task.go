@@ -161,7 +161,7 @@ func (a *Agent) execute(ctx context.Context, log logger, id string, acq protocol
 	// The start report must land before the result, or a fast task would
 	// finish without a started_at.
 	var started sync.WaitGroup
-	if acq.Spec.Type == protocol.TaskContainer {
+	if executor.UsesContainers(acq.Spec.Type) {
 		a.awaitSweep(ctx, log)
 	}
 	a.metrics.taskStarted(acq.Spec.Type)

@@ -363,24 +363,57 @@ func (c *Containers) Sweep(ctx context.Context) (containers, volumes int, err er
 	return containers, volumes, errors.Join(errs...)
 }
 
-func runContainer(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.Writer) Outcome {
+// containerType runs a task in a container of the delegate's runtime
+// (Options.Containers).
+type containerType struct{}
+
+// usesContainers marks the type for UsesContainers.
+func (containerType) usesContainers() {}
+
+func (containerType) New(spec protocol.TaskSpec, opts Options) (Execution, error) {
 	c := opts.Containers
 	if c == nil {
-		return faulted("no container runtime on this delegate (install podman or docker, or set " + EnvContainerRuntime + ")")
+		return nil, faultf("no container runtime on this delegate (install podman or docker, or set %s)", EnvContainerRuntime)
 	}
 	cs := spec.Container
 	if err := cs.Validate(); err != nil {
-		return failed(err.Error())
+		return nil, err
 	}
 	if err := cs.CheckPlatform(c.Platform); err != nil {
-		return failed(err.Error())
+		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return Outcome{Status: protocol.StatusCancelled, Error: "task cancelled before it started"}
-	}
+	return &containerExec{c: c, spec: spec, opts: opts}, nil
+}
+
+// cliExit is how much longer than the kill grace the runtime's CLI gets to
+// exit once its container was removed, before it is killed.
+const cliExit = 10 * time.Second
+
+// containerExec is one run of a container task: the runtime's CLI runs
+// the container in the foreground, its output going to the task's.
+type containerExec struct {
+	c    *Containers
+	spec protocol.TaskSpec
+	opts Options
+
+	out io.Writer
+	// run is set once there may be something of the run to remove.
+	run     *containerRun
+	pr      *os.File // the output pipe's read end
+	cmd     *exec.Cmd
+	reader  *outputReader
+	exited  chan struct{} // closed once the CLI was waited for (waitErr set)
+	waitErr error
+	// removeErr is what Interrupt could not remove.
+	removeErr error
+}
+
+func (e *containerExec) Start(ctx context.Context, out io.Writer) error {
+	c, spec, cs := e.c, e.spec, e.spec.Container
+	e.out = out
 	// The container sees the task's environment and LEGATE_TASK_ID, not
 	// the delegate's base environment (its PATH is the image's).
-	cenv := []string{"LEGATE_TASK_ID=" + opts.TaskID}
+	cenv := []string{"LEGATE_TASK_ID=" + e.opts.TaskID}
 	for _, kv := range buildEnv(nil, spec.Env, nil) {
 		if _, secret := spec.SecretEnv[strings.SplitN(kv, "=", 2)[0]]; !secret {
 			cenv = append(cenv, kv)
@@ -391,23 +424,20 @@ func runContainer(ctx context.Context, spec protocol.TaskSpec, opts Options, out
 	if cs.Script != "" {
 		cenv = append(cenv, ScriptEnv)
 	}
-	run := newContainerRun(c, opts.TaskID, cs, cenv)
+	run := newContainerRun(c, e.opts.TaskID, cs, cenv)
 	args, err := runArgs(c, cs, run)
 	if err != nil {
-		return faulted(err.Error())
+		return faultError{err}
 	}
-	// Whatever happens from here on, nothing of the run is left behind.
-	defer func() {
-		if err := c.remove(run, 0); err != nil {
-			fmt.Fprintf(out, "\n[legate: remove container: %v]\n", err)
-		}
-	}()
+	// Whatever happens from here on, nothing of the run is left behind
+	// (Cleanup).
+	e.run = &run
 	for _, name := range sortedKeys(run.Volumes) {
 		ws, shared := run.Workspaces[name]
 		if shared && !ws.Create {
 			// A later step of the stage: the workspace must be here.
 			if _, err := c.runtimeCmd(ctx, "volume", "inspect", run.Volumes[name]); err != nil {
-				return failed(fmt.Sprintf("the stage workspace %q (volume %s) is not on this delegate: the step of the stage that made it ran on another delegate, or this delegate restarted since and removed it", name, run.Volumes[name]))
+				return fmt.Errorf("the stage workspace %q (volume %s) is not on this delegate: the step of the stage that made it ran on another delegate, or this delegate restarted since and removed it", name, run.Volumes[name])
 			}
 			continue
 		}
@@ -422,15 +452,15 @@ func runContainer(ctx context.Context, spec protocol.TaskSpec, opts Options, out
 			vargs = append(vargs, "--label", k+"="+labels[k])
 		}
 		if out, err := c.runtimeCmd(ctx, append(vargs, run.Volumes[name])...); err != nil && !(shared && alreadyExists(out)) {
-			return faulted(fmt.Sprintf("create empty_dir volume %s: %v", name, err))
+			return faultf("create empty_dir volume %s: %v", name, err)
 		}
 	}
 
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return faulted(fmt.Sprintf("create output pipe: %v", err))
+		return faultf("create output pipe: %v", err)
 	}
-	defer pr.Close()
+	e.pr = pr
 	// The CLI's own environment: the task's (passed by name into the
 	// container) plus what the runtime itself needs to work.
 	cliEnv := runtimeEnv()
@@ -445,58 +475,77 @@ func runContainer(ctx context.Context, spec protocol.TaskSpec, opts Options, out
 		Stdout: pw, Stderr: pw, Dir: os.TempDir(),
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	if err := cmd.Start(); err != nil {
-		pw.Close()
-		return faulted(fmt.Sprintf("start %s: %v", c.Name, err))
-	}
+	err = cmd.Start()
 	pw.Close()
-	if opts.OnStart != nil {
-		opts.OnStart()
+	if err != nil {
+		return faultf("start %s: %v", c.Name, err)
 	}
-	reader := startOutputReader(pr, out)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var timeout <-chan time.Time
-	if opts.Timeout > 0 {
-		t := time.NewTimer(opts.Timeout)
-		defer t.Stop()
-		timeout = t.C
+	e.cmd = cmd
+	e.reader = startOutputReader(pr, out)
+	e.exited = make(chan struct{})
+	go func() {
+		e.waitErr = cmd.Wait()
+		close(e.exited)
+	}()
+	return nil
+}
+
+// Done is closed once the runtime's CLI exited.
+func (e *containerExec) Done() <-chan struct{} { return e.exited }
+
+// Interrupt stops the container (the runtime sends SIGTERM, and SIGKILL
+// after the kill grace) and removes it and its volumes.
+func (e *containerExec) Interrupt() {
+	e.removeErr = e.c.remove(*e.run, e.opts.killGrace())
+}
+
+// Terminate kills the runtime's CLI, which normally exits as soon as
+// Interrupt removed its container: it gets cliExit more to do so first.
+func (e *containerExec) Terminate() {
+	t := time.NewTimer(cliExit)
+	defer t.Stop()
+	select {
+	case <-e.exited:
+	case <-t.C:
+		_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGKILL)
 	}
-	stop := func() string {
-		err := c.remove(run, opts.killGrace())
-		select {
-		case <-done:
-		case <-time.After(opts.killGrace() + 10*time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		if err != nil {
-			return fmt.Sprintf("removed the container (%v)", err)
-		}
-		return "removed the container"
-	}
+}
+
+func (e *containerExec) Finish(stop *Stop) Outcome {
 	var o Outcome
 	var notice string
-	select {
-	case err := <-done:
-		o = exited(cmd, err)
-		if o.ExitCode != nil && *o.ExitCode == 125 && c.Name != "" {
-			o.Error = fmt.Sprintf("%s could not run the container (exit 125; see the task's output)", c.Name)
+	if stop == nil {
+		o = exited(e.cmd, e.waitErr)
+		if o.ExitCode != nil && *o.ExitCode == 125 && e.c.Name != "" {
+			o.Error = fmt.Sprintf("%s could not run the container (exit 125; see the task's output)", e.c.Name)
 		}
-	case <-ctx.Done():
-		what := stop()
-		notice = fmt.Sprintf("\n[legate: task cancelled; %s]\n", what)
-		o = Outcome{Status: protocol.StatusCancelled, Error: "task cancelled"}
-	case <-timeout:
-		what := stop()
-		notice = fmt.Sprintf("\n[legate: task timed out after %s; %s]\n", opts.Timeout, what)
-		o = Outcome{Status: protocol.StatusTimedOut, Error: fmt.Sprintf("task timed out after %s", opts.Timeout)}
+	} else {
+		what := "removed the container"
+		if e.removeErr != nil {
+			what = fmt.Sprintf("removed the container (%v)", e.removeErr)
+		}
+		o = stop.Outcome()
+		notice = stop.Notice(what)
 	}
-	reader.finish()
+	e.reader.finish()
 	if notice != "" {
-		io.WriteString(out, notice)
+		io.WriteString(e.out, notice)
 	}
 	return o
+}
+
+// Cleanup removes the run's container and volumes (again, after
+// Interrupt: a fresh context, nothing left to ask for a grace).
+func (e *containerExec) Cleanup() {
+	if e.pr != nil {
+		e.pr.Close()
+	}
+	if e.run == nil {
+		return
+	}
+	if err := e.c.remove(*e.run, 0); err != nil {
+		fmt.Fprintf(e.out, "\n[legate: remove container: %v]\n", err)
+	}
 }
 
 // runtimeEnv is what the runtime's CLI needs from the delegate's

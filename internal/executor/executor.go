@@ -1,10 +1,13 @@
 // Package executor runs tasks on the delegate: shell scripts (bash, in their
 // own process group), HTTP requests and containers (podman or docker; see
-// Containers). It turns every way a run can end,
-// including bad specs, timeouts and cancellation, into an Outcome; it never
-// panics and never leaves a cancelled or timed-out process group behind.
-// With an Isolator (cgroup or process tree, see Isolator) no process a
-// shell task started outlives the task, however the task ends.
+// Containers). Each task type is a Type (one file each, listed in types)
+// whose Executions Run drives through one lifecycle and one wait loop:
+// start, wait, interrupt, terminate after the grace, finish, clean up.
+// Run turns every way a run can end, including bad specs, timeouts and
+// cancellation, into an Outcome; it never panics and never leaves a
+// cancelled or timed-out process group behind. With an Isolator (cgroup
+// or process tree, see Isolator) no process a shell task started outlives
+// the task, however the task ends.
 //
 // Output goes to the writer the caller passes; masking secrets is the
 // caller's job (see package mask). The writer may block to slow a task
@@ -14,7 +17,6 @@ package executor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -76,8 +78,9 @@ type Options struct {
 	// HTTPClient sends http tasks; nil means a client with dial, TLS and
 	// response-header timeouts that honors the proxy environment variables.
 	HTTPClient *http.Client
-	// OnStart, if set, is called once the process started or the request
-	// is about to be sent. It is not called when the task fails before.
+	// OnStart, if set, is called once the task started: its process, or
+	// the sending of its request. It is not called when the task fails
+	// before.
 	OnStart func()
 	// Isolator, if set, ends every process a shell task started when the
 	// task ends, for any reason (the script exited, failed, timed out or
@@ -96,12 +99,10 @@ type Options struct {
 // DefaultKillGrace is the SIGTERM → SIGKILL grace when Options.KillGrace is 0.
 const DefaultKillGrace = 5 * time.Second
 
-// errTimedOut is the context cause of a run whose Timeout passed.
-var errTimedOut = errors.New("task timed out")
-
 // Run executes spec, writing its output to out, until it ends, ctx is
 // cancelled (→ StatusCancelled) or the timeout passes (→ StatusTimedOut).
-// It never panics on bad specs: they end StatusFailed with a clear Error.
+// It looks up spec's Type and drives one Execution of it (see Execution);
+// it never panics on bad specs: they end StatusFailed with a clear Error.
 // A shell task's output is read to its end (every writer gone), or until
 // the pipe stays empty for a second after the task's processes were ended
 // (one that was not still holds it). Nothing is written to out after Run
@@ -119,38 +120,17 @@ func Run(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.Write
 	if err := validateEnv(spec); err != nil {
 		return failed(err.Error())
 	}
-	switch spec.Type {
-	case protocol.TaskShell:
-		o = runShell(ctx, spec, opts, sw)
-	case protocol.TaskHTTP:
-		o = runHTTP(ctx, spec, opts, sw)
-	case protocol.TaskContainer:
-		o = runContainer(ctx, spec, opts, sw)
-	default:
-		return failed(fmt.Sprintf("unknown task type %q", spec.Type))
+	t, err := Lookup(spec.Type)
+	if err != nil {
+		return failed(err.Error())
 	}
+	ex, err := t.New(spec, opts)
+	if err != nil {
+		return errOutcome(err)
+	}
+	o = execute(ctx, ex, opts, sw)
 	o.Error = oneLine(o.Error)
 	return o
-}
-
-// withTimeout derives the run's context; context.Cause reports errTimedOut
-// when the timeout, not the caller, ended it.
-func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if d <= 0 {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeoutCause(ctx, d, errTimedOut)
-}
-
-// stopped returns the outcome of a run that ctx or its timeout ended, and
-// writes the matching notice to out. what describes what was stopped.
-func stopped(parent context.Context, timeout time.Duration, out io.Writer, what string) Outcome {
-	if parent.Err() != nil {
-		fmt.Fprintf(out, "\n[legate: task cancelled; %s]\n", what)
-		return Outcome{Status: protocol.StatusCancelled, Error: "task cancelled"}
-	}
-	fmt.Fprintf(out, "\n[legate: task timed out after %s; %s]\n", timeout, what)
-	return Outcome{Status: protocol.StatusTimedOut, Error: fmt.Sprintf("task timed out after %s", timeout)}
 }
 
 func failed(msg string) Outcome {

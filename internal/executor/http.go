@@ -19,10 +19,13 @@ import (
 // its result and written to its output.
 const MaxBodyExcerpt = 4 << 10
 
-func runHTTP(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.Writer) Outcome {
+// httpType sends one HTTP request and checks the status of its answer.
+type httpType struct{}
+
+func (httpType) New(spec protocol.TaskSpec, opts Options) (Execution, error) {
 	h := spec.HTTP
 	if h == nil {
-		return failed(`http task has no "http" section`)
+		return nil, errors.New(`http task has no "http" section`)
 	}
 	method := strings.ToUpper(strings.TrimSpace(h.Method))
 	if method == "" {
@@ -35,61 +38,88 @@ func runHTTP(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.W
 			err = ue.Err
 		}
 		// The raw URL is not echoed: it may hold credentials.
-		return failed(fmt.Sprintf("invalid URL: %v", err))
+		return nil, fmt.Errorf("invalid URL: %v", err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return failed(fmt.Sprintf("invalid URL %q: must be an http:// or https:// URL with a host", u.Redacted()))
+		return nil, fmt.Errorf("invalid URL %q: must be an http:// or https:// URL with a host", u.Redacted())
 	}
 	if h.ExpectStatus != 0 && (h.ExpectStatus < 100 || h.ExpectStatus > 599) {
-		return failed(fmt.Sprintf("invalid expect_status %d: must be 0 (any 2xx) or 100-599", h.ExpectStatus))
+		return nil, fmt.Errorf("invalid expect_status %d: must be 0 (any 2xx) or 100-599", h.ExpectStatus)
 	}
-	if err := ctx.Err(); err != nil {
-		return Outcome{Status: protocol.StatusCancelled, Error: "task cancelled before it started"}
-	}
+	return &httpRun{spec: h, method: method, url: u, client: opts.HTTPClient}, nil
+}
 
-	runCtx, cancel := withTimeout(ctx, opts.Timeout)
-	defer cancel()
+// httpRun is one run of an http task: its request is sent from its own
+// goroutine, and aborted by Interrupt only.
+type httpRun struct {
+	spec   *protocol.HTTPSpec
+	method string
+	url    *url.URL
+	client *http.Client // nil: one of its own (transport)
+
+	out       io.Writer
+	transport *http.Transport
+	cancel    context.CancelFunc
+	reqCtx    context.Context
+	done      chan struct{}
+	// Set by the request's goroutine before done is closed: its outcome,
+	// or aborted (by Interrupt) with what came of the answer so far.
+	o       Outcome
+	aborted bool
+	res     *protocol.HTTPResult
+}
+
+func (h *httpRun) Start(ctx context.Context, out io.Writer) error {
+	// Only Interrupt aborts the request: Run decides whether it was
+	// cancelled or timed out.
+	h.reqCtx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	var body io.Reader
-	if h.Body != "" {
-		body = strings.NewReader(h.Body)
+	if h.spec.Body != "" {
+		body = strings.NewReader(h.spec.Body)
 	}
-	req, err := http.NewRequestWithContext(runCtx, method, u.String(), body)
+	req, err := http.NewRequestWithContext(h.reqCtx, h.method, h.url.String(), body)
 	if err != nil {
-		return failed(fmt.Sprintf("invalid request: %v", err))
+		return fmt.Errorf("invalid request: %v", err)
 	}
-	for k, v := range h.Headers {
+	for k, v := range h.spec.Headers {
 		if strings.EqualFold(k, "Host") {
 			req.Host = v
 			continue
 		}
 		req.Header.Set(k, v)
 	}
-
-	client := opts.HTTPClient
+	client := h.client
 	if client == nil {
-		t := defaultTransport()
-		defer t.CloseIdleConnections()
-		client = &http.Client{Transport: t}
+		h.transport = defaultTransport()
+		client = &http.Client{Transport: h.transport}
 	}
-	shown := u.Redacted()
-	if opts.OnStart != nil {
-		opts.OnStart()
-	}
+	h.out = out
+	h.done = make(chan struct{})
+	go h.send(client, req)
+	return nil
+}
+
+// send sends the request and reads its answer.
+func (h *httpRun) send(client *http.Client, req *http.Request) {
+	defer close(h.done)
+	out, shown := h.out, h.url.Redacted()
 	start := time.Now()
 	resp, err := client.Do(req)
 	if err != nil {
-		if runCtx.Err() != nil {
-			return stopped(ctx, opts.Timeout, out, "request aborted")
+		if h.reqCtx.Err() != nil {
+			h.aborted = true
+			return
 		}
-		fmt.Fprintf(out, "HTTP %s %s -> error: %v\n", method, shown, err)
+		fmt.Fprintf(out, "HTTP %s %s -> error: %v\n", h.method, shown, err)
 		// No answer at all: the endpoint is not reachable from here, which
 		// another delegate may do better.
-		return faulted(err.Error())
+		h.o = faulted(err.Error())
+		return
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyExcerpt+1))
 	elapsed := time.Since(start)
-	fmt.Fprintf(out, "HTTP %s %s -> %s (%d ms)\n", method, shown, resp.Status, elapsed.Milliseconds())
+	fmt.Fprintf(out, "HTTP %s %s -> %s (%d ms)\n", h.method, shown, resp.Status, elapsed.Milliseconds())
 	res := &protocol.HTTPResult{Status: resp.StatusCode}
 	if len(raw) > MaxBodyExcerpt {
 		raw = raw[:MaxBodyExcerpt]
@@ -97,26 +127,55 @@ func runHTTP(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.W
 	}
 	res.BodyExcerpt = excerpt(raw)
 	writeBody(out, res)
+	h.res = res
 	if err != nil {
-		var o Outcome
-		if runCtx.Err() != nil {
-			o = stopped(ctx, opts.Timeout, out, "request aborted")
+		if h.reqCtx.Err() != nil {
+			h.aborted = true
 		} else {
-			o = failed(fmt.Sprintf("read response body: %v", err))
+			h.o = failed(fmt.Sprintf("read response body: %v", err))
+			h.o.HTTPResult = res
 		}
-		o.HTTPResult = res
-		return o
+		return
 	}
-
-	o := succeeded()
+	expect := h.spec.ExpectStatus
+	h.o = succeeded()
 	switch {
-	case h.ExpectStatus != 0 && resp.StatusCode != h.ExpectStatus:
-		o = failed(fmt.Sprintf("expected status %d, got %d", h.ExpectStatus, resp.StatusCode))
-	case h.ExpectStatus == 0 && (resp.StatusCode < 200 || resp.StatusCode > 299):
-		o = failed(fmt.Sprintf("expected a 2xx status, got %d", resp.StatusCode))
+	case expect != 0 && resp.StatusCode != expect:
+		h.o = failed(fmt.Sprintf("expected status %d, got %d", expect, resp.StatusCode))
+	case expect == 0 && (resp.StatusCode < 200 || resp.StatusCode > 299):
+		h.o = failed(fmt.Sprintf("expected a 2xx status, got %d", resp.StatusCode))
 	}
-	o.HTTPResult = res
+	h.o.HTTPResult = res
+}
+
+func (h *httpRun) Done() <-chan struct{} { return h.done }
+
+// Interrupt aborts the request.
+func (h *httpRun) Interrupt() { h.cancel() }
+
+// Terminate aborts the request too: an aborted request ends at once.
+func (h *httpRun) Terminate() { h.cancel() }
+
+func (h *httpRun) Finish(stop *Stop) Outcome {
+	if !h.aborted {
+		return h.o
+	}
+	if stop == nil { // only Interrupt aborts; Run passes its stop
+		stop = &Stop{}
+	}
+	io.WriteString(h.out, stop.Notice("request aborted"))
+	o := stop.Outcome()
+	o.HTTPResult = h.res
 	return o
+}
+
+func (h *httpRun) Cleanup() {
+	if h.cancel != nil {
+		h.cancel()
+	}
+	if h.transport != nil {
+		h.transport.CloseIdleConnections()
+	}
 }
 
 func writeBody(out io.Writer, res *protocol.HTTPResult) {

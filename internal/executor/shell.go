@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -23,32 +24,64 @@ const ScriptName = "script.sh"
 // groupPoll is how often a terminating process group is checked for exit.
 const groupPoll = 20 * time.Millisecond
 
-func runShell(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.Writer) Outcome {
+// shellType runs a bash script in its own process group (see Isolator
+// for the processes it starts).
+type shellType struct{}
+
+func (shellType) New(spec protocol.TaskSpec, opts Options) (Execution, error) {
 	if spec.Shell == nil {
-		return failed(`shell task has no "shell" section`)
+		return nil, errors.New(`shell task has no "shell" section`)
 	}
 	if opts.WorkDir == "" {
-		return failed("shell task needs a work directory (none configured)")
+		return nil, errors.New("shell task needs a work directory (none configured)")
 	}
-	if err := ctx.Err(); err != nil {
-		return Outcome{Status: protocol.StatusCancelled, Error: "task cancelled before it started"}
-	}
+	return &shellRun{spec: spec, opts: opts}, nil
+}
+
+// shellRun is one run of a shell task.
+type shellRun struct {
+	spec protocol.TaskSpec
+	opts Options
+
+	out     io.Writer
+	pr      *os.File // the output pipe's read end
+	outPath string   // the task's $LEGATE_OUTPUT file
+	run     *isoRun  // with an Isolator
+	cmd     *exec.Cmd
+	pgid    int
+	reader  *outputReader
+	// exited is closed once bash was waited for (waitErr set).
+	exited  chan struct{}
+	waitErr error
+
+	mu   sync.Mutex
+	done <-chan struct{} // exited, until Interrupt
+	// killed is closed by Terminate (without an Isolator).
+	killed chan struct{}
+	// what says what Interrupt did, for the notice; stopErr is what an
+	// Isolator could not end.
+	what    string
+	stopErr error
+}
+
+func (s *shellRun) Start(_ context.Context, out io.Writer) error {
 	bash, err := exec.LookPath("bash")
 	if err != nil {
-		return faulted(fmt.Sprintf("bash not found on the delegate's PATH: %v", err))
+		return faultf("bash not found on the delegate's PATH: %v", err)
 	}
+	opts := s.opts
 	if err := os.MkdirAll(opts.WorkDir, 0o700); err != nil {
-		return faulted(fmt.Sprintf("create work directory: %v", err))
+		return faultf("create work directory: %v", err)
 	}
 	script, arg := filepath.Join(opts.WorkDir, ScriptName), ScriptName
 	if opts.ScriptPath != "" {
 		script, arg = opts.ScriptPath, opts.ScriptPath
 		if err := os.MkdirAll(filepath.Dir(script), 0o700); err != nil {
-			return faulted(fmt.Sprintf("create script directory: %v", err))
+			return faultf("create script directory: %v", err)
 		}
 	}
-	if err := writeScript(script, spec.Shell.Script); err != nil {
-		return faulted(err.Error())
+	if err := writeScript(script, s.spec.Shell.Script); err != nil {
+		return faultError{err}
 	}
 
 	// The output pipe is read here, not by exec.Cmd: its copier gives up
@@ -56,22 +89,20 @@ func runShell(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.
 	// the pipe while the writer applies back-pressure.
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return faulted(fmt.Sprintf("create output pipe: %v", err))
+		return faultf("create output pipe: %v", err)
 	}
-	defer pr.Close()
-	outPath, err := prepareOutputFile(opts.WorkDir)
-	if err != nil {
+	s.pr = pr
+	if s.outPath, err = prepareOutputFile(opts.WorkDir); err != nil {
 		pw.Close()
-		return faulted(err.Error())
+		return faultError{err}
 	}
-	env := append(buildEnv(opts.Env, spec.Env, spec.SecretEnv), protocol.OutputEnv+"="+outPath)
-	var run *isoRun
+	env := append(buildEnv(opts.Env, s.spec.Env, s.spec.SecretEnv), protocol.OutputEnv+"="+s.outPath)
 	if opts.Isolator != nil {
-		if run, err = opts.Isolator.prepare(); err != nil {
+		if s.run, err = opts.Isolator.prepare(); err != nil {
 			pw.Close()
-			return faulted(fmt.Sprintf("isolate task processes: %v", err))
+			return faultf("isolate task processes: %v", err)
 		}
-		env = append(env, run.marker)
+		env = append(env, s.run.marker)
 	}
 	cmd := &exec.Cmd{
 		Path:        bash,
@@ -82,97 +113,139 @@ func runShell(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.
 		Stderr:      pw,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	if run != nil {
-		run.apply(cmd.SysProcAttr)
+	if s.run != nil {
+		s.run.apply(cmd.SysProcAttr)
 	}
 	err = cmd.Start()
-	if err != nil && run != nil && run.startFailed(err) {
+	if err != nil && s.run != nil && s.run.startFailed(err) {
 		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Dir: cmd.Dir, Env: cmd.Env, Stdout: pw, Stderr: pw,
 			SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
 		err = cmd.Start()
 	}
 	pw.Close()
 	if err != nil {
-		if run != nil {
-			run.release()
-		}
-		return faulted(fmt.Sprintf("start bash: %v", err))
+		return faultf("start bash: %v", err)
 	}
-	pgid := cmd.Process.Pid
-	if run != nil {
-		run.started(pgid)
+	s.cmd, s.pgid = cmd, cmd.Process.Pid
+	if s.run != nil {
+		s.run.started(s.pgid)
 	}
-	if opts.OnStart != nil {
-		opts.OnStart()
-	}
-	reader := startOutputReader(pr, out)
+	s.out = out
+	s.reader = startOutputReader(pr, out)
+	s.exited = make(chan struct{})
+	s.done = s.exited
+	go func() {
+		s.waitErr = cmd.Wait()
+		close(s.exited)
+	}()
+	return nil
+}
 
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+func (s *shellRun) Done() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.done
+}
 
-	var timeout <-chan time.Time
-	if opts.Timeout > 0 {
-		t := time.NewTimer(opts.Timeout)
-		defer t.Stop()
-		timeout = t.C
+// Interrupt ends every process of the task with an Isolator (SIGTERM, and
+// SIGKILL after the grace: it returns once none is left). Without one it
+// sends SIGTERM to the task's process group, which is done once bash
+// exited and no live process is left in the group.
+func (s *shellRun) Interrupt() {
+	if s.run != nil {
+		s.stopErr = s.run.stop(s.opts.killGrace())
+		s.what = "killed all its processes"
+		return
 	}
-	// end stops what is left of the task: with an Isolator every process
-	// it started, else (cancel and timeout only) its process group.
-	var stopErr error
-	end := func(all bool) string {
-		if run != nil {
-			stopErr = run.stop(opts.killGrace())
-			if all {
-				<-done
+	s.what = "killed process group"
+	stopped := make(chan struct{})
+	s.killed = make(chan struct{})
+	s.mu.Lock()
+	s.done = stopped
+	s.mu.Unlock()
+	_ = syscall.Kill(-s.pgid, syscall.SIGTERM)
+	go s.awaitGroup(stopped)
+}
+
+// awaitGroup closes stopped once bash exited and its process group is
+// gone, or, after Terminate, once bash exited.
+func (s *shellRun) awaitGroup(stopped chan<- struct{}) {
+	defer close(stopped)
+	tick := time.NewTicker(groupPoll)
+	defer tick.Stop()
+	exited, mainDone := s.exited, false
+	for {
+		select {
+		case <-exited:
+			mainDone, exited = true, nil
+			if groupGone(s.pgid) {
+				return
 			}
-			return "killed all its processes"
+		case <-tick.C:
+			if mainDone && groupGone(s.pgid) {
+				return
+			}
+		case <-s.killed:
+			<-s.exited
+			return
 		}
-		if all {
-			terminate(pgid, done, opts.killGrace())
-		}
-		return "killed process group"
 	}
+}
+
+// Terminate sends SIGKILL to the task's process group. With an Isolator
+// it does nothing: Interrupt returned once every process was gone.
+func (s *shellRun) Terminate() {
+	if s.run != nil {
+		return
+	}
+	_ = syscall.Kill(-s.pgid, syscall.SIGKILL)
+	close(s.killed)
+}
+
+func (s *shellRun) Finish(stop *Stop) Outcome {
 	var o Outcome
 	var notice string
-	select {
-	case err := <-done:
-		o = exited(cmd, err)
-		end(false)
-	case <-ctx.Done():
-		what := end(true)
-		notice = fmt.Sprintf("\n[legate: task cancelled; %s]\n", what)
-		o = Outcome{Status: protocol.StatusCancelled, Error: "task cancelled"}
-	case <-timeout:
-		what := end(true)
-		notice = fmt.Sprintf("\n[legate: task timed out after %s; %s]\n", opts.Timeout, what)
-		o = Outcome{Status: protocol.StatusTimedOut, Error: fmt.Sprintf("task timed out after %s", opts.Timeout)}
+	if stop == nil {
+		o = exited(s.cmd, s.waitErr)
+		if s.run != nil {
+			// What the script left running ends with it.
+			s.stopErr = s.run.stop(s.opts.killGrace())
+		}
+	} else {
+		o = stop.Outcome()
+		notice = stop.Notice(s.what)
 	}
-	held := reader.finish()
-	if run != nil {
-		run.release()
+	held := s.reader.finish()
+	if s.run != nil {
+		s.run.release()
+		s.run = nil
 	}
-	if stopErr != nil {
-		fmt.Fprintf(out, "\n[legate: %v]\n", stopErr)
+	if s.stopErr != nil {
+		fmt.Fprintf(s.out, "\n[legate: %v]\n", s.stopErr)
 	}
 	if held {
-		fmt.Fprintf(out, "\n[legate: stopped reading output after the script ended; background processes still hold it]\n")
+		fmt.Fprintf(s.out, "\n[legate: stopped reading output after the script ended; background processes still hold it]\n")
 	}
 	if notice != "" {
-		io.WriteString(out, notice)
+		io.WriteString(s.out, notice)
 	}
 	var problems []string
-	o.Outputs, problems = readOutputFile(outPath)
+	o.Outputs, problems = readOutputFile(s.outPath)
 	for _, p := range problems {
-		fmt.Fprintf(out, "\n[legate: %s]\n", p)
+		fmt.Fprintf(s.out, "\n[legate: %s]\n", p)
 	}
 	return o
 }
 
-func (o Options) killGrace() time.Duration {
-	if o.KillGrace > 0 {
-		return o.KillGrace
+// Cleanup releases the isolation and the pipe of a run (the isolation of
+// one that did not start; Finish releases a started one's).
+func (s *shellRun) Cleanup() {
+	if s.run != nil {
+		s.run.release()
 	}
-	return DefaultKillGrace
+	if s.pr != nil {
+		s.pr.Close()
+	}
 }
 
 func writeScript(path, script string) error {
@@ -215,38 +288,6 @@ func exited(cmd *exec.Cmd, err error) Outcome {
 		o.ExitCode = &code
 	}
 	return o
-}
-
-// terminate stops the process group pgid: SIGTERM, then SIGKILL once grace
-// passed unless the whole group is gone by then. It returns when the main
-// process has been waited for.
-func terminate(pgid int, done <-chan error, grace time.Duration) {
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	deadline := time.NewTimer(grace)
-	defer deadline.Stop()
-	tick := time.NewTicker(groupPoll)
-	defer tick.Stop()
-	mainDone := false
-	for {
-		select {
-		case <-done:
-			mainDone = true
-			done = nil
-			if groupGone(pgid) {
-				return
-			}
-		case <-tick.C:
-			if mainDone && groupGone(pgid) {
-				return
-			}
-		case <-deadline.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			if !mainDone {
-				<-done
-			}
-			return
-		}
-	}
 }
 
 // groupGone reports whether no live process of group pgid is left. A
