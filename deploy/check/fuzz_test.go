@@ -13,7 +13,7 @@ import (
 // FuzzManifestDecodes renders random names, tags, descriptions and env
 // values for every kind: whatever the generator accepts must still decode
 // strictly, and give the delegate exactly the asked environment (so the
-// hand-written YAML, JSON, shell and systemd quoting round-trip).
+// YAML, JSON, shell and systemd quoting round-trip).
 func FuzzManifestDecodes(f *testing.F) {
 	f.Add(0, "prod", "a,b", "desc", "INIT_SCRIPT", "echo \"$HOME\" 'x'\n`y` \\")
 	f.Add(1, "x", "yes,no,null,~,- a,: b", "#c", "NO", "1.0")

@@ -57,6 +57,12 @@ func matrix(kind string) map[string]func(*manifest.Params) {
 		m["controls in a value"] = func(p *manifest.Params) {
 			p.Env = []protocol.EnvVar{{Name: "X", Value: "a\x7fb\u0085c\u0090d\u2028e"}}
 		}
+		// A name over 128 bytes is an explicit key ("? NAME") in a
+		// compose file; a leading BOM has every character escaped.
+		m["long name, BOM"] = func(p *manifest.Params) {
+			p.Env = []protocol.EnvVar{{Name: "X_" + strings.Repeat("A", 200), Value: "\ufeffbom"}, {Name: "ON", Value: "on"}}
+			p.Compose = p.Kind == manifest.KindDocker
+		}
 	}
 	switch kind {
 	case manifest.KindKubernetes, manifest.KindHelm:

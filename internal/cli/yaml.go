@@ -6,22 +6,27 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
 // This file writes -o yaml: the JSON value of an API object as a YAML
-// document, without a YAML library. The JSON text is decoded into an
-// ordered tree (objects keep their field order, as -o json prints them) and
-// written in block style. Strings are written plain only when no YAML 1.1
-// or 1.2 reader could take them for something else (a number, a boolean,
-// null, an indicator); multi-line strings become literal blocks ("|")
-// when that is exact, and everything else is double-quoted with escapes.
-// Control and format characters never appear raw: they are escaped in
-// double quotes, which keeps stored text from driving the terminal.
+// document, with the YAML library that reads pipelines. The JSON text is
+// decoded into a yaml.Node tree (objects keep their field order, as -o
+// json prints them) whose string styles are chosen here rather than by the
+// library, which follows YAML 1.2 alone and would write yes, on or 1:20
+// plain: strings are plain only when no YAML 1.1 or 1.2 reader could take
+// them for something else (a number, a boolean, null, an indicator),
+// multi-line strings become literal blocks ("|") when that is exact, and
+// everything else is double-quoted. Control and format characters never
+// appear raw, which keeps stored text from driving the terminal: the
+// library escapes the controls, escapeFormat the rest.
 
 // printYAML writes v, anything encoding/json encodes, as YAML.
 func printYAML(w io.Writer, v any) error {
@@ -39,39 +44,29 @@ func printYAML(w io.Writer, v any) error {
 	return nil
 }
 
-// yamlFromJSON converts one JSON text into a YAML document.
+// yamlFromJSON converts one JSON text into a YAML document. A key repeated
+// in an object keeps its first position and its last value (encoding/json
+// keeps the last value too).
 func yamlFromJSON(data []byte) ([]byte, error) {
-	v, err := decodeOrdered(data)
-	if err != nil {
-		return nil, err
-	}
-	var b bytes.Buffer
-	writeYAML(&b, v)
-	return b.Bytes(), nil
-}
-
-// member is one field of a JSON object; object keeps the fields in order.
-type member struct {
-	key string
-	val any
-}
-
-type object []member
-
-// decodeOrdered decodes one JSON text into nil, bool, json.Number, string,
-// []any and object values. A key repeated in an object keeps its first
-// position and its last value (encoding/json keeps the last value too).
-func decodeOrdered(data []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	v, err := decodeValue(dec, 0)
+	n, err := jsonNode(dec, 0)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("data after the JSON value")
 	}
-	return v, nil
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(n); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return escapeFormat(b.Bytes()), nil
 }
 
 // maxYAMLDepth bounds the nesting of a value written as YAML: block style
@@ -79,7 +74,8 @@ func decodeOrdered(data []byte) (any, error) {
 // API objects nest a few levels.
 const maxYAMLDepth = 64
 
-func decodeValue(dec *json.Decoder, depth int) (any, error) {
+// jsonNode decodes the next JSON value of dec as a node.
+func jsonNode(dec *json.Decoder, depth int) (*yaml.Node, error) {
 	if depth > maxYAMLDepth {
 		return nil, fmt.Errorf("value nested deeper than %d levels", maxYAMLDepth)
 	}
@@ -87,143 +83,63 @@ func decodeValue(dec *json.Decoder, depth int) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return tok, nil // nil, bool, json.Number or string
-	}
-	switch d {
-	case '{':
-		obj := object{}
-		index := map[string]int{}
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return nil, err
-			}
-			key, _ := kt.(string)
-			v, err := decodeValue(dec, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			if i, dup := index[key]; dup {
-				obj[i].val = v
-				continue
-			}
-			index[key] = len(obj)
-			obj = append(obj, member{key, v})
-		}
-		_, err := dec.Token() // '}'
-		return obj, err
-	case '[':
-		arr := []any{}
-		for dec.More() {
-			v, err := decodeValue(dec, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			arr = append(arr, v)
-		}
-		_, err := dec.Token() // ']'
-		return arr, err
-	}
-	return nil, fmt.Errorf("unexpected %v", d)
-}
-
-// writeYAML writes v as a whole document.
-func writeYAML(b *bytes.Buffer, v any) {
-	switch x := v.(type) {
-	case object:
-		if len(x) > 0 {
-			writeObject(b, x, 0, false)
-			return
-		}
-	case []any:
-		if len(x) > 0 {
-			writeArray(b, x, 0, false)
-			return
-		}
-	}
-	writeInline(b, v, 2) // a literal block's lines indented: never "---" at column 0
-}
-
-// writeObject writes the members of a non-empty object at indentation
-// ind; with inline, the first member continues the current line (after
-// "- ").
-func writeObject(b *bytes.Buffer, obj object, ind int, inline bool) {
-	for i, m := range obj {
-		if i > 0 || !inline {
-			b.WriteString(strings.Repeat(" ", ind))
-		}
-		b.WriteString(yamlKey(m.key))
-		b.WriteByte(':')
-		switch x := m.val.(type) {
-		case object:
-			if len(x) > 0 {
-				b.WriteByte('\n')
-				writeObject(b, x, ind+2, false)
-				continue
-			}
-		case []any:
-			if len(x) > 0 {
-				b.WriteByte('\n')
-				writeArray(b, x, ind+2, false)
-				continue
-			}
-		}
-		b.WriteByte(' ')
-		writeInline(b, m.val, ind+2)
-	}
-}
-
-// writeArray writes the items of a non-empty array at indentation ind.
-func writeArray(b *bytes.Buffer, arr []any, ind int, inline bool) {
-	for i, v := range arr {
-		if i > 0 || !inline {
-			b.WriteString(strings.Repeat(" ", ind))
-		}
-		b.WriteString("- ")
-		switch x := v.(type) {
-		case object:
-			if len(x) > 0 {
-				writeObject(b, x, ind+2, true)
-				continue
-			}
-		case []any:
-			if len(x) > 0 {
-				writeArray(b, x, ind+2, true)
-				continue
-			}
-		}
-		writeInline(b, v, ind+2)
-	}
-}
-
-// writeInline writes a scalar or an empty collection and ends the line; a
-// literal block's lines are indented by ind.
-func writeInline(b *bytes.Buffer, v any, ind int) {
-	switch x := v.(type) {
+	switch x := tok.(type) {
 	case nil:
-		b.WriteString("null")
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}, nil
 	case bool:
-		if x {
-			b.WriteString("true")
-		} else {
-			b.WriteString("false")
-		}
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(x)}, nil
 	case json.Number:
-		b.WriteString(yamlNumber(string(x)))
+		return &yaml.Node{Kind: yaml.ScalarNode, Value: yamlNumber(string(x))}, nil // untagged: written as it is
 	case string:
-		if literalOK(x) {
-			writeLiteral(b, x, ind)
-			return
-		}
-		b.WriteString(yamlScalar(x))
-	case object:
-		b.WriteString("{}")
-	case []any:
-		b.WriteString("[]")
+		return stringNode(x, true), nil
 	}
-	b.WriteByte('\n')
+	n := &yaml.Node{Kind: yaml.SequenceNode}
+	if tok == json.Delim('{') {
+		n.Kind = yaml.MappingNode
+	}
+	index := map[string]int{} // of a key's node in n.Content
+	for dec.More() {
+		if n.Kind == yaml.SequenceNode {
+			v, err := jsonNode(dec, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			n.Content = append(n.Content, v)
+			continue
+		}
+		kt, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := kt.(string)
+		v, err := jsonNode(dec, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		if i, dup := index[key]; dup {
+			n.Content[i+1] = v
+			continue
+		}
+		index[key] = len(n.Content)
+		n.Content = append(n.Content, stringNode(key, false), v)
+	}
+	_, err = dec.Token() // '}' or ']'
+	return n, err
+}
+
+// stringNode is a string in the style chosen for it: plain when plainOK,
+// a literal block when literalOK and block (not for keys), else
+// double-quoted. (The library may still quote a plain or literal string it
+// cannot write so: never the other way.)
+func stringNode(s string, block bool) *yaml.Node {
+	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s, Style: yaml.DoubleQuotedStyle}
+	switch {
+	case plainOK(s):
+		n.Style = 0
+	case block && literalOK(s):
+		n.Style = yaml.LiteralStyle
+	}
+	return n
 }
 
 // yamlNumber writes a JSON number so that YAML 1.1 readers, whose floats
@@ -244,77 +160,13 @@ func yamlNumber(n string) string {
 	return mant + n[i:i+1] + exp
 }
 
-// writeLiteral writes s as a literal block scalar whose lines are indented
-// by ind, with the chomping indicator that keeps its final line breaks
-// exactly: "|-" for none, "|" for one, "|+" for more.
-func writeLiteral(b *bytes.Buffer, s string, ind int) {
-	body := strings.TrimRight(s, "\n")
-	switch trailing := len(s) - len(body); {
-	case trailing == 0:
-		b.WriteString("|-\n")
-	case trailing == 1:
-		b.WriteString("|\n")
-	default:
-		b.WriteString("|+\n")
-		body = s[:len(s)-1] // the kept empty lines are written as lines
-	}
-	pad := strings.Repeat(" ", ind)
-	for line := range strings.SplitSeq(body, "\n") {
-		if line != "" {
-			b.WriteString(pad)
-			b.WriteString(line)
-		}
-		b.WriteByte('\n')
-	}
-}
-
-// literalOK reports whether s can be written as a literal block exactly:
-// it has a line break, at least one line with text, its first line with
-// text starts with neither a space nor a tab (the block's indentation is
-// taken from it), and every character is printable in YAML and no
-// terminal control (a tab is allowed), with "\n" as the only line break.
+// literalOK reports whether s can be written as a literal block exactly
+// and without an indentation indicator ("|2-"): it has a line break, it
+// starts with text, not a space, a tab or a line break (the block's
+// indentation is taken from its first line), and it holds no control or
+// format character but tabs and "\n" (escapeFormat relies on it).
 func literalOK(s string) bool {
-	if !strings.Contains(s, "\n") {
-		return false
-	}
-	first := strings.TrimLeft(s, "\n")
-	if first == "" || first[0] == ' ' || first[0] == '\t' {
-		return false
-	}
-	for _, r := range s {
-		if r == '\n' || r == '\t' {
-			continue
-		}
-		if !yamlPrintable(r) || protocol.IsControl(r) || r == '\r' {
-			return false
-		}
-	}
-	return true
-}
-
-// yamlPrintable is YAML's c-printable without the line breaks: what may
-// appear raw in a document (tab, space to '~', NEL excluded, the BMP from
-// U+00A0 without surrogates, U+FFFE and U+FFFF, and the planes above).
-func yamlPrintable(r rune) bool {
-	switch {
-	case r == '\t', r >= 0x20 && r <= 0x7e:
-		return true
-	case r >= 0xa0 && r <= 0xd7ff, r >= 0xe000 && r <= 0xfffd && r != 0xfeff, r >= 0x10000 && r <= 0x10ffff:
-		return r != 0x2028 && r != 0x2029 // line breaks in YAML 1.1
-	}
-	return false
-}
-
-// yamlKey writes a mapping key: plain when safe, else double-quoted.
-func yamlKey(s string) string { return yamlScalar(s) }
-
-// yamlScalar writes a string on one line: plain when plainOK, else
-// double-quoted.
-func yamlScalar(s string) string {
-	if plainOK(s) {
-		return s
-	}
-	return yamlQuote(s)
+	return strings.Contains(s, "\n") && !strings.ContainsRune(" \t\n", rune(s[0])) && !strings.ContainsFunc(s, isEscaped)
 }
 
 // plainOK reports whether s can be written without quotes and read back as
@@ -332,62 +184,42 @@ func plainOK(s string) bool {
 		return false
 	}
 	for _, r := range s {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			if !yamlPrintable(r) || protocol.IsControl(r) {
-				return false
-			}
-			continue
-		}
-		if !strings.ContainsRune(" -_./:@+,()=", r) {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune(" -_./:@+,()=", r) {
 			return false
 		}
 	}
-	return !yamlReserved(s)
-}
-
-// yamlReserved reports whether a plain s would not read as a string in
-// YAML 1.1 or 1.2 (booleans, null); numbers are excluded by plainOK's
-// first character.
-func yamlReserved(s string) bool {
 	switch strings.ToLower(s) {
-	case "y", "n", "yes", "no", "on", "off", "true", "false", "null", "~":
-		return true
+	case "y", "n", "yes", "no", "on", "off", "true", "false", "null":
+		return false
 	}
-	return false
+	return true
 }
 
-// yamlQuote writes s double-quoted. Only '"' and '\' and what is not
-// printable text are escaped: line breaks as \n, control and format
-// characters (protocol.IsControl) as \xXX, \uXXXX or \UXXXXXXXX.
-func yamlQuote(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '\r':
-			b.WriteString(`\r`)
+// isEscaped reports whether r is a control or format character
+// (protocol.IsControl) other than a tab or "\n".
+func isEscaped(r rune) bool { return r != '\n' && r != '\t' && protocol.IsControl(r) }
+
+// escapeFormat escapes, as \uXXXX or \UXXXXXXXX, what the library writes
+// raw though protocol.IsControl says it may drive a terminal: the format
+// characters such as U+202E, which reverses the text after it (the
+// library escapes C0, DEL, C1, U+2028, U+2029 and U+FEFF itself). It is
+// exact because stringNode writes such characters in double quotes only,
+// where the escape reads as the character, and nothing but scalars holds
+// text; tabs stay raw in literal blocks.
+func escapeFormat(y []byte) []byte {
+	if !bytes.ContainsFunc(y, isEscaped) {
+		return y
+	}
+	var b bytes.Buffer
+	for _, r := range string(y) {
+		switch {
+		case !isEscaped(r):
+			b.WriteRune(r)
+		case r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
-			switch {
-			case yamlPrintable(r) && !protocol.IsControl(r):
-				b.WriteRune(r)
-			case r < 0x100:
-				fmt.Fprintf(&b, `\x%02x`, r)
-			case r <= 0xffff:
-				fmt.Fprintf(&b, `\u%04x`, r)
-			default:
-				fmt.Fprintf(&b, `\U%08x`, r)
-			}
+			fmt.Fprintf(&b, `\U%08x`, r)
 		}
 	}
-	b.WriteByte('"')
-	return b.String()
+	return b.Bytes()
 }

@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strconv"
 	"strings"
@@ -84,10 +87,11 @@ func (r *yamlReader) node(parent int) (any, error) {
 	return r.inline(rest, parent)
 }
 
-// isEntry reports whether s starts a mapping entry ("key:" or "key: …").
+// isEntry reports whether s starts a mapping entry ("key:", "key: …" or
+// an explicit "? key").
 func isEntry(s string) bool {
 	_, _, err := splitEntry(s)
-	return err == nil
+	return err == nil || strings.HasPrefix(s, "? ")
 }
 
 // splitEntry splits "key: value" (or "key:") into the key and the value
@@ -142,7 +146,13 @@ func (r *yamlReader) mapping(col int) (any, error) {
 		if ind > col {
 			return nil, r.errf("unexpected indentation in a mapping at %d", col)
 		}
-		key, value, err := splitEntry(line[col:])
+		var key, value string
+		var v any
+		if k, ok := strings.CutPrefix(line[col:], "? "); ok {
+			key, v, err = r.explicit(k, col)
+		} else {
+			key, value, err = splitEntry(line[col:])
+		}
 		if err != nil {
 			return nil, r.errf("%v", err)
 		}
@@ -150,11 +160,13 @@ func (r *yamlReader) mapping(col int) (any, error) {
 			return nil, r.errf("duplicate key %q", key)
 		}
 		seen[key] = true
-		r.i++
-		var v any
-		if value == "" {
+		switch {
+		case strings.HasPrefix(line[col:], "? "):
+		case value == "":
+			r.i++
 			v, err = r.node(col)
-		} else {
+		default:
+			r.i++
 			v, err = r.inline(value, col)
 		}
 		if err != nil {
@@ -163,6 +175,42 @@ func (r *yamlReader) mapping(col int) (any, error) {
 		obj = append(obj, member{key, v})
 	}
 	return obj, nil
+}
+
+// explicit reads an explicit key, "? key" (the writer's library writes
+// multi-line keys and keys over 128 bytes so), and its value, ": value" on
+// the next line, where a collection may start as after "- ".
+func (r *yamlReader) explicit(k string, col int) (string, any, error) {
+	var key string
+	if strings.HasPrefix(k, `"`) {
+		q, n, err := unquote(k)
+		if err != nil || n != len(k) {
+			return "", nil, fmt.Errorf("explicit key %q: %v", k, err)
+		}
+		key = q
+	} else {
+		p, err := plainString(k)
+		if err != nil {
+			return "", nil, err
+		}
+		key = p
+	}
+	r.i++
+	if r.i >= len(r.lines) {
+		return "", nil, fmt.Errorf("no value after the explicit key %q", key)
+	}
+	rest, ok := strings.CutPrefix(r.lines[r.i], strings.Repeat(" ", col)+": ")
+	if !ok || rest == "" || rest[0] == ' ' {
+		return "", nil, fmt.Errorf("want \": value\" after the explicit key %q", key)
+	}
+	if strings.HasPrefix(rest, "- ") || isEntry(rest) {
+		r.lines[r.i] = strings.Repeat(" ", col+2) + rest
+		v, err := r.node(col)
+		return key, v, err
+	}
+	r.i++
+	v, err := r.inline(rest, col)
+	return key, v, err
 }
 
 func (r *yamlReader) sequence(col int) (any, error) {
@@ -370,4 +418,92 @@ func plainString(s string) (string, error) {
 		}
 	}
 	return s, nil
+}
+
+// member is one field of a JSON object; object keeps the fields in order.
+type member struct {
+	key string
+	val any
+}
+
+type object []member
+
+// decodeOrdered decodes one JSON text into nil, bool, json.Number, string,
+// []any and object values, the values readYAML returns. A key repeated in
+// an object keeps its first position and its last value, as the writer
+// does.
+func decodeOrdered(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	v, err := decodeValue(dec, 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("data after the JSON value")
+	}
+	return v, nil
+}
+
+func decodeValue(dec *json.Decoder, depth int) (any, error) {
+	if depth > maxYAMLDepth {
+		return nil, fmt.Errorf("value nested deeper than %d levels", maxYAMLDepth)
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return tok, nil // nil, bool, json.Number or string
+	}
+	switch d {
+	case '{':
+		obj := object{}
+		index := map[string]int{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			key, _ := kt.(string)
+			v, err := decodeValue(dec, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			if i, dup := index[key]; dup {
+				obj[i].val = v
+				continue
+			}
+			index[key] = len(obj)
+			obj = append(obj, member{key, v})
+		}
+		_, err := dec.Token() // '}'
+		return obj, err
+	case '[':
+		arr := []any{}
+		for dec.More() {
+			v, err := decodeValue(dec, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, v)
+		}
+		_, err := dec.Token() // ']'
+		return arr, err
+	}
+	return nil, fmt.Errorf("unexpected %v", d)
+}
+
+// yamlPrintable is YAML's c-printable without the line breaks: what may
+// appear raw in a document (tab, space to '~', NEL excluded, the BMP from
+// U+00A0 without surrogates, U+FFFE and U+FFFF, and the planes above).
+func yamlPrintable(r rune) bool {
+	switch {
+	case r == '\t', r >= 0x20 && r <= 0x7e:
+		return true
+	case r >= 0xa0 && r <= 0xd7ff, r >= 0xe000 && r <= 0xfffd && r != 0xfeff, r >= 0x10000 && r <= 0x10ffff:
+		return r != 0x2028 && r != 0x2029 // line breaks in YAML 1.1
+	}
+	return false
 }

@@ -114,7 +114,7 @@ func kubernetes(p Params) string {
 	if p.Upgrade == protocol.UpgradeAutomatic {
 		docs = append(docs, upgraderDocs(p, env, meta)...)
 	}
-	return yamlDocs(docs...)
+	return yamlDocs("", docs...)
 }
 
 // upgraderDocs are the objects of automatic upgrades: an hourly CronJob

@@ -495,7 +495,7 @@ func checkManagerURL(raw string) (string, error) {
 	}
 	u, err := url.Parse(raw)
 	switch {
-	case err != nil || hasControl(raw) || strings.ContainsAny(raw, " \"'\\`$"):
+	case err != nil || !utf8.ValidString(raw) || hasControl(raw) || strings.ContainsAny(raw, " \"'\\`$"):
 		return "", fmt.Errorf("manager URL %q is not a URL such as https://legate.example.com", raw)
 	case u.Scheme != "http" && u.Scheme != "https":
 		return "", fmt.Errorf("manager URL %q must start with http:// or https://", raw)

@@ -44,6 +44,7 @@ func TestGenerateRefuses(t *testing.T) {
 		{"tag with comma", func(p *Params) { p.Tags = []string{"a,b"} }, `tag "a,b"`},
 		{"manager URL scheme", func(p *Params) { p.ManagerURL = "legate.example.com" }, "must start with http:// or https://"},
 		{"no manager URL", func(p *Params) { p.ManagerURL = "" }, "no manager URL"},
+		{"manager URL not UTF-8", func(p *Params) { p.ManagerURL = "https://h\xff.example.com" }, "is not a URL"},
 		{"account too short for the code", func(p *Params) { p.AccountID = "ab-c" }, "six letters or digits"},
 		{"cpu", func(p *Params) { p.CPU = "lots" }, `cpu "lots" is not a Kubernetes quantity`},
 		{"not for kubernetes", func(p *Params) { p.Compose = true }, "compose does not apply to a kubernetes manifest"},

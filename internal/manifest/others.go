@@ -11,12 +11,11 @@ import (
 // helmValues prints a values file for deploy/helm/legate-delegate, with
 // the helm install command in its leading comments.
 func helmValues(p Params) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Helm values of the legate delegate %q for the chart deploy/helm/legate-delegate.\n", p.Name)
-	b.WriteString("# Save this as values.yaml and install with:\n")
-	fmt.Fprintf(&b, "#   helm install %s deploy/helm/legate-delegate --namespace %s --create-namespace --values values.yaml\n", p.Name, p.Namespace)
+	comment := fmt.Sprintf("# Helm values of the legate delegate %q for the chart deploy/helm/legate-delegate.\n", p.Name) +
+		"# Save this as values.yaml and install with:\n" +
+		fmt.Sprintf("#   helm install %s deploy/helm/legate-delegate --namespace %s --create-namespace --values values.yaml\n", p.Name, p.Namespace)
 	if p.Token != "" {
-		b.WriteString("# It holds the delegate token: keep it readable by you only.\n")
+		comment += "# It holds the delegate token: keep it readable by you only.\n"
 	}
 	v := mapping{
 		{"accountId", p.AccountID},
@@ -45,8 +44,7 @@ func helmValues(p Params) string {
 		field{"extraEnv", env},
 		field{"resources", mapping{{"requests", mapping{{"cpu", p.CPU}, {"memory", p.Memory}}}}},
 	)
-	b.WriteString(yamlDocs(v))
-	return b.String()
+	return yamlDocs(comment, v)
 }
 
 // dockerRun prints one docker run command per replica.
@@ -88,10 +86,8 @@ func compose(p Params) string {
 	if p.Replicas > 1 {
 		svc = append(svc, field{"deploy", mapping{{"replicas", p.Replicas}}})
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "# legate delegate %q: docker compose up -d (this file holds the delegate token)\n", p.Name)
-	b.WriteString(yamlDocs(mapping{{"services", mapping{{p.Name, svc}}}}))
-	return b.String()
+	comment := fmt.Sprintf("# legate delegate %q: docker compose up -d (this file holds the delegate token)", p.Name)
+	return yamlDocs(comment, mapping{{"services", mapping{{p.Name, svc}}}})
 }
 
 func composeEscape(s string) string { return strings.ReplaceAll(s, "$", "$$") }

@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
-// The YAML here is written by hand, without a YAML library: a small tree
-// of ordered mappings, sequences and scalars printed in block style. Every
-// string is printed as a JSON string, which is a valid YAML double-quoted
-// scalar with the same value (JSON's escapes are a subset of YAML's), so
-// no value can change type ("yes", "1.0", "null") or break the document.
-// deploy/check decodes the output with a real YAML decoder and fuzzes it.
+// The generators build a small tree of ordered mappings, sequences and
+// scalars; yamlDocs writes it with the YAML library that reads pipelines,
+// toJSON with encoding/json. Every string value is double-quoted, so no
+// value can change type ("yes", "1.0", "null") or break the document;
+// keys are plain when no YAML 1.1 or 1.2 reader could take them for
+// something else. deploy/check decodes the output with real decoders and
+// fuzzes it.
 
 // mapping is a YAML mapping whose keys keep their order.
 type mapping []field
@@ -26,89 +29,54 @@ type field struct {
 // seq is a YAML sequence.
 type seq []any
 
-// yamlDocs prints documents separated by "---".
-func yamlDocs(docs ...mapping) string {
+// yamlDocs prints documents separated by "---". comment, if any, is the
+// first document's head comment: lines that each start with "#".
+func yamlDocs(comment string, docs ...mapping) string {
 	var b strings.Builder
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
 	for i, d := range docs {
-		if i > 0 {
-			b.WriteString("---\n")
+		n := node(d)
+		if i == 0 && comment != "" && len(n.Content) > 0 {
+			n.Content[0].HeadComment = strings.TrimSuffix(comment, "\n")
 		}
-		writeMapping(&b, d, 0)
+		if err := enc.Encode(n); err != nil {
+			panic("manifest: " + err.Error()) // a bug in this package
+		}
+	}
+	if err := enc.Close(); err != nil {
+		panic("manifest: " + err.Error())
 	}
 	return b.String()
 }
 
-func writeMapping(b *strings.Builder, m mapping, indent int) {
-	for _, f := range m {
-		b.WriteString(strings.Repeat(" ", indent))
-		writeKeyValue(b, f, indent)
-	}
-}
-
-// writeKeyValue prints "key: value" (the indentation of its line is
-// already written).
-func writeKeyValue(b *strings.Builder, f field, indent int) {
-	b.WriteString(yamlKey(f.key))
-	b.WriteString(":")
-	switch v := f.val.(type) {
+// node converts a tree to YAML nodes.
+func node(v any) *yaml.Node {
+	switch v := v.(type) {
 	case mapping:
-		if len(v) == 0 {
-			b.WriteString(" {}\n")
-			return
+		n := &yaml.Node{Kind: yaml.MappingNode}
+		for _, f := range v {
+			k := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: f.key}
+			if !plainKey(f.key) {
+				k.Style = yaml.DoubleQuotedStyle
+			}
+			n.Content = append(n.Content, k, node(f.val))
 		}
-		b.WriteString("\n")
-		writeMapping(b, v, indent+2)
+		return n
 	case seq:
-		if len(v) == 0 {
-			b.WriteString(" []\n")
-			return
+		n := &yaml.Node{Kind: yaml.SequenceNode}
+		for _, x := range v {
+			n.Content = append(n.Content, node(x))
 		}
-		b.WriteString("\n")
-		writeSeq(b, v, indent+2)
-	default:
-		b.WriteString(" ")
-		b.WriteString(yamlScalar(v))
-		b.WriteString("\n")
+		return n
+	case string:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v, Style: yaml.DoubleQuotedStyle}
+	case int:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(v)}
+	case bool:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(v)}
 	}
-}
-
-func writeSeq(b *strings.Builder, s seq, indent int) {
-	pad := strings.Repeat(" ", indent)
-	for _, item := range s {
-		b.WriteString(pad)
-		b.WriteString("- ")
-		switch v := item.(type) {
-		case mapping:
-			if len(v) == 0 {
-				b.WriteString("{}\n")
-				continue
-			}
-			writeKeyValue(b, v[0], indent+2)
-			writeMapping(b, v[1:], indent+2)
-		case seq:
-			if len(v) == 0 {
-				b.WriteString("[]\n")
-				continue
-			}
-			// A sequence in a sequence: flow style, scalars only here.
-			parts := make([]string, len(v))
-			for i, x := range v {
-				parts[i] = yamlScalar(x)
-			}
-			b.WriteString("[" + strings.Join(parts, ", ") + "]\n")
-		default:
-			b.WriteString(yamlScalar(v))
-			b.WriteString("\n")
-		}
-	}
-}
-
-// yamlKey prints a key plainly when that is unambiguous, else quoted.
-func yamlKey(k string) string {
-	if plainKey(k) {
-		return k
-	}
-	return yamlString(k)
+	panic("manifest: unsupported YAML value") // a bug in this package
 }
 
 // plainKey: a letter or '_' first, then letters, digits and "_./-", and
@@ -134,35 +102,47 @@ func plainKey(k string) bool {
 	return true
 }
 
-func yamlScalar(v any) string {
-	switch v := v.(type) {
-	case string:
-		return yamlString(v)
-	case int:
-		return strconv.Itoa(v)
-	case int64:
-		return strconv.FormatInt(v, 10)
-	case bool:
-		return strconv.FormatBool(v)
-	case nil:
-		return "null"
+// MarshalJSON writes m as a JSON object with its keys in order.
+func (m mapping) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b) // Encode's line breaks are whitespace
+	enc.SetEscapeHTML(false)
+	b.WriteByte('{')
+	for i, f := range m {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if err := enc.Encode(f.key); err != nil {
+			return nil, err
+		}
+		b.WriteByte(':')
+		if err := enc.Encode(f.val); err != nil {
+			return nil, err
+		}
 	}
-	panic("manifest: unsupported YAML value") // a bug in this package
+	b.WriteByte('}')
+	return b.Bytes(), nil
 }
 
-// yamlString quotes s as a YAML double-quoted scalar: as a JSON string,
-// which YAML reads as the same string, with the characters a YAML document
-// may not hold as they are (DEL and the C1 controls, NEL among them, which
-// YAML 1.1 parsers read as a line break) escaped as \uXXXX. JSON escapes
-// the C0 controls and U+2028/U+2029 already.
-func yamlString(s string) string {
-	q := jsonString(s)
-	if !strings.ContainsFunc(q, yamlEscaped) {
-		return q
-	}
+// toJSON prints a tree as indented JSON, keys in their order, with DEL,
+// the C1 controls (NEL among them, a line break to YAML 1.1 readers) and
+// U+FFFE and U+FFFF escaped as in the YAML: JSON may hold them raw, but
+// the text then carries control characters. They occur in strings only.
+func toJSON(v any) string {
 	var b strings.Builder
-	for _, r := range q {
-		if yamlEscaped(r) {
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		panic("manifest: " + err.Error()) // a bug in this package
+	}
+	s := b.String()
+	if !strings.ContainsFunc(s, jsonEscaped) {
+		return s
+	}
+	b.Reset()
+	for _, r := range s {
+		if jsonEscaped(r) {
 			fmt.Fprintf(&b, `\u%04X`, r)
 			continue
 		}
@@ -171,63 +151,4 @@ func yamlString(s string) string {
 	return b.String()
 }
 
-func yamlEscaped(r rune) bool {
-	return (r >= 0x7f && r <= 0x9f) || r == 0xfffe || r == 0xffff
-}
-
-// jsonString quotes s as a JSON string without HTML escaping. Invalid
-// UTF-8 has been refused before a value gets here.
-func jsonString(s string) string {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return strings.TrimSuffix(buf.String(), "\n")
-}
-
-// toJSON prints a tree as indented JSON, keys in their order.
-func toJSON(v any) string {
-	var b strings.Builder
-	writeJSON(&b, v, 0)
-	b.WriteString("\n")
-	return b.String()
-}
-
-func writeJSON(b *strings.Builder, v any, indent int) {
-	pad := strings.Repeat("  ", indent+1)
-	end := strings.Repeat("  ", indent)
-	switch v := v.(type) {
-	case mapping:
-		if len(v) == 0 {
-			b.WriteString("{}")
-			return
-		}
-		b.WriteString("{\n")
-		for i, f := range v {
-			b.WriteString(pad + jsonString(f.key) + ": ")
-			writeJSON(b, f.val, indent+1)
-			if i < len(v)-1 {
-				b.WriteString(",")
-			}
-			b.WriteString("\n")
-		}
-		b.WriteString(end + "}")
-	case seq:
-		if len(v) == 0 {
-			b.WriteString("[]")
-			return
-		}
-		b.WriteString("[\n")
-		for i, x := range v {
-			b.WriteString(pad)
-			writeJSON(b, x, indent+1)
-			if i < len(v)-1 {
-				b.WriteString(",")
-			}
-			b.WriteString("\n")
-		}
-		b.WriteString(end + "]")
-	default:
-		b.WriteString(yamlScalar(v))
-	}
-}
+func jsonEscaped(r rune) bool { return (r >= 0x7f && r <= 0x9f) || r == 0xfffe || r == 0xffff }
