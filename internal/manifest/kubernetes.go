@@ -40,25 +40,7 @@ func kubernetes(p Params) string {
 		{"metadata", meta(full, true)},
 		{"automountServiceAccountToken", p.RBAC != rbacNone},
 	})
-	// The seeds' delegate deploys: its rights are those of a deployer,
-	// over every namespace (cluster) or its own (namespace).
-	rules := seq{mapping{{"apiGroups", seq{"*"}}, {"resources", seq{"*"}}, {"verbs", seq{"*"}}}}
-	subjects := seq{mapping{{"kind", "ServiceAccount"}, {"name", full}, {"namespace", p.Namespace}}}
-	switch p.RBAC {
-	case rbacCluster:
-		role := p.Namespace + "-" + full // cluster-wide: unique per namespace
-		docs = append(docs,
-			mapping{{"apiVersion", "rbac.authorization.k8s.io/v1"}, {"kind", "ClusterRole"}, {"metadata", meta(role, false)}, {"rules", rules}},
-			mapping{{"apiVersion", "rbac.authorization.k8s.io/v1"}, {"kind", "ClusterRoleBinding"}, {"metadata", meta(role, false)},
-				{"roleRef", mapping{{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "ClusterRole"}, {"name", role}}},
-				{"subjects", subjects}})
-	case rbacNamespace:
-		docs = append(docs,
-			mapping{{"apiVersion", "rbac.authorization.k8s.io/v1"}, {"kind", "Role"}, {"metadata", meta(full, true)}, {"rules", rules}},
-			mapping{{"apiVersion", "rbac.authorization.k8s.io/v1"}, {"kind", "RoleBinding"}, {"metadata", meta(full, true)},
-				{"roleRef", mapping{{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Role"}, {"name", full}}},
-				{"subjects", subjects}})
-	}
+	docs = append(docs, k8sRBAC(p, full, meta)...)
 
 	env := seq{}
 	for i, e := range delegateEnv(p, "KUBERNETES") {
@@ -67,28 +49,7 @@ func kubernetes(p Params) string {
 			env = append(env, mapping{{"name", TokenKey}, {"valueFrom", mapping{{"secretKeyRef", mapping{{"name", secret}, {"key", TokenKey}}}}}})
 		}
 	}
-	probe := func(path string, period, failures int) mapping {
-		return mapping{
-			{"httpGet", mapping{{"path", path}, {"port", "http"}}},
-			{"periodSeconds", period},
-			{"timeoutSeconds", 5},
-			{"failureThreshold", failures},
-		}
-	}
-	container := mapping{
-		{"name", "delegate"},
-		{"image", p.Image},
-		{"imagePullPolicy", "IfNotPresent"},
-		{"args", seq{"delegate"}},
-		{"env", env},
-		{"ports", seq{mapping{{"name", "http"}, {"containerPort", HTTPPort}, {"protocol", "TCP"}}}},
-		{"startupProbe", probe("/healthz", 2, 30)},
-		{"livenessProbe", probe("/healthz", 10, 3)},
-		{"readinessProbe", probe("/readyz", 5, 3)},
-		{"resources", mapping{
-			{"requests", mapping{{"cpu", p.CPU}, {"memory", p.Memory}}},
-		}},
-	}
+	container := k8sContainer(p, env)
 	stsMeta := meta(full, true)
 	stsMeta = append(stsMeta, field{"annotations", mapping{{LabelPrefix + "upgrade", p.Upgrade}}})
 	selector := mapping{{LabelPrefix + "app", "legate-delegate"}, {LabelPrefix + "account", AccountCode(p.AccountID)}, {LabelPrefix + "name", p.Name}}
@@ -115,6 +76,57 @@ func kubernetes(p Params) string {
 		docs = append(docs, upgraderDocs(p, env, meta)...)
 	}
 	return yamlDocs("", docs...)
+}
+
+// k8sRBAC is the delegate's role and its binding: the seeds' delegate
+// deploys, so its rights are those of a deployer, over every namespace
+// (cluster) or its own (namespace); none with rbac none.
+func k8sRBAC(p Params, full string, meta func(name string, namespaced bool) mapping) []mapping {
+	rules := seq{mapping{{"apiGroups", seq{"*"}}, {"resources", seq{"*"}}, {"verbs", seq{"*"}}}}
+	subjects := seq{mapping{{"kind", "ServiceAccount"}, {"name", full}, {"namespace", p.Namespace}}}
+	switch p.RBAC {
+	case rbacCluster:
+		role := p.Namespace + "-" + full // cluster-wide: unique per namespace
+		return []mapping{
+			{{"apiVersion", "rbac.authorization.k8s.io/v1"}, {"kind", "ClusterRole"}, {"metadata", meta(role, false)}, {"rules", rules}},
+			{{"apiVersion", "rbac.authorization.k8s.io/v1"}, {"kind", "ClusterRoleBinding"}, {"metadata", meta(role, false)},
+				{"roleRef", mapping{{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "ClusterRole"}, {"name", role}}},
+				{"subjects", subjects}}}
+	case rbacNamespace:
+		return []mapping{
+			{{"apiVersion", "rbac.authorization.k8s.io/v1"}, {"kind", "Role"}, {"metadata", meta(full, true)}, {"rules", rules}},
+			{{"apiVersion", "rbac.authorization.k8s.io/v1"}, {"kind", "RoleBinding"}, {"metadata", meta(full, true)},
+				{"roleRef", mapping{{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Role"}, {"name", full}}},
+				{"subjects", subjects}}}
+	}
+	return nil
+}
+
+// k8sContainer is the delegate's container: image, environment, probes
+// and resource requests.
+func k8sContainer(p Params, env seq) mapping {
+	probe := func(path string, period, failures int) mapping {
+		return mapping{
+			{"httpGet", mapping{{"path", path}, {"port", "http"}}},
+			{"periodSeconds", period},
+			{"timeoutSeconds", 5},
+			{"failureThreshold", failures},
+		}
+	}
+	return mapping{
+		{"name", "delegate"},
+		{"image", p.Image},
+		{"imagePullPolicy", "IfNotPresent"},
+		{"args", seq{"delegate"}},
+		{"env", env},
+		{"ports", seq{mapping{{"name", "http"}, {"containerPort", HTTPPort}, {"protocol", "TCP"}}}},
+		{"startupProbe", probe("/healthz", 2, 30)},
+		{"livenessProbe", probe("/healthz", 10, 3)},
+		{"readinessProbe", probe("/readyz", 5, 3)},
+		{"resources", mapping{
+			{"requests", mapping{{"cpu", p.CPU}, {"memory", p.Memory}}},
+		}},
+	}
 }
 
 // upgraderDocs are the objects of automatic upgrades: an hourly CronJob

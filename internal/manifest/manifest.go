@@ -158,8 +158,48 @@ func normalize(p Params) (Params, error) {
 	}
 	k8s := p.Kind == KindKubernetes || p.Kind == KindHelm
 	aws := p.Kind == KindECS || p.Kind == KindFargate
+	if err := checkApplies(p, k8s, aws); err != nil {
+		return p, err
+	}
+	switch p.Upgrade {
+	case "":
+		if p.Kind == KindKubernetes {
+			p.Upgrade = protocol.UpgradeSelfManaged
+		}
+	case protocol.UpgradeSelfManaged, protocol.UpgradeAutomatic:
+	default:
+		return p, fmt.Errorf("upgrade %q: use %s or %s", p.Upgrade, protocol.UpgradeAutomatic, protocol.UpgradeSelfManaged)
+	}
+	if err := checkAccountID(p.AccountID, k8s); err != nil {
+		return p, err
+	}
+	u, err := checkManagerURL(p.ManagerURL)
+	if err != nil {
+		return p, err
+	}
+	p.ManagerURL = u
+	if err := checkTokenRef(p); err != nil {
+		return p, err
+	}
+	if err := normalizeDelegate(&p); err != nil {
+		return p, err
+	}
+	if k8s {
+		if err := normalizeK8s(&p); err != nil {
+			return p, err
+		}
+	}
+	if aws {
+		if err := normalizeAWS(&p); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
 
-	// Settings that do not apply to the kind are refused, not dropped.
+// checkApplies refuses settings that do not apply to the kind, rather
+// than dropping them.
+func checkApplies(p Params, k8s, aws bool) error {
 	type setting struct {
 		set     bool
 		name    string
@@ -184,30 +224,15 @@ func normalize(p Params) (Params, error) {
 		{p.Memory != "", "memory", k8s || aws},
 	} {
 		if s.set && !s.applies {
-			return p, fmt.Errorf("%s does not apply to a %s manifest", s.name, p.Kind)
+			return fmt.Errorf("%s does not apply to a %s manifest", s.name, p.Kind)
 		}
 	}
+	return nil
+}
 
-	switch p.Upgrade {
-	case "":
-		if p.Kind == KindKubernetes {
-			p.Upgrade = protocol.UpgradeSelfManaged
-		}
-	case protocol.UpgradeSelfManaged, protocol.UpgradeAutomatic:
-	default:
-		return p, fmt.Errorf("upgrade %q: use %s or %s", p.Upgrade, protocol.UpgradeAutomatic, protocol.UpgradeSelfManaged)
-	}
-
-	if err := checkAccountID(p.AccountID, k8s); err != nil {
-		return p, err
-	}
-	u, err := checkManagerURL(p.ManagerURL)
-	if err != nil {
-		return p, err
-	}
-	p.ManagerURL = u
-
-	// The token.
+// checkTokenRef checks the delegate token: its value or one reference to
+// it (a Kubernetes Secret, an AWS secret), given once.
+func checkTokenRef(p Params) error {
 	refs := 0
 	for _, s := range []string{p.Token, p.TokenSecret, p.TokenSecretARN} {
 		if s != "" {
@@ -218,32 +243,37 @@ func normalize(p Params) (Params, error) {
 	case refs == 0 && p.Service:
 		// A service names the task definition; the token is in that.
 	case refs == 0:
-		return p, fmt.Errorf("no delegate token: give its value (token), or create one (legate manifest --new-token NAME), or %s", tokenRefHint(p.Kind))
+		return fmt.Errorf("no delegate token: give its value (token), or create one (legate manifest --new-token NAME), or %s", tokenRefHint(p.Kind))
 	case refs > 1:
-		return p, fmt.Errorf("give the token once: its value or a reference to it, not both")
+		return fmt.Errorf("give the token once: its value or a reference to it, not both")
 	}
 	if p.Token != "" {
 		if err := checkToken(p.Token); err != nil {
-			return p, err
+			return err
 		}
 	}
 	if p.TokenSecret != "" && !dnsSubdomain(p.TokenSecret) {
-		return p, fmt.Errorf("token-secret %q is not a Kubernetes Secret name: use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters", p.TokenSecret)
+		return fmt.Errorf("token-secret %q is not a Kubernetes Secret name: use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters", p.TokenSecret)
 	}
 	if p.TokenSecretARN != "" {
 		if err := checkARN("token-secret-arn", p.TokenSecretARN, "secretsmanager"); err != nil {
-			return p, err
+			return err
 		}
 	}
+	return nil
+}
 
+// normalizeDelegate checks and defaults what every kind says of the
+// delegate: name, tags, replicas, image, description, environment.
+func normalizeDelegate(p *Params) error {
 	if p.Name == "" {
 		p.Name = DefaultName
 	}
 	if err := checkName(p.Kind, p.Name); err != nil {
-		return p, err
+		return err
 	}
 	if len(p.Tags) > maxTags {
-		return p, fmt.Errorf("%d tags: at most %d", len(p.Tags), maxTags)
+		return fmt.Errorf("%d tags: at most %d", len(p.Tags), maxTags)
 	}
 	tags := make([]string, 0, len(p.Tags))
 	for _, t := range p.Tags {
@@ -252,7 +282,7 @@ func normalize(p Params) (Params, error) {
 			continue
 		}
 		if len(t) > 128 || strings.Contains(t, ",") || !utf8.ValidString(t) || hasControl(t) {
-			return p, fmt.Errorf("tag %q: use 1-128 characters without commas or control characters", t)
+			return fmt.Errorf("tag %q: use 1-128 characters without commas or control characters", t)
 		}
 		tags = append(tags, t)
 	}
@@ -261,54 +291,49 @@ func normalize(p Params) (Params, error) {
 	case p.Replicas == 0:
 		p.Replicas = 1
 	case p.Replicas < 0 || p.Replicas > maxReplicas:
-		return p, fmt.Errorf("replicas %d: use 1 to %d (replicas with one name are one delegate: that is how it is highly available)", p.Replicas, maxReplicas)
+		return fmt.Errorf("replicas %d: use 1 to %d (replicas with one name are one delegate: that is how it is highly available)", p.Replicas, maxReplicas)
 	}
 	if p.Image != "" && !validImage(p.Image) {
-		return p, fmt.Errorf("image %q is not an image reference such as %s:v1.2.3", p.Image, ImageRepository)
+		return fmt.Errorf("image %q is not an image reference such as %s:v1.2.3", p.Image, ImageRepository)
 	}
 	if p.Image == "" && p.Kind != KindSystemd {
 		p.Image = DefaultImage("")
 	}
 	if len(p.Description) > maxDescription || !utf8.ValidString(p.Description) || hasControl(p.Description) {
-		return p, fmt.Errorf("description: use at most %d characters, without control characters or line breaks", maxDescription)
+		return fmt.Errorf("description: use at most %d characters, without control characters or line breaks", maxDescription)
 	}
-	if err := checkEnv(p); err != nil {
-		return p, err
-	}
+	return checkEnv(*p)
+}
 
-	if k8s {
-		if p.Namespace == "" {
-			p.Namespace = DefaultNamespace
-		}
-		if !dnsLabel(p.Namespace, 63) {
-			return p, fmt.Errorf("namespace %q is not a Kubernetes namespace name: use lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters", p.Namespace)
-		}
-		switch p.RBAC {
-		case "":
-			p.RBAC = rbacCluster
-		case rbacCluster, rbacNamespace, rbacNone:
-		default:
-			return p, fmt.Errorf("rbac %q: use cluster (a ClusterRole over every namespace), namespace (a Role in the delegate's namespace only) or none", p.RBAC)
-		}
-		if p.CPU == "" {
-			p.CPU = defaultK8sCPU
-		}
-		if p.Memory == "" {
-			p.Memory = defaultK8sMem
-		}
-		if !quantity(p.CPU) {
-			return p, fmt.Errorf("cpu %q is not a Kubernetes quantity such as 50m, 0.5 or 1", p.CPU)
-		}
-		if !quantity(p.Memory) {
-			return p, fmt.Errorf("memory %q is not a Kubernetes quantity such as 64Mi or 1Gi", p.Memory)
-		}
+// normalizeK8s checks and defaults the Kubernetes settings (Kubernetes
+// manifests and Helm values).
+func normalizeK8s(p *Params) error {
+	if p.Namespace == "" {
+		p.Namespace = DefaultNamespace
 	}
-	if aws {
-		if err := normalizeAWS(&p); err != nil {
-			return p, err
-		}
+	if !dnsLabel(p.Namespace, 63) {
+		return fmt.Errorf("namespace %q is not a Kubernetes namespace name: use lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters", p.Namespace)
 	}
-	return p, nil
+	switch p.RBAC {
+	case "":
+		p.RBAC = rbacCluster
+	case rbacCluster, rbacNamespace, rbacNone:
+	default:
+		return fmt.Errorf("rbac %q: use cluster (a ClusterRole over every namespace), namespace (a Role in the delegate's namespace only) or none", p.RBAC)
+	}
+	if p.CPU == "" {
+		p.CPU = defaultK8sCPU
+	}
+	if p.Memory == "" {
+		p.Memory = defaultK8sMem
+	}
+	if !quantity(p.CPU) {
+		return fmt.Errorf("cpu %q is not a Kubernetes quantity such as 50m, 0.5 or 1", p.CPU)
+	}
+	if !quantity(p.Memory) {
+		return fmt.Errorf("memory %q is not a Kubernetes quantity such as 64Mi or 1Gi", p.Memory)
+	}
+	return nil
 }
 
 func normalizeAWS(p *Params) error {
