@@ -397,71 +397,11 @@ func isEnvName(s string) bool {
 	return true
 }
 
-// isHTTPMethod reports whether s is a valid HTTP method: 1-32 token
-// characters (RFC 9110: letters, digits and !#$%&'*+-.^_`|~).
-func isHTTPMethod(s string) bool {
-	if len(s) == 0 || len(s) > 32 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('A' <= c && c <= 'Z') && !('a' <= c && c <= 'z') && !('0' <= c && c <= '9') && !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
-			return false
-		}
-	}
-	return true
-}
-
 // validateSpec checks and normalizes a submitted task.
 func (m *Manager) validateSpec(s *protocol.TaskSpec) error {
-	if s.Type == "" {
-		switch {
-		case s.HTTP != nil:
-			s.Type = protocol.TaskHTTP
-		case s.Container != nil && s.Shell == nil:
-			s.Type = protocol.TaskContainer
-		default:
-			s.Type = protocol.TaskShell
-		}
-	}
-	switch s.Type {
-	case protocol.TaskShell:
-		if s.Shell == nil || strings.TrimSpace(s.Shell.Script) == "" {
-			return errors.New("a shell task needs a non-empty script")
-		}
-		if len(s.Shell.Script) > 1<<20 {
-			return errors.New("script is larger than 1 MiB")
-		}
-		s.HTTP, s.Container = nil, nil
-	case protocol.TaskHTTP:
-		if s.HTTP == nil {
-			return errors.New("an http task needs an http section with a url")
-		}
-		u, err := url.Parse(s.HTTP.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return errors.New("http url must be an absolute http:// or https:// URL")
-		}
-		if s.HTTP.Method == "" {
-			s.HTTP.Method = http.MethodGet
-		}
-		s.HTTP.Method = strings.ToUpper(s.HTTP.Method)
-		if !isHTTPMethod(s.HTTP.Method) {
-			return errors.New("http method " + strconv.Quote(s.HTTP.Method) + " is invalid: use a method such as GET or POST")
-		}
-		if err := checkText("http url", s.HTTP.URL, 8192); err != nil {
-			return err
-		}
-		if s.HTTP.ExpectStatus != 0 && (s.HTTP.ExpectStatus < 100 || s.HTTP.ExpectStatus > 599) {
-			return errors.New("expect_status must be between 100 and 599")
-		}
-		s.Shell, s.Container = nil, nil
-	case protocol.TaskContainer:
-		if err := s.Container.Validate(); err != nil {
-			return err
-		}
-		s.Shell, s.HTTP = nil, nil
-	default:
-		return errors.New("unknown task type " + strconv.Quote(s.Type) + " (use shell, http or container)")
+	// The task type and its payload (each type checks its own).
+	if err := s.CheckPayload(); err != nil {
+		return err
 	}
 	for k := range s.Env {
 		if !isEnvName(k) {
