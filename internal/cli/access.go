@@ -56,6 +56,13 @@ once on every manager.`,
   legate user create ci-bot --service-account
   legate user disable alice`,
 	}
+	cmd.AddCommand(a.userCreateCmd(), a.userListCmd(), a.userGetCmd(),
+		a.userSetDisabledCmd("disable", "Disable a user: its keys and sessions are refused at once", true),
+		a.userSetDisabledCmd("enable", "Enable a disabled user", false), a.userPasswdCmd(), a.userDeleteCmd())
+	return cmd
+}
+
+func (a *app) userCreateCmd() *cobra.Command {
 	var out outputFlags
 	var sa, pwStdin bool
 	var display string
@@ -89,7 +96,10 @@ once on every manager.`,
 	create.Flags().BoolVar(&pwStdin, "password-stdin", false, "read the user's password from the first line of stdin (never from a flag)")
 	create.Flags().StringVar(&display, "display", "", "display name")
 	out.add(create, formatJSON, formatYAML)
+	return create
+}
 
+func (a *app) userListCmd() *cobra.Command {
 	var listOut outputFlags
 	list := &cobra.Command{
 		Use: "list", Aliases: []string{"ls"}, Short: "List users and service accounts", Args: cobra.NoArgs,
@@ -114,7 +124,10 @@ once on every manager.`,
 		}),
 	}
 	listOut.add(list, formatJSON, formatYAML)
+	return list
+}
 
+func (a *app) userGetCmd() *cobra.Command {
 	var getOut outputFlags
 	get := &cobra.Command{
 		Use: "get NAME", Short: "Show a user or service account", Args: cobra.ExactArgs(1),
@@ -130,21 +143,26 @@ once on every manager.`,
 		}),
 	}
 	getOut.add(get, formatJSON, formatYAML)
+	return get
+}
 
-	setDisabled := func(use, short string, disabled bool) *cobra.Command {
-		return &cobra.Command{
-			Use: use + " NAME", Short: short, Args: cobra.ExactArgs(1),
-			RunE: a.run(func(cmd *cobra.Command, args []string) error {
-				if err := a.call(cmd, use+" user", http.MethodPatch, protocol.PathUsers+"/"+url.PathEscape(args[0]),
-					protocol.UpdateUserRequest{Disabled: &disabled}, nil); err != nil {
-					return err
-				}
-				_, err := fmt.Fprintf(cmd.OutOrStdout(), "%sd %s\n", strings.ToUpper(use[:1])+use[1:], args[0])
+// userSetDisabledCmd builds user disable (disabled) and user enable.
+func (a *app) userSetDisabledCmd(use, short string, disabled bool) *cobra.Command {
+	return &cobra.Command{
+		Use: use + " NAME", Short: short, Args: cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			if err := a.call(cmd, use+" user", http.MethodPatch, protocol.PathUsers+"/"+url.PathEscape(args[0]),
+				protocol.UpdateUserRequest{Disabled: &disabled}, nil); err != nil {
 				return err
-			}),
-		}
+			}
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "%sd %s\n", strings.ToUpper(use[:1])+use[1:], args[0])
+			return err
+		}),
 	}
-	passwd := &cobra.Command{
+}
+
+func (a *app) userPasswdCmd() *cobra.Command {
+	return &cobra.Command{
 		Use: "passwd NAME", Short: "Set a user's password from the first line of stdin", Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			pw, err := readSecretLine(cmd.InOrStdin())
@@ -159,7 +177,10 @@ once on every manager.`,
 			return err
 		}),
 	}
-	del := &cobra.Command{
+}
+
+func (a *app) userDeleteCmd() *cobra.Command {
+	return &cobra.Command{
 		Use: "delete NAME", Short: "Delete a user or service account, its bindings, keys and sessions", Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			if err := a.call(cmd, "delete user", http.MethodDelete, protocol.PathUsers+"/"+url.PathEscape(args[0]), nil, nil); err != nil {
@@ -169,9 +190,6 @@ once on every manager.`,
 			return err
 		}),
 	}
-	cmd.AddCommand(create, list, get, setDisabled("disable", "Disable a user: its keys and sessions are refused at once", true),
-		setDisabled("enable", "Enable a disabled user", false), passwd, del)
-	return cmd
 }
 
 func scopeText(org, project string) string {
@@ -247,6 +265,13 @@ a project, and applies to everything beneath it.`,
   legate role bind project-admin --user alice --org eng --project web
   legate role bindings`,
 	}
+	cmd.AddCommand(a.roleCreateCmd(), a.roleListCmd(), a.roleGetCmd(), a.roleDeleteCmd(),
+		a.roleBindingCmd("bind", "Bind a role to a user, service account or group", true),
+		a.roleBindingCmd("unbind", "Remove a binding", false), a.roleBindingsCmd())
+	return cmd
+}
+
+func (a *app) roleCreateCmd() *cobra.Command {
 	var perms []string
 	var desc string
 	create := &cobra.Command{
@@ -265,6 +290,10 @@ a project, and applies to everything beneath it.`,
 	}
 	create.Flags().StringArrayVar(&perms, "permission", nil, "a permission RESOURCE:ACTION (repeat)")
 	create.Flags().StringVar(&desc, "description", "", "what the role is for")
+	return create
+}
+
+func (a *app) roleListCmd() *cobra.Command {
 	var out outputFlags
 	list := &cobra.Command{
 		Use: "list", Aliases: []string{"ls"}, Short: "List built-in and custom roles", Args: cobra.NoArgs,
@@ -284,7 +313,11 @@ a project, and applies to everything beneath it.`,
 		}),
 	}
 	out.add(list, formatJSON, formatYAML)
-	get := &cobra.Command{
+	return list
+}
+
+func (a *app) roleGetCmd() *cobra.Command {
+	return &cobra.Command{
 		Use: "get NAME", Short: "Show a role", Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			var r protocol.Role
@@ -294,7 +327,10 @@ a project, and applies to everything beneath it.`,
 			return (&outputFlags{format: formatYAML}).print(cmd.OutOrStdout(), r)
 		}),
 	}
-	del := &cobra.Command{
+}
+
+func (a *app) roleDeleteCmd() *cobra.Command {
+	return &cobra.Command{
 		Use: "delete NAME", Short: "Delete a custom role (not while bound)", Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			if err := a.call(cmd, "delete role", http.MethodDelete, protocol.PathRoles+"/"+url.PathEscape(args[0]), nil, nil); err != nil {
@@ -304,50 +340,55 @@ a project, and applies to everything beneath it.`,
 			return err
 		}),
 	}
-	bindingCmd := func(use, short string, bind bool) *cobra.Command {
-		var user, sa, group, org, project string
-		c := &cobra.Command{
-			Use: use + " ROLE (--user U | --service-account S | --group G) [--org O [--project P]]", Short: short, Args: cobra.ExactArgs(1),
-			RunE: a.run(func(cmd *cobra.Command, args []string) error {
-				b := protocol.Binding{Role: args[0], Org: org, Project: project}
-				n := 0
-				for _, s := range []struct{ kind, v string }{{protocol.PrincipalUser, user}, {protocol.PrincipalServiceAccount, sa}, {protocol.SubjectGroup, group}} {
-					if s.v != "" {
-						b.SubjectKind, b.Subject = s.kind, s.v
-						n++
-					}
+}
+
+// roleBindingCmd builds role bind (bind) and role unbind.
+func (a *app) roleBindingCmd(use, short string, bind bool) *cobra.Command {
+	var user, sa, group, org, project string
+	c := &cobra.Command{
+		Use: use + " ROLE (--user U | --service-account S | --group G) [--org O [--project P]]", Short: short, Args: cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			b := protocol.Binding{Role: args[0], Org: org, Project: project}
+			n := 0
+			for _, s := range []struct{ kind, v string }{{protocol.PrincipalUser, user}, {protocol.PrincipalServiceAccount, sa}, {protocol.SubjectGroup, group}} {
+				if s.v != "" {
+					b.SubjectKind, b.Subject = s.kind, s.v
+					n++
 				}
-				if n != 1 {
-					return usagef("give exactly one of --user, --service-account and --group")
-				}
-				if project != "" && org == "" {
-					return usagef("--project needs --org")
-				}
-				var err error
-				if bind {
-					err = a.call(cmd, "bind role", http.MethodPost, protocol.PathBindings, b, nil)
-				} else {
-					q := url.Values{"role": {b.Role}, "subject_kind": {b.SubjectKind}, "subject": {b.Subject}, "org": {org}, "project": {project}}
-					err = a.call(cmd, "unbind role", http.MethodDelete, protocol.PathBindings+"?"+q.Encode(), nil, nil)
-				}
-				if err != nil {
-					return err
-				}
-				verb := "Bound"
-				if !bind {
-					verb = "Unbound"
-				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %s for %s %s at %s\n", verb, b.Role, strings.ReplaceAll(b.SubjectKind, "_", " "), b.Subject, scopeText(org, project))
+			}
+			if n != 1 {
+				return usagef("give exactly one of --user, --service-account and --group")
+			}
+			if project != "" && org == "" {
+				return usagef("--project needs --org")
+			}
+			var err error
+			if bind {
+				err = a.call(cmd, "bind role", http.MethodPost, protocol.PathBindings, b, nil)
+			} else {
+				q := url.Values{"role": {b.Role}, "subject_kind": {b.SubjectKind}, "subject": {b.Subject}, "org": {org}, "project": {project}}
+				err = a.call(cmd, "unbind role", http.MethodDelete, protocol.PathBindings+"?"+q.Encode(), nil, nil)
+			}
+			if err != nil {
 				return err
-			}),
-		}
-		c.Flags().StringVar(&user, "user", "", "a user")
-		c.Flags().StringVar(&sa, "service-account", "", "a service account")
-		c.Flags().StringVar(&group, "group", "", "a group")
-		c.Flags().StringVar(&org, "org", "", "bind at this org (default: the account)")
-		c.Flags().StringVar(&project, "project", "", "bind at this project of --org")
-		return c
+			}
+			verb := "Bound"
+			if !bind {
+				verb = "Unbound"
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s %s for %s %s at %s\n", verb, b.Role, strings.ReplaceAll(b.SubjectKind, "_", " "), b.Subject, scopeText(org, project))
+			return err
+		}),
 	}
+	c.Flags().StringVar(&user, "user", "", "a user")
+	c.Flags().StringVar(&sa, "service-account", "", "a service account")
+	c.Flags().StringVar(&group, "group", "", "a group")
+	c.Flags().StringVar(&org, "org", "", "bind at this org (default: the account)")
+	c.Flags().StringVar(&project, "project", "", "bind at this project of --org")
+	return c
+}
+
+func (a *app) roleBindingsCmd() *cobra.Command {
 	var bout outputFlags
 	bindings := &cobra.Command{
 		Use: "bindings", Short: "List the bindings you may see", Args: cobra.NoArgs,
@@ -367,9 +408,7 @@ a project, and applies to everything beneath it.`,
 		}),
 	}
 	bout.add(bindings, formatJSON, formatYAML)
-	cmd.AddCommand(create, list, get, del, bindingCmd("bind", "Bind a role to a user, service account or group", true),
-		bindingCmd("unbind", "Remove a binding", false), bindings)
-	return cmd
+	return bindings
 }
 
 func (a *app) whoamiCmd() *cobra.Command {

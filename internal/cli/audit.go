@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -71,21 +73,9 @@ ending with "." or "*", of the actions that start so (token.). --limit bounds th
 				return usagef("--limit %d: use a number from 1 to 1000", limit)
 			}
 			q.Limit = limit
-			var list protocol.AuditList
-			for {
-				page, err := c.ListAudit(cmd.Context(), q)
-				if err != nil {
-					return err
-				}
-				list.Events = append(list.Events, page.Events...)
-				list.Next = page.Next
-				if !all || page.Next == "" {
-					break
-				}
-				q.After = page.Next
-			}
-			if list.Events == nil {
-				list.Events = []protocol.AuditEvent{}
+			list, err := listAudit(cmd.Context(), c, &q, all)
+			if err != nil {
+				return err
 			}
 			w := cmd.OutOrStdout()
 			if out.structured() {
@@ -95,32 +85,7 @@ ending with "." or "*", of the actions that start so (token.). --limit bounds th
 				fmt.Fprintln(cmd.ErrOrStderr(), "No audit records match.")
 				return nil
 			}
-			wide := out.is(formatWide)
-			header := []string{"TIME", "PRINCIPAL", "ACTION", "RESOURCE", "SCOPE", "ADDRESS", "OUTCOME"}
-			if wide {
-				header = append(header, "CREDENTIAL", "STATUS", "DETAIL")
-			}
-			t := newTable(w, header...)
-			for _, e := range list.Events {
-				who := e.Principal
-				if e.PrincipalKind == protocol.PrincipalServiceAccount {
-					who += " (service account)"
-				}
-				outcome := e.Outcome
-				if e.Outcome != protocol.AuditSuccess && e.Detail != "" && !wide {
-					outcome += ": " + shorten(e.Detail, 60)
-				}
-				row := []string{a.absTime(&e.Time), who, e.Action, e.Resource, scope(e.Org, e.Project), e.Address, outcome}
-				if wide {
-					cred := e.Credential
-					if e.CredentialName != "" {
-						cred += " " + e.CredentialName
-					}
-					row = append(row, cred, strconv.Itoa(e.Status), e.Detail)
-				}
-				t.row(row...)
-			}
-			if err := t.flush(); err != nil {
+			if err := a.auditTable(w, list.Events, out.is(formatWide)); err != nil {
 				return err
 			}
 			if list.Next != "" && !all {
@@ -137,4 +102,56 @@ ending with "." or "*", of the actions that start so (token.). --limit bounds th
 	cmd.Flags().IntVar(&limit, "limit", 100, "show at most this many records (1 to 1000)")
 	cmd.Flags().BoolVar(&all, "all", false, "page through every record that matches")
 	return cmd
+}
+
+// listAudit fetches the records q selects: one page, or with all every
+// page, advancing q.After as it goes. Events is never nil.
+func listAudit(ctx context.Context, c *client.Client, q *client.AuditQuery, all bool) (protocol.AuditList, error) {
+	var list protocol.AuditList
+	for {
+		page, err := c.ListAudit(ctx, *q)
+		if err != nil {
+			return list, err
+		}
+		list.Events = append(list.Events, page.Events...)
+		list.Next = page.Next
+		if !all || page.Next == "" {
+			break
+		}
+		q.After = page.Next
+	}
+	if list.Events == nil {
+		list.Events = []protocol.AuditEvent{}
+	}
+	return list, nil
+}
+
+// auditTable writes the audit records as a table; wide adds the
+// credential, the HTTP status and the whole detail.
+func (a *app) auditTable(w io.Writer, events []protocol.AuditEvent, wide bool) error {
+	header := []string{"TIME", "PRINCIPAL", "ACTION", "RESOURCE", "SCOPE", "ADDRESS", "OUTCOME"}
+	if wide {
+		header = append(header, "CREDENTIAL", "STATUS", "DETAIL")
+	}
+	t := newTable(w, header...)
+	for _, e := range events {
+		who := e.Principal
+		if e.PrincipalKind == protocol.PrincipalServiceAccount {
+			who += " (service account)"
+		}
+		outcome := e.Outcome
+		if e.Outcome != protocol.AuditSuccess && e.Detail != "" && !wide {
+			outcome += ": " + shorten(e.Detail, 60)
+		}
+		row := []string{a.absTime(&e.Time), who, e.Action, e.Resource, scope(e.Org, e.Project), e.Address, outcome}
+		if wide {
+			cred := e.Credential
+			if e.CredentialName != "" {
+				cred += " " + e.CredentialName
+			}
+			row = append(row, cred, strconv.Itoa(e.Status), e.Detail)
+		}
+		t.row(row...)
+	}
+	return t.flush()
 }

@@ -82,25 +82,8 @@ delegates, in name order, and says how to ask for the next page (--page,
 			if err != nil {
 				return err
 			}
-			query.All = all
-			if pending {
-				query.Approval = protocol.ApprovalPending
-			}
-			if connected != "" {
-				b, err := strconv.ParseBool(connected)
-				if err != nil {
-					return usagef("--connected %q: use true or false", connected)
-				}
-				query.Connected = &b
-			}
-			if scope != "" {
-				query.Org, query.Project, _ = strings.Cut(scope, "/")
-				if query.Org == "" || strings.HasSuffix(scope, "/") || strings.Count(scope, "/") > 1 {
-					return usagef("--scope %q: use ORG or ORG/PROJECT", scope)
-				}
-			}
-			if query.Limit < 0 || query.Limit > protocol.MaxDelegatePage {
-				return usagef("--limit %d: use 1 to %d (0: every delegate)", query.Limit, protocol.MaxDelegatePage)
+			if err := delegateQuery(&query, all, pending, connected, scope); err != nil {
+				return err
 			}
 			list, err := c.ListDelegatesPage(cmd.Context(), query)
 			if err != nil {
@@ -109,34 +92,7 @@ delegates, in name order, and says how to ask for the next page (--page,
 			if list.Next != "" && !out.structured() {
 				defer fmt.Fprintf(cmd.ErrOrStderr(), "More delegates: legate delegates list --page %s (with the same filters and --limit).\n", list.Next)
 			}
-			if list.Delegates == nil {
-				list.Delegates = []protocol.Delegate{}
-			}
-			if pending {
-				kept := []protocol.Delegate{}
-				for _, d := range list.Delegates {
-					if d.Approval == protocol.ApprovalPending {
-						kept = append(kept, d)
-					}
-				}
-				list.Delegates = kept
-			}
-			w := cmd.OutOrStdout()
-			switch {
-			case out.structured():
-				return out.print(w, list)
-			case out.is(formatName):
-				return printNames(w, delegateNames(list.Delegates)...)
-			}
-			if len(list.Delegates) == 0 && pending {
-				fmt.Fprintln(cmd.ErrOrStderr(), "No delegate waits for approval.")
-				return nil
-			}
-			if len(list.Delegates) == 0 {
-				fmt.Fprintln(cmd.ErrOrStderr(), "No delegates. Create a token (legate token create NAME) and start one with it (legate delegate).")
-				return nil
-			}
-			return a.delegateTable(w, list.Delegates, out.is(formatWide))
+			return a.printDelegateList(cmd, &out, list, pending)
 		}),
 	}
 	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
@@ -149,6 +105,66 @@ delegates, in name order, and says how to ask for the next page (--page,
 	cmd.Flags().StringVar(&connected, "connected", "", "only connected (true) or not connected (false) instances")
 	cmd.Flags().StringVar(&scope, "scope", "", "only instances of this org (and its projects) or project: ORG or ORG/PROJECT")
 	return cmd
+}
+
+// delegateQuery completes query, which holds --limit, --page, --name and
+// --tag, with the other flags of delegates list; every error is a usage
+// error.
+func delegateQuery(query *protocol.DelegateQuery, all, pending bool, connected, scope string) error {
+	query.All = all
+	if pending {
+		query.Approval = protocol.ApprovalPending
+	}
+	if connected != "" {
+		b, err := strconv.ParseBool(connected)
+		if err != nil {
+			return usagef("--connected %q: use true or false", connected)
+		}
+		query.Connected = &b
+	}
+	if scope != "" {
+		query.Org, query.Project, _ = strings.Cut(scope, "/")
+		if query.Org == "" || strings.HasSuffix(scope, "/") || strings.Count(scope, "/") > 1 {
+			return usagef("--scope %q: use ORG or ORG/PROJECT", scope)
+		}
+	}
+	if query.Limit < 0 || query.Limit > protocol.MaxDelegatePage {
+		return usagef("--limit %d: use 1 to %d (0: every delegate)", query.Limit, protocol.MaxDelegatePage)
+	}
+	return nil
+}
+
+// printDelegateList prints one page of delegates list in the format of
+// out; with pending, only the delegates that wait for approval.
+func (a *app) printDelegateList(cmd *cobra.Command, out *outputFlags, list protocol.DelegateList, pending bool) error {
+	if list.Delegates == nil {
+		list.Delegates = []protocol.Delegate{}
+	}
+	if pending {
+		kept := []protocol.Delegate{}
+		for _, d := range list.Delegates {
+			if d.Approval == protocol.ApprovalPending {
+				kept = append(kept, d)
+			}
+		}
+		list.Delegates = kept
+	}
+	w := cmd.OutOrStdout()
+	switch {
+	case out.structured():
+		return out.print(w, list)
+	case out.is(formatName):
+		return printNames(w, delegateNames(list.Delegates)...)
+	}
+	if len(list.Delegates) == 0 && pending {
+		fmt.Fprintln(cmd.ErrOrStderr(), "No delegate waits for approval.")
+		return nil
+	}
+	if len(list.Delegates) == 0 {
+		fmt.Fprintln(cmd.ErrOrStderr(), "No delegates. Create a token (legate token create NAME) and start one with it (legate delegate).")
+		return nil
+	}
+	return a.delegateTable(w, list.Delegates, out.is(formatWide))
 }
 
 func (a *app) delegatesDeleteCmd() *cobra.Command {

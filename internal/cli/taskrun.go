@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/protocol"
@@ -122,6 +123,12 @@ Ctrl-C stops following but leaves the task running.`,
 			return a.runTask(cmd, spec, &f.out, f.detach)
 		}),
 	}
+	f.register(cmd)
+	return cmd
+}
+
+// register adds the flags of task run to cmd.
+func (f *runFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.selectors, "selector", nil, "run only on a delegate with this tag, name or hostname (repeatable; all must match)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "stop the task after this long, e.g. 90s or 10m (0 = the manager's default)")
@@ -145,12 +152,39 @@ Ctrl-C stops following but leaves the task running.`,
 	fl.IntVar(&f.expectStatus, "expect-status", 0, "HTTP status that counts as success (0 = any 2xx)")
 	fl.BoolVar(&f.detach, "detach", false, "print the task ID (with -o: the queued task) and exit at once; the task keeps running")
 	f.out.add(cmd, formatJSON, formatYAML)
-	return cmd
 }
 
 // buildSpec turns the flags into a TaskSpec; every error is a usage error.
 func (a *app) buildSpec(cmd *cobra.Command, f *runFlags) (protocol.TaskSpec, error) {
 	fl := cmd.Flags()
+	spec, err := a.commonSpec(fl, f)
+	if err != nil {
+		return spec, err
+	}
+	typ := taskType(fl, f.typ)
+	if typ != protocol.TaskContainer {
+		if err := checkNoContainerFlags(cmd, typ); err != nil {
+			return spec, err
+		}
+	}
+	spec.Type = typ
+	switch typ {
+	case protocol.TaskShell:
+		spec.Shell, err = shellSpec(cmd, f)
+	case protocol.TaskHTTP:
+		spec.HTTP, err = httpSpec(fl, f)
+	case protocol.TaskContainer:
+		spec.Container, err = containerTaskSpec(cmd, f)
+	default:
+		return spec, usagef("--type %q: want shell, http or container", typ)
+	}
+	return spec, err
+}
+
+// commonSpec turns the flags every task type has into a TaskSpec without
+// its type: selectors, timeouts, retries, scope, capabilities, connector
+// and environment.
+func (a *app) commonSpec(fl *pflag.FlagSet, f *runFlags) (protocol.TaskSpec, error) {
 	spec := protocol.TaskSpec{Selectors: protocol.NormalizeSelectors(f.selectors)}
 	if len(spec.Selectors) == 0 {
 		spec.Selectors = nil
@@ -183,8 +217,12 @@ func (a *app) buildSpec(cmd *cobra.Command, f *runFlags) (protocol.TaskSpec, err
 	if spec.SecretEnv, err = parseKV("--secret-env", f.secretEnv, a.getenv); err != nil {
 		return spec, err
 	}
+	return spec, nil
+}
 
-	typ := f.typ
+// taskType is --type, or when not given the type the other flags imply:
+// container with --image, else http with --http-url, else shell.
+func taskType(fl *pflag.FlagSet, typ string) string {
 	if typ == "" {
 		typ = protocol.TaskShell
 		if fl.Changed("http-url") {
@@ -194,91 +232,100 @@ func (a *app) buildSpec(cmd *cobra.Command, f *runFlags) (protocol.TaskSpec, err
 			typ = protocol.TaskContainer
 		}
 	}
-	if typ != protocol.TaskContainer {
-		if err := checkNoContainerFlags(cmd, typ); err != nil {
-			return spec, err
+	return typ
+}
+
+// checkNoHTTPFlags refuses the flags of http tasks in a shell or
+// container task.
+func checkNoHTTPFlags(fl *pflag.FlagSet) error {
+	for _, name := range []string{"http-url", "method", "header", "body", "expect-status"} {
+		if fl.Changed(name) {
+			return usagef("--%s is for http tasks (--type http)", name)
 		}
 	}
-	spec.Type = typ
-	switch typ {
-	case protocol.TaskShell:
-		for _, name := range []string{"http-url", "method", "header", "body", "expect-status"} {
-			if fl.Changed(name) {
-				return spec, usagef("--%s is for http tasks (--type http)", name)
-			}
-		}
-		hasScript, hasFile := fl.Changed("script"), fl.Changed("file")
-		if hasScript == hasFile {
-			msg := "a shell task needs exactly one of --script or --file"
-			if !hasScript && fl.Changed("url") {
-				msg += " (for an http task use --http-url; --url is the manager's URL)"
-			}
-			return spec, usageError{msg}
-		}
-		script := f.script
-		if hasFile {
-			if script, err = readScript(cmd.InOrStdin(), f.file); err != nil {
-				return spec, err
-			}
-		}
-		if strings.TrimSpace(script) == "" {
-			return spec, usagef("the script is empty")
-		}
-		spec.Shell = &protocol.ShellSpec{Script: script}
-	case protocol.TaskHTTP:
-		for _, name := range []string{"script", "file"} {
-			if fl.Changed(name) {
-				return spec, usagef("--%s is for shell tasks", name)
-			}
-		}
-		if f.httpURL == "" {
-			return spec, usagef("an http task needs --http-url")
-		}
-		u, err := url.Parse(f.httpURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return spec, usagef("--http-url %q: want an http:// or https:// URL", f.httpURL)
-		}
-		method := strings.ToUpper(strings.TrimSpace(f.method))
-		if method == "" || strings.ContainsAny(method, " \t/:") {
-			return spec, usagef("--method %q: want an HTTP method such as GET or POST", f.method)
-		}
-		if f.expectStatus != 0 && (f.expectStatus < 100 || f.expectStatus > 599) {
-			return spec, usagef("--expect-status %d: want an HTTP status between 100 and 599", f.expectStatus)
-		}
-		headers, err := parseHeaders(f.headers)
-		if err != nil {
-			return spec, err
-		}
-		spec.HTTP = &protocol.HTTPSpec{Method: method, URL: f.httpURL, Headers: headers, Body: f.body, ExpectStatus: f.expectStatus}
-	case protocol.TaskContainer:
-		for _, name := range []string{"http-url", "method", "header", "body", "expect-status"} {
-			if fl.Changed(name) {
-				return spec, usagef("--%s is for http tasks (--type http)", name)
-			}
-		}
-		hasScript, hasFile := fl.Changed("script"), fl.Changed("file")
-		if hasScript && hasFile {
-			return spec, usagef("give --script or --file, not both")
-		}
-		if (hasScript || hasFile) && len(f.command) > 0 {
-			return spec, usagef("give a script (--script or --file) or a command after --, not both")
-		}
-		script := f.script
-		if hasFile {
-			if script, err = readScript(cmd.InOrStdin(), f.file); err != nil {
-				return spec, err
-			}
-		}
-		if (hasScript || hasFile) && strings.TrimSpace(script) == "" {
-			return spec, usagef("the script is empty")
-		}
-		if spec.Container, err = f.container.containerSpec(fl, script, f.command); err != nil {
-			return spec, err
-		}
-	default:
-		return spec, usagef("--type %q: want shell, http or container", typ)
+	return nil
+}
+
+// shellSpec turns the flags of a shell task into its spec.
+func shellSpec(cmd *cobra.Command, f *runFlags) (*protocol.ShellSpec, error) {
+	fl := cmd.Flags()
+	if err := checkNoHTTPFlags(fl); err != nil {
+		return nil, err
 	}
-	return spec, nil
+	hasScript, hasFile := fl.Changed("script"), fl.Changed("file")
+	if hasScript == hasFile {
+		msg := "a shell task needs exactly one of --script or --file"
+		if !hasScript && fl.Changed("url") {
+			msg += " (for an http task use --http-url; --url is the manager's URL)"
+		}
+		return nil, usageError{msg}
+	}
+	script := f.script
+	if hasFile {
+		var err error
+		if script, err = readScript(cmd.InOrStdin(), f.file); err != nil {
+			return nil, err
+		}
+	}
+	if strings.TrimSpace(script) == "" {
+		return nil, usagef("the script is empty")
+	}
+	return &protocol.ShellSpec{Script: script}, nil
+}
+
+// httpSpec turns the flags of an http task into its spec.
+func httpSpec(fl *pflag.FlagSet, f *runFlags) (*protocol.HTTPSpec, error) {
+	for _, name := range []string{"script", "file"} {
+		if fl.Changed(name) {
+			return nil, usagef("--%s is for shell tasks", name)
+		}
+	}
+	if f.httpURL == "" {
+		return nil, usagef("an http task needs --http-url")
+	}
+	u, err := url.Parse(f.httpURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usagef("--http-url %q: want an http:// or https:// URL", f.httpURL)
+	}
+	method := strings.ToUpper(strings.TrimSpace(f.method))
+	if method == "" || strings.ContainsAny(method, " \t/:") {
+		return nil, usagef("--method %q: want an HTTP method such as GET or POST", f.method)
+	}
+	if f.expectStatus != 0 && (f.expectStatus < 100 || f.expectStatus > 599) {
+		return nil, usagef("--expect-status %d: want an HTTP status between 100 and 599", f.expectStatus)
+	}
+	headers, err := parseHeaders(f.headers)
+	if err != nil {
+		return nil, err
+	}
+	return &protocol.HTTPSpec{Method: method, URL: f.httpURL, Headers: headers, Body: f.body, ExpectStatus: f.expectStatus}, nil
+}
+
+// containerTaskSpec turns the flags of a container task, and the command
+// after --, into its spec.
+func containerTaskSpec(cmd *cobra.Command, f *runFlags) (*protocol.ContainerSpec, error) {
+	fl := cmd.Flags()
+	if err := checkNoHTTPFlags(fl); err != nil {
+		return nil, err
+	}
+	hasScript, hasFile := fl.Changed("script"), fl.Changed("file")
+	if hasScript && hasFile {
+		return nil, usagef("give --script or --file, not both")
+	}
+	if (hasScript || hasFile) && len(f.command) > 0 {
+		return nil, usagef("give a script (--script or --file) or a command after --, not both")
+	}
+	script := f.script
+	if hasFile {
+		var err error
+		if script, err = readScript(cmd.InOrStdin(), f.file); err != nil {
+			return nil, err
+		}
+	}
+	if (hasScript || hasFile) && strings.TrimSpace(script) == "" {
+		return nil, usagef("the script is empty")
+	}
+	return f.container.containerSpec(fl, script, f.command)
 }
 
 // parseCapabilities checks --capability values and drops repeats, keeping
