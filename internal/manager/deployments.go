@@ -135,7 +135,7 @@ func (m *Manager) handleListDeployments(w http.ResponseWriter, r *http.Request, 
 	q := r.URL.Query()
 	f := store.DeploymentFilter{AccountID: acct, Service: q.Get("service"), Environment: q.Get("environment"), Limit: 100}
 	if v := q.Get("since"); v != "" {
-		t, err := parseSince(v, m.cfg.Now())
+		t, err := api.ParseSince(v, m.cfg.Now())
 		if err != nil {
 			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%v", err)
 			return
@@ -161,7 +161,7 @@ func (m *Manager) handleListDeployments(w http.ResponseWriter, r *http.Request, 
 	// As for tasks: the store keeps only what the caller may view, before
 	// the limit.
 	pol := api.CallerOf(r.Context()).Policy
-	f.Scopes = viewScopes(pol, access.PipelineView)
+	f.Scopes = api.ViewScopes(pol, access.PipelineView)
 	ds, err := m.st.ListDeployments(r.Context(), f)
 	if err != nil {
 		api.StoreError(w, err, "deployments")

@@ -77,7 +77,7 @@ func (m *Manager) handleApplyPipeline(w http.ResponseWriter, r *http.Request, ac
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	by := principalLabel(api.CallerOf(r.Context()).Policy.Principal)
+	by := api.PrincipalLabel(api.CallerOf(r.Context()).Policy.Principal)
 	stored, changed, err := m.st.ApplyPipeline(r.Context(), store.Pipeline{AccountID: acct, Org: org, Project: project, Name: p.Name,
 		Source: req.Source, UpdatedBy: by}, m.cfg.Now())
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) {
@@ -154,7 +154,7 @@ func (m *Manager) handleRunPipeline(w http.ResponseWriter, r *http.Request, acct
 		return
 	}
 	run, err := m.startRun(r.Context(), runStart{AccountID: acct, Org: org, Project: project, Pipeline: name, Inputs: req.Inputs,
-		Trigger: "manual", TriggeredBy: principalLabel(api.CallerOf(r.Context()).Policy.Principal)})
+		Trigger: "manual", TriggeredBy: api.PrincipalLabel(api.CallerOf(r.Context()).Policy.Principal)})
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) {
 		e.Resource, e.Org, e.Project = name, org, project
 		if run.ID != "" {
@@ -215,7 +215,7 @@ func (m *Manager) handleListRuns(w http.ResponseWriter, r *http.Request, acct st
 	// The store keeps only what the caller may view, before the limit, so
 	// a page is full whenever enough runs exist.
 	pol := api.CallerOf(r.Context()).Policy
-	f.Scopes = viewScopes(pol, access.PipelineView)
+	f.Scopes = api.ViewScopes(pol, access.PipelineView)
 	runs, err := m.st.ListRuns(r.Context(), acct, f)
 	if err != nil {
 		api.StoreError(w, err, "runs")

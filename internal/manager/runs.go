@@ -143,7 +143,7 @@ type runStart struct {
 	Pipeline     string
 	Inputs       map[string]string
 	Trigger      string // "manual", "webhook"
-	TriggeredBy  string // principalLabel of the caller, "webhook:NAME"
+	TriggeredBy  string // api.PrincipalLabel of the caller, "webhook:NAME"
 	// WebhookID and Delivery: the webhook that starts it and the
 	// delivery ID its sender gave (CreateRun refuses a second run of it
 	// with store.ErrConflict).
@@ -533,7 +533,7 @@ func (m *Manager) beginStage(ctx context.Context, run store.Run, p *pipeline.Pip
 	return err
 }
 
-// principalOfLabel is the inverse of principalLabel: the kind and name of
+// principalOfLabel is the inverse of api.PrincipalLabel: the kind and name of
 // the principal a run's TriggeredBy names.
 func principalOfLabel(label string) (kind, name string) {
 	for _, k := range []string{access.KindServiceAccount, access.KindUser} {

@@ -48,7 +48,7 @@ func (m *Manager) handleEnableWebhook(w http.ResponseWriter, r *http.Request, ac
 	}
 	pr := api.CallerOf(r.Context()).Policy.Principal
 	h := store.Webhook{ID: api.NewSecret("wh_", 16), AccountID: acct, Org: org, Project: project, Pipeline: name,
-		PrincipalKind: pr.Kind, PrincipalID: pr.ID, EnabledBy: principalLabel(pr)}
+		PrincipalKind: pr.Kind, PrincipalID: pr.ID, EnabledBy: api.PrincipalLabel(pr)}
 	if pr.Kind == protocol.OwnerAccount {
 		h.PrincipalID, h.EnabledBy = acct, "account"
 	}
