@@ -44,6 +44,11 @@ var forbidden = map[string][]string{
 	// pipeline: definitions, expressions and the planner; no HTTP, no SQL.
 	"internal/pipeline":  {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/transport", "internal/seal", "internal/access", "internal/config"},
 	"internal/secretref": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/seal", "internal/access"}, // references only: values come from the caller
+
+	// pipeline/engine: runs pipelines, over the store and the events
+	// stream; what it needs of the manager and the other services is an
+	// interface of its own (it seals nothing, calls no delegate).
+	"internal/pipeline/engine": {"internal/manager", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/webui", "internal/transport", "internal/seal", "internal/config", "internal/assign", "internal/cluster", "internal/dispatch", "internal/identity", "internal/secrets", "internal/upgrades"},
 }
 
 type pkgInfo struct {
