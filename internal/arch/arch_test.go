@@ -52,9 +52,10 @@ var layout = map[string][]string{
 	// Durable state.
 	"internal/store": {"internal/backoff", "internal/protocol", "internal/seal", "internal/secretref"},
 	// The manager's shared parts and its services.
-	"internal/api":     {"internal/access", "internal/protocol", "internal/store"},
-	"internal/events":  {"internal/store"},
-	"internal/manager": {"internal/access", "internal/api", "internal/assign", "internal/atomicfile", "internal/cluster", "internal/events", "internal/manifest", "internal/metrics", "internal/pipeline", "internal/protocol", "internal/release", "internal/retention", "internal/seal", "internal/secretref", "internal/store", "internal/webui"},
+	"internal/api":             {"internal/access", "internal/protocol", "internal/store"},
+	"internal/events":          {"internal/store"},
+	"internal/manager":         {"internal/access", "internal/api", "internal/assign", "internal/atomicfile", "internal/cluster", "internal/events", "internal/manifest", "internal/metrics", "internal/pipeline/engine", "internal/protocol", "internal/release", "internal/retention", "internal/seal", "internal/secretref", "internal/store", "internal/webui"},
+	"internal/pipeline/engine": {"internal/access", "internal/api", "internal/events", "internal/metrics", "internal/pipeline", "internal/protocol", "internal/store"},
 	// The web UI talks to the manager only through the API (client).
 	"internal/webui": {"internal/access", "internal/client", "internal/manifest", "internal/protocol"},
 	// Clients of the manager's API.

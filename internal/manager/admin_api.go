@@ -471,7 +471,7 @@ func (m *Manager) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 		ID: api.NewID("t_"), AccountID: acct, Spec: spec, Status: protocol.StatusQueued,
 		TimeoutMS: spec.TimeoutMS, QueueTimeoutMS: spec.QueueTimeoutMS, Retries: spec.Retries,
 		CreatedAt: now, QueueDeadline: now.Add(time.Duration(spec.QueueTimeoutMS) * time.Millisecond),
-		CreatedBy: principalLabel(api.CallerOf(r.Context()).Policy.Principal),
+		CreatedBy: api.PrincipalLabel(api.CallerOf(r.Context()).Policy.Principal),
 	}
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) {
 		e.Resource, e.Org, e.Project = t.ID, spec.Org, spec.Project
@@ -530,7 +530,7 @@ func (m *Manager) handleListTasks(w http.ResponseWriter, r *http.Request, acct s
 	// filtering the page afterwards would return fewer than limit tasks
 	// (none, often) while more exist.
 	pol := api.CallerOf(r.Context()).Policy
-	f.Scopes = viewScopes(pol, access.TaskView)
+	f.Scopes = api.ViewScopes(pol, access.TaskView)
 	ts, err := m.st.ListTasks(r.Context(), f)
 	if err != nil {
 		api.StoreError(w, err, "tasks")
@@ -849,17 +849,4 @@ func (s *logStream) follow(ctx context.Context) {
 			return
 		}
 	}
-}
-
-// principalLabel names who acts, as a task records its submitter: "user
-// alice", "service account ci", or "account" for a key that acts as its
-// whole account (written to the store before keys had owners).
-func principalLabel(p access.Principal) string {
-	switch p.Kind {
-	case access.KindUser, access.KindServiceAccount:
-		return p.String()
-	case "":
-		return ""
-	}
-	return p.Kind
 }

@@ -430,19 +430,3 @@ func (m *Manager) handleDescribeDelegate(w http.ResponseWriter, r *http.Request,
 	}
 	api.WriteJSON(w, http.StatusOK, out)
 }
-
-// viewScopes is the store filter of the scopes where pol grants perm: nil
-// when it grants it on the whole account (no filter), else one entry per
-// scope (an empty list matches nothing). Listings filter in the store,
-// before their limit, so that a page is full whenever enough rows exist.
-func viewScopes(pol *access.Policy, perm access.Permission) []store.ScopeFilter {
-	all, scopes := pol.Scopes(perm)
-	if all {
-		return nil
-	}
-	out := make([]store.ScopeFilter, 0, len(scopes))
-	for _, sc := range scopes {
-		out = append(out, store.ScopeFilter{Org: sc.Org, Project: sc.Project})
-	}
-	return out
-}

@@ -24,7 +24,7 @@ func (m *Manager) handleListAudit(w http.ResponseWriter, r *http.Request, acct s
 	q := r.URL.Query()
 	f := store.AuditFilter{AccountID: acct, Principal: strings.TrimSpace(q.Get("user")), Limit: 100}
 	if s := strings.TrimSpace(q.Get("since")); s != "" {
-		since, err := parseSince(s, m.cfg.Now())
+		since, err := api.ParseSince(s, m.cfg.Now())
 		if err != nil {
 			api.BadRequest(w, "%s", err.Error())
 			return
@@ -93,23 +93,6 @@ func parseAuditAction(s string) (exact, prefix string, err error) {
 		return "", name, nil
 	}
 	return name, "", nil
-}
-
-// parseSince reads a time (RFC 3339) or a duration back from now (24h,
-// 90m, 7d).
-func parseSince(s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	if d, ok := strings.CutSuffix(s, "d"); ok {
-		if n, err := strconv.Atoi(d); err == nil && n >= 0 && n <= 100000 {
-			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
-		}
-	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return now.Add(-d), nil
-	}
-	return time.Time{}, errors.New("since=" + strconv.Quote(s) + ": use a time (2026-11-23T08:00:00Z) or a duration back from now (24h, 7d)")
 }
 
 func parseAuditCursor(s string) (store.AuditCursor, error) {

@@ -346,7 +346,7 @@ func FuzzAuditQuery(f *testing.F) {
 	}
 	now := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, s string) {
-		_, _ = parseSince(s, now)
+		_, _ = api.ParseSince(s, now)
 		c, err := parseAuditCursor(s)
 		if err != nil {
 			return

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/legate-dev/legate/internal/pipeline/engine"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -94,7 +95,7 @@ func TestStageWorkspacePlacement(t *testing.T) {
 	}
 	del.SetSecret(resp.Session)
 	f := runFixture{tm: tm, del: del}
-	run, err := tm.m.startRun(ctx, runStart{AccountID: acct, Pipeline: "ws", Trigger: "manual", TriggeredBy: "user admin"})
+	run, err := tm.m.engine.StartRun(ctx, engine.RunStart{AccountID: acct, Pipeline: "ws", Trigger: "manual", TriggeredBy: "user admin"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,39 +14,40 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/pgtest"
+	"github.com/legate-dev/legate/internal/pipeline/engine"
 	"github.com/legate-dev/legate/internal/promtest"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
 
-// TestDeploymentLimits: beginDeployment refuses the deployment over the
+// TestDeploymentLimits: BeginDeployment refuses the deployment over the
 // hourly limit with a message that names the limit, the usage and when
 // the next slot frees up, counts the refusal, and lets the next one
 // through once the clock passes that moment; the account admin raises the
-// limit through the API; endDeployment and the listing.
+// limit through the API; EndDeployment and the listing.
 func TestDeploymentLimits(t *testing.T) {
 	// Whole seconds: the store keeps microseconds.
 	clock := &fakeClock{now: time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)}
 	tm := startTestManager(t, Config{Now: clock.Now, DeploymentsPerHour: 3, DeploymentsPerDay: 4})
 	ctx := context.Background()
 	acct := tm.admin.AccountID
-	start := func(service string) DeploymentStart {
-		return DeploymentStart{AccountID: acct, Org: "", Service: service, Environment: "prod", Version: "1.0",
+	start := func(service string) engine.DeploymentStart {
+		return engine.DeploymentStart{AccountID: acct, Org: "", Service: service, Environment: "prod", Version: "1.0",
 			Pipeline: "deploy", RunID: "r1", Stage: "ship", PrincipalKind: access.KindUser, PrincipalName: "admin"}
 	}
 	var ids []string
 	for i := range 3 {
-		id, err := tm.m.beginDeployment(ctx, start("api"))
+		id, err := tm.m.engine.BeginDeployment(ctx, start("api"))
 		if err != nil {
 			t.Fatalf("deployment %d: %v", i+1, err)
 		}
 		ids = append(ids, id)
 		clock.Add(10 * time.Minute)
 	}
-	_, err := tm.m.beginDeployment(ctx, start("api"))
-	var le *LimitError
+	_, err := tm.m.engine.BeginDeployment(ctx, start("api"))
+	var le *engine.LimitError
 	if !errors.As(err, &le) {
-		t.Fatalf("4th deployment in an hour: %v, want a *LimitError", err)
+		t.Fatalf("4th deployment in an hour: %v, want a *engine.LimitError", err)
 	}
 	want := "deployment limit reached: 3 of 3 deployments per hour used; the next slot frees up at 2026-11-23T09:00:00Z (in 30m0s)"
 	if err.Error() != want {
@@ -74,14 +75,14 @@ func TestDeploymentLimits(t *testing.T) {
 
 	// Once the first deployment is an hour old, a slot is free.
 	clock.Add(30 * time.Minute)
-	if _, err := tm.m.beginDeployment(ctx, start("web")); err != nil {
+	if _, err := tm.m.engine.BeginDeployment(ctx, start("web")); err != nil {
 		t.Fatalf("deployment once a slot freed up: %v", err)
 	}
 	// At 9:20 the hour has one deployment, the day four, which is full:
 	// the account admin raises the daily limit, bad values
 	// are refused, and the audit log says who changed what.
 	clock.Add(20 * time.Minute)
-	if _, err := tm.m.beginDeployment(ctx, start("web")); !errors.As(err, &le) || le.Window != store.DayWindow {
+	if _, err := tm.m.engine.BeginDeployment(ctx, start("web")); !errors.As(err, &le) || le.Window != store.DayWindow {
 		t.Fatalf("5th deployment in a day: %v, want the daily limit", err)
 	}
 	for _, body := range []string{`{"per_day":-1}`, `{}`, `{"per_hour":"x"}`, fmt.Sprintf(`{"per_day":%d}`, protocol.MaxDeploymentLimit+1)} {
@@ -106,7 +107,7 @@ func TestDeploymentLimits(t *testing.T) {
 	if diff := cmp.Diff([]string{"limits.update by admin: per hour 3 (default), per day 10"}, changes); diff != "" {
 		t.Errorf("audit of the change (-want +got):\n%s", diff)
 	}
-	if _, err := tm.m.beginDeployment(ctx, start("web")); err != nil {
+	if _, err := tm.m.engine.BeginDeployment(ctx, start("web")); err != nil {
 		t.Fatalf("deployment after raising the daily limit: %v", err)
 	}
 
@@ -115,7 +116,7 @@ func TestDeploymentLimits(t *testing.T) {
 	tm.mustAPI(t, viewer, "GET", protocol.PathLimits, "", 200)
 	tm.mustAPI(t, viewer, "PUT", protocol.PathLimits, `{"per_hour":1000}`, 403)
 
-	if err := tm.m.endDeployment(ctx, acct, ids[0], protocol.DeploymentSucceeded); err != nil {
+	if err := tm.m.engine.EndDeployment(ctx, acct, ids[0], protocol.DeploymentSucceeded); err != nil {
 		t.Fatal(err)
 	}
 	var list protocol.DeploymentList
@@ -163,13 +164,13 @@ func TestDeploymentLimitAcrossManagers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = tms[i%2].m.beginDeployment(ctx, DeploymentStart{AccountID: tms[0].admin.AccountID, Service: "api", Environment: "prod"})
+			_, errs[i] = tms[i%2].m.engine.BeginDeployment(ctx, engine.DeploymentStart{AccountID: tms[0].admin.AccountID, Service: "api", Environment: "prod"})
 		}()
 	}
 	wg.Wait()
 	ok := 0
 	for _, err := range errs {
-		var le *LimitError
+		var le *engine.LimitError
 		switch {
 		case err == nil:
 			ok++
@@ -183,26 +184,4 @@ func TestDeploymentLimitAcrossManagers(t *testing.T) {
 	if st, body := tms[1].api(t, tms[1].admin.APIKey, "GET", protocol.PathDeployments, ""); st != http.StatusOK || strings.Count(body, `"id"`) != 5 {
 		t.Errorf("listing: %d %s", st, body)
 	}
-}
-
-// FuzzDeploymentCursor: a page parameter from the query is refused or
-// read back into a cursor that formats to the same text.
-func FuzzDeploymentCursor(f *testing.F) {
-	f.Add("1795421400000000_dp_hx7meyphaa2r2doz")
-	f.Add("_x")
-	f.Add("-1_a_b")
-	f.Add("99999999999999999999_x")
-	f.Fuzz(func(t *testing.T, s string) {
-		d, err := parseDeploymentCursor(s)
-		if err != nil {
-			return
-		}
-		if got := deploymentCursor(*d); got != s {
-			us, _, _ := strings.Cut(s, "_")
-			if strings.HasPrefix(us, "+") || strings.HasPrefix(us, "0") || strings.HasPrefix(us, "-0") {
-				return // the same number written differently
-			}
-			t.Errorf("cursor %q reads back as %q", s, got)
-		}
-	})
 }

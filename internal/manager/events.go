@@ -65,11 +65,6 @@ func (m *Manager) subscribe() {
 			m.taskWatch.notify(e.Account)
 		}
 	}, events.TaskQueued, events.TaskAcquired, events.TaskStarted, events.TaskEnded, events.DelegatesChanged, events.RunAdvanced)
-	// The pipeline engine advances the run of a step task that ended here
-	// (runLoop; the manager where a step ended advances its run).
-	m.events.Subscribe(func(_ context.Context, e events.Event) {
-		if !e.Remote && isStepTask(e.TaskID) {
-			m.runNotes.note(e.TaskID)
-		}
-	}, events.TaskEnded)
+	// The pipeline engine subscribes itself to the ends of step tasks
+	// (engine.New).
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/cluster"
 	"github.com/legate-dev/legate/internal/events"
+	"github.com/legate-dev/legate/internal/pipeline/engine"
 	"github.com/legate-dev/legate/internal/retention"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -233,9 +234,7 @@ type Manager struct {
 	sessionKey []byte
 	hub        *hub
 	logs       *logBus
-	// runNotes collects the pipeline step tasks that ended (runs.go).
-	runNotes *runNotes
-	started  time.Time
+	started    time.Time
 
 	// stopping is closed when shutdown begins; long polls and WebSockets
 	// end on it so the HTTP server can drain.
@@ -289,6 +288,9 @@ type Manager struct {
 	// taskWatch tells the web UI's task pages when a task of an account
 	// was created, acquired, started, re-queued or ended.
 	taskWatch delegateWatch
+
+	// engine runs pipelines (package engine).
+	engine *engine.Service
 }
 
 // New creates a manager over an open store.
@@ -316,7 +318,6 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 		sessionKey: kb,
 		hub:        newHub(),
 		logs:       newLogBus(),
-		runNotes:   newRunNotes(),
 		started:    cfg.Now(),
 		stopping:   make(chan struct{}),
 		sweepWake:  make(chan struct{}, 1),
@@ -329,6 +330,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	m.bus = cluster.New(st, cfg.Logger)
 	m.handleClusterEvents()
 	m.subscribe()
+	m.engine = m.newEngine()
 	m.auditor = &api.Auditor{Store: st, Now: cfg.Now, Log: cfg.Logger}
 	m.server = api.NewServer(api.Config{ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
 		UnauthenticatedBodies: cfg.UnauthenticatedBodies, Authenticate: m.authenticate, Audit: m.auditor, Log: cfg.Logger})
@@ -382,7 +384,11 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 			m.log.Error("listen to the other managers", "err", err)
 		}
 	})
-	wg.Go(func() { m.runLoop(loopCtx) })
+	wg.Go(func() {
+		if err := m.engine.Run(loopCtx); err != nil {
+			m.log.Error("pipeline engine", "err", err)
+		}
+	})
 	wg.Go(func() { m.pruneLoop(loopCtx) })
 	if m.cfg.TaskRetention > 0 {
 		rl := &retention.Loop{Store: m.st, Age: m.cfg.TaskRetention, Now: m.cfg.Now, Log: m.log}

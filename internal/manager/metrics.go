@@ -22,10 +22,7 @@ type managerMetrics struct {
 	apiErrors  *metrics.CounterVec
 	stale      *metrics.CounterVec
 	scope      *metrics.CounterVec
-	refusals   *metrics.CounterVec
 	widened    *metrics.Counter
-	// badSignatures counts webhook deliveries refused for their signature.
-	badSignatures *metrics.Counter
 }
 
 // Kinds of stale reports, the "kind" label of legate_manager_stale_reports_total.
@@ -67,17 +64,6 @@ func newMetrics(m *Manager) *managerMetrics {
 	mt.widened = r.NewCounter(metrics.Opts{
 		Name: "legate_manager_offers_widened_total",
 		Help: "Tasks offered to more delegates because the best-ranked one (the delegate that last succeeded for the task's connector, else an allowlisted or the least loaded one) did not acquire it within the offer window.",
-	})
-	mt.refusals = r.NewCounterVec(metrics.Opts{
-		Name: "legate_deployments_refused_total",
-		Help: "Deployments refused because the account reached a deployment limit, by limit: hour, day.",
-	}, "limit")
-	for _, l := range []string{"hour", "day"} {
-		mt.refusals.With(l)
-	}
-	mt.badSignatures = r.NewCounter(metrics.Opts{
-		Name: "legate_webhook_bad_signatures_total",
-		Help: "Pipeline webhook deliveries refused because their X-Hub-Signature-256 header was missing, malformed or did not match the body.",
 	})
 	r.Collect(m.collectDelegates, metrics.Desc{
 		Opts: metrics.Opts{

@@ -13,7 +13,7 @@ import (
 func (m *Manager) routes() []api.Route {
 	task := protocol.PathTasks + "/{id}"
 	dtask := protocol.PathDelegateTask + "/{id}"
-	return []api.Route{
+	return append([]api.Route{
 		// Probes and metrics.
 		{Method: "GET", Pattern: protocol.PathHealth, Public: handleHealth},
 		{Method: "GET", Pattern: protocol.PathReady, Public: m.handleReady},
@@ -108,29 +108,9 @@ func (m *Manager) routes() []api.Route {
 		{Method: "GET", Pattern: protocol.PathBindings, Admin: m.handleListBindings, Rule: api.Rule{Perm: access.UserView, List: true}},
 		{Method: "GET", Pattern: protocol.PathAudit, Admin: m.handleListAudit, Rule: api.Rule{Perm: access.AuditView, Scope: api.AtAccount}},
 		{Method: "DELETE", Pattern: protocol.PathBindings, Admin: m.handleDeleteBinding, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtQuery}, Audit: "binding.delete"},
-		// Deployments and the account's deployment limits. Setting limits
-		// needs user:manage at the account: whoever holds it may grant
-		// itself any role, so it already is the account's administrator.
-		{Method: "GET", Pattern: protocol.PathDeployments, Admin: m.handleListDeployments, Rule: api.Rule{Perm: access.PipelineView, List: true}},
-		{Method: "GET", Pattern: protocol.PathLimits, Admin: m.handleGetLimits, Rule: api.Rule{Perm: access.PipelineView, List: true}},
-		{Method: "PUT", Pattern: protocol.PathLimits, Body: api.BodyTiny, Admin: m.handleSetLimits, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtAccount}, Audit: "limits.update"},
-		// Pipelines and their runs (pipelines_api.go). Running one also
-		// needs what submitting each of its steps as a task would.
-		{Method: "POST", Pattern: protocol.PathPipelines, Body: api.BodyPipeline, Admin: m.handleApplyPipeline, Rule: api.Rule{Perm: access.PipelineEdit, Scope: api.AtBody}, Audit: "pipeline.apply"},
-		{Method: "GET", Pattern: protocol.PathPipelines, Admin: m.handleListPipelines, Rule: api.Rule{Perm: access.PipelineView, List: true}},
-		{Method: "GET", Pattern: protocol.PathPipelines + "/{name}", Admin: m.handleGetPipeline, Rule: api.Rule{Perm: access.PipelineView, Scope: api.AtQuery}},
-		{Method: "DELETE", Pattern: protocol.PathPipelines + "/{name}", Admin: m.handleDeletePipeline, Rule: api.Rule{Perm: access.PipelineEdit, Scope: api.AtQuery}, Audit: "pipeline.delete"},
-		{Method: "POST", Pattern: protocol.PathPipelines + "/{name}/runs", Body: api.BodyPipeline, Admin: m.handleRunPipeline, Rule: api.Rule{Perm: access.PipelineExecute, Scope: api.AtQuery, Also: m.pipelineUses}, Audit: "pipeline.run"},
-		{Method: "GET", Pattern: protocol.PathRuns, Admin: m.handleListRuns, Rule: api.Rule{Perm: access.PipelineView, List: true}},
-		{Method: "GET", Pattern: protocol.PathRuns + "/{id}", Admin: m.handleGetRun, Rule: api.Rule{Perm: access.PipelineView, Scope: m.atRun()}},
-		{Method: "POST", Pattern: protocol.PathPipelines + "/{name}/webhook", Body: api.BodyTiny, Admin: m.handleEnableWebhook, Rule: api.Rule{Perm: access.PipelineEdit, Scope: api.AtQuery}, Audit: "pipeline.webhook_enable"},
-		{Method: "DELETE", Pattern: protocol.PathPipelines + "/{name}/webhook", Admin: m.handleDisableWebhook, Rule: api.Rule{Perm: access.PipelineEdit, Scope: api.AtQuery}, Audit: "pipeline.webhook_disable"},
-		// A pipeline's webhook (webhooks.go): no credentials, the body is
-		// signed with the webhook's secret; it acts as who enabled it.
-		{Method: "POST", Pattern: protocol.PathHooks + "/{id}", Body: bodyWebhook, Public: m.handleHook},
-		{Method: "POST", Pattern: protocol.PathRuns + "/{id}/cancel", Admin: m.handleCancelRun, Rule: api.Rule{Perm: access.PipelineExecute, Scope: m.atRun()}, Audit: "run.cancel"},
 		{Method: "POST", Pattern: protocol.PathManifests, Body: bodyManifest, Admin: m.handleManifest, Rule: api.Rule{Perm: access.DelegateEdit, Scope: api.AtBody}, Audit: "manifest.generate"},
-	}
+		// Pipelines, runs, deployments, limits and webhooks: the engine's.
+	}, m.engine.Routes()...)
 }
 
 func handleHealth(w http.ResponseWriter, _ *http.Request) {

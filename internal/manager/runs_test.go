@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +16,9 @@ import (
 
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/client"
+	"github.com/legate-dev/legate/internal/events"
 	"github.com/legate-dev/legate/internal/pgtest"
+	"github.com/legate-dev/legate/internal/pipeline/engine"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -66,7 +69,7 @@ func newRunFixture(t *testing.T, cfg Config) runFixture {
 
 func (f runFixture) start(t *testing.T, inputs map[string]string) store.Run {
 	t.Helper()
-	run, err := f.tm.m.startRun(context.Background(), runStart{AccountID: f.tm.admin.AccountID, Pipeline: "ship",
+	run, err := f.tm.m.engine.StartRun(context.Background(), engine.RunStart{AccountID: f.tm.admin.AccountID, Pipeline: "ship",
 		Inputs: inputs, Trigger: "manual", TriggeredBy: "user admin"})
 	if err != nil {
 		t.Fatalf("start run: %v", err)
@@ -149,8 +152,8 @@ func TestRunPassesOutputsAndRunsFailureSteps(t *testing.T) {
 	f := newRunFixture(t, Config{})
 	run := f.start(t, map[string]string{"version": "2.0"})
 	compile := f.stepTask(t, run.ID, "build", "compile")
-	if compile != stepTaskID(run.ID, 0) {
-		t.Errorf("compile's task %s, want %s", compile, stepTaskID(run.ID, 0))
+	if compile != engine.StepTaskID(run.ID, 0) {
+		t.Errorf("compile's task %s, want %s", compile, engine.StepTaskID(run.ID, 0))
 	}
 	task, err := f.tm.st.GetTask(context.Background(), f.tm.admin.AccountID, compile)
 	if err != nil {
@@ -227,7 +230,7 @@ func TestCancelRunCancelsItsSteps(t *testing.T) {
 	f := newRunFixture(t, Config{})
 	run := f.start(t, nil)
 	compile := f.stepTask(t, run.ID, "build", "compile")
-	got, err := f.tm.m.cancelRun(context.Background(), f.tm.admin.AccountID, run.ID)
+	got, err := f.tm.m.engine.CancelRun(context.Background(), f.tm.admin.AccountID, run.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,10 +260,10 @@ func TestRunRefusedOverTheDeploymentLimit(t *testing.T) {
 	run := f.start(t, nil)
 	f.finish(t, f.stepTask(t, run.ID, "build", "compile"), protocol.StatusSucceeded, map[string]string{"artifact": "a"})
 	f.stepTask(t, run.ID, "deploy", "push") // the deployment began
-	_, err := f.tm.m.startRun(context.Background(), runStart{AccountID: f.tm.admin.AccountID, Pipeline: "ship", Trigger: "manual"})
-	var le *LimitError
+	_, err := f.tm.m.engine.StartRun(context.Background(), engine.RunStart{AccountID: f.tm.admin.AccountID, Pipeline: "ship", Trigger: "manual"})
+	var le *engine.LimitError
 	if !errors.As(err, &le) || le.Limit != 1 || le.Used != 1 {
-		t.Fatalf("second run: %v, want a *LimitError of 1 of 1", err)
+		t.Fatalf("second run: %v, want a *engine.LimitError of 1 of 1", err)
 	}
 	runs, err := f.tm.st.ListRuns(context.Background(), f.tm.admin.AccountID, store.RunFilter{})
 	if err != nil {
@@ -285,11 +288,11 @@ func TestRunResumesAfterARestart(t *testing.T) {
 	if _, _, err := tm.st.ApplyPipeline(ctx, store.Pipeline{AccountID: acct, Name: "ship", Source: testRunPipeline}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	run, err := tm.m.startRun(ctx, runStart{AccountID: acct, Pipeline: "ship", Trigger: "manual", TriggeredBy: "user admin"})
+	run, err := tm.m.engine.StartRun(ctx, engine.RunStart{AccountID: acct, Pipeline: "ship", Trigger: "manual", TriggeredBy: "user admin"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	compile := stepTaskID(run.ID, 0)
+	compile := engine.StepTaskID(run.ID, 0)
 	// The task ends (as the lease sweep of a manager would end it) while
 	// the run is not advanced: no hook runs.
 	if _, err := tm.st.FinishTask(ctx, acct, compile, store.Result{Status: protocol.StatusTimedOut, Error: "timed out"}, time.Now()); err != nil {
@@ -328,17 +331,17 @@ func TestRunAdvancedByTwoManagersAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 5 {
-		run, err := a.m.startRun(ctx, runStart{AccountID: acct, Pipeline: "ship", Trigger: "manual", TriggeredBy: "user admin"})
+		run, err := a.m.engine.StartRun(ctx, engine.RunStart{AccountID: acct, Pipeline: "ship", Trigger: "manual", TriggeredBy: "user admin"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.st.FinishTask(ctx, acct, stepTaskID(run.ID, 0), store.Result{Status: protocol.StatusFailed, Error: "boom"}, time.Now()); err != nil {
+		if _, err := a.st.FinishTask(ctx, acct, engine.StepTaskID(run.ID, 0), store.Result{Status: protocol.StatusFailed, Error: "boom"}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
 		for _, tm := range []*testManager{a, b} {
 			wg.Go(func() {
-				if _, err := tm.m.advanceRun(ctx, acct, run.ID); err != nil {
+				if _, err := tm.m.engine.AdvanceRun(ctx, acct, run.ID); err != nil {
 					t.Errorf("advance: %v", err)
 				}
 			})
@@ -361,7 +364,7 @@ func TestRunAdvancedByTwoManagersAtOnce(t *testing.T) {
 		}
 		n := 0
 		for _, task := range tasks {
-			if task.ID == stepTaskID(run.ID, 2) {
+			if task.ID == engine.StepTaskID(run.ID, 2) {
 				n++
 			}
 		}
@@ -418,7 +421,7 @@ func TestRunCreatesAStepTaskNeverCreated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := stepTaskID(run.ID, 0)
+	id := engine.StepTaskID(run.ID, 0)
 	if _, err := f.tm.st.AdvanceRun(ctx, acct, run.ID, func(store.Run) (store.RunChange, error) {
 		return store.RunChange{Steps: []store.RunStep{{Stage: "build", Step: "compile", TaskID: id, Status: store.RunRunning, StartedAt: time.Now()}}}, nil
 	}); err != nil {
@@ -428,7 +431,7 @@ func TestRunCreatesAStepTaskNeverCreated(t *testing.T) {
 		t.Fatalf("task before the advance: %v, want not found", err)
 	}
 	for range 2 {
-		if _, err := f.tm.m.advanceRun(ctx, acct, run.ID); err != nil {
+		if _, err := f.tm.m.engine.AdvanceRun(ctx, acct, run.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -532,14 +535,26 @@ func TestRunAdvanceReachesTheOtherManagersPages(t *testing.T) {
 			t.Fatalf("manager B's run watchers were not told that %s", what)
 		}
 	}
-	run, err := a.m.startRun(ctx, runStart{AccountID: acct, Pipeline: "ship", Trigger: "manual", TriggeredBy: "user admin"})
+	run, err := a.m.engine.StartRun(ctx, engine.RunStart{AccountID: acct, Pipeline: "ship", Trigger: "manual", TriggeredBy: "user admin"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wake("the run started")
-	// While the step's task is still queued, a pass records nothing.
-	if _, progressed, changed, err := a.m.advanceOnce(ctx, acct, run.ID, map[string]taskEnd{}); err != nil || progressed || changed {
-		t.Fatalf("a pass with nothing to record: progressed %v, changed %v, %v", progressed, changed, err)
+	// While the step's task is still queued, a pass records nothing, and
+	// so broadcasts nothing (the engine's tests check what the pass says).
+	var watching, broadcast atomic.Bool
+	a.m.events.Subscribe(func(_ context.Context, e events.Event) {
+		if watching.Load() && e.Account == acct && e.Broadcast {
+			broadcast.Store(true)
+		}
+	}, events.RunAdvanced)
+	watching.Store(true)
+	if _, err := a.m.engine.AdvanceRun(ctx, acct, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	watching.Store(false)
+	if broadcast.Load() {
+		t.Fatalf("a pass with nothing to record told the other managers the run moved")
 	}
 	// B's own pass at its start may have woken its watchers too (a
 	// manager's own passes do, whatever they change): start from none.
@@ -548,10 +563,10 @@ func TestRunAdvanceReachesTheOtherManagersPages(t *testing.T) {
 	default:
 	}
 	// The step's end moves the run, through A.
-	if _, err := a.st.FinishTask(ctx, acct, stepTaskID(run.ID, 0), store.Result{Status: protocol.StatusFailed, Error: "boom"}, time.Now()); err != nil {
+	if _, err := a.st.FinishTask(ctx, acct, engine.StepTaskID(run.ID, 0), store.Result{Status: protocol.StatusFailed, Error: "boom"}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	got, err := a.m.advanceRun(ctx, acct, run.ID)
+	got, err := a.m.engine.AdvanceRun(ctx, acct, run.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,9 @@
 // the task spec of one step (StepSpec), and a pure planner (Plan) that says,
 // from a run's state, which steps start next and when the run is over.
 //
-// It does no I/O: no HTTP, no SQL, no clock. The manager stores definitions
-// and runs, creates one task per step and calls Plan whenever a step ends.
+// It does no I/O: no HTTP, no SQL, no clock. The engine (package
+// pipeline/engine) stores definitions and runs, creates one task per step
+// and calls Plan whenever a step ends.
 //
 // A pipeline file:
 //

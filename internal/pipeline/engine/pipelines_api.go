@@ -1,4 +1,4 @@
-package manager
+package engine
 
 import (
 	"cmp"
@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/api"
@@ -16,8 +17,8 @@ import (
 	"github.com/legate-dev/legate/internal/store"
 )
 
-// The admin API of pipelines and runs (PathPipelines, PathRuns); the
-// engine is runs.go.
+// The admin API of pipelines and runs (PathPipelines, PathRuns); runs
+// advance in runs.go.
 
 // pipelineScope is the scope of a pipeline route: ?org=&project=.
 func pipelineScope(r *http.Request) (org, project string) {
@@ -58,7 +59,7 @@ func runView(r store.Run) protocol.Run {
 	return v
 }
 
-func (m *Manager) handleApplyPipeline(w http.ResponseWriter, r *http.Request, acct string) {
+func (svc *Service) handleApplyPipeline(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.ApplyPipelineRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
@@ -73,13 +74,13 @@ func (m *Manager) handleApplyPipeline(w http.ResponseWriter, r *http.Request, ac
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	if err := m.checkScope(r.Context(), acct, org, project); err != nil {
+	if err := svc.scopes.CheckScope(r.Context(), acct, org, project); err != nil {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	by := principalLabel(api.CallerOf(r.Context()).Policy.Principal)
-	stored, changed, err := m.st.ApplyPipeline(r.Context(), store.Pipeline{AccountID: acct, Org: org, Project: project, Name: p.Name,
-		Source: req.Source, UpdatedBy: by}, m.cfg.Now())
+	by := api.PrincipalLabel(api.CallerOf(r.Context()).Policy.Principal)
+	stored, changed, err := svc.st.ApplyPipeline(r.Context(), store.Pipeline{AccountID: acct, Org: org, Project: project, Name: p.Name,
+		Source: req.Source, UpdatedBy: by}, svc.now())
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) {
 		e.Resource, e.Org, e.Project = p.Name, org, project
 		e.Detail = "version " + strconv.FormatInt(stored.Version, 10)
@@ -100,8 +101,8 @@ func (m *Manager) handleApplyPipeline(w http.ResponseWriter, r *http.Request, ac
 	api.WriteJSON(w, status, v)
 }
 
-func (m *Manager) handleListPipelines(w http.ResponseWriter, r *http.Request, acct string) {
-	ps, err := m.st.ListPipelines(r.Context(), acct)
+func (svc *Service) handleListPipelines(w http.ResponseWriter, r *http.Request, acct string) {
+	ps, err := svc.st.ListPipelines(r.Context(), acct)
 	if err != nil {
 		api.StoreError(w, err, "pipelines")
 		return
@@ -116,16 +117,16 @@ func (m *Manager) handleListPipelines(w http.ResponseWriter, r *http.Request, ac
 	api.WriteJSON(w, http.StatusOK, out)
 }
 
-func (m *Manager) handleGetPipeline(w http.ResponseWriter, r *http.Request, acct string) {
+func (svc *Service) handleGetPipeline(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	org, project := pipelineScope(r)
-	p, err := m.st.GetPipeline(r.Context(), acct, org, project, name)
+	p, err := svc.st.GetPipeline(r.Context(), acct, org, project, name)
 	if err != nil {
 		api.StoreError(w, err, pipelineLabel(name, org, project))
 		return
 	}
 	v := pipelineView(p, true)
-	switch h, err := m.st.WebhookOf(r.Context(), acct, org, project, name); {
+	switch h, err := svc.st.WebhookOf(r.Context(), acct, org, project, name); {
 	case err == nil:
 		v.Webhook = webhookView(h)
 	case !errors.Is(err, store.ErrNotFound):
@@ -135,26 +136,26 @@ func (m *Manager) handleGetPipeline(w http.ResponseWriter, r *http.Request, acct
 	api.WriteJSON(w, http.StatusOK, v)
 }
 
-func (m *Manager) handleDeletePipeline(w http.ResponseWriter, r *http.Request, acct string) {
+func (svc *Service) handleDeletePipeline(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	org, project := pipelineScope(r)
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) { e.Resource, e.Org, e.Project = name, org, project })
-	if err := m.st.DeletePipeline(r.Context(), acct, org, project, name); err != nil {
+	if err := svc.st.DeletePipeline(r.Context(), acct, org, project, name); err != nil {
 		api.StoreError(w, err, pipelineLabel(name, org, project))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (m *Manager) handleRunPipeline(w http.ResponseWriter, r *http.Request, acct string) {
+func (svc *Service) handleRunPipeline(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	org, project := pipelineScope(r)
 	var req protocol.RunPipelineRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
 	}
-	run, err := m.startRun(r.Context(), runStart{AccountID: acct, Org: org, Project: project, Pipeline: name, Inputs: req.Inputs,
-		Trigger: "manual", TriggeredBy: principalLabel(api.CallerOf(r.Context()).Policy.Principal)})
+	run, err := svc.StartRun(r.Context(), RunStart{AccountID: acct, Org: org, Project: project, Pipeline: name, Inputs: req.Inputs,
+		Trigger: "manual", TriggeredBy: api.PrincipalLabel(api.CallerOf(r.Context()).Policy.Principal)})
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) {
 		e.Resource, e.Org, e.Project = name, org, project
 		if run.ID != "" {
@@ -171,12 +172,12 @@ func (m *Manager) handleRunPipeline(w http.ResponseWriter, r *http.Request, acct
 		return
 	case err != nil:
 		// The run exists; the engine's loop advances it again.
-		m.log.Warn("advance a new pipeline run", "run", run.ID, "err", err)
+		svc.log.Warn("advance a new pipeline run", "run", run.ID, "err", err)
 	}
 	api.WriteJSON(w, http.StatusCreated, runView(run))
 }
 
-func (m *Manager) handleListRuns(w http.ResponseWriter, r *http.Request, acct string) {
+func (svc *Service) handleListRuns(w http.ResponseWriter, r *http.Request, acct string) {
 	q := r.URL.Query()
 	f := store.RunFilter{Pipeline: q.Get("pipeline"), Status: q.Get("status")}
 	if f.Status != "" && !slices.Contains([]string{store.RunRunning, store.RunSucceeded, store.RunFailed, store.RunCancelled}, f.Status) {
@@ -201,7 +202,7 @@ func (m *Manager) handleListRuns(w http.ResponseWriter, r *http.Request, acct st
 	}
 	if page := q.Get("page"); page != "" {
 		// The cursor is the last run of the previous page.
-		last, err := m.st.GetRun(r.Context(), acct, page)
+		last, err := svc.st.GetRun(r.Context(), acct, page)
 		if err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				api.BadRequest(w, "page %q is not a run of this account: pass the next of a listing", page)
@@ -215,8 +216,8 @@ func (m *Manager) handleListRuns(w http.ResponseWriter, r *http.Request, acct st
 	// The store keeps only what the caller may view, before the limit, so
 	// a page is full whenever enough runs exist.
 	pol := api.CallerOf(r.Context()).Policy
-	f.Scopes = viewScopes(pol, access.PipelineView)
-	runs, err := m.st.ListRuns(r.Context(), acct, f)
+	f.Scopes = api.ViewScopes(pol, access.PipelineView)
+	runs, err := svc.st.ListRuns(r.Context(), acct, f)
 	if err != nil {
 		api.StoreError(w, err, "runs")
 		return
@@ -234,8 +235,8 @@ func (m *Manager) handleListRuns(w http.ResponseWriter, r *http.Request, acct st
 	api.WriteJSON(w, http.StatusOK, out)
 }
 
-func (m *Manager) handleGetRun(w http.ResponseWriter, r *http.Request, acct string) {
-	run, err := m.st.GetRun(r.Context(), acct, r.PathValue("id"))
+func (svc *Service) handleGetRun(w http.ResponseWriter, r *http.Request, acct string) {
+	run, err := svc.st.GetRun(r.Context(), acct, r.PathValue("id"))
 	if err != nil {
 		api.StoreError(w, err, "run "+r.PathValue("id"))
 		return
@@ -243,10 +244,10 @@ func (m *Manager) handleGetRun(w http.ResponseWriter, r *http.Request, acct stri
 	api.WriteJSON(w, http.StatusOK, runView(run))
 }
 
-func (m *Manager) handleCancelRun(w http.ResponseWriter, r *http.Request, acct string) {
+func (svc *Service) handleCancelRun(w http.ResponseWriter, r *http.Request, acct string) {
 	id := r.PathValue("id")
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) { e.Resource = id })
-	cur, err := m.st.GetRun(r.Context(), acct, id)
+	cur, err := svc.st.GetRun(r.Context(), acct, id)
 	if err != nil {
 		api.StoreError(w, err, "run "+id)
 		return
@@ -255,7 +256,7 @@ func (m *Manager) handleCancelRun(w http.ResponseWriter, r *http.Request, acct s
 		api.WriteError(w, http.StatusConflict, protocol.CodeTaskTerminal, "run %s already finished (%s)", id, cur.Status)
 		return
 	}
-	run, err := m.cancelRun(r.Context(), acct, id)
+	run, err := svc.CancelRun(r.Context(), acct, id)
 	if err != nil {
 		api.StoreError(w, err, "run "+id)
 		return
@@ -264,9 +265,9 @@ func (m *Manager) handleCancelRun(w http.ResponseWriter, r *http.Request, acct s
 }
 
 // atRun: the scope of the run the path names.
-func (m *Manager) atRun() api.ScopeSource {
+func (svc *Service) atRun() api.ScopeSource {
 	return api.ScopeSource{Name: "run", Resolve: func(r *http.Request, acct string) ([]access.Resource, error) {
-		run, err := m.st.GetRun(r.Context(), acct, r.PathValue("id"))
+		run, err := svc.st.GetRun(r.Context(), acct, r.PathValue("id"))
 		if err != nil {
 			return nil, err
 		}
@@ -275,12 +276,12 @@ func (m *Manager) atRun() api.ScopeSource {
 }
 
 // pipelineUses: running a pipeline needs, as submitting each of its steps
-// as a task would (taskUses), connector:access on every connector a step
+// as a task would, connector:access on every connector a step
 // uses and secret:access on every stored secret a step references, at the
 // pipeline's scope.
-func (m *Manager) pipelineUses(r *http.Request, acct string) ([]api.Need, error) {
+func (svc *Service) pipelineUses(r *http.Request, acct string) ([]api.Need, error) {
 	org, project := pipelineScope(r)
-	stored, err := m.st.GetPipeline(r.Context(), acct, org, project, r.PathValue("name"))
+	stored, err := svc.st.GetPipeline(r.Context(), acct, org, project, r.PathValue("name"))
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, nil // the handler answers 404
@@ -291,10 +292,10 @@ func (m *Manager) pipelineUses(r *http.Request, acct string) ([]api.Need, error)
 	if err != nil {
 		return nil, nil // the handler refuses it
 	}
-	return m.pipelineNeeds(r.Context(), acct, org, project, p)
+	return svc.pipelineNeeds(r.Context(), acct, org, project, p)
 }
 
-func (m *Manager) pipelineNeeds(ctx context.Context, acct, org, project string, p *pipeline.Pipeline) ([]api.Need, error) {
+func (svc *Service) pipelineNeeds(ctx context.Context, acct, org, project string, p *pipeline.Pipeline) ([]api.Need, error) {
 	sc := access.Scope{Org: org, Project: project}
 	var out []api.Need
 	seen := map[string]bool{}
@@ -319,7 +320,7 @@ func (m *Manager) pipelineNeeds(ctx context.Context, acct, org, project string, 
 			seen["c/"+spec.Connector] = true
 			out = append(out, api.Need{Perm: access.ConnectorAccess, Res: access.Resource{Kind: "connector", Name: spec.Connector, Scope: sc}})
 		}
-		secrets, err := m.secretNeeds(ctx, acct, spec)
+		secrets, err := svc.secrets.SecretNeeds(ctx, acct, spec)
 		if err != nil {
 			return nil, err
 		}
@@ -331,4 +332,13 @@ func (m *Manager) pipelineNeeds(ctx context.Context, acct, org, project string, 
 		}
 	}
 	return out, nil
+}
+
+// utcPtr is t in UTC, as the API writes times.
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }

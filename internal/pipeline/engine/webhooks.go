@@ -1,4 +1,4 @@
-package manager
+package engine
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func webhookView(h store.Webhook) *protocol.PipelineWebhook {
 	return &protocol.PipelineWebhook{Path: webhookPath(h.ID), EnabledBy: h.EnabledBy, CreatedAt: h.CreatedAt, RotatedAt: h.RotatedAt}
 }
 
-func (m *Manager) handleEnableWebhook(w http.ResponseWriter, r *http.Request, acct string) {
+func (svc *Service) handleEnableWebhook(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	org, project := pipelineScope(r)
 	var req protocol.EnableWebhookRequest
@@ -48,12 +48,12 @@ func (m *Manager) handleEnableWebhook(w http.ResponseWriter, r *http.Request, ac
 	}
 	pr := api.CallerOf(r.Context()).Policy.Principal
 	h := store.Webhook{ID: api.NewSecret("wh_", 16), AccountID: acct, Org: org, Project: project, Pipeline: name,
-		PrincipalKind: pr.Kind, PrincipalID: pr.ID, EnabledBy: principalLabel(pr)}
+		PrincipalKind: pr.Kind, PrincipalID: pr.ID, EnabledBy: api.PrincipalLabel(pr)}
 	if pr.Kind == protocol.OwnerAccount {
 		h.PrincipalID, h.EnabledBy = acct, "account"
 	}
 	secret := api.NewSecret("whsec_", 32)
-	stored, err := m.st.SetWebhook(r.Context(), h, secret, req.Rotate, m.cfg.Now())
+	stored, err := svc.st.SetWebhook(r.Context(), h, secret, req.Rotate, svc.now())
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) {
 		e.Resource, e.Org, e.Project = name, org, project
 		if stored.ID != "" {
@@ -65,7 +65,7 @@ func (m *Manager) handleEnableWebhook(w http.ResponseWriter, r *http.Request, ac
 	})
 	switch {
 	case errors.Is(err, store.ErrConflict):
-		cur, _ := m.st.WebhookOf(r.Context(), acct, org, project, name)
+		cur, _ := svc.st.WebhookOf(r.Context(), acct, org, project, name)
 		api.WriteError(w, http.StatusConflict, protocol.CodeConflict,
 			"%s has a webhook already (enabled by %s); its secret is not shown again: replace it with --rotate (legate pipeline webhook enable %s --rotate), or disable it first",
 			pipelineLabel(name, org, project), cur.EnabledBy, name)
@@ -74,7 +74,7 @@ func (m *Manager) handleEnableWebhook(w http.ResponseWriter, r *http.Request, ac
 		api.StoreError(w, err, pipelineLabel(name, org, project))
 		return
 	}
-	m.log.Info("pipeline webhook enabled", "account", acct, "pipeline", name, "org", org, "project", project, "webhook", stored.ID,
+	svc.log.Info("pipeline webhook enabled", "account", acct, "pipeline", name, "org", org, "project", project, "webhook", stored.ID,
 		"by", stored.EnabledBy, "rotated", stored.ID != h.ID)
 	status := http.StatusCreated
 	if stored.ID != h.ID {
@@ -83,11 +83,11 @@ func (m *Manager) handleEnableWebhook(w http.ResponseWriter, r *http.Request, ac
 	api.WriteJSON(w, status, protocol.WebhookSecret{PipelineWebhook: *webhookView(stored), Secret: secret})
 }
 
-func (m *Manager) handleDisableWebhook(w http.ResponseWriter, r *http.Request, acct string) {
+func (svc *Service) handleDisableWebhook(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	org, project := pipelineScope(r)
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) { e.Resource, e.Org, e.Project = name, org, project })
-	if err := m.st.DeleteWebhook(r.Context(), acct, org, project, name); err != nil {
+	if err := svc.st.DeleteWebhook(r.Context(), acct, org, project, name); err != nil {
 		api.StoreError(w, err, "the webhook of "+pipelineLabel(name, org, project))
 		return
 	}
@@ -126,20 +126,21 @@ func signatureOK(secret, body, sum []byte) bool {
 // bits, so telling it apart from a bad signature helps someone who pasted
 // an old URL and no one who guesses); bad signature: 401, logged and
 // counted; then the payload, who the webhook acts as, and the run.
-func (m *Manager) handleHook(w http.ResponseWriter, r *http.Request) {
+func (svc *Service) handleHook(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	h, secret, err := m.st.WebhookByID(ctx, id)
+	h, secret, err := svc.st.WebhookByID(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound,
 			"no webhook %s: it was disabled, its pipeline deleted, or the URL is wrong (legate pipeline get NAME shows a pipeline's webhook)", id)
 		return
-	case isSealError(err):
-		m.log.Error("webhook secret does not open", "webhook", id, "err", keyError(err))
-		api.WriteError(w, http.StatusInternalServerError, protocol.CodeInternal, "webhook %s: internal error", id)
-		return
 	case err != nil:
+		if sealErr := svc.secrets.SealError(err); sealErr != nil {
+			svc.log.Error("webhook secret does not open", "webhook", id, "err", sealErr)
+			api.WriteError(w, http.StatusInternalServerError, protocol.CodeInternal, "webhook %s: internal error", id)
+			return
+		}
 		api.StoreError(w, err, "webhook "+id)
 		return
 	}
@@ -153,8 +154,8 @@ func (m *Manager) handleHook(w http.ResponseWriter, r *http.Request) {
 		err = fmt.Errorf("the %s signature does not match the body: sign the raw body, exactly as sent, with the webhook's current secret (it changes with legate pipeline webhook enable --rotate)", protocol.HeaderHubSignature256)
 	}
 	if err != nil {
-		m.metrics.badSignatures.Inc()
-		m.log.Warn("webhook delivery refused: bad signature", "account", h.AccountID, "pipeline", h.Pipeline, "webhook", h.ID,
+		svc.badSignatures.Inc()
+		svc.log.Warn("webhook delivery refused: bad signature", "account", h.AccountID, "pipeline", h.Pipeline, "webhook", h.ID,
 			"remote", r.RemoteAddr, "err", err)
 		api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "%s", err.Error())
 		return
@@ -172,10 +173,10 @@ func (m *Manager) handleHook(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "the delivery ID has %d characters: at most %d", len(delivery), maxDeliveryLen)
 		return
 	}
-	if delivery != "" && m.answerRedelivery(ctx, w, h, delivery) {
+	if delivery != "" && svc.answerRedelivery(ctx, w, h, delivery) {
 		return
 	}
-	stored, err := m.st.GetPipeline(ctx, h.AccountID, h.Org, h.Project, h.Pipeline)
+	stored, err := svc.st.GetPipeline(ctx, h.AccountID, h.Org, h.Project, h.Pipeline)
 	if err != nil {
 		api.StoreError(w, err, label)
 		return
@@ -190,23 +191,23 @@ func (m *Manager) handleHook(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	if err := m.webhookMayRun(ctx, h, p); err != nil {
+	if err := svc.webhookMayRun(ctx, h, p); err != nil {
 		var refusal *webhookRefusal
 		if errors.As(err, &refusal) {
-			m.log.Info("webhook delivery refused", "account", h.AccountID, "pipeline", h.Pipeline, "webhook", h.ID, "err", err)
+			svc.log.Info("webhook delivery refused", "account", h.AccountID, "pipeline", h.Pipeline, "webhook", h.ID, "err", err)
 			api.WriteError(w, http.StatusForbidden, protocol.CodeForbidden, "%s", err.Error())
 			return
 		}
 		api.StoreError(w, err, "the enabler of the webhook of "+label)
 		return
 	}
-	run, err := m.startRun(ctx, runStart{AccountID: h.AccountID, Org: h.Org, Project: h.Project, Pipeline: h.Pipeline, Inputs: inputs,
+	run, err := svc.StartRun(ctx, RunStart{AccountID: h.AccountID, Org: h.Org, Project: h.Project, Pipeline: h.Pipeline, Inputs: inputs,
 		Trigger: "webhook", TriggeredBy: "webhook:" + h.Pipeline, WebhookID: h.ID, Delivery: delivery})
 	var refused *errRunRefused
 	switch {
 	case errors.Is(err, store.ErrConflict) && delivery != "" && run.ID == "":
 		// The same delivery arrived twice at once; the other one won.
-		if !m.answerRedelivery(ctx, w, h, delivery) {
+		if !svc.answerRedelivery(ctx, w, h, delivery) {
 			api.StoreError(w, err, "the run of delivery "+delivery)
 		}
 		return
@@ -217,15 +218,15 @@ func (m *Manager) handleHook(w http.ResponseWriter, r *http.Request) {
 		api.StoreError(w, err, label)
 		return
 	case err != nil:
-		m.log.Warn("advance a new pipeline run", "run", run.ID, "err", err)
+		svc.log.Warn("advance a new pipeline run", "run", run.ID, "err", err)
 	}
 	api.WriteJSON(w, http.StatusCreated, runView(run))
 }
 
 // answerRedelivery answers 200 with the run a delivery started already, if
 // it did.
-func (m *Manager) answerRedelivery(ctx context.Context, w http.ResponseWriter, h store.Webhook, delivery string) bool {
-	run, err := m.st.RunOfDelivery(ctx, h.ID, delivery)
+func (svc *Service) answerRedelivery(ctx context.Context, w http.ResponseWriter, h store.Webhook, delivery string) bool {
+	run, err := svc.st.RunOfDelivery(ctx, h.ID, delivery)
 	if err != nil {
 		return false
 	}
@@ -246,28 +247,21 @@ func (e *webhookRefusal) Error() string { return e.msg }
 // webhook's principal would need: that it still exists and is enabled,
 // pipeline:execute at the pipeline's scope, and access to what its steps
 // use.
-func (m *Manager) webhookMayRun(ctx context.Context, h store.Webhook, p *pipeline.Pipeline) error {
+func (svc *Service) webhookMayRun(ctx context.Context, h store.Webhook, p *pipeline.Pipeline) error {
 	label := pipelineLabel(h.Pipeline, h.Org, h.Project)
 	fix := fmt.Sprintf("someone who may run it can take the webhook over (legate pipeline webhook enable %s --rotate) and give the sender the new secret", h.Pipeline)
-	var pol *access.Policy
-	if h.PrincipalKind == protocol.OwnerAccount {
-		pol = accountPolicy(h.AccountID)
-	} else {
-		var disabled bool
-		var err error
-		pol, disabled, err = m.policyOf(ctx, h.AccountID, h.PrincipalID)
-		switch {
-		case errors.Is(err, errPrincipalGone):
-			return &webhookRefusal{fmt.Sprintf("the webhook of %s acts as %s, who was deleted; %s", label, h.EnabledBy, fix)}
-		case err != nil:
-			return err
-		case disabled:
-			return &webhookRefusal{fmt.Sprintf("the webhook of %s acts as %s, who is disabled; %s", label, h.EnabledBy, fix)}
-		}
+	pol, disabled, err := svc.principals.PolicyOf(ctx, h.AccountID, h.PrincipalKind, h.PrincipalID)
+	switch {
+	case err != nil:
+		return err
+	case pol == nil:
+		return &webhookRefusal{fmt.Sprintf("the webhook of %s acts as %s, who was deleted; %s", label, h.EnabledBy, fix)}
+	case disabled:
+		return &webhookRefusal{fmt.Sprintf("the webhook of %s acts as %s, who is disabled; %s", label, h.EnabledBy, fix)}
 	}
 	sc := access.Scope{Org: h.Org, Project: h.Project}
 	needs := []api.Need{{Perm: access.PipelineExecute, Res: access.Resource{Kind: "pipeline", Name: h.Pipeline, Scope: sc}}}
-	more, err := m.pipelineNeeds(ctx, h.AccountID, h.Org, h.Project, p)
+	more, err := svc.pipelineNeeds(ctx, h.AccountID, h.Org, h.Project, p)
 	if err != nil {
 		return err
 	}

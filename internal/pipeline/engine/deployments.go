@@ -1,4 +1,4 @@
-package manager
+package engine
 
 import (
 	"context"
@@ -15,13 +15,13 @@ import (
 	"github.com/legate-dev/legate/internal/store"
 )
 
-// Deployments: the pipeline engine records each run of a deployment stage
-// with beginDeployment when the stage starts (refused, with a *LimitError,
-// when the account reached one of its deployment limits) and
-// endDeployment when it ends. The limits are the account's own (PUT
-// PathLimits) over the manager's defaults (Config.DeploymentsPerHour and
-// DeploymentsPerDay); the store counts and inserts in one transaction, so
-// they hold across managers that share a database.
+// Deployments: the engine records each run of a deployment stage with
+// BeginDeployment when the stage starts (refused, with a *LimitError, when
+// the account reached one of its deployment limits) and EndDeployment
+// when it ends. The limits are the account's own (PUT PathLimits) over
+// the defaults (Config.DeploymentsPerHour and DeploymentsPerDay, the
+// manager's); the store counts and inserts in one transaction, so they
+// hold across managers that share a database.
 
 // DeploymentStart is what the engine knows when a deployment stage starts.
 type DeploymentStart struct {
@@ -63,16 +63,16 @@ func (e *LimitError) APIError() *api.Error {
 	return api.NewError(http.StatusTooManyRequests, protocol.CodeDeploymentLimit, "%s", e.msg)
 }
 
-// limits returns the manager's default limits (0: unlimited).
-func (m *Manager) limits() store.DeploymentLimits {
-	return store.DeploymentLimits{PerHour: max(m.cfg.DeploymentsPerHour, 0), PerDay: max(m.cfg.DeploymentsPerDay, 0)}
+// limits returns the default limits (0: unlimited).
+func (svc *Service) limits() store.DeploymentLimits {
+	return store.DeploymentLimits{PerHour: max(svc.cfg.DeploymentsPerHour, 0), PerDay: max(svc.cfg.DeploymentsPerDay, 0)}
 }
 
-// beginDeployment records a deployment starting now and returns its ID,
+// BeginDeployment records a deployment starting now and returns its ID,
 // or a *LimitError when the account reached one of its limits (nothing is
 // recorded then).
-func (m *Manager) beginDeployment(ctx context.Context, d DeploymentStart) (string, error) {
-	now := m.cfg.Now()
+func (svc *Service) BeginDeployment(ctx context.Context, d DeploymentStart) (string, error) {
+	now := svc.now()
 	id := d.ID
 	if id == "" {
 		id = api.NewID("dp_")
@@ -80,7 +80,7 @@ func (m *Manager) beginDeployment(ctx context.Context, d DeploymentStart) (strin
 	rec := store.Deployment{ID: id, AccountID: d.AccountID, Org: d.Org, Project: d.Project,
 		Service: d.Service, Environment: d.Environment, Version: d.Version, Pipeline: d.Pipeline, RunID: d.RunID,
 		Stage: d.Stage, PrincipalKind: d.PrincipalKind, PrincipalName: d.PrincipalName, StartedAt: now}
-	_, err := m.st.BeginDeployment(ctx, rec, m.limits())
+	_, err := svc.st.BeginDeployment(ctx, rec, svc.limits())
 	var le *store.LimitError
 	if errors.As(err, &le) {
 		u := le.Usage
@@ -88,8 +88,8 @@ func (m *Manager) beginDeployment(ctx context.Context, d DeploymentStart) (strin
 		if u.Window == store.DayWindow {
 			label = "day"
 		}
-		m.metrics.refusals.With(label).Inc()
-		m.log.Info("deployment refused", "account", d.AccountID, "pipeline", d.Pipeline, "run", d.RunID, "stage", d.Stage,
+		svc.refusals.With(label).Inc()
+		svc.log.Info("deployment refused", "account", d.AccountID, "pipeline", d.Pipeline, "run", d.RunID, "stage", d.Stage,
 			"service", d.Service, "environment", d.Environment, "limit", label, "max", u.Limit, "used", u.Used, "next_free", u.NextFree)
 		return "", &LimitError{Window: u.Window, Limit: u.Limit, Used: u.Used, NextFree: u.NextFree, msg: le.Message(now)}
 	}
@@ -99,10 +99,10 @@ func (m *Manager) beginDeployment(ctx context.Context, d DeploymentStart) (strin
 	return rec.ID, nil
 }
 
-// endDeployment finishes a deployment with status (protocol.Deployment-
+// EndDeployment finishes a deployment with status (protocol.Deployment-
 // Succeeded, Failed or Cancelled). Ending it again changes nothing.
-func (m *Manager) endDeployment(ctx context.Context, acct, id, status string) error {
-	_, err := m.st.EndDeployment(ctx, acct, id, status, m.cfg.Now())
+func (svc *Service) EndDeployment(ctx context.Context, acct, id, status string) error {
+	_, err := svc.st.EndDeployment(ctx, acct, id, status, svc.now())
 	return err
 }
 
@@ -131,11 +131,11 @@ func parseDeploymentCursor(s string) (*store.Deployment, error) {
 	return &store.Deployment{ID: id, StartedAt: time.UnixMicro(v).UTC()}, nil
 }
 
-func (m *Manager) handleListDeployments(w http.ResponseWriter, r *http.Request, acct string) {
+func (svc *Service) handleListDeployments(w http.ResponseWriter, r *http.Request, acct string) {
 	q := r.URL.Query()
 	f := store.DeploymentFilter{AccountID: acct, Service: q.Get("service"), Environment: q.Get("environment"), Limit: 100}
 	if v := q.Get("since"); v != "" {
-		t, err := parseSince(v, m.cfg.Now())
+		t, err := api.ParseSince(v, svc.now())
 		if err != nil {
 			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%v", err)
 			return
@@ -161,8 +161,8 @@ func (m *Manager) handleListDeployments(w http.ResponseWriter, r *http.Request, 
 	// As for tasks: the store keeps only what the caller may view, before
 	// the limit.
 	pol := api.CallerOf(r.Context()).Policy
-	f.Scopes = viewScopes(pol, access.PipelineView)
-	ds, err := m.st.ListDeployments(r.Context(), f)
+	f.Scopes = api.ViewScopes(pol, access.PipelineView)
+	ds, err := svc.st.ListDeployments(r.Context(), f)
 	if err != nil {
 		api.StoreError(w, err, "deployments")
 		return
@@ -189,10 +189,10 @@ func limitUsage(u store.WindowUsage) protocol.LimitUsage {
 }
 
 // limitsView reads the account's limits and their usage now.
-func (m *Manager) limitsView(ctx context.Context, acct string) (protocol.DeploymentLimits, error) {
-	now := m.cfg.Now()
-	def := m.limits()
-	u, err := m.st.DeploymentUsage(ctx, acct, def, now)
+func (svc *Service) limitsView(ctx context.Context, acct string) (protocol.DeploymentLimits, error) {
+	now := svc.now()
+	def := svc.limits()
+	u, err := svc.st.DeploymentUsage(ctx, acct, def, now)
 	if err != nil {
 		return protocol.DeploymentLimits{}, err
 	}
@@ -203,8 +203,8 @@ func (m *Manager) limitsView(ctx context.Context, acct string) (protocol.Deploym
 // handleGetLimits answers the account's limits and usage to every caller:
 // whoever may run a pipeline, at any scope, needs to know how many
 // deployments are left; the numbers say nothing about what they deploy.
-func (m *Manager) handleGetLimits(w http.ResponseWriter, r *http.Request, acct string) {
-	v, err := m.limitsView(r.Context(), acct)
+func (svc *Service) handleGetLimits(w http.ResponseWriter, r *http.Request, acct string) {
+	v, err := svc.limitsView(r.Context(), acct)
 	if err != nil {
 		api.StoreError(w, err, "deployment limits")
 		return
@@ -212,7 +212,7 @@ func (m *Manager) handleGetLimits(w http.ResponseWriter, r *http.Request, acct s
 	api.WriteJSON(w, http.StatusOK, v)
 }
 
-func (m *Manager) handleSetLimits(w http.ResponseWriter, r *http.Request, acct string) {
+func (svc *Service) handleSetLimits(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.SetLimitsRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
@@ -230,16 +230,16 @@ func (m *Manager) handleSetLimits(w http.ResponseWriter, r *http.Request, acct s
 			return
 		}
 	}
-	st, err := m.st.SetDeploymentLimits(r.Context(), acct, req.PerHour, req.PerDay, req.Reset, m.cfg.Now())
+	st, err := svc.st.SetDeploymentLimits(r.Context(), acct, req.PerHour, req.PerDay, req.Reset, svc.now())
 	if err != nil {
 		api.StoreError(w, err, "deployment limits")
 		return
 	}
-	eff := st.Apply(m.limits())
+	eff := st.Apply(svc.limits())
 	detail := fmt.Sprintf("per hour %s, per day %s", limitText(eff.PerHour, st.PerHour == nil), limitText(eff.PerDay, st.PerDay == nil))
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) { e.Detail = detail })
-	m.log.Info("deployment limits set", "account", acct, "limits", detail)
-	v, err := m.limitsView(r.Context(), acct)
+	svc.log.Info("deployment limits set", "account", acct, "limits", detail)
+	v, err := svc.limitsView(r.Context(), acct)
 	if err != nil {
 		api.StoreError(w, err, "deployment limits")
 		return

@@ -1,4 +1,4 @@
-package manager
+package engine
 
 import (
 	"context"
@@ -20,39 +20,39 @@ import (
 	"github.com/legate-dev/legate/internal/store"
 )
 
-// The pipeline engine. A run advances in one place, advanceRun: it reads
+// A run advances in one place, AdvanceRun: it reads
 // the run and the end of its running steps' tasks, lets package pipeline's
 // Plan decide, and records the decision with store.AdvanceRun (which
 // holds the run's row, so two managers never advance one run at once);
 // only after that commit are the started steps' tasks created, through
 // the same checks as a submitted task. Every step's task ID is fixed by
-// the run and the step (stepTaskID), so a task created twice (two
+// the run and the step (StepTaskID), so a task created twice (two
 // managers, a crash between the commit and the creation) is created once,
 // and a step recorded as running whose task was never created gets it on
 // the next advance.
 //
 // A run advances when it starts, whenever one of its tasks ends (its TaskEnded
-// event notes it; runLoop advances it), on cancel, and from runLoop at start and
+// event notes it; Run advances it), on cancel, and from Run at start and
 // every Config.RunAdvanceInterval for every unfinished run (restart
 // safety, and a task that ended on a manager that died before advancing).
 
-// stepTaskID is the task ID of step number i (in pipeline order) of run
+// StepTaskID is the task ID of step number i (in pipeline order) of run
 // runID: "t_" + the run's ID without its prefix + "_" + i. Submitted
 // tasks have no underscore after their prefix, so isStepTask tells the two
 // apart without a query.
-func stepTaskID(runID string, i int) string {
+func StepTaskID(runID string, i int) string {
 	return "t_" + strings.TrimPrefix(runID, "r_") + "_" + strconv.Itoa(i)
 }
 
 func isStepTask(id string) bool { return strings.Count(id, "_") == 2 && strings.HasPrefix(id, "t_") }
 
 // deploymentID is the fixed ID of the deployment of stage number i of a
-// run (beginDeployment refuses a second one with store.ErrConflict).
+// run (BeginDeployment refuses a second one with store.ErrConflict).
 func deploymentID(runID string, i int) string {
 	return "dp_" + strings.TrimPrefix(runID, "r_") + "_" + strconv.Itoa(i)
 }
 
-// runNotes collects the step tasks that ended, for runLoop. Its zero value
+// runNotes collects the step tasks that ended, for Run. Its zero value
 // is not ready: use newRunNotes.
 type runNotes struct {
 	mu    sync.Mutex
@@ -85,40 +85,41 @@ func (n *runNotes) take() []string {
 	return out
 }
 
-// runLoop advances every unfinished run at start and every
+// Run advances every unfinished run at start and every
 // Config.RunAdvanceInterval, and the run of each step task that ended,
-// until ctx ends.
-func (m *Manager) runLoop(ctx context.Context) {
-	m.advanceUnfinished(ctx)
-	tick := time.NewTicker(m.cfg.RunAdvanceInterval)
+// until ctx ends; it returns nil then. A run that fails to advance is
+// logged and advanced again later.
+func (svc *Service) Run(ctx context.Context) error {
+	svc.advanceUnfinished(ctx)
+	tick := time.NewTicker(svc.cfg.RunAdvanceInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-tick.C:
-			m.advanceUnfinished(ctx)
-		case <-m.runNotes.wake:
-			for _, id := range m.runNotes.take() {
-				ref, err := m.st.RunOfTask(ctx, id)
+			svc.advanceUnfinished(ctx)
+		case <-svc.notes.wake:
+			for _, id := range svc.notes.take() {
+				ref, err := svc.st.RunOfTask(ctx, id)
 				if errors.Is(err, store.ErrNotFound) {
 					continue
 				}
 				if err != nil {
-					m.log.Warn("pipeline run of an ended task", "task", id, "err", err)
+					svc.log.Warn("pipeline run of an ended task", "task", id, "err", err)
 					continue
 				}
-				m.advanceLogged(ctx, ref.AccountID, ref.ID)
+				svc.advanceLogged(ctx, ref.AccountID, ref.ID)
 			}
 		}
 	}
 }
 
-func (m *Manager) advanceUnfinished(ctx context.Context) {
-	refs, err := m.st.UnfinishedRuns(ctx)
+func (svc *Service) advanceUnfinished(ctx context.Context) {
+	refs, err := svc.st.UnfinishedRuns(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			m.log.Warn("pipeline runs to advance", "err", err)
+			svc.log.Warn("pipeline runs to advance", "err", err)
 		}
 		return
 	}
@@ -126,24 +127,24 @@ func (m *Manager) advanceUnfinished(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		m.advanceLogged(ctx, ref.AccountID, ref.ID)
+		svc.advanceLogged(ctx, ref.AccountID, ref.ID)
 	}
 }
 
-func (m *Manager) advanceLogged(ctx context.Context, acct, id string) {
-	if _, err := m.advanceRun(ctx, acct, id); err != nil && ctx.Err() == nil {
-		m.log.Warn("advance pipeline run", "run", id, "err", err)
+func (svc *Service) advanceLogged(ctx context.Context, acct, id string) {
+	if _, err := svc.AdvanceRun(ctx, acct, id); err != nil && ctx.Err() == nil {
+		svc.log.Warn("advance pipeline run", "run", id, "err", err)
 	}
 }
 
-// runStart is what startRun needs.
-type runStart struct {
+// RunStart is what StartRun needs.
+type RunStart struct {
 	AccountID    string
 	Org, Project string
 	Pipeline     string
 	Inputs       map[string]string
 	Trigger      string // "manual", "webhook"
-	TriggeredBy  string // principalLabel of the caller, "webhook:NAME"
+	TriggeredBy  string // api.PrincipalLabel of the caller, "webhook:NAME"
 	// WebhookID and Delivery: the webhook that starts it and the
 	// delivery ID its sender gave (CreateRun refuses a second run of it
 	// with store.ErrConflict).
@@ -157,12 +158,12 @@ type errRunRefused struct{ err error }
 func (e *errRunRefused) Error() string { return e.err.Error() }
 func (e *errRunRefused) Unwrap() error { return e.err }
 
-// startRun starts a run of a stored pipeline and advances it once (its
+// StartRun starts a run of a stored pipeline and advances it once (its
 // first steps' tasks are created before it returns). A run whose
 // pipeline deploys is refused with a *LimitError, before anything is
 // recorded, when the account has no free deployment slot.
-func (m *Manager) startRun(ctx context.Context, rs runStart) (store.Run, error) {
-	stored, err := m.st.GetPipeline(ctx, rs.AccountID, rs.Org, rs.Project, rs.Pipeline)
+func (svc *Service) StartRun(ctx context.Context, rs RunStart) (store.Run, error) {
+	stored, err := svc.st.GetPipeline(ctx, rs.AccountID, rs.Org, rs.Project, rs.Pipeline)
 	if err != nil {
 		return store.Run{}, err
 	}
@@ -175,18 +176,18 @@ func (m *Manager) startRun(ctx context.Context, rs runStart) (store.Run, error) 
 		return store.Run{}, &errRunRefused{err}
 	}
 	if deploys(p) {
-		if err := m.checkDeploymentSlot(ctx, rs.AccountID); err != nil {
+		if err := svc.checkDeploymentSlot(ctx, rs.AccountID); err != nil {
 			return store.Run{}, err
 		}
 	}
-	run, err := m.st.CreateRun(ctx, store.Run{ID: api.NewID("r_"), AccountID: rs.AccountID, Org: rs.Org, Project: rs.Project,
+	run, err := svc.st.CreateRun(ctx, store.Run{ID: api.NewID("r_"), AccountID: rs.AccountID, Org: rs.Org, Project: rs.Project,
 		Pipeline: stored.Name, Version: stored.Version, Source: stored.Source, Inputs: inputs, Status: store.RunRunning,
-		Trigger: rs.Trigger, TriggeredBy: rs.TriggeredBy, WebhookID: rs.WebhookID, Delivery: rs.Delivery, CreatedAt: m.cfg.Now()})
+		Trigger: rs.Trigger, TriggeredBy: rs.TriggeredBy, WebhookID: rs.WebhookID, Delivery: rs.Delivery, CreatedAt: svc.now()})
 	if err != nil {
 		return store.Run{}, err
 	}
-	m.log.Info("pipeline run started", "run", run.ID, "pipeline", run.Pipeline, "version", run.Version, "by", run.TriggeredBy)
-	return m.advanceRun(ctx, run.AccountID, run.ID)
+	svc.log.Info("pipeline run started", "run", run.ID, "pipeline", run.Pipeline, "version", run.Version, "by", run.TriggeredBy)
+	return svc.AdvanceRun(ctx, run.AccountID, run.ID)
 }
 
 func deploys(p *pipeline.Pipeline) bool {
@@ -200,9 +201,9 @@ func deploys(p *pipeline.Pipeline) bool {
 
 // checkDeploymentSlot returns a *LimitError when the account has no free
 // deployment slot now.
-func (m *Manager) checkDeploymentSlot(ctx context.Context, acct string) error {
-	now := m.cfg.Now()
-	u, err := m.st.DeploymentUsage(ctx, acct, m.limits(), now)
+func (svc *Service) checkDeploymentSlot(ctx context.Context, acct string) error {
+	now := svc.now()
+	u, err := svc.st.DeploymentUsage(ctx, acct, svc.limits(), now)
 	if err != nil {
 		return err
 	}
@@ -212,9 +213,9 @@ func (m *Manager) checkDeploymentSlot(ctx context.Context, acct string) error {
 			if w.Window == store.DayWindow {
 				label = "day"
 			}
-			m.metrics.refusals.With(label).Inc()
+			svc.refusals.With(label).Inc()
 			le := &store.LimitError{Usage: w}
-			m.log.Info("pipeline run refused", "account", acct, "limit", label, "max", w.Limit, "used", w.Used, "next_free", w.NextFree)
+			svc.log.Info("pipeline run refused", "account", acct, "limit", label, "max", w.Limit, "used", w.Used, "next_free", w.NextFree)
 			return &LimitError{Window: w.Window, Limit: w.Limit, Used: w.Used, NextFree: w.NextFree, msg: le.Message(now)}
 		}
 	}
@@ -262,31 +263,31 @@ func stepStatus(s string) pipeline.StepStatus {
 	return pipeline.StepFailed
 }
 
-// advanceRun advances a run until it waits on running tasks or is over,
+// AdvanceRun advances a run until it waits on running tasks or is over,
 // and returns it as stored.
-func (m *Manager) advanceRun(ctx context.Context, acct, id string) (store.Run, error) {
+func (svc *Service) AdvanceRun(ctx context.Context, acct, id string) (store.Run, error) {
 	changed := false
 	defer func() {
 		// The web UI's run pages look again (they send only what changed),
 		// here and, when the run moved, on the other managers.
-		m.events.Publish(ctx, events.Event{Kind: events.RunAdvanced, Account: acct, Broadcast: changed})
+		svc.events.Publish(ctx, events.Event{Kind: events.RunAdvanced, Account: acct, Broadcast: changed})
 	}()
 	ends := map[string]taskEnd{}
 	for range 1000 { // each pass ends steps or starts some: bounded by the steps
-		run, progressed, moved, err := m.advanceOnce(ctx, acct, id, ends)
+		run, progressed, moved, err := svc.advanceOnce(ctx, acct, id, ends)
 		changed = changed || moved
 		if err != nil || !progressed {
 			return run, err
 		}
 	}
-	return m.st.GetRun(ctx, acct, id)
+	return svc.st.GetRun(ctx, acct, id)
 }
 
-// advanceOnce is one pass of advanceRun. ends holds the tasks that could
+// advanceOnce is one pass of AdvanceRun. ends holds the tasks that could
 // not be created, across passes. progressed reports that another pass may
 // change more.
-func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[string]taskEnd) (_ store.Run, progressed, changed bool, _ error) {
-	run, err := m.st.GetRun(ctx, acct, id)
+func (svc *Service) advanceOnce(ctx context.Context, acct, id string, ends map[string]taskEnd) (_ store.Run, progressed, changed bool, _ error) {
+	run, err := svc.st.GetRun(ctx, acct, id)
 	if err != nil {
 		return store.Run{}, false, false, err
 	}
@@ -295,12 +296,63 @@ func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[str
 	}
 	p, err := pipeline.Parse([]byte(run.Source))
 	if err != nil {
-		run, _, err := m.failRun(ctx, run, fmt.Sprintf("its pipeline (version %d) does not parse: %v", run.Version, err))
+		run, _, err := svc.failRun(ctx, run, fmt.Sprintf("its pipeline (version %d) does not parse: %v", run.Version, err))
 		return run, false, err == nil, err
 	}
-	// The end of each running step's task: a task's end never changes, so
-	// reading it before the run is held is as good as inside.
-	missing := map[string]bool{}
+	missing, err := svc.readEnds(ctx, run, ends)
+	if err != nil {
+		return run, false, false, err
+	}
+	ps := &pass{p: p, index: map[pipeline.StepRef]int{}, ends: ends}
+	for i, r := range p.Steps() {
+		ps.index[r] = i
+	}
+	state, _ := stepState(run, ends)
+	plan := p.Plan(state)
+	if ps.refused, err = svc.beginStages(ctx, run, p, plan.Start); err != nil {
+		return run, false, false, err
+	}
+	if len(plan.Start) == 0 && len(plan.Skip) == 0 && !plan.Done && len(missing) == 0 && !endsRunning(run, ends) {
+		return run, false, false, nil // nothing to record: the run waits on its tasks
+	}
+	ps.now = svc.now()
+	// A run that is about to end ends its deployments first, so that
+	// whoever sees the run over sees its deployments over (they are ended
+	// again, changing nothing, after the commit).
+	if ch, _ := ps.decide(run); ch.Status != "" {
+		svc.endStages(ctx, projectRun(run, ch), p)
+	}
+	var started []pipeline.StepRef
+	run, err = svc.st.AdvanceRun(ctx, acct, id, func(cur store.Run) (store.RunChange, error) {
+		var ch store.RunChange
+		ch, started = ps.decide(cur)
+		return ch, nil
+	})
+	if err != nil {
+		return store.Run{}, false, false, err
+	}
+	// Recorded: the pages that show the run look again.
+	failed, err := svc.createStepTasks(ctx, run, p, started, missing, ends)
+	if err != nil {
+		return run, false, false, err
+	}
+	progressed = len(ps.refused) > 0 || failed
+	svc.endStages(ctx, run, p)
+	if run.Status != store.RunRunning {
+		svc.log.Info("pipeline run ended", "run", run.ID, "pipeline", run.Pipeline, "status", run.Status)
+		return run, false, true, nil
+	}
+	// Another pass when steps failed without a task: the next item (a
+	// `when: failure` step) may start.
+	return run, progressed, true, nil
+}
+
+// readEnds adds to ends the end of each running step's task that ended,
+// and returns the running steps' tasks that were never created. A task's
+// end never changes, so reading it before the run is held is as good as
+// inside.
+func (svc *Service) readEnds(ctx context.Context, run store.Run, ends map[string]taskEnd) (missing map[string]bool, _ error) {
+	missing = map[string]bool{}
 	for _, s := range run.Steps {
 		if s.Status != store.RunRunning || s.TaskID == "" {
 			continue
@@ -308,12 +360,12 @@ func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[str
 		if _, ok := ends[s.TaskID]; ok {
 			continue
 		}
-		t, err := m.st.GetTask(ctx, acct, s.TaskID)
+		t, err := svc.st.GetTask(ctx, run.AccountID, s.TaskID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			missing[s.TaskID] = true
 		case err != nil:
-			return run, false, false, err
+			return nil, err
 		case protocol.Terminal(t.Status):
 			msg := t.Error
 			if msg == "" && t.Status != protocol.StatusSucceeded {
@@ -322,94 +374,91 @@ func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[str
 			ends[s.TaskID] = taskEnd{status: t.Status, err: msg}
 		}
 	}
-	// Deployment stages about to start begin their deployment first (a
-	// limit reached fails the steps instead of starting them).
-	refs := p.Steps()
-	index := map[pipeline.StepRef]int{}
-	for i, r := range refs {
-		index[r] = i
-	}
-	state, _ := stepState(run, ends)
-	plan := p.Plan(state)
-	refused := map[string]string{} // stage → why its steps fail
-	for _, ref := range plan.Start {
+	return missing, nil
+}
+
+// beginStages begins the deployment of each deployment stage about to
+// start (a step of start is its first). A stage over a deployment limit
+// does not start: refused maps it to why its steps fail.
+func (svc *Service) beginStages(ctx context.Context, run store.Run, p *pipeline.Pipeline, start []pipeline.StepRef) (refused map[string]string, _ error) {
+	refused = map[string]string{}
+	for _, ref := range start {
 		stage, _ := p.Step(ref)
 		if !stage.Deployment() || refused[stage.Name] != "" || stageStarted(run, stage.Name) {
 			continue
 		}
-		if err := m.beginStage(ctx, run, p, stage.Name); err != nil {
+		if err := svc.beginStage(ctx, run, p, stage.Name); err != nil {
 			var le *LimitError
 			if !errors.As(err, &le) {
-				return run, false, false, err
+				return nil, err
 			}
 			refused[stage.Name] = le.Error()
 		}
 	}
-	if len(plan.Start) == 0 && len(plan.Skip) == 0 && !plan.Done && len(missing) == 0 && !endsRunning(run, ends) {
-		return run, false, false, nil // nothing to record: the run waits on its tasks
-	}
-	now := m.cfg.Now()
-	// decide is what the run records: the ends of its running steps'
-	// tasks, the steps that start and those skipped, and its end.
-	decide := func(cur store.Run) (ch store.RunChange, started []pipeline.StepRef) {
-		if cur.Status != store.RunRunning {
-			return ch, nil
-		}
-		state, _ := stepState(cur, ends)
-		// Running steps whose task ended take its end.
-		for _, s := range cur.Steps {
-			if e, ok := ends[s.TaskID]; ok && s.Status == store.RunRunning {
-				if stepStatus(e.status) == pipeline.StepRunning {
-					continue
-				}
-				// The row keeps the task's own word (timed_out, cancelled…).
-				s.Status, s.Error = e.status, e.err
-				s.FinishedAt = &now
-				ch.Steps = append(ch.Steps, s)
-			}
-		}
-		d := p.Plan(state)
-		for _, ref := range d.Start {
-			stage, _ := p.Step(ref)
-			rs := store.RunStep{Stage: ref.Stage, Step: ref.Step, Status: store.RunRunning, StartedAt: now}
-			if why := refused[stage.Name]; why != "" {
-				rs.Status, rs.Error, rs.FinishedAt = store.RunFailed, why, &now
-			} else {
-				rs.TaskID = stepTaskID(cur.ID, index[ref])
-				started = append(started, ref)
-			}
-			ch.Steps = append(ch.Steps, rs)
-		}
-		for _, ref := range d.Skip {
-			ch.Steps = append(ch.Steps, store.RunStep{Stage: ref.Stage, Step: ref.Step, Status: string(pipeline.StepSkipped), StartedAt: now, FinishedAt: &now})
-		}
-		if d.Done {
-			ch.Status, ch.FinishedAt = string(d.Status), &now
-			if d.Status == pipeline.RunFailed {
-				ch.Error = runError(cur, ch.Steps)
-			}
-		}
-		return ch, started
-	}
-	// A run that is about to end ends its deployments first, so that
-	// whoever sees the run over sees its deployments over (they are ended
-	// again, changing nothing, after the commit).
-	if ch, _ := decide(run); ch.Status != "" {
-		m.endStages(ctx, projectRun(run, ch), p)
-	}
-	var started []pipeline.StepRef
-	run, err = m.st.AdvanceRun(ctx, acct, id, func(cur store.Run) (store.RunChange, error) {
-		var ch store.RunChange
-		ch, started = decide(cur)
+	return refused, nil
+}
+
+// pass is what one pass of advanceOnce knows before it holds the run.
+type pass struct {
+	p *pipeline.Pipeline
+	// index is each step's number in pipeline order (StepTaskID).
+	index map[pipeline.StepRef]int
+	ends  map[string]taskEnd
+	// refused maps a deployment stage that may not start to why its
+	// steps fail.
+	refused map[string]string
+	now     time.Time
+}
+
+// decide is what the run records: the ends of its running steps' tasks,
+// the steps that start and those skipped, and its end.
+func (ps *pass) decide(cur store.Run) (ch store.RunChange, started []pipeline.StepRef) {
+	if cur.Status != store.RunRunning {
 		return ch, nil
-	})
-	if err != nil {
-		return store.Run{}, false, false, err
 	}
-	// Recorded: the pages that show the run look again.
-	progressed, changed = len(refused) > 0, true
-	// Create the tasks of the steps just started and of those whose task
-	// was never created.
+	now := ps.now
+	state, _ := stepState(cur, ps.ends)
+	// Running steps whose task ended take its end.
+	for _, s := range cur.Steps {
+		if e, ok := ps.ends[s.TaskID]; ok && s.Status == store.RunRunning {
+			if stepStatus(e.status) == pipeline.StepRunning {
+				continue
+			}
+			// The row keeps the task's own word (timed_out, cancelled…).
+			s.Status, s.Error = e.status, e.err
+			s.FinishedAt = &now
+			ch.Steps = append(ch.Steps, s)
+		}
+	}
+	d := ps.p.Plan(state)
+	for _, ref := range d.Start {
+		stage, _ := ps.p.Step(ref)
+		rs := store.RunStep{Stage: ref.Stage, Step: ref.Step, Status: store.RunRunning, StartedAt: now}
+		if why := ps.refused[stage.Name]; why != "" {
+			rs.Status, rs.Error, rs.FinishedAt = store.RunFailed, why, &now
+		} else {
+			rs.TaskID = StepTaskID(cur.ID, ps.index[ref])
+			started = append(started, ref)
+		}
+		ch.Steps = append(ch.Steps, rs)
+	}
+	for _, ref := range d.Skip {
+		ch.Steps = append(ch.Steps, store.RunStep{Stage: ref.Stage, Step: ref.Step, Status: string(pipeline.StepSkipped), StartedAt: now, FinishedAt: &now})
+	}
+	if d.Done {
+		ch.Status, ch.FinishedAt = string(d.Status), &now
+		if d.Status == pipeline.RunFailed {
+			ch.Error = runError(cur, ch.Steps)
+		}
+	}
+	return ch, started
+}
+
+// createStepTasks creates the tasks of the steps just started and of
+// those whose task was never created (missing). A step that cannot get
+// its task takes a failed end in ends; failed reports that one did.
+func (svc *Service) createStepTasks(ctx context.Context, run store.Run, p *pipeline.Pipeline, started []pipeline.StepRef,
+	missing map[string]bool, ends map[string]taskEnd) (failed bool, _ error) {
 	for _, s := range run.Steps {
 		if s.Status != store.RunRunning || s.TaskID == "" {
 			continue
@@ -423,27 +472,20 @@ func (m *Manager) advanceOnce(ctx context.Context, acct, id string, ends map[str
 		if !isNew {
 			continue
 		}
-		if err := m.createStepTask(ctx, run, p, pipeline.StepRef{Stage: s.Stage, Step: s.Step}, s.TaskID); err != nil {
+		if err := svc.createStepTask(ctx, run, p, pipeline.StepRef{Stage: s.Stage, Step: s.Step}, s.TaskID); err != nil {
 			var refusal *errRunRefused
 			if !errors.As(err, &refusal) {
-				return run, false, false, err
+				return false, err
 			}
 			ends[s.TaskID] = taskEnd{status: protocol.StatusFailed, err: refusal.Error()}
-			progressed = true
+			failed = true
 		}
 	}
-	m.endStages(ctx, run, p)
-	if run.Status != store.RunRunning {
-		m.log.Info("pipeline run ended", "run", run.ID, "pipeline", run.Pipeline, "status", run.Status)
-		return run, false, true, nil
-	}
-	// Another pass when steps failed without a task: the next item (a
-	// `when: failure` step) may start.
-	return run, progressed, true, nil
+	return failed, nil
 }
 
-// projectRun is run as it will be once ch is recorded (as AdvanceRun
-// writes it).
+// projectRun is run as it will be once ch is recorded (as
+// store.AdvanceRun writes it).
 func projectRun(run store.Run, ch store.RunChange) store.Run {
 	run.Steps = slices.Clone(run.Steps)
 	for _, st := range ch.Steps {
@@ -488,15 +530,15 @@ func runError(run store.Run, changed []store.RunStep) string {
 }
 
 // failRun ends a run that cannot go on.
-func (m *Manager) failRun(ctx context.Context, run store.Run, why string) (store.Run, bool, error) {
-	now := m.cfg.Now()
-	out, err := m.st.AdvanceRun(ctx, run.AccountID, run.ID, func(cur store.Run) (store.RunChange, error) {
+func (svc *Service) failRun(ctx context.Context, run store.Run, why string) (store.Run, bool, error) {
+	now := svc.now()
+	out, err := svc.st.AdvanceRun(ctx, run.AccountID, run.ID, func(cur store.Run) (store.RunChange, error) {
 		if cur.Status != store.RunRunning {
 			return store.RunChange{}, nil
 		}
 		return store.RunChange{Status: store.RunFailed, Error: why, FinishedAt: &now}, nil
 	})
-	m.log.Warn("pipeline run failed", "run", run.ID, "why", why)
+	svc.log.Warn("pipeline run failed", "run", run.ID, "why", why)
 	return out, false, err
 }
 
@@ -520,11 +562,11 @@ func stageIndex(p *pipeline.Pipeline, name string) int {
 
 // beginStage records the deployment of a deployment stage that starts;
 // beginning it again (another manager, a retried pass) changes nothing.
-func (m *Manager) beginStage(ctx context.Context, run store.Run, p *pipeline.Pipeline, stage string) error {
+func (svc *Service) beginStage(ctx context.Context, run store.Run, p *pipeline.Pipeline, stage string) error {
 	i := stageIndex(p, stage)
 	st := &p.Stages[i]
 	kind, name := principalOfLabel(run.TriggeredBy)
-	_, err := m.beginDeployment(ctx, DeploymentStart{ID: deploymentID(run.ID, i), AccountID: run.AccountID, Org: run.Org,
+	_, err := svc.BeginDeployment(ctx, DeploymentStart{ID: deploymentID(run.ID, i), AccountID: run.AccountID, Org: run.Org,
 		Project: run.Project, Service: st.Service, Environment: st.Environment, Version: run.Inputs["version"],
 		Pipeline: run.Pipeline, RunID: run.ID, Stage: stage, PrincipalKind: kind, PrincipalName: name})
 	if errors.Is(err, store.ErrConflict) {
@@ -533,7 +575,7 @@ func (m *Manager) beginStage(ctx context.Context, run store.Run, p *pipeline.Pip
 	return err
 }
 
-// principalOfLabel is the inverse of principalLabel: the kind and name of
+// principalOfLabel is the inverse of api.PrincipalLabel: the kind and name of
 // the principal a run's TriggeredBy names.
 func principalOfLabel(label string) (kind, name string) {
 	for _, k := range []string{access.KindServiceAccount, access.KindUser} {
@@ -547,7 +589,7 @@ func principalOfLabel(label string) (kind, name string) {
 
 // endStages ends the deployment of every deployment stage of the run
 // whose steps have all ended (again: ending one twice changes nothing).
-func (m *Manager) endStages(ctx context.Context, run store.Run, p *pipeline.Pipeline) {
+func (svc *Service) endStages(ctx context.Context, run store.Run, p *pipeline.Pipeline) {
 	for i := range p.Stages {
 		st := &p.Stages[i]
 		if !st.Deployment() || !stageStarted(run, st.Name) {
@@ -576,8 +618,8 @@ func (m *Manager) endStages(ctx context.Context, run store.Run, p *pipeline.Pipe
 		if run.Status == store.RunCancelled && status == protocol.DeploymentSucceeded {
 			status = protocol.DeploymentCancelled
 		}
-		if err := m.endDeployment(ctx, run.AccountID, deploymentID(run.ID, i), status); err != nil && !errors.Is(err, store.ErrNotFound) {
-			m.log.Warn("end deployment", "run", run.ID, "stage", st.Name, "err", err)
+		if err := svc.EndDeployment(ctx, run.AccountID, deploymentID(run.ID, i), status); err != nil && !errors.Is(err, store.ErrNotFound) {
+			svc.log.Warn("end deployment", "run", run.ID, "stage", st.Name, "err", err)
 		}
 	}
 }
@@ -586,41 +628,35 @@ func (m *Manager) endStages(ctx context.Context, run store.Run, p *pipeline.Pipe
 // through the checks of a submitted task; a step that cannot get its task
 // (an output it needs is missing, its connector is gone) fails with an
 // *errRunRefused that says why. Creating it again is a no-op.
-func (m *Manager) createStepTask(ctx context.Context, run store.Run, p *pipeline.Pipeline, ref pipeline.StepRef, taskID string) error {
+func (svc *Service) createStepTask(ctx context.Context, run store.Run, p *pipeline.Pipeline, ref pipeline.StepRef, taskID string) error {
 	_, outs := stepState(run, nil)
 	spec, err := p.StepSpec(ref, run.Inputs, outs)
 	if err == nil {
-		err = m.placeWorkspaces(ctx, run, p, ref, &spec)
+		err = svc.placeWorkspaces(ctx, run, p, ref, &spec)
 	}
 	if err == nil {
 		spec.Org, spec.Project = run.Org, run.Project
-		err = m.validateSpec(&spec)
-	}
-	if err == nil {
-		err = m.resolveScopeAndConnector(ctx, run.AccountID, &spec)
-	}
-	if err == nil {
-		err = m.checkSecretRefs(ctx, run.AccountID, spec)
+		err = svc.tasks.PrepareTask(ctx, run.AccountID, &spec)
 	}
 	if err != nil {
-		m.log.Info("pipeline step cannot start", "run", run.ID, "step", ref.String(), "err", err)
+		svc.log.Info("pipeline step cannot start", "run", run.ID, "step", ref.String(), "err", err)
 		return &errRunRefused{err}
 	}
-	now := m.cfg.Now()
+	now := svc.now()
 	t := store.Task{
 		ID: taskID, AccountID: run.AccountID, Spec: spec, Status: protocol.StatusQueued,
 		TimeoutMS: spec.TimeoutMS, QueueTimeoutMS: spec.QueueTimeoutMS, Retries: spec.Retries,
 		CreatedAt: now, QueueDeadline: now.Add(time.Duration(spec.QueueTimeoutMS) * time.Millisecond),
 		CreatedBy: run.TriggeredBy,
 	}
-	if err := m.st.CreateTask(ctx, t); err != nil {
+	if err := svc.st.CreateTask(ctx, t); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return nil // created already
 		}
 		return err
 	}
 	t = t.WithoutSecretValues()
-	m.events.Publish(ctx, events.Event{Kind: events.TaskQueued, Account: run.AccountID, TaskID: t.ID, Task: &t})
+	svc.events.Publish(ctx, events.Event{Kind: events.TaskQueued, Account: run.AccountID, TaskID: t.ID, Task: &t})
 	return nil
 }
 
@@ -631,7 +667,7 @@ func (m *Manager) createStepTask(ctx context.Context, run store.Run, p *pipeline
 // step (its name and hostname), since the volume lives in that delegate's
 // container runtime. The delegate refuses a step whose workspace it does
 // not have rather than run it on an empty one.
-func (m *Manager) placeWorkspaces(ctx context.Context, run store.Run, p *pipeline.Pipeline, ref pipeline.StepRef, spec *protocol.TaskSpec) error {
+func (svc *Service) placeWorkspaces(ctx context.Context, run store.Run, p *pipeline.Pipeline, ref pipeline.StepRef, spec *protocol.TaskSpec) error {
 	if spec.Container == nil {
 		return nil
 	}
@@ -650,7 +686,7 @@ func (m *Manager) placeWorkspaces(ctx context.Context, run store.Run, p *pipelin
 			if s.Stage != ref.Stage || s.Step == ref.Step || s.TaskID == "" || !slices.Contains(users, s.Step) {
 				continue
 			}
-			t, err := m.st.GetTask(ctx, run.AccountID, s.TaskID)
+			t, err := svc.st.GetTask(ctx, run.AccountID, s.TaskID)
 			if err != nil {
 				return fmt.Errorf("find where the workspace %s of stage %s is: %w", v.Name, ref.Stage, err)
 			}
@@ -672,10 +708,10 @@ func (m *Manager) placeWorkspaces(ctx context.Context, run store.Run, p *pipelin
 	return nil
 }
 
-// cancelRun marks a run cancelled and cancels its running steps' tasks;
+// CancelRun marks a run cancelled and cancels its running steps' tasks;
 // the run ends once they have.
-func (m *Manager) cancelRun(ctx context.Context, acct, id string) (store.Run, error) {
-	run, err := m.st.AdvanceRun(ctx, acct, id, func(cur store.Run) (store.RunChange, error) {
+func (svc *Service) CancelRun(ctx context.Context, acct, id string) (store.Run, error) {
+	run, err := svc.st.AdvanceRun(ctx, acct, id, func(cur store.Run) (store.RunChange, error) {
 		if cur.Status != store.RunRunning {
 			return store.RunChange{}, nil
 		}
@@ -688,14 +724,14 @@ func (m *Manager) cancelRun(ctx context.Context, acct, id string) (store.Run, er
 		if s.Status != store.RunRunning || s.TaskID == "" {
 			continue
 		}
-		t, err := m.st.FinishTask(ctx, acct, s.TaskID, store.Result{Status: protocol.StatusCancelled, Error: "its pipeline run was cancelled"}, m.cfg.Now())
+		t, err := svc.st.FinishTask(ctx, acct, s.TaskID, store.Result{Status: protocol.StatusCancelled, Error: "its pipeline run was cancelled"}, svc.now())
 		if err != nil {
 			if errors.Is(err, store.ErrTaskTerminal) || errors.Is(err, store.ErrNotFound) {
 				continue
 			}
 			return run, err
 		}
-		m.afterManagerFinish(ctx, t)
+		svc.tasks.EndTask(ctx, t)
 	}
-	return m.advanceRun(ctx, acct, id)
+	return svc.AdvanceRun(ctx, acct, id)
 }
