@@ -39,6 +39,9 @@ var forbidden = map[string][]string{
 	"internal/leaktest":  {"internal/"}, // a test helper: imports nothing from the project
 	"internal/backoff":   {"internal/"}, // retry pacing: standard library only
 	"internal/access":    {"internal/"}, // decisions only: no HTTP, no SQL, nothing of the project
+	// identity: users, roles, keys and sessions; the manager and its other
+	// services call it, never the reverse.
+	"internal/identity": {"internal/manager", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/webui", "internal/transport", "internal/dispatch", "internal/secrets", "internal/pipeline", "internal/upgrades", "internal/seal", "internal/secretref"},
 	// manifest: a pure generator over the protocol's request type.
 	"internal/manifest": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/transport", "internal/config"},
 	// pipeline: definitions, expressions and the planner; no HTTP, no SQL.

@@ -135,7 +135,7 @@ func (m *Manager) handleListDeployments(w http.ResponseWriter, r *http.Request, 
 	q := r.URL.Query()
 	f := store.DeploymentFilter{AccountID: acct, Service: q.Get("service"), Environment: q.Get("environment"), Limit: 100}
 	if v := q.Get("since"); v != "" {
-		t, err := parseSince(v, m.cfg.Now())
+		t, err := api.ParseSince(v, m.cfg.Now())
 		if err != nil {
 			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%v", err)
 			return

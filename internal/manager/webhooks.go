@@ -13,6 +13,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/api"
+	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/pipeline"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
@@ -249,21 +250,14 @@ func (e *webhookRefusal) Error() string { return e.msg }
 func (m *Manager) webhookMayRun(ctx context.Context, h store.Webhook, p *pipeline.Pipeline) error {
 	label := pipelineLabel(h.Pipeline, h.Org, h.Project)
 	fix := fmt.Sprintf("someone who may run it can take the webhook over (legate pipeline webhook enable %s --rotate) and give the sender the new secret", h.Pipeline)
-	var pol *access.Policy
-	if h.PrincipalKind == protocol.OwnerAccount {
-		pol = accountPolicy(h.AccountID)
-	} else {
-		var disabled bool
-		var err error
-		pol, disabled, err = m.policyOf(ctx, h.AccountID, h.PrincipalID)
-		switch {
-		case errors.Is(err, errPrincipalGone):
-			return &webhookRefusal{fmt.Sprintf("the webhook of %s acts as %s, who was deleted; %s", label, h.EnabledBy, fix)}
-		case err != nil:
-			return err
-		case disabled:
-			return &webhookRefusal{fmt.Sprintf("the webhook of %s acts as %s, who is disabled; %s", label, h.EnabledBy, fix)}
-		}
+	pol, disabled, err := m.identity.Policy(ctx, h.AccountID, h.PrincipalKind, h.PrincipalID)
+	switch {
+	case errors.Is(err, identity.ErrPrincipalGone):
+		return &webhookRefusal{fmt.Sprintf("the webhook of %s acts as %s, who was deleted; %s", label, h.EnabledBy, fix)}
+	case err != nil:
+		return err
+	case disabled:
+		return &webhookRefusal{fmt.Sprintf("the webhook of %s acts as %s, who is disabled; %s", label, h.EnabledBy, fix)}
 	}
 	sc := access.Scope{Org: h.Org, Project: h.Project}
 	needs := []api.Need{{Perm: access.PipelineExecute, Res: access.Resource{Kind: "pipeline", Name: h.Pipeline, Scope: sc}}}
