@@ -18,6 +18,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/config"
 	"github.com/legate-dev/legate/internal/delegate"
+	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/logfile"
 	"github.com/legate-dev/legate/internal/manager"
 	"github.com/legate-dev/legate/internal/store"
@@ -145,7 +146,7 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 // devBanner is what legate dev prints once it runs: where it is, the
 // credentials, and commands that work as printed from another terminal.
 // cli runs this binary's CLI (see thisCLI).
-func devBanner(admin manager.Admin, data string, delegateHTTPPort int, cli string) string {
+func devBanner(admin identity.Admin, data string, delegateHTTPPort int, cli string) string {
 	metrics := admin.URL + "/metrics (manager)"
 	if delegateHTTPPort != 0 {
 		metrics += fmt.Sprintf(", http://127.0.0.1:%d/metrics and /readyz (delegate)", delegateHTTPPort)
@@ -253,7 +254,7 @@ func shellQuote(s string) string {
 
 // devToken returns the dev delegate's token, creating it on first start and
 // keeping it in DATA/dev-delegate.token (mode 0600).
-func devToken(ctx context.Context, st *store.Store, dataDir string, admin manager.Admin) (string, error) {
+func devToken(ctx context.Context, st *store.Store, dataDir string, admin identity.Admin) (string, error) {
 	path := filepath.Join(dataDir, "dev-delegate.token")
 	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) != "" {
 		return strings.TrimSpace(string(b)), nil

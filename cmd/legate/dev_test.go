@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/legate-dev/legate/internal/manager"
+	"github.com/legate-dev/legate/internal/identity"
 )
 
 func TestIsGoRunBinary(t *testing.T) {
@@ -94,7 +94,7 @@ func TestShellQuote(t *testing.T) {
 }
 
 func TestDevBanner(t *testing.T) {
-	admin := manager.Admin{URL: "http://127.0.0.1:7460", AccountID: "ACC", APIKey: "lgk_key", EnvFile: "/home/me/tour/.legate-dev/admin.env"}
+	admin := identity.Admin{URL: "http://127.0.0.1:7460", AccountID: "ACC", APIKey: "lgk_key", EnvFile: "/home/me/tour/.legate-dev/admin.env"}
 	got := devBanner(admin, ".legate-dev", 0, "legate")
 	for _, want := range []string{
 		"set -a; . /home/me/tour/.legate-dev/admin.env; set +a\n",

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/legate-dev/legate/internal/manager"
+	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -66,7 +66,7 @@ its --api-key-cache-ttl (5s by default).`,
 				return err
 			}
 			defer st.Close()
-			a, did, err := manager.ResetAdmin(cmd.Context(), st, data, url, time.Now())
+			a, did, err := identity.ResetAdmin(cmd.Context(), st, data, url, time.Now())
 			if err != nil {
 				return fmt.Errorf("reset-admin: %w", err)
 			}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/manager"
 	"github.com/legate-dev/legate/internal/release"
 	"github.com/legate-dev/legate/internal/seal"
@@ -108,16 +109,16 @@ type managerFlags struct {
 
 // startManager opens the store, bootstraps the account and starts the
 // manager; it returns when the manager is listening.
-func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manager.Manager, manager.Admin, net.Listener, *store.Store, error) {
+func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manager.Manager, identity.Admin, net.Listener, *store.Store, error) {
 	tlsConf, err := transport.ServerTLS(f.tls)
 	if err != nil {
-		return nil, manager.Admin{}, nil, nil, err
+		return nil, identity.Admin{}, nil, nil, err
 	}
 	if tlsConf != nil && strings.HasPrefix(strings.ToLower(f.publicURL), "http://") {
-		return nil, manager.Admin{}, nil, nil, fmt.Errorf("--public-url %s: the manager serves HTTPS (--tls-cert), so clients need an https:// URL", f.publicURL)
+		return nil, identity.Admin{}, nil, nil, fmt.Errorf("--public-url %s: the manager serves HTTPS (--tls-cert), so clients need an https:// URL", f.publicURL)
 	}
 	if err := os.MkdirAll(f.data, 0o700); err != nil {
-		return nil, manager.Admin{}, nil, nil, fmt.Errorf("create data directory: %w", err)
+		return nil, identity.Admin{}, nil, nil, fmt.Errorf("create data directory: %w", err)
 	}
 	lookup := f.lookupEnv
 	if lookup == nil {
@@ -130,28 +131,28 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	if dsn == "" {
 		dsn = filepath.Join(f.data, "legate.db")
 	}
-	preset, _ := lookup(manager.EnvAdminAPIKey)
+	preset, _ := lookup(identity.EnvAdminAPIKey)
 	preset = strings.TrimSpace(preset)
 	if preset != "" {
-		if err := manager.CheckPresetKey(preset); err != nil {
-			return nil, manager.Admin{}, nil, nil, err
+		if err := identity.CheckPresetKey(preset); err != nil {
+			return nil, identity.Admin{}, nil, nil, err
 		}
 	}
 	keys, err := loadMasterKeys(lookup, keyFilePath(f.data, f.masterKeyFile), true)
 	if err != nil {
-		return nil, manager.Admin{}, nil, nil, err
+		return nil, identity.Admin{}, nil, nil, err
 	}
 	if keys.file == "" && f.masterKeyFile != "" {
 		log.Warn(seal.EnvMasterKey+" is set: --master-key-file is ignored", "file", f.masterKeyFile)
 	}
 	st, err := openManagerStore(ctx, dsn, keys, log)
 	if err != nil {
-		return nil, manager.Admin{}, nil, nil, fmt.Errorf("open store: %w", err)
+		return nil, identity.Admin{}, nil, nil, fmt.Errorf("open store: %w", err)
 	}
 	ln, err := listen(f.listen, f.listenFallback, log)
 	if err != nil {
 		st.Close()
-		return nil, manager.Admin{}, nil, nil, err
+		return nil, identity.Admin{}, nil, nil, err
 	}
 	if tlsConf != nil {
 		log.Info("serving HTTPS and WSS", "cert", f.tls.Cert, "client_certificates_required", f.tls.ClientCA != "")
@@ -163,7 +164,7 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	if url == "" {
 		url = publicURL(ln.Addr(), tlsConf != nil)
 	}
-	admin, err := manager.BootstrapWithKey(ctx, st, f.data, url, preset, time.Now())
+	admin, err := identity.BootstrapWithKey(ctx, st, f.data, url, preset, time.Now())
 	if err != nil {
 		ln.Close()
 		st.Close()
@@ -274,7 +275,7 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
 			if admin.Replaced != "" {
 				log.Warn(admin.Replaced+"; wrote a new API key to it", "key", admin.KeyName)
 			}
-			if off, err := manager.AdminDisabled(ctx, st, admin.AccountID); err == nil && off {
+			if off, err := identity.AdminDisabled(ctx, st, admin.AccountID); err == nil && off {
 				log.Warn("the user admin is disabled, so the API key in "+admin.EnvFile+" is refused; another account admin can enable it "+
 					"(legate user enable admin), or run legate manager reset-admin on this data directory", "key", admin.KeyName)
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/config"
 	"github.com/legate-dev/legate/internal/delegate"
+	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/manager"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/seal"
@@ -87,7 +88,7 @@ type testManager struct {
 	dir   string
 	addr  string
 	url   string
-	admin manager.Admin
+	admin identity.Admin
 	api   *client.Client // the admin API, with the bootstrap API key
 	log   *logBuffer
 
@@ -146,7 +147,7 @@ func (tm *testManager) serve(ln net.Listener) {
 		ln.Close()
 		t.Fatal(err)
 	}
-	admin, err := manager.Bootstrap(ctx, st, tm.dir, tm.url, time.Now())
+	admin, err := identity.Bootstrap(ctx, st, tm.dir, tm.url, time.Now())
 	if err != nil {
 		ln.Close()
 		st.Close()

@@ -17,9 +17,19 @@ import (
 
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/api"
+	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
+)
+
+// What package identity promises of sign-ins, as these tests expect it:
+// the failed sign-ins a user or address may make in a row (more are
+// refused), and how long a sign-in link and a sign-in session last.
+const (
+	signInFailures = 10
+	signInLinkTTL  = 5 * time.Minute
+	sessionTTL     = time.Hour
 )
 
 // accessFixture is a request that reaches one admin route for a resource
@@ -587,6 +597,22 @@ func TestTaskListPagesCountVisibleTasks(t *testing.T) {
 	}
 }
 
+// readEnvFile reads the KEY=VALUE lines of an admin.env.
+func readEnvFile(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
 // The user admin disabled and stripped of its role by another account
 // admin stays so across a manager start (Bootstrap does not undo it, and
 // AdminDisabled lets the start warn); ResetAdmin, which legate manager
@@ -610,9 +636,9 @@ func TestResetAdminRestoresTheFirstAdministrator(t *testing.T) {
 			return st == 200
 		})
 	}
-	resetAdmin := func(url string, want ...string) Admin {
+	resetAdmin := func(url string, want ...string) identity.Admin {
 		t.Helper()
-		a, did, err := ResetAdmin(ctx, tm.st, dir, url, time.Now())
+		a, did, err := identity.ResetAdmin(ctx, tm.st, dir, url, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -630,11 +656,11 @@ func TestResetAdminRestoresTheFirstAdministrator(t *testing.T) {
 	}
 
 	// A start keeps admin disabled, with the same key in admin.env.
-	again, err := Bootstrap(ctx, tm.st, dir, tm.url, time.Now())
+	again, err := identity.Bootstrap(ctx, tm.st, dir, tm.url, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if off, err := AdminDisabled(ctx, tm.st, first.AccountID); !off || err != nil || again.APIKey != first.APIKey {
+	if off, err := identity.AdminDisabled(ctx, tm.st, first.AccountID); !off || err != nil || again.APIKey != first.APIKey {
 		t.Errorf("after a start: admin disabled %v (%v), same key %v; want it left disabled with its key", off, err, again.APIKey == first.APIKey)
 	}
 	if st, _ := tm.api(t, first.APIKey, "GET", protocol.PathWhoAmI, ""); st != 401 {
@@ -647,7 +673,7 @@ func TestResetAdminRestoresTheFirstAdministrator(t *testing.T) {
 	if a.APIKey != first.APIKey || a.URL != tm.url {
 		t.Errorf("ResetAdmin wrote key %s and URL %q; want the first key and %q", a.KeyName, a.URL, tm.url)
 	}
-	if off, _ := AdminDisabled(ctx, tm.st, first.AccountID); off {
+	if off, _ := identity.AdminDisabled(ctx, tm.st, first.AccountID); off {
 		t.Error("admin still disabled")
 	}
 	works(first.APIKey)
@@ -675,7 +701,7 @@ func TestResetAdminRestoresTheFirstAdministrator(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer empty.Close()
-	if _, _, err := ResetAdmin(ctx, empty, t.TempDir(), "", time.Now()); err == nil || !strings.Contains(err.Error(), "start a manager") {
+	if _, _, err := identity.ResetAdmin(ctx, empty, t.TempDir(), "", time.Now()); err == nil || !strings.Contains(err.Error(), "start a manager") {
 		t.Errorf("ResetAdmin on an empty database: %v", err)
 	}
 }

@@ -46,12 +46,6 @@ func (m *Manager) handleClusterEvents() {
 			}
 		}
 	})
-	m.bus.Handle(cluster.APIKeyRevoke, func(ctx context.Context, ev cluster.Event) {
-		m.apiKeys.invalidate(ev.APIKey)
-	})
-	m.bus.Handle(cluster.Access, func(ctx context.Context, ev cluster.Event) {
-		m.policies.clear()
-	})
 	m.bus.Handle(cluster.Approval, func(ctx context.Context, ev cluster.Event) {
 		m.approvalChanged(ctx, ev.Account, ev.Instance)
 	})

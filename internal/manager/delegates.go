@@ -141,7 +141,7 @@ func (m *Manager) pruneLoop(ctx context.Context) {
 			if after >= 0 {
 				m.prune(ctx, now)
 			}
-			m.pruneAudit(ctx, now)
+			m.identity.PruneAudit(ctx, now)
 		}
 	}
 }

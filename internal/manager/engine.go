@@ -6,6 +6,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/api"
+	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/pipeline/engine"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
@@ -53,11 +54,8 @@ func (d engineDeps) SealError(err error) error {
 }
 
 func (d engineDeps) PolicyOf(ctx context.Context, acct, kind, id string) (*access.Policy, bool, error) {
-	if kind == protocol.OwnerAccount {
-		return accountPolicy(acct), false, nil
-	}
-	pol, disabled, err := d.m.policyOf(ctx, acct, id)
-	if errors.Is(err, errPrincipalGone) {
+	pol, disabled, err := d.m.identity.Policy(ctx, acct, kind, id)
+	if errors.Is(err, identity.ErrPrincipalGone) {
 		return nil, false, nil
 	}
 	return pol, disabled, err

@@ -10,7 +10,7 @@ import (
 
 // flushLoop records liveness and extends leases in batches, once per
 // heartbeat interval, so heartbeats cost no database write each (and API
-// key uses, see apikeys.go).
+// key uses, identity.Service.FlushAPIKeyUse).
 func (m *Manager) flushLoop(ctx context.Context) {
 	every := m.cfg.HeartbeatInterval / 2
 	if every < 100*time.Millisecond {
@@ -74,7 +74,7 @@ func (m *Manager) flush(ctx context.Context) {
 			m.log.Warn("extend leases", "err", err, "tasks", len(ext))
 		}
 	}
-	m.flushAPIKeyUse(ctx)
+	m.identity.FlushAPIKeyUse(ctx)
 }
 
 // sweepLoop enforces queue timeouts, execution timeouts and lease expiry,

@@ -21,6 +21,7 @@ import (
 	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/cluster"
 	"github.com/legate-dev/legate/internal/events"
+	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/pipeline/engine"
 	"github.com/legate-dev/legate/internal/retention"
 	"github.com/legate-dev/legate/internal/store"
@@ -249,14 +250,12 @@ type Manager struct {
 	// bg counts the work that outlives the request that started it (a
 	// WebSocket, whose connection the HTTP server no longer tracks once
 	// hijacked; an offer's widening timer): Run waits for it.
-	bg      sync.WaitGroup
-	bgMu    sync.Mutex // orders bg.Add (enter) and the close of stopping
-	tokens  tokenCache
-	apiKeys apiKeyCache
-	// policies caches the callers' roles and bindings (access.go).
-	policies policyCache
-	// signIns paces sign-in attempts (sessions.go).
-	signIns signInLimiter
+	bg     sync.WaitGroup
+	bgMu   sync.Mutex // orders bg.Add (enter) and the close of stopping
+	tokens tokenCache
+	// identity holds users, roles, API keys and sessions, and
+	// authenticates admin requests (package identity).
+	identity *identity.Service
 	// events is the one stream of what changed (events.go subscribes
 	// what reacts to it).
 	events events.Stream
@@ -332,8 +331,10 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	m.subscribe()
 	m.engine = m.newEngine()
 	m.auditor = &api.Auditor{Store: st, Now: cfg.Now, Log: cfg.Logger}
+	m.identity = identity.New(identity.Config{Store: st, Bus: m.bus, Auditor: m.auditor, CheckScope: m.checkScope,
+		APIKeyCacheTTL: cfg.APIKeyCacheTTL, AuditRetention: cfg.AuditRetention, Version: cfg.Version, Log: cfg.Logger, Now: cfg.Now})
 	m.server = api.NewServer(api.Config{ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
-		UnauthenticatedBodies: cfg.UnauthenticatedBodies, Authenticate: m.authenticate, Audit: m.auditor, Log: cfg.Logger})
+		UnauthenticatedBodies: cfg.UnauthenticatedBodies, Authenticate: m.identity.Authenticate, Audit: m.auditor, Log: cfg.Logger})
 	if err := m.loadCapabilities(ctx); err != nil {
 		return nil, fmt.Errorf("load capability lists: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/client"
+	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/seal"
 	"github.com/legate-dev/legate/internal/store"
@@ -29,7 +30,7 @@ import (
 // testManager is a real manager on a loopback port over a real SQLite file.
 type testManager struct {
 	url   string
-	admin Admin
+	admin identity.Admin
 	st    *store.Store
 	m     *Manager
 }
@@ -141,7 +142,7 @@ func runTestManager(t testing.TB, dsn, dir string, cfg Config) (tm *testManager,
 		t.Fatal(err)
 	}
 	url := "http://" + ln.Addr().String()
-	admin, err := Bootstrap(ctx, st, dir, url, time.Now())
+	admin, err := identity.Bootstrap(ctx, st, dir, url, time.Now())
 	if err != nil {
 		ln.Close()
 		st.Close()

@@ -13,7 +13,7 @@ import (
 func (m *Manager) routes() []api.Route {
 	task := protocol.PathTasks + "/{id}"
 	dtask := protocol.PathDelegateTask + "/{id}"
-	return append([]api.Route{
+	rs := []api.Route{
 		// Probes and metrics.
 		{Method: "GET", Pattern: protocol.PathHealth, Public: handleHealth},
 		{Method: "GET", Pattern: protocol.PathReady, Public: m.handleReady},
@@ -41,7 +41,6 @@ func (m *Manager) routes() []api.Route {
 
 		// Admin API. Each route's rule: the permission and where its scope
 		// comes from (access.go).
-		{Method: "GET", Pattern: protocol.PathWhoAmI, Admin: m.handleWhoAmI, Rule: api.Rule{Self: true}},
 		{Method: "POST", Pattern: protocol.PathTokens, Body: api.BodySmall, Admin: m.handleCreateToken, Rule: api.Rule{Perm: access.DelegateEdit, Scope: api.AtBody}, Audit: "token.create"},
 		{Method: "GET", Pattern: protocol.PathTokens, Admin: m.handleListTokens, Rule: api.Rule{Perm: access.TokenView, List: true}},
 		{Method: "POST", Pattern: protocol.PathTokens + "/{name}/revoke", Admin: m.handleRevokeToken, Rule: api.Rule{Perm: access.TokenDelete, Scope: m.atToken()}, Audit: "token.revoke"},
@@ -74,9 +73,6 @@ func (m *Manager) routes() []api.Route {
 		{Method: "GET", Pattern: protocol.PathConfigurations + "/{name}", Admin: m.handleGetConfiguration, Rule: api.Rule{Perm: access.ConfigurationView, Scope: m.atConfiguration()}},
 		{Method: "PATCH", Pattern: protocol.PathConfigurations + "/{name}", Body: api.BodyConfiguration, Admin: m.handleUpdateConfiguration, Rule: api.Rule{Perm: access.ConfigurationEdit, Scope: m.atConfiguration()}, Audit: "configuration.update"},
 		{Method: "DELETE", Pattern: protocol.PathConfigurations + "/{name}", Admin: m.handleDeleteConfiguration, Rule: api.Rule{Perm: access.ConfigurationDelete, Scope: m.atConfiguration()}, Audit: "configuration.delete"},
-		{Method: "POST", Pattern: protocol.PathAPIKeys, Body: api.BodySmall, Admin: m.handleCreateAPIKey, Rule: api.Rule{Self: true}, Audit: "apikey.create"},
-		{Method: "GET", Pattern: protocol.PathAPIKeys, Admin: m.handleListAPIKeys, Rule: api.Rule{Self: true}},
-		{Method: "POST", Pattern: protocol.PathAPIKeys + "/{name}/revoke", Body: api.BodyTiny, Admin: m.handleRevokeAPIKey, Rule: api.Rule{Self: true}, Audit: "apikey.revoke"},
 
 		// Stored secrets: values go in, never out. The scope of a named
 		// secret is in the query (?org=&project=).
@@ -86,31 +82,13 @@ func (m *Manager) routes() []api.Route {
 		{Method: "PATCH", Pattern: protocol.PathSecrets + "/{name}", Body: bodySecret, Admin: m.handleUpdateSecret, Rule: api.Rule{Perm: access.SecretEdit, Scope: api.AtQuery}, Audit: "secret.update"},
 		{Method: "DELETE", Pattern: protocol.PathSecrets + "/{name}", Admin: m.handleDeleteSecret, Rule: api.Rule{Perm: access.SecretDelete, Scope: api.AtQuery}, Audit: "secret.delete"},
 
-		// Users and roles.
-		{Method: "POST", Pattern: protocol.PathSessions, Body: api.BodySmall, Public: m.handleCreateSession},
-		{Method: "DELETE", Pattern: protocol.PathSessions, Admin: m.handleDeleteSession, Rule: api.Rule{Self: true}, Audit: "session.delete"},
-		{Method: "POST", Pattern: protocol.PathSignInLinks, Admin: m.handleCreateSignInLink, Rule: api.Rule{Self: true}, Audit: "signin_link.create"},
-		{Method: "POST", Pattern: protocol.PathUsers, Body: api.BodySmall, Admin: m.handleCreateUser, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtAccount}, Audit: "user.create"},
-		{Method: "GET", Pattern: protocol.PathUsers, Admin: m.handleListUsers, Rule: api.Rule{Perm: access.UserView, List: true}},
-		{Method: "GET", Pattern: protocol.PathUsers + "/{name}", Admin: m.handleGetUser, Rule: api.Rule{Perm: access.UserView, Scope: api.Anywhere}},
-		{Method: "PATCH", Pattern: protocol.PathUsers + "/{name}", Body: api.BodySmall, Admin: m.handleUpdateUser, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtAccount}, Audit: "user.update"},
-		{Method: "DELETE", Pattern: protocol.PathUsers + "/{name}", Admin: m.handleDeleteUser, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtAccount}, Audit: "user.delete"},
-		{Method: "POST", Pattern: protocol.PathGroups, Body: api.BodySmall, Admin: m.handleCreateGroup, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtAccount}, Audit: "group.create"},
-		{Method: "GET", Pattern: protocol.PathGroups, Admin: m.handleListGroups, Rule: api.Rule{Perm: access.UserView, List: true}},
-		{Method: "DELETE", Pattern: protocol.PathGroups + "/{name}", Admin: m.handleDeleteGroup, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtAccount}, Audit: "group.delete"},
-		{Method: "POST", Pattern: protocol.PathGroups + "/{name}/members", Body: api.BodySmall, Admin: m.handleAddGroupMember, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtAccount}, Audit: "group.add_member"},
-		{Method: "DELETE", Pattern: protocol.PathGroups + "/{name}/members/{member}", Admin: m.handleRemoveGroupMember, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtAccount}, Audit: "group.remove_member"},
-		{Method: "POST", Pattern: protocol.PathRoles, Body: api.BodySmall, Admin: m.handleCreateRole, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtAccount}, Audit: "role.create"},
-		{Method: "GET", Pattern: protocol.PathRoles, Admin: m.handleListRoles, Rule: api.Rule{Perm: access.UserView, List: true}},
-		{Method: "GET", Pattern: protocol.PathRoles + "/{name}", Admin: m.handleGetRole, Rule: api.Rule{Perm: access.UserView, Scope: api.Anywhere}},
-		{Method: "DELETE", Pattern: protocol.PathRoles + "/{name}", Admin: m.handleDeleteRole, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtAccount}, Audit: "role.delete"},
-		{Method: "POST", Pattern: protocol.PathBindings, Body: api.BodySmall, Admin: m.handleCreateBinding, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtBody}, Audit: "binding.create"},
-		{Method: "GET", Pattern: protocol.PathBindings, Admin: m.handleListBindings, Rule: api.Rule{Perm: access.UserView, List: true}},
-		{Method: "GET", Pattern: protocol.PathAudit, Admin: m.handleListAudit, Rule: api.Rule{Perm: access.AuditView, Scope: api.AtAccount}},
-		{Method: "DELETE", Pattern: protocol.PathBindings, Admin: m.handleDeleteBinding, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtQuery}, Audit: "binding.delete"},
 		{Method: "POST", Pattern: protocol.PathManifests, Body: bodyManifest, Admin: m.handleManifest, Rule: api.Rule{Perm: access.DelegateEdit, Scope: api.AtBody}, Audit: "manifest.generate"},
-		// Pipelines, runs, deployments, limits and webhooks: the engine's.
-	}, m.engine.Routes()...)
+	}
+	// Whoami, API keys, sign-in sessions and links, users, groups, roles,
+	// bindings and the audit log.
+	rs = append(rs, m.identity.Routes()...)
+	// Pipelines, runs, deployments, limits and webhooks.
+	return append(rs, m.engine.Routes()...)
 }
 
 func handleHealth(w http.ResponseWriter, _ *http.Request) {

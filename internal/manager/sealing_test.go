@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/client"
+	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/seal"
 	"github.com/legate-dev/legate/internal/store"
@@ -38,7 +39,7 @@ func ringOf(t testing.TB, keys ...byte) *seal.Ring {
 // ring keys, until stop.
 type keyedManager struct {
 	url   string
-	admin Admin
+	admin identity.Admin
 	m     *Manager
 	stop  func()
 }
@@ -55,7 +56,7 @@ func startKeyedManager(t *testing.T, dir string, keys *seal.Ring) *keyedManager 
 		t.Fatal(err)
 	}
 	url := "http://" + ln.Addr().String()
-	admin, err := Bootstrap(ctx, st, dir, url, time.Now())
+	admin, err := identity.Bootstrap(ctx, st, dir, url, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ func TestSignInLinks(t *testing.T) {
 	var l protocol.SignInLink
 	_ = json.Unmarshal([]byte(tm.mustAPI(t, member, "POST", protocol.PathSignInLinks, "", 201)), &l)
 	token := strings.TrimPrefix(l.Path, protocol.PathUISignIn+"?token=")
-	if l.User != "pam" || !strings.HasPrefix(token, signInLinkPrefix) {
+	if l.User != "pam" || !strings.HasPrefix(token, "lgl_") {
 		t.Fatalf("link %+v", l)
 	}
 	body := fmt.Sprintf(`{"link":%q}`, token)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/events"
+	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/webui"
 )
 
@@ -28,7 +29,7 @@ var _ webui.Backend = uiBackend{}
 // Session resolves the holder of a sign-in session token as the API
 // does (API keys are not accepted: the UI signs in with sessions only).
 func (b uiBackend) Session(ctx context.Context, token string) (webui.Session, error) {
-	if !strings.HasPrefix(token, sessionPrefix) {
+	if !strings.HasPrefix(token, identity.SessionPrefix) {
 		return webui.Session{}, webui.ErrSignedOut
 	}
 	r, err := http.NewRequestWithContext(ctx, "GET", "/", nil)
@@ -37,7 +38,7 @@ func (b uiBackend) Session(ctx context.Context, token string) (webui.Session, er
 	}
 	r.Header.Set("Authorization", "Bearer "+token)
 	w := &discardResponse{header: http.Header{}}
-	c, acct, ok := b.m.authenticate(w, r)
+	c, acct, ok := b.m.identity.Authenticate(w, r)
 	if !ok {
 		if w.status >= 500 {
 			return webui.Session{}, errors.New("the manager could not check the session")

@@ -1,9 +1,14 @@
 package protocol
 
 import (
+	"fmt"
 	"unicode"
 	"unicode/utf8"
 )
+
+// MaxLabelLen bounds short free text that users name things with: a
+// display name, a connector's type.
+const MaxLabelLen = 100
 
 // IsControl reports whether r is a character that a terminal may act on
 // instead of showing it: the C0 controls (tab and newline included), DEL,
@@ -43,4 +48,28 @@ func HasControl(s string) bool {
 		i += n
 	}
 	return false
+}
+
+// CheckText refuses text that users or delegates create and others read
+// in listings (registration fields, selectors, a connector's type, a
+// capability, an http task's URL, a user's display name) when it is
+// longer than max bytes, is not valid UTF-8, or holds a control character
+// — an escape sequence, a newline, a bidi override (IsControl). The error
+// names the field, the character and where it is, never quoting the text
+// raw.
+func CheckText(what, s string, max int) error {
+	if len(s) > max {
+		return fmt.Errorf("%s is too long (%d bytes; at most %d)", what, len(s), max)
+	}
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				return fmt.Errorf("%s is not valid UTF-8 (byte %d); use printable text only", what, i)
+			}
+		}
+		if IsControl(r) {
+			return fmt.Errorf("%s contains the control or formatting character U+%04X at byte %d; use printable text only", what, r, i)
+		}
+	}
+	return nil
 }

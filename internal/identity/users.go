@@ -1,4 +1,4 @@
-package manager
+package identity
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 	"github.com/legate-dev/legate/internal/store"
 )
 
-// The admin API of users, service accounts, groups, roles and bindings.
-// Every change drops the cached policies on every manager
+// The admin API of users, service accounts, groups, roles and bindings,
+// and whoami. Every change drops the cached policies on every manager
 // (accessChanged), so it applies from the next request on.
 
 func nameError(w http.ResponseWriter, kind, name string) {
@@ -31,12 +31,12 @@ func kindWord(kind string) string {
 }
 
 // names maps principal and group IDs of an account to their names.
-func (m *Manager) names(ctx context.Context, acct string) (map[string]string, error) {
-	ps, err := m.st.ListPrincipals(ctx, acct, "")
+func (s *Service) names(ctx context.Context, acct string) (map[string]string, error) {
+	ps, err := s.st.ListPrincipals(ctx, acct, "")
 	if err != nil {
 		return nil, err
 	}
-	gs, err := m.st.ListGroups(ctx, acct)
+	gs, err := s.st.ListGroups(ctx, acct)
 	if err != nil {
 		return nil, err
 	}
@@ -54,16 +54,16 @@ func bindingView(b store.Binding, names map[string]string) protocol.Binding {
 	return protocol.Binding{Role: b.Role, SubjectKind: b.SubjectKind, Subject: names[b.SubjectID], Org: b.Org, Project: b.Project, CreatedAt: b.CreatedAt.UTC()}
 }
 
-func (m *Manager) userView(ctx context.Context, p store.Principal, names map[string]string) (protocol.User, error) {
+func (s *Service) userView(ctx context.Context, p store.Principal, names map[string]string) (protocol.User, error) {
 	v := protocol.User{Name: p.Name, Kind: p.Kind, Display: p.Display, Disabled: p.Disabled, HasPassword: p.PasswordHash != "", CreatedAt: p.CreatedAt.UTC()}
-	groups, err := m.st.GroupsOf(ctx, p.ID)
+	groups, err := s.st.GroupsOf(ctx, p.ID)
 	if err != nil {
 		return v, err
 	}
 	for _, g := range groups {
 		v.Groups = append(v.Groups, names[g])
 	}
-	bs, err := m.st.ListBindings(ctx, p.AccountID, p.ID)
+	bs, err := s.st.ListBindings(ctx, p.AccountID, p.ID)
 	if err != nil {
 		return v, err
 	}
@@ -73,7 +73,7 @@ func (m *Manager) userView(ctx context.Context, p store.Principal, names map[str
 	return v, nil
 }
 
-func (m *Manager) handleCreateUser(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleCreateUser(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.CreateUserRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
@@ -94,11 +94,11 @@ func (m *Manager) handleCreateUser(w http.ResponseWriter, r *http.Request, acct 
 		api.BadRequest(w, "service accounts have no password: create an API key for it (legate apikey create NAME --owner %s)", req.Name)
 		return
 	}
-	if err := checkText("display name", req.Display, maxLabelLen); err != nil {
+	if err := protocol.CheckText("display name", req.Display, protocol.MaxLabelLen); err != nil {
 		api.BadRequest(w, "%s", err.Error())
 		return
 	}
-	p := store.Principal{ID: api.NewID("u_"), AccountID: acct, Kind: req.Kind, Name: req.Name, Display: req.Display, CreatedAt: m.cfg.Now()}
+	p := store.Principal{ID: api.NewID("u_"), AccountID: acct, Kind: req.Kind, Name: req.Name, Display: req.Display, CreatedAt: s.cfg.Now()}
 	if req.Password != "" {
 		if err := access.CheckPassword(req.Password); err != nil {
 			api.BadRequest(w, "%s", err.Error())
@@ -106,7 +106,7 @@ func (m *Manager) handleCreateUser(w http.ResponseWriter, r *http.Request, acct 
 		}
 		p.PasswordHash = access.HashPassword(req.Password)
 	}
-	if err := m.st.CreatePrincipal(r.Context(), p); err != nil {
+	if err := s.st.CreatePrincipal(r.Context(), p); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "a user or service account named %q already exists", req.Name)
 			return
@@ -114,19 +114,19 @@ func (m *Manager) handleCreateUser(w http.ResponseWriter, r *http.Request, acct 
 		api.StoreError(w, err, kindWord(req.Kind))
 		return
 	}
-	m.log.Info(kindWord(p.Kind)+" created", "account", acct, "name", p.Name, "by", api.CallerOf(r.Context()).Policy.Principal.Name)
+	s.log.Info(kindWord(p.Kind)+" created", "account", acct, "name", p.Name, "by", api.CallerOf(r.Context()).Policy.Principal.Name)
 	api.WriteJSON(w, http.StatusCreated, protocol.User{Name: p.Name, Kind: p.Kind, Display: p.Display, HasPassword: p.PasswordHash != "", CreatedAt: p.CreatedAt.UTC()})
 }
 
-func (m *Manager) handleListUsers(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleListUsers(w http.ResponseWriter, r *http.Request, acct string) {
 	c := api.CallerOf(r.Context())
 	kind := r.URL.Query().Get("kind")
-	ps, err := m.st.ListPrincipals(r.Context(), acct, kind)
+	ps, err := s.st.ListPrincipals(r.Context(), acct, kind)
 	if err != nil {
 		api.StoreError(w, err, "users")
 		return
 	}
-	names, err := m.names(r.Context(), acct)
+	names, err := s.names(r.Context(), acct)
 	if err != nil {
 		api.StoreError(w, err, "users")
 		return
@@ -137,7 +137,7 @@ func (m *Manager) handleListUsers(w http.ResponseWriter, r *http.Request, acct s
 		if !all && p.ID != c.PrincipalID() {
 			continue
 		}
-		v, err := m.userView(r.Context(), p, names)
+		v, err := s.userView(r.Context(), p, names)
 		if err != nil {
 			api.StoreError(w, err, "users")
 			return
@@ -147,18 +147,18 @@ func (m *Manager) handleListUsers(w http.ResponseWriter, r *http.Request, acct s
 	api.WriteJSON(w, http.StatusOK, out)
 }
 
-func (m *Manager) handleGetUser(w http.ResponseWriter, r *http.Request, acct string) {
-	p, err := m.st.GetPrincipal(r.Context(), acct, r.PathValue("name"))
+func (s *Service) handleGetUser(w http.ResponseWriter, r *http.Request, acct string) {
+	p, err := s.st.GetPrincipal(r.Context(), acct, r.PathValue("name"))
 	if err != nil {
 		api.StoreError(w, err, "user "+strconv.Quote(r.PathValue("name")))
 		return
 	}
-	names, err := m.names(r.Context(), acct)
+	names, err := s.names(r.Context(), acct)
 	if err != nil {
 		api.StoreError(w, err, "users")
 		return
 	}
-	v, err := m.userView(r.Context(), p, names)
+	v, err := s.userView(r.Context(), p, names)
 	if err != nil {
 		api.StoreError(w, err, "user")
 		return
@@ -166,13 +166,13 @@ func (m *Manager) handleGetUser(w http.ResponseWriter, r *http.Request, acct str
 	api.WriteJSON(w, http.StatusOK, v)
 }
 
-func (m *Manager) handleUpdateUser(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleUpdateUser(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.UpdateUserRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	name := r.PathValue("name")
-	cur, err := m.st.GetPrincipal(r.Context(), acct, name)
+	cur, err := s.st.GetPrincipal(r.Context(), acct, name)
 	if err != nil {
 		api.StoreError(w, err, "user "+strconv.Quote(name))
 		return
@@ -199,16 +199,16 @@ func (m *Manager) handleUpdateUser(w http.ResponseWriter, r *http.Request, acct 
 		h := access.HashPassword(*req.Password)
 		hash = &h
 	}
-	p, err := m.st.UpdatePrincipal(r.Context(), acct, name, disabled, hash)
+	p, err := s.st.UpdatePrincipal(r.Context(), acct, name, disabled, hash)
 	if err != nil {
 		api.StoreError(w, err, "user "+strconv.Quote(name))
 		return
 	}
-	m.accessChanged(r.Context(), acct)
-	m.log.Info(kindWord(p.Kind)+" updated", "account", acct, "name", p.Name, "disabled", p.Disabled,
+	s.accessChanged(r.Context(), acct)
+	s.log.Info(kindWord(p.Kind)+" updated", "account", acct, "name", p.Name, "disabled", p.Disabled,
 		"password_changed", hash != nil, "by", c.Policy.Principal.Name)
-	names, _ := m.names(r.Context(), acct)
-	v, err := m.userView(r.Context(), p, names)
+	names, _ := s.names(r.Context(), acct)
+	v, err := s.userView(r.Context(), p, names)
 	if err != nil {
 		api.StoreError(w, err, "user")
 		return
@@ -216,33 +216,33 @@ func (m *Manager) handleUpdateUser(w http.ResponseWriter, r *http.Request, acct 
 	api.WriteJSON(w, http.StatusOK, v)
 }
 
-func (m *Manager) handleDeleteUser(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleDeleteUser(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	c := api.CallerOf(r.Context())
-	if cur, err := m.st.GetPrincipal(r.Context(), acct, name); err == nil && cur.ID == c.PrincipalID() {
+	if cur, err := s.st.GetPrincipal(r.Context(), acct, name); err == nil && cur.ID == c.PrincipalID() {
 		api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "you cannot delete yourself (%s); another administrator can", name)
 		return
 	}
-	p, err := m.st.DeletePrincipal(r.Context(), acct, name, m.cfg.Now())
+	p, err := s.st.DeletePrincipal(r.Context(), acct, name, s.cfg.Now())
 	if err != nil {
 		api.StoreError(w, err, "user "+strconv.Quote(name))
 		return
 	}
-	m.accessChanged(r.Context(), acct)
+	s.accessChanged(r.Context(), acct)
 	// Its keys were revoked with it: drop them from every cache.
-	if keys, err := m.st.ListAPIKeys(r.Context(), acct); err == nil {
+	if keys, err := s.st.ListAPIKeys(r.Context(), acct); err == nil {
 		for _, k := range keys {
 			if k.OwnerID == p.ID {
-				m.apiKeys.invalidate(k.ID)
-				m.bus.Broadcast(r.Context(), cluster.Event{Kind: cluster.APIKeyRevoke, Account: acct, APIKey: k.ID})
+				s.apiKeys.invalidate(k.ID)
+				s.bus.Broadcast(r.Context(), cluster.Event{Kind: cluster.APIKeyRevoke, Account: acct, APIKey: k.ID})
 			}
 		}
 	}
-	m.log.Info(kindWord(p.Kind)+" deleted", "account", acct, "name", p.Name, "by", c.Policy.Principal.Name)
+	s.log.Info(kindWord(p.Kind)+" deleted", "account", acct, "name", p.Name, "by", c.Policy.Principal.Name)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (m *Manager) handleCreateGroup(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleCreateGroup(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.CreateGroupRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
@@ -253,22 +253,22 @@ func (m *Manager) handleCreateGroup(w http.ResponseWriter, r *http.Request, acct
 		nameError(w, "group", req.Name)
 		return
 	}
-	g := store.Group{ID: api.NewID("g_"), AccountID: acct, Name: req.Name, CreatedAt: m.cfg.Now()}
-	if err := m.st.CreateGroup(r.Context(), g); err != nil {
+	g := store.Group{ID: api.NewID("g_"), AccountID: acct, Name: req.Name, CreatedAt: s.cfg.Now()}
+	if err := s.st.CreateGroup(r.Context(), g); err != nil {
 		api.StoreError(w, err, "group "+strconv.Quote(req.Name))
 		return
 	}
 	api.WriteJSON(w, http.StatusCreated, protocol.Group{Name: g.Name, Members: []string{}, CreatedAt: g.CreatedAt.UTC()})
 }
 
-func (m *Manager) handleListGroups(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleListGroups(w http.ResponseWriter, r *http.Request, acct string) {
 	c := api.CallerOf(r.Context())
-	gs, err := m.st.ListGroups(r.Context(), acct)
+	gs, err := s.st.ListGroups(r.Context(), acct)
 	if err != nil {
 		api.StoreError(w, err, "groups")
 		return
 	}
-	names, err := m.names(r.Context(), acct)
+	names, err := s.names(r.Context(), acct)
 	if err != nil {
 		api.StoreError(w, err, "groups")
 		return
@@ -289,46 +289,46 @@ func (m *Manager) handleListGroups(w http.ResponseWriter, r *http.Request, acct 
 	api.WriteJSON(w, http.StatusOK, out)
 }
 
-func (m *Manager) handleDeleteGroup(w http.ResponseWriter, r *http.Request, acct string) {
-	if err := m.st.DeleteGroup(r.Context(), acct, r.PathValue("name")); err != nil {
+func (s *Service) handleDeleteGroup(w http.ResponseWriter, r *http.Request, acct string) {
+	if err := s.st.DeleteGroup(r.Context(), acct, r.PathValue("name")); err != nil {
 		api.StoreError(w, err, "group "+strconv.Quote(r.PathValue("name")))
 		return
 	}
-	m.accessChanged(r.Context(), acct)
+	s.accessChanged(r.Context(), acct)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (m *Manager) setMember(w http.ResponseWriter, r *http.Request, acct, member string, in bool) {
-	g, err := m.st.GetGroup(r.Context(), acct, r.PathValue("name"))
+func (s *Service) setMember(w http.ResponseWriter, r *http.Request, acct, member string, in bool) {
+	g, err := s.st.GetGroup(r.Context(), acct, r.PathValue("name"))
 	if err != nil {
 		api.StoreError(w, err, "group "+strconv.Quote(r.PathValue("name")))
 		return
 	}
-	p, err := m.st.GetPrincipal(r.Context(), acct, member)
+	p, err := s.st.GetPrincipal(r.Context(), acct, member)
 	if err != nil {
 		api.StoreError(w, err, "user "+strconv.Quote(member))
 		return
 	}
-	if err := m.st.SetGroupMember(r.Context(), g.ID, p.ID, in); err != nil {
+	if err := s.st.SetGroupMember(r.Context(), g.ID, p.ID, in); err != nil {
 		api.StoreError(w, err, "group membership")
 		return
 	}
-	m.accessChanged(r.Context(), acct)
+	s.accessChanged(r.Context(), acct)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (m *Manager) handleAddGroupMember(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleAddGroupMember(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.GroupMemberRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) { e.Detail = "member " + strings.TrimSpace(req.Member) })
-	m.setMember(w, r, acct, strings.TrimSpace(req.Member), true)
+	s.setMember(w, r, acct, strings.TrimSpace(req.Member), true)
 }
 
-func (m *Manager) handleRemoveGroupMember(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleRemoveGroupMember(w http.ResponseWriter, r *http.Request, acct string) {
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) { e.Detail = "member " + r.PathValue("member") })
-	m.setMember(w, r, acct, r.PathValue("member"), false)
+	s.setMember(w, r, acct, r.PathValue("member"), false)
 }
 
 func roleView(r access.Role) protocol.Role {
@@ -339,7 +339,7 @@ func roleView(r access.Role) protocol.Role {
 	return v
 }
 
-func (m *Manager) handleCreateRole(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleCreateRole(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.CreateRoleRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
@@ -354,7 +354,7 @@ func (m *Manager) handleCreateRole(w http.ResponseWriter, r *http.Request, acct 
 		api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "%q is a built-in role; choose another name", req.Name)
 		return
 	}
-	if err := checkText("role description", req.Description, 1024); err != nil {
+	if err := protocol.CheckText("role description", req.Description, 1024); err != nil {
 		api.BadRequest(w, "%s", err.Error())
 		return
 	}
@@ -375,17 +375,17 @@ func (m *Manager) handleCreateRole(w http.ResponseWriter, r *http.Request, acct 
 			}
 		}
 	}
-	role := store.Role{AccountID: acct, Name: req.Name, Description: req.Description, Permissions: perms, CreatedAt: m.cfg.Now()}
-	if err := m.st.CreateRole(r.Context(), role); err != nil {
+	role := store.Role{AccountID: acct, Name: req.Name, Description: req.Description, Permissions: perms, CreatedAt: s.cfg.Now()}
+	if err := s.st.CreateRole(r.Context(), role); err != nil {
 		api.StoreError(w, err, "role "+strconv.Quote(req.Name))
 		return
 	}
-	m.accessChanged(r.Context(), acct)
+	s.accessChanged(r.Context(), acct)
 	api.WriteJSON(w, http.StatusCreated, protocol.Role{Name: role.Name, Description: role.Description, Permissions: perms, CreatedAt: role.CreatedAt.UTC()})
 }
 
-func (m *Manager) roles(ctx context.Context, acct string) ([]protocol.Role, error) {
-	rs, err := m.st.ListRoles(ctx, acct)
+func (s *Service) roles(ctx context.Context, acct string) ([]protocol.Role, error) {
+	rs, err := s.st.ListRoles(ctx, acct)
 	if err != nil {
 		return nil, err
 	}
@@ -399,10 +399,10 @@ func (m *Manager) roles(ctx context.Context, acct string) ([]protocol.Role, erro
 	return out, nil
 }
 
-func (m *Manager) handleListRoles(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleListRoles(w http.ResponseWriter, r *http.Request, acct string) {
 	// Roles name permissions, nothing of the account: every caller sees
 	// them (a caller needs to know what it could ask for).
-	rs, err := m.roles(r.Context(), acct)
+	rs, err := s.roles(r.Context(), acct)
 	if err != nil {
 		api.StoreError(w, err, "roles")
 		return
@@ -410,8 +410,8 @@ func (m *Manager) handleListRoles(w http.ResponseWriter, r *http.Request, acct s
 	api.WriteJSON(w, http.StatusOK, protocol.RoleList{Roles: rs})
 }
 
-func (m *Manager) handleGetRole(w http.ResponseWriter, r *http.Request, acct string) {
-	rs, err := m.roles(r.Context(), acct)
+func (s *Service) handleGetRole(w http.ResponseWriter, r *http.Request, acct string) {
+	rs, err := s.roles(r.Context(), acct)
 	if err != nil {
 		api.StoreError(w, err, "roles")
 		return
@@ -425,13 +425,13 @@ func (m *Manager) handleGetRole(w http.ResponseWriter, r *http.Request, acct str
 	api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "no role named %q (legate role list)", r.PathValue("name"))
 }
 
-func (m *Manager) handleDeleteRole(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleDeleteRole(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	if _, ok := access.Builtin(name); ok {
 		api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "%q is a built-in role and cannot be deleted", name)
 		return
 	}
-	if err := m.st.DeleteRole(r.Context(), acct, name); err != nil {
+	if err := s.st.DeleteRole(r.Context(), acct, name); err != nil {
 		if errors.Is(err, store.ErrInUse) {
 			api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "role %q is bound; unbind it first (legate role bindings, legate role unbind)", name)
 			return
@@ -439,17 +439,17 @@ func (m *Manager) handleDeleteRole(w http.ResponseWriter, r *http.Request, acct 
 		api.StoreError(w, err, "role "+strconv.Quote(name))
 		return
 	}
-	m.accessChanged(r.Context(), acct)
+	s.accessChanged(r.Context(), acct)
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // bindingOfRequest resolves a binding's subject and checks its role and
 // scope; it answers the request when they do not hold.
-func (m *Manager) bindingOfRequest(w http.ResponseWriter, r *http.Request, acct string, b protocol.Binding) (store.Binding, bool) {
+func (s *Service) bindingOfRequest(w http.ResponseWriter, r *http.Request, acct string, b protocol.Binding) (store.Binding, bool) {
 	out := store.Binding{AccountID: acct, Role: strings.TrimSpace(b.Role), SubjectKind: b.SubjectKind,
 		Org: strings.TrimSpace(b.Org), Project: strings.TrimSpace(b.Project)}
 	if _, ok := access.Builtin(out.Role); !ok {
-		rs, err := m.st.ListRoles(r.Context(), acct)
+		rs, err := s.st.ListRoles(r.Context(), acct)
 		if err != nil {
 			api.StoreError(w, err, "roles")
 			return out, false
@@ -461,14 +461,14 @@ func (m *Manager) bindingOfRequest(w http.ResponseWriter, r *http.Request, acct 
 	}
 	switch b.SubjectKind {
 	case protocol.SubjectGroup:
-		g, err := m.st.GetGroup(r.Context(), acct, b.Subject)
+		g, err := s.st.GetGroup(r.Context(), acct, b.Subject)
 		if err != nil {
 			api.StoreError(w, err, "group "+strconv.Quote(b.Subject))
 			return out, false
 		}
 		out.SubjectID = g.ID
 	case protocol.PrincipalUser, protocol.PrincipalServiceAccount:
-		p, err := m.st.GetPrincipal(r.Context(), acct, b.Subject)
+		p, err := s.st.GetPrincipal(r.Context(), acct, b.Subject)
 		if err != nil || p.Kind != b.SubjectKind {
 			api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "no %s named %q", kindWord(b.SubjectKind), b.Subject)
 			return out, false
@@ -478,25 +478,25 @@ func (m *Manager) bindingOfRequest(w http.ResponseWriter, r *http.Request, acct 
 		api.BadRequest(w, "subject kind %q: want %s, %s or %s", b.SubjectKind, protocol.PrincipalUser, protocol.PrincipalServiceAccount, protocol.SubjectGroup)
 		return out, false
 	}
-	if err := m.checkScope(r.Context(), acct, out.Org, out.Project); err != nil {
+	if err := s.cfg.CheckScope(r.Context(), acct, out.Org, out.Project); err != nil {
 		api.BadRequest(w, "%s", err.Error())
 		return out, false
 	}
 	return out, true
 }
 
-func (m *Manager) handleCreateBinding(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleCreateBinding(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.Binding
 	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	api.AuditBinding(r, req)
-	b, ok := m.bindingOfRequest(w, r, acct, req)
+	b, ok := s.bindingOfRequest(w, r, acct, req)
 	if !ok {
 		return
 	}
-	b.ID, b.CreatedAt = api.NewID("b_"), m.cfg.Now()
-	if err := m.st.CreateBinding(r.Context(), b); err != nil {
+	b.ID, b.CreatedAt = api.NewID("b_"), s.cfg.Now()
+	if err := s.st.CreateBinding(r.Context(), b); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "that binding exists already")
 			return
@@ -504,40 +504,40 @@ func (m *Manager) handleCreateBinding(w http.ResponseWriter, r *http.Request, ac
 		api.StoreError(w, err, "binding")
 		return
 	}
-	m.accessChanged(r.Context(), acct)
-	m.log.Info("role bound", "account", acct, "role", b.Role, "subject", req.Subject, "kind", b.SubjectKind,
+	s.accessChanged(r.Context(), acct)
+	s.log.Info("role bound", "account", acct, "role", b.Role, "subject", req.Subject, "kind", b.SubjectKind,
 		"scope", access.Scope{Org: b.Org, Project: b.Project}.Key(), "by", api.CallerOf(r.Context()).Policy.Principal.Name)
 	req.CreatedAt = b.CreatedAt.UTC()
 	api.WriteJSON(w, http.StatusCreated, req)
 }
 
-func (m *Manager) handleDeleteBinding(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleDeleteBinding(w http.ResponseWriter, r *http.Request, acct string) {
 	q := r.URL.Query()
 	req := protocol.Binding{Role: q.Get("role"), SubjectKind: q.Get("subject_kind"),
 		Subject: q.Get("subject"), Org: q.Get("org"), Project: q.Get("project")}
 	api.AuditBinding(r, req)
-	b, ok := m.bindingOfRequest(w, r, acct, req)
+	b, ok := s.bindingOfRequest(w, r, acct, req)
 	if !ok {
 		return
 	}
-	if err := m.st.DeleteBinding(r.Context(), b); err != nil {
+	if err := s.st.DeleteBinding(r.Context(), b); err != nil {
 		api.StoreError(w, err, "binding")
 		return
 	}
-	m.accessChanged(r.Context(), acct)
-	m.log.Info("role unbound", "account", acct, "role", b.Role, "subject", q.Get("subject"), "kind", b.SubjectKind,
+	s.accessChanged(r.Context(), acct)
+	s.log.Info("role unbound", "account", acct, "role", b.Role, "subject", q.Get("subject"), "kind", b.SubjectKind,
 		"scope", access.Scope{Org: b.Org, Project: b.Project}.Key(), "by", api.CallerOf(r.Context()).Policy.Principal.Name)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (m *Manager) handleListBindings(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleListBindings(w http.ResponseWriter, r *http.Request, acct string) {
 	c := api.CallerOf(r.Context())
-	bs, err := m.st.ListBindings(r.Context(), acct)
+	bs, err := s.st.ListBindings(r.Context(), acct)
 	if err != nil {
 		api.StoreError(w, err, "bindings")
 		return
 	}
-	names, err := m.names(r.Context(), acct)
+	names, err := s.names(r.Context(), acct)
 	if err != nil {
 		api.StoreError(w, err, "bindings")
 		return
@@ -553,18 +553,18 @@ func (m *Manager) handleListBindings(w http.ResponseWriter, r *http.Request, acc
 	api.WriteJSON(w, http.StatusOK, out)
 }
 
-func (m *Manager) handleWhoAmI(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleWhoAmI(w http.ResponseWriter, r *http.Request, acct string) {
 	c := api.CallerOf(r.Context())
-	out := protocol.WhoAmI{AccountID: acct, Version: m.cfg.Version, PrincipalKind: c.Policy.Principal.Kind,
+	out := protocol.WhoAmI{AccountID: acct, Version: s.cfg.Version, PrincipalKind: c.Policy.Principal.Kind,
 		Principal: c.Policy.Principal.Name, APIKey: c.Key.Name, Session: c.Session.ID != ""}
 	if id := c.PrincipalID(); id != "" {
-		names, err := m.names(r.Context(), acct)
+		names, err := s.names(r.Context(), acct)
 		if err != nil {
 			api.StoreError(w, err, "bindings")
 			return
 		}
 		ids := append([]string{id}, c.Policy.Principal.Groups...)
-		bs, err := m.st.ListBindings(r.Context(), acct, ids...)
+		bs, err := s.st.ListBindings(r.Context(), acct, ids...)
 		if err != nil {
 			api.StoreError(w, err, "bindings")
 			return

@@ -1,4 +1,4 @@
-package manager
+package identity
 
 import (
 	"net/http"
@@ -15,7 +15,7 @@ import (
 
 // Sign-in sessions: POST PathSessions trades a user's name and password
 // for a session token ("lgs_" and 24 random bytes; only its SHA-256 hash
-// is stored) that authenticate accepts like an API key until it expires
+// is stored) that Authenticate accepts like an API key until it expires
 // (sessionTTL) or DELETE PathSessions revokes it. Sessions are read from
 // the store on every request, so a revocation holds at once on every
 // manager.
@@ -86,18 +86,18 @@ func (l *signInLimiter) failed(now time.Time, keys ...string) {
 	}
 }
 
-func (m *Manager) handleCreateSession(w http.ResponseWriter, r *http.Request) {
+func (s *Service) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 	var req protocol.CreateSessionRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	if req.Link != "" {
-		m.signInWithLink(w, r, req.Link)
+		s.signInWithLink(w, r, req.Link)
 		return
 	}
 	ctx := r.Context()
 	if req.AccountID == "" {
-		acct, err := m.st.Setting(ctx, "bootstrap_account")
+		acct, err := s.st.Setting(ctx, "bootstrap_account")
 		if err != nil {
 			api.StoreError(w, err, "account")
 			return
@@ -105,16 +105,16 @@ func (m *Manager) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 		req.AccountID = acct
 	}
 	req.User = strings.TrimSpace(req.User)
-	now := m.cfg.Now()
+	now := s.cfg.Now()
 	keys := []string{"user:" + req.AccountID + "/" + strings.ToLower(req.User), "addr:" + api.ClientAddr(r)}
-	if wait := m.signIns.blocked(now, keys...); wait > 0 {
+	if wait := s.signIns.blocked(now, keys...); wait > 0 {
 		secs := int(wait.Round(time.Second) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 		api.WriteError(w, http.StatusTooManyRequests, protocol.CodeRateLimited,
 			"too many failed sign-ins for this user or from this address; try again in %s", wait.Round(time.Second))
 		return
 	}
-	p, err := m.st.GetPrincipal(ctx, req.AccountID, req.User)
+	p, err := s.st.GetPrincipal(ctx, req.AccountID, req.User)
 	// The hash is computed for unknown users too, so that the answer's
 	// time does not tell which users exist.
 	hash := p.PasswordHash
@@ -130,50 +130,50 @@ func (m *Manager) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 		signIn.PrincipalKind, signIn.PrincipalID, signIn.Principal = p.Kind, p.ID, p.Name
 	}
 	if !ok {
-		m.signIns.failed(now, keys...)
-		m.log.Info("sign-in refused", "account", req.AccountID, "user", req.User, "remote", r.RemoteAddr)
+		s.signIns.failed(now, keys...)
+		s.log.Info("sign-in refused", "account", req.AccountID, "user", req.User, "remote", r.RemoteAddr)
 		signIn.Detail = "wrong user name or password"
 		// An unknown user is recorded too (someone tries names), if the
 		// account exists.
-		if _, aerr := m.st.GetAccount(ctx, req.AccountID); err == nil || aerr == nil {
-			m.auditor.Record(ctx, r, signIn)
+		if _, aerr := s.st.GetAccount(ctx, req.AccountID); err == nil || aerr == nil {
+			s.auditor.Record(ctx, r, signIn)
 		}
 		api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "wrong user name or password")
 		return
 	}
 	if p.Disabled {
 		signIn.Detail = "user is disabled"
-		m.auditor.Record(ctx, r, signIn)
+		s.auditor.Record(ctx, r, signIn)
 		api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "user %s is disabled; an administrator can enable it (legate user enable %s)", p.Name, p.Name)
 		return
 	}
-	token := api.NewSecret(sessionPrefix, 24)
+	token := api.NewSecret(SessionPrefix, 24)
 	ws := store.WebSession{ID: api.NewID("s_"), AccountID: p.AccountID, PrincipalID: p.ID, Hash: api.HashSecret(token), CreatedAt: now, ExpiresAt: now.Add(sessionTTL)}
-	if err := m.st.CreateWebSession(ctx, ws); err != nil {
+	if err := s.st.CreateWebSession(ctx, ws); err != nil {
 		api.StoreError(w, err, "sign-in session")
 		return
 	}
-	m.log.Info("signed in", "account", p.AccountID, "user", p.Name, "remote", r.RemoteAddr)
+	s.log.Info("signed in", "account", p.AccountID, "user", p.Name, "remote", r.RemoteAddr)
 	signIn.Status, signIn.Credential, signIn.CredentialName, signIn.Resource = http.StatusCreated, "session", ws.ID, ws.ID
 	signIn.Detail = ""
-	m.auditor.Record(ctx, r, signIn)
+	s.auditor.Record(ctx, r, signIn)
 	api.WriteJSON(w, http.StatusCreated, protocol.Session{Token: token, AccountID: p.AccountID, User: p.Name, ExpiresAt: ws.ExpiresAt.UTC()})
 }
 
 // dummyPasswordHash is verified against when the user is unknown.
 const dummyPasswordHash = "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHRzYWx0c2FsdA$ZHVtbXlkdW1teWR1bW15ZHVtbXlkdW1teWR1bW15ZHU"
 
-func (m *Manager) handleDeleteSession(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleDeleteSession(w http.ResponseWriter, r *http.Request, acct string) {
 	c := api.CallerOf(r.Context())
 	if c.Session.ID == "" {
 		api.BadRequest(w, "this request uses an API key, not a sign-in session: revoke keys with legate apikey revoke")
 		return
 	}
 	api.AuditNamed(r, c.Session.ID)
-	if err := m.st.RevokeWebSession(r.Context(), c.Session.ID, m.cfg.Now()); err != nil {
+	if err := s.st.RevokeWebSession(r.Context(), c.Session.ID, s.cfg.Now()); err != nil {
 		api.StoreError(w, err, "sign-in session")
 		return
 	}
-	m.log.Info("signed out", "account", acct, "user", c.Policy.Principal.Name)
+	s.log.Info("signed out", "account", acct, "user", c.Policy.Principal.Name)
 	w.WriteHeader(http.StatusNoContent)
 }

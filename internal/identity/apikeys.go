@@ -1,4 +1,4 @@
-package manager
+package identity
 
 import (
 	"context"
@@ -22,15 +22,15 @@ import (
 // one would be (there is nothing to guess), and it lets one indexed
 // lookup find the key.
 //
-// The manager caches the keys it has seen, by hash, for at most
+// The service caches the keys it has seen, by hash, for at most
 // Config.APIKeyCacheTTL, so that a request costs no database read. A
 // revocation drops the key from the revoking manager's cache at once and
 // reaches the other managers on the same database by broadcast; should a
 // broadcast be lost, the TTL bounds how long they keep accepting the key.
 //
 // When a key was last used is recorded off the request path: requests
-// note it in memory, and the flush loop writes it at most once a minute
-// per key.
+// note it in memory, and the manager's flush loop writes it
+// (FlushAPIKeyUse) at most once a minute per key.
 
 // defaultAPIKeyCacheTTL is how long a cached API key is trusted without
 // reading it again, unless Config.APIKeyCacheTTL says otherwise.
@@ -198,41 +198,41 @@ func (c *apiKeyCache) shouldWarn(id string, now time.Time) bool {
 }
 
 // apiKeyTTL is the configured cache TTL.
-func (m *Manager) apiKeyTTL() time.Duration {
-	if m.cfg.APIKeyCacheTTL > 0 {
-		return m.cfg.APIKeyCacheTTL
+func (s *Service) apiKeyTTL() time.Duration {
+	if s.cfg.APIKeyCacheTTL > 0 {
+		return s.cfg.APIKeyCacheTTL
 	}
 	return defaultAPIKeyCacheTTL
 }
 
 // apiKey returns the key (revoked or not) whose value hashes to hash, from
 // the cache or the store; store.ErrNotFound for an unknown key.
-func (m *Manager) apiKey(ctx context.Context, hash string) (store.APIKey, error) {
-	now := m.cfg.Now()
-	k, gen, ok := m.apiKeys.lookup(hash, now, m.apiKeyTTL())
+func (s *Service) apiKey(ctx context.Context, hash string) (store.APIKey, error) {
+	now := s.cfg.Now()
+	k, gen, ok := s.apiKeys.lookup(hash, now, s.apiKeyTTL())
 	if ok {
 		return k, nil
 	}
-	k, err := m.st.APIKeyByHash(ctx, hash)
+	k, err := s.st.APIKeyByHash(ctx, hash)
 	if err != nil {
 		return store.APIKey{}, err
 	}
-	m.apiKeys.put(k, now, gen)
+	s.apiKeys.put(k, now, gen)
 	return k, nil
 }
 
-// flushAPIKeyUse writes the last use of the keys that are due.
-func (m *Manager) flushAPIKeyUse(ctx context.Context) {
-	now := m.cfg.Now()
-	batch := m.apiKeys.due(now)
+// FlushAPIKeyUse writes the last use of the keys that are due.
+func (s *Service) FlushAPIKeyUse(ctx context.Context) {
+	now := s.cfg.Now()
+	batch := s.apiKeys.due(now)
 	if len(batch) == 0 {
 		return
 	}
-	if err := m.st.TouchAPIKeys(ctx, batch); err != nil {
-		m.log.Warn("record API key use", "err", err, "keys", len(batch))
+	if err := s.st.TouchAPIKeys(ctx, batch); err != nil {
+		s.log.Warn("record API key use", "err", err, "keys", len(batch))
 		return
 	}
-	m.apiKeys.wrote(batch, now)
+	s.apiKeys.wrote(batch, now)
 }
 
 // apiKeyNames maps the IDs of an account's keys to their names.
@@ -244,11 +244,20 @@ func apiKeyNames(keys []store.APIKey) map[string]string {
 	return names
 }
 
-func (m *Manager) apiKeyView(k store.APIKey, names map[string]string, current string) protocol.APIKey {
+// utc is t in UTC, or nil.
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func (s *Service) apiKeyView(k store.APIKey, names map[string]string, current string) protocol.APIKey {
 	v := protocol.APIKey{
 		Name: k.Name, Status: protocol.TokenActive, CreatedAt: k.CreatedAt.UTC(),
-		CreatedBy: names[k.CreatedBy], LastUsedAt: utcPtr(m.apiKeys.lastUse(k.ID, k.LastUsedAt)),
-		RevokedAt: utcPtr(k.RevokedAt), RevokedBy: names[k.RevokedBy],
+		CreatedBy: names[k.CreatedBy], LastUsedAt: utc(s.apiKeys.lastUse(k.ID, k.LastUsedAt)),
+		RevokedAt: utc(k.RevokedAt), RevokedBy: names[k.RevokedBy],
 		OwnerKind: k.OwnerKind, OwnerID: k.OwnerID, Owner: names[k.OwnerID], Current: k.ID == current,
 	}
 	if k.RevokedAt != nil {
@@ -257,14 +266,14 @@ func (m *Manager) apiKeyView(k store.APIKey, names map[string]string, current st
 	return v
 }
 
-func (m *Manager) handleCreateAPIKey(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleCreateAPIKey(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.CreateAPIKeyRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
 	api.AuditNamed(r, req.Name)
-	if !isTokenName(req.Name) {
+	if !protocol.ValidName(req.Name) {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "API key name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name)
 		return
 	}
@@ -277,7 +286,7 @@ func (m *Manager) handleCreateAPIKey(w http.ResponseWriter, r *http.Request, acc
 				c.Policy.Principal, access.UserManage, req.Owner)
 			return
 		}
-		p, err := m.st.GetPrincipal(r.Context(), acct, req.Owner)
+		p, err := s.st.GetPrincipal(r.Context(), acct, req.Owner)
 		if err != nil {
 			api.StoreError(w, err, "user "+strconv.Quote(req.Owner))
 			return
@@ -290,8 +299,8 @@ func (m *Manager) handleCreateAPIKey(w http.ResponseWriter, r *http.Request, acc
 	}
 	value := api.NewSecret(apiKeyPrefix, 24)
 	k := store.APIKey{ID: api.NewID("ak_"), AccountID: acct, Name: req.Name, Hash: api.HashSecret(value),
-		OwnerKind: ownerKind, OwnerID: ownerID, CreatedAt: m.cfg.Now(), CreatedBy: caller.ID}
-	if err := m.st.CreateAPIKey(r.Context(), k); err != nil {
+		OwnerKind: ownerKind, OwnerID: ownerID, CreatedAt: s.cfg.Now(), CreatedBy: caller.ID}
+	if err := s.st.CreateAPIKey(r.Context(), k); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "an API key named %q already exists (revoked keys keep their name); choose another name", req.Name)
 			return
@@ -299,20 +308,20 @@ func (m *Manager) handleCreateAPIKey(w http.ResponseWriter, r *http.Request, acc
 		api.StoreError(w, err, "API key")
 		return
 	}
-	m.log.Info("API key created", "account", acct, "key", k.Name, "owner", ownerName, "by", c.Policy.Principal.Name)
-	v := m.apiKeyView(k, map[string]string{caller.ID: caller.Name, ownerID: ownerName}, caller.ID)
+	s.log.Info("API key created", "account", acct, "key", k.Name, "owner", ownerName, "by", c.Policy.Principal.Name)
+	v := s.apiKeyView(k, map[string]string{caller.ID: caller.Name, ownerID: ownerName}, caller.ID)
 	v.Value = value
 	api.WriteJSON(w, http.StatusCreated, v)
 }
 
-func (m *Manager) handleListAPIKeys(w http.ResponseWriter, r *http.Request, acct string) {
-	keys, err := m.st.ListAPIKeys(r.Context(), acct)
+func (s *Service) handleListAPIKeys(w http.ResponseWriter, r *http.Request, acct string) {
+	keys, err := s.st.ListAPIKeys(r.Context(), acct)
 	if err != nil {
 		api.StoreError(w, err, "API keys")
 		return
 	}
 	names := apiKeyNames(keys)
-	if owners, err := m.names(r.Context(), acct); err == nil {
+	if owners, err := s.names(r.Context(), acct); err == nil {
 		for id, n := range owners {
 			names[id] = n
 		}
@@ -323,7 +332,7 @@ func (m *Manager) handleListAPIKeys(w http.ResponseWriter, r *http.Request, acct
 	out := protocol.APIKeyList{APIKeys: make([]protocol.APIKey, 0, len(keys))}
 	for _, k := range keys {
 		if all || k.OwnerID == c.Policy.Principal.ID {
-			out.APIKeys = append(out.APIKeys, m.apiKeyView(k, names, caller.ID))
+			out.APIKeys = append(out.APIKeys, s.apiKeyView(k, names, caller.ID))
 		}
 	}
 	api.WriteJSON(w, http.StatusOK, out)
@@ -333,7 +342,7 @@ func (m *Manager) handleListAPIKeys(w http.ResponseWriter, r *http.Request, acct
 // from locking themselves out: the account's last active key is revoked
 // only with force (it can only be the caller's own key). Revoking one's
 // own key while another active key exists is allowed.
-func (m *Manager) handleRevokeAPIKey(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleRevokeAPIKey(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.RevokeAPIKeyRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
@@ -342,7 +351,7 @@ func (m *Manager) handleRevokeAPIKey(w http.ResponseWriter, r *http.Request, acc
 	caller := api.CallerOf(r.Context()).Key
 	c := api.CallerOf(r.Context())
 	if !c.MayManageOthers() {
-		keys, err := m.st.ListAPIKeys(r.Context(), acct)
+		keys, err := s.st.ListAPIKeys(r.Context(), acct)
 		if err != nil {
 			api.StoreError(w, err, "API keys")
 			return
@@ -355,7 +364,7 @@ func (m *Manager) handleRevokeAPIKey(w http.ResponseWriter, r *http.Request, acc
 			}
 		}
 	}
-	k, err := m.st.RevokeAPIKey(r.Context(), acct, name, caller.ID, m.cfg.Now(), req.Force)
+	k, err := s.st.RevokeAPIKey(r.Context(), acct, name, caller.ID, s.cfg.Now(), req.Force)
 	if err != nil {
 		if errors.Is(err, store.ErrLastAPIKey) {
 			self := ""
@@ -370,14 +379,14 @@ func (m *Manager) handleRevokeAPIKey(w http.ResponseWriter, r *http.Request, acc
 		api.StoreError(w, err, "API key "+strconv.Quote(name))
 		return
 	}
-	m.apiKeys.revoked(k, m.cfg.Now())
+	s.apiKeys.revoked(k, s.cfg.Now())
 	// The other managers drop it from their caches (a repeated revoke
 	// broadcasts again, in case the first broadcast was lost).
-	m.bus.Broadcast(r.Context(), cluster.Event{Kind: cluster.APIKeyRevoke, Account: acct, APIKey: k.ID})
-	m.log.Info("API key revoked", "account", acct, "key", k.Name, "by", caller.Name, "forced", req.Force)
+	s.bus.Broadcast(r.Context(), cluster.Event{Kind: cluster.APIKeyRevoke, Account: acct, APIKey: k.ID})
+	s.log.Info("API key revoked", "account", acct, "key", k.Name, "by", caller.Name, "forced", req.Force)
 	names := map[string]string{caller.ID: caller.Name}
-	if keys, err := m.st.ListAPIKeys(r.Context(), acct); err == nil {
+	if keys, err := s.st.ListAPIKeys(r.Context(), acct); err == nil {
 		names = apiKeyNames(keys)
 	}
-	api.WriteJSON(w, http.StatusOK, m.apiKeyView(k, names, caller.ID))
+	api.WriteJSON(w, http.StatusOK, s.apiKeyView(k, names, caller.ID))
 }

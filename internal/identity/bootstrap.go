@@ -1,4 +1,4 @@
-package manager
+package identity
 
 import (
 	"bufio"
@@ -48,7 +48,7 @@ const bootstrapKeyName = "admin"
 // and written (named "admin-2", "admin-3", ...; the others stay as they
 // are): whoever can start a manager on the data can reach the API again.
 // Several managers sharing one database each get a key of their own.
-func Bootstrap(ctx context.Context, st *store.Store, dataDir, url string, now time.Time) (Admin, error) {
+func Bootstrap(ctx context.Context, st Store, dataDir, url string, now time.Time) (Admin, error) {
 	return BootstrapWithKey(ctx, st, dataDir, url, "", now)
 }
 
@@ -86,7 +86,7 @@ func printableASCII(s string) bool {
 // the user admin) on the start that first sees it and used by every
 // start after, whatever admin.env holds; a revoked one stops the start,
 // so that revoking it is not undone by a restart.
-func BootstrapWithKey(ctx context.Context, st *store.Store, dataDir, url, preset string, now time.Time) (Admin, error) {
+func BootstrapWithKey(ctx context.Context, st Store, dataDir, url, preset string, now time.Time) (Admin, error) {
 	a := Admin{URL: url, EnvFile: filepath.Join(dataDir, "admin.env")}
 	if preset != "" {
 		if err := CheckPresetKey(preset); err != nil {
@@ -168,7 +168,7 @@ func writeAdminEnv(a Admin) error {
 // store has it (for this account, not revoked), else creates it. Managers
 // starting at once on one database may both try; the one that loses the
 // insert finds the winner's key.
-func presetKey(ctx context.Context, st *store.Store, a *Admin, admin store.Principal, key string, now time.Time) error {
+func presetKey(ctx context.Context, st Store, a *Admin, admin store.Principal, key string, now time.Time) error {
 	hash := api.HashSecret(key)
 	for n := 1; n <= 10000; n++ {
 		k, err := st.APIKeyByHash(ctx, hash)
@@ -210,7 +210,7 @@ const adminUserName = "admin"
 // account-admin role to it at account scope. The keys Bootstrap writes to
 // admin.env belong to it. (Migration 0008 made it for accounts that
 // existed before users.)
-func ensureAdminUser(ctx context.Context, st *store.Store, acct string, now time.Time) (store.Principal, error) {
+func ensureAdminUser(ctx context.Context, st Store, acct string, now time.Time) (store.Principal, error) {
 	p := store.Principal{ID: "u_" + acct, AccountID: acct, Kind: protocol.PrincipalUser, Name: adminUserName,
 		Display: "first administrator", CreatedAt: now}
 	err := st.CreatePrincipal(ctx, p)
@@ -257,15 +257,4 @@ func readEnvFile(path string) (map[string]string, error) {
 		}
 	}
 	return out, sc.Err()
-}
-
-// IssueToken creates a delegate token directly in the store (for dev mode,
-// before the API is serving) and returns its value.
-func IssueToken(ctx context.Context, st *store.Store, accountID, name string, now time.Time) (string, error) {
-	value := api.NewSecret("", 24)
-	t := store.Token{ID: api.NewID("k_"), AccountID: accountID, Name: name, Hash: api.HashSecret(value), CreatedAt: now}
-	if err := st.CreateToken(ctx, t); err != nil {
-		return "", fmt.Errorf("create token %q: %w", name, err)
-	}
-	return value, nil
 }

@@ -1,4 +1,4 @@
-package manager
+package identity
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 
 // AdminDisabled reports whether the account's user admin is disabled (the
 // key Bootstrap wrote to admin.env is then refused), for a start to warn.
-func AdminDisabled(ctx context.Context, st *store.Store, acct string) (bool, error) {
+func AdminDisabled(ctx context.Context, st Store, acct string) (bool, error) {
 	p, err := st.GetPrincipal(ctx, acct, adminUserName)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
@@ -42,7 +42,7 @@ func AdminDisabled(ctx context.Context, st *store.Store, acct string) (bool, err
 // holds. Managers sharing a PostgreSQL database drop their cached policies
 // at once; a manager on SQLite sees the change within its API key cache
 // TTL. It returns what it changed, for the operator.
-func ResetAdmin(ctx context.Context, st *store.Store, dataDir, url string, now time.Time) (Admin, []string, error) {
+func ResetAdmin(ctx context.Context, st Store, dataDir, url string, now time.Time) (Admin, []string, error) {
 	a := Admin{EnvFile: filepath.Join(dataDir, "admin.env")}
 	acct, err := st.Setting(ctx, "bootstrap_account")
 	if errors.Is(err, store.ErrNotFound) {

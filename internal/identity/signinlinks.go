@@ -1,4 +1,4 @@
-package manager
+package identity
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 	"github.com/legate-dev/legate/internal/store"
 )
 
-// One-time sign-in links (issue 17): POST PathSignInLinks, as a user (with
+// One-time sign-in links: POST PathSignInLinks, as a user (with
 // an API key of the user, or a session), returns the web UI's path that
 // signs that user in once within signInLinkTTL: legate ui prints it, the
 // way Jupyter prints its token link. The link's token ("lgl_" and 24
@@ -26,49 +26,49 @@ const signInLinkTTL = 5 * time.Minute
 // signInLinkPrefix starts every sign-in link token.
 const signInLinkPrefix = "lgl_"
 
-func (m *Manager) handleCreateSignInLink(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleCreateSignInLink(w http.ResponseWriter, r *http.Request, acct string) {
 	c := api.CallerOf(r.Context())
 	if c.Policy.Principal.Kind != protocol.PrincipalUser {
 		api.BadRequest(w, "sign-in links are for users; %s is not one: use an API key of a user (legate login)", c.Policy.Principal)
 		return
 	}
-	now := m.cfg.Now()
+	now := s.cfg.Now()
 	token := api.NewSecret(signInLinkPrefix, 24)
 	l := store.SignInLink{ID: api.NewID("l_"), AccountID: acct, PrincipalID: c.Policy.Principal.ID, Hash: api.HashSecret(token),
 		CreatedAt: now, ExpiresAt: now.Add(signInLinkTTL)}
 	api.AuditNamed(r, l.ID)
-	if err := m.st.CreateSignInLink(r.Context(), l); err != nil {
+	if err := s.st.CreateSignInLink(r.Context(), l); err != nil {
 		api.StoreError(w, err, "sign-in link")
 		return
 	}
-	m.log.Info("sign-in link created", "account", acct, "user", c.Policy.Principal.Name, "link", l.ID)
+	s.log.Info("sign-in link created", "account", acct, "user", c.Policy.Principal.Name, "link", l.ID)
 	api.WriteJSON(w, http.StatusCreated, protocol.SignInLink{
 		Path: protocol.PathUISignIn + "?" + url.Values{"token": {token}}.Encode(),
 		User: c.Policy.Principal.Name, ExpiresAt: l.ExpiresAt.UTC()})
 }
 
 // signInWithLink trades a sign-in link's token for a session.
-func (m *Manager) signInWithLink(w http.ResponseWriter, r *http.Request, token string) {
+func (s *Service) signInWithLink(w http.ResponseWriter, r *http.Request, token string) {
 	ctx := r.Context()
-	now := m.cfg.Now()
+	now := s.cfg.Now()
 	keys := []string{"addr:" + api.ClientAddr(r)}
-	if wait := m.signIns.blocked(now, keys...); wait > 0 {
+	if wait := s.signIns.blocked(now, keys...); wait > 0 {
 		secs := int(wait.Round(time.Second) / time.Second)
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 		api.WriteError(w, http.StatusTooManyRequests, protocol.CodeRateLimited,
 			"too many failed sign-ins from this address; try again in %s", wait.Round(time.Second))
 		return
 	}
-	l, err := m.st.UseSignInLink(ctx, api.HashSecret(token), now)
+	l, err := s.st.UseSignInLink(ctx, api.HashSecret(token), now)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrLinkUsed) {
 			api.StoreError(w, err, "sign-in link")
 			return
 		}
-		m.signIns.failed(now, keys...)
-		m.log.Info("sign-in with a link refused", "remote", r.RemoteAddr, "err", err)
+		s.signIns.failed(now, keys...)
+		s.log.Info("sign-in with a link refused", "remote", r.RemoteAddr, "err", err)
 		if errors.Is(err, store.ErrLinkUsed) && l.AccountID != "" {
-			m.auditor.Record(ctx, r, store.AuditEvent{AccountID: l.AccountID, Action: "session.create", ResourceType: "session",
+			s.auditor.Record(ctx, r, store.AuditEvent{AccountID: l.AccountID, Action: "session.create", ResourceType: "session",
 				PrincipalKind: protocol.PrincipalUser, PrincipalID: l.PrincipalID, Credential: "signin_link",
 				Status: http.StatusUnauthorized, Detail: "sign-in link used already or expired"})
 		}
@@ -76,7 +76,7 @@ func (m *Manager) signInWithLink(w http.ResponseWriter, r *http.Request, token s
 			"this sign-in link is unknown, used already or expired: run legate ui again for a new one")
 		return
 	}
-	p, err := m.st.PrincipalByID(ctx, l.PrincipalID)
+	p, err := s.st.PrincipalByID(ctx, l.PrincipalID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "the user of this sign-in link was deleted")
@@ -89,18 +89,18 @@ func (m *Manager) signInWithLink(w http.ResponseWriter, r *http.Request, token s
 		PrincipalKind: p.Kind, PrincipalID: p.ID, Principal: p.Name, Credential: "signin_link", CredentialName: l.ID}
 	if p.Disabled {
 		signIn.Status, signIn.Detail = http.StatusUnauthorized, "user is disabled"
-		m.auditor.Record(ctx, r, signIn)
+		s.auditor.Record(ctx, r, signIn)
 		api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "user %s is disabled; an administrator can enable it (legate user enable %s)", p.Name, p.Name)
 		return
 	}
-	token = api.NewSecret(sessionPrefix, 24)
+	token = api.NewSecret(SessionPrefix, 24)
 	ws := store.WebSession{ID: api.NewID("s_"), AccountID: p.AccountID, PrincipalID: p.ID, Hash: api.HashSecret(token), CreatedAt: now, ExpiresAt: now.Add(sessionTTL)}
-	if err := m.st.CreateWebSession(ctx, ws); err != nil {
+	if err := s.st.CreateWebSession(ctx, ws); err != nil {
 		api.StoreError(w, err, "sign-in session")
 		return
 	}
-	m.log.Info("signed in with a link", "account", p.AccountID, "user", p.Name, "link", l.ID, "remote", r.RemoteAddr)
+	s.log.Info("signed in with a link", "account", p.AccountID, "user", p.Name, "link", l.ID, "remote", r.RemoteAddr)
 	signIn.Status, signIn.Resource = http.StatusCreated, ws.ID
-	m.auditor.Record(ctx, r, signIn)
+	s.auditor.Record(ctx, r, signIn)
 	api.WriteJSON(w, http.StatusCreated, protocol.Session{Token: token, AccountID: p.AccountID, User: p.Name, ExpiresAt: ws.ExpiresAt.UTC()})
 }

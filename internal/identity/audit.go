@@ -1,4 +1,4 @@
-package manager
+package identity
 
 import (
 	"context"
@@ -20,38 +20,38 @@ import (
 // auditPage is the largest page GET PathAudit answers.
 const auditPage = 1000
 
-func (m *Manager) handleListAudit(w http.ResponseWriter, r *http.Request, acct string) {
+func (s *Service) handleListAudit(w http.ResponseWriter, r *http.Request, acct string) {
 	q := r.URL.Query()
 	f := store.AuditFilter{AccountID: acct, Principal: strings.TrimSpace(q.Get("user")), Limit: 100}
-	if s := strings.TrimSpace(q.Get("since")); s != "" {
-		since, err := api.ParseSince(s, m.cfg.Now())
+	if v := strings.TrimSpace(q.Get("since")); v != "" {
+		since, err := api.ParseSince(v, s.cfg.Now())
 		if err != nil {
 			api.BadRequest(w, "%s", err.Error())
 			return
 		}
 		f.Since = since
 	}
-	if s := strings.TrimSpace(q.Get("resource")); s != "" {
-		f.ResourceType, f.Resource, _ = strings.Cut(s, "/")
+	if v := strings.TrimSpace(q.Get("resource")); v != "" {
+		f.ResourceType, f.Resource, _ = strings.Cut(v, "/")
 	}
-	if s := strings.TrimSpace(q.Get("action")); s != "" {
-		exact, prefix, err := parseAuditAction(s)
+	if v := strings.TrimSpace(q.Get("action")); v != "" {
+		exact, prefix, err := parseAuditAction(v)
 		if err != nil {
 			api.BadRequest(w, "%s", err.Error())
 			return
 		}
 		f.Action, f.ActionPrefix = exact, prefix
 	}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > auditPage {
-			api.BadRequest(w, "limit=%q: use a number from 1 to %d", s, auditPage)
+			api.BadRequest(w, "limit=%q: use a number from 1 to %d", v, auditPage)
 			return
 		}
 		f.Limit = n
 	}
-	if s := q.Get("after"); s != "" {
-		c, err := parseAuditCursor(s)
+	if v := q.Get("after"); v != "" {
+		c, err := parseAuditCursor(v)
 		if err != nil {
 			api.BadRequest(w, "%s", err.Error())
 			return
@@ -61,7 +61,7 @@ func (m *Manager) handleListAudit(w http.ResponseWriter, r *http.Request, acct s
 	// One more than the page says whether there is a next one.
 	want := f.Limit
 	f.Limit++
-	es, err := m.st.ListAuditEvents(r.Context(), f)
+	es, err := s.st.ListAuditEvents(r.Context(), f)
 	if err != nil {
 		api.StoreError(w, err, "audit log")
 		return
@@ -107,18 +107,23 @@ func parseAuditCursor(s string) (store.AuditCursor, error) {
 // auditPruneBatch bounds one pruning transaction of the audit log.
 const auditPruneBatch = 5000
 
-// pruneAudit removes the audit records older than the retention, in
-// batches (a no-op when the log is kept forever).
-func (m *Manager) pruneAudit(ctx context.Context, now time.Time) int {
-	if m.cfg.AuditRetention < 0 {
+// auditPruneMaxBatches bounds the transactions of one pruning pass; what
+// is left waits for the next pass.
+const auditPruneMaxBatches = 25
+
+// PruneAudit removes the audit records older than Config.AuditRetention,
+// in batches (a no-op when the log is kept forever); the manager's prune
+// loop calls it. It returns how many it removed.
+func (s *Service) PruneAudit(ctx context.Context, now time.Time) int {
+	if s.cfg.AuditRetention < 0 {
 		return 0
 	}
 	total := 0
-	for range pruneMaxBatches {
-		n, err := m.st.PruneAuditEvents(ctx, now.Add(-m.cfg.AuditRetention), auditPruneBatch)
+	for range auditPruneMaxBatches {
+		n, err := s.st.PruneAuditEvents(ctx, now.Add(-s.cfg.AuditRetention), auditPruneBatch)
 		if err != nil {
 			if ctx.Err() == nil {
-				m.log.Warn("prune the audit log", "err", err)
+				s.log.Warn("prune the audit log", "err", err)
 			}
 			break
 		}
@@ -128,7 +133,7 @@ func (m *Manager) pruneAudit(ctx context.Context, now time.Time) int {
 		}
 	}
 	if total > 0 {
-		m.log.Info("pruned the audit log", "records", total, "retention", m.cfg.AuditRetention)
+		s.log.Info("pruned the audit log", "records", total, "retention", s.cfg.AuditRetention)
 	}
 	return total
 }
