@@ -44,6 +44,9 @@ var forbidden = map[string][]string{
 	// pipeline: definitions, expressions and the planner; no HTTP, no SQL.
 	"internal/pipeline":  {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/transport", "internal/seal", "internal/access", "internal/config"},
 	"internal/secretref": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/seal", "internal/access"}, // references only: values come from the caller
+	// The manager's services: each reaches the manager, and the other
+	// services, only through interfaces of its own.
+	"internal/secrets": {"internal/manager", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/webui", "internal/transport", "internal/dispatch", "internal/identity", "internal/pipeline", "internal/upgrades"},
 }
 
 type pkgInfo struct {

@@ -22,6 +22,7 @@ import (
 	"github.com/legate-dev/legate/internal/cluster"
 	"github.com/legate-dev/legate/internal/events"
 	"github.com/legate-dev/legate/internal/retention"
+	"github.com/legate-dev/legate/internal/secrets"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -276,6 +277,8 @@ type Manager struct {
 	// auditor records audited requests.
 	server  *api.Server
 	auditor *api.Auditor
+	// secrets serves stored secrets and checks tasks' references to them.
+	secrets *secrets.Service
 	// conns is the connection limit of the running server (set by Run).
 	conns atomic.Pointer[connLimit]
 	// watch tells the web UI when delegates change; seen is what the
@@ -299,7 +302,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	// on a new database). A database sealed with another key stops here.
 	sealed, err := st.SealInClear(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("seal secrets at rest: %w", keyError(err))
+		return nil, fmt.Errorf("seal secrets at rest: %w", secrets.KeyError(err))
 	}
 	if sealed.Changed() {
 		cfg.Logger.Info("sealed the secrets an older version kept in clear in the database",
@@ -307,7 +310,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	}
 	kb, err := st.SessionKey(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("load session key: %w", keyError(err))
+		return nil, fmt.Errorf("load session key: %w", secrets.KeyError(err))
 	}
 	m := &Manager{
 		cfg:        cfg,
@@ -330,6 +333,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	m.handleClusterEvents()
 	m.subscribe()
 	m.auditor = &api.Auditor{Store: st, Now: cfg.Now, Log: cfg.Logger}
+	m.secrets = secrets.New(secrets.Config{Store: st, Scopes: scopeChecker{m}, Log: cfg.Logger, Now: cfg.Now})
 	m.server = api.NewServer(api.Config{ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
 		UnauthenticatedBodies: cfg.UnauthenticatedBodies, Authenticate: m.authenticate, Audit: m.auditor, Log: cfg.Logger})
 	if err := m.loadCapabilities(ctx); err != nil {

@@ -319,7 +319,7 @@ func (m *Manager) pipelineNeeds(ctx context.Context, acct, org, project string, 
 			seen["c/"+spec.Connector] = true
 			out = append(out, api.Need{Perm: access.ConnectorAccess, Res: access.Resource{Kind: "connector", Name: spec.Connector, Scope: sc}})
 		}
-		secrets, err := m.secretNeeds(ctx, acct, spec)
+		secrets, err := m.secrets.Needs(ctx, acct, spec)
 		if err != nil {
 			return nil, err
 		}

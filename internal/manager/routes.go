@@ -13,7 +13,7 @@ import (
 func (m *Manager) routes() []api.Route {
 	task := protocol.PathTasks + "/{id}"
 	dtask := protocol.PathDelegateTask + "/{id}"
-	return []api.Route{
+	rts := []api.Route{
 		// Probes and metrics.
 		{Method: "GET", Pattern: protocol.PathHealth, Public: handleHealth},
 		{Method: "GET", Pattern: protocol.PathReady, Public: m.handleReady},
@@ -78,14 +78,6 @@ func (m *Manager) routes() []api.Route {
 		{Method: "GET", Pattern: protocol.PathAPIKeys, Admin: m.handleListAPIKeys, Rule: api.Rule{Self: true}},
 		{Method: "POST", Pattern: protocol.PathAPIKeys + "/{name}/revoke", Body: api.BodyTiny, Admin: m.handleRevokeAPIKey, Rule: api.Rule{Self: true}, Audit: "apikey.revoke"},
 
-		// Stored secrets: values go in, never out. The scope of a named
-		// secret is in the query (?org=&project=).
-		{Method: "POST", Pattern: protocol.PathSecrets, Body: bodySecret, Admin: m.handleCreateSecret, Rule: api.Rule{Perm: access.SecretEdit, Scope: api.AtBody}, Audit: "secret.create"},
-		{Method: "GET", Pattern: protocol.PathSecrets, Admin: m.handleListSecrets, Rule: api.Rule{Perm: access.SecretView, List: true}},
-		{Method: "GET", Pattern: protocol.PathSecrets + "/{name}", Admin: m.handleGetSecret, Rule: api.Rule{Perm: access.SecretView, Scope: api.AtQuery}},
-		{Method: "PATCH", Pattern: protocol.PathSecrets + "/{name}", Body: bodySecret, Admin: m.handleUpdateSecret, Rule: api.Rule{Perm: access.SecretEdit, Scope: api.AtQuery}, Audit: "secret.update"},
-		{Method: "DELETE", Pattern: protocol.PathSecrets + "/{name}", Admin: m.handleDeleteSecret, Rule: api.Rule{Perm: access.SecretDelete, Scope: api.AtQuery}, Audit: "secret.delete"},
-
 		// Users and roles.
 		{Method: "POST", Pattern: protocol.PathSessions, Body: api.BodySmall, Public: m.handleCreateSession},
 		{Method: "DELETE", Pattern: protocol.PathSessions, Admin: m.handleDeleteSession, Rule: api.Rule{Self: true}, Audit: "session.delete"},
@@ -131,6 +123,9 @@ func (m *Manager) routes() []api.Route {
 		{Method: "POST", Pattern: protocol.PathRuns + "/{id}/cancel", Admin: m.handleCancelRun, Rule: api.Rule{Perm: access.PipelineExecute, Scope: m.atRun()}, Audit: "run.cancel"},
 		{Method: "POST", Pattern: protocol.PathManifests, Body: bodyManifest, Admin: m.handleManifest, Rule: api.Rule{Perm: access.DelegateEdit, Scope: api.AtBody}, Audit: "manifest.generate"},
 	}
+	// The services' routes.
+	rts = append(rts, m.secrets.Routes()...)
+	return rts
 }
 
 func handleHealth(w http.ResponseWriter, _ *http.Request) {

@@ -600,7 +600,7 @@ func (m *Manager) createStepTask(ctx context.Context, run store.Run, p *pipeline
 		err = m.resolveScopeAndConnector(ctx, run.AccountID, &spec)
 	}
 	if err == nil {
-		err = m.checkSecretRefs(ctx, run.AccountID, spec)
+		err = m.secrets.CheckRefs(ctx, run.AccountID, spec)
 	}
 	if err != nil {
 		m.log.Info("pipeline step cannot start", "run", run.ID, "step", ref.String(), "err", err)

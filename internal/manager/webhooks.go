@@ -15,6 +15,7 @@ import (
 	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/pipeline"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/secrets"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -135,8 +136,8 @@ func (m *Manager) handleHook(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound,
 			"no webhook %s: it was disabled, its pipeline deleted, or the URL is wrong (legate pipeline get NAME shows a pipeline's webhook)", id)
 		return
-	case isSealError(err):
-		m.log.Error("webhook secret does not open", "webhook", id, "err", keyError(err))
+	case secrets.IsSealError(err):
+		m.log.Error("webhook secret does not open", "webhook", id, "err", secrets.KeyError(err))
 		api.WriteError(w, http.StatusInternalServerError, protocol.CodeInternal, "webhook %s: internal error", id)
 		return
 	case err != nil:
