@@ -46,7 +46,8 @@ var forbidden = map[string][]string{
 	"internal/secretref": {"internal/manager", "internal/store", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/seal", "internal/access"}, // references only: values come from the caller
 	// The manager's services: each reaches the manager, and the other
 	// services, only through interfaces of its own.
-	"internal/secrets": {"internal/manager", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/webui", "internal/transport", "internal/dispatch", "internal/identity", "internal/pipeline", "internal/upgrades"},
+	"internal/secrets":  {"internal/manager", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/webui", "internal/transport", "internal/dispatch", "internal/identity", "internal/pipeline", "internal/upgrades"},
+	"internal/upgrades": {"internal/manager", "internal/delegate", "internal/client", "internal/cli", "internal/executor", "internal/webui", "internal/transport", "internal/dispatch", "internal/identity", "internal/pipeline", "internal/secrets", "internal/watcher", "internal/upgrader"},
 }
 
 type pkgInfo struct {

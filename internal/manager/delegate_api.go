@@ -191,7 +191,7 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if m.refuseExpired(w, r, req) {
+	if m.upgrades.RefuseExpired(w, r, req) {
 		return
 	}
 	if cut > 0 {

@@ -24,6 +24,7 @@ import (
 	"github.com/legate-dev/legate/internal/retention"
 	"github.com/legate-dev/legate/internal/secrets"
 	"github.com/legate-dev/legate/internal/store"
+	"github.com/legate-dev/legate/internal/upgrades"
 )
 
 // Config configures a Manager. Zero values mean the documented defaults.
@@ -279,6 +280,9 @@ type Manager struct {
 	auditor *api.Auditor
 	// secrets serves stored secrets and checks tasks' references to them.
 	secrets *secrets.Service
+	// upgrades decides which version each delegate group wants and
+	// serves release binaries to watchers.
+	upgrades *upgrades.Service
 	// conns is the connection limit of the running server (set by Run).
 	conns atomic.Pointer[connLimit]
 	// watch tells the web UI when delegates change; seen is what the
@@ -334,6 +338,9 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	m.subscribe()
 	m.auditor = &api.Auditor{Store: st, Now: cfg.Now, Log: cfg.Logger}
 	m.secrets = secrets.New(secrets.Config{Store: st, Scopes: scopeChecker{m}, Log: cfg.Logger, Now: cfg.Now})
+	m.upgrades = upgrades.New(upgrades.Config{Store: st, Tokens: upgradeHost{m}, Delegates: upgradeHost{m},
+		ReleaseDir: cfg.ReleaseDir, UpgradePollInterval: cfg.UpgradePollInterval, UpgradeSoak: cfg.UpgradeSoak,
+		Version: cfg.Version, Log: cfg.Logger, Now: cfg.Now})
 	m.server = api.NewServer(api.Config{ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
 		UnauthenticatedBodies: cfg.UnauthenticatedBodies, Authenticate: m.authenticate, Audit: m.auditor, Log: cfg.Logger})
 	if err := m.loadCapabilities(ctx); err != nil {

@@ -33,11 +33,6 @@ func (m *Manager) routes() []api.Route {
 		{Method: "POST", Pattern: protocol.PathCapabilities, Body: api.BodyReport, Delegate: m.delegateAuth(m.handleCapabilities)},
 		{Method: "GET", Pattern: protocol.PathDelegateConfiguration, Delegate: m.delegateAuth(m.handleDelegateConfiguration)},
 		{Method: "POST", Pattern: protocol.PathDelegateConfigurationResult, Body: api.BodyReport, Delegate: m.delegateAuth(m.handleConfigurationResult)},
-		// Watchers (upgrades.go): the delegate token in the headers is the
-		// credential, checked by the handler before anything is read.
-		{Method: "POST", Pattern: protocol.PathUpgradeCheck, Body: api.BodySmall, Public: m.handleUpgradeCheck},
-		{Method: "GET", Pattern: protocol.PathReleases + "/{version}/{os}/{arch}", Stream: true, Public: m.handleReleaseBinary},
-		{Method: "GET", Pattern: protocol.PathReleases + "/{version}/{os}/{arch}/signature", Public: m.handleReleaseSignature},
 
 		// Admin API. Each route's rule: the permission and where its scope
 		// comes from (access.go).
@@ -49,9 +44,6 @@ func (m *Manager) routes() []api.Route {
 		{Method: "GET", Pattern: protocol.PathDelegates + "/{name}", Admin: m.handleDescribeDelegate, Rule: api.Rule{Perm: access.DelegateView, Scope: m.atDelegate()}},
 		{Method: "POST", Pattern: protocol.PathDelegates + "/{name}/approve", Admin: m.handleApproveDelegate, Rule: api.Rule{Perm: access.DelegateEdit, Scope: m.atDelegate()}, Audit: "delegate.approve"},
 		{Method: "POST", Pattern: protocol.PathDelegates + "/{name}/reject", Admin: m.handleRejectDelegate, Rule: api.Rule{Perm: access.DelegateEdit, Scope: m.atDelegate()}, Audit: "delegate.reject"},
-		// A group's upgrade policy: the version it wants is the account
-		// administrator's call (user:manage at the account, as for limits).
-		{Method: "PUT", Pattern: protocol.PathDelegates + "/{name}/upgrade", Body: api.BodyTiny, Admin: m.handleSetUpgradePolicy, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtAccount}, Audit: "delegate.upgrade_policy"},
 		{Method: "DELETE", Pattern: protocol.PathDelegates + "/{name}", Admin: m.handleDeleteDelegate, Rule: api.Rule{Perm: access.DelegateDelete, Scope: m.atDelegate()}, Audit: "delegate.delete"},
 		{Method: "POST", Pattern: protocol.PathTasks, Body: api.BodyLarge, Admin: m.handleSubmitTask, Rule: api.Rule{Perm: access.TaskRun, Scope: api.AtBody, Also: m.taskUses}},
 		{Method: "GET", Pattern: protocol.PathTasks, Admin: m.handleListTasks, Rule: api.Rule{Perm: access.TaskView, List: true}},
@@ -124,6 +116,7 @@ func (m *Manager) routes() []api.Route {
 		{Method: "POST", Pattern: protocol.PathManifests, Body: bodyManifest, Admin: m.handleManifest, Rule: api.Rule{Perm: access.DelegateEdit, Scope: api.AtBody}, Audit: "manifest.generate"},
 	}
 	// The services' routes.
+	rts = append(rts, m.upgrades.Routes()...) // watchers, and the groups' upgrade policy
 	rts = append(rts, m.secrets.Routes()...)
 	return rts
 }
