@@ -54,7 +54,9 @@ var layout = map[string][]string{
 	// The manager's shared parts and its services.
 	"internal/api":             {"internal/access", "internal/protocol", "internal/store"},
 	"internal/events":          {"internal/store"},
-	"internal/manager":         {"internal/access", "internal/api", "internal/assign", "internal/cluster", "internal/events", "internal/identity", "internal/manifest", "internal/metrics", "internal/pipeline/engine", "internal/protocol", "internal/release", "internal/retention", "internal/seal", "internal/secretref", "internal/store", "internal/webui"},
+	"internal/manager":         {"internal/access", "internal/api", "internal/assign", "internal/cluster", "internal/events", "internal/identity", "internal/manifest", "internal/metrics", "internal/pipeline/engine", "internal/protocol", "internal/retention", "internal/secretref", "internal/secrets", "internal/store", "internal/upgrades", "internal/webui"},
+	"internal/secrets":         {"internal/access", "internal/api", "internal/protocol", "internal/seal", "internal/secretref", "internal/store"},
+	"internal/upgrades":        {"internal/access", "internal/api", "internal/protocol", "internal/release", "internal/store"},
 	"internal/identity":        {"internal/access", "internal/api", "internal/atomicfile", "internal/cluster", "internal/protocol", "internal/store"},
 	"internal/pipeline/engine": {"internal/access", "internal/api", "internal/events", "internal/metrics", "internal/pipeline", "internal/protocol", "internal/store"},
 	// The web UI talks to the manager only through the API (client).

@@ -87,7 +87,7 @@ func (m *Manager) atConfiguration() api.ScopeSource {
 
 // taskUses: a task that uses a connector needs connector:access at the
 // task's scope; one that references stored secrets needs secret:access on
-// each at the scope it resolves to (secretNeeds).
+// each at the scope it resolves to (secrets.Service.Needs).
 func (m *Manager) taskUses(r *http.Request, acct string) ([]api.Need, error) {
 	body, err := api.PeekBody(r)
 	if err != nil {
@@ -100,7 +100,7 @@ func (m *Manager) taskUses(r *http.Request, acct string) ([]api.Need, error) {
 		out = append(out, api.Need{Perm: access.ConnectorAccess, Res: access.Resource{Kind: "connector", Name: spec.Connector,
 			Scope: access.Scope{Org: strings.TrimSpace(spec.Org), Project: strings.TrimSpace(spec.Project)}}})
 	}
-	secrets, err := m.secretNeeds(r.Context(), acct, spec)
+	secrets, err := m.secrets.Needs(r.Context(), acct, spec)
 	if err != nil {
 		return nil, err
 	}

@@ -153,7 +153,7 @@ func (m *Manager) delegateList(ctx context.Context, acct string, all bool) ([]pr
 		out = append(out, m.instanceView(in, tokenNames, results))
 	}
 	sortDelegates(out)
-	if err := m.upgradeView(ctx, acct, out, nil); err != nil {
+	if err := m.upgrades.View(ctx, acct, out, nil); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -183,7 +183,8 @@ func (m *Manager) tokenNames(ctx context.Context, acct string) (map[string]strin
 }
 
 // instanceView is one stored instance as the API shows it, with the live
-// state of this manager laid over it (upgrade fields aside: upgradeView).
+// state of this manager laid over it (upgrade fields aside: the upgrades
+// service's View).
 func (m *Manager) instanceView(in store.Instance, tokenNames map[string]string, results map[string]store.ConfigurationResult) protocol.Delegate {
 	now := m.cfg.Now()
 	v := protocol.Delegate{
@@ -284,7 +285,7 @@ func (m *Manager) delegatePage(ctx context.Context, acct string, q protocol.Dele
 				if q.Limit > 0 && names == q.Limit {
 					// A name past the page matches: there is a next page.
 					out.Next = out.Delegates[n-1].Name
-					return out, m.pageUpgradeView(ctx, acct, out.Delegates)
+					return out, m.upgrades.PageView(ctx, acct, out.Delegates)
 				}
 				names++
 			}
@@ -294,7 +295,7 @@ func (m *Manager) delegatePage(ctx context.Context, acct string, q protocol.Dele
 			break // every name was read
 		}
 	}
-	return out, m.pageUpgradeView(ctx, acct, out.Delegates)
+	return out, m.upgrades.PageView(ctx, acct, out.Delegates)
 }
 
 // delegateGroup is every instance of the delegate named name (case
@@ -323,7 +324,7 @@ func (m *Manager) delegateGroup(ctx context.Context, acct, name string) ([]proto
 		out = append(out, m.instanceView(in, tokenNames, results))
 	}
 	sortDelegates(out)
-	return out, m.pageUpgradeView(ctx, acct, out)
+	return out, m.upgrades.PageView(ctx, acct, out)
 }
 
 // countNames counts the names of instances in name order.
@@ -335,31 +336,6 @@ func countNames(ins []store.Instance) int {
 		}
 	}
 	return n
-}
-
-// pageUpgradeView fills in the upgrade fields of a page of delegates.
-// Which rings wait depends on every connected delegate of the account:
-// when some group is in a ring before the default one, the plan reads
-// the whole listing; else the page decides it alone (a ring waits only
-// for an earlier ring with members).
-func (m *Manager) pageUpgradeView(ctx context.Context, acct string, ds []protocol.Delegate) error {
-	if len(ds) == 0 {
-		return nil
-	}
-	policies, err := m.st.UpgradePolicies(ctx, acct)
-	if err != nil {
-		return err
-	}
-	for _, p := range policies {
-		if upgradeRingOf(p) != protocol.RingDefault && !p.Held && p.Pinned == "" {
-			all, err := m.delegateList(ctx, acct, false)
-			if err != nil {
-				return err
-			}
-			return m.upgradeView(ctx, acct, ds, all)
-		}
-	}
-	return m.upgradeView(ctx, acct, ds, nil)
 }
 
 // taskView is the API form of a task: secret values never leave the manager.
@@ -462,7 +438,7 @@ func (m *Manager) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	if err := m.checkSecretRefs(r.Context(), acct, spec); err != nil {
+	if err := m.secrets.CheckRefs(r.Context(), acct, spec); err != nil {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/legate-dev/legate/internal/events"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/secretref"
+	"github.com/legate-dev/legate/internal/secrets"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -190,7 +191,7 @@ func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if m.refuseExpired(w, r, req) {
+	if m.upgrades.RefuseExpired(w, r, req) {
 		return
 	}
 	if cut > 0 {
@@ -781,8 +782,8 @@ func (m *Manager) acquire(ctx context.Context, d *live, id string) (protocol.Acq
 		if errors.Is(err, store.ErrAlreadyClaimed) || errors.Is(err, store.ErrTaskTerminal) || errors.Is(err, store.ErrNotFound) {
 			m.queue.drop(id)
 		}
-		if isSealError(err) {
-			m.log.Error("cannot hand a task to a delegate: its secret values do not open", "task", id, "err", keyError(err))
+		if secrets.IsSealError(err) {
+			m.log.Error("cannot hand a task to a delegate: its secret values do not open", "task", id, "err", secrets.KeyError(err))
 		}
 		return protocol.AcquireResponse{}, api.StoreAPIError(err, "task "+id)
 	}
@@ -797,6 +798,38 @@ func (m *Manager) acquire(ctx context.Context, d *live, id string) (protocol.Acq
 	m.log.Debug("task acquired", "task", t.ID, "instance", d.id, "epoch", t.Epoch)
 	m.events.Publish(ctx, events.Event{Kind: events.TaskAcquired, Account: d.accountID, TaskID: t.ID})
 	return resp, nil
+}
+
+// acquireAnswer is the answer to the delegate that holds t: its spec with
+// the stored secrets resolved, and their values to mask.
+func acquireAnswer(t store.Task) (protocol.AcquireResponse, error) {
+	resp := protocol.AcquireResponse{TaskID: t.ID, Epoch: t.Epoch, Spec: t.Spec, TimeoutMS: t.TimeoutMS}
+	if !secretref.Uses(t.Spec) {
+		return resp, nil
+	}
+	spec, mask, err := secretref.ResolveSpec(t.Spec, t.StoredSecrets)
+	if err != nil {
+		return protocol.AcquireResponse{}, err
+	}
+	resp.Spec, resp.Mask = spec, mask
+	return resp, nil
+}
+
+// failMissingSecrets ends a task whose secrets were deleted after it was
+// submitted, and answers the delegate that tried to acquire it.
+func (m *Manager) failMissingSecrets(ctx context.Context, t store.Task, missing *store.MissingSecretsError) *api.Error {
+	msg := missing.Error()
+	ft, err := m.st.FinishTask(ctx, t.AccountID, t.ID, store.Result{Status: protocol.StatusFailed, Error: msg}, m.cfg.Now())
+	switch {
+	case err == nil:
+		m.log.Warn("task failed: a secret it references was deleted", "account", t.AccountID, "task", t.ID,
+			"secrets", strings.Join(missing.Names, ","), "scope", scopeLabel(t.Spec.Org, t.Spec.Project))
+		m.afterManagerFinish(ctx, ft)
+	case !errors.Is(err, store.ErrTaskTerminal):
+		return api.StoreAPIError(err, "task "+t.ID)
+	}
+	m.queue.drop(t.ID)
+	return api.NewError(http.StatusConflict, protocol.CodeTaskTerminal, "task %s failed: %s", t.ID, msg)
 }
 
 // acquireRefusal ends a claim before the store decides: the delegate

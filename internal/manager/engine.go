@@ -9,6 +9,7 @@ import (
 	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/pipeline/engine"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/secrets"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -33,7 +34,7 @@ func (d engineDeps) PrepareTask(ctx context.Context, acct string, spec *protocol
 	if err := d.m.resolveScopeAndConnector(ctx, acct, spec); err != nil {
 		return err
 	}
-	return d.m.checkSecretRefs(ctx, acct, *spec)
+	return d.m.secrets.CheckRefs(ctx, acct, *spec)
 }
 
 func (d engineDeps) EndTask(ctx context.Context, t store.Task) { d.m.afterManagerFinish(ctx, t) }
@@ -43,12 +44,12 @@ func (d engineDeps) CheckScope(ctx context.Context, acct, org, project string) e
 }
 
 func (d engineDeps) SecretNeeds(ctx context.Context, acct string, spec protocol.TaskSpec) ([]api.Need, error) {
-	return d.m.secretNeeds(ctx, acct, spec)
+	return d.m.secrets.Needs(ctx, acct, spec)
 }
 
 func (d engineDeps) SealError(err error) error {
-	if isSealError(err) {
-		return keyError(err)
+	if secrets.IsSealError(err) {
+		return secrets.KeyError(err)
 	}
 	return nil
 }

@@ -24,7 +24,9 @@ import (
 	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/pipeline/engine"
 	"github.com/legate-dev/legate/internal/retention"
+	"github.com/legate-dev/legate/internal/secrets"
 	"github.com/legate-dev/legate/internal/store"
+	"github.com/legate-dev/legate/internal/upgrades"
 )
 
 // Config configures a Manager. Zero values mean the documented defaults.
@@ -274,6 +276,11 @@ type Manager struct {
 	// auditor records audited requests.
 	server  *api.Server
 	auditor *api.Auditor
+	// secrets serves stored secrets and checks tasks' references to them.
+	secrets *secrets.Service
+	// upgrades decides which version each delegate group wants and
+	// serves release binaries to watchers.
+	upgrades *upgrades.Service
 	// conns is the connection limit of the running server (set by Run).
 	conns atomic.Pointer[connLimit]
 	// watch tells the web UI when delegates change; seen is what the
@@ -300,7 +307,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	// on a new database). A database sealed with another key stops here.
 	sealed, err := st.SealInClear(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("seal secrets at rest: %w", keyError(err))
+		return nil, fmt.Errorf("seal secrets at rest: %w", secrets.KeyError(err))
 	}
 	if sealed.Changed() {
 		cfg.Logger.Info("sealed the secrets an older version kept in clear in the database",
@@ -308,7 +315,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	}
 	kb, err := st.SessionKey(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("load session key: %w", keyError(err))
+		return nil, fmt.Errorf("load session key: %w", secrets.KeyError(err))
 	}
 	m := &Manager{
 		cfg:        cfg,
@@ -333,6 +340,10 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	m.auditor = &api.Auditor{Store: st, Now: cfg.Now, Log: cfg.Logger}
 	m.identity = identity.New(identity.Config{Store: st, Bus: m.bus, Auditor: m.auditor, CheckScope: m.checkScope,
 		APIKeyCacheTTL: cfg.APIKeyCacheTTL, AuditRetention: cfg.AuditRetention, Version: cfg.Version, Log: cfg.Logger, Now: cfg.Now})
+	m.secrets = secrets.New(secrets.Config{Store: st, Scopes: scopeChecker{m}, Log: cfg.Logger, Now: cfg.Now})
+	m.upgrades = upgrades.New(upgrades.Config{Store: st, Tokens: upgradeHost{m}, Delegates: upgradeHost{m},
+		ReleaseDir: cfg.ReleaseDir, UpgradePollInterval: cfg.UpgradePollInterval, UpgradeSoak: cfg.UpgradeSoak,
+		Version: cfg.Version, Log: cfg.Logger, Now: cfg.Now})
 	m.server = api.NewServer(api.Config{ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
 		UnauthenticatedBodies: cfg.UnauthenticatedBodies, Authenticate: m.identity.Authenticate, Audit: m.auditor, Log: cfg.Logger})
 	if err := m.loadCapabilities(ctx); err != nil {

@@ -33,11 +33,6 @@ func (m *Manager) routes() []api.Route {
 		{Method: "POST", Pattern: protocol.PathCapabilities, Body: api.BodyReport, Delegate: m.delegateAuth(m.handleCapabilities)},
 		{Method: "GET", Pattern: protocol.PathDelegateConfiguration, Delegate: m.delegateAuth(m.handleDelegateConfiguration)},
 		{Method: "POST", Pattern: protocol.PathDelegateConfigurationResult, Body: api.BodyReport, Delegate: m.delegateAuth(m.handleConfigurationResult)},
-		// Watchers (upgrades.go): the delegate token in the headers is the
-		// credential, checked by the handler before anything is read.
-		{Method: "POST", Pattern: protocol.PathUpgradeCheck, Body: api.BodySmall, Public: m.handleUpgradeCheck},
-		{Method: "GET", Pattern: protocol.PathReleases + "/{version}/{os}/{arch}", Stream: true, Public: m.handleReleaseBinary},
-		{Method: "GET", Pattern: protocol.PathReleases + "/{version}/{os}/{arch}/signature", Public: m.handleReleaseSignature},
 
 		// Admin API. Each route's rule: the permission and where its scope
 		// comes from (access.go).
@@ -48,9 +43,6 @@ func (m *Manager) routes() []api.Route {
 		{Method: "GET", Pattern: protocol.PathDelegates + "/{name}", Admin: m.handleDescribeDelegate, Rule: api.Rule{Perm: access.DelegateView, Scope: m.atDelegate()}},
 		{Method: "POST", Pattern: protocol.PathDelegates + "/{name}/approve", Admin: m.handleApproveDelegate, Rule: api.Rule{Perm: access.DelegateEdit, Scope: m.atDelegate()}, Audit: "delegate.approve"},
 		{Method: "POST", Pattern: protocol.PathDelegates + "/{name}/reject", Admin: m.handleRejectDelegate, Rule: api.Rule{Perm: access.DelegateEdit, Scope: m.atDelegate()}, Audit: "delegate.reject"},
-		// A group's upgrade policy: the version it wants is the account
-		// administrator's call (user:manage at the account, as for limits).
-		{Method: "PUT", Pattern: protocol.PathDelegates + "/{name}/upgrade", Body: api.BodyTiny, Admin: m.handleSetUpgradePolicy, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtAccount}, Audit: "delegate.upgrade_policy"},
 		{Method: "DELETE", Pattern: protocol.PathDelegates + "/{name}", Admin: m.handleDeleteDelegate, Rule: api.Rule{Perm: access.DelegateDelete, Scope: m.atDelegate()}, Audit: "delegate.delete"},
 		{Method: "POST", Pattern: protocol.PathTasks, Body: api.BodyLarge, Admin: m.handleSubmitTask, Rule: api.Rule{Perm: access.TaskRun, Scope: api.AtBody, Also: m.taskUses}},
 		{Method: "GET", Pattern: protocol.PathTasks, Admin: m.handleListTasks, Rule: api.Rule{Perm: access.TaskView, List: true}},
@@ -74,21 +66,17 @@ func (m *Manager) routes() []api.Route {
 		{Method: "PATCH", Pattern: protocol.PathConfigurations + "/{name}", Body: api.BodyConfiguration, Admin: m.handleUpdateConfiguration, Rule: api.Rule{Perm: access.ConfigurationEdit, Scope: m.atConfiguration()}, Audit: "configuration.update"},
 		{Method: "DELETE", Pattern: protocol.PathConfigurations + "/{name}", Admin: m.handleDeleteConfiguration, Rule: api.Rule{Perm: access.ConfigurationDelete, Scope: m.atConfiguration()}, Audit: "configuration.delete"},
 
-		// Stored secrets: values go in, never out. The scope of a named
-		// secret is in the query (?org=&project=).
-		{Method: "POST", Pattern: protocol.PathSecrets, Body: bodySecret, Admin: m.handleCreateSecret, Rule: api.Rule{Perm: access.SecretEdit, Scope: api.AtBody}, Audit: "secret.create"},
-		{Method: "GET", Pattern: protocol.PathSecrets, Admin: m.handleListSecrets, Rule: api.Rule{Perm: access.SecretView, List: true}},
-		{Method: "GET", Pattern: protocol.PathSecrets + "/{name}", Admin: m.handleGetSecret, Rule: api.Rule{Perm: access.SecretView, Scope: api.AtQuery}},
-		{Method: "PATCH", Pattern: protocol.PathSecrets + "/{name}", Body: bodySecret, Admin: m.handleUpdateSecret, Rule: api.Rule{Perm: access.SecretEdit, Scope: api.AtQuery}, Audit: "secret.update"},
-		{Method: "DELETE", Pattern: protocol.PathSecrets + "/{name}", Admin: m.handleDeleteSecret, Rule: api.Rule{Perm: access.SecretDelete, Scope: api.AtQuery}, Audit: "secret.delete"},
-
 		{Method: "POST", Pattern: protocol.PathManifests, Body: bodyManifest, Admin: m.handleManifest, Rule: api.Rule{Perm: access.DelegateEdit, Scope: api.AtBody}, Audit: "manifest.generate"},
 	}
 	// Whoami, API keys, sign-in sessions and links, users, groups, roles,
 	// bindings and the audit log.
 	rs = append(rs, m.identity.Routes()...)
 	// Pipelines, runs, deployments, limits and webhooks.
-	return append(rs, m.engine.Routes()...)
+	rs = append(rs, m.engine.Routes()...)
+	// Watchers, and the groups' upgrade policy.
+	rs = append(rs, m.upgrades.Routes()...)
+	// Stored secrets: values go in, never out.
+	return append(rs, m.secrets.Routes()...)
 }
 
 func handleHealth(w http.ResponseWriter, _ *http.Request) {

@@ -1,4 +1,4 @@
-package manager
+package secrets
 
 import (
 	"errors"
@@ -8,10 +8,10 @@ import (
 	"github.com/legate-dev/legate/internal/seal"
 )
 
-// keyError explains an error of the store's sealed values to an operator:
+// KeyError explains an error of the store's sealed values to an operator:
 // which key the database needs and how to give it to the manager. Other
 // errors come back unchanged.
-func keyError(err error) error {
+func KeyError(err error) error {
 	var uk *seal.UnknownKeyError
 	switch {
 	case errors.As(err, &uk):
@@ -30,8 +30,8 @@ func keyList(ids []string) string {
 	return "keys " + strings.Join(ids, ", ")
 }
 
-// isSealError reports whether err comes from a sealed value that does not open.
-func isSealError(err error) bool {
+// IsSealError reports whether err comes from a sealed value that does not open.
+func IsSealError(err error) bool {
 	var uk *seal.UnknownKeyError
 	return errors.As(err, &uk) || errors.Is(err, seal.ErrAuth) || errors.Is(err, seal.ErrMalformed)
 }
