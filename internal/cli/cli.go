@@ -1,9 +1,14 @@
-// Package cli implements legate's admin commands (org, project, token,
-// apikey, delegates, connector, configuration, task) with cobra. They talk
-// to a manager through internal/client, write to the command's output
-// streams (so tests capture them) and report process exit codes as
-// *ExitError values for main to act on. Stored data they print as text
-// goes through escape, so it cannot drive the terminal.
+// Package cli holds legate's admin commands (cobra), one file per noun:
+// orgs and projects, delegate tokens, API keys, users, groups, roles and
+// bindings (access.go), delegates, connectors, configurations, stored
+// secrets, tasks (run, logs, containers), pipelines, runs, webhooks,
+// deployments, the audit log, manifests, releases and upgrades, sign-in
+// and the web UI link; with the output formats they share (table, wide,
+// name, JSON, YAML), shell completion and following a task's output. The
+// commands talk to a manager only through internal/client, write to the
+// command's output streams (so tests capture them) and report process
+// exit codes as *ExitError values for main to act on. Stored data they
+// print as text goes through escape, so it cannot drive the terminal.
 package cli
 
 import (
