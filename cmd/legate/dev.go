@@ -18,9 +18,9 @@ import (
 
 	"github.com/legate-dev/legate/internal/config"
 	"github.com/legate-dev/legate/internal/delegate"
+	"github.com/legate-dev/legate/internal/dispatch"
 	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/logfile"
-	"github.com/legate-dev/legate/internal/manager"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -259,7 +259,7 @@ func devToken(ctx context.Context, st *store.Store, dataDir string, admin identi
 	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) != "" {
 		return strings.TrimSpace(string(b)), nil
 	}
-	value, err := manager.IssueToken(ctx, st, admin.AccountID, fmt.Sprintf("dev-%d", time.Now().Unix()), time.Now())
+	value, err := dispatch.IssueToken(ctx, st, admin.AccountID, fmt.Sprintf("dev-%d", time.Now().Unix()), time.Now())
 	if err != nil {
 		return "", err
 	}

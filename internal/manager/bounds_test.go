@@ -38,8 +38,8 @@ func TestLongPollWaitDoesNotOverflow(t *testing.T) {
 		polled <- out
 	}()
 	eventually(t, 10*time.Second, "the poll is held", func() bool {
-		d := tm.m.hub.get(reg.InstanceID)
-		return d != nil && d.connectionKind() == protocol.ConnPolling
+		_, conn, ok := tm.m.dispatch.Live(reg.InstanceID)
+		return ok && conn == protocol.ConnPolling
 	})
 	task, err := admin.SubmitTask(ctx, protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "x"}})
 	if err != nil {

@@ -62,12 +62,12 @@ func TestSweepKeepsTasksOfTheOtherManagersDelegates(t *testing.T) {
 	// Two windows pass; A records the delegate's heartbeats meanwhile.
 	now := time.Now()
 	window := b.m.window()
-	b.m.sweepQueue(ctx, now)
+	b.m.dispatch.SweepQueue(ctx, now)
 	later := now.Add(window + time.Second)
 	if _, err := b.st.TouchInstances(ctx, []store.InstanceTouch{{ID: reg.InstanceID, LastHeartbeat: later, Connection: protocol.ConnPolling}}); err != nil {
 		t.Fatal(err)
 	}
-	b.m.sweepQueue(ctx, later)
+	b.m.dispatch.SweepQueue(ctx, later)
 	if got := status(waiting.ID); got != protocol.StatusQueued {
 		t.Errorf("a task that the other manager's delegate can take: %s after a window, want queued", got)
 	}
@@ -77,7 +77,7 @@ func TestSweepKeepsTasksOfTheOtherManagersDelegates(t *testing.T) {
 
 	// The delegate is not seen for two more windows.
 	for _, at := range []time.Time{later.Add(window + time.Second), later.Add(2*window + 2*time.Second)} {
-		b.m.sweepQueue(ctx, at)
+		b.m.dispatch.SweepQueue(ctx, at)
 	}
 	if got := status(waiting.ID); got != protocol.StatusNotAssigned {
 		t.Errorf("a task whose only delegate is gone: %s, want %s", got, protocol.StatusNotAssigned)
@@ -127,7 +127,7 @@ func TestFollowThroughTheOtherManager(t *testing.T) {
 		})
 		followed <- err
 	}()
-	eventually(t, 10*time.Second, "the follow subscribed on B", func() bool { return len(b.m.logs.followers(task.ID)) == 1 })
+	eventually(t, 10*time.Second, "the follow subscribed on B", func() bool { return followers(b, task.ID) == 1 })
 	next := func(what string) protocol.LogStreamLine {
 		t.Helper()
 		select {

@@ -8,69 +8,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/protocol"
-	"github.com/legate-dev/legate/internal/store"
 )
-
-func TestApplicableConfiguration(t *testing.T) {
-	cs := []store.Configuration{ // ordered by name, as the store lists them
-		{Name: "a-linux", Selectors: []string{"linux"}},
-		{Name: "all"},
-		{Name: "b-linux", Selectors: []string{"linux"}},
-		{Name: "by-host", Selectors: []string{"host-7"}},
-		{Name: "gpu-linux", Selectors: []string{"gpu", "linux"}},
-	}
-	scoped := []store.Configuration{
-		{Name: "a-acct", Selectors: []string{"linux"}},
-		{Name: "b-web", Selectors: []string{"linux"}, Org: "eng", Project: "web"},
-		{Name: "c-eng", Selectors: []string{"linux"}, Org: "eng"},
-		{Name: "d-ops", Selectors: []string{"linux"}, Org: "ops"},
-		{Name: "e-web-any", Org: "eng", Project: "web"},
-		{Name: "f-api-gpu", Selectors: []string{"gpu", "linux"}, Org: "eng", Project: "api"},
-	}
-	tests := []struct {
-		name       string
-		tags       []string
-		dname      string
-		host       string
-		org, proj  string
-		want       string
-		configured []store.Configuration
-	}{
-		{"most selectors wins", []string{"linux", "gpu"}, "d", "h", "", "", "gpu-linux", cs},
-		{"tie: first by name", []string{"LINUX "}, "d", "h", "", "", "a-linux", cs},
-		{"no selectors: every delegate", nil, "d", "h", "", "", "all", cs},
-		{"implicit hostname", nil, "d", "HOST-7", "", "", "by-host", cs},
-		{"implicit name", nil, "gpu", "h", "", "", "all", cs}, // "gpu" alone does not satisfy gpu-linux
-		{"none match", []string{"linux"}, "d", "h", "", "", "", []store.Configuration{{Name: "x", Selectors: []string{"windows"}}}},
-		{"none at all", nil, "d", "h", "", "", "", nil},
-		// Scope: a delegate gets only configurations its token's scope
-		// covers (the rule of tasks); on a tie, the one of the scope
-		// closest to its own (the widest).
-		{"account delegate: tie goes to its own scope", []string{"linux"}, "d", "h", "", "", "a-acct", scoped},
-		{"account delegate: most selectors first, any scope", []string{"linux", "gpu"}, "d", "h", "", "", "f-api-gpu", scoped},
-		{"org delegate: its org's, not the account's or another org's", []string{"linux"}, "d", "h", "eng", "", "c-eng", scoped},
-		{"other org delegate", []string{"linux"}, "d", "h", "ops", "", "d-ops", scoped},
-		{"project delegate: the project's own", []string{"linux"}, "d", "h", "eng", "web", "b-web", scoped},
-		{"project delegate: not a sibling project's", []string{"linux", "gpu"}, "d", "h", "eng", "web", "b-web", scoped},
-		{"project delegate: not the account's nor the org's", []string{"linux"}, "d", "h", "eng", "api", "", scoped},
-		{"project delegate: its project's with most selectors", []string{"linux", "gpu"}, "d", "h", "eng", "api", "f-api-gpu", scoped},
-		{"project delegate without tags", nil, "d", "h", "eng", "web", "e-web-any", scoped},
-		{"project delegate of another org", []string{"linux"}, "d", "h", "ops", "x", "", scoped},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := ""
-			target := configTarget{tags: protocol.NormalizeSelectors(tt.tags), name: tt.dname, hostname: tt.host, org: tt.org, project: tt.proj}
-			if c := applicableConfiguration(tt.configured, target); c != nil {
-				got = c.Name
-			}
-			if got != tt.want {
-				t.Errorf("applies %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
 
 func TestConfigurationAPI(t *testing.T) {
 	tm := startTestManager(t, Config{})
@@ -230,20 +170,20 @@ func TestFreshRegistrationWithConfigurationIsConfiguring(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.SetSecret(resp.Session)
-		return &liveView{c: c, l: tm.m.hub.get(resp.InstanceID)}
+		return &liveView{c: c, l: live(tm, resp.InstanceID)}
 	}
 	cur := register("new", protocol.Version)
 	old := register("old", 2)
-	if got := delegateView(cur.l).Configuring; got != "base v1" {
+	if got := cur.l().Configuring; got != "base v1" {
 		t.Errorf("fresh v%d registration: configuring %q, want %q", protocol.Version, got, "base v1")
 	}
-	if got := delegateView(old.l).Configuring; got != "" {
+	if got := old.l().Configuring; got != "" {
 		t.Errorf("v2 registration: configuring %q, want none", got)
 	}
 	if _, err := cur.c.Heartbeat(ctx, protocol.Heartbeat{Seq: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if got := delegateView(cur.l).Configuring; got != "" {
+	if got := cur.l().Configuring; got != "" {
 		t.Errorf("after a heartbeat without configuring: %q", got)
 	}
 	list, err := api.ListDelegates(ctx)
@@ -257,9 +197,22 @@ func TestFreshRegistrationWithConfigurationIsConfiguring(t *testing.T) {
 	}
 }
 
+// maxConfigurationOutput is what dispatch keeps of a configuration's
+// output (configurations.go).
+const maxConfigurationOutput = protocol.ConfigurationOutputExcerpt + 256
+
 type liveView struct {
 	c interface {
 		Heartbeat(context.Context, protocol.Heartbeat) (protocol.HeartbeatResponse, error)
 	}
-	l *live
+	l func() assign.Delegate
+}
+
+// live returns a function that reads the live view of the instance on
+// tm's dispatch (the offers' view of it).
+func live(tm *testManager, id string) func() assign.Delegate {
+	return func() assign.Delegate {
+		d, _, _ := tm.m.dispatch.Live(id)
+		return d
+	}
 }

@@ -169,7 +169,7 @@ func TestDelegateDeletedWhileConnectedRegistersAgain(t *testing.T) {
 	if _, err := d.Heartbeat(ctx, protocol.Heartbeat{}); err != nil {
 		t.Fatalf("heartbeat before the flush: %v", err)
 	}
-	tm.m.flush(ctx)
+	tm.m.dispatch.Flush(ctx)
 	_, err := d.Heartbeat(ctx, protocol.Heartbeat{})
 	wantCode(t, "heartbeat after the flush", err, protocol.CodeSessionExpired)
 }
@@ -217,9 +217,9 @@ func TestPruneRemovesInstancesOutOfContact(t *testing.T) {
 		if _, err := alive.Heartbeat(ctx, protocol.Heartbeat{}); err != nil {
 			t.Fatal(err)
 		}
-		tm.m.flush(ctx)
+		tm.m.dispatch.Flush(ctx)
 	}
-	if n := tm.m.prune(ctx, clock.Now()); n != 2 {
+	if n := tm.m.dispatch.Prune(ctx, clock.Now()); n != 2 {
 		t.Errorf("pruned %d instances, want 2", n)
 	}
 	all, err := admin.ListAllDelegates(ctx)
@@ -231,7 +231,7 @@ func TestPruneRemovesInstancesOutOfContact(t *testing.T) {
 	}
 	_, err = silent.Heartbeat(ctx, protocol.Heartbeat{})
 	wantCode(t, "heartbeat of a pruned instance", err, protocol.CodeSessionExpired)
-	if n := tm.m.prune(ctx, clock.Now()); n != 0 {
+	if n := tm.m.dispatch.Prune(ctx, clock.Now()); n != 0 {
 		t.Errorf("second pass pruned %d instances", n)
 	}
 }
@@ -252,16 +252,4 @@ func TestPruneLoopRuns(t *testing.T) {
 		all, err := admin.ListAllDelegates(ctx)
 		return err == nil && len(all.Delegates) == 0
 	})
-}
-
-func TestPruneEvery(t *testing.T) {
-	for _, tc := range []struct{ after, want time.Duration }{
-		{6 * time.Hour, 10 * time.Minute},
-		{time.Hour, 5 * time.Minute},
-		{time.Second, 100 * time.Millisecond},
-	} {
-		if got := pruneEvery(tc.after); got != tc.want {
-			t.Errorf("pruneEvery(%s) = %s, want %s", tc.after, got, tc.want)
-		}
-	}
 }

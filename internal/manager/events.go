@@ -7,53 +7,23 @@ import (
 	"github.com/legate-dev/legate/internal/events"
 )
 
-// subscribe wires what reacts to the manager's events (package events):
-// each change is published once where it is made, and these are the only
-// places that fan it out.
+// subscribe wires what the manager does on the events (package events):
+// the other managers hear of what their web UI pages show, and this
+// manager's pages are woken. Dispatch subscribes the offers, the task
+// broadcasts and the log followers (dispatch.New); the pipeline engine
+// subscribes itself to the ends of step tasks (engine.New).
 func (m *Manager) subscribe() {
-	// A task queued here is offered to this manager's delegates (one
-	// queued through another manager is offered by its broadcast's
-	// handler, which reads it from the store).
 	m.events.Subscribe(func(ctx context.Context, e events.Event) {
-		if !e.Remote && e.Task != nil {
-			m.offerTask(ctx, *e.Task, e.Widen)
-		}
-	}, events.TaskQueued)
-	// The other managers hear of queued tasks (to offer them to their
-	// delegates), of output and ends (for their followers), and of what
-	// their web UI pages show.
-	m.events.Subscribe(func(ctx context.Context, e events.Event) {
-		if e.Remote {
+		if e.Remote || !e.Broadcast {
 			return
 		}
 		switch e.Kind {
-		case events.TaskQueued:
-			m.bus.Broadcast(ctx, cluster.Event{Kind: cluster.Task, Account: e.Account, Task: e.TaskID})
-		case events.TaskEnded:
-			m.bus.NoteOutput(e.TaskID, e.Account, true)
-		case events.TaskOutput:
-			m.bus.NoteOutput(e.TaskID, "", false)
 		case events.DelegatesChanged:
-			if e.Broadcast {
-				m.bus.Broadcast(ctx, cluster.Event{Kind: cluster.Delegates, Account: e.Account})
-			}
+			m.bus.Broadcast(ctx, cluster.Event{Kind: cluster.Delegates, Account: e.Account})
 		case events.RunAdvanced:
-			if e.Broadcast {
-				m.bus.Broadcast(ctx, cluster.Event{Kind: cluster.Runs, Account: e.Account})
-			}
+			m.bus.Broadcast(ctx, cluster.Event{Kind: cluster.Runs, Account: e.Account})
 		}
-	}, events.TaskQueued, events.TaskEnded, events.TaskOutput, events.DelegatesChanged, events.RunAdvanced)
-	// Followers of a task's log: its end, and output another manager
-	// stored (this manager's own output reaches them through the log bus
-	// as it arrives).
-	m.events.Subscribe(func(_ context.Context, e events.Event) {
-		switch {
-		case e.Kind == events.TaskEnded:
-			m.logs.finish(e.TaskID)
-		case e.Kind == events.TaskOutput && e.Remote:
-			m.logs.stored(e.TaskID)
-		}
-	}, events.TaskEnded, events.TaskOutput)
+	}, events.DelegatesChanged, events.RunAdvanced)
 	// The web UI's live pages.
 	m.events.Subscribe(func(_ context.Context, e events.Event) {
 		switch e.Kind {
@@ -65,6 +35,4 @@ func (m *Manager) subscribe() {
 			m.taskWatch.notify(e.Account)
 		}
 	}, events.TaskQueued, events.TaskAcquired, events.TaskStarted, events.TaskEnded, events.DelegatesChanged, events.RunAdvanced)
-	// The pipeline engine subscribes itself to the ends of step tasks
-	// (engine.New).
 }

@@ -2,32 +2,11 @@ package manager
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/legate-dev/legate/internal/protocol"
-	"github.com/legate-dev/legate/internal/store"
 )
-
-// followers returns the followers subscribed to a task's output.
-func (b *logBus) followers(taskID string) []*follower {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []*follower
-	for f := range b.subs[taskID] {
-		out = append(out, f)
-	}
-	return out
-}
-
-// subscribedTasks is how many tasks have followers.
-func (b *logBus) subscribedTasks() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.subs)
-}
 
 // TestFollowThatLaggedUnsubscribes follows a task's output, marks the
 // follower lagged (as publish does when its buffer is full), so that it
@@ -48,18 +27,15 @@ func TestFollowThatLaggedUnsubscribes(t *testing.T) {
 		_, err := admin.StreamLogs(fctx, task.ID, true, func(protocol.LogStreamLine) error { return nil })
 		done <- err
 	}()
-	var first *follower
-	eventually(t, 10*time.Second, "the follow subscribed", func() bool {
-		fs := tm.m.logs.followers(task.ID)
-		if len(fs) == 1 {
-			first = fs[0]
-		}
-		return first != nil
-	})
-	first.markLagged()
+	eventually(t, 10*time.Second, "the follow subscribed", func() bool { return followers(tm, task.ID) == 1 })
+	if n := tm.m.dispatch.LagFollowers(task.ID); n != 1 {
+		t.Fatalf("marked %d followers lagged, want 1", n)
+	}
+	// A follower once lagged stays so: the one left, not lagged, is the
+	// follow's new subscription.
 	eventually(t, 10*time.Second, "the lagged follow subscribed again", func() bool {
-		fs := tm.m.logs.followers(task.ID)
-		return len(fs) == 1 && fs[0] != first
+		n, lagged := tm.m.dispatch.Followers(task.ID)
+		return n == 1 && lagged == 0
 	})
 	if _, err := admin.CancelTask(ctx, task.ID); err != nil {
 		t.Fatal(err)
@@ -67,74 +43,12 @@ func TestFollowThatLaggedUnsubscribes(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("follow: %v", err)
 	}
-	eventually(t, 10*time.Second, "no follower left", func() bool { return tm.m.logs.subscribedTasks() == 0 })
+	eventually(t, 10*time.Second, "no follower left", func() bool { return tm.m.dispatch.FollowedTasks() == 0 })
 }
 
-// TestLogBusBoundsQueuedBytes: a follower that does not read is marked
-// lagged once its queue holds followerQueueBytes, all followers together
-// hold at most busQueueBytes, and what they take or leave behind leaves
-// the account.
-func TestLogBusBoundsQueuedBytes(t *testing.T) {
-	b := newLogBus()
-	chunk := func(seq int64) store.StoredChunk {
-		// 512 KiB, twice a delegate's chunk: the queue's bytes, not its
-		// 256 places, bound it.
-		return store.StoredChunk{Attempt: 1, Chunk: protocol.LogChunk{Seq: seq, Data: strings.Repeat("x", 512<<10)}}
-	}
-	lagged := func(f *follower) bool {
-		select {
-		case <-f.lagged:
-			return true
-		default:
-			return false
-		}
-	}
-	perFollower := followerQueueBytes / (512 << 10)
-	slow := b.subscribe("t1")
-	for i := range perFollower {
-		b.publish("t1", []store.StoredChunk{chunk(int64(i + 1))})
-	}
-	if lagged(slow) || len(slow.ch) != perFollower {
-		t.Fatalf("after %d chunks (%d MiB): lagged %v, queued %d; want not lagged, all queued", perFollower, followerQueueBytes>>20, lagged(slow), len(slow.ch))
-	}
-	b.publish("t1", []store.StoredChunk{chunk(int64(perFollower + 1))})
-	if !lagged(slow) || len(slow.ch) != perFollower {
-		t.Fatalf("one chunk past %d MiB: lagged %v, queued %d; want lagged, %d queued", followerQueueBytes>>20, lagged(slow), len(slow.ch), perFollower)
-	}
-	// Taking a chunk makes room again.
-	slow.took(<-slow.ch)
-	b.publish("t1", []store.StoredChunk{chunk(int64(perFollower + 2))})
-	if len(slow.ch) != perFollower {
-		t.Fatalf("after taking one: %d queued, want %d", len(slow.ch), perFollower)
-	}
-
-	// Followers of other tasks fill the bus up to busQueueBytes.
-	var others []*follower
-	for n := 2; b.queued.Load()+followerQueueBytes <= busQueueBytes; n++ {
-		id := fmt.Sprint("t", n)
-		f := b.subscribe(id)
-		others = append(others, f)
-		for i := range perFollower {
-			b.publish(id, []store.StoredChunk{chunk(int64(i + 1))})
-		}
-		if lagged(f) {
-			t.Fatalf("follower %s lagged with the bus at %d MiB", id, b.queued.Load()>>20)
-		}
-	}
-	last := b.subscribe("tlast")
-	b.publish("tlast", []store.StoredChunk{chunk(1)})
-	if !lagged(last) || len(last.ch) != 0 {
-		t.Fatalf("with the bus full (%d MiB): lagged %v, queued %d; want lagged, none queued", b.queued.Load()>>20, lagged(last), len(last.ch))
-	}
-	if got := b.queued.Load(); got > busQueueBytes {
-		t.Fatalf("bus holds %d bytes, more than %d", got, busQueueBytes)
-	}
-	b.unsubscribe("t1", slow)
-	b.unsubscribe("tlast", last)
-	for i, f := range others {
-		b.unsubscribe(fmt.Sprint("t", i+2), f)
-	}
-	if got := b.queued.Load(); got != 0 {
-		t.Fatalf("bus account %d bytes after every follower left, want 0", got)
-	}
+// followers returns how many followers of the task's log tm's dispatch
+// holds.
+func followers(tm *testManager, taskID string) int {
+	n, _ := tm.m.dispatch.Followers(taskID)
+	return n
 }

@@ -57,9 +57,7 @@ func TestLargestLogUploads(t *testing.T) {
 		followed <- b.String()
 	}()
 	eventually(t, 30*time.Second, "the follower subscribed", func() bool {
-		tm.m.logs.mu.Lock()
-		defer tm.m.logs.mu.Unlock()
-		return len(tm.m.logs.subs[task.ID]) > 0
+		return followers(tm, task.ID) > 0
 	})
 
 	var all strings.Builder

@@ -1,8 +1,8 @@
-// Package manager is legate's control plane: the HTTP API for users and
-// delegates, the WebSocket hub that notifies delegates, the long-poll
-// fallback, the scheduler that offers queued tasks to eligible delegates,
-// liveness tracking, lease and timeout enforcement, and the log store's
-// live fan-out.
+// Package manager is composition only: it builds legate's control-plane
+// services (dispatch, identity, secrets, upgrades, the pipeline engine)
+// over one store, events stream and cluster bus, wires what each needs of
+// the others through small adapters, concatenates their routes, mounts
+// the web UI, and runs their loops (Run) until it shuts them down.
 package manager
 
 import (
@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/api"
-	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/cluster"
+	"github.com/legate-dev/legate/internal/dispatch"
 	"github.com/legate-dev/legate/internal/events"
 	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/pipeline/engine"
@@ -56,7 +56,7 @@ type Config struct {
 	// contact (silent, or stopped and deregistered) before the manager
 	// removes it from the store; 0 = 6h, negative = never. A value under
 	// twice the liveness window is raised to it. Every manager of a
-	// database prunes, in bounded batches (delegates.go).
+	// database prunes, in bounded batches (dispatch/delegates.go).
 	PruneDelegatesAfter time.Duration
 	// FollowPollInterval is how often a followed task log reads the store
 	// for output that reached it through another manager sharing the
@@ -231,75 +231,48 @@ func (c *Config) defaults() {
 
 // Manager serves the legate API. Create it with New and run it with Run.
 type Manager struct {
-	cfg        Config
-	st         *store.Store
-	log        *slog.Logger
-	sessionKey []byte
-	hub        *hub
-	logs       *logBus
-	started    time.Time
-
-	// stopping is closed when shutdown begins; long polls and WebSockets
-	// end on it so the HTTP server can drain.
-	stopping chan struct{}
-	stopOnce sync.Once
-	// flushMu orders lease writes: a flush's extensions and the shortened
-	// leases of a delegate whose connection closed (failover.go).
-	flushMu sync.Mutex
-	// sweepWake (cap 1) has the sweep loop look again at when the next
-	// lease ends: one was shortened.
-	sweepWake chan struct{}
-	// bg counts the work that outlives the request that started it (a
-	// WebSocket, whose connection the HTTP server no longer tracks once
-	// hijacked; an offer's widening timer): Run waits for it.
-	bg     sync.WaitGroup
-	bgMu   sync.Mutex // orders bg.Add (enter) and the close of stopping
-	tokens tokenCache
-	// identity holds users, roles, API keys and sessions, and
-	// authenticates admin requests (package identity).
-	identity *identity.Service
+	cfg Config
+	st  *store.Store
+	log *slog.Logger
 	// events is the one stream of what changed (events.go subscribes
-	// what reacts to it).
+	// what the manager does on it; each service subscribes its own).
 	events events.Stream
 	// bus carries broadcasts to and from the other managers of a shared
 	// store (package cluster).
-	bus *cluster.Bus
-	// caps holds every delegate's allow and deny list entries.
-	caps *assign.Capabilities
-	// unrunnable remembers since when a queued task had no delegate that
-	// could ever take it (sweep loop only).
-	unrunnable map[string]time.Time
-	metrics    *managerMetrics
-	// queue indexes the queued tasks (queue.go).
-	queue *queue
+	bus     *cluster.Bus
+	metrics *managerMetrics
 	// server applies the routes' limits and credentials (api.Server);
 	// auditor records audited requests.
 	server  *api.Server
 	auditor *api.Auditor
+
+	// The services.
+	// dispatch is the delegate hub and the task path (package dispatch).
+	dispatch *dispatch.Service
+	// identity holds users, roles, API keys and sessions, and
+	// authenticates admin requests (package identity).
+	identity *identity.Service
 	// secrets serves stored secrets and checks tasks' references to them.
 	secrets *secrets.Service
 	// upgrades decides which version each delegate group wants and
 	// serves release binaries to watchers.
 	upgrades *upgrades.Service
+	// engine runs pipelines (package engine).
+	engine *engine.Service
+
 	// conns is the connection limit of the running server (set by Run).
 	conns atomic.Pointer[connLimit]
-	// watch tells the web UI when delegates change; seen is what the
-	// sweep loop saw of them last (webui.go).
+	// watch tells the web UI when delegates change (webui.go).
 	watch delegateWatch
 	// runWatch tells the web UI's run pages when a run advanced.
 	runWatch delegateWatch
-	seen     map[string]seenDelegate
-	seenPass uint64
-
 	// taskWatch tells the web UI's task pages when a task of an account
 	// was created, acquired, started, re-queued or ended.
 	taskWatch delegateWatch
-
-	// engine runs pipelines (package engine).
-	engine *engine.Service
 }
 
-// New creates a manager over an open store.
+// New creates a manager over an open store: it builds every service and
+// wires them.
 func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	cfg.defaults()
 	// Secrets at rest: what an older version kept in clear is sealed
@@ -317,41 +290,34 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load session key: %w", secrets.KeyError(err))
 	}
-	m := &Manager{
-		cfg:        cfg,
-		st:         st,
-		log:        cfg.Logger,
-		sessionKey: kb,
-		hub:        newHub(),
-		logs:       newLogBus(),
-		started:    cfg.Now(),
-		stopping:   make(chan struct{}),
-		sweepWake:  make(chan struct{}, 1),
-	}
-	m.tokens.entries = map[string]tokenEntry{}
-	m.caps = assign.NewCapabilities()
-	m.unrunnable = map[string]time.Time{}
-	m.metrics = newMetrics(m)
-	m.queue = newQueue()
+	m := &Manager{cfg: cfg, st: st, log: cfg.Logger}
+	m.metrics = newMetrics()
 	m.bus = cluster.New(st, cfg.Logger)
+	// Dispatch needs the services built after it (secrets, upgrades,
+	// identity): the adapters call them at call time (secrets.go,
+	// upgrades.go, identity.go).
+	m.dispatch, err = dispatch.New(ctx, dispatch.Config{Store: st, Bus: m.bus, Events: &m.events, Metrics: m.metrics.reg,
+		APIErrors: m.metrics.apiErrors, Secrets: secretsOf{m}, Upgrades: upgradesOf{m}, Housekeeping: identityOf{m}, Watchers: &m.watch, SessionKey: kb,
+		HeartbeatInterval: cfg.HeartbeatInterval, MissedHeartbeats: cfg.MissedHeartbeats, SessionTTL: cfg.SessionTTL,
+		DefaultTaskTimeout: cfg.DefaultTaskTimeout, DefaultQueueTimeout: cfg.DefaultQueueTimeout, LongPollWait: cfg.LongPollWait,
+		LogCap: cfg.LogCap, SweepInterval: cfg.SweepInterval, OfferFanout: cfg.OfferFanout,
+		PruneDelegatesAfter: cfg.PruneDelegatesAfter, FollowPollInterval: cfg.FollowPollInterval,
+		AuditRetention: cfg.AuditRetention, Version: cfg.Version, Log: cfg.Logger, Now: cfg.Now})
+	if err != nil {
+		return nil, err
+	}
 	m.handleClusterEvents()
 	m.subscribe()
 	m.engine = m.newEngine()
 	m.auditor = &api.Auditor{Store: st, Now: cfg.Now, Log: cfg.Logger}
-	m.identity = identity.New(identity.Config{Store: st, Bus: m.bus, Auditor: m.auditor, CheckScope: m.checkScope,
+	m.identity = identity.New(identity.Config{Store: st, Bus: m.bus, Auditor: m.auditor, CheckScope: m.dispatch.CheckScope,
 		APIKeyCacheTTL: cfg.APIKeyCacheTTL, AuditRetention: cfg.AuditRetention, Version: cfg.Version, Log: cfg.Logger, Now: cfg.Now})
-	m.secrets = secrets.New(secrets.Config{Store: st, Scopes: scopeChecker{m}, Log: cfg.Logger, Now: cfg.Now})
-	m.upgrades = upgrades.New(upgrades.Config{Store: st, Tokens: upgradeHost{m}, Delegates: upgradeHost{m},
+	m.secrets = secrets.New(secrets.Config{Store: st, Scopes: m.dispatch, Log: cfg.Logger, Now: cfg.Now})
+	m.upgrades = upgrades.New(upgrades.Config{Store: st, Tokens: m.dispatch, Delegates: m.dispatch,
 		ReleaseDir: cfg.ReleaseDir, UpgradePollInterval: cfg.UpgradePollInterval, UpgradeSoak: cfg.UpgradeSoak,
 		Version: cfg.Version, Log: cfg.Logger, Now: cfg.Now})
 	m.server = api.NewServer(api.Config{ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
 		UnauthenticatedBodies: cfg.UnauthenticatedBodies, Authenticate: m.identity.Authenticate, Audit: m.auditor, Log: cfg.Logger})
-	if err := m.loadCapabilities(ctx); err != nil {
-		return nil, fmt.Errorf("load capability lists: %w", err)
-	}
-	if err := m.resyncQueue(ctx); err != nil {
-		return nil, fmt.Errorf("load the queue: %w", err)
-	}
 	return m, nil
 }
 
@@ -359,9 +325,6 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 func (m *Manager) window() time.Duration {
 	return time.Duration(m.cfg.MissedHeartbeats) * m.cfg.HeartbeatInterval
 }
-
-// leaseDuration is how long a task lease lasts without a heartbeat.
-func (m *Manager) leaseDuration() time.Duration { return m.window() }
 
 // Run serves the API on ln and runs the background loops until ctx ends,
 // then shuts down: WebSockets get a close frame, long polls return, and
@@ -389,8 +352,11 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 
 	loopCtx, cancelLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { m.flushLoop(loopCtx) })
-	wg.Go(func() { m.sweepLoop(loopCtx) })
+	wg.Go(func() {
+		if err := m.dispatch.Run(loopCtx); err != nil {
+			m.log.Error("dispatch loops", "err", err)
+		}
+	})
 	wg.Go(func() {
 		if err := m.bus.Run(loopCtx); err != nil {
 			m.log.Error("listen to the other managers", "err", err)
@@ -401,7 +367,6 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 			m.log.Error("pipeline engine", "err", err)
 		}
 	})
-	wg.Go(func() { m.pruneLoop(loopCtx) })
 	if m.cfg.TaskRetention > 0 {
 		rl := &retention.Loop{Store: m.st, Age: m.cfg.TaskRetention, Now: m.cfg.Now, Log: m.log}
 		wg.Go(func() {
@@ -424,7 +389,7 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 	case serveErr = <-errc:
 		served = true
 	}
-	m.beginStop()
+	m.dispatch.BeginStop()
 	shCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shCtx); err != nil {
@@ -436,83 +401,16 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 	if !served {
 		<-errc // Serve returns ErrServerClosed once Shutdown has begun
 	}
-	// Every WebSocket and timer registered (enter) before beginStop is
-	// ordered before this Wait; later ones see stopping and do not start.
-	m.bg.Wait()
+	// Every WebSocket and timer dispatch registered before BeginStop is
+	// ordered before this Wait; later ones see it stopping and do not start.
+	m.dispatch.Wait()
 	cancelLoops()
 	wg.Wait()
 	// Record the last liveness so a restart knows when delegates were seen.
-	m.flush(context.WithoutCancel(ctx))
+	m.dispatch.Flush(context.WithoutCancel(ctx))
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", serveErr)
 	}
 	m.log.Info("manager stopped")
 	return nil
-}
-
-// enter registers work that outlives its request (see Manager.bg) with
-// Run's shutdown, unless the shutdown has begun: then it returns false
-// and the work must not start. The work calls m.bg.Done when it ends. An
-// Add must happen before Run's Wait: an Add concurrent with Wait is a
-// misuse of sync.WaitGroup (the race detector reports it).
-func (m *Manager) enter() bool {
-	m.bgMu.Lock()
-	defer m.bgMu.Unlock()
-	select {
-	case <-m.stopping:
-		return false
-	default:
-	}
-	m.bg.Add(1)
-	return true
-}
-
-// beginStop closes stopping, under bgMu: an enter either has added to bg
-// before, or sees stopping closed.
-func (m *Manager) beginStop() {
-	m.bgMu.Lock()
-	defer m.bgMu.Unlock()
-	m.stopOnce.Do(func() { close(m.stopping) })
-}
-
-// tokenCache remembers whether tokens are revoked, so authenticating a
-// delegate request does not read the database every time.
-type tokenCache struct {
-	mu      sync.Mutex
-	entries map[string]tokenEntry
-}
-
-type tokenEntry struct {
-	revoked bool
-	at      time.Time
-}
-
-const tokenCacheTTL = 5 * time.Second
-
-func (m *Manager) tokenRevoked(ctx context.Context, tokenID string) (bool, error) {
-	now := m.cfg.Now()
-	m.tokens.mu.Lock()
-	e, ok := m.tokens.entries[tokenID]
-	m.tokens.mu.Unlock()
-	if ok && (e.revoked || now.Sub(e.at) < tokenCacheTTL) {
-		return e.revoked, nil
-	}
-	t, err := m.st.TokenByID(ctx, tokenID)
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return true, nil
-		}
-		return false, err
-	}
-	revoked := t.RevokedAt != nil
-	m.tokens.mu.Lock()
-	m.tokens.entries[tokenID] = tokenEntry{revoked: revoked, at: now}
-	m.tokens.mu.Unlock()
-	return revoked, nil
-}
-
-func (m *Manager) markTokenRevoked(tokenID string) {
-	m.tokens.mu.Lock()
-	m.tokens.entries[tokenID] = tokenEntry{revoked: true, at: m.cfg.Now()}
-	m.tokens.mu.Unlock()
 }

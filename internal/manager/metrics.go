@@ -2,7 +2,6 @@ package manager
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -13,80 +12,21 @@ import (
 )
 
 // managerMetrics are one manager's Prometheus metrics, in a registry of
-// its own (tests run several managers in one process). See
-// docs/metrics.md.
+// its own (tests run several managers in one process): the API's errors
+// and the process here, the task path's in dispatch, the pipelines' in
+// the engine. See docs/metrics.md.
 type managerMetrics struct {
-	reg        *metrics.Registry
-	pickup     *metrics.Histogram
-	heartbeats *metrics.Counter
-	apiErrors  *metrics.CounterVec
-	stale      *metrics.CounterVec
-	scope      *metrics.CounterVec
-	widened    *metrics.Counter
+	reg       *metrics.Registry
+	apiErrors *metrics.CounterVec
 }
 
-// Kinds of stale reports, the "kind" label of legate_manager_stale_reports_total.
-const (
-	staleResult  = "result"
-	staleLog     = "log"
-	staleStarted = "started"
-)
-
-func newMetrics(m *Manager) *managerMetrics {
+func newMetrics() *managerMetrics {
 	mt := &managerMetrics{reg: metrics.NewRegistry()}
-	r := mt.reg
-	mt.pickup = r.NewHistogram(metrics.Opts{
-		Name: "legate_manager_pickup_latency_seconds",
-		Help: "Time from a task being queued (or requeued) to its delegate reporting the task started.",
-	}, []float64{.001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300})
-	mt.heartbeats = r.NewCounter(metrics.Opts{
-		Name: "legate_manager_heartbeats_received_total",
-		Help: "Delegate heartbeats received, over WebSocket and HTTP; rate() gives heartbeats per second.",
-	})
-	mt.apiErrors = r.NewCounterVec(metrics.Opts{
+	mt.apiErrors = mt.reg.NewCounterVec(metrics.Opts{
 		Name: "legate_manager_api_errors_total",
 		Help: "Error answers of the API, by protocol error code.",
 	}, "code")
-	mt.stale = r.NewCounterVec(metrics.Opts{
-		Name: "legate_manager_stale_reports_total",
-		Help: "Delegate reports refused because the delegate no longer holds the task at that lease epoch, by kind: result, log, started.",
-	}, "kind")
-	for _, k := range []string{staleResult, staleLog, staleStarted} {
-		mt.stale.With(k)
-	}
-	mt.scope = r.NewCounterVec(metrics.Opts{
-		Name: "legate_manager_scope_refusals_total",
-		Help: "Delegate calls refused because the task or configuration they name is outside the scope of the delegate's token, by call: acquire, started, logs, result, heartbeat, register, capabilities, configuration_result.",
-	}, "call")
-	for _, c := range scopeCalls {
-		mt.scope.With(c)
-	}
-	mt.widened = r.NewCounter(metrics.Opts{
-		Name: "legate_manager_offers_widened_total",
-		Help: "Tasks offered to more delegates because the best-ranked one (the delegate that last succeeded for the task's connector, else an allowlisted or the least loaded one) did not acquire it within the offer window.",
-	})
-	r.Collect(m.collectDelegates, metrics.Desc{
-		Opts: metrics.Opts{
-			Name: "legate_manager_delegates_connected",
-			Help: "Delegate instances connected to this manager process, by connection kind: websocket, polling, or unknown (between a dropped WebSocket and the first poll).",
-		},
-		Type:   metrics.TypeGauge,
-		Labels: []string{"connection"},
-	})
-	r.Collect(m.collectQueue, metrics.Desc{
-		Opts: metrics.Opts{
-			Name: "legate_manager_queue_depth",
-			Help: "Tasks queued, waiting for a delegate, in every account of the store.",
-		},
-		Type: metrics.TypeGauge,
-	}, metrics.Desc{
-		Opts: metrics.Opts{
-			Name: "legate_manager_queue_oldest_age_seconds",
-			Help: "How long the longest-waiting queued task has waited since it was queued or requeued; 0 when none waits.",
-		},
-		Type: metrics.TypeGauge,
-	})
-	r.AddProcessMetrics()
+	mt.reg.AddProcessMetrics()
 	return mt
 }
 
@@ -97,66 +37,11 @@ func (mt *managerMetrics) handler(log *slog.Logger) http.Handler {
 	return mt.reg.Handler(log, 5*time.Second)
 }
 
-// taskStarted observes the pickup latency of a task whose start was just
-// recorded, queued at queued (zero for a repeated report: not observed).
-func (mt *managerMetrics) taskStarted(queued, now time.Time) {
-	if queued.IsZero() {
-		return
-	}
-	mt.pickup.Observe(max(now.Sub(queued), 0).Seconds())
-}
-
-func (mt *managerMetrics) staleReport(kind string) { mt.stale.With(kind).Inc() }
-
-func (mt *managerMetrics) scopeRefused(call string) { mt.scope.With(call).Inc() }
-
-// collectDelegates counts the delegates connected to this manager by
-// connection kind, from the hub at scrape time.
-func (m *Manager) collectDelegates(_ context.Context, s *metrics.Scrape) error {
-	now := m.cfg.Now()
-	counts := map[string]int{protocol.ConnWebSocket: 0, protocol.ConnPolling: 0, "unknown": 0}
-	for _, d := range m.hub.all() {
-		if now.Sub(time.Unix(0, d.lastSeen.Load())) > m.window() {
-			continue
-		}
-		d.mu.Lock()
-		gone, kind := d.gone, d.connection
-		d.mu.Unlock()
-		if gone {
-			continue
-		}
-		if kind != protocol.ConnWebSocket && kind != protocol.ConnPolling {
-			kind = "unknown"
-		}
-		counts[kind]++
-	}
-	for kind, n := range counts {
-		s.Add("legate_manager_delegates_connected", float64(n), kind)
-	}
-	return nil
-}
-
-// collectQueue reads the queue depth and the age of the oldest queued
-// task from the store at scrape time (one indexed query).
-func (m *Manager) collectQueue(ctx context.Context, s *metrics.Scrape) error {
-	depth, oldest, err := m.st.QueueStats(ctx)
-	if err != nil {
-		return fmt.Errorf("read queue depth: %w", err)
-	}
-	age := 0.0
-	if !oldest.IsZero() {
-		age = max(m.cfg.Now().Sub(oldest), 0).Seconds()
-	}
-	s.Add("legate_manager_queue_depth", float64(depth))
-	s.Add("legate_manager_queue_oldest_age_seconds", age)
-	return nil
-}
-
 // handleReady answers 200 when the store answers and the manager is not
 // shutting down, 503 with the reason otherwise.
 func (m *Manager) handleReady(w http.ResponseWriter, r *http.Request) {
 	select {
-	case <-m.stopping:
+	case <-m.dispatch.Stopping():
 		api.WriteJSON(w, http.StatusServiceUnavailable, protocol.HealthStatus{Status: "not ready", Reason: "shutting down"})
 		return
 	default:

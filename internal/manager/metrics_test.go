@@ -227,7 +227,7 @@ func TestManagerNotReady(t *testing.T) {
 	if code, s := get(protocol.PathReady); code != http.StatusServiceUnavailable || !strings.Contains(s.Reason, "store") {
 		t.Errorf("/readyz with the store closed = %d %+v, want 503 naming the store", code, s)
 	}
-	m.beginStop()
+	m.dispatch.BeginStop()
 	if code, s := get(protocol.PathReady); code != http.StatusServiceUnavailable || !strings.Contains(s.Reason, "shutting down") {
 		t.Errorf("/readyz while stopping = %d %+v, want 503 shutting down", code, s)
 	}

@@ -3,7 +3,6 @@ package manager
 import (
 	"net/http"
 
-	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/webui"
@@ -11,63 +10,15 @@ import (
 
 // routes is the API: every endpoint, who may call it, the body it may send.
 func (m *Manager) routes() []api.Route {
-	task := protocol.PathTasks + "/{id}"
-	dtask := protocol.PathDelegateTask + "/{id}"
 	rs := []api.Route{
 		// Probes and metrics.
 		{Method: "GET", Pattern: protocol.PathHealth, Public: handleHealth},
 		{Method: "GET", Pattern: protocol.PathReady, Public: m.handleReady},
 		{Method: "GET", Pattern: protocol.PathMetrics, Public: m.metrics.handler(m.log).ServeHTTP},
-
-		// Delegate API.
-		{Method: "POST", Pattern: protocol.PathRegister, Body: api.BodyRegister, CredBody: api.BodyDelegateState, CredCheck: m.registrationHeaders, Public: m.handleRegister},
-		{Method: "POST", Pattern: protocol.PathSession, Delegate: m.delegateAuth(m.handleSession)},
-		{Method: "GET", Pattern: protocol.PathWebSocket, Stream: true, Delegate: m.delegateAuth(m.handleWebSocket)},
-		{Method: "GET", Pattern: protocol.PathEvents, Stream: true, Delegate: m.delegateAuth(m.handleEvents)},
-		{Method: "POST", Pattern: protocol.PathHeartbeat, Body: api.BodyDelegateState, Delegate: m.delegateAuth(m.handleHeartbeat)},
-		{Method: "POST", Pattern: protocol.PathDeregister, Delegate: m.delegateAuth(m.handleDeregister)},
-		{Method: "POST", Pattern: dtask + "/acquire", Delegate: m.delegateAuth(m.handleAcquire)},
-		{Method: "POST", Pattern: dtask + "/started", Body: api.BodyTiny, Delegate: m.delegateAuth(m.handleStarted)},
-		{Method: "POST", Pattern: dtask + "/logs", Body: api.BodyLogs, Delegate: m.delegateAuth(m.handleLogs)},
-		{Method: "POST", Pattern: dtask + "/result", Body: api.BodyDelegateState, Delegate: m.delegateAuth(m.handleResult)},
-		{Method: "POST", Pattern: protocol.PathCapabilities, Body: api.BodyReport, Delegate: m.delegateAuth(m.handleCapabilities)},
-		{Method: "GET", Pattern: protocol.PathDelegateConfiguration, Delegate: m.delegateAuth(m.handleDelegateConfiguration)},
-		{Method: "POST", Pattern: protocol.PathDelegateConfigurationResult, Body: api.BodyReport, Delegate: m.delegateAuth(m.handleConfigurationResult)},
-
-		// Admin API. Each route's rule: the permission and where its scope
-		// comes from (access.go).
-		{Method: "POST", Pattern: protocol.PathTokens, Body: api.BodySmall, Admin: m.handleCreateToken, Rule: api.Rule{Perm: access.DelegateEdit, Scope: api.AtBody}, Audit: "token.create"},
-		{Method: "GET", Pattern: protocol.PathTokens, Admin: m.handleListTokens, Rule: api.Rule{Perm: access.TokenView, List: true}},
-		{Method: "POST", Pattern: protocol.PathTokens + "/{name}/revoke", Admin: m.handleRevokeToken, Rule: api.Rule{Perm: access.TokenDelete, Scope: m.atToken()}, Audit: "token.revoke"},
-		{Method: "GET", Pattern: protocol.PathDelegates, Admin: m.handleListDelegates, Rule: api.Rule{Perm: access.DelegateView, List: true}},
-		{Method: "GET", Pattern: protocol.PathDelegates + "/{name}", Admin: m.handleDescribeDelegate, Rule: api.Rule{Perm: access.DelegateView, Scope: m.atDelegate()}},
-		{Method: "POST", Pattern: protocol.PathDelegates + "/{name}/approve", Admin: m.handleApproveDelegate, Rule: api.Rule{Perm: access.DelegateEdit, Scope: m.atDelegate()}, Audit: "delegate.approve"},
-		{Method: "POST", Pattern: protocol.PathDelegates + "/{name}/reject", Admin: m.handleRejectDelegate, Rule: api.Rule{Perm: access.DelegateEdit, Scope: m.atDelegate()}, Audit: "delegate.reject"},
-		{Method: "DELETE", Pattern: protocol.PathDelegates + "/{name}", Admin: m.handleDeleteDelegate, Rule: api.Rule{Perm: access.DelegateDelete, Scope: m.atDelegate()}, Audit: "delegate.delete"},
-		{Method: "POST", Pattern: protocol.PathTasks, Body: api.BodyLarge, Admin: m.handleSubmitTask, Rule: api.Rule{Perm: access.TaskRun, Scope: api.AtBody, Also: m.taskUses}},
-		{Method: "GET", Pattern: protocol.PathTasks, Admin: m.handleListTasks, Rule: api.Rule{Perm: access.TaskView, List: true}},
-		{Method: "GET", Pattern: task, Admin: m.handleGetTask, Rule: api.Rule{Perm: access.TaskView, Scope: m.atTask()}},
-		{Method: "POST", Pattern: task + "/cancel", Admin: m.handleCancelTask, Rule: api.Rule{Perm: access.TaskCancel, Scope: m.atTask()}, Audit: "task.cancel"},
-		{Method: "GET", Pattern: task + "/logs", Stream: true, Admin: m.handleTaskLogs, Rule: api.Rule{Perm: access.TaskView, Scope: m.atTask()}},
-		{Method: "GET", Pattern: task + "/explain", Admin: m.handleExplainTask, Rule: api.Rule{Perm: access.TaskView, Scope: m.atTask()}},
-		{Method: "POST", Pattern: protocol.PathOrgs, Body: api.BodySmall, Admin: m.handleCreateOrg, Rule: api.Rule{Perm: access.OrgEdit, Scope: api.AtAccount}, Audit: "org.create"},
-		{Method: "GET", Pattern: protocol.PathOrgs, Admin: m.handleListOrgs, Rule: api.Rule{Perm: access.OrgView, List: true}},
-		{Method: "DELETE", Pattern: protocol.PathOrgs + "/{org}", Admin: m.handleDeleteOrg, Rule: api.Rule{Perm: access.OrgDelete, Scope: api.AtAccount}, Audit: "org.delete"},
-		{Method: "POST", Pattern: protocol.PathOrgs + "/{org}/projects", Body: api.BodySmall, Admin: m.handleCreateProject, Rule: api.Rule{Perm: access.OrgEdit, Scope: api.AtOrgPath}, Audit: "project.create"},
-		{Method: "GET", Pattern: protocol.PathProjects, Admin: m.handleListProjects, Rule: api.Rule{Perm: access.OrgView, List: true}},
-		{Method: "DELETE", Pattern: protocol.PathOrgs + "/{org}/projects/{name}", Admin: m.handleDeleteProject, Rule: api.Rule{Perm: access.OrgDelete, Scope: api.AtOrgPath}, Audit: "project.delete"},
-		{Method: "POST", Pattern: protocol.PathConnectors, Body: api.BodySmall, Admin: m.handleCreateConnector, Rule: api.Rule{Perm: access.ConnectorEdit, Scope: api.AtAccount}, Audit: "connector.create"},
-		{Method: "GET", Pattern: protocol.PathConnectors, Admin: m.handleListConnectors, Rule: api.Rule{Perm: access.ConnectorView, List: true}},
-		{Method: "GET", Pattern: protocol.PathConnectors + "/{name}", Admin: m.handleGetConnector, Rule: api.Rule{Perm: access.ConnectorView, Scope: api.Anywhere}},
-		{Method: "DELETE", Pattern: protocol.PathConnectors + "/{name}", Admin: m.handleDeleteConnector, Rule: api.Rule{Perm: access.ConnectorDelete, Scope: api.AtAccount}, Audit: "connector.delete"},
-		{Method: "POST", Pattern: protocol.PathConfigurations, Body: api.BodyConfiguration, Admin: m.handleCreateConfiguration, Rule: api.Rule{Perm: access.ConfigurationEdit, Scope: api.AtBody}, Audit: "configuration.create"},
-		{Method: "GET", Pattern: protocol.PathConfigurations, Admin: m.handleListConfigurations, Rule: api.Rule{Perm: access.ConfigurationView, List: true}},
-		{Method: "GET", Pattern: protocol.PathConfigurations + "/{name}", Admin: m.handleGetConfiguration, Rule: api.Rule{Perm: access.ConfigurationView, Scope: m.atConfiguration()}},
-		{Method: "PATCH", Pattern: protocol.PathConfigurations + "/{name}", Body: api.BodyConfiguration, Admin: m.handleUpdateConfiguration, Rule: api.Rule{Perm: access.ConfigurationEdit, Scope: m.atConfiguration()}, Audit: "configuration.update"},
-		{Method: "DELETE", Pattern: protocol.PathConfigurations + "/{name}", Admin: m.handleDeleteConfiguration, Rule: api.Rule{Perm: access.ConfigurationDelete, Scope: m.atConfiguration()}, Audit: "configuration.delete"},
-
-		{Method: "POST", Pattern: protocol.PathManifests, Body: bodyManifest, Admin: m.handleManifest, Rule: api.Rule{Perm: access.DelegateEdit, Scope: api.AtBody}, Audit: "manifest.generate"},
 	}
+	// The delegate API; delegates, tokens, tasks, orgs, projects,
+	// connectors, configurations and manifests.
+	rs = append(rs, m.dispatch.Routes()...)
 	// Whoami, API keys, sign-in sessions and links, users, groups, roles,
 	// bindings and the audit log.
 	rs = append(rs, m.identity.Routes()...)
@@ -93,7 +44,7 @@ func (m *Manager) Handler() http.Handler {
 	h := m.metrics.countErrors(m.server.WriteDeadline(api.VersionCheck(mux)))
 	// The web UI has the paths the API leaves ("/", "/delegates", ...);
 	// it calls the API in-process.
-	mux.Handle("/", webui.New(webui.Config{API: h, Backend: uiBackend{m}, Stopping: m.stopping,
+	mux.Handle("/", webui.New(webui.Config{API: h, Backend: uiBackend{m}, Stopping: m.dispatch.Stopping(),
 		WriteTimeout: m.cfg.WriteTimeout, Liveness: m.window(), Version: m.cfg.Version, Logger: m.log, Now: m.cfg.Now,
 		DelegateUpdateEvery: m.cfg.UIDelegateUpdateEvery, NewDelegateHintAfter: m.cfg.UINewDelegateHintAfter}))
 	return h

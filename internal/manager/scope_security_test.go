@@ -35,6 +35,24 @@ type scopedWorld struct {
 	apiTask, opsTask, acTask protocol.Task
 }
 
+// Dispatch's names of the delegate calls (the "call" label of
+// legate_manager_scope_refusals_total) and its bounds of a delegate's
+// list of running tasks (delegate_checks.go).
+const (
+	callAcquire             = "acquire"
+	callStarted             = "started"
+	callLogs                = "logs"
+	callResult              = "result"
+	callHeartbeat           = "heartbeat"
+	callRegister            = "register"
+	callCapabilities        = "capabilities"
+	callConfigurationResult = "configuration_result"
+
+	maxTaskIDLen     = 64
+	maxRunningListed = 10000
+	runningSlack     = 64
+)
+
 func newScopedWorld(t *testing.T, cfg Config) *scopedWorld {
 	t.Helper()
 	tm := startTestManager(t, cfg)
@@ -569,7 +587,7 @@ func FuzzCheckText(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		err := checkText("field", s, 64)
+		err := protocol.CheckText("field", s, 64)
 		want := len(s) > 64 || unprintableRE.MatchString(s) || !utf8.ValidString(s)
 		if (err != nil) != want {
 			t.Fatalf("checkText(%q) = %v; want refused %v", s, err, want)

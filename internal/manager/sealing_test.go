@@ -3,6 +3,8 @@ package manager
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -107,6 +109,11 @@ func TestACopyOfTheDatabaseCannotSignSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, reg := tm.registerFake(t, tm.admin.AccountID, tok.Value, "del", "host-1")
+	// The key the manager signs sessions with, as New loads it.
+	sessionKey, err := tm.st.SessionKey(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	stored, err := tm.st.SettingOrInit(ctx, "session_key", "")
 	if err != nil || stored == "" {
@@ -115,8 +122,8 @@ func TestACopyOfTheDatabaseCannotSignSessions(t *testing.T) {
 	if !seal.IsSealed(stored) {
 		t.Errorf("the stored session key is not sealed: %q", stored)
 	}
-	for _, form := range []string{hex.EncodeToString(tm.m.sessionKey), base64.StdEncoding.EncodeToString(tm.m.sessionKey),
-		base64.RawURLEncoding.EncodeToString(tm.m.sessionKey)} {
+	for _, form := range []string{hex.EncodeToString(sessionKey), base64.StdEncoding.EncodeToString(sessionKey),
+		base64.RawURLEncoding.EncodeToString(sessionKey)} {
 		if strings.Contains(stored, form) {
 			t.Errorf("the stored value holds the session key as %q", form)
 		}
@@ -154,7 +161,7 @@ func TestACopyOfTheDatabaseCannotSignSessions(t *testing.T) {
 		_, err := c.RefreshSession(ctx)
 		wantCode(t, "session signed with "+name, err, protocol.CodeUnauthenticated)
 	}
-	if _, err := tm.client(t, signSession(tm.m.sessionKey, claims)).RefreshSession(ctx); err != nil {
+	if _, err := tm.client(t, signSession(sessionKey, claims)).RefreshSession(ctx); err != nil {
 		t.Fatalf("control: the manager's own key is refused: %v", err)
 	}
 }
@@ -241,11 +248,12 @@ func TestNewSealsASessionKeyInClear(t *testing.T) {
 	}
 	for i, wantLine := range []bool{true, false} {
 		var logs bytes.Buffer
-		m, err := New(ctx, st, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		_, err := New(ctx, st, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(m.sessionKey, old) {
+		// The key New loaded (dispatch signs sessions with it).
+		if key, err := st.SessionKey(ctx); err != nil || !bytes.Equal(key, old) {
 			t.Errorf("start %d: the session key changed", i+1)
 		}
 		n := strings.Count(logs.String(), "sealed the secrets an older version kept in clear")
@@ -271,14 +279,12 @@ func TestSecretValuesStayOutOfTheQueueAndTheAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tm.m.queue.mu.Lock()
-	e := tm.m.queue.tasks[task.ID]
-	tm.m.queue.mu.Unlock()
-	if e == nil {
+	qt, ok := tm.m.dispatch.QueuedTask(task.ID)
+	if !ok {
 		t.Fatal("the task is not in the queue index")
 	}
-	if e.task.Spec.SecretEnv != nil || len(e.task.SecretNames) != 1 {
-		t.Errorf("queue index entry: secret env %v names %v", e.task.Spec.SecretEnv, e.task.SecretNames)
+	if qt.Spec.SecretEnv != nil || len(qt.SecretNames) != 1 {
+		t.Errorf("queue index entry: secret env %v names %v", qt.Spec.SecretEnv, qt.SecretNames)
 	}
 	// Every admin view of the task, raw.
 	for _, path := range []string{protocol.PathTasks + "/" + task.ID, protocol.PathTasks, protocol.PathTasks + "?status=queued",
@@ -322,4 +328,24 @@ func rawGet(t *testing.T, url, key string) string {
 		t.Fatalf("GET %s: %s %s", url, resp.Status, b)
 	}
 	return string(b)
+}
+
+// sessionClaims and signSession are dispatch's session format
+// (dispatch/session.go), copied to forge sessions: the control of
+// TestACopyOfTheDatabaseCannotSignSessions checks that a session they sign
+// with the manager's key is accepted.
+type sessionClaims struct {
+	InstanceID string `json:"i"`
+	AccountID  string `json:"a"`
+	TokenID    string `json:"t"`
+	Generation int64  `json:"g"`
+	Expires    int64  `json:"e"` // Unix seconds
+}
+
+func signSession(key []byte, c sessionClaims) string {
+	payload, _ := json.Marshal(c)
+	p := base64.RawURLEncoding.EncodeToString(payload)
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(p))
+	return "s1." + p + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }

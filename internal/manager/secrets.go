@@ -3,15 +3,34 @@ package manager
 import (
 	"context"
 
+	"github.com/legate-dev/legate/internal/api"
+	"github.com/legate-dev/legate/internal/dispatch"
+	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/secrets"
 )
 
-// scopeChecker is what the secrets service asks of the manager: whether
-// the org and project a secret is created at exist (secrets.Scopes).
-type scopeChecker struct{ m *Manager }
+// secretsOf is what dispatch asks of the secrets service: the checks of a
+// submitted task's secret references (dispatch.Secrets). It holds the
+// manager, not the service, since dispatch is built first.
+type secretsOf struct{ m *Manager }
 
-var _ secrets.Scopes = scopeChecker{}
+var _ dispatch.Secrets = secretsOf{}
 
-func (c scopeChecker) CheckScope(ctx context.Context, acct, org, project string) error {
-	return c.m.checkScope(ctx, acct, org, project)
+func (s secretsOf) CheckRefs(ctx context.Context, acct string, spec protocol.TaskSpec) error {
+	return s.m.secrets.CheckRefs(ctx, acct, spec)
+}
+
+func (s secretsOf) SealError(err error) error { return sealError(err) }
+
+func (s secretsOf) Needs(ctx context.Context, acct string, spec protocol.TaskSpec) ([]api.Need, error) {
+	return s.m.secrets.Needs(ctx, acct, spec)
+}
+
+// sealError is secrets.KeyError for an error of a sealed value that does
+// not open, nil for any other error (dispatch.Secrets, engine.Secrets).
+func sealError(err error) error {
+	if secrets.IsSealError(err) {
+		return secrets.KeyError(err)
+	}
+	return nil
 }

@@ -4,25 +4,27 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/legate-dev/legate/internal/dispatch"
 	"github.com/legate-dev/legate/internal/protocol"
-	"github.com/legate-dev/legate/internal/store"
-	"github.com/legate-dev/legate/internal/upgrades"
 )
 
-// upgradeHost is what the upgrades service asks of the manager: the
-// delegate tokens watchers send, and the account's delegates its plan
-// reads (upgrades.Tokens, upgrades.Delegates).
-type upgradeHost struct{ m *Manager }
+// upgradesOf is what dispatch asks of the upgrades service: refusing a
+// registration of an expired version, and the upgrade fields of the
+// delegate listings (dispatch.Upgrades). It holds the manager, not the
+// service: upgrades is built after dispatch, whose tokens and delegates
+// it reads (upgrades.Tokens and upgrades.Delegates are dispatch's).
+type upgradesOf struct{ m *Manager }
 
-var (
-	_ upgrades.Tokens    = upgradeHost{}
-	_ upgrades.Delegates = upgradeHost{}
-)
+var _ dispatch.Upgrades = upgradesOf{}
 
-func (h upgradeHost) DelegateToken(w http.ResponseWriter, r *http.Request, accountID, token string) (store.Token, bool) {
-	return h.m.delegateToken(w, r, accountID, token)
+func (u upgradesOf) RefuseExpired(w http.ResponseWriter, r *http.Request, req protocol.RegisterRequest) bool {
+	return u.m.upgrades.RefuseExpired(w, r, req)
 }
 
-func (h upgradeHost) ListDelegates(ctx context.Context, acct string) ([]protocol.Delegate, error) {
-	return h.m.delegateList(ctx, acct, false)
+func (u upgradesOf) View(ctx context.Context, acct string, ds, plan []protocol.Delegate) error {
+	return u.m.upgrades.View(ctx, acct, ds, plan)
+}
+
+func (u upgradesOf) PageView(ctx context.Context, acct string, ds []protocol.Delegate) error {
+	return u.m.upgrades.PageView(ctx, acct, ds)
 }

@@ -1,4 +1,4 @@
-package manager
+package dispatch
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 	"github.com/legate-dev/legate/internal/store"
 )
 
-// Access control: every admin route names, in routes(), the permission it
+// Access control: every admin route names, in Routes(), the permission it
 // needs and where the scope it is checked at comes from (an api.Rule).
 // identity.Service.Authenticate resolves the caller (API key → its owner;
 // sign-in session → its user) and refuses disabled users and revoked
@@ -22,7 +22,7 @@ import (
 // that need only the request).
 
 // atTask: the scope of the task the path names.
-func (m *Manager) atTask() api.ScopeSource {
+func (m *Service) atTask() api.ScopeSource {
 	return api.ScopeSource{Name: "task", Resolve: func(r *http.Request, acct string) ([]access.Resource, error) {
 		t, err := m.st.GetTask(r.Context(), acct, r.PathValue("id"))
 		if err != nil {
@@ -33,7 +33,7 @@ func (m *Manager) atTask() api.ScopeSource {
 }
 
 // atToken: the scope of the token the path names.
-func (m *Manager) atToken() api.ScopeSource {
+func (m *Service) atToken() api.ScopeSource {
 	return api.ScopeSource{Name: "token", Resolve: func(r *http.Request, acct string) ([]access.Resource, error) {
 		ts, err := m.st.ListTokens(r.Context(), acct)
 		if err != nil {
@@ -50,7 +50,7 @@ func (m *Manager) atToken() api.ScopeSource {
 
 // atDelegate: the scopes of the instances of the delegate the path
 // names (each must be allowed).
-func (m *Manager) atDelegate() api.ScopeSource {
+func (m *Service) atDelegate() api.ScopeSource {
 	return api.ScopeSource{Name: "delegate", Resolve: func(r *http.Request, acct string) ([]access.Resource, error) {
 		// Only that delegate's rows: its routes cost the same with 10 or
 		// 10,000 delegates in the account.
@@ -75,7 +75,7 @@ func (m *Manager) atDelegate() api.ScopeSource {
 }
 
 // atConfiguration: the scope of the configuration the path names.
-func (m *Manager) atConfiguration() api.ScopeSource {
+func (m *Service) atConfiguration() api.ScopeSource {
 	return api.ScopeSource{Name: "configuration", Resolve: func(r *http.Request, acct string) ([]access.Resource, error) {
 		c, err := m.st.GetConfiguration(r.Context(), acct, r.PathValue("name"))
 		if err != nil {
@@ -88,7 +88,7 @@ func (m *Manager) atConfiguration() api.ScopeSource {
 // taskUses: a task that uses a connector needs connector:access at the
 // task's scope; one that references stored secrets needs secret:access on
 // each at the scope it resolves to (secrets.Service.Needs).
-func (m *Manager) taskUses(r *http.Request, acct string) ([]api.Need, error) {
+func (m *Service) taskUses(r *http.Request, acct string) ([]api.Need, error) {
 	body, err := api.PeekBody(r)
 	if err != nil {
 		return nil, err

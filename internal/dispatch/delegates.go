@@ -1,4 +1,4 @@
-package manager
+package dispatch
 
 import (
 	"context"
@@ -30,7 +30,7 @@ import (
 // liveness window (here or, through the store, on another manager) or a
 // running task is refused: a delegate still running would register again
 // at once.
-func (m *Manager) handleDeleteDelegate(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleDeleteDelegate(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	now := m.cfg.Now()
 	busy := &store.DelegateBusyError{}
@@ -96,7 +96,7 @@ func delegateBusyMessage(busy *store.DelegateBusyError) string {
 // forgetInstance drops what this manager keeps in memory of a removed
 // instance. A live entry is ended (its event channel closed): the delegate,
 // if it is still there, must register again.
-func (m *Manager) forgetInstance(id string) {
+func (m *Service) forgetInstance(id string) {
 	m.hub.remove(id)
 	m.caps.Forget(id)
 }
@@ -121,7 +121,7 @@ func pruneEvery(after time.Duration) time.Duration {
 // pruneLoop removes the delegate instances out of contact for longer than
 // Config.PruneDelegatesAfter, and the audit records older than
 // Config.AuditRetention, until ctx ends.
-func (m *Manager) pruneLoop(ctx context.Context) {
+func (m *Service) pruneLoop(ctx context.Context) {
 	after := m.cfg.PruneDelegatesAfter
 	if after < 0 && m.cfg.AuditRetention < 0 {
 		return
@@ -151,7 +151,7 @@ func (m *Manager) pruneLoop(ctx context.Context) {
 // their rows), then removes such instances from the store in batches.
 // Managers sharing a database may prune at once: the store hands each
 // stale row to one of them.
-func (m *Manager) prune(ctx context.Context, now time.Time) int {
+func (m *Service) prune(ctx context.Context, now time.Time) int {
 	cutoff := now.Add(-m.cfg.PruneDelegatesAfter)
 	for _, d := range m.hub.all() {
 		if time.Unix(0, d.lastSeen.Load()).Before(cutoff) {

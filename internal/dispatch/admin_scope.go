@@ -1,4 +1,4 @@
-package manager
+package dispatch
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func validName(kind, name string) error {
 }
 
 // checkScope verifies that the org (and project) exist; a project needs an org.
-func (m *Manager) checkScope(ctx context.Context, acct, org, project string) error {
+func (m *Service) checkScope(ctx context.Context, acct, org, project string) error {
 	if project != "" && org == "" {
 		return errors.New("a project needs its org (--org)")
 	}
@@ -84,7 +84,7 @@ func normalizeCapability(c string) (string, error) {
 // resolveScopeAndConnector checks the task's org/project, applies its
 // connector (selectors unless the task has its own; URL as a capability)
 // and normalizes its capabilities.
-func (m *Manager) resolveScopeAndConnector(ctx context.Context, acct string, s *protocol.TaskSpec) error {
+func (m *Service) resolveScopeAndConnector(ctx context.Context, acct string, s *protocol.TaskSpec) error {
 	s.Org, s.Project = strings.TrimSpace(s.Org), strings.TrimSpace(s.Project)
 	if err := m.checkScope(ctx, acct, s.Org, s.Project); err != nil {
 		return err
@@ -121,7 +121,7 @@ func (m *Manager) resolveScopeAndConnector(ctx context.Context, acct string, s *
 	return nil
 }
 
-func (m *Manager) handleCreateOrg(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleCreateOrg(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.CreateOrgRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
@@ -140,7 +140,7 @@ func (m *Manager) handleCreateOrg(w http.ResponseWriter, r *http.Request, acct s
 	api.WriteJSON(w, http.StatusCreated, protocol.Org{Name: o.Name, CreatedAt: o.CreatedAt.UTC()})
 }
 
-func (m *Manager) handleListOrgs(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleListOrgs(w http.ResponseWriter, r *http.Request, acct string) {
 	os, err := m.st.ListOrgs(r.Context(), acct)
 	if err != nil {
 		api.StoreError(w, err, "orgs")
@@ -158,7 +158,7 @@ func (m *Manager) handleListOrgs(w http.ResponseWriter, r *http.Request, acct st
 }
 
 // unfinishedTasksIn counts queued and running tasks of an org (and project).
-func (m *Manager) unfinishedTasksIn(ctx context.Context, acct, org, project string) (int, error) {
+func (m *Service) unfinishedTasksIn(ctx context.Context, acct, org, project string) (int, error) {
 	n := 0
 	for _, status := range []string{protocol.StatusQueued, protocol.StatusRunning} {
 		ts, err := m.st.ListTasks(ctx, store.TaskFilter{AccountID: acct, Status: status, Limit: 1000})
@@ -174,7 +174,7 @@ func (m *Manager) unfinishedTasksIn(ctx context.Context, acct, org, project stri
 	return n, nil
 }
 
-func (m *Manager) handleDeleteOrg(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleDeleteOrg(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("org")
 	if n, err := m.unfinishedTasksIn(r.Context(), acct, name, ""); err != nil {
 		api.StoreError(w, err, "tasks")
@@ -194,7 +194,7 @@ func (m *Manager) handleDeleteOrg(w http.ResponseWriter, r *http.Request, acct s
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (m *Manager) handleCreateProject(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleCreateProject(w http.ResponseWriter, r *http.Request, acct string) {
 	org := r.PathValue("org")
 	var req protocol.CreateProjectRequest
 	if !api.DecodeBody(w, r, &req) {
@@ -218,7 +218,7 @@ func (m *Manager) handleCreateProject(w http.ResponseWriter, r *http.Request, ac
 	api.WriteJSON(w, http.StatusCreated, protocol.Project{Org: org, Name: p.Name, CreatedAt: p.CreatedAt.UTC()})
 }
 
-func (m *Manager) handleListProjects(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleListProjects(w http.ResponseWriter, r *http.Request, acct string) {
 	org := r.URL.Query().Get("org")
 	if org != "" {
 		if _, err := m.st.GetOrg(r.Context(), acct, org); err != nil {
@@ -242,7 +242,7 @@ func (m *Manager) handleListProjects(w http.ResponseWriter, r *http.Request, acc
 	api.WriteJSON(w, http.StatusOK, out)
 }
 
-func (m *Manager) handleDeleteProject(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleDeleteProject(w http.ResponseWriter, r *http.Request, acct string) {
 	org, name := r.PathValue("org"), r.PathValue("name")
 	if n, err := m.unfinishedTasksIn(r.Context(), acct, org, name); err != nil {
 		api.StoreError(w, err, "tasks")
@@ -262,7 +262,7 @@ func (m *Manager) handleDeleteProject(w http.ResponseWriter, r *http.Request, ac
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (m *Manager) connectorView(ctx context.Context, c store.Connector) protocol.Connector {
+func (m *Service) connectorView(ctx context.Context, c store.Connector) protocol.Connector {
 	v := protocol.Connector{Name: c.Name, URL: c.URL, Type: c.Type, Selectors: c.Selectors, CreatedAt: c.CreatedAt.UTC()}
 	if v.Selectors == nil {
 		v.Selectors = []string{}
@@ -275,7 +275,7 @@ func (m *Manager) connectorView(ctx context.Context, c store.Connector) protocol
 	return v
 }
 
-func (m *Manager) handleCreateConnector(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleCreateConnector(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.CreateConnectorRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
@@ -317,7 +317,7 @@ func (m *Manager) handleCreateConnector(w http.ResponseWriter, r *http.Request, 
 	api.WriteJSON(w, http.StatusCreated, m.connectorView(r.Context(), c))
 }
 
-func (m *Manager) handleListConnectors(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleListConnectors(w http.ResponseWriter, r *http.Request, acct string) {
 	cs, err := m.st.ListConnectors(r.Context(), acct)
 	if err != nil {
 		api.StoreError(w, err, "connectors")
@@ -337,7 +337,7 @@ func (m *Manager) handleListConnectors(w http.ResponseWriter, r *http.Request, a
 	api.WriteJSON(w, http.StatusOK, out)
 }
 
-func (m *Manager) handleGetConnector(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleGetConnector(w http.ResponseWriter, r *http.Request, acct string) {
 	c, err := m.st.GetConnector(r.Context(), acct, r.PathValue("name"))
 	if err != nil {
 		api.StoreError(w, err, "connector "+strconv.Quote(r.PathValue("name")))
@@ -346,7 +346,7 @@ func (m *Manager) handleGetConnector(w http.ResponseWriter, r *http.Request, acc
 	api.WriteJSON(w, http.StatusOK, m.connectorView(r.Context(), c))
 }
 
-func (m *Manager) handleDeleteConnector(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleDeleteConnector(w http.ResponseWriter, r *http.Request, acct string) {
 	if err := m.st.DeleteConnector(r.Context(), acct, r.PathValue("name")); err != nil {
 		api.StoreError(w, err, "connector "+strconv.Quote(r.PathValue("name")))
 		return
@@ -354,7 +354,7 @@ func (m *Manager) handleDeleteConnector(w http.ResponseWriter, r *http.Request, 
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (m *Manager) handleExplainTask(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleExplainTask(w http.ResponseWriter, r *http.Request, acct string) {
 	t, err := m.st.GetTask(r.Context(), acct, r.PathValue("id"))
 	if err != nil {
 		api.StoreError(w, err, "task "+r.PathValue("id"))
@@ -384,7 +384,7 @@ func orNone(s string) string {
 	return s
 }
 
-func (m *Manager) handleDescribeDelegate(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleDescribeDelegate(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	ds, err := m.delegateGroup(r.Context(), acct, name)
 	if err != nil {

@@ -1,4 +1,4 @@
-package manager
+package dispatch
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 )
 
 // policy is the assignment policy with this manager's liveness window.
-func (m *Manager) policy() assign.Policy { return assign.Policy{Window: m.window()} }
+func (m *Service) policy() assign.Policy { return assign.Policy{Window: m.window()} }
 
 // delegateView is what assignment needs to know about a live instance.
 func delegateView(l *live) assign.Delegate {
@@ -44,7 +44,7 @@ func instanceView(in store.Instance) assign.Delegate {
 }
 
 // taskView is what assignment needs to know about a task.
-func (m *Manager) assignTask(ctx context.Context, t store.Task) assign.Task {
+func (m *Service) assignTask(ctx context.Context, t store.Task) assign.Task {
 	at := assign.Task{
 		ID: t.ID, Org: t.Spec.Org, Project: t.Spec.Project, Selectors: t.Spec.Selectors,
 		Capabilities: t.Spec.Capabilities, DeniedInstances: t.DeniedInstances,
@@ -60,7 +60,7 @@ func (m *Manager) assignTask(ctx context.Context, t store.Task) assign.Task {
 
 // liveViews returns the views of an account's live instances and, at the
 // same index, the instances themselves.
-func (m *Manager) liveViews(accountID string) ([]assign.Delegate, []*live) {
+func (m *Service) liveViews(accountID string) ([]assign.Delegate, []*live) {
 	ls := m.hub.account(accountID)
 	views := make([]assign.Delegate, len(ls))
 	for i, l := range ls {
@@ -79,7 +79,7 @@ const offerWindow = 250 * time.Millisecond
 // the least loaded), so the ranking decides who runs it; if that delegate
 // has not acquired it within offerWindow, or with widen, the best few of
 // each tier are told at once and the fastest claimer wins.
-func (m *Manager) offerTask(ctx context.Context, t store.Task, widen bool) {
+func (m *Service) offerTask(ctx context.Context, t store.Task, widen bool) {
 	m.queue.put(t, m.cfg.Now())
 	k := 1
 	if widen {
@@ -117,7 +117,7 @@ func (m *Manager) offerTask(ctx context.Context, t store.Task, widen bool) {
 
 // widenOffer offers a task to more delegates if the one it was offered to
 // alone has not acquired it.
-func (m *Manager) widenOffer(accountID, taskID string, first *live) {
+func (m *Service) widenOffer(accountID, taskID string, first *live) {
 	first.unpend(taskID)
 	select {
 	case <-m.stopping:
@@ -139,7 +139,7 @@ func (m *Manager) widenOffer(accountID, taskID string, first *live) {
 
 // offerQueued tells d about queued tasks it could run (when its event
 // channel opens and when it frees capacity).
-func (m *Manager) offerQueued(ctx context.Context, d *live) {
+func (m *Service) offerQueued(ctx context.Context, d *live) {
 	view := delegateView(d)
 	if view.Draining || view.OverThreshold != "" || view.Configuring != "" {
 		return
@@ -174,7 +174,7 @@ func (m *Manager) offerQueued(ctx context.Context, d *live) {
 
 // explain evaluates every delegate of the task's account against it: the
 // live ones with their live state, the others as the store last saw them.
-func (m *Manager) explain(ctx context.Context, t store.Task) (string, []protocol.DelegateVerdict, error) {
+func (m *Service) explain(ctx context.Context, t store.Task) (string, []protocol.DelegateVerdict, error) {
 	ins, err := m.st.ListInstances(ctx, t.AccountID)
 	if err != nil {
 		return "", nil, err
@@ -231,7 +231,7 @@ func explanationText(head, summary string, verdicts []protocol.DelegateVerdict) 
 // manager counts as connected, and only a task still queued in the store
 // is ended (this manager's index may not know yet that another manager's
 // delegate claimed it).
-func (m *Manager) sweepQueue(ctx context.Context, now time.Time) {
+func (m *Service) sweepQueue(ctx context.Context, now time.Time) {
 	expired, err := m.st.QueuedPastDeadline(ctx, now, 1000)
 	if err != nil {
 		m.log.Warn("list queued tasks past their deadline", "err", err)
@@ -317,7 +317,7 @@ func (m *Manager) sweepQueue(ctx context.Context, now time.Time) {
 
 // anyCouldRun reports whether one of views is not excluded for good from
 // the queued task e.
-func (m *Manager) anyCouldRun(views []assign.Delegate, e *queuedTask, pol assign.Policy, now time.Time) bool {
+func (m *Service) anyCouldRun(views []assign.Delegate, e *queuedTask, pol assign.Policy, now time.Time) bool {
 	for _, v := range views {
 		if !assign.ExcludedForGood(pol.Evaluate(v, e.view, m.caps, now)) {
 			return true
@@ -330,7 +330,7 @@ func (m *Manager) anyCouldRun(views []assign.Delegate, e *queuedTask, pol assign
 // connected to another manager sharing the store: not live here, not
 // deregistered, and seen (as that manager last recorded) within the
 // liveness window.
-func (m *Manager) connectedElsewhere(ctx context.Context, acct string, now time.Time) ([]assign.Delegate, error) {
+func (m *Service) connectedElsewhere(ctx context.Context, acct string, now time.Time) ([]assign.Delegate, error) {
 	ins, err := m.st.ListInstances(ctx, acct)
 	if err != nil {
 		return nil, err
@@ -349,7 +349,7 @@ func (m *Manager) connectedElsewhere(ctx context.Context, acct string, now time.
 }
 
 // recordCapabilities keeps validation results in memory and in the store.
-func (m *Manager) recordCapabilities(ctx context.Context, instanceID string, rs []protocol.CapabilityResult) error {
+func (m *Service) recordCapabilities(ctx context.Context, instanceID string, rs []protocol.CapabilityResult) error {
 	now := m.cfg.Now()
 	rows := make([]store.CapabilityResult, 0, len(rs))
 	for _, r := range rs {
@@ -367,7 +367,7 @@ func (m *Manager) recordCapabilities(ctx context.Context, instanceID string, rs 
 }
 
 // loadCapabilities restores the allow and deny lists after a start.
-func (m *Manager) loadCapabilities(ctx context.Context) error {
+func (m *Service) loadCapabilities(ctx context.Context) error {
 	rs, err := m.st.LiveCapabilities(ctx, "", m.cfg.Now())
 	if err != nil {
 		return err

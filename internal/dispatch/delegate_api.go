@@ -1,4 +1,4 @@
-package manager
+package dispatch
 
 import (
 	"context"
@@ -18,7 +18,6 @@ import (
 	"github.com/legate-dev/legate/internal/events"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/secretref"
-	"github.com/legate-dev/legate/internal/secrets"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -26,7 +25,7 @@ type delegateHandler func(w http.ResponseWriter, r *http.Request, d *live)
 
 // delegateAuth checks the session credential and finds (or, after a
 // manager restart, revives) the live state of the calling instance.
-func (m *Manager) delegateAuth(next delegateHandler) http.HandlerFunc {
+func (m *Service) delegateAuth(next delegateHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		c, err := verifySession(m.sessionKey, api.Bearer(r), m.cfg.Now())
@@ -81,7 +80,7 @@ func (m *Manager) delegateAuth(next delegateHandler) http.HandlerFunc {
 	}
 }
 
-func (m *Manager) issueSession(d *live) (string, time.Time) {
+func (m *Service) issueSession(d *live) (string, time.Time) {
 	// Whole seconds: the credential carries Unix seconds, and the announced
 	// expiry must not be later than the one enforced.
 	exp := m.cfg.Now().Add(m.cfg.SessionTTL).Truncate(time.Second)
@@ -122,7 +121,7 @@ func approvalRequest(tok store.Token) string {
 
 // delegateToken finds the valid (not revoked) delegate token of an
 // account; when there is none it answers 401 and returns false.
-func (m *Manager) delegateToken(w http.ResponseWriter, r *http.Request, accountID, token string) (store.Token, bool) {
+func (m *Service) delegateToken(w http.ResponseWriter, r *http.Request, accountID, token string) (store.Token, bool) {
 	ctx := r.Context()
 	const refused = "the delegate token is not valid for account %q: check ACCOUNT_ID and DELEGATE_TOKEN (legate token list shows the account's tokens)"
 	if _, err := m.st.GetAccount(ctx, accountID); err != nil {
@@ -154,7 +153,7 @@ func (m *Manager) delegateToken(w http.ResponseWriter, r *http.Request, accountI
 // its body is read; it answers and returns false when they are not valid.
 // The body's own credentials are checked again by handleRegister: these
 // only earn the larger body limit.
-func (m *Manager) registrationHeaders(w http.ResponseWriter, r *http.Request) bool {
+func (m *Service) registrationHeaders(w http.ResponseWriter, r *http.Request) bool {
 	account := strings.TrimSpace(r.Header.Get(protocol.HeaderAccountID))
 	if account == "" {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "a registration with an Authorization header needs the %s header too", protocol.HeaderAccountID)
@@ -168,7 +167,7 @@ func (m *Manager) registrationHeaders(w http.ResponseWriter, r *http.Request) bo
 // then its token, the instance is recorded (or found again by its
 // identity), and its live state is set up here; the answer carries a
 // session credential and the configuration that applies to it.
-func (m *Manager) handleRegister(w http.ResponseWriter, r *http.Request) {
+func (m *Service) handleRegister(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var req protocol.RegisterRequest
 	if !api.DecodeBody(w, r, &req) {
@@ -277,7 +276,7 @@ func checkRegisterRequest(req *protocol.RegisterRequest) (cut int, err error) {
 // generation of the instance with the same identity if there is one; when
 // it cannot (the identity is bound to another token, or the store fails)
 // it answers and returns false.
-func (m *Manager) recordInstance(w http.ResponseWriter, r *http.Request, req protocol.RegisterRequest, tok store.Token) (store.Instance, bool) {
+func (m *Service) recordInstance(w http.ResponseWriter, r *http.Request, req protocol.RegisterRequest, tok store.Token) (store.Instance, bool) {
 	now := m.cfg.Now()
 	in, err := m.st.UpsertInstance(r.Context(), store.Instance{
 		ID:           api.NewID("d_"),
@@ -324,7 +323,7 @@ func (m *Manager) recordInstance(w http.ResponseWriter, r *http.Request, req pro
 // store agrees on, and (on a fresh start) the end of those it no longer
 // runs. It fails only when the configuration cannot be read; the instance
 // is not live here then.
-func (m *Manager) connectInstance(ctx context.Context, in store.Instance, req protocol.RegisterRequest) (*live, *protocol.AppliedConfiguration, error) {
+func (m *Service) connectInstance(ctx context.Context, in store.Instance, req protocol.RegisterRequest) (*live, *protocol.AppliedConfiguration, error) {
 	d := newLive(in)
 	d.touch(m.cfg.Now())
 	d.protocolVersion = req.ProtocolVersion
@@ -354,12 +353,12 @@ func (m *Manager) connectInstance(ctx context.Context, in store.Instance, req pr
 	return d, applied, nil
 }
 
-func (m *Manager) handleSession(w http.ResponseWriter, r *http.Request, d *live) {
+func (m *Service) handleSession(w http.ResponseWriter, r *http.Request, d *live) {
 	sess, exp := m.issueSession(d)
 	api.WriteJSON(w, http.StatusOK, protocol.SessionResponse{Session: sess, SessionExpiresAt: exp})
 }
 
-func (m *Manager) handleDeregister(w http.ResponseWriter, r *http.Request, d *live) {
+func (m *Service) handleDeregister(w http.ResponseWriter, r *http.Request, d *live) {
 	if err := m.st.DeregisterInstance(r.Context(), d.id, m.cfg.Now()); err != nil {
 		api.StoreError(w, err, "delegate instance")
 		return
@@ -374,7 +373,7 @@ func (m *Manager) handleDeregister(w http.ResponseWriter, r *http.Request, d *li
 // at that epoch, or that are outside the scope of its token. Only the
 // first runningLimit entries are looked at (see boundRunning), and those
 // this manager does not know cost one store query in all.
-func (m *Manager) heartbeat(ctx context.Context, d *live, hb protocol.Heartbeat) protocol.HeartbeatResponse {
+func (m *Service) heartbeat(ctx context.Context, d *live, hb protocol.Heartbeat) protocol.HeartbeatResponse {
 	now := m.cfg.Now()
 	d.touch(now)
 	m.metrics.heartbeats.Inc()
@@ -452,7 +451,7 @@ func (m *Manager) heartbeat(ctx context.Context, d *live, hb protocol.Heartbeat)
 // at the epoch it names, within the scope of its token, are recorded as
 // running here; the others are returned, for the delegate to abort. On a
 // store error nothing is adopted or returned.
-func (m *Manager) adoptRunning(ctx context.Context, d *live, call string, running []protocol.RunningTask) (abort []string, err error) {
+func (m *Service) adoptRunning(ctx context.Context, d *live, call string, running []protocol.RunningTask) (abort []string, err error) {
 	if len(running) == 0 {
 		return nil, nil
 	}
@@ -482,7 +481,7 @@ func (m *Manager) adoptRunning(ctx context.Context, d *live, call string, runnin
 	return abort, nil
 }
 
-func (m *Manager) handleHeartbeat(w http.ResponseWriter, r *http.Request, d *live) {
+func (m *Service) handleHeartbeat(w http.ResponseWriter, r *http.Request, d *live) {
 	var hb protocol.Heartbeat
 	if !api.DecodeBody(w, r, &hb) {
 		return
@@ -505,7 +504,7 @@ func (l *live) setConnectionIfEmpty(kind string) {
 
 // handleEvents is the long-poll fallback: it answers as soon as an event is
 // queued for the delegate, or with an empty list after the wait.
-func (m *Manager) handleEvents(w http.ResponseWriter, r *http.Request, d *live) {
+func (m *Service) handleEvents(w http.ResponseWriter, r *http.Request, d *live) {
 	wait := m.cfg.LongPollWait
 	if v := r.URL.Query().Get("wait_ms"); v != "" {
 		ms, err := strconv.ParseInt(v, 10, 64)
@@ -584,7 +583,7 @@ func (l *live) takeOrRevoked() []protocol.Event {
 // handleWebSocket upgrades to the event channel: manager → delegate events,
 // delegate → manager heartbeats (acknowledged as events). It returns once
 // the connection is closed and its reader has ended.
-func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *live) {
+func (m *Service) handleWebSocket(w http.ResponseWriter, r *http.Request, d *live) {
 	select {
 	case <-m.stopping:
 		api.WriteError(w, http.StatusServiceUnavailable, protocol.CodeUnavailable, "manager shutting down")
@@ -687,7 +686,7 @@ func (m *Manager) handleWebSocket(w http.ResponseWriter, r *http.Request, d *liv
 // handed to reports, which acknowledges each. The delegate heartbeats
 // every interval, so a WebSocket without a frame for the liveness window
 // has a silent peer: the read's deadline closes it.
-func (m *Manager) readFrames(ctx context.Context, c *websocket.Conn, d *live, reports *wsReports) error {
+func (m *Service) readFrames(ctx context.Context, c *websocket.Conn, d *live, reports *wsReports) error {
 	for {
 		var f protocol.Frame
 		rctx, rcancel := context.WithTimeout(ctx, m.window())
@@ -719,7 +718,7 @@ func (m *Manager) readFrames(ctx context.Context, c *websocket.Conn, d *live, re
 
 // lostWebSocket records that the event channel dropped; the delegate falls
 // back to polling and the next poll marks it as polling.
-func (m *Manager) lostWebSocket(d *live) {
+func (m *Service) lostWebSocket(d *live) {
 	d.mu.Lock()
 	if d.connection == protocol.ConnWebSocket && d.wsOpen <= 1 {
 		d.connection = ""
@@ -727,7 +726,7 @@ func (m *Manager) lostWebSocket(d *live) {
 	d.mu.Unlock()
 }
 
-func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live) {
+func (m *Service) handleAcquire(w http.ResponseWriter, r *http.Request, d *live) {
 	resp, aerr := m.acquire(r.Context(), d, r.PathValue("id"))
 	if aerr != nil {
 		api.WriteAPIError(w, aerr)
@@ -738,7 +737,7 @@ func (m *Manager) handleAcquire(w http.ResponseWriter, r *http.Request, d *live)
 
 // acquire claims task id for d: the work of POST .../acquire, also done
 // for each task of a WebSocket FrameAcquire.
-func (m *Manager) acquire(ctx context.Context, d *live, id string) (protocol.AcquireResponse, *api.Error) {
+func (m *Service) acquire(ctx context.Context, d *live, id string) (protocol.AcquireResponse, *api.Error) {
 	if !validTaskID(id) {
 		return protocol.AcquireResponse{}, api.NewError(http.StatusNotFound, protocol.CodeNotFound, "task not found")
 	}
@@ -782,8 +781,8 @@ func (m *Manager) acquire(ctx context.Context, d *live, id string) (protocol.Acq
 		if errors.Is(err, store.ErrAlreadyClaimed) || errors.Is(err, store.ErrTaskTerminal) || errors.Is(err, store.ErrNotFound) {
 			m.queue.drop(id)
 		}
-		if secrets.IsSealError(err) {
-			m.log.Error("cannot hand a task to a delegate: its secret values do not open", "task", id, "err", secrets.KeyError(err))
+		if kerr := m.secrets.SealError(err); kerr != nil {
+			m.log.Error("cannot hand a task to a delegate: its secret values do not open", "task", id, "err", kerr)
 		}
 		return protocol.AcquireResponse{}, api.StoreAPIError(err, "task "+id)
 	}
@@ -817,7 +816,7 @@ func acquireAnswer(t store.Task) (protocol.AcquireResponse, error) {
 
 // failMissingSecrets ends a task whose secrets were deleted after it was
 // submitted, and answers the delegate that tried to acquire it.
-func (m *Manager) failMissingSecrets(ctx context.Context, t store.Task, missing *store.MissingSecretsError) *api.Error {
+func (m *Service) failMissingSecrets(ctx context.Context, t store.Task, missing *store.MissingSecretsError) *api.Error {
 	msg := missing.Error()
 	ft, err := m.st.FinishTask(ctx, t.AccountID, t.ID, store.Result{Status: protocol.StatusFailed, Error: msg}, m.cfg.Now())
 	switch {
@@ -882,7 +881,7 @@ func acquireCheck(t store.Task, d *live) error {
 	return nil
 }
 
-func (m *Manager) handleStarted(w http.ResponseWriter, r *http.Request, d *live) {
+func (m *Service) handleStarted(w http.ResponseWriter, r *http.Request, d *live) {
 	var req protocol.StartedRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
@@ -898,7 +897,7 @@ func (m *Manager) handleStarted(w http.ResponseWriter, r *http.Request, d *live)
 // .../started, also done for a WebSocket FrameStarted. The store records
 // it only if this delegate holds the task; only a refusal reads who does
 // (holds), to say why.
-func (m *Manager) startTask(ctx context.Context, d *live, id string, req protocol.StartedRequest) *api.Error {
+func (m *Service) startTask(ctx context.Context, d *live, id string, req protocol.StartedRequest) *api.Error {
 	if !validTaskID(id) {
 		return api.NewError(http.StatusNotFound, protocol.CodeNotFound, "task not found")
 	}
@@ -919,7 +918,7 @@ func (m *Manager) startTask(ctx context.Context, d *live, id string, req protoco
 }
 
 // ownsTask is holds for an HTTP handler: it writes the refusal.
-func (m *Manager) ownsTask(w http.ResponseWriter, r *http.Request, d *live, id, call, kind string) bool {
+func (m *Service) ownsTask(w http.ResponseWriter, r *http.Request, d *live, id, call, kind string) bool {
 	if aerr := m.holds(r.Context(), d, id, call, kind); aerr != nil {
 		api.WriteAPIError(w, aerr)
 		return false
@@ -933,7 +932,7 @@ func (m *Manager) ownsTask(w http.ResponseWriter, r *http.Request, d *live, id, 
 // counted as a scope refusal of call), and that the delegate holds it (a
 // refusal counts as a stale report of kind). It reads four columns, not
 // the task.
-func (m *Manager) holds(ctx context.Context, d *live, id, call, kind string) *api.Error {
+func (m *Service) holds(ctx context.Context, d *live, id, call, kind string) *api.Error {
 	if !validTaskID(id) {
 		return api.NewError(http.StatusNotFound, protocol.CodeNotFound, "task not found")
 	}
@@ -956,20 +955,20 @@ func (m *Manager) holds(ctx context.Context, d *live, id, call, kind string) *ap
 // the manager ended it and said why), as its delegate's last output and
 // result arrive after that by nature; a warning otherwise (the task was
 // handed out again).
-func (m *Manager) staleLevel(ctx context.Context, d *live, id string) slog.Level {
+func (m *Service) staleLevel(ctx context.Context, d *live, id string) slog.Level {
 	if t, err := m.st.GetTask(ctx, d.accountID, id); err == nil && protocol.Terminal(t.Status) {
 		return slog.LevelInfo
 	}
 	return slog.LevelWarn
 }
 
-func (m *Manager) refuseNotHolder(d *live, id, holder, kind string) *api.Error {
+func (m *Service) refuseNotHolder(d *live, id, holder, kind string) *api.Error {
 	m.log.Warn("refused report from a delegate that does not hold the task", "task", id, "instance", d.id, "holder", holder)
 	m.metrics.staleReport(kind)
 	return api.NewError(http.StatusConflict, protocol.CodeStaleLease, "task %s is not held by this delegate", id)
 }
 
-func (m *Manager) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
+func (m *Service) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 	var req protocol.LogsRequest
 	if !decodeLogs(w, r, &req) {
 		return
@@ -1063,7 +1062,7 @@ func checkOutputs(outs map[string]string) error {
 	return nil
 }
 
-func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) {
+func (m *Service) handleResult(w http.ResponseWriter, r *http.Request, d *live) {
 	var req protocol.ResultRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
@@ -1080,7 +1079,7 @@ func (m *Manager) handleResult(w http.ResponseWriter, r *http.Request, d *live) 
 // done for a WebSocket FrameResult. A repeated report of an applied result
 // is answered with the stored task. With brief, the task it returns is
 // store.Result.Brief's: for a caller that answers without it.
-func (m *Manager) completeTask(ctx context.Context, d *live, id string, req protocol.ResultRequest, brief bool) (protocol.Task, *api.Error) {
+func (m *Service) completeTask(ctx context.Context, d *live, id string, req protocol.ResultRequest, brief bool) (protocol.Task, *api.Error) {
 	switch req.Status {
 	case protocol.StatusSucceeded, protocol.StatusFailed, protocol.StatusTimedOut, protocol.StatusCancelled:
 	default:
@@ -1172,7 +1171,7 @@ func (m *Manager) completeTask(ctx context.Context, d *live, id string, req prot
 // handleCapabilities records a delegate's capability validation results.
 // When a validation prompted by a task failed, the task is offered to
 // other delegates at once.
-func (m *Manager) handleCapabilities(w http.ResponseWriter, r *http.Request, d *live) {
+func (m *Service) handleCapabilities(w http.ResponseWriter, r *http.Request, d *live) {
 	var rep protocol.CapabilityReport
 	if !api.DecodeBody(w, r, &rep) {
 		return
@@ -1217,7 +1216,7 @@ func (m *Manager) handleCapabilities(w http.ResponseWriter, r *http.Request, d *
 // does not list them, so they died with the old process. Each is run
 // elsewhere (this instance denied) if it has retries left, or fails with
 // an error that says so — at once, not after its lease.
-func (m *Manager) reconcileRestart(ctx context.Context, d *live, running []protocol.RunningTask) {
+func (m *Service) reconcileRestart(ctx context.Context, d *live, running []protocol.RunningTask) {
 	ts, err := m.st.RunningTasksOf(ctx, d.id)
 	if err != nil {
 		m.log.Warn("reconcile restarted delegate", "instance", d.id, "err", err)

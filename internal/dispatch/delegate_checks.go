@@ -1,4 +1,4 @@
-package manager
+package dispatch
 
 import (
 	"fmt"
@@ -45,7 +45,7 @@ func (l *live) holder() store.Holder {
 
 // refuseScope records that a delegate named a task or configuration
 // outside its scope; the caller answers as for one of another account.
-func (m *Manager) refuseScope(d *live, call, kind, id, org, project string) {
+func (m *Service) refuseScope(d *live, call, kind, id, org, project string) {
 	m.metrics.scopeRefused(call)
 	m.log.Warn("refused a delegate call on a "+kind+" outside the scope of its token", "call", call, kind, id,
 		"scope", scopeLabel(org, project), "instance", d.id, "name", d.name, "hostname", d.hostname,
@@ -93,7 +93,7 @@ func runningLimit(capacity int) int {
 // repeated IDs. An honest delegate never lists more tasks than it may run,
 // so the cut only costs a dishonest one (its excess entries are neither
 // extended nor aborted); it is logged once per delegate instance.
-func (m *Manager) boundRunning(d *live, call string, capacity int, running []protocol.RunningTask) []protocol.RunningTask {
+func (m *Service) boundRunning(d *live, call string, capacity int, running []protocol.RunningTask) []protocol.RunningTask {
 	limit := runningLimit(capacity)
 	if len(running) > limit {
 		d.mu.Lock()

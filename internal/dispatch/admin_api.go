@@ -1,4 +1,4 @@
-package manager
+package dispatch
 
 import (
 	"cmp"
@@ -43,7 +43,7 @@ func utcPtr(t *time.Time) *time.Time {
 	return &u
 }
 
-func (m *Manager) handleCreateToken(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleCreateToken(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.CreateTokenRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
@@ -73,7 +73,7 @@ func (m *Manager) handleCreateToken(w http.ResponseWriter, r *http.Request, acct
 	api.WriteJSON(w, http.StatusCreated, v)
 }
 
-func (m *Manager) handleListTokens(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleListTokens(w http.ResponseWriter, r *http.Request, acct string) {
 	ts, err := m.st.ListTokens(r.Context(), acct)
 	if err != nil {
 		api.StoreError(w, err, "tokens")
@@ -90,7 +90,7 @@ func (m *Manager) handleListTokens(w http.ResponseWriter, r *http.Request, acct 
 	api.WriteJSON(w, http.StatusOK, out)
 }
 
-func (m *Manager) handleRevokeToken(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleRevokeToken(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	t, err := m.st.RevokeToken(r.Context(), acct, name, m.cfg.Now())
 	if err != nil {
@@ -106,7 +106,7 @@ func (m *Manager) handleRevokeToken(w http.ResponseWriter, r *http.Request, acct
 	api.WriteJSON(w, http.StatusOK, tokenView(t))
 }
 
-func (m *Manager) handleListDelegates(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleListDelegates(w http.ResponseWriter, r *http.Request, acct string) {
 	q, err := protocol.ParseDelegateQuery(r.URL.Query())
 	if err != nil {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
@@ -132,7 +132,7 @@ func (m *Manager) handleListDelegates(w http.ResponseWriter, r *http.Request, ac
 // delegateList is every instance of the account as the API shows it: the
 // stored row with the live state of this manager laid over it. Instances
 // that deregistered are left out unless all is set.
-func (m *Manager) delegateList(ctx context.Context, acct string, all bool) ([]protocol.Delegate, error) {
+func (m *Service) delegateList(ctx context.Context, acct string, all bool) ([]protocol.Delegate, error) {
 	ins, err := m.st.ListInstances(ctx, acct)
 	if err != nil {
 		return nil, err
@@ -170,7 +170,7 @@ func sortDelegates(out []protocol.Delegate) {
 }
 
 // tokenNames maps the account's token IDs to their names.
-func (m *Manager) tokenNames(ctx context.Context, acct string) (map[string]string, error) {
+func (m *Service) tokenNames(ctx context.Context, acct string) (map[string]string, error) {
 	tokens, err := m.st.ListTokens(ctx, acct)
 	if err != nil {
 		return nil, err
@@ -185,7 +185,7 @@ func (m *Manager) tokenNames(ctx context.Context, acct string) (map[string]strin
 // instanceView is one stored instance as the API shows it, with the live
 // state of this manager laid over it (upgrade fields aside: the upgrades
 // service's View).
-func (m *Manager) instanceView(in store.Instance, tokenNames map[string]string, results map[string]store.ConfigurationResult) protocol.Delegate {
+func (m *Service) instanceView(in store.Instance, tokenNames map[string]string, results map[string]store.ConfigurationResult) protocol.Delegate {
 	now := m.cfg.Now()
 	v := protocol.Delegate{
 		InstanceID: in.ID, Name: in.Name, Hostname: in.Hostname, IP: in.IP, Tags: in.Tags,
@@ -238,7 +238,7 @@ func (m *Manager) instanceView(in store.Instance, tokenNames map[string]string, 
 // store reads the page's rows only (name, tag and scope filters and the
 // cursor in SQL), and the live filters (connected, approval) are applied
 // here, reading further names while they leave the page short.
-func (m *Manager) delegatePage(ctx context.Context, acct string, q protocol.DelegateQuery) (protocol.DelegateList, error) {
+func (m *Service) delegatePage(ctx context.Context, acct string, q protocol.DelegateQuery) (protocol.DelegateList, error) {
 	out := protocol.DelegateList{Delegates: []protocol.Delegate{}}
 	tokenNames, err := m.tokenNames(ctx, acct)
 	if err != nil {
@@ -302,7 +302,7 @@ func (m *Manager) delegatePage(ctx context.Context, acct string, q protocol.Dele
 // ignored), stopped ones too, as the API shows them: it reads only that
 // group's rows, so describing a delegate costs the same with 10 or 10,000
 // delegates in the account.
-func (m *Manager) delegateGroup(ctx context.Context, acct, name string) ([]protocol.Delegate, error) {
+func (m *Service) delegateGroup(ctx context.Context, acct, name string) ([]protocol.Delegate, error) {
 	tokenNames, err := m.tokenNames(ctx, acct)
 	if err != nil {
 		return nil, err
@@ -339,7 +339,7 @@ func countNames(ins []store.Instance) int {
 }
 
 // taskView is the API form of a task: secret values never leave the manager.
-func (m *Manager) taskView(t store.Task) protocol.Task {
+func (m *Service) taskView(t store.Task) protocol.Task {
 	v := protocol.Task{
 		ID: t.ID, AccountID: t.AccountID, Type: t.Spec.Type, Status: t.Status, ExitCode: t.ExitCode,
 		Error: t.Error, Selectors: t.Spec.Selectors, Env: t.Spec.Env, Shell: t.Spec.Shell,
@@ -374,7 +374,7 @@ func isEnvName(s string) bool {
 }
 
 // validateSpec checks and normalizes a submitted task.
-func (m *Manager) validateSpec(s *protocol.TaskSpec) error {
+func (m *Service) validateSpec(s *protocol.TaskSpec) error {
 	// The task type and its payload (each type checks its own).
 	if err := s.CheckPayload(); err != nil {
 		return err
@@ -420,7 +420,7 @@ func (m *Manager) validateSpec(s *protocol.TaskSpec) error {
 	return nil
 }
 
-func (m *Manager) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct string) {
 	var spec protocol.TaskSpec
 	if !api.DecodeBody(w, r, &spec) {
 		return
@@ -465,7 +465,7 @@ func (m *Manager) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 	api.WriteJSON(w, http.StatusCreated, m.taskView(t))
 }
 
-func (m *Manager) handleListTasks(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleListTasks(w http.ResponseWriter, r *http.Request, acct string) {
 	q := r.URL.Query()
 	f := store.TaskFilter{AccountID: acct, Status: q.Get("status")}
 	if f.Status != "" && !protocol.ValidStatus(f.Status) {
@@ -526,7 +526,7 @@ func (m *Manager) handleListTasks(w http.ResponseWriter, r *http.Request, acct s
 	api.WriteJSON(w, http.StatusOK, out)
 }
 
-func (m *Manager) handleGetTask(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleGetTask(w http.ResponseWriter, r *http.Request, acct string) {
 	t, err := m.st.GetTask(r.Context(), acct, r.PathValue("id"))
 	if err != nil {
 		api.StoreError(w, err, "task "+r.PathValue("id"))
@@ -535,7 +535,7 @@ func (m *Manager) handleGetTask(w http.ResponseWriter, r *http.Request, acct str
 	api.WriteJSON(w, http.StatusOK, m.taskView(t))
 }
 
-func (m *Manager) handleCancelTask(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleCancelTask(w http.ResponseWriter, r *http.Request, acct string) {
 	id := r.PathValue("id")
 	t, err := m.st.FinishTask(r.Context(), acct, id, store.Result{Status: protocol.StatusCancelled, Error: "cancelled by user"}, m.cfg.Now())
 	if err != nil {
@@ -554,7 +554,7 @@ func (m *Manager) handleCancelTask(w http.ResponseWriter, r *http.Request, acct 
 
 // afterManagerFinish tells the delegate holding a task the manager ended
 // (cancel, timeout) to stop it, and wakes the task's followers.
-func (m *Manager) afterManagerFinish(ctx context.Context, t store.Task) {
+func (m *Service) afterManagerFinish(ctx context.Context, t store.Task) {
 	m.queue.drop(t.ID)
 	if t.InstanceID != "" {
 		if d := m.hub.get(t.InstanceID); d != nil {
@@ -572,7 +572,7 @@ func (m *Manager) afterManagerFinish(ctx context.Context, t store.Task) {
 // a client that accepts protocol.ContentTypeLogFrames): stored chunks
 // first, then (with follow=1) live chunks, and last the task once it is
 // terminal.
-func (m *Manager) handleTaskLogs(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleTaskLogs(w http.ResponseWriter, r *http.Request, acct string) {
 	id := r.PathValue("id")
 	follow, cur, err := logsQuery(r.URL.Query())
 	if err != nil {
@@ -634,7 +634,7 @@ func logsQuery(q url.Values) (follow bool, cur store.LogCursor, err error) {
 // logStream writes one task log answer. Its methods return false when the
 // answer cannot go on (the client left, or the store failed).
 type logStream struct {
-	m       *Manager
+	m       *Service
 	acct    string
 	id      string
 	cur     store.LogCursor // the last chunk sent

@@ -1,4 +1,4 @@
-package manager
+package dispatch
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ const bodyManifest = 1 << 20
 // generator as `legate manifest` (internal/manifest), for the caller's
 // account. The answer is text/plain; a refused request gets the
 // generator's one-line error as bad_request.
-func (m *Manager) handleManifest(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleManifest(w http.ResponseWriter, r *http.Request, acct string) {
 	body, ok := api.ReadBody(w, r)
 	if !ok {
 		return
@@ -62,7 +62,7 @@ func decodeManifestRequest(body []byte) (protocol.ManifestRequest, error) {
 // manifest fills in what the manager knows (the caller's account, the URL
 // the request came in at, the release image of its version) and
 // generates the manifest.
-func (m *Manager) manifest(req protocol.ManifestRequest, acct, baseURL string) (string, error) {
+func (m *Service) manifest(req protocol.ManifestRequest, acct, baseURL string) (string, error) {
 	if req.AccountID != "" && req.AccountID != acct {
 		return "", fmt.Errorf("account_id %q is not the account of this API key: leave it out", req.AccountID)
 	}

@@ -1,4 +1,4 @@
-package manager
+package dispatch
 
 import (
 	"context"
@@ -211,7 +211,7 @@ func (q *queue) replace(ts []store.Task, read, now time.Time) {
 }
 
 // resyncQueue rebuilds the index from the store.
-func (m *Manager) resyncQueue(ctx context.Context) error {
+func (m *Service) resyncQueue(ctx context.Context) error {
 	read := m.cfg.Now()
 	var all []store.Task
 	var after *store.Task

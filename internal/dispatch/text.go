@@ -1,4 +1,4 @@
-package manager
+package dispatch
 
 import "github.com/legate-dev/legate/internal/protocol"
 

@@ -1,4 +1,4 @@
-package manager
+package dispatch
 
 import (
 	"context"
@@ -64,7 +64,7 @@ func (r *wsReports) queue(id string) (prev <-chan struct{}, done func()) {
 
 // frame checks a numbered frame and has it worked on; its acknowledgement
 // is queued for the connection's writer.
-func (m *Manager) frame(ctx context.Context, d *live, f protocol.Frame, reports *wsReports) {
+func (m *Service) frame(ctx context.Context, d *live, f protocol.Frame, reports *wsReports) {
 	ack := protocol.Event{Kind: protocol.EventAck, Req: f.Req}
 	if aerr := checkFrame(f); aerr != nil {
 		if aerr.Code == protocol.CodeUnknownFrame {
@@ -97,7 +97,7 @@ func (m *Manager) frame(ctx context.Context, d *live, f protocol.Frame, reports 
 
 // pushAck queues an acknowledgement for the delegate, counting its errors
 // in legate_manager_api_errors_total as the HTTP calls' are counted.
-func (m *Manager) pushAck(d *live, ack protocol.Event) {
+func (m *Service) pushAck(d *live, ack protocol.Event) {
 	if ack.Error != nil {
 		m.metrics.apiErrors.With(string(ack.Error.Code)).Inc()
 	}
@@ -137,7 +137,7 @@ func checkFrame(f protocol.Frame) *api.Error {
 
 // answerFrame does a checked frame's work, through the code of the HTTP
 // call it stands for, and returns its acknowledgement.
-func (m *Manager) answerFrame(ctx context.Context, d *live, f protocol.Frame) protocol.Event {
+func (m *Service) answerFrame(ctx context.Context, d *live, f protocol.Frame) protocol.Event {
 	ack := protocol.Event{Kind: protocol.EventAck, Req: f.Req}
 	switch f.Kind {
 	case protocol.FrameStarted:

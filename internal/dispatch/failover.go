@@ -1,4 +1,4 @@
-package manager
+package dispatch
 
 import (
 	"context"
@@ -32,7 +32,7 @@ func (l *live) lostSince(seen int64) (time.Time, bool) {
 // or a long poll) ended because the connection closed or failed, not
 // because this manager ended it. With no other channel open, the leases
 // of d's tasks are cut to one heartbeat interval from now.
-func (m *Manager) channelClosed(ctx context.Context, d *live, how string) {
+func (m *Service) channelClosed(ctx context.Context, d *live, how string) {
 	select {
 	case <-m.stopping:
 		return // the manager closes its connections itself

@@ -1,4 +1,4 @@
-package manager
+package dispatch
 
 import (
 	"context"
@@ -84,7 +84,7 @@ func applicableConfiguration(cs []store.Configuration, d configTarget) *store.Co
 
 // configurationFor returns the configuration that applies to a delegate,
 // as the delegate receives it, or nil.
-func (m *Manager) configurationFor(ctx context.Context, acct string, d configTarget) (*protocol.AppliedConfiguration, error) {
+func (m *Service) configurationFor(ctx context.Context, acct string, d configTarget) (*protocol.AppliedConfiguration, error) {
 	cs, err := m.st.ListConfigurations(ctx, acct)
 	if err != nil {
 		return nil, err
@@ -114,7 +114,7 @@ func configuringLabel(name string, version int64) string {
 
 // reconfigure tells this manager's delegates of the account whose
 // applicable configuration changed to fetch it again.
-func (m *Manager) reconfigure(ctx context.Context, acct string) {
+func (m *Service) reconfigure(ctx context.Context, acct string) {
 	ls := m.hub.account(acct)
 	if len(ls) == 0 {
 		return
@@ -142,14 +142,14 @@ func (m *Manager) reconfigure(ctx context.Context, acct string) {
 
 // configurationChanged reaches every delegate of the account, here and,
 // through a broadcast, on the other managers.
-func (m *Manager) configurationChanged(ctx context.Context, acct string) {
+func (m *Service) configurationChanged(ctx context.Context, acct string) {
 	m.reconfigure(ctx, acct)
 	m.bus.Broadcast(ctx, cluster.Event{Kind: cluster.Config, Account: acct})
 }
 
 // --- delegate API --------------------------------------------------------------
 
-func (m *Manager) handleDelegateConfiguration(w http.ResponseWriter, r *http.Request, d *live) {
+func (m *Service) handleDelegateConfiguration(w http.ResponseWriter, r *http.Request, d *live) {
 	if d.awaitingApproval() {
 		api.WriteJSON(w, http.StatusOK, protocol.DelegateConfigurationResponse{})
 		return
@@ -166,7 +166,7 @@ func (m *Manager) handleDelegateConfiguration(w http.ResponseWriter, r *http.Req
 	api.WriteJSON(w, http.StatusOK, protocol.DelegateConfigurationResponse{Configuration: applied})
 }
 
-func (m *Manager) handleConfigurationResult(w http.ResponseWriter, r *http.Request, d *live) {
+func (m *Service) handleConfigurationResult(w http.ResponseWriter, r *http.Request, d *live) {
 	var req protocol.ConfigurationResult
 	if !api.DecodeBody(w, r, &req) {
 		return
@@ -286,7 +286,7 @@ func checkConfiguration(script string, selectors []string) ([]string, string) {
 	return sel, ""
 }
 
-func (m *Manager) handleCreateConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleCreateConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
 	var req protocol.CreateConfigurationRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
@@ -318,7 +318,7 @@ func (m *Manager) handleCreateConfiguration(w http.ResponseWriter, r *http.Reque
 	api.WriteJSON(w, http.StatusCreated, configurationView(c))
 }
 
-func (m *Manager) handleListConfigurations(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleListConfigurations(w http.ResponseWriter, r *http.Request, acct string) {
 	cs, err := m.st.ListConfigurations(r.Context(), acct)
 	if err != nil {
 		api.StoreError(w, err, "configurations")
@@ -335,7 +335,7 @@ func (m *Manager) handleListConfigurations(w http.ResponseWriter, r *http.Reques
 	api.WriteJSON(w, http.StatusOK, out)
 }
 
-func (m *Manager) handleGetConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleGetConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	c, err := m.st.GetConfiguration(r.Context(), acct, name)
 	if err != nil {
@@ -345,7 +345,7 @@ func (m *Manager) handleGetConfiguration(w http.ResponseWriter, r *http.Request,
 	api.WriteJSON(w, http.StatusOK, configurationView(c))
 }
 
-func (m *Manager) handleUpdateConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleUpdateConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	var req protocol.UpdateConfigurationRequest
 	if !api.DecodeBody(w, r, &req) {
@@ -382,7 +382,7 @@ func (m *Manager) handleUpdateConfiguration(w http.ResponseWriter, r *http.Reque
 	api.WriteJSON(w, http.StatusOK, configurationView(c))
 }
 
-func (m *Manager) handleDeleteConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleDeleteConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
 	name := r.PathValue("name")
 	if err := m.st.DeleteConfiguration(r.Context(), acct, name); err != nil {
 		api.StoreError(w, err, "configuration "+strconv.Quote(name))

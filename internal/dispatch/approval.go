@@ -1,4 +1,4 @@
-package manager
+package dispatch
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func refuseRejected(w http.ResponseWriter, name string) {
 // setApproval applies a decision to a delegate connected here: an
 // approved one gets its configuration and the tasks that wait; a rejected
 // one loses its session (its next call is refused).
-func (m *Manager) setApproval(ctx context.Context, d *live, state string) {
+func (m *Service) setApproval(ctx context.Context, d *live, state string) {
 	d.mu.Lock()
 	old := d.approval
 	d.approval = state
@@ -82,7 +82,7 @@ func (m *Manager) setApproval(ctx context.Context, d *live, state string) {
 // refreshApproval re-reads the decision about a delegate connected here
 // from the store (a pending delegate at each heartbeat, and every one of
 // a name another manager decided about).
-func (m *Manager) refreshApproval(ctx context.Context, d *live) {
+func (m *Service) refreshApproval(ctx context.Context, d *live) {
 	state, err := m.st.InstanceApproval(ctx, d.id)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
@@ -95,7 +95,7 @@ func (m *Manager) refreshApproval(ctx context.Context, d *live) {
 
 // approvalChanged applies a decision another manager made about the
 // delegates named name.
-func (m *Manager) approvalChanged(ctx context.Context, acct, name string) {
+func (m *Service) approvalChanged(ctx context.Context, acct, name string) {
 	for _, d := range m.hub.account(acct) {
 		if strings.EqualFold(d.name, name) {
 			m.refreshApproval(ctx, d)
@@ -103,17 +103,17 @@ func (m *Manager) approvalChanged(ctx context.Context, acct, name string) {
 	}
 }
 
-func (m *Manager) handleApproveDelegate(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleApproveDelegate(w http.ResponseWriter, r *http.Request, acct string) {
 	m.decide(w, r, acct, protocol.ApprovalApproved)
 }
 
-func (m *Manager) handleRejectDelegate(w http.ResponseWriter, r *http.Request, acct string) {
+func (m *Service) handleRejectDelegate(w http.ResponseWriter, r *http.Request, acct string) {
 	m.decide(w, r, acct, protocol.ApprovalRejected)
 }
 
 // decide records an approval or rejection of the delegate {name}, applies
 // it to the instances connected here and tells the other managers.
-func (m *Manager) decide(w http.ResponseWriter, r *http.Request, acct, state string) {
+func (m *Service) decide(w http.ResponseWriter, r *http.Request, acct, state string) {
 	ctx := r.Context()
 	name := r.PathValue("name")
 	by := api.CallerOf(ctx).Policy.Principal.Name

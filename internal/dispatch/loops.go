@@ -1,4 +1,4 @@
-package manager
+package dispatch
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 // flushLoop records liveness and extends leases in batches, once per
 // heartbeat interval, so heartbeats cost no database write each (and API
 // key uses, identity.Service.FlushAPIKeyUse).
-func (m *Manager) flushLoop(ctx context.Context) {
+func (m *Service) flushLoop(ctx context.Context) {
 	every := m.cfg.HeartbeatInterval / 2
 	if every < 100*time.Millisecond {
 		every = 100 * time.Millisecond
@@ -28,7 +28,7 @@ func (m *Manager) flushLoop(ctx context.Context) {
 	}
 }
 
-func (m *Manager) flush(ctx context.Context) {
+func (m *Service) flush(ctx context.Context) {
 	m.flushMu.Lock()
 	defer m.flushMu.Unlock()
 	var touches []store.InstanceTouch
@@ -79,7 +79,7 @@ func (m *Manager) flush(ctx context.Context) {
 
 // sweepLoop enforces queue timeouts, execution timeouts and lease expiry,
 // and re-offers tasks that still wait.
-func (m *Manager) sweepLoop(ctx context.Context) {
+func (m *Service) sweepLoop(ctx context.Context) {
 	t := time.NewTimer(m.cfg.SweepInterval)
 	defer t.Stop()
 	lastRebroadcast := time.Time{}
@@ -113,7 +113,7 @@ func (m *Manager) sweepLoop(ctx context.Context) {
 // nextSweep is how long the sweep loop waits: SweepInterval, or less so
 // that it wakes just after the earliest lease ends — failover then waits
 // for the lease (3 heartbeat intervals), not for the lease and a tick.
-func (m *Manager) nextSweep(ctx context.Context, now time.Time) time.Duration {
+func (m *Service) nextSweep(ctx context.Context, now time.Time) time.Duration {
 	wait := m.cfg.SweepInterval
 	if now.Sub(m.started) < m.leaseDuration() {
 		return wait // leases are not expired yet after a start
@@ -130,7 +130,7 @@ func (m *Manager) nextSweep(ctx context.Context, now time.Time) time.Duration {
 // minSweepPause bounds how often the sweep loop runs.
 const minSweepPause = 20 * time.Millisecond
 
-func (m *Manager) sweep(ctx context.Context, now time.Time) {
+func (m *Service) sweep(ctx context.Context, now time.Time) {
 	m.sweepQueue(ctx, now)
 	m.observeDelegates(ctx, now)
 	m.caps.Prune(now)
@@ -172,7 +172,7 @@ func (m *Manager) sweep(ctx context.Context, now time.Time) {
 // may have been lost with a dropped connection): each waiting task after
 // 1 s, then after pauses that double up to 30 s, at most 256 per account
 // per call, so a deep queue of tasks nobody here can run costs little.
-func (m *Manager) rebroadcast(ctx context.Context, now time.Time) {
+func (m *Service) rebroadcast(ctx context.Context, now time.Time) {
 	for _, acct := range m.hub.accounts() {
 		for _, t := range m.queue.due(acct, now, 256) {
 			m.offerTask(ctx, t, true)
