@@ -374,8 +374,9 @@ func (c *Client) ListAllDelegates(ctx context.Context) (protocol.DelegateList, e
 
 // ListDelegatesPage lists the delegate instances q selects: with a
 // Limit, a page of whole delegate groups in name order whose Next, when
-// set, is the Page of the next one. A manager before issue 17 ignores the
-// paging and filters and answers every instance.
+// set, is the Page of the next one. A manager that predates delegate
+// listings by page ignores the paging and filters and answers every
+// instance.
 func (c *Client) ListDelegatesPage(ctx context.Context, q protocol.DelegateQuery) (protocol.DelegateList, error) {
 	var out protocol.DelegateList
 	err := c.do(ctx, &call{op: "list delegates", method: http.MethodGet, path: protocol.PathDelegates, query: q.Values(), out: &out})
