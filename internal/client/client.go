@@ -1,11 +1,18 @@
-// Package client is the typed Go client of the legate manager's HTTP API. The
-// delegate uses its delegate methods (register, poll, heartbeat, acquire,
-// logs, result, capability reports) and the CLI its admin methods (orgs,
-// projects, tokens, API keys, connectors, delegates, tasks, task
-// explanations, log streams). Every request carries the protocol version header and, when a
-// secret is set, "Authorization: Bearer <secret>". Error answers of the
-// manager are returned as wrapped *protocol.Error values, so callers decide
-// with errors.As and Code.Recoverable.
+// Package client is the typed Go client of the legate manager's HTTP API,
+// for the delegate, the CLI, the web UI (in-process) and legate bench. It
+// holds the delegate's calls (register, session refresh, poll, heartbeat,
+// acquire, started, logs and log frames, result, capability and
+// configuration reports, deregister); the admin calls (tokens, API keys,
+// manifests, delegates and their approval, audit, orgs, projects,
+// connectors, configurations, secrets, tasks and their explanations,
+// pipelines, runs, webhooks, deployments and limits, sign-in links, and
+// Admin for a route without a method of its own); followed output
+// (stream.go); upgrade policies, the watcher's upgrade check and release
+// downloads (upgrade.go); and ParseManagerURL (url.go). Every request
+// carries the protocol version header and, when a secret is set,
+// "Authorization: Bearer <secret>". Error answers of the manager are
+// returned as wrapped *protocol.Error values, so callers decide with
+// errors.As and Code.Recoverable.
 package client
 
 import (
