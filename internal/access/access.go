@@ -19,10 +19,10 @@ import (
 // (delegate:delete).
 type Permission string
 
-// The permissions, by resource type. The list follows issue 13 and the
-// seeds: delegate view is always granted (Check allows it whatever the
-// bindings); creating or editing a delegate includes creating its tokens
-// and manifests.
+// The permissions, by resource type (docs/access.md lists them with the
+// built-in roles): delegate view is always granted (Check allows it
+// whatever the bindings); creating or editing a delegate includes
+// creating its tokens and manifests.
 const (
 	DelegateView   Permission = "delegate:view"
 	DelegateEdit   Permission = "delegate:edit"
@@ -59,8 +59,8 @@ const (
 	PipelineExecute Permission = "pipeline:execute"
 
 	// Orgs and projects (the scopes themselves): view, create, delete.
-	// Not in issue 13's list, but every route needs a rule: creating a
-	// project in an org is OrgEdit at that org.
+	// Every route needs a rule, theirs too: creating a project in an org
+	// is OrgEdit at that org.
 	OrgView   Permission = "org:view"
 	OrgEdit   Permission = "org:edit"
 	OrgDelete Permission = "org:delete"
@@ -308,8 +308,9 @@ func Builtin(name string) (Role, bool) {
 }
 
 // builtinRoles are Builtins by name, made once: every admin request checks
-// its bindings' roles, and building the roles each time was 2.5 % of a
-// loaded manager's CPU (issue 18). Read only; Builtin hands out copies.
+// its bindings' roles, and building the roles each time showed in a
+// loaded manager's CPU (BENCHMARKS.md, fewer statements per task). Read
+// only; Builtin hands out copies.
 var builtinRoles = sync.OnceValue(func() map[string]Role {
 	m := map[string]Role{}
 	for _, r := range Builtins() {

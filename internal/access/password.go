@@ -14,9 +14,10 @@ import (
 
 // Passwords are hashed with argon2id (RFC 9106), the memory-hard hash
 // that won the Password Hashing Competition, with the parameters OWASP
-// recommends as a minimum: 19 MiB of memory, 2 passes, 1 lane — about
-// 20-40 ms per hash on one core. It is preferred to bcrypt here because
-// it cannot be computed cheaply on GPUs and has no 72-byte input limit.
+// recommends as a minimum: 19 MiB of memory, 2 passes, 1 lane, so that a
+// guess costs an attacker real memory and time. It is preferred to bcrypt
+// here because it cannot be computed cheaply on GPUs and has no 72-byte
+// input limit.
 // Hashes are stored in the PHC string format, which carries the
 // parameters, so they can be raised later without invalidating old
 // hashes.

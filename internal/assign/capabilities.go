@@ -49,9 +49,10 @@ func (s capState) checkedAt() time.Time { return s.expiresAt.Add(-ttl(s.ok)) }
 
 // Capabilities is the allowlist and deny list of every delegate instance,
 // keyed by criteria and then by instance ID. That order suits assignment:
-// ranking 1,000 delegates for a task with two capabilities reads two maps,
-// one lookup per delegate in each, instead of 1,000 scattered per-instance
-// maps (which costs three times as much in cache misses). Listing one
+// ranking a fleet for a task with two capabilities reads two maps, one
+// lookup per delegate in each, instead of one scattered per-instance map
+// per delegate, which misses the cache far more often (BENCHMARKS.md,
+// assignment cost). Listing one
 // instance's entries (Entries, Forget) walks every criteria instead; those
 // are admin calls. The zero value is not usable; call NewCapabilities. It
 // is safe for concurrent use. It never reads the clock: every method takes

@@ -188,40 +188,22 @@ func (x *Index[H]) Offer(p Policy, t Task, caps *Capabilities, now time.Time, k 
 	v := caps.view()
 	defer v.done()
 	tv := prepare(&t, v)
-
-	type cand struct {
-		key indexKey
-		h   H
-	}
-	check := func(e *indexEntry[H]) (ok, allow bool) {
-		d := view(e.h)
-		return p.eligible(&d, &tv, now)
-	}
+	w := offerWalk[H]{x: x, p: p, tv: &tv, now: now, view: view, k: k}
 
 	// Tier 0: the preferred instance.
-	var pref *indexEntry[H]
-	if t.PreferInstance != "" {
-		if e := x.byID[t.PreferInstance]; e != nil {
-			if ok, _ := check(e); ok {
-				pref = e
-				order = append(order, e.h)
-				preferred++
-			}
-		}
+	pref := w.preferredEntry(t.PreferInstance)
+	if pref != nil {
+		order = append(order, pref.h)
+		preferred++
 	}
+	w.pref = pref
 	// The groups to walk: the smallest that holds every delegate that
 	// could be eligible.
 	var groups []*treap[H]
 	if len(tv.sel) > 0 {
-		var best *treap[H]
-		for _, s := range tv.sel {
-			g := x.sels[s]
-			if g == nil {
-				return order, preferred // nobody has this selector
-			}
-			if best == nil || g.n < best.n {
-				best = g
-			}
+		best := x.rarestSelector(tv.sel)
+		if best == nil {
+			return order, preferred // nobody has this selector
 		}
 		groups = append(groups, best)
 	}
@@ -235,88 +217,177 @@ func (x *Index[H]) Offer(p Policy, t Task, caps *Capabilities, now time.Time, k 
 	// each capability's map, so when the walk would have to look at more
 	// delegates than the smallest map holds to find the allowlisted ones,
 	// the map is read instead.
-	want1 := 0
-	var small map[string]capState
-	if len(tv.capMaps) > 0 {
-		want1 = k - preferred
-		small = tv.capMaps[0]
-		for _, cm := range tv.capMaps[1:] {
-			if len(cm) < len(small) {
-				small = cm
-			}
-		}
-		if len(small) == 0 {
-			want1 = 0 // nobody is allowlisted
-		}
-	}
-	var tier1, others []cand
+	w.want1, w.small = wantAllowlisted(&tv, k-preferred)
+	var c offerTiers[H]
 	walked1 := true // every group's walk found all the tier 1 it could
 	for _, g := range groups {
-		found1, found2, looked := 0, 0, 0
-		exhausted := true
-		g.walk(func(e *indexEntry[H]) bool {
-			if found2 >= k && (found1 >= want1 || looked > len(small)) {
-				exhausted = false
-				return false
-			}
-			looked++
-			if e == pref {
-				return true
-			}
-			d := view(e.h)
-			ok, allow := p.eligible(&d, &tv, now)
-			if !ok {
-				return true
-			}
-			// The order of the walk is the cached load's; the fresh one
-			// decides among the candidates, as in Rank.
-			c := cand{x.rankKey(e.id, d.Running, d.Capacity), e.h}
-			switch {
-			case allow && found1 < want1:
-				tier1 = append(tier1, c)
-				found1++
-			case !allow && found2 < k:
-				others = append(others, c)
-				found2++
-			}
-			return true
-		})
-		if !exhausted && found1 < want1 {
+		if !w.walkGroup(g, &c) {
 			walked1 = false
 		}
 	}
-	if want1 > 0 && !walked1 {
-		tier1 = tier1[:0]
-		for id, s := range small {
-			if !s.ok || !s.live(now) {
-				continue
-			}
-			e := x.byID[id]
-			if e == nil || e == pref {
-				continue
-			}
-			d := view(e.h)
-			if ok, allow := p.eligible(&d, &tv, now); ok && allow {
-				tier1 = append(tier1, cand{x.rankKey(id, d.Running, d.Capacity), e.h})
-			}
-		}
+	if w.want1 > 0 && !walked1 {
+		c.tier1 = w.readAllowlisted(c.tier1[:0])
 	}
-	byKey := func(a, b cand) int {
-		if a.key.less(b.key) {
-			return -1
-		}
-		return 1
-	}
-	slices.SortFunc(tier1, byKey)
-	for _, c := range tier1[:min(len(tier1), want1)] {
-		order = append(order, c.h)
-		preferred++
-	}
-	slices.SortFunc(others, byKey)
-	for _, c := range others[:min(len(others), k)] {
-		order = append(order, c.h)
-	}
+	order = appendBest(order, c.tier1, w.want1)
+	preferred += min(len(c.tier1), w.want1)
+	order = appendBest(order, c.others, k)
 	return order, preferred
+}
+
+// offerCand is a delegate Offer found eligible, with the rank key of its
+// fresh load.
+type offerCand[H any] struct {
+	key indexKey
+	h   H
+}
+
+func compareCand[H any](a, b offerCand[H]) int {
+	if a.key.less(b.key) {
+		return -1
+	}
+	return 1
+}
+
+// appendBest sorts cs by rank key and appends the handles of the first n
+// of them to order.
+func appendBest[H any](order []H, cs []offerCand[H], n int) []H {
+	slices.SortFunc(cs, compareCand[H])
+	for _, c := range cs[:min(len(cs), n)] {
+		order = append(order, c.h)
+	}
+	return order
+}
+
+// offerWalk is one Offer's search: the task, how to judge a delegate and
+// how many of each tier it wants. Nothing read from it may reach the heap
+// (the candidates found are kept apart, in offerTiers), or escape analysis,
+// which does not tell its fields apart, moves the task and its view there.
+type offerWalk[H any] struct {
+	x    *Index[H]
+	p    Policy
+	tv   *taskView
+	now  time.Time
+	view func(H) Delegate
+
+	k     int                 // tier 2 (the others): at most k
+	want1 int                 // tier 1 (allowlisted for every capability): at most want1
+	small map[string]capState // the smallest capability map: it holds every allowlisted delegate
+	pref  *indexEntry[H]      // tier 0, the preferred instance (nil: none)
+}
+
+// offerTiers are the candidates an Offer has found: tier 1 (allowlisted
+// for every capability) and tier 2 (the others).
+type offerTiers[H any] struct {
+	tier1, others []offerCand[H]
+}
+
+// preferredEntry returns the entry of the task's preferred instance when
+// it is in the index and eligible, nil otherwise.
+func (w *offerWalk[H]) preferredEntry(id string) *indexEntry[H] {
+	if id == "" {
+		return nil
+	}
+	e := w.x.byID[id]
+	if e == nil {
+		return nil
+	}
+	d := w.view(e.h)
+	if ok, _ := w.p.eligible(&d, w.tv, w.now); !ok {
+		return nil
+	}
+	return e
+}
+
+// rarestSelector returns the group of the selector that the fewest
+// delegates have, nil when nobody has one of them.
+func (x *Index[H]) rarestSelector(sel []string) *treap[H] {
+	var best *treap[H]
+	for _, s := range sel {
+		g := x.sels[s]
+		if g == nil {
+			return nil
+		}
+		if best == nil || g.n < best.n {
+			best = g
+		}
+	}
+	return best
+}
+
+// wantAllowlisted returns how many allowlisted delegates to look for
+// (room, when the task needs capabilities and somebody has a result for
+// them) and the smallest capability map, which holds every one of them.
+func wantAllowlisted(tv *taskView, room int) (want1 int, small map[string]capState) {
+	if len(tv.capMaps) == 0 {
+		return 0, nil
+	}
+	small = tv.capMaps[0]
+	for _, cm := range tv.capMaps[1:] {
+		if len(cm) < len(small) {
+			small = cm
+		}
+	}
+	if len(small) == 0 {
+		return 0, small // nobody is allowlisted
+	}
+	return room, small
+}
+
+// walkGroup walks one group in least-loaded order, adding the eligible
+// delegates it meets to tier 1 (up to want1) or tier 2 (up to k). It
+// stops when it has k others and either the tier 1 it wants or more
+// delegates looked at than the smallest capability map holds; it reports
+// false when it stopped that way short of the tier 1 it wants.
+func (w *offerWalk[H]) walkGroup(g *treap[H], c *offerTiers[H]) (walked1 bool) {
+	found1, found2, looked := 0, 0, 0
+	exhausted := true
+	g.walk(func(e *indexEntry[H]) bool {
+		if found2 >= w.k && (found1 >= w.want1 || looked > len(w.small)) {
+			exhausted = false
+			return false
+		}
+		looked++
+		if e == w.pref {
+			return true
+		}
+		d := w.view(e.h)
+		ok, allow := w.p.eligible(&d, w.tv, w.now)
+		if !ok {
+			return true
+		}
+		// The order of the walk is the cached load's; the fresh one
+		// decides among the candidates, as in Rank.
+		cand := offerCand[H]{w.x.rankKey(e.id, d.Running, d.Capacity), e.h}
+		switch {
+		case allow && found1 < w.want1:
+			c.tier1 = append(c.tier1, cand)
+			found1++
+		case !allow && found2 < w.k:
+			c.others = append(c.others, cand)
+			found2++
+		}
+		return true
+	})
+	return exhausted || found1 >= w.want1
+}
+
+// readAllowlisted appends to tier1 the eligible allowlisted delegates of
+// the smallest capability map, for when a walk stopped short of them.
+func (w *offerWalk[H]) readAllowlisted(tier1 []offerCand[H]) []offerCand[H] {
+	for id, s := range w.small {
+		if !s.ok || !s.live(w.now) {
+			continue
+		}
+		e := w.x.byID[id]
+		if e == nil || e == w.pref {
+			continue
+		}
+		d := w.view(e.h)
+		if ok, allow := w.p.eligible(&d, w.tv, w.now); ok && allow {
+			tier1 = append(tier1, offerCand[H]{w.x.rankKey(id, d.Running, d.Capacity), e.h})
+		}
+	}
+	return tier1
 }
 
 // covering returns the groups of the scopes that cover a task of org and

@@ -64,8 +64,8 @@ func (p Policy) Rank(ds []Delegate, t Task, caps *Capabilities, now time.Time, s
 // Order is Rank without copying delegates, for a scheduler's hot path: it
 // returns the indices in ds of the eligible delegates in offer order
 // (ranked[i] == ds[order[i]]), appended to buf[:0] so a caller may reuse
-// one buffer. Copying 1,000 delegates (and collecting the copies) adds
-// about half again to the cost of ranking them.
+// one buffer. Copying the delegates (and collecting the copies) is a good
+// part of the cost of ranking them (BENCHMARKS.md, assignment cost).
 func (p Policy) Order(ds []Delegate, t Task, caps *Capabilities, now time.Time, seed uint64, buf []int) (order []int, preferred int) {
 	items, preferred := p.rank(ds, &t, caps, now, seed)
 	order = buf[:0]
@@ -110,9 +110,9 @@ func (p Policy) rank(ds []Delegate, t *Task, caps *Capabilities, now time.Time, 
 }
 
 // less orders rank items: packed keys, then instance ID. Small enough to
-// be inlined, which is why sortItems exists (slices.SortFunc calls its
-// comparison through a function value; this halves the cost of ranking
-// 1,000 delegates).
+// be inlined, which is why sortItems exists: slices.SortFunc calls its
+// comparison through a function value, a large part of the cost of
+// ranking a fleet (BENCHMARKS.md, assignment cost).
 func less(a, b *rankItem, ds []Delegate) bool {
 	if a.key != b.key {
 		return a.key < b.key

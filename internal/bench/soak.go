@@ -101,80 +101,111 @@ func (r *runner) soakRun(ctx context.Context, run int, s series, health *swarmHe
 	}
 	r.progress(run, "soak", "delegates", c.Delegates, "rate_per_s", c.Rate, "duration", c.Duration)
 
-	// Open loop: a task every 1/rate, each followed to its result; at most
-	// 64 × rate in flight (more means the manager has fallen behind: the
-	// rest are counted as failed, not queued without bound here).
-	var (
-		mu       sync.Mutex
-		lat      []time.Duration
-		finished atomic.Int64
-		failed   atomic.Int64
-		wg       sync.WaitGroup
-	)
-	slots := make(chan struct{}, 64*c.Rate)
 	// runCtx ends the tasks under way if the run fails; soakCtx ends the
 	// submissions when the duration is over.
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	soakCtx, cancel := context.WithTimeout(runCtx, c.Duration)
 	defer cancel()
-	submit := func() {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			t0 := time.Now()
-			// The task's own context outlives the soak by a minute so
-			// the last ones finish.
-			tctx, tcancel := context.WithTimeout(runCtx, time.Minute)
-			defer tcancel()
-			tk, err := m.admin.SubmitTask(tctx, protocol.TaskSpec{Type: protocol.TaskShell,
-				Shell: &protocol.ShellSpec{Script: "true"}, Selectors: []string{benchTag}})
-			if err == nil {
-				err = res.wait(tctx, tk.ID, time.Minute)
-			}
-			if err != nil {
-				failed.Add(1)
-				return
-			}
-			finished.Add(1)
-			mu.Lock()
-			lat = append(lat, time.Since(t0))
-			mu.Unlock()
-		}()
-	}
-	wg.Add(1)
+	load := &soakLoad{m: m, res: res, slots: make(chan struct{}, 64*c.Rate)}
+	load.wg.Add(1)
 	go func() {
-		defer wg.Done()
-		// Ticks may come late or be dropped on a busy machine: each one
-		// submits what is due since the start, so the rate holds.
-		t := time.NewTicker(time.Second / time.Duration(c.Rate))
-		defer t.Stop()
-		began := time.Now()
-		var sent int64
-		for {
-			select {
-			case <-soakCtx.Done():
-				return
-			case <-t.C:
-			}
-			due := int64(time.Since(began).Seconds()*float64(c.Rate)) - sent
-			for ; due > 0; due-- {
-				sent++
-				select {
-				case slots <- struct{}{}:
-				default:
-					failed.Add(1)
-					continue
-				}
-				submit()
-			}
-		}
+		defer load.wg.Done()
+		load.pace(soakCtx, runCtx, c.Rate)
 	}()
 
-	var samples []SoakSample
 	start := time.Now()
-	tick := time.NewTicker(c.Sample)
+	samples, err := r.soakSamples(ctx, soakCtx, m, dir, start, &load.finished)
+	if err != nil {
+		stopRun()
+		load.wg.Wait()
+		return nil, err
+	}
+	took := time.Since(start)
+	load.wg.Wait()
+	health.add(sw.counters())
+
+	soakStats(s, load, samples, took)
+	r.progress(run, "soak done", "tasks_per_s", round3(float64(load.finished.Load())/took.Seconds()), "failed", load.failed.Load(),
+		"manager_rss_mb_per_h", round3(s["rss_h"][len(s["rss_h"])-1]), "samples", len(samples))
+	return samples, nil
+}
+
+// soakLoad is a soak's open loop: a task every 1/rate, each followed to
+// its result; at most 64 × rate in flight (more means the manager has
+// fallen behind: the rest are counted as failed, not queued without
+// bound here).
+type soakLoad struct {
+	m     *manager
+	res   *results
+	slots chan struct{} // one per task in flight
+	wg    sync.WaitGroup
+
+	finished, failed atomic.Int64
+	mu               sync.Mutex
+	lat              []time.Duration // of the finished tasks
+}
+
+// pace submits the tasks due at rate per second until soakCtx ends; the
+// tasks run until they finish or runCtx ends.
+func (l *soakLoad) pace(soakCtx, runCtx context.Context, rate int) {
+	// Ticks may come late or be dropped on a busy machine: each one
+	// submits what is due since the start, so the rate holds.
+	t := time.NewTicker(time.Second / time.Duration(rate))
+	defer t.Stop()
+	began := time.Now()
+	var sent int64
+	for {
+		select {
+		case <-soakCtx.Done():
+			return
+		case <-t.C:
+		}
+		due := int64(time.Since(began).Seconds()*float64(rate)) - sent
+		for ; due > 0; due-- {
+			sent++
+			select {
+			case l.slots <- struct{}{}:
+			default:
+				l.failed.Add(1)
+				continue
+			}
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				defer func() { <-l.slots }()
+				l.task(runCtx)
+			}()
+		}
+	}
+}
+
+// task submits one task and follows it to its result.
+func (l *soakLoad) task(runCtx context.Context) {
+	t0 := time.Now()
+	// The task's own context outlives the soak by a minute so the last
+	// ones finish.
+	tctx, tcancel := context.WithTimeout(runCtx, time.Minute)
+	defer tcancel()
+	tk, err := l.m.admin.SubmitTask(tctx, protocol.TaskSpec{Type: protocol.TaskShell,
+		Shell: &protocol.ShellSpec{Script: "true"}, Selectors: []string{benchTag}})
+	if err == nil {
+		err = l.res.wait(tctx, tk.ID, time.Minute)
+	}
+	if err != nil {
+		l.failed.Add(1)
+		return
+	}
+	l.finished.Add(1)
+	l.mu.Lock()
+	l.lat = append(l.lat, time.Since(t0))
+	l.mu.Unlock()
+}
+
+// soakSamples reads a sample every c.Sample until soakCtx ends.
+func (r *runner) soakSamples(ctx, soakCtx context.Context, m *manager, dir string, start time.Time, finished *atomic.Int64) ([]SoakSample, error) {
+	var samples []SoakSample
+	tick := time.NewTicker(r.cfg.Sample)
 	defer tick.Stop()
 	for soakCtx.Err() == nil {
 		select {
@@ -182,8 +213,6 @@ func (r *runner) soakRun(ctx context.Context, run int, s series, health *swarmHe
 		case <-tick.C:
 			sm, err := r.soakSample(ctx, m, dir, start)
 			if err != nil {
-				stopRun()
-				wg.Wait()
 				return nil, err
 			}
 			sm.Finished = finished.Load()
@@ -192,15 +221,18 @@ func (r *runner) soakRun(ctx context.Context, run int, s series, health *swarmHe
 				"open_files", sm.ManagerOpenFiles, "db_mb", sm.DBMB, "finished", sm.Finished)
 		}
 	}
-	took := time.Since(start)
-	wg.Wait()
-	health.add(sw.counters())
+	return samples, nil
+}
 
-	l := latenciesOf(lat)
-	s.add("tps", float64(finished.Load())/took.Seconds())
-	s.add("failed", float64(failed.Load()))
-	s.add("p50", l.p50)
-	s.add("p99", l.p99)
+// soakStats adds a run's figures to s: its rate, failures and latencies,
+// the slopes per hour of its readings over the second half of the
+// samples, and the last readings.
+func soakStats(s series, l *soakLoad, samples []SoakSample, took time.Duration) {
+	lat := latenciesOf(l.lat)
+	s.add("tps", float64(l.finished.Load())/took.Seconds())
+	s.add("failed", float64(l.failed.Load()))
+	s.add("p50", lat.p50)
+	s.add("p99", lat.p99)
 	half := samples[len(samples)/2:]
 	slope := func(f func(SoakSample) float64) float64 {
 		xs, ys := make([]float64, len(half)), make([]float64, len(half))
@@ -220,9 +252,6 @@ func (r *runner) soakRun(ctx context.Context, run int, s series, health *swarmHe
 		s.add("gr", samples[n-1].ManagerGoroutines)
 		s.add("fd", samples[n-1].ManagerOpenFiles)
 	}
-	r.progress(run, "soak done", "tasks_per_s", round3(float64(finished.Load())/took.Seconds()), "failed", failed.Load(),
-		"manager_rss_mb_per_h", round3(s["rss_h"][len(s["rss_h"])-1]), "samples", len(samples))
-	return samples, nil
 }
 
 // soakSample reads the manager's RSS, goroutines (its /metrics) and open

@@ -124,23 +124,13 @@ func (r *runner) swarmRun(ctx context.Context, run int, s series, health *swarmH
 			return err
 		}
 	}
-	// The manager idle (no delegate, or only the holder).
-	sleepCtx(ctx, min(c.Heartbeat, 2*time.Second))
-	idleWindow := min(c.Window, 10*time.Second)
-	u0, err := m.usage()
-	if err != nil {
+	st := swarmSteps{m: m, sw: sw, res: res, s: s, run: run}
+	if st.idleCPU, st.idleRSS, err = r.swarmIdle(ctx, m); err != nil {
 		return err
 	}
-	sleepCtx(ctx, idleWindow)
-	u1, err := m.usage()
-	if err != nil {
-		return err
-	}
-	idleCPU := (u1.cpu - u0.cpu).Seconds() / idleWindow.Seconds() // cores
-	idleRSS := u1.rssMB()
-	s.add("idle_cpu", 100*idleCPU)
-	s.add("idle_rss", idleRSS)
-	r.progress(run, "idle manager", "rss_mb", round3(idleRSS), "cpu_pct", round3(100*idleCPU))
+	s.add("idle_cpu", 100*st.idleCPU)
+	s.add("idle_rss", st.idleRSS)
+	r.progress(run, "idle manager", "rss_mb", round3(st.idleRSS), "cpu_pct", round3(100*st.idleCPU))
 
 	spec := simSpec{name: benchTag, tags: []string{benchTag}, mode: c.Transport}
 	have, base := 0, sw.size()
@@ -155,62 +145,124 @@ func (r *runner) swarmRun(ctx context.Context, run int, s series, health *swarmH
 			}
 			have = n
 		}
-		connect := time.Since(t0)
-		// One interval for the new delegates' heartbeats to spread.
-		sleepCtx(ctx, c.Heartbeat)
-		u0, err := m.usage()
-		if err != nil {
+		if err := r.swarmStep(ctx, &st, i, n, time.Since(t0)); err != nil {
 			return err
 		}
-		c0 := sw.counters()
-		b0, err := readUsage(os.Getpid())
-		if err != nil {
-			return err
-		}
-		rss := u0.rssMB()
-		end := time.Now().Add(c.Window)
-		for time.Now().Before(end) && ctx.Err() == nil {
-			sleepCtx(ctx, min(time.Second, time.Until(end)))
-			if u, err := m.usage(); err == nil {
-				rss = max(rss, u.rssMB())
-			}
-		}
-		u1, err := m.usage()
-		if err != nil {
-			return err
-		}
-		c1 := sw.counters()
-		b1, err := readUsage(os.Getpid())
-		if err != nil {
-			return err
-		}
-		cpu := (u1.cpu - u0.cpu).Seconds() / c.Window.Seconds()
-		net := max(cpu-idleCPU, 0)
-		hbs := float64(c1.hbAcked - c0.hbAcked)
-		samples, err := pickups(ctx, m, swarmWaiter{m, res}, benchTag, c.Warmup, c.Tasks, 30*time.Second)
-		if err != nil {
-			return fmt.Errorf("pickup at %d delegates: %w", n, err)
-		}
-		l := latenciesOf(samples)
-		add := func(name string, v float64) { s.add(stepKey(i, name), v) }
-		add("connect", connect.Seconds())
-		add("rss", rss)
-		add("rss1000", (rss-idleRSS)/float64(n)*1000)
-		add("cpu", 100*cpu)
-		add("cpu1000", 100*net/float64(n)*1000)
-		add("hbps", hbs/c.Window.Seconds())
-		if hbs > 0 {
-			add("cpuhb", net*c.Window.Seconds()/hbs*1e6)
-		}
-		add("bench_cpu", 100*(b1.cpu-b0.cpu).Seconds()/c.Window.Seconds())
-		add("bench_rss", b1.rssMB())
-		add("p50", l.p50)
-		add("p99", l.p99)
-		add("max", l.max)
-		r.progress(run, "step", "delegates", n, "connect_s", round3(connect.Seconds()), "rss_mb", round3(rss),
-			"cpu_pct", round3(100*cpu), "heartbeats_per_s", round3(hbs/c.Window.Seconds()),
-			"pickup_p50_ms", round3(l.p50), "pickup_p99_ms", round3(l.p99))
 	}
 	health.add(sw.counters())
 	return nil
+}
+
+// swarmIdle measures the manager idle (no delegate, or only the holder):
+// its CPU, in cores, and RSS.
+func (r *runner) swarmIdle(ctx context.Context, m *manager) (cpu, rss float64, err error) {
+	c := r.cfg
+	sleepCtx(ctx, min(c.Heartbeat, 2*time.Second))
+	idleWindow := min(c.Window, 10*time.Second)
+	u0, err := m.usage()
+	if err != nil {
+		return 0, 0, err
+	}
+	sleepCtx(ctx, idleWindow)
+	u1, err := m.usage()
+	if err != nil {
+		return 0, 0, err
+	}
+	return (u1.cpu - u0.cpu).Seconds() / idleWindow.Seconds(), u1.rssMB(), nil
+}
+
+// swarmSteps is what the steps of one swarm run share: the manager and
+// the swarm, the series they add to, and the idle manager's CPU (cores)
+// and RSS, which each step's figures are net of.
+type swarmSteps struct {
+	m                *manager
+	sw               *swarm
+	res              *results
+	s                series
+	run              int
+	idleCPU, idleRSS float64
+}
+
+// swarmStep measures the swarm at step i (n delegates, connected in
+// connect): the manager's usage over a window, then pickups.
+func (r *runner) swarmStep(ctx context.Context, st *swarmSteps, i, n int, connect time.Duration) error {
+	c := r.cfg
+	// One interval for the new delegates' heartbeats to spread.
+	sleepCtx(ctx, c.Heartbeat)
+	w, err := r.swarmWindow(ctx, st.m, st.sw)
+	if err != nil {
+		return err
+	}
+	net := max(w.cpu-st.idleCPU, 0)
+	samples, err := pickups(ctx, st.m, swarmWaiter{st.m, st.res}, benchTag, c.Warmup, c.Tasks, 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("pickup at %d delegates: %w", n, err)
+	}
+	l := latenciesOf(samples)
+	add := func(name string, v float64) { st.s.add(stepKey(i, name), v) }
+	add("connect", connect.Seconds())
+	add("rss", w.rss)
+	add("rss1000", (w.rss-st.idleRSS)/float64(n)*1000)
+	add("cpu", 100*w.cpu)
+	add("cpu1000", 100*net/float64(n)*1000)
+	add("hbps", w.hbs/c.Window.Seconds())
+	if w.hbs > 0 {
+		add("cpuhb", net*c.Window.Seconds()/w.hbs*1e6)
+	}
+	add("bench_cpu", w.benchCPUPct)
+	add("bench_rss", w.benchRSS)
+	add("p50", l.p50)
+	add("p99", l.p99)
+	add("max", l.max)
+	r.progress(st.run, "step", "delegates", n, "connect_s", round3(connect.Seconds()), "rss_mb", round3(w.rss),
+		"cpu_pct", round3(100*w.cpu), "heartbeats_per_s", round3(w.hbs/c.Window.Seconds()),
+		"pickup_p50_ms", round3(l.p50), "pickup_p99_ms", round3(l.p99))
+	return nil
+}
+
+// swarmUsage is what one step's window measured.
+type swarmUsage struct {
+	cpu         float64 // the manager's CPU, cores
+	rss         float64 // the manager's peak RSS, MB (read every second)
+	hbs         float64 // the heartbeats the manager acknowledged
+	benchCPUPct float64 // this process's CPU, percent of one core
+	benchRSS    float64 // this process's RSS at the end, MB
+}
+
+// swarmWindow measures the manager and this process over c.Window.
+func (r *runner) swarmWindow(ctx context.Context, m *manager, sw *swarm) (swarmUsage, error) {
+	c := r.cfg
+	u0, err := m.usage()
+	if err != nil {
+		return swarmUsage{}, err
+	}
+	c0 := sw.counters()
+	b0, err := readUsage(os.Getpid())
+	if err != nil {
+		return swarmUsage{}, err
+	}
+	rss := u0.rssMB()
+	end := time.Now().Add(c.Window)
+	for time.Now().Before(end) && ctx.Err() == nil {
+		sleepCtx(ctx, min(time.Second, time.Until(end)))
+		if u, err := m.usage(); err == nil {
+			rss = max(rss, u.rssMB())
+		}
+	}
+	u1, err := m.usage()
+	if err != nil {
+		return swarmUsage{}, err
+	}
+	c1 := sw.counters()
+	b1, err := readUsage(os.Getpid())
+	if err != nil {
+		return swarmUsage{}, err
+	}
+	return swarmUsage{
+		cpu:         (u1.cpu - u0.cpu).Seconds() / c.Window.Seconds(),
+		rss:         rss,
+		hbs:         float64(c1.hbAcked - c0.hbAcked),
+		benchCPUPct: 100 * (b1.cpu - b0.cpu).Seconds() / c.Window.Seconds(),
+		benchRSS:    b1.rssMB(),
+	}, nil
 }

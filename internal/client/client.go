@@ -1,11 +1,18 @@
-// Package client is the typed Go client of the legate manager's HTTP API. The
-// delegate uses its delegate methods (register, poll, heartbeat, acquire,
-// logs, result, capability reports) and the CLI its admin methods (orgs,
-// projects, tokens, API keys, connectors, delegates, tasks, task
-// explanations, log streams). Every request carries the protocol version header and, when a
-// secret is set, "Authorization: Bearer <secret>". Error answers of the
-// manager are returned as wrapped *protocol.Error values, so callers decide
-// with errors.As and Code.Recoverable.
+// Package client is the typed Go client of the legate manager's HTTP API,
+// for the delegate, the CLI, the web UI (in-process) and legate bench. It
+// holds the delegate's calls (register, session refresh, poll, heartbeat,
+// acquire, started, logs and log frames, result, capability and
+// configuration reports, deregister); the admin calls (tokens, API keys,
+// manifests, delegates and their approval, audit, orgs, projects,
+// connectors, configurations, secrets, tasks and their explanations,
+// pipelines, runs, webhooks, deployments and limits, sign-in links, and
+// Admin for a route without a method of its own); followed output
+// (stream.go); upgrade policies, the watcher's upgrade check and release
+// downloads (upgrade.go); and ParseManagerURL (url.go). Every request
+// carries the protocol version header and, when a secret is set,
+// "Authorization: Bearer <secret>". Error answers of the manager are
+// returned as wrapped *protocol.Error values, so callers decide with
+// errors.As and Code.Recoverable.
 package client
 
 import (
@@ -374,8 +381,9 @@ func (c *Client) ListAllDelegates(ctx context.Context) (protocol.DelegateList, e
 
 // ListDelegatesPage lists the delegate instances q selects: with a
 // Limit, a page of whole delegate groups in name order whose Next, when
-// set, is the Page of the next one. A manager before issue 17 ignores the
-// paging and filters and answers every instance.
+// set, is the Page of the next one. A manager that predates delegate
+// listings by page ignores the paging and filters and answers every
+// instance.
 func (c *Client) ListDelegatesPage(ctx context.Context, q protocol.DelegateQuery) (protocol.DelegateList, error) {
 	var out protocol.DelegateList
 	err := c.do(ctx, &call{op: "list delegates", method: http.MethodGet, path: protocol.PathDelegates, query: q.Values(), out: &out})

@@ -3,8 +3,9 @@
 //
 // It is the small part of github.com/prometheus/client_golang that legate
 // uses, in the standard library only: client_golang and its protobuf
-// dependency cost an idle delegate about 4 MB of resident memory at package
-// init, for features legate never used. There is no package-level state:
+// dependency grew every idle delegate's resident memory at package init
+// (BENCHMARKS.md, delegate idle RSS), for features legate never used.
+// There is no package-level state:
 // every manager and every delegate agent has its own Registry (tests run
 // several in one process).
 //

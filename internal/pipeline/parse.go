@@ -501,74 +501,29 @@ func (ps *parser) items(n *yaml.Node, path string) []Item {
 func (ps *parser) step(n *yaml.Node, path string, seen map[string]bool) Step {
 	ps.lines[path] = n.Line
 	s := Step{}
-	var shellNode, httpNode, containerNode *yaml.Node
+	var kinds stepKinds
 	ps.fields(n, path, map[string]func(*yaml.Node){
 		"name": func(v *yaml.Node) { s.Name = ps.str(v, path+".name") },
 		"shell": func(v *yaml.Node) {
-			shellNode = v
+			kinds.shell = v
 			s.Shell = ps.str(v, path+".shell")
 		},
 		"http": func(v *yaml.Node) {
-			httpNode = v
+			kinds.http = v
 			s.HTTP = ps.http(v, path+".http")
 		},
 		"container": func(v *yaml.Node) {
-			containerNode = v
+			kinds.container = v
 			s.Container = ps.container(v, path+".container")
 		},
-		"connector": func(v *yaml.Node) { s.Connector = ps.connectorName(v, path+".connector") },
-		"delegateSelectors": func(v *yaml.Node) {
-			s.DelegateSelectors = ps.strList(v, path+".delegateSelectors")
-			for i, sel := range s.DelegateSelectors {
-				if strings.TrimSpace(sel) == "" || len(sel) > 128 {
-					ps.add(v.Content[i], fmt.Sprintf("%s.delegateSelectors[%d]", path, i), "a selector is 1 to 128 characters")
-				}
-			}
-		},
-		"timeout": func(v *yaml.Node) {
-			txt := ps.str(v, path+".timeout")
-			d, err := time.ParseDuration(txt)
-			switch {
-			case txt == "":
-			case err != nil:
-				ps.add(v, path+".timeout", "%q is not a duration: write e.g. 90s, 10m or 2h", txt)
-			case d < time.Second || d > MaxTimeout:
-				ps.add(v, path+".timeout", "%s is out of range: 1s to %s", txt, MaxTimeout)
-			default:
-				s.Timeout = d
-			}
-		},
-		"retries": func(v *yaml.Node) { s.Retries = ps.integer(v, path+".retries", 0, MaxRetries) },
-		"env":     func(v *yaml.Node) { s.Env = ps.strMap(v, path+".env", checkEnvName) },
-		"secrets": func(v *yaml.Node) {
-			s.Secrets = ps.strMap(v, path+".secrets", checkEnvName)
-			for i := 0; i+1 < len(v.Content); i += 2 {
-				name := v.Content[i+1].Value
-				if err := secretref.ValidName(name); err != nil {
-					ps.add(v.Content[i+1], join(path+".secrets", v.Content[i].Value), "%v", err)
-				}
-			}
-		},
-		"when": func(v *yaml.Node) {
-			switch w := When(ps.str(v, path+".when")); w {
-			case WhenSuccess, WhenFailure, WhenAlways:
-				s.When = w
-			default:
-				ps.add(v, path+".when", "%q: write success (the default), failure or always", string(w))
-			}
-		},
-		"outputs": func(v *yaml.Node) {
-			s.Outputs = ps.strList(v, path+".outputs")
-			dup := map[string]bool{}
-			for i, k := range s.Outputs {
-				if err := checkOutputKey(k); err != nil {
-					ps.add(v.Content[i], fmt.Sprintf("%s.outputs[%d]", path, i), "%v", err)
-				} else if dup[k] {
-					ps.add(v.Content[i], fmt.Sprintf("%s.outputs[%d]", path, i), "%q is listed twice", k)
-				}
-				dup[k] = true
-			}
-		},
+		"connector":         func(v *yaml.Node) { s.Connector = ps.connectorName(v, path+".connector") },
+		"delegateSelectors": func(v *yaml.Node) { s.DelegateSelectors = ps.selectors(v, path+".delegateSelectors") },
+		"timeout":           func(v *yaml.Node) { s.Timeout = ps.timeout(v, path+".timeout") },
+		"retries":           func(v *yaml.Node) { s.Retries = ps.integer(v, path+".retries", 0, MaxRetries) },
+		"env":               func(v *yaml.Node) { s.Env = ps.strMap(v, path+".env", checkEnvName) },
+		"secrets":           func(v *yaml.Node) { s.Secrets = ps.secrets(v, path+".secrets") },
+		"when":              func(v *yaml.Node) { s.When = ps.when(v, path+".when") },
+		"outputs":           func(v *yaml.Node) { s.Outputs = ps.outputs(v, path+".outputs") },
 	})
 	if n.Kind != yaml.MappingNode {
 		return s
@@ -585,27 +540,108 @@ func (ps *parser) step(n *yaml.Node, path string, seen map[string]bool) Step {
 		ps.add(n, path+".name", "a step named %q comes earlier in this stage: step names must be unique within a stage", s.Name)
 	}
 	seen[s.Name] = true
-	switch {
-	case (shellNode != nil) && (httpNode != nil) || (shellNode != nil || httpNode != nil) && containerNode != nil:
-		ps.add(n, path, "a step is one of shell, http or container, not more (a container step's script goes in container.script)")
-	case containerNode != nil:
-		s.Type = protocol.TaskContainer
-	case shellNode != nil:
-		s.Type = "shell"
-		if strings.TrimSpace(s.Shell) == "" {
-			ps.add(shellNode, path+".shell", "the script is empty")
-		}
-	case httpNode != nil:
-		s.Type = "http"
-	default:
-		ps.add(n, path, "a step needs shell: (a script), http: (a request) or container: (an image to run)")
-	}
+	s.Type = ps.stepType(n, path, kinds, s.Shell)
 	for k := range s.Secrets {
 		if _, dup := s.Env[k]; dup {
 			ps.add(n, path+".secrets."+k, "%s is also set in env: give it in one place", k)
 		}
 	}
 	return s
+}
+
+// stepKinds are the nodes of a step's shell, http and container fields
+// (nil: not given).
+type stepKinds struct {
+	shell, http, container *yaml.Node
+}
+
+// stepType is the type of a step from which of shell, http and container
+// it gives (exactly one of them): "" when it gives none or more than one.
+func (ps *parser) stepType(n *yaml.Node, path string, k stepKinds, shell string) string {
+	switch {
+	case (k.shell != nil) && (k.http != nil) || (k.shell != nil || k.http != nil) && k.container != nil:
+		ps.add(n, path, "a step is one of shell, http or container, not more (a container step's script goes in container.script)")
+	case k.container != nil:
+		return protocol.TaskContainer
+	case k.shell != nil:
+		if strings.TrimSpace(shell) == "" {
+			ps.add(k.shell, path+".shell", "the script is empty")
+		}
+		return "shell"
+	case k.http != nil:
+		return "http"
+	default:
+		ps.add(n, path, "a step needs shell: (a script), http: (a request) or container: (an image to run)")
+	}
+	return ""
+}
+
+// selectors reads a step's delegateSelectors: a list of 1 to 128
+// characters each.
+func (ps *parser) selectors(v *yaml.Node, path string) []string {
+	sels := ps.strList(v, path)
+	for i, sel := range sels {
+		if strings.TrimSpace(sel) == "" || len(sel) > 128 {
+			ps.add(v.Content[i], fmt.Sprintf("%s[%d]", path, i), "a selector is 1 to 128 characters")
+		}
+	}
+	return sels
+}
+
+// timeout reads a step's timeout: a duration from 1s to MaxTimeout (0
+// when empty or invalid).
+func (ps *parser) timeout(v *yaml.Node, path string) time.Duration {
+	txt := ps.str(v, path)
+	d, err := time.ParseDuration(txt)
+	switch {
+	case txt == "":
+	case err != nil:
+		ps.add(v, path, "%q is not a duration: write e.g. 90s, 10m or 2h", txt)
+	case d < time.Second || d > MaxTimeout:
+		ps.add(v, path, "%s is out of range: 1s to %s", txt, MaxTimeout)
+	default:
+		return d
+	}
+	return 0
+}
+
+// secrets reads a step's secrets: environment variable names to names of
+// secrets.
+func (ps *parser) secrets(v *yaml.Node, path string) map[string]string {
+	m := ps.strMap(v, path, checkEnvName)
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		name := v.Content[i+1].Value
+		if err := secretref.ValidName(name); err != nil {
+			ps.add(v.Content[i+1], join(path, v.Content[i].Value), "%v", err)
+		}
+	}
+	return m
+}
+
+// when reads a step's when ("" when invalid).
+func (ps *parser) when(v *yaml.Node, path string) When {
+	switch w := When(ps.str(v, path)); w {
+	case WhenSuccess, WhenFailure, WhenAlways:
+		return w
+	default:
+		ps.add(v, path, "%q: write success (the default), failure or always", string(w))
+	}
+	return ""
+}
+
+// outputs reads a step's outputs: a list of output keys, each once.
+func (ps *parser) outputs(v *yaml.Node, path string) []string {
+	outs := ps.strList(v, path)
+	dup := map[string]bool{}
+	for i, k := range outs {
+		if err := checkOutputKey(k); err != nil {
+			ps.add(v.Content[i], fmt.Sprintf("%s[%d]", path, i), "%v", err)
+		} else if dup[k] {
+			ps.add(v.Content[i], fmt.Sprintf("%s[%d]", path, i), "%q is listed twice", k)
+		}
+		dup[k] = true
+	}
+	return outs
 }
 
 func (ps *parser) http(n *yaml.Node, path string) *HTTP {

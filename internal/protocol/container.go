@@ -10,7 +10,7 @@ import (
 // container task (TaskSpec.Container) and, unchanged, of a pipeline step
 // that names an image. Its security context and volumes have exactly the
 // fields of the ECS/Fargate seed. The task's Env and SecretEnv are the
-// container's environment. Since v4 (issue 15).
+// container's environment. Since v4.
 type ContainerSpec struct {
 	// Image is the image reference (registry/name:tag or @sha256:…). The
 	// delegate's runtime must have it or be able to pull it.
@@ -82,7 +82,7 @@ type EmptyDirVolume struct {
 	SizeMiB int64 `json:"size_mib,omitempty"`
 	// Workspace is set by the manager alone, on the task of a pipeline
 	// step whose stage shares this empty_dir (a submitted task is refused
-	// when it sets it). Since v4 (issue 15).
+	// when it sets it). Since v4.
 	Workspace *Workspace `json:"workspace,omitempty"`
 }
 

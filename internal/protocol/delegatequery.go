@@ -9,7 +9,7 @@ import (
 )
 
 // DelegateQuery is what a delegate listing (GET PathDelegates) selects,
-// as its query parameters (since v4, issue 17). The zero value selects
+// as its query parameters (since v4). The zero value selects
 // every instance that did not deregister, in one answer, as before.
 //
 // Filters apply to instances; a page holds whole delegate groups (every
@@ -163,7 +163,8 @@ func ParseScope(s string) (org, project string, err error) {
 // or connector: 1-63 letters, digits, '.', '_' or '-', starting with a
 // letter or digit (^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$). A loop, not a
 // regexp: a package-level regexp is compiled at init in every process,
-// delegates included (about 60 KB and 900 allocations for this one).
+// delegates included, and costs each of them memory and allocations at
+// every start (BENCHMARKS.md, delegate idle RSS).
 func ValidName(s string) bool {
 	if len(s) == 0 || len(s) > 63 {
 		return false

@@ -3,8 +3,8 @@ package protocol
 // PathManifests generates an install manifest (POST a ManifestRequest; the
 // answer is the manifest as text/plain). It is the API of `legate manifest`
 // and of internal/manifest: the CLI calls it, so the CLI and the API give
-// the same output for the same request. Since v4 (added 2026-11-23 with the
-// install issue; no delegate-facing change).
+// the same output for the same request. Since v4 (added 2026-11-23 with
+// the install manifests; no delegate-facing change).
 const PathManifests = "/api/v1/manifests"
 
 // ManifestRequest asks for the manifest of one delegate install. The zero
@@ -62,7 +62,7 @@ type ManifestRequest struct {
 	// change the image) or UpgradeAutomatic: an hourly upgrader CronJob
 	// asks the manager which version the delegate should run and patches
 	// the StatefulSet's image, with a ServiceAccount that may only get and
-	// patch that StatefulSet. Since v4 (issue 16).
+	// patch that StatefulSet. Since v4.
 	Upgrade string `json:"upgrade,omitempty"`
 
 	// Docker: Compose asks for a compose file instead of docker run.

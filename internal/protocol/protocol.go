@@ -37,59 +37,58 @@
 //	  Delegate listings leave out instances that deregistered unless asked
 //	  (?all=true; status "deregistered"), and DELETE PathDelegates/{name}
 //	  removes a delegate group that is not connected and runs no task.
-//	  Users and roles (issue 13, admin API only): users, service accounts,
-//	  groups, roles and bindings (PathUsers, PathGroups, PathRoles,
-//	  PathBindings), sign-in sessions (PathSessions), API keys owned by a
-//	  user or service account, every admin route checked against the
-//	  caller's roles (403 forbidden names the missing permission), and
-//	  the code rate_limited. Delegate approval: tokens that require it
+//	  Users and roles (admin API only): users, service accounts, groups,
+//	  roles and bindings (PathUsers, PathGroups, PathRoles, PathBindings),
+//	  sign-in sessions (PathSessions), API keys owned by a user or service
+//	  account, every admin route checked against the caller's roles (403
+//	  forbidden names the missing permission), and the code rate_limited.
+//	  Delegate approval: tokens that require it
 //	  (CreateTokenRequest.RequireApproval), delegates listed with their
 //	  Approval, POST PathDelegates/{name}/approve and /reject, the code
 //	  delegate_rejected (a rejected delegate stops) and the assignment
 //	  rule pending_approval; the audit log (GET PathAudit). Install
-//	  manifests (issue 12, admin API): POST PathManifests with a
-//	  ManifestRequest answers the text of one install artifact (legate
-//	  manifest KIND).
-//	  Secrets (issue 13): stored secrets at account, org and project scope
+//	  manifests (admin API): POST PathManifests with a ManifestRequest
+//	  answers the text of one install artifact (legate manifest KIND).
+//	  Secrets: stored secrets at account, org and project scope
 //	  (PathSecrets); tasks reference them as ${secrets.NAME}, which the
 //	  manager resolves only into the acquire answer, whose Mask lists the
 //	  values it put there for the delegate to mask (a delegate that
 //	  predates Mask masks only SecretEnv values).
-//	  Deployments (issue 14, admin API only): GET PathDeployments lists
-//	  the deployments of pipeline runs; GET PathLimits shows an account's
+//	  Deployments (admin API only): GET PathDeployments lists the
+//	  deployments of pipeline runs; GET PathLimits shows an account's
 //	  deployment limits and their usage, PUT PathLimits sets them; a run
 //	  over a limit is refused with the code deployment_limit.
-//	  Step outputs (issue 14): a shell task gets in $LEGATE_OUTPUT
-//	  (OutputEnv) the path of a file to which it may write KEY=VALUE
-//	  lines; the delegate sends them, masked, in ResultRequest.Outputs.
-//	  An older delegate sends none.
-//	  Pipelines (issue 14, admin API only): PathPipelines (apply, list,
-//	  get, delete, run) and PathRuns (list, get, cancel).
-//	  Webhooks (issue 14): POST/DELETE PathPipelines/{name}/webhook
-//	  enables (EnableWebhookRequest → WebhookSecret) or disables a
-//	  pipeline's webhook, Pipeline.Webhook says whether it has one; POST
+//	  Step outputs: a shell task gets in $LEGATE_OUTPUT (OutputEnv) the
+//	  path of a file to which it may write KEY=VALUE lines; the delegate
+//	  sends them, masked, in ResultRequest.Outputs. An older delegate
+//	  sends none.
+//	  Pipelines (admin API only): PathPipelines (apply, list, get, delete,
+//	  run) and PathRuns (list, get, cancel).
+//	  Webhooks: POST/DELETE PathPipelines/{name}/webhook enables
+//	  (EnableWebhookRequest → WebhookSecret) or disables a pipeline's
+//	  webhook, Pipeline.Webhook says whether it has one; POST
 //	  PathHooks/{id} (no credentials; HeaderHubSignature256) starts a run,
 //	  idempotent per HeaderGitHubDelivery or HeaderLegateDelivery
 //	  (Run.Delivery).
-//	  Task containers (issue 15): tasks of type container
-//	  (TaskSpec.Container, a ContainerSpec); a delegate registers its
+//	  Task containers: tasks of type container (TaskSpec.Container, a
+//	  ContainerSpec); a delegate registers its
 //	  RegisterRequest.ContainerRuntime and Platform, and one without a
 //	  runtime is not offered container tasks (rule no_container_runtime).
 //	  A pipeline step's empty_dir may carry a Workspace, which only the
 //	  manager sets (a submitted task that sets it is refused). An older
 //	  delegate registers without a runtime and gets no container task.
-//	  Upgrades (issue 16; upgrade.go): RegisterRequest.Upgrade and Slot,
+//	  Upgrades (upgrade.go): RegisterRequest.Upgrade and Slot,
 //	  Delegate.Upgrade, UpgradeState and WantedVersion, the watcher's
 //	  PathUpgradeCheck and PathReleases, PUT PathDelegates/{name}/upgrade
 //	  (UpgradePolicyRequest: pin, hold, release, ring), rings with a soak
-//	  time (Delegate.UpgradeRing, UpgradeWaiting), ManifestRequest.Upgrade,
-//	  and the code delegate_expired.
-//	  Delegates at scale (issue 17): a delegate listing takes a limit, a
-//	  page cursor and filters (DelegateQuery; DelegateList.Next), and a
-//	  heartbeat may carry the delegate's performance figures
-//	  (Heartbeat.Perf, shown as Delegate.Perf). Older delegates send none;
-//	  an older manager ignores both.
-//	5 (2026-11-26): fewer round trips per task (issue 18): over its
+//	  time (Delegate.UpgradeRing, UpgradeWaiting),
+//	  ManifestRequest.Upgrade, and the code delegate_expired.
+//	  Delegates at scale: a delegate listing takes a limit, a page cursor
+//	  and filters (DelegateQuery; DelegateList.Next), and a heartbeat may
+//	  carry the delegate's performance figures (Heartbeat.Perf, shown as
+//	  Delegate.Perf). Older delegates send none; an older manager ignores
+//	  both.
+//	5 (2026-11-26): fewer round trips per task: over its
 //	  WebSocket a delegate may report a task started (FrameStarted) and its
 //	  result (FrameResult), and claim several offered tasks at once
 //	  (FrameAcquire), each frame numbered (Frame.Req) and answered by an
@@ -180,7 +179,7 @@ const (
 	// and revoke (POST + "/{name}/revoke"). Since v4.
 	PathAPIKeys = "/api/v1/apikeys"
 
-	// Users and roles (since v4, issue 13). PathUsers holds users and
+	// Users and roles (since v4). PathUsers holds users and
 	// service accounts (+ "/{name}"); PathGroups groups (+ "/{name}",
 	// + "/{name}/members", + "/{name}/members/{member}"); PathRoles custom
 	// and built-in roles (+ "/{name}"); PathBindings bindings (DELETE
@@ -193,16 +192,16 @@ const (
 	PathBindings = "/api/v1/bindings"
 	PathSessions = "/api/v1/sessions"
 	// PathSignInLinks makes a one-time sign-in link of the web UI for the
-	// user of the request (POST; legate ui). Since v4 (issue 17).
+	// user of the request (POST; legate ui). Since v4.
 	PathSignInLinks = "/api/v1/signin-links"
 
 	// PathAudit lists the audit log (GET; newest first; query
 	// parameters since, user, resource, limit and the cursor after).
 	// Approvals are POST PathDelegates + "/{name}/approve" and
-	// "/{name}/reject". Since v4 (issue 13).
+	// "/{name}/reject". Since v4.
 	PathAudit = "/api/v1/audit"
 
-	// PathSecrets is the admin API of stored secrets (since v4, issue 13):
+	// PathSecrets is the admin API of stored secrets (since v4):
 	// create (POST), list names (GET), and + "/{name}" with the scope in
 	// the query (?org=&project=) get metadata (GET), update the value
 	// (PATCH), delete (DELETE). No route returns a value.
@@ -210,23 +209,23 @@ const (
 
 	// PathDeployments lists deployments (GET; newest first; query
 	// parameters service, environment, since (RFC 3339), limit and the
-	// cursor page, from a listing's Next). Since v4 (issue 14).
+	// cursor page, from a listing's Next). Since v4.
 	PathDeployments = "/api/v1/deployments"
 	// PathLimits is the account's deployment limits: GET shows them with
 	// their usage (DeploymentLimits), PUT sets them (SetLimitsRequest).
-	// Since v4 (issue 14).
+	// Since v4.
 	PathLimits = "/api/v1/limits"
-	// PathPipelines is the admin API of pipelines (since v4, issue 14):
+	// PathPipelines is the admin API of pipelines (since v4):
 	// apply (POST ApplyPipelineRequest), list (GET), and + "/{name}" with
 	// the scope in the query (?org=&project=) get (GET) and delete
 	// (DELETE); + "/{name}/runs" starts a run (POST RunPipelineRequest).
 	PathPipelines = "/api/v1/pipelines"
 	// PathRuns lists pipeline runs (GET; ?pipeline=, limit); + "/{id}"
 	// gets one with its steps, + "/{id}/cancel" cancels it (POST). Since
-	// v4 (issue 14).
+	// v4.
 	PathRuns = "/api/v1/runs"
 	// PathHooks + "/{id}" is a pipeline's webhook (POST, no credentials:
-	// the body is signed, HeaderHubSignature256). Since v4 (issue 14).
+	// the body is signed, HeaderHubSignature256). Since v4.
 	PathHooks = "/api/v1/hooks"
 )
 
@@ -265,7 +264,7 @@ const (
 	TaskShell = "shell"
 	TaskHTTP  = "http"
 	// TaskContainer runs a ContainerSpec with the delegate's container
-	// runtime. Since v4 (issue 15).
+	// runtime. Since v4.
 	TaskContainer = "container"
 )
 
@@ -342,18 +341,18 @@ type RegisterRequest struct {
 	Description string `json:"description,omitempty"`
 	// ContainerRuntime names the container runtime the delegate runs
 	// container tasks with ("podman", "docker"); empty: it has none and is
-	// not offered container tasks. Since v4 (issue 15).
+	// not offered container tasks. Since v4.
 	ContainerRuntime string `json:"container_runtime,omitempty"`
 	// Platform is where the delegate runs: PlatformFargate, PlatformEC2 or
-	// empty (a plain host). Since v4 (issue 15).
+	// empty (a plain host). Since v4.
 	Platform string `json:"platform,omitempty"`
 	// Upgrade is UpgradeAuto or UpgradeOff when a watcher runs the
 	// delegate (AUTO_UPGRADE=false: off), UpgradeManual otherwise. Since
-	// v4 (issue 16).
+	// v4.
 	Upgrade string `json:"upgrade,omitempty"`
 	// Slot, set by a watcher (the version the process runs), tells apart
 	// the processes of one delegate on one host while it switches
-	// versions: it is part of the instance identity. Since v4 (issue 16).
+	// versions: it is part of the instance identity. Since v4.
 	Slot string `json:"slot,omitempty"`
 }
 
@@ -482,7 +481,7 @@ type Heartbeat struct {
 	// Since v3.
 	Configuring string `json:"configuring,omitempty"`
 	// Perf is what the delegate measures of itself and its host, sampled
-	// once per heartbeat. Since v4 (issue 17); absent from older
+	// once per heartbeat. Since v4; absent from older
 	// delegates.
 	Perf *DelegatePerf `json:"perf,omitempty"`
 }
@@ -568,7 +567,7 @@ type TaskSpec struct {
 	Shell *ShellSpec `json:"shell,omitempty"`
 	HTTP  *HTTPSpec  `json:"http,omitempty"`
 	// Container is the payload of a container task (see ContainerSpec;
-	// Env and SecretEnv are passed into the container). Since v4 (issue 15).
+	// Env and SecretEnv are passed into the container). Since v4.
 	Container *ContainerSpec    `json:"container,omitempty"`
 	Selectors []string          `json:"selectors,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
@@ -651,7 +650,7 @@ type Task struct {
 // hostname: the tasks it ran or runs), limit (1-1000, default 100) and
 // page, the cursor of the next page: a listing's Next. Next is set when
 // the listing is full (a next page may hold more). delegate, page and
-// Next since issue 17.
+// Next since v4.
 type TaskList struct {
 	Tasks []Task `json:"tasks"`
 	Next  string `json:"next,omitempty"`
@@ -672,7 +671,7 @@ type AcquireResponse struct {
 	TimeoutMS int64 `json:"timeout_ms"`
 	// Mask lists the values of the stored secrets the manager put into
 	// Spec in place of ${secrets.NAME} references; the delegate masks them
-	// in the output as it masks SecretEnv values. Since v4 (issue 13).
+	// in the output as it masks SecretEnv values. Since v4.
 	Mask []string `json:"mask,omitempty"`
 }
 
@@ -713,7 +712,7 @@ type ResultRequest struct {
 	DelegateFault bool `json:"delegate_fault,omitempty"`
 	// Outputs are the KEY=VALUE lines a shell task wrote to the file named
 	// by $LEGATE_OUTPUT (OutputEnv), masked; within MaxOutputs and
-	// MaxOutputBytes. Since v4 (issue 14).
+	// MaxOutputBytes. Since v4.
 	Outputs map[string]string `json:"outputs,omitempty"`
 }
 
@@ -809,8 +808,7 @@ type Delegate struct {
 	Project       string     `json:"project,omitempty"`
 	OverThreshold string     `json:"over_threshold,omitempty"`
 	// Perf is the performance figures of the instance's last heartbeat,
-	// when it is connected to this manager and reports them. Since v4
-	// (issue 17).
+	// when it is connected to this manager and reports them. Since v4.
 	Perf *DelegatePerf `json:"perf,omitempty"`
 	// Description is the delegate's DELEGATE_DESCRIPTION. Since v3.
 	Description string `json:"description,omitempty"`
@@ -827,12 +825,12 @@ type Delegate struct {
 	// Upgrade is how the instance is upgraded (UpgradeAuto, UpgradeOff,
 	// "" manual); UpgradeState where it stands (UpgradeCurrent, ...,
 	// UpgradeFailed + ": " + reason); WantedVersion the version its group
-	// wants ("" when held back). Since v4 (issue 16).
+	// wants ("" when held back). Since v4.
 	Upgrade       string `json:"upgrade,omitempty"`
 	UpgradeState  string `json:"upgrade_state,omitempty"`
 	WantedVersion string `json:"wanted_version,omitempty"`
 	// UpgradeRing is its group's ring; UpgradeWaiting, when its ring
-	// waits for an earlier one, says for what. Since v4 (issue 16).
+	// waits for an earlier one, says for what. Since v4.
 	UpgradeRing    string `json:"upgrade_ring,omitempty"`
 	UpgradeWaiting string `json:"upgrade_waiting,omitempty"`
 }
@@ -1210,7 +1208,7 @@ const (
 	// approval (its token requires it). Since v4.
 	RulePendingApproval = "pending_approval"
 	// RuleNoContainerRuntime: a container task, and the delegate has no
-	// container runtime. Since v4 (issue 15).
+	// container runtime. Since v4.
 	RuleNoContainerRuntime = "no_container_runtime"
 )
 
@@ -1249,7 +1247,7 @@ type DeletedDelegate struct {
 type DelegateList struct {
 	Delegates []Delegate `json:"delegates"`
 	// Next, when set, is the DelegateQuery.Page of the next page (a
-	// listing with a limit that left delegates out). Since v4 (issue 17).
+	// listing with a limit that left delegates out). Since v4.
 	Next string `json:"next,omitempty"`
 }
 
@@ -1499,18 +1497,18 @@ const (
 	// valid. Since v4.
 	CodeIdentityConflict Code = "identity_conflict"
 	// CodeRateLimited: too many attempts (sign-ins with a wrong password);
-	// retry after the answer's Retry-After. Since v4 (issue 13).
+	// retry after the answer's Retry-After. Since v4.
 	CodeRateLimited Code = "rate_limited"
 	// CodeDelegateRejected: an administrator rejected the delegate (legate
-	// delegates reject); it must stop, not retry. Since v4 (issue 13).
+	// delegates reject); it must stop, not retry. Since v4.
 	CodeDelegateRejected Code = "delegate_rejected"
 	// CodeDeploymentLimit: a pipeline run would exceed one of the
 	// account's deployment limits; the message names the limit, the
-	// usage and when the next slot frees up. Since v4 (issue 14).
+	// usage and when the next slot frees up. Since v4.
 	CodeDeploymentLimit Code = "deployment_limit"
 	// CodeDelegateExpired: the delegate's version is older than the
 	// manager accepts (the previous minor version on); the message names
-	// the version to install. Since v4 (issue 16).
+	// the version to install. Since v4.
 	CodeDelegateExpired Code = "delegate_expired"
 	// CodeUnknownFrame: the manager does not know the kind of a numbered
 	// WebSocket frame (the delegate is newer): the delegate makes the
@@ -1713,6 +1711,6 @@ type RunStep struct {
 type RunList struct {
 	Runs []Run `json:"runs"`
 	// Next, when set, is the page query parameter of the next (older)
-	// page. Since issue 17.
+	// page. Since v4.
 	Next string `json:"next,omitempty"`
 }

@@ -1,6 +1,6 @@
 package protocol
 
-// Upgrades (since v4, issue 16). A delegate registers with its build
+// Upgrades (since v4). A delegate registers with its build
 // version, and with RegisterRequest.Upgrade and Slot when a watcher runs
 // it. The manager wants one version per delegate group: its own unless an
 // administrator pinned another or holds the group back (PUT

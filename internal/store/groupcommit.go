@@ -311,13 +311,7 @@ func (s *Store) runGroupSQLite(group []*writeReq) {
 	}()
 	if err == nil {
 		s.wcache.fill(bg, s.writer)
-		for i, r := range group {
-			if alone[i] {
-				r.runAlone()
-			} else {
-				r.finish(failed[i])
-			}
-		}
+		finishGroup(group, alone, failed)
 		return
 	}
 	for i, r := range group {
@@ -360,21 +354,40 @@ func (s *Store) runGroupPostgres(group []*writeReq) {
 	failed := make([]error, len(group)) // outcomes, when not alone
 	alone := make([]bool, len(group))
 	skipped := make([]bool, len(group)) // its caller gave up first
-	// abandon hands every write back to run alone: the transaction is gone.
-	abandon := func() {
-		for i, r := range group {
-			if skipped[i] {
-				r.finish(failed[i])
-			} else {
-				r.runAlone()
-			}
-		}
-	}
 	tx, err := s.writer.BeginTx(bg, nil)
 	if err != nil {
-		abandon()
+		abandonGroup(group, failed, skipped)
 		return
 	}
+	if err := runGroupWritesPostgres(bg, tx, group, failed, alone, skipped); err != nil {
+		tx.Rollback()
+		abandonGroup(group, failed, skipped)
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback) {
+			abandonGroup(group, failed, skipped) // refused by the server: nothing was committed
+			return
+		}
+		for i := range group {
+			if !alone[i] && failed[i] == nil {
+				failed[i] = err
+			}
+		}
+	} else {
+		s.wcache.fill(bg, s.writer)
+	}
+	finishGroup(group, alone, failed)
+}
+
+// runGroupWritesPostgres runs a group's writes in tx, up to its commit:
+// it bounds the lock waits, opens savepoint g, runs each write (each
+// outcome in failed, or alone set when the write runs again alone,
+// skipped set when its caller gave up first) and lifts the lock timeout.
+// An error is the transaction's: it is to be rolled back and the group
+// abandoned.
+func runGroupWritesPostgres(bg context.Context, tx *sql.Tx, group []*writeReq, failed []error, alone, skipped []bool) error {
 	exec := func(q string) error {
 		_, err := tx.ExecContext(bg, q)
 		return err
@@ -405,9 +418,7 @@ func (s *Store) runGroupPostgres(group []*writeReq) {
 		return rollback(q)
 	}
 	if err := exec(`SET LOCAL lock_timeout = '` + groupLockTimeout + `'; SAVEPOINT g`); err != nil {
-		tx.Rollback()
-		abandon()
-		return
+		return err
 	}
 	for i, r := range group {
 		if err := r.ctx.Err(); err != nil {
@@ -416,9 +427,7 @@ func (s *Store) runGroupPostgres(group []*writeReq) {
 		}
 		if !r.mode.clean && len(since) > 0 {
 			if err := step(`RELEASE g; SAVEPOINT g`); err != nil {
-				tx.Rollback()
-				abandon()
-				return
+				return err
 			}
 			since = nil
 		}
@@ -437,32 +446,30 @@ func (s *Store) runGroupPostgres(group []*writeReq) {
 			failed[i] = ferr
 		}
 		if err := rollback(""); err != nil {
-			tx.Rollback()
-			abandon()
-			return
+			return err
 		}
 	}
 	// The commit waits for locks too (a transaction that notifies takes
 	// the server's notification lock): no lock timeout there.
-	if err := step(`SET LOCAL lock_timeout = 0`); err != nil {
-		tx.Rollback()
-		abandon()
-		return
-	}
-	if err := tx.Commit(); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) || errors.Is(err, pgx.ErrTxCommitRollback) {
-			abandon() // refused by the server: nothing was committed
-			return
+	return step(`SET LOCAL lock_timeout = 0`)
+}
+
+// abandonGroup hands every write of a group back to its caller to run
+// alone, the transaction being gone, but those whose callers gave up
+// first (skipped), which get their outcome.
+func abandonGroup(group []*writeReq, failed []error, skipped []bool) {
+	for i, r := range group {
+		if skipped[i] {
+			r.finish(failed[i])
+		} else {
+			r.runAlone()
 		}
-		for i := range group {
-			if !alone[i] && failed[i] == nil {
-				failed[i] = err
-			}
-		}
-	} else {
-		s.wcache.fill(bg, s.writer)
 	}
+}
+
+// finishGroup completes the requests of a committed group: those marked
+// alone run again alone, the others get their outcome.
+func finishGroup(group []*writeReq, alone []bool, failed []error) {
 	for i, r := range group {
 		if alone[i] {
 			r.runAlone()

@@ -1,9 +1,12 @@
 // Package store keeps legate's durable state: accounts and settings;
-// users, service accounts, groups, roles, bindings, API keys and sign-in
-// links; delegate tokens, approvals, instances, configurations and upgrade
-// policies; orgs, projects, connectors and capability results; tasks, their
-// claims, leases and logs; secrets; pipelines, their runs, deployments and
-// webhooks; the audit log; and the retention of finished work.
+// users, service accounts, groups, roles, bindings, web sessions, API keys
+// and sign-in links; delegate tokens, approvals, instances (also by page),
+// configurations and their results, capability results, and upgrade
+// policies and reports; orgs, projects and connectors; tasks with their
+// claims, leases and output, and the queue's figures; stored secrets and
+// the sealing of every secret value; pipelines, their runs, deployments,
+// deployment limits and webhooks; the audit log; and the deletion of
+// finished tasks and runs that retention asks for.
 //
 // One Store type fronts both SQLite (embedded, pure Go, WAL, one writer
 // connection) and PostgreSQL (several managers may share one database and

@@ -211,110 +211,161 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var retiring []*child
-	defer func() {
-		for _, c := range append(retiring, cur) {
-			c.signal(syscall.SIGTERM)
-		}
-		for _, c := range append(retiring, cur) {
-			<-c.done
-		}
-	}()
-	failed, failReason := w.loadFailed()
-	st := state{}
-	if failed != "" {
-		st = state{kind: protocol.WatcherFailed, target: failed, reason: failReason}
+	r := &supervisor{Watcher: w, cur: cur, restarts: backoff.Backoff{Min: time.Second, Max: time.Minute}, interval: time.Minute}
+	defer r.stopAll()
+	if failed, reason := w.loadFailed(); failed != "" {
+		r.failed, r.st = failed, state{kind: protocol.WatcherFailed, target: failed, reason: reason}
 	}
 	if w.opts.AutoUpgrade && w.opts.PublicKey == nil {
 		w.log.Warn("no public key to verify upgrades with (LEGATE_UPGRADE_PUBLIC_KEY): the delegate is supervised, never upgraded")
 	}
-	restarts := backoff.Backoff{Min: time.Second, Max: time.Minute}
-	var restartAt <-chan time.Time
 	poll := time.NewTimer(0)
 	defer poll.Stop()
-	interval := time.Minute
 	for {
 		// The first retiring process to exit, if any.
 		var retired <-chan struct{}
-		if len(retiring) > 0 {
-			retired = retiring[0].done
+		if len(r.retiring) > 0 {
+			retired = r.retiring[0].done
 		}
 		var curDone <-chan struct{}
-		if restartAt == nil {
-			curDone = cur.done
+		if r.restartAt == nil {
+			curDone = r.cur.done
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-retired:
-			old := retiring[0]
-			retiring = retiring[1:]
-			w.log.Info("the old delegate drained and exited", "version", old.version, "exit", exitText(old.err),
-				"drain_ms", time.Since(old.stopping).Milliseconds())
-			w.warnUndelivered(old.version)
-			w.removeBinary(old.version, cur.version)
+			r.retired()
 		case <-curDone:
-			d := restarts.Next()
-			if time.Since(cur.started) > 10*time.Minute {
-				restarts.Reset()
-				d = restarts.Next()
-			}
-			w.log.Warn("the delegate exited; restarting it", "version", cur.version, "exit", exitText(cur.err), "restart_in", d.Round(time.Millisecond))
-			restartAt = time.After(d)
-		case <-restartAt:
-			restartAt = nil
-			c, err := w.start(cur.version, cur.binary, cur.port)
-			if err != nil {
-				w.log.Error("restart the delegate", "err", err)
-				restartAt = time.After(restarts.Next())
-				continue
-			}
-			cur = c
+			r.exited()
+		case <-r.restartAt:
+			r.restart()
 		case <-poll.C:
-			resp, err := w.check(ctx, cur.version, st)
-			if err != nil {
-				w.log.Warn("cannot ask the manager which version to run", "err", err)
-				poll.Reset(interval)
-				continue
+			if r.poll(ctx) {
+				return nil
 			}
-			w.log.Debug("asked the manager which version to run", "wanted", resp.Wanted, "held", resp.Held, "running", cur.version)
-			if resp.PollIntervalMS > 0 {
-				interval = time.Duration(resp.PollIntervalMS) * time.Millisecond
-			}
-			if w.opts.PollInterval > 0 {
-				interval = w.opts.PollInterval
-			}
-			if failed != "" && !release.SameVersion(resp.Wanted, failed) {
-				// The manager wants another version now: the failure is
-				// forgotten.
-				failed, st = "", state{}
-				w.saveFailed("", "")
-			}
-			if w.wantsUpgrade(resp, cur.version, failed) && restartAt == nil {
-				next, err := w.upgrade(ctx, cur, resp.Wanted)
-				switch {
-				case ctx.Err() != nil:
-					return nil
-				case err != nil:
-					failed, st = resp.Wanted, state{kind: protocol.WatcherFailed, target: resp.Wanted, reason: err.Error()}
-					w.saveFailed(failed, err.Error())
-					w.removeBinary(failed, cur.version)
-					w.log.Error("upgrade failed; the running version goes on, and this one is not tried again until the manager wants another",
-						"from", cur.version, "to", resp.Wanted, "reason", err.Error())
-					if _, err := w.check(ctx, cur.version, st); err != nil {
-						w.log.Warn("cannot report the failed upgrade yet", "err", err)
-					}
-				default:
-					retiring = append(retiring, cur)
-					cur, st = next, state{}
-					restarts.Reset()
-					if _, err := w.check(ctx, cur.version, st); err != nil {
-						w.log.Warn("cannot report the upgrade yet", "err", err)
-					}
-				}
-			}
-			poll.Reset(interval)
+			poll.Reset(r.interval)
 		}
+	}
+}
+
+// supervisor is the state of one Run: the delegates, their restarts, and
+// what the watcher tells the manager.
+type supervisor struct {
+	*Watcher
+	cur      *child
+	retiring []*child // older versions draining, oldest first
+	// failed is the version whose upgrade failed: it is not tried again
+	// until the manager wants another.
+	failed    string
+	st        state // what the next check reports
+	restarts  backoff.Backoff
+	restartAt <-chan time.Time // when cur restarts (nil: it runs)
+	interval  time.Duration    // between checks
+}
+
+// stopAll sends SIGTERM to every delegate (each drains) and waits for
+// their exits.
+func (r *supervisor) stopAll() {
+	for _, c := range append(r.retiring, r.cur) {
+		c.signal(syscall.SIGTERM)
+	}
+	for _, c := range append(r.retiring, r.cur) {
+		<-c.done
+	}
+}
+
+// retired notes the exit of the oldest retiring delegate.
+func (r *supervisor) retired() {
+	old := r.retiring[0]
+	r.retiring = r.retiring[1:]
+	r.log.Info("the old delegate drained and exited", "version", old.version, "exit", exitText(old.err),
+		"drain_ms", time.Since(old.stopping).Milliseconds())
+	r.warnUndelivered(old.version)
+	r.removeBinary(old.version, r.cur.version)
+}
+
+// exited schedules the restart of the current delegate, which exited,
+// after a backoff (from its start again once it ran for a while).
+func (r *supervisor) exited() {
+	d := r.restarts.Next()
+	if time.Since(r.cur.started) > 10*time.Minute {
+		r.restarts.Reset()
+		d = r.restarts.Next()
+	}
+	r.log.Warn("the delegate exited; restarting it", "version", r.cur.version, "exit", exitText(r.cur.err), "restart_in", d.Round(time.Millisecond))
+	r.restartAt = time.After(d)
+}
+
+// restart starts the current version again (later again if it cannot).
+func (r *supervisor) restart() {
+	r.restartAt = nil
+	c, err := r.start(r.cur.version, r.cur.binary, r.cur.port)
+	if err != nil {
+		r.log.Error("restart the delegate", "err", err)
+		r.restartAt = time.After(r.restarts.Next())
+		return
+	}
+	r.cur = c
+}
+
+// poll asks the manager which version to run and upgrades to it when it
+// should. It reports true when ctx ended during an upgrade.
+func (r *supervisor) poll(ctx context.Context) (done bool) {
+	resp, err := r.check(ctx, r.cur.version, r.st)
+	if err != nil {
+		r.log.Warn("cannot ask the manager which version to run", "err", err)
+		return false
+	}
+	r.log.Debug("asked the manager which version to run", "wanted", resp.Wanted, "held", resp.Held, "running", r.cur.version)
+	if resp.PollIntervalMS > 0 {
+		r.interval = time.Duration(resp.PollIntervalMS) * time.Millisecond
+	}
+	if r.opts.PollInterval > 0 {
+		r.interval = r.opts.PollInterval
+	}
+	if r.failed != "" && !release.SameVersion(resp.Wanted, r.failed) {
+		// The manager wants another version now: the failure is
+		// forgotten.
+		r.failed, r.st = "", state{}
+		r.saveFailed("", "")
+	}
+	if !r.wantsUpgrade(resp, r.cur.version, r.failed) || r.restartAt != nil {
+		return false
+	}
+	next, err := r.upgrade(ctx, r.cur, resp.Wanted)
+	switch {
+	case ctx.Err() != nil:
+		return true
+	case err != nil:
+		r.upgradeFailed(ctx, resp.Wanted, err)
+	default:
+		r.upgraded(ctx, next)
+	}
+	return false
+}
+
+// upgradeFailed records that the upgrade to version failed (it is not
+// tried again until the manager wants another) and tells the manager.
+func (r *supervisor) upgradeFailed(ctx context.Context, version string, err error) {
+	r.failed, r.st = version, state{kind: protocol.WatcherFailed, target: version, reason: err.Error()}
+	r.saveFailed(r.failed, err.Error())
+	r.removeBinary(r.failed, r.cur.version)
+	r.log.Error("upgrade failed; the running version goes on, and this one is not tried again until the manager wants another",
+		"from", r.cur.version, "to", version, "reason", err.Error())
+	if _, err := r.check(ctx, r.cur.version, r.st); err != nil {
+		r.log.Warn("cannot report the failed upgrade yet", "err", err)
+	}
+}
+
+// upgraded makes next, connected, the current delegate (the old one
+// drains) and tells the manager.
+func (r *supervisor) upgraded(ctx context.Context, next *child) {
+	r.retiring = append(r.retiring, r.cur)
+	r.cur, r.st = next, state{}
+	r.restarts.Reset()
+	if _, err := r.check(ctx, r.cur.version, r.st); err != nil {
+		r.log.Warn("cannot report the upgrade yet", "err", err)
 	}
 }
 

@@ -86,8 +86,8 @@ type instanceRow struct {
 	Stopped    bool
 	Connection string
 	Version    string
-	// UpgradeState is where its upgrade stands (issue 16: current,
-	// upgrade available, upgrading, upgrade failed: REASON, expired);
+	// UpgradeState is where its upgrade stands (current, upgrade
+	// available, upgrading, upgrade failed: REASON, expired);
 	// AutoUpgrade is "on" or "off" under a watcher, "" otherwise.
 	UpgradeState  string
 	AutoUpgrade   string

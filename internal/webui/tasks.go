@@ -377,6 +377,12 @@ type outputEnd struct {
 // handleTaskOutput streams a task's output (masked, as the API serves it)
 // as server-sent events until the task has ended and its output is all
 // there; the last event is the task's final status.
+//
+// The task's status and timeline go at the start, after every change of
+// the account's tasks that changed this one (acquired, started, ended:
+// the manager's task watch), with its first output (in case a delegate on
+// another manager started it) and at its end: the page's timeline follows
+// without a reload, before any output too.
 func (u *UI) handleTaskOutput(w http.ResponseWriter, r *http.Request, s *user) {
 	id := r.PathValue("id")
 	ev, ok := u.startEvents(w)
@@ -384,7 +390,33 @@ func (u *UI) handleTaskOutput(w http.ResponseWriter, r *http.Request, s *user) {
 		return
 	}
 	// The stream ends with the manager's shutdown, too.
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, release := u.untilStopping(r.Context())
+	defer release()
+	ts := &taskStream{ev: ev, api: s.api, id: id}
+	changes, stop := u.cfg.Backend.WatchTasks(s.account)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		defer stop()
+		ts.watch(ctx, changes)
+	}()
+	defer func() {
+		release()
+		<-watching
+	}()
+	t, err := ts.output(ctx)
+	if err != nil {
+		ts.fail(ctx, err)
+		return
+	}
+	ts.end(ctx, t)
+}
+
+// untilStopping returns a context that ends with parent or when the UI
+// stops, whichever comes first, and a function that releases it (it may
+// be called more than once).
+func (u *UI) untilStopping(parent context.Context) (ctx context.Context, release func()) {
+	ctx, cancel := context.WithCancel(parent)
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
@@ -394,95 +426,114 @@ func (u *UI) handleTaskOutput(w http.ResponseWriter, r *http.Request, s *user) {
 		case <-ctx.Done():
 		}
 	}()
-	defer func() {
+	return ctx, func() {
 		cancel()
 		<-watched
-	}()
-	// The task's status and timeline go at the start, after every change
-	// of the account's tasks that changed this one (acquired, started,
-	// ended: the manager's task watch), with its first output (in case a
-	// delegate on another manager started it) and at its end: the page's
-	// timeline follows without a reload, before any output too.
-	var sendMu sync.Mutex
-	var last stateEvent
-	sendTask := func(t protocol.Task) error {
-		st := taskState(t)
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		if reflect.DeepEqual(st, last) {
-			return nil
-		}
-		last = st
-		b, _ := json.Marshal(st)
-		return ev.send("task", string(b))
 	}
-	changes, stop := u.cfg.Backend.WatchTasks(s.account)
-	watching := make(chan struct{})
-	go func() {
-		defer close(watching)
-		defer stop()
-		for {
-			if t, err := s.api.GetTask(ctx, id); err == nil {
-				if sendTask(t) != nil || terminal(t.Status) {
-					return
-				}
-			}
-			select {
-			case <-ctx.Done():
+}
+
+// taskStream is the event stream of one task's output page. Its events
+// are sent by two goroutines (the task watch and the output), one at a
+// time.
+type taskStream struct {
+	ev  *events
+	api *client.Client
+	id  string
+
+	mu   sync.Mutex
+	last stateEvent // the task's state sent last
+}
+
+// send sends one event.
+func (ts *taskStream) send(name, data string) error {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.ev.send(name, data)
+}
+
+// sendTask sends the task's state, unless it is the one sent last.
+func (ts *taskStream) sendTask(t protocol.Task) error {
+	st := taskState(t)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if reflect.DeepEqual(st, ts.last) {
+		return nil
+	}
+	ts.last = st
+	b, _ := json.Marshal(st)
+	return ts.ev.send("task", string(b))
+}
+
+// watch sends the task's state at the start and after the changes of the
+// account's tasks, until the task has ended, the stream fails or ctx
+// ends.
+func (ts *taskStream) watch(ctx context.Context, changes <-chan struct{}) {
+	for {
+		if t, err := ts.api.GetTask(ctx, ts.id); err == nil {
+			if ts.sendTask(t) != nil || terminal(t.Status) {
 				return
-			case <-changes:
-			}
-			// Changes of other tasks wake this one too: read the task at
-			// most every taskPause.
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(taskPause):
 			}
 		}
-	}()
-	defer func() {
-		cancel()
-		<-watching
-	}()
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		}
+		// Changes of other tasks wake this one too: read the task at
+		// most every taskPause.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(taskPause):
+		}
+	}
+}
+
+// output sends the task's output as it comes, with its state before the
+// first chunk, until the task has ended (it returns the task then).
+func (ts *taskStream) output(ctx context.Context) (protocol.Task, error) {
 	sentStarted := false
-	t, err := s.api.StreamLogsWith(ctx, id, client.StreamOptions{Follow: true}, func(l protocol.LogStreamLine) error {
+	return ts.api.StreamLogsWith(ctx, ts.id, client.StreamOptions{Follow: true}, func(l protocol.LogStreamLine) error {
 		if l.Chunk == nil {
 			return nil
 		}
 		if !sentStarted {
 			sentStarted = true
-			if t, err := s.api.GetTask(ctx, id); err == nil {
-				if err := sendTask(t); err != nil {
+			if t, err := ts.api.GetTask(ctx, ts.id); err == nil {
+				if err := ts.sendTask(t); err != nil {
 					return err
 				}
 			}
 		}
 		b, _ := json.Marshal(outputChunk{Data: l.Chunk.Data, Marker: strings.HasPrefix(strings.TrimLeft(l.Chunk.Data, "\n"), "[legate: ")})
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		return ev.send("output", string(b))
+		return ts.send("output", string(b))
 	})
-	if err != nil {
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		if statusOf(err) == http.StatusUnauthorized {
-			_ = ev.send("signedout", "")
-			return
-		}
-		if ctx.Err() == nil {
-			b, _ := json.Marshal(map[string]string{"error": apiMessage(err)})
-			_ = ev.send("failure", string(b))
-		}
+}
+
+// fail ends a stream whose output could not be read: "signedout" when
+// the session has ended, "failure" with the API's message unless the
+// stream itself ended.
+func (ts *taskStream) fail(ctx context.Context, err error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if statusOf(err) == http.StatusUnauthorized {
+		_ = ts.ev.send("signedout", "")
 		return
 	}
-	if full, err := s.api.GetTask(ctx, id); err == nil {
-		_ = sendTask(full)
+	if ctx.Err() == nil {
+		b, _ := json.Marshal(map[string]string{"error": apiMessage(err)})
+		_ = ts.ev.send("failure", string(b))
+	}
+}
+
+// end sends the task's final state and the "end" event with its outcome
+// (t, as its output stream ended).
+func (ts *taskStream) end(ctx context.Context, t protocol.Task) {
+	if full, err := ts.api.GetTask(ctx, ts.id); err == nil {
+		_ = ts.sendTask(full)
 	}
 	b, _ := json.Marshal(outputEnd{Status: t.Status, ExitCode: t.ExitCode, Error: t.Error})
-	sendMu.Lock()
-	defer sendMu.Unlock()
-	_ = ev.send("end", string(b))
+	_ = ts.send("end", string(b))
 }
 
 func (u *UI) handleCancelTask(w http.ResponseWriter, r *http.Request, s *user) {

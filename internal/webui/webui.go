@@ -1,11 +1,17 @@
 // Package webui is legate's web UI: server-rendered pages (html/template,
 // auto-escaped) with a little plain JavaScript for live updates
 // (server-sent events), embedded in the binary and served by the manager
-// at "/" next to the API. It is a client of the API: every page and action
-// calls the manager's API handler in-process with the user's sign-in
-// session, so the API's authentication, permission rules, audit and
-// masking apply unchanged; the policy the Backend returns only decides
-// which actions a page offers.
+// at "/" next to the API. It holds sign-in (a password or a one-time
+// link), the Delegates pages (the live list, one delegate and its
+// actions, a new delegate's install), Tasks (the live list, one task with
+// its live timeline and output, cancel), Pipelines and their runs,
+// Deployments, and Settings (tokens, API keys, users, roles, bindings,
+// secrets, connectors, configurations, audit). It is a client of the API:
+// every page and action calls the manager's API handler in-process (a
+// client.Client over inproc) with the user's sign-in session, so the
+// API's authentication, permission rules, audit and masking apply
+// unchanged; the policy the Backend returns only decides which actions a
+// page offers, and its watches tell live pages when to render again.
 //
 // Security: the session token lives in an HttpOnly, SameSite=Strict cookie
 // (Secure over TLS); every form POST carries a CSRF token derived from the

@@ -1,6 +1,6 @@
 -- 0008: users, service accounts, groups, roles, bindings and web sign-in
--- sessions (issue 13). Same rules as 0001: portable SQL, BIGINT Unix
--- microseconds, booleans as INTEGER 0/1, lists as JSON TEXT.
+-- sessions. Same rules as 0001: portable SQL, BIGINT Unix microseconds,
+-- booleans as INTEGER 0/1, lists as JSON TEXT.
 --
 -- principals holds users and service accounts (kind 'user' or
 -- 'service_account'); names are unique within an account across both

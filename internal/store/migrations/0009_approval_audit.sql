@@ -1,5 +1,5 @@
--- 0009: delegate approval and the audit log (issue 13). Same rules as
--- 0001: portable SQL, BIGINT Unix microseconds, booleans as INTEGER 0/1.
+-- 0009: delegate approval and the audit log. Same rules as 0001:
+-- portable SQL, BIGINT Unix microseconds, booleans as INTEGER 0/1.
 
 -- A token may require approval: delegates that register with it wait,
 -- pending, until an administrator approves them.

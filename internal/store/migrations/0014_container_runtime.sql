@@ -1,4 +1,4 @@
 -- The container runtime a delegate instance registered with ("podman",
 -- "docker"; empty: none): only instances with one are offered container
--- tasks (issue 15).
+-- tasks.
 ALTER TABLE instances ADD COLUMN container_runtime TEXT NOT NULL DEFAULT '';

@@ -1,5 +1,5 @@
--- 0016: upgrades (issue 16). Same rules as 0001: portable SQL, BIGINT
--- Unix microseconds, INTEGER 0/1 booleans.
+-- 0016: upgrades. Same rules as 0001: portable SQL, BIGINT Unix
+-- microseconds, INTEGER 0/1 booleans.
 -- How an instance is upgraded, as it registered: 'auto' (a watcher runs
 -- and upgrades it), 'off' (a watcher runs it with AUTO_UPGRADE=false) or
 -- '' (no watcher).
