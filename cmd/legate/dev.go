@@ -51,88 +51,7 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
   set -a; . .legate-dev/admin.env; set +a
   legate task run --script 'echo hello from $(hostname)'`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			// The dev delegate runs tasks in this process's children:
-			// restart without the credentials in the environment first.
-			exposed := su.guard("")
-			log, err := newLogger(f.logLevel)
-			if err != nil {
-				return err
-			}
-			if err := f.checkLiveness(); err != nil {
-				return err
-			}
-			if delegateHTTPPort < 0 || delegateHTTPPort > 65535 {
-				return fmt.Errorf("--delegate-http-port %d: use 1-65535, or 0 for none", delegateHTTPPort)
-			}
-			warnExposed(log, exposed)
-			ctx := cmd.Context()
-			f.lookupEnv = su.lookupEnv
-			f.auditRetention = 90 * 24 * time.Hour
-			f.retention = 30 * 24 * time.Hour
-			f.listenFallback = !cmd.Flags().Changed("listen")
-			m, admin, ln, st, err := startManager(ctx, f, log)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			token, err := devToken(ctx, st, f.data, admin)
-			if err != nil {
-				return err
-			}
-			// The dev delegate's http tasks honor the proxy variables.
-			proxy, err := config.ReadProxy(su.lookupEnv)
-			if err != nil {
-				return err
-			}
-			workDir := filepath.Join(f.data, "delegate")
-			if err := os.MkdirAll(workDir, 0o700); err != nil {
-				return err
-			}
-			logFile, err := openDelegateLog(workDir)
-			if err != nil {
-				return err
-			}
-			defer logFile.Close()
-			var termLevel slog.Level
-			_ = termLevel.UnmarshalText([]byte(f.logLevel)) // checked by newLogger
-			dlog := devDelegateLogger(log, termLevel, logFile)
-			registered := make(chan struct{}) // closed once, by Run
-			a, err := delegate.New(delegate.Options{
-				Config: config.Delegate{
-					AccountID: admin.AccountID, Token: token, ManagerURLs: []string{publicURL(ln.Addr(), false)},
-					Name: "dev-delegate", Type: "SHELL", Tags: []string{"dev"}, Proxy: proxy,
-				},
-				WorkDir: workDir, Grace: 10 * time.Second, Version: buildVersion(), Logger: dlog, ForceStop: stop.Force,
-				HTTPAddr: httpAddr("127.0.0.1", delegateHTTPPort), Environ: su.environ(),
-				TaskIsolation: os.Getenv("LEGATE_TASK_ISOLATION"),
-				MaskValues:    []string{admin.APIKey},
-				Registered:    func() { close(registered) },
-			})
-			if err != nil {
-				return err
-			}
-			mctx, stopManager := context.WithCancel(context.WithoutCancel(ctx))
-			defer stopManager()
-			var wg sync.WaitGroup
-			var merr error
-			wg.Add(1)
-			go func() { defer wg.Done(); merr = m.Run(mctx, ln) }()
-			// The banner comes once the dev delegate is registered, so
-			// that the commands it suggests find it.
-			errc := make(chan error, 1)
-			go func() { errc <- a.Run(ctx) }()
-			var derr error
-			select {
-			case <-registered:
-				fmt.Fprint(cmd.OutOrStdout(), devBanner(admin, f.data, delegateHTTPPort, thisCLI()))
-				derr = <-errc
-			case derr = <-errc: // stopped, or failed, before it registered
-			}
-			stopManager()
-			wg.Wait()
-			return errors.Join(derr, merr)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDev(cmd, stop, su, f, delegateHTTPPort) },
 	}
 	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:7460", "address to listen on (without it: a free port when 127.0.0.1:7460 is taken)")
 	cmd.Flags().StringVar(&f.data, "data", ".legate-dev", "data directory")
@@ -141,6 +60,91 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 	cmd.Flags().DurationVar(&f.pruneAfter, "prune-delegates-after", defaultPruneAfter, "remove delegate instances out of contact (stopped, or silent) for longer than this; 0 = never")
 	cmd.Flags().IntVar(&delegateHTTPPort, "delegate-http-port", 0, "port on 127.0.0.1 of the dev delegate's /healthz, /readyz and /metrics (0 = none)")
 	return cmd
+}
+
+// runDev runs the dev manager and its delegate until the command's
+// context ends, and stops both.
+func runDev(cmd *cobra.Command, stop *stopper, su *startup, f managerFlags, delegateHTTPPort int) error {
+	// The dev delegate runs tasks in this process's children:
+	// restart without the credentials in the environment first.
+	exposed := su.guard("")
+	log, err := newLogger(f.logLevel)
+	if err != nil {
+		return err
+	}
+	if err := f.checkLiveness(); err != nil {
+		return err
+	}
+	if delegateHTTPPort < 0 || delegateHTTPPort > 65535 {
+		return fmt.Errorf("--delegate-http-port %d: use 1-65535, or 0 for none", delegateHTTPPort)
+	}
+	warnExposed(log, exposed)
+	ctx := cmd.Context()
+	f.lookupEnv = su.lookupEnv
+	f.auditRetention = 90 * 24 * time.Hour
+	f.retention = 30 * 24 * time.Hour
+	f.listenFallback = !cmd.Flags().Changed("listen")
+	m, admin, ln, st, err := startManager(ctx, f, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	token, err := devToken(ctx, st, f.data, admin)
+	if err != nil {
+		return err
+	}
+	// The dev delegate's http tasks honor the proxy variables.
+	proxy, err := config.ReadProxy(su.lookupEnv)
+	if err != nil {
+		return err
+	}
+	workDir := filepath.Join(f.data, "delegate")
+	if err := os.MkdirAll(workDir, 0o700); err != nil {
+		return err
+	}
+	logFile, err := openDelegateLog(workDir)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	var termLevel slog.Level
+	_ = termLevel.UnmarshalText([]byte(f.logLevel)) // checked by newLogger
+	dlog := devDelegateLogger(log, termLevel, logFile)
+	registered := make(chan struct{}) // closed once, by Run
+	a, err := delegate.New(delegate.Options{
+		Config: config.Delegate{
+			AccountID: admin.AccountID, Token: token, ManagerURLs: []string{publicURL(ln.Addr(), false)},
+			Name: "dev-delegate", Type: "SHELL", Tags: []string{"dev"}, Proxy: proxy,
+		},
+		WorkDir: workDir, Grace: 10 * time.Second, Version: buildVersion(), Logger: dlog, ForceStop: stop.Force,
+		HTTPAddr: httpAddr("127.0.0.1", delegateHTTPPort), Environ: su.environ(),
+		TaskIsolation: os.Getenv("LEGATE_TASK_ISOLATION"),
+		MaskValues:    []string{admin.APIKey},
+		Registered:    func() { close(registered) },
+	})
+	if err != nil {
+		return err
+	}
+	mctx, stopManager := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopManager()
+	var wg sync.WaitGroup
+	var merr error
+	wg.Add(1)
+	go func() { defer wg.Done(); merr = m.Run(mctx, ln) }()
+	// The banner comes once the dev delegate is registered, so
+	// that the commands it suggests find it.
+	errc := make(chan error, 1)
+	go func() { errc <- a.Run(ctx) }()
+	var derr error
+	select {
+	case <-registered:
+		fmt.Fprint(cmd.OutOrStdout(), devBanner(admin, f.data, delegateHTTPPort, thisCLI()))
+		derr = <-errc
+	case derr = <-errc: // stopped, or failed, before it registered
+	}
+	stopManager()
+	wg.Wait()
+	return errors.Join(derr, merr)
 }
 
 // devBanner is what legate dev prints once it runs: where it is, the

@@ -252,64 +252,74 @@ SHARED_CA_CERTS_PATH, the CLI reads LEGATE_CA_CERT. See docs/proxy-and-tls.md.`,
   legate manager --tls-cert /etc/legate/tls.crt --tls-key /etc/legate/tls.key \
     --public-url https://legate.example.com:7460`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(f.logLevel)
-			if err != nil {
-				return err
-			}
-			if err := f.check(); err != nil {
-				return err
-			}
-			if f.apiKeyTTL <= 0 || f.apiKeyTTL > time.Hour {
-				return fmt.Errorf("--api-key-cache-ttl %s: want more than 0 and at most 1h", f.apiKeyTTL)
-			}
-			ctx := cmd.Context()
-			m, admin, ln, st, err := startManager(ctx, f, log)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			if admin.Created {
-				fmt.Fprintf(cmd.OutOrStdout(), "created account %s; admin credentials in %s\n", admin.AccountID, admin.EnvFile)
-			}
-			if admin.Replaced != "" {
-				log.Warn(admin.Replaced+"; wrote a new API key to it", "key", admin.KeyName)
-			}
-			if off, err := identity.AdminDisabled(ctx, st, admin.AccountID); err == nil && off {
-				log.Warn("the user admin is disabled, so the API key in "+admin.EnvFile+" is refused; another account admin can enable it "+
-					"(legate user enable admin), or run legate manager reset-admin on this data directory", "key", admin.KeyName)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "legate manager at %s (account %s); CLI: set -a; . %s; set +a\n", admin.URL, admin.AccountID, admin.EnvFile)
-			return m.Run(ctx, ln)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runManager(cmd, f) },
 	}
-	cmd.Flags().StringVar(&f.listen, "listen", ":7460", "address to listen on")
-	cmd.Flags().StringVar(&f.data, "data", "legate-data", "data directory (SQLite database, admin.env)")
-	cmd.Flags().StringVar(&f.db, "db", "", "database URL (default: $LEGATE_DB, else SQLite at DATA/legate.db); a postgres:// DSN is better given as LEGATE_DB, out of the process list")
-	cmd.Flags().StringVar(&f.publicURL, "public-url", "", "URL that clients use to reach this manager, written to admin.env (default: from --listen)")
-	cmd.Flags().DurationVar(&f.heartbeat, "heartbeat-interval", 10*time.Second, "how often delegates heartbeat; 3 missed heartbeats disconnect a delegate")
-	cmd.Flags().DurationVar(&f.uiHintAfter, "ui-new-delegate-hint-after", 0, "how long the web UI's New delegate page waits for the delegate before it says what to check (default 2m)")
-	_ = cmd.Flags().MarkHidden("ui-new-delegate-hint-after")
-	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	cmd.Flags().DurationVar(&f.apiKeyTTL, "api-key-cache-ttl", 5*time.Second, "how long a cached API key is trusted before it is read again; a revocation reaches the other managers on the database at once, this bounds it when that message is lost")
-	cmd.Flags().StringVar(&f.tls.Cert, "tls-cert", "", "PEM certificate (chain) to serve HTTPS and WSS with; needs --tls-key")
-	cmd.Flags().StringVar(&f.tls.Key, "tls-key", "", "PEM private key of --tls-cert")
-	cmd.Flags().StringVar(&f.tls.ClientCA, "tls-client-ca", "", "PEM CA file: require every client to show a certificate signed by it")
-	cmd.Flags().StringVar(&f.masterKeyFile, "master-key-file", "", "master key file sealing the secrets at rest (default: DATA/master.key); LEGATE_MASTER_KEY wins when set")
+	f.register(cmd)
 	cmd.AddCommand(newManagerKeyCmds()...)
-	cmd.Flags().DurationVar(&f.readTimeout, "read-timeout", 30*time.Second, "a request body must arrive within this long after its headers, or the connection is closed")
-	cmd.Flags().DurationVar(&f.writeTimeout, "write-timeout", 60*time.Second, "a request must be answered within this long after its headers, plus --read-timeout when it has a body (streams: each write), or the connection is closed")
-	cmd.Flags().DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "close a keep-alive connection that carries no request for this long")
-	cmd.Flags().IntVar(&f.maxConnections, "max-connections", 0, "connections served at once; past it new ones wait and idle ones are closed (0 = from the descriptor limit, ulimit -n)")
-	cmd.Flags().DurationVar(&f.retention, "retention", 30*24*time.Hour, "delete finished tasks, their logs and finished pipeline runs older than this, in small batches; 0 = keep everything")
-	cmd.Flags().DurationVar(&f.auditRetention, "audit-retention", 90*24*time.Hour, "remove audit records older than this (legate audit list); 0 = keep them forever")
-	f.perHour, f.perDay = new(int), new(int)
-	cmd.Flags().IntVar(f.perHour, "deployments-per-hour", 40, "default limit of deployments an account may start in any rolling hour (an account admin may set the account's own: legate limits set); 0 = unlimited")
-	cmd.Flags().IntVar(f.perDay, "deployments-per-day", 100, "default limit of deployments an account may start in any rolling 24 hours; 0 = unlimited")
-	cmd.Flags().DurationVar(&f.pruneAfter, "prune-delegates-after", defaultPruneAfter, "remove delegate instances out of contact (stopped, or silent) for longer than this; 0 = never")
-	cmd.Flags().DurationVar(&f.upgradeSoak, "upgrade-soak", 24*time.Hour, "how long every delegate of a ring (canary, early) must run the manager's version, with no failed upgrade, before the next ring is offered it")
-	cmd.Flags().StringVar(&f.releaseDir, "release-dir", "", "release binaries served to watchers, DIR/VERSION/legate-OS-ARCH with its .sig (legate release sign); the manager puts its own binary there (default: DATA/releases)")
 	return cmd
+}
+
+// runManager starts the manager of the flags and serves until the
+// command's context ends.
+func runManager(cmd *cobra.Command, f managerFlags) error {
+	log, err := newLogger(f.logLevel)
+	if err != nil {
+		return err
+	}
+	if err := f.check(); err != nil {
+		return err
+	}
+	if f.apiKeyTTL <= 0 || f.apiKeyTTL > time.Hour {
+		return fmt.Errorf("--api-key-cache-ttl %s: want more than 0 and at most 1h", f.apiKeyTTL)
+	}
+	ctx := cmd.Context()
+	m, admin, ln, st, err := startManager(ctx, f, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if admin.Created {
+		fmt.Fprintf(cmd.OutOrStdout(), "created account %s; admin credentials in %s\n", admin.AccountID, admin.EnvFile)
+	}
+	if admin.Replaced != "" {
+		log.Warn(admin.Replaced+"; wrote a new API key to it", "key", admin.KeyName)
+	}
+	if off, err := identity.AdminDisabled(ctx, st, admin.AccountID); err == nil && off {
+		log.Warn("the user admin is disabled, so the API key in "+admin.EnvFile+" is refused; another account admin can enable it "+
+			"(legate user enable admin), or run legate manager reset-admin on this data directory", "key", admin.KeyName)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "legate manager at %s (account %s); CLI: set -a; . %s; set +a\n", admin.URL, admin.AccountID, admin.EnvFile)
+	return m.Run(ctx, ln)
+}
+
+// register adds the manager's flags to cmd.
+func (f *managerFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.listen, "listen", ":7460", "address to listen on")
+	fs.StringVar(&f.data, "data", "legate-data", "data directory (SQLite database, admin.env)")
+	fs.StringVar(&f.db, "db", "", "database URL (default: $LEGATE_DB, else SQLite at DATA/legate.db); a postgres:// DSN is better given as LEGATE_DB, out of the process list")
+	fs.StringVar(&f.publicURL, "public-url", "", "URL that clients use to reach this manager, written to admin.env (default: from --listen)")
+	fs.DurationVar(&f.heartbeat, "heartbeat-interval", 10*time.Second, "how often delegates heartbeat; 3 missed heartbeats disconnect a delegate")
+	fs.DurationVar(&f.uiHintAfter, "ui-new-delegate-hint-after", 0, "how long the web UI's New delegate page waits for the delegate before it says what to check (default 2m)")
+	_ = fs.MarkHidden("ui-new-delegate-hint-after")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.DurationVar(&f.apiKeyTTL, "api-key-cache-ttl", 5*time.Second, "how long a cached API key is trusted before it is read again; a revocation reaches the other managers on the database at once, this bounds it when that message is lost")
+	fs.StringVar(&f.tls.Cert, "tls-cert", "", "PEM certificate (chain) to serve HTTPS and WSS with; needs --tls-key")
+	fs.StringVar(&f.tls.Key, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&f.tls.ClientCA, "tls-client-ca", "", "PEM CA file: require every client to show a certificate signed by it")
+	fs.StringVar(&f.masterKeyFile, "master-key-file", "", "master key file sealing the secrets at rest (default: DATA/master.key); LEGATE_MASTER_KEY wins when set")
+	fs.DurationVar(&f.readTimeout, "read-timeout", 30*time.Second, "a request body must arrive within this long after its headers, or the connection is closed")
+	fs.DurationVar(&f.writeTimeout, "write-timeout", 60*time.Second, "a request must be answered within this long after its headers, plus --read-timeout when it has a body (streams: each write), or the connection is closed")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "close a keep-alive connection that carries no request for this long")
+	fs.IntVar(&f.maxConnections, "max-connections", 0, "connections served at once; past it new ones wait and idle ones are closed (0 = from the descriptor limit, ulimit -n)")
+	fs.DurationVar(&f.retention, "retention", 30*24*time.Hour, "delete finished tasks, their logs and finished pipeline runs older than this, in small batches; 0 = keep everything")
+	fs.DurationVar(&f.auditRetention, "audit-retention", 90*24*time.Hour, "remove audit records older than this (legate audit list); 0 = keep them forever")
+	f.perHour, f.perDay = new(int), new(int)
+	fs.IntVar(f.perHour, "deployments-per-hour", 40, "default limit of deployments an account may start in any rolling hour (an account admin may set the account's own: legate limits set); 0 = unlimited")
+	fs.IntVar(f.perDay, "deployments-per-day", 100, "default limit of deployments an account may start in any rolling 24 hours; 0 = unlimited")
+	fs.DurationVar(&f.pruneAfter, "prune-delegates-after", defaultPruneAfter, "remove delegate instances out of contact (stopped, or silent) for longer than this; 0 = never")
+	fs.DurationVar(&f.upgradeSoak, "upgrade-soak", 24*time.Hour, "how long every delegate of a ring (canary, early) must run the manager's version, with no failed upgrade, before the next ring is offered it")
+	fs.StringVar(&f.releaseDir, "release-dir", "", "release binaries served to watchers, DIR/VERSION/legate-OS-ARCH with its .sig (legate release sign); the manager puts its own binary there (default: DATA/releases)")
 }
 
 // releaseDir is the manager's release directory (--release-dir, default

@@ -1,6 +1,7 @@
 package arch
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
@@ -225,6 +226,55 @@ func TestArchitectureDoc(t *testing.T) {
 	for name := range doc {
 		if _, ok := layout[name]; !ok {
 			t.Errorf("ARCHITECTURE.md has a row for %s, which the layout does not have", name)
+		}
+	}
+}
+
+// tables are the functions allowed past maxFuncLines because they are a
+// table (a list of literal entries, such as a route table), by
+// "package path.function". None today.
+var tables = map[string]bool{}
+
+const maxFuncLines = 100
+
+// TestFunctionLength: no function of the product (non-test files) is
+// longer than maxFuncLines lines, tables aside: split it into named steps.
+func TestFunctionLength(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, top := range []string{"internal", "cmd"} {
+		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, path)
+			for _, decl := range f.Decls {
+				fd, ok := decl.(*ast.FuncDecl)
+				if !ok || fd.Body == nil {
+					continue
+				}
+				n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
+				if n > maxFuncLines && !tables[filepath.Dir(rel)+"."+fd.Name.Name] {
+					t.Errorf("%s: %s is %d lines long (at most %d outside tables): split it into named steps", rel, fd.Name.Name, n, maxFuncLines)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }
