@@ -100,7 +100,7 @@ func TestDelegatesAPIPagesAndFilters(t *testing.T) {
 		}
 	}
 	// A viewer bound to a project lists every delegate (delegate:view is
-	// granted to all, issue 13) and, with scope, only its project's.
+	// granted to all) and, with scope, only its project's.
 	viewer := tm.client(t, tm.userKey(t, "pat", access.RoleViewer, access.Scope{Org: "o1", Project: "p1"}))
 	got, err := viewer.ListDelegatesPage(ctx, protocol.DelegateQuery{Org: "o1", Project: "p1", Limit: 10})
 	if err != nil || !cmp.Equal(hosts(got), []string{"beta/h1"}) {

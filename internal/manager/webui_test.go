@@ -753,7 +753,7 @@ func TestUITasksPages(t *testing.T) {
 }
 
 // TestUIDelegatesShowUpgradeState: the Delegates page shows an instance's
-// upgrade state (issue 16) under its version, and whether a watcher
+// upgrade state under its version, and whether a watcher
 // upgrades it; a delegate's page holds and resumes its group's upgrades
 // for those allowed (user:manage at the account), and only for them.
 func TestUIDelegatesShowUpgradeState(t *testing.T) {
