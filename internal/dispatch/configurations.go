@@ -313,7 +313,7 @@ func (m *Service) handleCreateConfiguration(w http.ResponseWriter, r *http.Reque
 		return
 	}
 	m.log.Info("configuration created", "account", acct, "configuration", c.Name, "selectors", c.Selectors,
-		"scope", scopeLabel(c.Org, c.Project))
+		"scope", protocol.ScopeLabel(c.Org, c.Project))
 	m.configurationChanged(r.Context(), acct)
 	api.WriteJSON(w, http.StatusCreated, configurationView(c))
 }

@@ -822,7 +822,7 @@ func (m *Service) failMissingSecrets(ctx context.Context, t store.Task, missing 
 	switch {
 	case err == nil:
 		m.log.Warn("task failed: a secret it references was deleted", "account", t.AccountID, "task", t.ID,
-			"secrets", strings.Join(missing.Names, ","), "scope", scopeLabel(t.Spec.Org, t.Spec.Project))
+			"secrets", strings.Join(missing.Names, ","), "scope", protocol.ScopeLabel(t.Spec.Org, t.Spec.Project))
 		m.afterManagerFinish(ctx, ft)
 	case !errors.Is(err, store.ErrTaskTerminal):
 		return api.StoreAPIError(err, "task "+t.ID)

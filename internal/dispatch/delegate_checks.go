@@ -48,19 +48,8 @@ func (l *live) holder() store.Holder {
 func (m *Service) refuseScope(d *live, call, kind, id, org, project string) {
 	m.metrics.scopeRefused(call)
 	m.log.Warn("refused a delegate call on a "+kind+" outside the scope of its token", "call", call, kind, id,
-		"scope", scopeLabel(org, project), "instance", d.id, "name", d.name, "hostname", d.hostname,
-		"delegate_scope", scopeLabel(d.org, d.project))
-}
-
-func scopeLabel(org, project string) string {
-	switch {
-	case org == "":
-		return "account"
-	case project == "":
-		return "org " + org
-	default:
-		return "project " + org + "/" + project
-	}
+		"scope", protocol.ScopeLabel(org, project), "instance", d.id, "name", d.name, "hostname", d.hostname,
+		"delegate_scope", protocol.ScopeLabel(d.org, d.project))
 }
 
 // maxTaskIDLen bounds a task ID a delegate sends. The manager's IDs are 18

@@ -20,3 +20,16 @@ func Covers(dOrg, dProject, tOrg, tProject string) bool {
 		return tOrg == dOrg && tProject == dProject
 	}
 }
+
+// ScopeLabel names a scope as the manager's messages, logs and pages do:
+// "account", "org ORG" or "project ORG/PROJECT".
+func ScopeLabel(org, project string) string {
+	switch {
+	case org == "":
+		return "account"
+	case project == "":
+		return "org " + org
+	default:
+		return "project " + org + "/" + project
+	}
+}

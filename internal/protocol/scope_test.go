@@ -35,3 +35,16 @@ func TestCovers(t *testing.T) {
 		}
 	}
 }
+
+func TestScopeLabel(t *testing.T) {
+	for _, tc := range []struct{ org, project, want string }{
+		{"", "", "account"},
+		{"", "p", "account"}, // a project without an org is account level
+		{"o", "", "org o"},
+		{"o", "p", "project o/p"},
+	} {
+		if got := ScopeLabel(tc.org, tc.project); got != tc.want {
+			t.Errorf("ScopeLabel(%q, %q) = %q, want %q", tc.org, tc.project, got, tc.want)
+		}
+	}
+}

@@ -129,19 +129,7 @@ func secretScope(r *http.Request) (org, project string) {
 }
 
 func secretLabel(name, org, project string) string {
-	return "secret " + strconv.Quote(name) + " at " + scopeLabel(org, project) + " scope"
-}
-
-// scopeLabel names a scope as the manager's messages and logs do.
-func scopeLabel(org, project string) string {
-	switch {
-	case org == "":
-		return "account"
-	case project == "":
-		return "org " + org
-	default:
-		return "project " + org + "/" + project
-	}
+	return "secret " + strconv.Quote(name) + " at " + protocol.ScopeLabel(org, project) + " scope"
 }
 
 func (s *Service) handleCreateSecret(w http.ResponseWriter, r *http.Request, acct string) {
@@ -174,7 +162,7 @@ func (s *Service) handleCreateSecret(w http.ResponseWriter, r *http.Request, acc
 		api.StoreError(w, err, secretLabel(req.Name, req.Org, req.Project))
 		return
 	}
-	s.log.Info("secret created", "account", acct, "secret", sec.Name, "scope", scopeLabel(sec.Org, sec.Project))
+	s.log.Info("secret created", "account", acct, "secret", sec.Name, "scope", protocol.ScopeLabel(sec.Org, sec.Project))
 	api.WriteJSON(w, http.StatusCreated, secretView(sec))
 }
 
@@ -221,7 +209,7 @@ func (s *Service) handleUpdateSecret(w http.ResponseWriter, r *http.Request, acc
 		api.StoreError(w, err, secretLabel(name, org, project))
 		return
 	}
-	s.log.Info("secret updated", "account", acct, "secret", sec.Name, "scope", scopeLabel(sec.Org, sec.Project), "version", sec.Version)
+	s.log.Info("secret updated", "account", acct, "secret", sec.Name, "scope", protocol.ScopeLabel(sec.Org, sec.Project), "version", sec.Version)
 	api.WriteJSON(w, http.StatusOK, secretView(sec))
 }
 
@@ -232,7 +220,7 @@ func (s *Service) handleDeleteSecret(w http.ResponseWriter, r *http.Request, acc
 		api.StoreError(w, err, secretLabel(name, org, project))
 		return
 	}
-	s.log.Info("secret deleted", "account", acct, "secret", name, "scope", scopeLabel(org, project))
+	s.log.Info("secret deleted", "account", acct, "secret", name, "scope", protocol.ScopeLabel(org, project))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -262,7 +250,7 @@ func (s *Service) CheckRefs(ctx context.Context, acct string, spec protocol.Task
 	for _, n := range names {
 		if _, ok := found[n]; !ok {
 			return fmt.Errorf("unknown secret %s: the task's %s has none of that name (looked in %s); create it with legate secret create %s, or check the name (legate secret list)",
-				n, scopeLabel(spec.Org, spec.Project), lookedIn(spec.Org, spec.Project), n)
+				n, protocol.ScopeLabel(spec.Org, spec.Project), lookedIn(spec.Org, spec.Project), n)
 		}
 	}
 	return nil

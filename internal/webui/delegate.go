@@ -67,7 +67,7 @@ func (u *UI) handleDelegate(w http.ResponseWriter, r *http.Request, s *user) {
 	var res []access.Resource
 	hosts := map[string]bool{}
 	for i, in := range d.Instances {
-		sc := scopeLabel(in.Org, in.Project)
+		sc := protocol.ScopeLabel(in.Org, in.Project)
 		if i == 0 {
 			v.Scope = sc
 		} else if !strings.Contains(v.Scope, sc) {
@@ -94,7 +94,7 @@ func (u *UI) handleDelegate(w http.ResponseWriter, r *http.Request, s *user) {
 	v.CanHold = len(d.Instances) > 0 && s.policy.Allows(access.UserManage, access.Account)
 	if list, err := s.api.ListTasksPage(ctx, client.TaskQuery{Delegate: d.Name, Limit: delegateRecentTasks}); err == nil {
 		for _, t := range list.Tasks {
-			v.Recent = append(v.Recent, taskRow{Task: t, What: taskWhat(t), Scope: scopeLabel(t.Org, t.Project)})
+			v.Recent = append(v.Recent, taskRow{Task: t, What: taskWhat(t), Scope: protocol.ScopeLabel(t.Org, t.Project)})
 		}
 	}
 	if queued, err := s.api.ListTasks(ctx, protocol.StatusQueued, delegateExplained); err == nil {

@@ -117,16 +117,6 @@ type delegatesView struct {
 	Liveness time.Duration
 }
 
-func scopeLabel(org, project string) string {
-	switch {
-	case org == "":
-		return "account"
-	case project == "":
-		return "org " + org
-	}
-	return "project " + org + "/" + project
-}
-
 // delegatesView asks the API for the page the filter selects.
 func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegatesView, error) {
 	list, err := s.api.ListDelegatesPage(r.Context(), f.apiQuery())
@@ -140,7 +130,7 @@ func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegate
 		key := strings.ToLower(d.Name)
 		g := byName[key]
 		if g == nil {
-			g = &delegateGroup{Name: d.Name, Scope: scopeLabel(d.Org, d.Project)}
+			g = &delegateGroup{Name: d.Name, Scope: protocol.ScopeLabel(d.Org, d.Project)}
 			byName[key] = g
 			order = append(order, key)
 		}
@@ -156,7 +146,7 @@ func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegate
 		if d.Approval == protocol.ApprovalPending && !row.Stopped {
 			g.Pending = true
 		}
-		if sc := scopeLabel(d.Org, d.Project); sc != g.Scope && !strings.Contains(g.Scope, sc) {
+		if sc := protocol.ScopeLabel(d.Org, d.Project); sc != g.Scope && !strings.Contains(g.Scope, sc) {
 			g.Scope += ", " + sc
 		}
 		g.Instances = append(g.Instances, row)

@@ -38,7 +38,7 @@ func (u *UI) handleDeployments(w http.ResponseWriter, r *http.Request, s *user) 
 		return
 	}
 	for _, d := range list.Deployments {
-		row := deploymentRow{Deployment: d, Scope: scopeLabel(d.Org, d.Project)}
+		row := deploymentRow{Deployment: d, Scope: protocol.ScopeLabel(d.Org, d.Project)}
 		if d.FinishedAt != nil {
 			row.Duration = took(d.FinishedAt.Sub(d.StartedAt))
 		}

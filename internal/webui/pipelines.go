@@ -112,7 +112,7 @@ func (u *UI) handlePipelines(w http.ResponseWriter, r *http.Request, s *user) {
 		if v.Name != "" && !strings.Contains(strings.ToLower(p.Name), strings.ToLower(v.Name)) {
 			continue
 		}
-		rows = append(rows, pipelineRow{Pipeline: p, Scope: scopeLabel(p.Org, p.Project), URL: pipelineURL(p.Name, p.Org, p.Project)})
+		rows = append(rows, pipelineRow{Pipeline: p, Scope: protocol.ScopeLabel(p.Org, p.Project), URL: pipelineURL(p.Name, p.Org, p.Project)})
 	}
 	p := pageOf(q)
 	var more bool
@@ -151,7 +151,7 @@ func (u *UI) runsPage(r *http.Request, s *user, base string, q url.Values, pipel
 		return v, err
 	}
 	for _, run := range list.Runs {
-		v.Runs = append(v.Runs, runRow{Run: run, Scope: scopeLabel(run.Org, run.Project)})
+		v.Runs = append(v.Runs, runRow{Run: run, Scope: protocol.ScopeLabel(run.Org, run.Project)})
 	}
 	link := func(page string) string {
 		l := url.Values{}
@@ -212,7 +212,7 @@ func (u *UI) handlePipeline(w http.ResponseWriter, r *http.Request, s *user) {
 		u.apiError(w, r, s, err)
 		return
 	}
-	v := pipelineView{pipelineRow: pipelineRow{Pipeline: p, Scope: scopeLabel(p.Org, p.Project), URL: pipelineURL(p.Name, p.Org, p.Project)}, Runs: runs}
+	v := pipelineView{pipelineRow: pipelineRow{Pipeline: p, Scope: protocol.ScopeLabel(p.Org, p.Project), URL: pipelineURL(p.Name, p.Org, p.Project)}, Runs: runs}
 	u.render(w, r, s, http.StatusOK, "pipeline", page{Title: "Pipeline " + p.Name, Nav: "pipelines", Data: v})
 }
 
@@ -247,7 +247,7 @@ func (u *UI) runView(r *http.Request, s *user, id string, step int) (runView, er
 	if err != nil {
 		return runView{}, err
 	}
-	v := runView{runRow: runRow{Run: run, Scope: scopeLabel(run.Org, run.Project)}, PipelineURL: pipelineURL(run.Pipeline, run.Org, run.Project),
+	v := runView{runRow: runRow{Run: run, Scope: protocol.ScopeLabel(run.Org, run.Project)}, PipelineURL: pipelineURL(run.Pipeline, run.Org, run.Project),
 		Terminal: run.Status != protocol.RunRunning, Step: step}
 	v.CanCancel = !v.Terminal && !run.CancelRequested && s.may(access.PipelineExecute, access.Resource{Kind: "pipeline", Name: run.Pipeline, Scope: access.Scope{Org: run.Org, Project: run.Project}})
 	if v.Step < 0 || v.Step >= len(run.Steps) || run.Steps[v.Step].TaskID == "" {

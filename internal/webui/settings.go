@@ -129,7 +129,7 @@ func (u *UI) handleSettingsSection(w http.ResponseWriter, r *http.Request, s *us
 		if l, err = s.api.ListTokens(ctx); err == nil {
 			var rows []tokenRow
 			for _, t := range l.Tokens {
-				rows = append(rows, tokenRow{Token: t, Scope: scopeLabel(t.Org, t.Project),
+				rows = append(rows, tokenRow{Token: t, Scope: protocol.ScopeLabel(t.Org, t.Project),
 					CanRevoke: t.Status == protocol.TokenActive && s.may(access.TokenDelete, access.Resource{Kind: "token", Name: t.Name, Scope: access.Scope{Org: t.Org, Project: t.Project}})})
 			}
 			v.Tokens, more = window(rows, p)
@@ -160,7 +160,7 @@ func (u *UI) handleSettingsSection(w http.ResponseWriter, r *http.Request, s *us
 		if err = s.api.Admin(ctx, "list bindings", http.MethodGet, protocol.PathBindings, nil, &l); err == nil {
 			var rows []bindingRow
 			for _, b := range l.Bindings {
-				rows = append(rows, bindingRow{Binding: b, Scope: scopeLabel(b.Org, b.Project)})
+				rows = append(rows, bindingRow{Binding: b, Scope: protocol.ScopeLabel(b.Org, b.Project)})
 			}
 			v.Bindings, more = window(rows, p)
 		}
@@ -169,7 +169,7 @@ func (u *UI) handleSettingsSection(w http.ResponseWriter, r *http.Request, s *us
 		if l, err = s.api.ListSecrets(ctx); err == nil {
 			var rows []scoped[protocol.Secret]
 			for _, x := range l.Secrets {
-				rows = append(rows, scoped[protocol.Secret]{x, scopeLabel(x.Org, x.Project)})
+				rows = append(rows, scoped[protocol.Secret]{x, protocol.ScopeLabel(x.Org, x.Project)})
 			}
 			v.Secrets, more = window(rows, p)
 		}
@@ -183,7 +183,7 @@ func (u *UI) handleSettingsSection(w http.ResponseWriter, r *http.Request, s *us
 		if l, err = s.api.ListConfigurations(ctx); err == nil {
 			var rows []scoped[protocol.Configuration]
 			for _, x := range l.Configurations {
-				rows = append(rows, scoped[protocol.Configuration]{x, scopeLabel(x.Org, x.Project)})
+				rows = append(rows, scoped[protocol.Configuration]{x, protocol.ScopeLabel(x.Org, x.Project)})
 			}
 			v.Configurations, more = window(rows, p)
 		}

@@ -131,7 +131,7 @@ func (u *UI) tasksView(ctx context.Context, s *user, f taskFilter) (tasksView, e
 			scanned++
 			cursor = t.ID
 			if f.matches(t) {
-				v.Tasks = append(v.Tasks, taskRow{Task: t, What: taskWhat(t), Scope: scopeLabel(t.Org, t.Project)})
+				v.Tasks = append(v.Tasks, taskRow{Task: t, What: taskWhat(t), Scope: protocol.ScopeLabel(t.Org, t.Project)})
 			}
 			if len(v.Tasks) == tasksPerPage || scanned == tasksScan {
 				full = true
@@ -302,7 +302,7 @@ func (u *UI) handleTask(w http.ResponseWriter, r *http.Request, s *user) {
 		u.apiError(w, r, s, err)
 		return
 	}
-	v := taskView{taskRow: taskRow{Task: t, What: taskWhat(t), Scope: scopeLabel(t.Org, t.Project)},
+	v := taskView{taskRow: taskRow{Task: t, What: taskWhat(t), Scope: protocol.ScopeLabel(t.Org, t.Project)},
 		Terminal: terminal(t.Status), OutputURL: "/tasks/" + url.PathEscape(t.ID) + "/output",
 		Timeline: timelineOf(t)}
 	v.CanCancel = !v.Terminal && s.may(access.TaskCancel, access.Resource{Kind: "task", Name: t.ID, Scope: access.Scope{Org: t.Org, Project: t.Project}})
