@@ -17,7 +17,7 @@ import (
 
 // delegateBinaryName is the delegate-only binary (go build -tags
 // delegate): the delegate without the manager, the web UI and the admin
-// commands, which idles in 40 % less memory than the full binary.
+// commands, which idles in much less memory than the full binary (BENCHMARKS.md).
 const delegateBinaryName = "legate-delegate"
 
 // envDelegateBinary chooses the binary `legate delegate` runs as: unset
