@@ -47,7 +47,7 @@ func (m *Service) handleCreateToken(w http.ResponseWriter, r *http.Request, acct
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "token name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name)
 		return
 	}
-	if err := m.checkScope(r.Context(), acct, req.Org, req.Project); err != nil {
+	if err := m.scopes.CheckScope(r.Context(), acct, req.Org, req.Project); err != nil {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}

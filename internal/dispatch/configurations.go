@@ -279,7 +279,7 @@ func checkConfiguration(script string, selectors []string) ([]string, string) {
 		return nil, "too many selectors (at most " + strconv.Itoa(protocol.MaxConfigurationSelectors) + ")"
 	}
 	for _, s := range sel {
-		if len(s) > maxSelectorLen || strings.ContainsRune(s, ',') || protocol.HasControl(s) {
+		if len(s) > protocol.MaxSelectorLen || strings.ContainsRune(s, ',') || protocol.HasControl(s) {
 			return nil, "selector " + strconv.Quote(s) + " is invalid: at most 253 characters, no commas or control characters"
 		}
 	}
@@ -292,7 +292,7 @@ func (m *Service) handleCreateConfiguration(w http.ResponseWriter, r *http.Reque
 		return
 	}
 	req.Name = strings.TrimSpace(req.Name)
-	if err := validName("configuration", req.Name); err != nil {
+	if err := protocol.CheckName("configuration", req.Name); err != nil {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
@@ -302,7 +302,7 @@ func (m *Service) handleCreateConfiguration(w http.ResponseWriter, r *http.Reque
 		return
 	}
 	req.Org, req.Project = strings.TrimSpace(req.Org), strings.TrimSpace(req.Project)
-	if err := m.checkScope(r.Context(), acct, req.Org, req.Project); err != nil {
+	if err := m.scopes.CheckScope(r.Context(), acct, req.Org, req.Project); err != nil {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}

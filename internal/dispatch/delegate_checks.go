@@ -125,12 +125,12 @@ func checkRegistration(req *protocol.RegisterRequest) error {
 		{"description", req.Description, 1024},
 	}
 	for _, f := range fields {
-		if err := checkText(f.name, f.value, f.max); err != nil {
+		if err := protocol.CheckText(f.name, f.value, f.max); err != nil {
 			return err
 		}
 	}
 	for i, tag := range req.Tags {
-		if err := checkText(fmt.Sprintf("tags[%d]", i), tag, 253); err != nil {
+		if err := protocol.CheckText(fmt.Sprintf("tags[%d]", i), tag, 253); err != nil {
 			return err
 		}
 	}

@@ -4,10 +4,9 @@
 // configuration), the queue and the offers over internal/assign, leases
 // and failover, the sweep, flush and prune loops, the log bus and
 // followed logs, delegate tokens, approval, delegate configurations, the
-// delegates and tasks admin API, the orgs, projects and connectors tasks
-// resolve at submit, and the metrics of all these. What it needs of the
-// other services (secrets, upgrades, identity's housekeeping, the web
-// UI's watches) are interfaces declared here; internal/manager builds it
+// delegates and tasks admin API, and the metrics of all these. What it
+// needs of the other services (scopes, secrets, upgrades, identity's
+// housekeeping, the web UI's watches) are interfaces declared here; internal/manager builds it
 // and wires them.
 package dispatch
 
@@ -94,6 +93,13 @@ type Store interface {
 	UpsertInstance(ctx context.Context, in store.Instance) (store.Instance, error)
 }
 
+// Scopes is what the task path needs of the account's orgs, projects and
+// connectors (package scopes).
+type Scopes interface {
+	CheckScope(ctx context.Context, acct, org, project string) error
+	ResolveTask(ctx context.Context, acct string, spec *protocol.TaskSpec) error
+}
+
 // Secrets is what the task path needs of stored secrets: the checks of a
 // task's secret references at submit (package secrets).
 type Secrets interface {
@@ -144,6 +150,7 @@ type Config struct {
 	// counts for the HTTP answers and dispatch for the WebSocket's.
 	APIErrors *metrics.CounterVec
 
+	Scopes       Scopes
 	Secrets      Secrets
 	Upgrades     Upgrades
 	Housekeeping Housekeeping
@@ -213,6 +220,7 @@ type Service struct {
 	// queue indexes the queued tasks (queue.go).
 	queue *queue
 	// secrets checks tasks' references to stored secrets.
+	scopes  Scopes
 	secrets Secrets
 	// upgrades decides which version each delegate group wants.
 	upgrades Upgrades
@@ -240,6 +248,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		sweepWake:  make(chan struct{}, 1),
 		events:     cfg.Events,
 		bus:        cfg.Bus,
+		scopes:     cfg.Scopes,
 		secrets:    cfg.Secrets,
 		upgrades:   cfg.Upgrades,
 		identity:   cfg.Housekeeping,
@@ -370,7 +379,7 @@ func (m *Service) PrepareTask(ctx context.Context, acct string, spec *protocol.T
 	if err := m.validateSpec(spec); err != nil {
 		return err
 	}
-	if err := m.resolveScopeAndConnector(ctx, acct, spec); err != nil {
+	if err := m.scopes.ResolveTask(ctx, acct, spec); err != nil {
 		return err
 	}
 	return m.secrets.CheckRefs(ctx, acct, *spec)
@@ -379,12 +388,6 @@ func (m *Service) PrepareTask(ctx context.Context, acct string, spec *protocol.T
 // EndTask follows up a task another service ended in the store: its
 // delegate is told to stop it, and its end is published (engine.Tasks).
 func (m *Service) EndTask(ctx context.Context, t store.Task) { m.afterManagerFinish(ctx, t) }
-
-// CheckScope says why an org (and project) of the account cannot hold
-// something: one does not exist, or a project is given without its org.
-func (m *Service) CheckScope(ctx context.Context, acct, org, project string) error {
-	return m.checkScope(ctx, acct, org, project)
-}
 
 // DelegateToken finds the valid delegate token of an account; when there
 // is none it answers 401 and returns false (upgrades.Tokens).

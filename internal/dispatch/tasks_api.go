@@ -76,7 +76,7 @@ func (m *Service) validateSpec(s *protocol.TaskSpec) error {
 		return errors.New("too many selectors (at most 50)")
 	}
 	s.Selectors = protocol.NormalizeSelectors(s.Selectors)
-	if err := checkSelectors(s.Selectors); err != nil {
+	if err := protocol.CheckSelectors(s.Selectors); err != nil {
 		return err
 	}
 	// A duration beyond the bound would overflow time.Duration further on
@@ -114,7 +114,7 @@ func (m *Service) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	if err := m.resolveScopeAndConnector(r.Context(), acct, &spec); err != nil {
+	if err := m.scopes.ResolveTask(r.Context(), acct, &spec); err != nil {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}

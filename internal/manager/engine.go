@@ -16,14 +16,14 @@ import (
 // engineDeps.
 func (m *Manager) newEngine() *engine.Service {
 	deps := engineDeps{m}
-	return engine.New(engine.Config{Store: m.st, Tasks: m.dispatch, Scopes: m.dispatch, Secrets: deps, Principals: deps,
+	return engine.New(engine.Config{Store: m.st, Tasks: m.dispatch, Scopes: m.scopes, Secrets: deps, Principals: deps,
 		Events: &m.events, Metrics: m.metrics.reg, DeploymentsPerHour: m.cfg.DeploymentsPerHour,
 		DeploymentsPerDay: m.cfg.DeploymentsPerDay, RunAdvanceInterval: m.cfg.RunAdvanceInterval, Log: m.log, Now: m.cfg.Now})
 }
 
 // engineDeps is what the pipeline engine needs of the secrets and
 // identity services: package engine's Secrets and Principals (its Tasks
-// and Scopes are dispatch's).
+// are dispatch's; Scopes is the scopes service).
 type engineDeps struct{ m *Manager }
 
 func (d engineDeps) SecretNeeds(ctx context.Context, acct string, spec protocol.TaskSpec) ([]api.Need, error) {

@@ -24,6 +24,7 @@ import (
 	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/pipeline/engine"
 	"github.com/legate-dev/legate/internal/retention"
+	"github.com/legate-dev/legate/internal/scopes"
 	"github.com/legate-dev/legate/internal/secrets"
 	"github.com/legate-dev/legate/internal/store"
 	"github.com/legate-dev/legate/internal/upgrades"
@@ -249,6 +250,8 @@ type Manager struct {
 	// The services.
 	// dispatch is the delegate hub and the task path (package dispatch).
 	dispatch *dispatch.Service
+	// scopes holds the accounts' orgs, projects and connectors.
+	scopes *scopes.Service
 	// identity holds users, roles, API keys and sessions, and
 	// authenticates admin requests (package identity).
 	identity *identity.Service
@@ -293,11 +296,12 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	m := &Manager{cfg: cfg, st: st, log: cfg.Logger}
 	m.metrics = newMetrics()
 	m.bus = cluster.New(st, cfg.Logger)
+	m.scopes = scopes.New(scopes.Config{Store: st, Now: cfg.Now})
 	// Dispatch needs the services built after it (secrets, upgrades,
 	// identity): the adapters call them at call time (secrets.go,
 	// upgrades.go, identity.go).
 	m.dispatch, err = dispatch.New(ctx, dispatch.Config{Store: st, Bus: m.bus, Events: &m.events, Metrics: m.metrics.reg,
-		APIErrors: m.metrics.apiErrors, Secrets: secretsOf{m}, Upgrades: upgradesOf{m}, Housekeeping: identityOf{m}, Watchers: &m.watch, SessionKey: kb,
+		APIErrors: m.metrics.apiErrors, Scopes: m.scopes, Secrets: secretsOf{m}, Upgrades: upgradesOf{m}, Housekeeping: identityOf{m}, Watchers: &m.watch, SessionKey: kb,
 		HeartbeatInterval: cfg.HeartbeatInterval, MissedHeartbeats: cfg.MissedHeartbeats, SessionTTL: cfg.SessionTTL,
 		DefaultTaskTimeout: cfg.DefaultTaskTimeout, DefaultQueueTimeout: cfg.DefaultQueueTimeout, LongPollWait: cfg.LongPollWait,
 		LogCap: cfg.LogCap, SweepInterval: cfg.SweepInterval, OfferFanout: cfg.OfferFanout,
@@ -310,9 +314,9 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	m.subscribe()
 	m.engine = m.newEngine()
 	m.auditor = &api.Auditor{Store: st, Now: cfg.Now, Log: cfg.Logger}
-	m.identity = identity.New(identity.Config{Store: st, Bus: m.bus, Auditor: m.auditor, CheckScope: m.dispatch.CheckScope,
+	m.identity = identity.New(identity.Config{Store: st, Bus: m.bus, Auditor: m.auditor, CheckScope: m.scopes.CheckScope,
 		APIKeyCacheTTL: cfg.APIKeyCacheTTL, AuditRetention: cfg.AuditRetention, Version: cfg.Version, Log: cfg.Logger, Now: cfg.Now})
-	m.secrets = secrets.New(secrets.Config{Store: st, Scopes: m.dispatch, Log: cfg.Logger, Now: cfg.Now})
+	m.secrets = secrets.New(secrets.Config{Store: st, Scopes: m.scopes, Log: cfg.Logger, Now: cfg.Now})
 	m.upgrades = upgrades.New(upgrades.Config{Store: st, Tokens: m.dispatch, Delegates: m.dispatch,
 		ReleaseDir: cfg.ReleaseDir, UpgradePollInterval: cfg.UpgradePollInterval, UpgradeSoak: cfg.UpgradeSoak,
 		Version: cfg.Version, Log: cfg.Logger, Now: cfg.Now})

@@ -16,9 +16,11 @@ func (m *Manager) routes() []api.Route {
 		{Method: "GET", Pattern: protocol.PathReady, Public: m.handleReady},
 		{Method: "GET", Pattern: protocol.PathMetrics, Public: m.metrics.handler(m.log).ServeHTTP},
 	}
-	// The delegate API; delegates, tokens, tasks, orgs, projects,
-	// connectors, configurations and manifests.
+	// The delegate API; delegates, tokens, tasks, configurations and
+	// manifests.
 	rs = append(rs, m.dispatch.Routes()...)
+	// Orgs, projects and connectors.
+	rs = append(rs, m.scopes.Routes()...)
 	// Whoami, API keys, sign-in sessions and links, users, groups, roles,
 	// bindings and the audit log.
 	rs = append(rs, m.identity.Routes()...)

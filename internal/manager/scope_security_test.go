@@ -590,7 +590,7 @@ func FuzzCheckText(f *testing.F) {
 		err := protocol.CheckText("field", s, 64)
 		want := len(s) > 64 || unprintableRE.MatchString(s) || !utf8.ValidString(s)
 		if (err != nil) != want {
-			t.Fatalf("checkText(%q) = %v; want refused %v", s, err, want)
+			t.Fatalf("protocol.CheckText(%q) = %v; want refused %v", s, err, want)
 		}
 		if err != nil && !strings.HasPrefix(err.Error(), "field ") {
 			t.Fatalf("refusal %q does not name the field", err)

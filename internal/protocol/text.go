@@ -73,3 +73,25 @@ func CheckText(what, s string, max int) error {
 	}
 	return nil
 }
+
+// MaxSelectorLen bounds one selector, as a DNS name is bounded.
+const MaxSelectorLen = 253
+
+// CheckSelectors checks selectors (normalized or not) with CheckText.
+func CheckSelectors(sel []string) error {
+	for _, s := range sel {
+		if err := CheckText("selector", s, MaxSelectorLen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckName refuses the name of a kind of object (org, project,
+// connector, configuration) that ValidName refuses, saying what it takes.
+func CheckName(kind, name string) error {
+	if !ValidName(name) {
+		return fmt.Errorf("%s name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", kind, name)
+	}
+	return nil
+}
