@@ -56,3 +56,12 @@ func PrincipalLabel(p access.Principal) string {
 	}
 	return p.Kind
 }
+
+// UTC is t in UTC, as the API writes times, or nil.
+func UTC(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

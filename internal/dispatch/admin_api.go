@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/api"
@@ -21,20 +20,12 @@ import (
 func isTokenName(s string) bool { return protocol.ValidName(s) }
 
 func tokenView(t store.Token) protocol.Token {
-	v := protocol.Token{Name: t.Name, CreatedAt: t.CreatedAt.UTC(), RevokedAt: utcPtr(t.RevokedAt), Status: protocol.TokenActive, Org: t.Org, Project: t.Project,
+	v := protocol.Token{Name: t.Name, CreatedAt: t.CreatedAt.UTC(), RevokedAt: api.UTC(t.RevokedAt), Status: protocol.TokenActive, Org: t.Org, Project: t.Project,
 		RequireApproval: t.RequireApproval}
 	if t.RevokedAt != nil {
 		v.Status = protocol.TokenRevoked
 	}
 	return v
-}
-
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
 }
 
 func (m *Service) handleCreateToken(w http.ResponseWriter, r *http.Request, acct string) {
@@ -185,7 +176,7 @@ func (m *Service) instanceView(in store.Instance, tokenNames map[string]string, 
 		InstanceID: in.ID, Name: in.Name, Hostname: in.Hostname, IP: in.IP, Tags: in.Tags,
 		Version: in.Version, Type: in.Type, TokenName: tokenNames[in.TokenID],
 		Status: protocol.DelegateDisconnected, Connection: in.Connection,
-		LastHeartbeat: utcPtr(in.LastHeartbeat), Capacity: in.Capacity, Draining: in.Draining,
+		LastHeartbeat: api.UTC(in.LastHeartbeat), Capacity: in.Capacity, Draining: in.Draining,
 		RegisteredAt: in.RegisteredAt.UTC(), Org: in.Org, Project: in.Project,
 		Description: in.Description, Approval: in.Approval, Upgrade: in.UpgradeMode,
 	}

@@ -70,7 +70,7 @@ func (m *Service) handleDeleteDelegate(w http.ResponseWriter, r *http.Request, a
 		}
 		out.Instances = append(out.Instances, protocol.Delegate{
 			InstanceID: in.ID, Name: in.Name, Hostname: in.Hostname, IP: in.IP, Tags: tags, Version: in.Version,
-			Type: in.Type, Status: status, LastHeartbeat: utcPtr(in.LastHeartbeat), Capacity: in.Capacity,
+			Type: in.Type, Status: status, LastHeartbeat: api.UTC(in.LastHeartbeat), Capacity: in.Capacity,
 			RegisteredAt: in.RegisteredAt.UTC(), Org: in.Org, Project: in.Project, Description: in.Description,
 		})
 		hosts = append(hosts, in.Hostname)

@@ -27,8 +27,8 @@ func (m *Service) taskView(t store.Task) protocol.Task {
 		QueueTimeoutMS: t.QueueTimeoutMS, Retries: t.Retries, Attempts: t.Attempts,
 		Org: t.Spec.Org, Project: t.Spec.Project, Capabilities: t.Spec.Capabilities, Connector: t.Spec.Connector,
 		DelegateName: t.DelegateName, DelegateHostname: t.DelegateHostname, InstanceID: t.InstanceID,
-		CreatedAt: t.CreatedAt.UTC(), AcquiredAt: utcPtr(t.AcquiredAt), StartedAt: utcPtr(t.StartedAt),
-		FinishedAt: utcPtr(t.FinishedAt), CreatedBy: t.CreatedBy,
+		CreatedAt: t.CreatedAt.UTC(), AcquiredAt: api.UTC(t.AcquiredAt), StartedAt: api.UTC(t.StartedAt),
+		FinishedAt: api.UTC(t.FinishedAt), CreatedBy: t.CreatedBy,
 	}
 	if v.Selectors == nil {
 		v.Selectors = []string{}

@@ -244,20 +244,11 @@ func apiKeyNames(keys []store.APIKey) map[string]string {
 	return names
 }
 
-// utc is t in UTC, or nil.
-func utc(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
 func (s *Service) apiKeyView(k store.APIKey, names map[string]string, current string) protocol.APIKey {
 	v := protocol.APIKey{
 		Name: k.Name, Status: protocol.TokenActive, CreatedAt: k.CreatedAt.UTC(),
-		CreatedBy: names[k.CreatedBy], LastUsedAt: utc(s.apiKeys.lastUse(k.ID, k.LastUsedAt)),
-		RevokedAt: utc(k.RevokedAt), RevokedBy: names[k.RevokedBy],
+		CreatedBy: names[k.CreatedBy], LastUsedAt: api.UTC(s.apiKeys.lastUse(k.ID, k.LastUsedAt)),
+		RevokedAt: api.UTC(k.RevokedAt), RevokedBy: names[k.RevokedBy],
 		OwnerKind: k.OwnerKind, OwnerID: k.OwnerID, Owner: names[k.OwnerID], Current: k.ID == current,
 	}
 	if k.RevokedAt != nil {

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/api"
@@ -51,10 +50,10 @@ func pipelineView(p store.Pipeline, withSource bool) protocol.Pipeline {
 func runView(r store.Run) protocol.Run {
 	v := protocol.Run{ID: r.ID, Org: r.Org, Project: r.Project, Pipeline: r.Pipeline, Version: r.Version, Inputs: r.Inputs,
 		Status: r.Status, CancelRequested: r.CancelRequested, Trigger: r.Trigger, TriggeredBy: r.TriggeredBy, Error: r.Error,
-		Delivery: r.Delivery, CreatedAt: r.CreatedAt, FinishedAt: utcPtr(r.FinishedAt)}
+		Delivery: r.Delivery, CreatedAt: r.CreatedAt, FinishedAt: api.UTC(r.FinishedAt)}
 	for _, s := range r.Steps {
 		v.Steps = append(v.Steps, protocol.RunStep{Stage: s.Stage, Step: s.Step, TaskID: s.TaskID, Status: s.Status,
-			Outputs: s.Outputs, Error: s.Error, StartedAt: s.StartedAt, FinishedAt: utcPtr(s.FinishedAt)})
+			Outputs: s.Outputs, Error: s.Error, StartedAt: s.StartedAt, FinishedAt: api.UTC(s.FinishedAt)})
 	}
 	return v
 }
@@ -332,13 +331,4 @@ func (svc *Service) pipelineNeeds(ctx context.Context, acct, org, project string
 		}
 	}
 	return out, nil
-}
-
-// utcPtr is t in UTC, as the API writes times.
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
 }
