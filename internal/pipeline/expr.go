@@ -136,3 +136,11 @@ func Expand(s string, value func(Ref) (string, error)) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// Limits of what expressions expand to: a value is one field of a step
+// (its script, an environment value, a header, the body, the URL, an
+// argument of its command) after expansion; a task is all of them.
+const (
+	MaxExpandedValue = 256 << 10
+	MaxExpandedTask  = 1 << 20
+)

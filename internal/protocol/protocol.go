@@ -69,7 +69,10 @@
 //	  webhook, Pipeline.Webhook says whether it has one; POST
 //	  PathHooks/{id} (no credentials; HeaderHubSignature256) starts a run,
 //	  idempotent per HeaderGitHubDelivery or HeaderLegateDelivery
-//	  (Run.Delivery).
+//	  (Run.Delivery). Since v5 of the manager a delivery is signed with
+//	  HeaderLegateSignature256 over HeaderLegateTimestamp,
+//	  HeaderLegateDelivery and the body (a body-only signature is
+//	  refused), and a delivery ID is accepted once.
 //	  Task containers: tasks of type container (TaskSpec.Container, a
 //	  ContainerSpec); a delegate registers its
 //	  RegisterRequest.ContainerRuntime and Platform, and one without a
@@ -241,6 +244,12 @@ const (
 	// HeaderGitHubEvent names the event; "ping" (sent when a webhook is
 	// added on GitHub) is answered without starting a run.
 	HeaderGitHubEvent = "X-GitHub-Event"
+	// HeaderLegateTimestamp is when a delivery was signed, in Unix
+	// seconds; HeaderLegateSignature256 is "sha256=" and the hex
+	// HMAC-SHA256, keyed with the webhook's secret, of the timestamp, ".",
+	// the delivery ID (HeaderLegateDelivery), "." and the raw body.
+	HeaderLegateTimestamp    = "X-Legate-Timestamp"
+	HeaderLegateSignature256 = "X-Legate-Signature-256"
 )
 
 // QueryAll is the query parameter of a delegate listing that includes
@@ -1622,6 +1631,14 @@ type PipelineWebhook struct {
 	EnabledBy string    `json:"enabled_by"`
 	CreatedAt time.Time `json:"created_at"`
 	RotatedAt time.Time `json:"rotated_at"`
+	// EnabledVersion is the pipeline's version when it was enabled or
+	// last rotated.
+	EnabledVersion int64 `json:"enabled_version,omitempty"`
+	// Suspended, when set, says why an edit of the pipeline suspended it
+	// (deliveries are refused until an enable --rotate); SuspendedAt is
+	// when.
+	Suspended   string     `json:"suspended,omitempty"`
+	SuspendedAt *time.Time `json:"suspended_at,omitempty"`
 }
 
 // EnableWebhookRequest enables a pipeline's webhook. Rotate replaces the
