@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -284,8 +285,9 @@ func TestPipelineExpansionBounds(t *testing.T) {
 				}
 				return len(got.Steps) == 1 && got.Steps[0].Status != store.RunRunning
 			})
-			if s := got.Steps[0]; s.TaskID != "" || !strings.Contains(s.Error, tt.want) {
-				t.Errorf("step: task %q, error %q; want no task and an error saying %q", s.TaskID, s.Error, tt.want)
+			s := got.Steps[0]
+			if _, err := tm.st.GetTask(context.Background(), tm.admin.AccountID, s.TaskID); !errors.Is(err, store.ErrNotFound) || !strings.Contains(s.Error, tt.want) {
+				t.Errorf("step: task %q (%v), error %q; want no task and an error saying %q", s.TaskID, err, s.Error, tt.want)
 			}
 		})
 	}
