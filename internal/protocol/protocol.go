@@ -67,12 +67,11 @@
 //	  Webhooks: POST/DELETE PathPipelines/{name}/webhook enables
 //	  (EnableWebhookRequest → WebhookSecret) or disables a pipeline's
 //	  webhook, Pipeline.Webhook says whether it has one; POST
-//	  PathHooks/{id} (no credentials; HeaderHubSignature256) starts a run,
-//	  idempotent per HeaderGitHubDelivery or HeaderLegateDelivery
-//	  (Run.Delivery). Since v5 of the manager a delivery is signed with
-//	  HeaderLegateSignature256 over HeaderLegateTimestamp,
-//	  HeaderLegateDelivery and the body (a body-only signature is
-//	  refused), and a delivery ID is accepted once.
+//	  PathHooks/{id} (no credentials) starts a run: a delivery is signed
+//	  with HeaderLegateSignature256 over HeaderLegateTimestamp,
+//	  HeaderLegateDelivery and the body, accepted once per delivery ID
+//	  (Run.Delivery) and within a window of its timestamp; a body-only
+//	  HeaderHubSignature256 (the form of earlier managers) is refused.
 //	  Task containers: tasks of type container (TaskSpec.Container, a
 //	  ContainerSpec); a delegate registers its
 //	  RegisterRequest.ContainerRuntime and Platform, and one without a
@@ -234,11 +233,13 @@ const (
 
 // Webhook headers, as GitHub sends them.
 const (
-	// HeaderHubSignature256 signs a webhook delivery: "sha256=" and the
-	// hex HMAC-SHA256 of the raw body keyed with the webhook's secret.
+	// HeaderHubSignature256 is GitHub's signature of a delivery: "sha256="
+	// and the hex HMAC-SHA256 of the raw body alone. It signs no time and
+	// no ID, so a delivery that carries only it is refused (a captured one
+	// could be sent again).
 	HeaderHubSignature256 = "X-Hub-Signature-256"
-	// HeaderGitHubDelivery and HeaderLegateDelivery name a delivery: a
-	// second delivery with the same ID starts no second run.
+	// HeaderLegateDelivery names a delivery (signed; accepted once);
+	// HeaderGitHubDelivery is GitHub's, no longer read.
 	HeaderGitHubDelivery = "X-GitHub-Delivery"
 	HeaderLegateDelivery = "X-Legate-Delivery"
 	// HeaderGitHubEvent names the event; "ping" (sent when a webhook is

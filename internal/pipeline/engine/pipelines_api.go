@@ -173,8 +173,28 @@ func (svc *Service) handleRunPipeline(w http.ResponseWriter, r *http.Request, ac
 	if !api.DecodeBody(w, r, &req) {
 		return
 	}
+	// The route's rule checked what the version it read uses; an edit may
+	// have stored another since, so the version that runs is checked here
+	// again and passed on.
+	caller := api.CallerOf(r.Context()).Policy
+	stored, err := svc.st.GetPipeline(r.Context(), acct, org, project, name)
+	if err != nil {
+		api.StoreError(w, err, pipelineLabel(name, org, project))
+		return
+	}
+	if p, perr := pipeline.Parse([]byte(stored.Source)); perr == nil {
+		reason, err := svc.needsOf(r.Context(), caller, acct, org, project, p)
+		if err != nil {
+			api.StoreError(w, err, pipelineLabel(name, org, project))
+			return
+		}
+		if reason != "" {
+			api.WriteError(w, http.StatusForbidden, protocol.CodeForbidden, "%s (version %d): %s", pipelineLabel(name, org, project), stored.Version, reason)
+			return
+		}
+	}
 	run, err := svc.StartRun(r.Context(), RunStart{AccountID: acct, Org: org, Project: project, Pipeline: name, Inputs: req.Inputs,
-		Trigger: "manual", TriggeredBy: api.PrincipalLabel(api.CallerOf(r.Context()).Policy.Principal)})
+		Trigger: "manual", TriggeredBy: api.PrincipalLabel(caller.Principal), Stored: &stored})
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) {
 		e.Resource, e.Org, e.Project = name, org, project
 		if run.ID != "" {
