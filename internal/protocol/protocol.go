@@ -227,7 +227,7 @@ const (
 	// v4.
 	PathRuns = "/api/v1/runs"
 	// PathHooks + "/{id}" is a pipeline's webhook (POST, no credentials:
-	// the body is signed, HeaderHubSignature256). Since v4.
+	// the delivery is signed, HeaderLegateSignature256). Since v4.
 	PathHooks = "/api/v1/hooks"
 )
 
