@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/pipeline"
 	"github.com/legate-dev/legate/internal/protocol"
@@ -367,16 +366,12 @@ func (svc *Service) webhookMayRun(ctx context.Context, h store.Webhook, p *pipel
 	case disabled:
 		return &webhookRefusal{fmt.Sprintf("the webhook of %s acts as %s, who is disabled; %s", label, h.EnabledBy, fix)}
 	}
-	sc := access.Scope{Org: h.Org, Project: h.Project}
-	needs := []api.Need{{Perm: access.PipelineExecute, Res: access.Resource{Kind: "pipeline", Name: h.Pipeline, Scope: sc}}}
-	more, err := svc.pipelineNeeds(ctx, h.AccountID, h.Org, h.Project, p)
+	reason, err := svc.needsOf(ctx, pol, h.AccountID, h.Org, h.Project, p)
 	if err != nil {
 		return err
 	}
-	for _, n := range append(needs, more...) {
-		if err := pol.Check(n.Perm, n.Res); err != nil {
-			return &webhookRefusal{fmt.Sprintf("the webhook of %s acts as %s, who may no longer run it: %v; %s", label, h.EnabledBy, err, fix)}
-		}
+	if reason != "" {
+		return &webhookRefusal{fmt.Sprintf("the webhook of %s acts as %s, who may no longer run it: %s; %s", label, h.EnabledBy, reason, fix)}
 	}
 	return nil
 }
