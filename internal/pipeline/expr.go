@@ -12,12 +12,14 @@ import (
 //	${{ stages.S.steps.T.outputs.KEY }}       an output of an earlier step
 //
 // Spaces inside the braces are optional. They may appear in a step's
-// script, HTTP URL, header values and body, and environment values. Any
-// other text that starts with "${{" is an error, so a typo never reaches a
-// delegate as literal text; "$${{" is the escape and stands for the literal
-// "${{". The value is inserted as it is: in a shell script, pass values
-// through env (`env: {V: "${{ … }}"}` and "$V") rather than into the
-// script's text, so that an output cannot become shell code.
+// environment values, HTTP URL, header values and body, and (with
+// unsafeExpressions, see checkUnsafe) its script and container command.
+// Any other text that starts with "${{" is an error, so a typo never
+// reaches a delegate as literal text; "$${{" is the escape and stands for
+// the literal "${{". The value is inserted as it is, which is why scripts
+// take values through env (`env: {V: "${{ … }}"}` and "$V"): an output
+// or a webhook payload's field cannot become shell code. What a value and
+// a step expand to is bounded (MaxExpandedValue, MaxExpandedTask).
 
 const (
 	exprOpen   = "${{"
