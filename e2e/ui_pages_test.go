@@ -48,7 +48,8 @@ stages:
     steps:
       - name: push
         delegateSelectors: [linux]
-        shell: echo "pushed web ${{ inputs.version }}"
+        shell: echo "pushed web $VERSION"
+        env: {VERSION: "${{ inputs.version }}"}
 `, release))
 	id := strings.TrimSpace(c.mustCLI("pipeline", "run", "ship", "--detach"))
 	c.mustCLI("secret", "create", "DB_PASSWORD", "--from-file", writeTemp(t, "never-shown-in-the-ui"))

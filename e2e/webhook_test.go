@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/legate-dev/legate/internal/protocol"
 )
@@ -33,10 +35,10 @@ stages:
         env: {V: "${{ inputs.version }}", C: "${{ inputs.channel }}"}
 `
 
-// TestWebhookRun: the CLI enables a pipeline's webhook; a GitHub-style
-// delivery, signed with its secret, starts a run whose inputs come from
-// the payload; a redelivery starts none; legate run logs shows the run's
-// output.
+// TestWebhookRun: the CLI enables a pipeline's webhook; a delivery,
+// signed with its secret, starts a run whose inputs come from the
+// payload; the same delivery again starts none; legate run logs shows the
+// run's output.
 func TestWebhookRun(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t)
@@ -66,7 +68,11 @@ func TestWebhookRun(t *testing.T) {
 	}
 
 	payload := []byte(`{"action": "published", "release": {"tag_name": "v3.1.4", "draft": false}, "channel": "stable"}`)
+	// Signed as docs/pipelines.md says: TIMESTAMP.DELIVERY.BODY.
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	const id = "9b8e7c00-0000-4000-8000-000000000001"
 	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(ts + "." + id + "."))
 	mac.Write(payload)
 	deliver := func(sig string) (int, []byte) {
 		t.Helper()
@@ -75,9 +81,9 @@ func TestWebhookRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-GitHub-Event", "release")
-		req.Header.Set("X-GitHub-Delivery", "9b8e7c00-0000-4000-8000-000000000001")
-		req.Header.Set("X-Hub-Signature-256", sig)
+		req.Header.Set("X-Legate-Timestamp", ts)
+		req.Header.Set("X-Legate-Delivery", id)
+		req.Header.Set("X-Legate-Signature-256", sig)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -95,8 +101,8 @@ func TestWebhookRun(t *testing.T) {
 	if err := json.Unmarshal(b, &run); st != http.StatusCreated || err != nil || run.ID == "" {
 		t.Fatalf("delivery: %d %s, want 201 with the run", st, b)
 	}
-	if st, b := deliver(sig); st != http.StatusOK || !strings.Contains(string(b), run.ID) {
-		t.Errorf("redelivery: %d %s, want 200 with run %s", st, b, run.ID)
+	if st, b := deliver(sig); st != http.StatusConflict || !strings.Contains(string(b), "accepted already") {
+		t.Errorf("the same delivery again: %d %s, want 409", st, b)
 	}
 
 	r := c.cli("run", "logs", run.ID, "--follow")
@@ -116,7 +122,7 @@ func TestWebhookRun(t *testing.T) {
 	}
 	var runs protocol.RunList
 	if err := json.Unmarshal([]byte(c.mustCLI("run", "list", "-o", "json")), &runs); err != nil || len(runs.Runs) != 1 {
-		t.Errorf("runs: %+v, %v; want one (the redelivery started none)", runs, err)
+		t.Errorf("runs: %+v, %v; want one (the same delivery again started none)", runs, err)
 	}
 
 	c.mustCLI("pipeline", "webhook", "disable", "release")

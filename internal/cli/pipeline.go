@@ -184,7 +184,10 @@ go to stderr (never its secret).`,
 			if _, err = io.WriteString(w, src); err != nil {
 				return err
 			}
-			if h := p.Webhook; h != nil {
+			if h := p.Webhook; h != nil && h.Suspended != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "legate: webhook suspended %s: %s (%s; enable it again with legate pipeline webhook enable %s --rotate)\n",
+					a.timestamp(h.SuspendedAt), escape(webhookURL(c, h.Path)), escape(h.Suspended), escape(p.Name))
+			} else if h != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "legate: webhook enabled: %s (acts as %s; secret set %s)\n",
 					escape(webhookURL(c, h.Path)), escape(h.EnabledBy), a.timestamp(&h.RotatedAt))
 			} else {

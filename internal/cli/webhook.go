@@ -19,10 +19,14 @@ func (a *app) pipelineWebhookCmd() *cobra.Command {
 		Use:   "webhook",
 		Short: "Enable or disable a pipeline's webhook (a signed URL that starts runs)",
 		Long: `A pipeline's webhook is a URL that starts a run when it receives a POST
-whose body is signed with the webhook's secret in X-Hub-Signature-256, as
-GitHub signs its webhooks: legate pipeline webhook enable prints both, the
-secret only then. The run's inputs come from the JSON payload; it acts as
-whoever enabled the webhook. See docs/pipelines.md, Webhooks.`,
+signed with the webhook's secret: X-Legate-Signature-256 over the time
+(X-Legate-Timestamp), a new delivery ID (X-Legate-Delivery) and the body;
+each delivery is accepted once, within 5 minutes of its time. legate
+pipeline webhook enable prints the URL and the secret, the secret only
+then. The run's inputs come from the JSON payload; it acts as whoever
+enabled the webhook, and an edit of the pipeline by someone who may not
+run it suspends the webhook until it is enabled again with --rotate. See
+docs/pipelines.md, Webhooks.`,
 		Example: `  legate pipeline webhook enable deploy-web --org eng
   legate pipeline webhook enable deploy-web --org eng --rotate
   legate pipeline webhook disable deploy-web --org eng`,
@@ -45,10 +49,12 @@ shown only now: put it where the sender keeps it (GitHub: the webhook's
 Secret, content type application/json). --rotate gives an existing webhook
 a new secret (the URL stays; the old secret stops working at once).
 
-The webhook's runs act as you: each delivery is checked against your
-permissions at that moment (pipeline:execute, and access to what the
-steps use), so it stops working if you lose them; someone else takes it
-over with --rotate.`,
+The webhook's runs act as you: you need the permissions a run needs
+(pipeline:execute, and access to what the steps use), each delivery is
+checked against them at that moment, so it stops working if you lose
+them; someone else takes it over with --rotate. An edit of the pipeline
+by someone who may not run it suspends the webhook; --rotate by someone
+who may enables it again.`,
 		Example: `  legate pipeline webhook enable deploy-web --org eng`,
 		Args:    cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {

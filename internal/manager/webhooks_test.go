@@ -7,10 +7,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -132,7 +134,14 @@ func TestWebhook(t *testing.T) {
 	}
 
 	payload := []byte(`{"release": {"tag_name": "v1.2.3"}, "region": "us", "action": "published"}`)
-	good := map[string]string{protocol.HeaderHubSignature256: sign(ws.Secret, payload)}
+	n := 0
+	// signed is a new delivery of body signed with secret.
+	signed := func(secret string, body []byte) map[string]string {
+		n++
+		return signedDelivery(secret, time.Now(), fmt.Sprintf("d-%d", n), body)
+	}
+	good := signed(ws.Secret, payload)
+	sig := protocol.HeaderLegateSignature256
 
 	// Refused deliveries start nothing.
 	limit := tm.routeBody(t, "POST", protocol.PathHooks+"/{id}")
@@ -144,12 +153,12 @@ func TestWebhook(t *testing.T) {
 		status  int
 		want    string
 	}{
-		{"wrong secret", ws.Path, payload, map[string]string{protocol.HeaderHubSignature256: sign("whsec_other", payload)}, 401, "does not match the body"},
-		{"missing header", ws.Path, payload, nil, 401, "missing X-Hub-Signature-256"},
-		{"sha1", ws.Path, payload, map[string]string{protocol.HeaderHubSignature256: "sha1=0123456789abcdef0123456789abcdef01234567"}, 401, "must start with sha256="},
-		{"not hex", ws.Path, payload, map[string]string{protocol.HeaderHubSignature256: "sha256=" + strings.Repeat("z", 64)}, 401, "hex digits"},
-		{"short", ws.Path, payload, map[string]string{protocol.HeaderHubSignature256: "sha256=abcd"}, 401, "64 hex digits"},
-		{"tampered body", ws.Path, []byte(strings.Replace(string(payload), "v1.2.3", "v6.6.6", 1)), good, 401, "does not match the body"},
+		{"wrong secret", ws.Path, payload, signed("whsec_other", payload), 401, "does not match the delivery"},
+		{"missing header", ws.Path, payload, withHeaders(signed(ws.Secret, payload), sig, ""), 401, "missing X-Legate-Signature-256"},
+		{"sha1", ws.Path, payload, withHeaders(signed(ws.Secret, payload), sig, "sha1=0123456789abcdef0123456789abcdef01234567"), 401, "must start with sha256="},
+		{"not hex", ws.Path, payload, withHeaders(signed(ws.Secret, payload), sig, "sha256="+strings.Repeat("z", 64)), 401, "hex digits"},
+		{"short", ws.Path, payload, withHeaders(signed(ws.Secret, payload), sig, "sha256=abcd"), 401, "64 hex digits"},
+		{"tampered body", ws.Path, []byte(strings.Replace(string(payload), "v1.2.3", "v6.6.6", 1)), good, 401, "does not match the delivery"},
 		{"unknown hook", protocol.PathHooks + "/wh_0123456789abcdef0123456789abcdef", payload, good, 404, "no webhook"},
 		{"too large", ws.Path, bytes.Repeat([]byte(" "), int(limit)+1), good, 413, "larger than"},
 	}
@@ -168,10 +177,10 @@ func TestWebhook(t *testing.T) {
 		t.Errorf("legate_webhook_bad_signatures_total = %v, want 6", got)
 	}
 	notJSON := []byte("payload=%7B%7D")
-	if st, body := tm.deliver(t, ws.Path, notJSON, map[string]string{protocol.HeaderHubSignature256: sign(ws.Secret, notJSON)}); st != 400 || !strings.Contains(body, "not JSON") {
+	if st, body := tm.deliver(t, ws.Path, notJSON, signed(ws.Secret, notJSON)); st != 400 || !strings.Contains(body, "not JSON") {
 		t.Errorf("form-encoded body: %d %s, want 400 saying it is not JSON", st, body)
 	}
-	if st, body := tm.deliver(t, ws.Path, payload, map[string]string{protocol.HeaderHubSignature256: good[protocol.HeaderHubSignature256], protocol.HeaderGitHubEvent: "ping"}); st != 200 || !strings.Contains(body, "pong") {
+	if st, body := tm.deliver(t, ws.Path, payload, withHeaders(signed(ws.Secret, payload), protocol.HeaderGitHubEvent, "ping")); st != 200 || !strings.Contains(body, "pong") {
 		t.Errorf("ping: %d %s, want 200 pong", st, body)
 	}
 	if n := tm.runCount(t); n != 0 {
@@ -194,27 +203,16 @@ func TestWebhook(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"version": "v1.2.3", "region": "us"}, stored.Inputs); diff != "" {
 		t.Errorf("inputs (-want +got):\n%s", diff)
 	}
-	if stored.Trigger != "webhook" || stored.TriggeredBy != "webhook:hooked" {
-		t.Errorf("trigger %q by %q, want webhook by webhook:hooked", stored.Trigger, stored.TriggeredBy)
+	if stored.Trigger != "webhook" || stored.TriggeredBy != "webhook:hooked" || stored.Delivery != good[protocol.HeaderLegateDelivery] {
+		t.Errorf("trigger %q by %q delivery %q, want webhook by webhook:hooked, delivery %s", stored.Trigger, stored.TriggeredBy, stored.Delivery, good[protocol.HeaderLegateDelivery])
 	}
 
-	// Redelivery: the same delivery ID answers the same run.
-	withID := map[string]string{protocol.HeaderHubSignature256: good[protocol.HeaderHubSignature256], protocol.HeaderGitHubDelivery: "72d3162e-cc78-11e3-81ab-4c9367dc0958"}
-	st, body = tm.deliver(t, ws.Path, payload, withID)
-	var first protocol.Run
-	if err := json.Unmarshal([]byte(body), &first); st != http.StatusCreated || err != nil {
-		t.Fatalf("delivery with an ID: %d %s", st, body)
+	// The same delivery again is refused (TestWebhookReplay has the rest).
+	if st, body := tm.deliver(t, ws.Path, payload, good); st != http.StatusConflict || !strings.Contains(body, "accepted already") {
+		t.Errorf("the same delivery again: %d %s, want 409", st, body)
 	}
-	for _, h := range []string{protocol.HeaderGitHubDelivery, protocol.HeaderLegateDelivery} {
-		again := map[string]string{protocol.HeaderHubSignature256: good[protocol.HeaderHubSignature256], h: "72d3162e-cc78-11e3-81ab-4c9367dc0958"}
-		st, body = tm.deliver(t, ws.Path, payload, again)
-		var second protocol.Run
-		if err := json.Unmarshal([]byte(body), &second); st != http.StatusOK || err != nil || second.ID != first.ID {
-			t.Errorf("redelivery in %s: %d %s, want 200 with run %s", h, st, body, first.ID)
-		}
-	}
-	if n := tm.runCount(t); n != 2 {
-		t.Errorf("%d runs, want 2 (a redelivery starts none)", n)
+	if n := tm.runCount(t); n != 1 {
+		t.Errorf("%d runs, want 1", n)
 	}
 
 	// A rotation keeps the URL; the old secret no longer signs.
@@ -222,34 +220,32 @@ func TestWebhook(t *testing.T) {
 	if rot.Path != ws.Path || rot.Secret == ws.Secret {
 		t.Errorf("rotation: path %s secret changed %v, want the same path and a new secret", rot.Path, rot.Secret != ws.Secret)
 	}
-	if st, body := tm.deliver(t, ws.Path, payload, good); st != 401 {
+	if st, body := tm.deliver(t, ws.Path, payload, signed(ws.Secret, payload)); st != 401 {
 		t.Errorf("old secret after the rotation: %d %s, want 401", st, body)
 	}
-	if st, body := tm.deliver(t, ws.Path, payload, map[string]string{protocol.HeaderHubSignature256: sign(rot.Secret, payload)}); st != 201 {
+	if st, body := tm.deliver(t, ws.Path, payload, signed(rot.Secret, payload)); st != 201 {
 		t.Errorf("new secret: %d %s, want 201", st, body)
 	}
 
 	// The webhook acts as ed, checked at each delivery.
-	newGood := map[string]string{protocol.HeaderHubSignature256: sign(rot.Secret, payload)}
 	tm.mustAPI(t, admin, "DELETE", protocol.PathBindings+"?role=hooker&subject_kind=user&subject=ed", "", 204)
 	tm.mustAPI(t, admin, "POST", protocol.PathBindings, `{"role":"editor","subject_kind":"user","subject":"ed"}`, 201)
-	if st, body := tm.deliver(t, ws.Path, payload, newGood); st != 403 || !strings.Contains(body, "user ed") || !strings.Contains(body, "pipeline:execute") {
+	if st, body := tm.deliver(t, ws.Path, payload, signed(rot.Secret, payload)); st != 403 || !strings.Contains(body, "user ed") || !strings.Contains(body, "pipeline:execute") {
 		t.Errorf("enabler without pipeline:execute: %d %s, want 403 naming user ed and pipeline:execute", st, body)
 	}
 	tm.mustAPI(t, admin, "DELETE", protocol.PathUsers+"/ed", "", 204)
-	if st, body := tm.deliver(t, ws.Path, payload, newGood); st != 403 || !strings.Contains(body, "was deleted") {
+	if st, body := tm.deliver(t, ws.Path, payload, signed(rot.Secret, payload)); st != 403 || !strings.Contains(body, "was deleted") {
 		t.Errorf("enabler deleted: %d %s, want 403 saying so", st, body)
 	}
 	before := tm.runCount(t)
 
 	// Taken over by the admin, then disabled: the URL is gone.
 	adm := tm.enableWebhook(t, admin, "hooked", true)
-	adminGood := map[string]string{protocol.HeaderHubSignature256: sign(adm.Secret, payload)}
-	if st, body := tm.deliver(t, ws.Path, payload, adminGood); st != 201 {
+	if st, body := tm.deliver(t, ws.Path, payload, signed(adm.Secret, payload)); st != 201 {
 		t.Errorf("after a takeover: %d %s, want 201", st, body)
 	}
 	tm.mustAPI(t, admin, "DELETE", protocol.PathPipelines+"/hooked/webhook", "", 204)
-	if st, body := tm.deliver(t, ws.Path, payload, adminGood); st != 404 {
+	if st, body := tm.deliver(t, ws.Path, payload, signed(adm.Secret, payload)); st != 404 {
 		t.Errorf("disabled: %d %s, want 404", st, body)
 	}
 	if n := tm.runCount(t); n != before+1 {
@@ -263,15 +259,14 @@ func TestWebhookOverTheDeploymentLimit(t *testing.T) {
 	f := newRunFixture(t, Config{DeploymentsPerHour: 1})
 	ws := f.tm.enableWebhook(t, f.tm.admin.APIKey, "ship", false)
 	payload := []byte(`{"version": "2.0"}`)
-	h := map[string]string{protocol.HeaderHubSignature256: sign(ws.Secret, payload)}
-	st, body := f.tm.deliver(t, ws.Path, payload, h)
+	st, body := f.tm.deliver(t, ws.Path, payload, signedDelivery(ws.Secret, time.Now(), "d-1", payload))
 	var run protocol.Run
 	if err := json.Unmarshal([]byte(body), &run); st != 201 || err != nil {
 		t.Fatalf("first delivery: %d %s", st, body)
 	}
 	f.finish(t, f.stepTask(t, run.ID, "build", "compile"), protocol.StatusSucceeded, map[string]string{"artifact": "a"})
 	f.stepTask(t, run.ID, "deploy", "push") // the deployment began
-	st, body = f.tm.deliver(t, ws.Path, payload, h)
+	st, body = f.tm.deliver(t, ws.Path, payload, signedDelivery(ws.Secret, time.Now(), "d-2", payload))
 	var answer struct{ Error protocol.Error }
 	if err := json.Unmarshal([]byte(body), &answer); st != http.StatusTooManyRequests || err != nil || answer.Error.Code != protocol.CodeDeploymentLimit ||
 		!strings.Contains(answer.Error.Message, "1 of 1 deployments per hour") {

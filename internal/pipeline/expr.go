@@ -12,12 +12,14 @@ import (
 //	${{ stages.S.steps.T.outputs.KEY }}       an output of an earlier step
 //
 // Spaces inside the braces are optional. They may appear in a step's
-// script, HTTP URL, header values and body, and environment values. Any
-// other text that starts with "${{" is an error, so a typo never reaches a
-// delegate as literal text; "$${{" is the escape and stands for the literal
-// "${{". The value is inserted as it is: in a shell script, pass values
-// through env (`env: {V: "${{ … }}"}` and "$V") rather than into the
-// script's text, so that an output cannot become shell code.
+// environment values, HTTP URL, header values and body, and (with
+// unsafeExpressions, see checkUnsafe) its script and container command.
+// Any other text that starts with "${{" is an error, so a typo never
+// reaches a delegate as literal text; "$${{" is the escape and stands for
+// the literal "${{". The value is inserted as it is, which is why scripts
+// take values through env (`env: {V: "${{ … }}"}` and "$V"): an output
+// or a webhook payload's field cannot become shell code. What a value and
+// a step expand to is bounded (MaxExpandedValue, MaxExpandedTask).
 
 const (
 	exprOpen   = "${{"
@@ -116,23 +118,80 @@ func Refs(s string) ([]Ref, error) {
 }
 
 // Expand replaces each expression of s with value(ref) and undoes the
-// escapes; the first error of value or of the syntax is returned.
+// escapes; the first error of value or of the syntax is returned, and an
+// *ExpandError when the result would pass MaxExpandedValue bytes.
 func Expand(s string, value func(Ref) (string, error)) (string, error) {
+	return expand(s, value, MaxExpandedTask)
+}
+
+// ExpandError: what expressions expand to is over a limit.
+type ExpandError struct {
+	// Limit is MaxExpandedValue or MaxExpandedTask, whichever was passed.
+	Limit int
+	msg   string
+}
+
+func (e *ExpandError) Error() string { return e.msg }
+
+// expand is Expand with room bytes left for the whole task: the result is
+// checked against both limits before each piece is written, so it never
+// grows past them.
+func expand(s string, value func(Ref) (string, error), room int) (string, error) {
+	var b strings.Builder
+	add := func(piece string) error {
+		if err := overLimit(b.Len()+len(piece), room); err != nil {
+			return err
+		}
+		b.WriteString(piece)
+		return nil
+	}
 	if !strings.Contains(s, exprOpen) {
+		if err := overLimit(len(s), room); err != nil {
+			return "", err
+		}
 		return s, nil
 	}
-	var b strings.Builder
-	b.Grow(len(s))
-	err := scanExpr(s, func(l string) { b.WriteString(l) }, func(r Ref) error {
+	b.Grow(min(len(s), room))
+	var litErr error
+	err := scanExpr(s, func(l string) {
+		if litErr == nil {
+			litErr = add(l)
+		}
+	}, func(r Ref) error {
+		if litErr != nil {
+			return litErr
+		}
 		v, err := value(r)
 		if err != nil {
 			return err
 		}
-		b.WriteString(v)
-		return nil
+		return add(v)
 	})
+	if err == nil {
+		err = litErr
+	}
 	if err != nil {
 		return "", err
 	}
 	return b.String(), nil
 }
+
+// overLimit: an *ExpandError when a value of n bytes is over
+// MaxExpandedValue or over the room left for the task.
+func overLimit(n, room int) error {
+	switch {
+	case n > MaxExpandedValue:
+		return &ExpandError{Limit: MaxExpandedValue, msg: fmt.Sprintf("expands to more than %d bytes: at most %d bytes per value once expressions are replaced; reference a large input or output once (through env) instead of many times", MaxExpandedValue, MaxExpandedValue)}
+	case n > room:
+		return &ExpandError{Limit: MaxExpandedTask, msg: fmt.Sprintf("the step's fields expand to more than %d bytes in all: at most %d bytes per task once expressions are replaced; reference large inputs and outputs fewer times", MaxExpandedTask, MaxExpandedTask)}
+	}
+	return nil
+}
+
+// Limits of what expressions expand to: a value is one field of a step
+// (its script, an environment value, a header, the body, the URL, an
+// argument of its command) after expansion; a task is all of them.
+const (
+	MaxExpandedValue = 256 << 10
+	MaxExpandedTask  = 1 << 20
+)

@@ -94,6 +94,9 @@ func FuzzExpand(f *testing.F) {
 				t.Fatalf("Refs gave %v, which does not parse: %v", r, err)
 			}
 		}
+		if len(out) > MaxExpandedValue {
+			t.Fatalf("output of %d bytes, over MaxExpandedValue", len(out))
+		}
 		if len(out) > len(s)+len(seen)*200 {
 			t.Fatalf("output of %d bytes from %d", len(out), len(s))
 		}

@@ -524,6 +524,7 @@ func (ps *parser) step(n *yaml.Node, path string, seen map[string]bool) Step {
 		"secrets":           func(v *yaml.Node) { s.Secrets = ps.secrets(v, path+".secrets") },
 		"when":              func(v *yaml.Node) { s.When = ps.when(v, path+".when") },
 		"outputs":           func(v *yaml.Node) { s.Outputs = ps.outputs(v, path+".outputs") },
+		"unsafeExpressions": func(v *yaml.Node) { s.UnsafeExpressions = ps.boolean(v, path+".unsafeExpressions") },
 	})
 	if n.Kind != yaml.MappingNode {
 		return s
@@ -701,9 +702,16 @@ func (ps *parser) references(p *Pipeline) {
 						ps.addLine(ps.lines[path], path+"."+f.name, "%v", err)
 						continue
 					}
+					bad := false
 					for _, r := range refs {
 						if msg := checkRef(r, inputs, done, stageIdx, StepRef{st.Name, s.Name}); msg != "" {
 							ps.addLine(ps.lines[path], path+"."+f.name, "${{ %s }}: %s", r, msg)
+							bad = true
+						}
+					}
+					if !bad && !s.UnsafeExpressions {
+						if msg := checkUnsafe(f, refs); msg != "" {
+							ps.addLine(ps.lines[path], path+"."+f.name, "%s", msg)
 						}
 					}
 				}
@@ -736,6 +744,58 @@ func checkRef(r Ref, inputs map[string]bool, done map[StepRef][]string, stageIdx
 		return fmt.Sprintf("step %s does not declare the output %q: add it to its outputs:", r.Step, r.Key)
 	}
 	return ""
+}
+
+// checkUnsafe says why the expressions refs of field f may not be there
+// ("" when they may): in a script or a container's command a value would
+// run as code (a webhook payload's field, an output a step wrote), and in
+// the scheme or host of an HTTP URL it would choose where the request,
+// with its headers, goes. The message shows the safe form.
+func checkUnsafe(f text, refs []Ref) string {
+	if len(refs) == 0 {
+		return ""
+	}
+	const optIn = "or, if every value it can take is trusted, mark the step unsafeExpressions: true"
+	r := refs[0]
+	env := envNameOf(r)
+	switch {
+	case f.name == "shell" || f.name == "container.script":
+		return fmt.Sprintf("${{ %s }} in a script runs its value as code (a webhook payload's field, a step's output): pass it as an environment variable — env: {%s: \"${{ %s }}\"} — and write \"$%s\" in the script, %s", r, env, r, env, optIn)
+	case strings.HasPrefix(f.name, "container.command["):
+		return fmt.Sprintf("${{ %s }} in a container's command can run its value as code or options: pass it as an environment variable — env: {%s: \"${{ %s }}\"} — and use \"$%s\" in container.script, %s", r, env, r, env, optIn)
+	case f.name == "http.url":
+		if authority := urlAuthority(f.text); strings.Contains(strings.ReplaceAll(authority, exprEscape, ""), exprOpen) {
+			return fmt.Sprintf("an expression in the scheme or host of a URL (%s) lets a value choose where the request and its headers go: write the host in the pipeline and expressions only in the path or query, %s", strconv.QuoteToASCII(authority), optIn)
+		}
+	}
+	return ""
+}
+
+// urlAuthority is the scheme and host part of a URL's text: up to the
+// first "/" after "://" (all of it without one).
+func urlAuthority(u string) string {
+	i := strings.Index(u, "://")
+	if i < 0 {
+		return u
+	}
+	if j := strings.IndexByte(u[i+3:], '/'); j >= 0 {
+		return u[:i+3+j]
+	}
+	return u
+}
+
+// envNameOf suggests the environment variable to pass r in: its input's
+// name or output's key in capitals, '-' as '_'.
+func envNameOf(r Ref) string {
+	n := r.Input
+	if n == "" {
+		n = r.Key
+	}
+	n = strings.ToUpper(strings.ReplaceAll(n, "-", "_"))
+	if n == "" || n[0] >= '0' && n[0] <= '9' {
+		n = "V_" + n
+	}
+	return n
 }
 
 // text is one field of a step where expressions may appear.

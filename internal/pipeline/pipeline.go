@@ -166,6 +166,10 @@ type Step struct {
 	// Outputs are the keys the step may write to $LEGATE_OUTPUT that later
 	// steps reference.
 	Outputs []string
+	// UnsafeExpressions lets expressions into text that runs as code (a
+	// script, a container's command) and into the scheme and host of an
+	// HTTP URL; without it they are refused (checkUnsafe).
+	UnsafeExpressions bool
 }
 
 // HTTP is the request of an http step.

@@ -91,7 +91,7 @@ func TestParseErrors(t *testing.T) {
 		{"aliases", "name: &n p\nstages: []\n", []string{"line 1: YAML anchors and aliases (& and *) are not supported in a pipeline file"}},
 		{"unknown step field", head + "      - name: a\n        shel: x\n", []string{
 			"line 5: stages[0].steps[0]: a step needs shell: (a script), http: (a request) or container: (an image to run)",
-			"line 6: stages[0].steps[0].shel: unknown field; known fields here: connector, container, delegateSelectors, env, http, name, outputs, retries, secrets, shell, timeout, when"}},
+			"line 6: stages[0].steps[0].shel: unknown field; known fields here: connector, container, delegateSelectors, env, http, name, outputs, retries, secrets, shell, timeout, unsafeExpressions, when"}},
 		{"duplicate step", head + "      - name: a\n        shell: x\n      - name: a\n        shell: y\n", []string{
 			`line 7: stages[0].steps[1].name: a step named "a" comes earlier in this stage: step names must be unique within a stage`}},
 		{"duplicate step in group", head + "      - name: a\n        shell: x\n      - parallel:\n          - name: a\n            shell: y\n", []string{
@@ -300,6 +300,7 @@ stages:
   - name: build
     steps:
       - name: checkout
+        unsafeExpressions: true
         container:
           image: localhost/debian-min:bookworm
           command: [git, clone, -b, "${{ inputs.ref }}", /repo, /ws]
@@ -309,6 +310,7 @@ stages:
             - {name: ws, mount_path: /ws, empty_dir: {}}
             - {name: tmp, mount_path: /tmp, empty_dir: {size_mib: 64}}
       - name: test
+        unsafeExpressions: true
         container:
           image: localhost/debian-min:bookworm
           script: cd /ws && make test REF=${{ inputs.ref }}

@@ -138,11 +138,14 @@ func (p *Pipeline) StepSpec(ref StepRef, inputs map[string]string, outputs Outpu
 		}
 		return literal(v), nil
 	}
+	// Every field counts towards MaxExpandedTask, expressions or not.
+	room := MaxExpandedTask
 	for _, f := range stepTexts(&s) {
-		v, err := Expand(f.text, value)
+		v, err := expand(f.text, value, room)
 		if err != nil {
 			return protocol.TaskSpec{}, fmt.Errorf("step %s, %s: %w", ref, f.name, err)
 		}
+		room -= len(v)
 		f.set(&s, v)
 	}
 	spec := protocol.TaskSpec{

@@ -24,7 +24,7 @@ triggers:
 stages:
   - name: s
     steps:
-      - {name: a, shell: 'echo ${{ inputs.version }}'}
+      - {name: a, shell: 'echo "$V"', env: {V: '${{ inputs.version }}'}}
 `
 
 func TestParseTriggers(t *testing.T) {

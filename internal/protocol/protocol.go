@@ -67,9 +67,11 @@
 //	  Webhooks: POST/DELETE PathPipelines/{name}/webhook enables
 //	  (EnableWebhookRequest → WebhookSecret) or disables a pipeline's
 //	  webhook, Pipeline.Webhook says whether it has one; POST
-//	  PathHooks/{id} (no credentials; HeaderHubSignature256) starts a run,
-//	  idempotent per HeaderGitHubDelivery or HeaderLegateDelivery
-//	  (Run.Delivery).
+//	  PathHooks/{id} (no credentials) starts a run: a delivery is signed
+//	  with HeaderLegateSignature256 over HeaderLegateTimestamp,
+//	  HeaderLegateDelivery and the body, accepted once per delivery ID
+//	  (Run.Delivery) and within a window of its timestamp; a body-only
+//	  HeaderHubSignature256 (the form of earlier managers) is refused.
 //	  Task containers: tasks of type container (TaskSpec.Container, a
 //	  ContainerSpec); a delegate registers its
 //	  RegisterRequest.ContainerRuntime and Platform, and one without a
@@ -225,22 +227,30 @@ const (
 	// v4.
 	PathRuns = "/api/v1/runs"
 	// PathHooks + "/{id}" is a pipeline's webhook (POST, no credentials:
-	// the body is signed, HeaderHubSignature256). Since v4.
+	// the delivery is signed, HeaderLegateSignature256). Since v4.
 	PathHooks = "/api/v1/hooks"
 )
 
 // Webhook headers, as GitHub sends them.
 const (
-	// HeaderHubSignature256 signs a webhook delivery: "sha256=" and the
-	// hex HMAC-SHA256 of the raw body keyed with the webhook's secret.
+	// HeaderHubSignature256 is GitHub's signature of a delivery: "sha256="
+	// and the hex HMAC-SHA256 of the raw body alone. It signs no time and
+	// no ID, so a delivery that carries only it is refused (a captured one
+	// could be sent again).
 	HeaderHubSignature256 = "X-Hub-Signature-256"
-	// HeaderGitHubDelivery and HeaderLegateDelivery name a delivery: a
-	// second delivery with the same ID starts no second run.
+	// HeaderLegateDelivery names a delivery (signed; accepted once);
+	// HeaderGitHubDelivery is GitHub's, no longer read.
 	HeaderGitHubDelivery = "X-GitHub-Delivery"
 	HeaderLegateDelivery = "X-Legate-Delivery"
 	// HeaderGitHubEvent names the event; "ping" (sent when a webhook is
 	// added on GitHub) is answered without starting a run.
 	HeaderGitHubEvent = "X-GitHub-Event"
+	// HeaderLegateTimestamp is when a delivery was signed, in Unix
+	// seconds; HeaderLegateSignature256 is "sha256=" and the hex
+	// HMAC-SHA256, keyed with the webhook's secret, of the timestamp, ".",
+	// the delivery ID (HeaderLegateDelivery), "." and the raw body.
+	HeaderLegateTimestamp    = "X-Legate-Timestamp"
+	HeaderLegateSignature256 = "X-Legate-Signature-256"
 )
 
 // QueryAll is the query parameter of a delegate listing that includes
@@ -1622,6 +1632,14 @@ type PipelineWebhook struct {
 	EnabledBy string    `json:"enabled_by"`
 	CreatedAt time.Time `json:"created_at"`
 	RotatedAt time.Time `json:"rotated_at"`
+	// EnabledVersion is the pipeline's version when it was enabled or
+	// last rotated.
+	EnabledVersion int64 `json:"enabled_version,omitempty"`
+	// Suspended, when set, says why an edit of the pipeline suspended it
+	// (deliveries are refused until an enable --rotate); SuspendedAt is
+	// when.
+	Suspended   string     `json:"suspended,omitempty"`
+	SuspendedAt *time.Time `json:"suspended_at,omitempty"`
 }
 
 // EnableWebhookRequest enables a pipeline's webhook. Rotate replaces the

@@ -47,48 +47,74 @@ func scanPipeline(r rowScanner) (Pipeline, error) {
 // an existing one at the next version. An apply with the source unchanged
 // changes nothing and reports changed false.
 func (s *Store) ApplyPipeline(ctx context.Context, p Pipeline, now time.Time) (out Pipeline, changed bool, err error) {
+	out, changed, _, err = s.ApplyPipelineSuspending(ctx, p, "", now)
+	return out, changed, err
+}
+
+// ApplyPipelineSuspending applies p as ApplyPipeline does and, when that
+// stores a new version of a pipeline whose webhook is not suspended and
+// suspend is not empty, suspends the webhook with the reason suspend in
+// the same transaction (so no delivery runs the new version as the
+// webhook's principal); suspended is the webhook's ID then, else "".
+func (s *Store) ApplyPipelineSuspending(ctx context.Context, p Pipeline, suspend string, now time.Time) (out Pipeline, changed bool, suspended string, err error) {
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		cur, err := scanPipeline(s.w(tx).queryRow(ctx, `SELECT `+pipelineCols+` FROM pipelines
-	WHERE account_id = ? AND org = ? AND project = ? AND name = ?`+s.lockClause("FOR UPDATE"), p.AccountID, p.Org, p.Project, p.Name))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			out = p
-			out.Version = 1
-			out.CreatedAt = fromMicros(micros(now))
-			out.UpdatedAt = out.CreatedAt
-			res, err := s.w(tx).exec(ctx, `INSERT INTO pipelines (`+pipelineCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-				out.AccountID, out.Org, out.Project, out.Name, out.Source, out.Version, out.UpdatedBy, micros(out.CreatedAt), micros(out.UpdatedAt))
-			if err != nil {
-				return err
-			}
-			if n, err := res.RowsAffected(); err != nil || n == 0 {
-				// A concurrent first apply won; on PostgreSQL the write is
-				// retried only on serialization failures, so say so.
-				return errors.Join(ErrConflict, err)
-			}
-			changed = true
-			return nil
-		case err != nil:
+		suspended = ""
+		out, changed, err = s.applyPipeline(ctx, tx, p, now)
+		if err != nil || !changed || out.Version == 1 || suspend == "" {
 			return err
-		case cur.Source == p.Source:
-			out, changed = cur, false
+		}
+		err := s.w(tx).queryRow(ctx, `SELECT id FROM pipeline_webhooks
+	WHERE account_id = ? AND org = ? AND project = ? AND pipeline = ? AND suspended_reason = ''`, p.AccountID, p.Org, p.Project, p.Name).Scan(&suspended)
+		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
-		out = cur
-		out.Source = p.Source
-		out.Version++
-		out.UpdatedBy = p.UpdatedBy
-		out.UpdatedAt = fromMicros(micros(now))
-		_, err = s.w(tx).exec(ctx, `UPDATE pipelines SET source = ?, version = ?, updated_by = ?, updated_at = ?
-	WHERE account_id = ? AND org = ? AND project = ? AND name = ?`,
-			out.Source, out.Version, out.UpdatedBy, micros(out.UpdatedAt), p.AccountID, p.Org, p.Project, p.Name)
-		changed = true
+		if err != nil {
+			return err
+		}
+		_, err = s.w(tx).exec(ctx, `UPDATE pipeline_webhooks SET suspended_reason = ?, suspended_at = ? WHERE id = ?`,
+			suspend, micros(now), suspended)
 		return err
 	})
 	if err != nil {
-		return Pipeline{}, false, fmt.Errorf("apply pipeline %s: %w", p.Name, err)
+		return Pipeline{}, false, "", fmt.Errorf("apply pipeline %s: %w", p.Name, err)
 	}
-	return out, changed, nil
+	return out, changed, suspended, nil
+}
+
+func (s *Store) applyPipeline(ctx context.Context, tx *sql.Tx, p Pipeline, now time.Time) (out Pipeline, changed bool, err error) {
+	cur, err := scanPipeline(s.w(tx).queryRow(ctx, `SELECT `+pipelineCols+` FROM pipelines
+	WHERE account_id = ? AND org = ? AND project = ? AND name = ?`+s.lockClause("FOR UPDATE"), p.AccountID, p.Org, p.Project, p.Name))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		out = p
+		out.Version = 1
+		out.CreatedAt = fromMicros(micros(now))
+		out.UpdatedAt = out.CreatedAt
+		res, err := s.w(tx).exec(ctx, `INSERT INTO pipelines (`+pipelineCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			out.AccountID, out.Org, out.Project, out.Name, out.Source, out.Version, out.UpdatedBy, micros(out.CreatedAt), micros(out.UpdatedAt))
+		if err != nil {
+			return Pipeline{}, false, err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			// A concurrent first apply won; on PostgreSQL the write is
+			// retried only on serialization failures, so say so.
+			return Pipeline{}, false, errors.Join(ErrConflict, err)
+		}
+		return out, true, nil
+	case err != nil:
+		return Pipeline{}, false, err
+	case cur.Source == p.Source:
+		return cur, false, nil
+	}
+	out = cur
+	out.Source = p.Source
+	out.Version++
+	out.UpdatedBy = p.UpdatedBy
+	out.UpdatedAt = fromMicros(micros(now))
+	_, err = s.w(tx).exec(ctx, `UPDATE pipelines SET source = ?, version = ?, updated_by = ?, updated_at = ?
+	WHERE account_id = ? AND org = ? AND project = ? AND name = ?`,
+		out.Source, out.Version, out.UpdatedBy, micros(out.UpdatedAt), p.AccountID, p.Org, p.Project, p.Name)
+	return out, true, err
 }
 
 // GetPipeline returns the pipeline of that scope and name, or ErrNotFound.

@@ -33,20 +33,33 @@ type Webhook struct {
 	// RotatedAt is when its current secret was set (CreatedAt until a
 	// rotation).
 	RotatedAt time.Time
+	// EnabledVersion is the version of the pipeline when it was enabled
+	// or last rotated.
+	EnabledVersion int64
+	// SuspendedReason, when not empty, says why an edit of the pipeline
+	// suspended it (ApplyPipelineSuspending); SuspendedAt is when. A
+	// rotation ends the suspension.
+	SuspendedReason string
+	SuspendedAt     time.Time
 }
 
 func webhookSecretContext(id string) string { return "webhook/" + id }
 
-const webhookCols = `id, account_id, org, project, pipeline, principal_kind, principal_id, enabled_by, created_at, rotated_at`
+const webhookCols = `id, account_id, org, project, pipeline, principal_kind, principal_id, enabled_by, created_at, rotated_at,
+	enabled_version, suspended_reason, suspended_at`
 
 func scanWebhook(r rowScanner, extra ...any) (Webhook, error) {
 	var h Webhook
-	var created, rotated int64
-	dest := append([]any{&h.ID, &h.AccountID, &h.Org, &h.Project, &h.Pipeline, &h.PrincipalKind, &h.PrincipalID, &h.EnabledBy, &created, &rotated}, extra...)
+	var created, rotated, suspended int64
+	dest := append([]any{&h.ID, &h.AccountID, &h.Org, &h.Project, &h.Pipeline, &h.PrincipalKind, &h.PrincipalID, &h.EnabledBy, &created, &rotated,
+		&h.EnabledVersion, &h.SuspendedReason, &suspended}, extra...)
 	if err := r.Scan(dest...); err != nil {
 		return Webhook{}, err
 	}
 	h.CreatedAt, h.RotatedAt = fromMicros(created), fromMicros(rotated)
+	if suspended != 0 {
+		h.SuspendedAt = fromMicros(suspended)
+	}
 	return h, nil
 }
 
@@ -54,8 +67,9 @@ func scanWebhook(r rowScanner, extra ...any) (Webhook, error) {
 // webhook whose deliveries are signed with secret. Without rotate, a
 // pipeline that has one already is ErrConflict; with rotate, its webhook
 // keeps its ID and gets the new secret and the new principal (one is
-// created if there was none). h.ID is the ID of a new webhook; the answer
-// is the webhook as stored.
+// created if there was none) and is no longer suspended. h.ID is the ID of
+// a new webhook; the answer is the webhook as stored, with the pipeline's
+// version as EnabledVersion.
 func (s *Store) SetWebhook(ctx context.Context, h Webhook, secret string, rotate bool, now time.Time) (Webhook, error) {
 	now = fromMicros(micros(now))
 	var out Webhook
@@ -63,9 +77,9 @@ func (s *Store) SetWebhook(ctx context.Context, h Webhook, secret string, rotate
 		w := s.w(tx)
 		// The pipeline's row is held, so a delete waits for this to end
 		// (and then takes the webhook with it).
-		var name string
-		err := w.queryRow(ctx, `SELECT name FROM pipelines WHERE account_id = ? AND org = ? AND project = ? AND name = ?`+s.lockClause("FOR UPDATE"),
-			h.AccountID, h.Org, h.Project, h.Pipeline).Scan(&name)
+		var version int64
+		err := w.queryRow(ctx, `SELECT version FROM pipelines WHERE account_id = ? AND org = ? AND project = ? AND name = ?`+s.lockClause("FOR UPDATE"),
+			h.AccountID, h.Org, h.Project, h.Pipeline).Scan(&version)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -77,10 +91,10 @@ func (s *Store) SetWebhook(ctx context.Context, h Webhook, secret string, rotate
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			out = h
-			out.CreatedAt, out.RotatedAt = now, now
-			res, err := w.exec(ctx, `INSERT INTO pipeline_webhooks (`+webhookCols+`, secret) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			out.CreatedAt, out.RotatedAt, out.EnabledVersion, out.SuspendedReason, out.SuspendedAt = now, now, version, "", time.Time{}
+			res, err := w.exec(ctx, `INSERT INTO pipeline_webhooks (`+webhookCols+`, secret) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', 0, ?) ON CONFLICT DO NOTHING`,
 				out.ID, out.AccountID, out.Org, out.Project, out.Pipeline, out.PrincipalKind, out.PrincipalID, out.EnabledBy,
-				micros(now), micros(now), s.keys.Seal([]byte(secret), webhookSecretContext(out.ID)))
+				micros(now), micros(now), version, s.keys.Seal([]byte(secret), webhookSecretContext(out.ID)))
 			if err != nil {
 				return err
 			}
@@ -95,8 +109,10 @@ func (s *Store) SetWebhook(ctx context.Context, h Webhook, secret string, rotate
 		}
 		out = cur
 		out.PrincipalKind, out.PrincipalID, out.EnabledBy, out.RotatedAt = h.PrincipalKind, h.PrincipalID, h.EnabledBy, now
-		_, err = w.exec(ctx, `UPDATE pipeline_webhooks SET secret = ?, principal_kind = ?, principal_id = ?, enabled_by = ?, rotated_at = ? WHERE id = ?`,
-			s.keys.Seal([]byte(secret), webhookSecretContext(cur.ID)), out.PrincipalKind, out.PrincipalID, out.EnabledBy, micros(now), cur.ID)
+		out.EnabledVersion, out.SuspendedReason, out.SuspendedAt = version, "", time.Time{}
+		_, err = w.exec(ctx, `UPDATE pipeline_webhooks SET secret = ?, principal_kind = ?, principal_id = ?, enabled_by = ?, rotated_at = ?,
+	enabled_version = ?, suspended_reason = '', suspended_at = 0 WHERE id = ?`,
+			s.keys.Seal([]byte(secret), webhookSecretContext(cur.ID)), out.PrincipalKind, out.PrincipalID, out.EnabledBy, micros(now), version, cur.ID)
 		return err
 	})
 	if err != nil {
@@ -172,6 +188,44 @@ func (s *Store) RunOfDelivery(ctx context.Context, webhookID, delivery string) (
 		return Run{}, fmt.Errorf("run of delivery %s: %w", delivery, err)
 	}
 	return run, nil
+}
+
+// ErrTooManyDeliveries: a webhook has as many delivery IDs remembered as
+// RememberDelivery may keep for it.
+var ErrTooManyDeliveries = errors.New("too many deliveries remembered for the webhook")
+
+// RememberDelivery records that webhook webhookID accepted the delivery
+// ID delivery, kept until expires. A delivery ID remembered already is
+// ErrConflict; a webhook with max delivery IDs remembered is
+// ErrTooManyDeliveries. The delivery IDs of every webhook that expired by
+// now are dropped first, so the table holds only the current window.
+func (s *Store) RememberDelivery(ctx context.Context, webhookID, delivery string, expires time.Time, max int, now time.Time) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		w := s.w(tx)
+		if _, err := w.exec(ctx, `DELETE FROM webhook_deliveries WHERE expires_at < ?`, micros(now)); err != nil {
+			return err
+		}
+		var n int
+		if err := w.queryRow(ctx, `SELECT COUNT(*) FROM webhook_deliveries WHERE webhook_id = ?`, webhookID).Scan(&n); err != nil {
+			return err
+		}
+		res, err := w.exec(ctx, `INSERT INTO webhook_deliveries (webhook_id, delivery, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`,
+			webhookID, delivery, micros(expires))
+		if err != nil {
+			return err
+		}
+		if added, err := res.RowsAffected(); err != nil || added == 0 {
+			return errors.Join(ErrConflict, err)
+		}
+		if n >= max {
+			return ErrTooManyDeliveries
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("remember delivery %s of webhook %s: %w", delivery, webhookID, err)
+	}
+	return nil
 }
 
 // resealWebhooks re-seals with the primary key every webhook secret that

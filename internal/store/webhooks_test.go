@@ -23,7 +23,7 @@ func TestWebhooks(t *testing.T) {
 		}
 		got, err := s.SetWebhook(ctx, h, "s1", false, t0)
 		want := h
-		want.CreatedAt, want.RotatedAt = t0, t0
+		want.CreatedAt, want.RotatedAt, want.EnabledVersion = t0, t0, 1
 		if err != nil || !cmp.Equal(want, got) {
 			t.Fatalf("SetWebhook: %v (-want +got):\n%s", err, cmp.Diff(want, got))
 		}
@@ -97,6 +97,88 @@ func TestWebhooks(t *testing.T) {
 		}
 		if err := s.DeletePipeline(ctx, "acc1", "o1", "", "web"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("second DeletePipeline: %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// TestWebhookSuspension: an apply that asks for it suspends the webhook
+// of the pipeline when it stores a new version, not when nothing changed;
+// a rotation ends the suspension and records the version.
+func TestWebhookSuspension(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		p := Pipeline{AccountID: "acc1", Name: "web", Source: "v1", UpdatedBy: "alice"}
+		if _, _, err := s.ApplyPipeline(ctx, p, t0); err != nil {
+			t.Fatal(err)
+		}
+		h := Webhook{ID: "wh_1", AccountID: "acc1", Pipeline: "web", PrincipalKind: "user", PrincipalID: "u_1", EnabledBy: "user alice"}
+		if _, err := s.SetWebhook(ctx, h, "s1", false, t0); err != nil {
+			t.Fatal(err)
+		}
+		if _, changed, id, err := s.ApplyPipelineSuspending(ctx, p, "why", at(time.Minute)); err != nil || changed || id != "" {
+			t.Errorf("an unchanged apply: changed %v, suspended %q, %v; want neither", changed, id, err)
+		}
+		p.Source = "v2"
+		if _, _, id, err := s.ApplyPipelineSuspending(ctx, p, "", at(time.Minute)); err != nil || id != "" {
+			t.Errorf("an apply with no reason: suspended %q, %v; want none", id, err)
+		}
+		p.Source = "v3"
+		out, changed, id, err := s.ApplyPipelineSuspending(ctx, p, "changed by bob", at(2*time.Minute))
+		if err != nil || !changed || id != "wh_1" || out.Version != 3 {
+			t.Fatalf("a suspending apply: %+v changed %v, suspended %q, %v", out, changed, id, err)
+		}
+		got, err := s.WebhookOf(ctx, "acc1", "", "", "web")
+		if err != nil || got.SuspendedReason != "changed by bob" || !got.SuspendedAt.Equal(at(2*time.Minute)) || got.EnabledVersion != 1 {
+			t.Errorf("after the apply: %+v, %v", got, err)
+		}
+		p.Source = "v4"
+		if _, _, id, err := s.ApplyPipelineSuspending(ctx, p, "again", at(3*time.Minute)); err != nil || id != "" {
+			t.Errorf("an apply of a suspended webhook's pipeline: suspended %q, %v; want it left as it was", id, err)
+		}
+		rot, err := s.SetWebhook(ctx, h, "s2", true, at(4*time.Minute))
+		if err != nil || rot.SuspendedReason != "" || !rot.SuspendedAt.IsZero() || rot.EnabledVersion != 4 {
+			t.Errorf("rotation: %+v, %v; want it no longer suspended, enabled for version 4", rot, err)
+		}
+		if got, _, err := s.WebhookByID(ctx, "wh_1"); err != nil || got.SuspendedReason != "" || got.EnabledVersion != 4 {
+			t.Errorf("stored after the rotation: %+v, %v", got, err)
+		}
+	})
+}
+
+// TestRememberDelivery: a delivery ID is accepted once per webhook while
+// remembered, expired ones are pruned, and a webhook has at most max.
+func TestRememberDelivery(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		exp := at(5 * time.Minute)
+		if err := s.RememberDelivery(ctx, "wh_1", "d-1", exp, 2, t0); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RememberDelivery(ctx, "wh_1", "d-1", exp, 2, t0); !errors.Is(err, ErrConflict) {
+			t.Errorf("the same ID again: %v, want ErrConflict", err)
+		}
+		if err := s.RememberDelivery(ctx, "wh_2", "d-1", exp, 2, t0); err != nil {
+			t.Errorf("the same ID for another webhook: %v", err)
+		}
+		if err := s.RememberDelivery(ctx, "wh_1", "d-2", exp, 2, t0); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.RememberDelivery(ctx, "wh_1", "d-3", exp, 2, t0); !errors.Is(err, ErrTooManyDeliveries) {
+			t.Errorf("a third ID with max 2: %v, want ErrTooManyDeliveries", err)
+		}
+		// Once expired, the rows are pruned: the ID is new again and the
+		// webhook has room.
+		later := at(5*time.Minute + time.Second)
+		if err := s.RememberDelivery(ctx, "wh_1", "d-1", at(10*time.Minute), 2, later); err != nil {
+			t.Errorf("an expired ID: %v", err)
+		}
+		var n int
+		if err := s.r(nil).queryRow(ctx, `SELECT COUNT(*) FROM webhook_deliveries`).Scan(&n); err != nil || n != 1 {
+			t.Errorf("%d rows remembered (%v), want 1: the expired ones pruned", n, err)
 		}
 	})
 }

@@ -34,7 +34,7 @@ import (
 // Store is what the engine needs of the database (*store.Store).
 type Store interface {
 	// Pipelines.
-	ApplyPipeline(ctx context.Context, p store.Pipeline, now time.Time) (store.Pipeline, bool, error)
+	ApplyPipelineSuspending(ctx context.Context, p store.Pipeline, suspend string, now time.Time) (store.Pipeline, bool, string, error)
 	GetPipeline(ctx context.Context, acct, org, project, name string) (store.Pipeline, error)
 	ListPipelines(ctx context.Context, acct string) ([]store.Pipeline, error)
 	DeletePipeline(ctx context.Context, acct, org, project, name string) error
@@ -65,6 +65,7 @@ type Store interface {
 	WebhookOf(ctx context.Context, acct, org, project, pipeline string) (store.Webhook, error)
 	WebhookByID(ctx context.Context, id string) (store.Webhook, []byte, error)
 	DeleteWebhook(ctx context.Context, acct, org, project, pipeline string) error
+	RememberDelivery(ctx context.Context, webhookID, delivery string, expires time.Time, max int, now time.Time) error
 }
 
 // Tasks is what the engine needs of the dispatch side.
@@ -148,9 +149,11 @@ type Service struct {
 	// notes collects the step tasks that ended, for Run.
 	notes *runNotes
 	// refusals counts deployments refused over a limit, by limit;
-	// badSignatures webhook deliveries refused for their signature.
+	// badSignatures webhook deliveries refused for their signature,
+	// replays those refused as sent again.
 	refusals      *metrics.CounterVec
 	badSignatures *metrics.Counter
+	replays       *metrics.Counter
 }
 
 // New creates the engine and subscribes it to the ends of step tasks.
@@ -181,7 +184,11 @@ func New(cfg Config) *Service {
 	}
 	svc.badSignatures = cfg.Metrics.NewCounter(metrics.Opts{
 		Name: "legate_webhook_bad_signatures_total",
-		Help: "Pipeline webhook deliveries refused because their X-Hub-Signature-256 header was missing, malformed or did not match the body.",
+		Help: "Pipeline webhook deliveries refused because their signature headers were missing, malformed or did not match the delivery.",
+	})
+	svc.replays = cfg.Metrics.NewCounter(metrics.Opts{
+		Name: "legate_webhook_replays_total",
+		Help: "Pipeline webhook deliveries refused as sent again: a delivery ID accepted before, or signed outside the replay window.",
 	})
 	// The run of a step task that ended here advances at once (Run; the
 	// manager where a step ended advances its run).

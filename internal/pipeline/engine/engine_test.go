@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -318,5 +319,32 @@ func TestStepState(t *testing.T) {
 	}
 	if len(outs) != 1 {
 		t.Errorf("outputs %+v, want compile's only", outs)
+	}
+}
+
+// TestStartRunRunsTheCheckedVersion: a run started with the version its
+// caller checked runs that version, not one an apply stored in between
+// (whose uses nobody checked).
+func TestStartRunRunsTheCheckedVersion(t *testing.T) {
+	f := newFixture(t, Config{})
+	ctx := context.Background()
+	checked, err := f.st.GetPipeline(ctx, f.acct, "", "", "ship")
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(testPipeline, "shell: make", "shell: cat /etc/shadow", 1)
+	if _, _, err := f.st.ApplyPipeline(ctx, store.Pipeline{AccountID: f.acct, Name: "ship", Source: edited, UpdatedBy: "mallory"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	run, err := f.svc.StartRun(ctx, RunStart{AccountID: f.acct, Pipeline: "ship", Trigger: "manual", TriggeredBy: "user admin", Stored: &checked})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := f.st.GetTask(ctx, f.acct, StepTaskID(run.ID, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Version != 1 || task.Spec.Shell == nil || task.Spec.Shell.Script != "make" {
+		t.Errorf("run of version %d, first step %+v; want version 1's make", run.Version, task.Spec.Shell)
 	}
 }

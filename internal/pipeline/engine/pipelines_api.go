@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -77,19 +78,38 @@ func (svc *Service) handleApplyPipeline(w http.ResponseWriter, r *http.Request, 
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	by := api.PrincipalLabel(api.CallerOf(r.Context()).Policy.Principal)
-	stored, changed, err := svc.st.ApplyPipeline(r.Context(), store.Pipeline{AccountID: acct, Org: org, Project: project, Name: p.Name,
-		Source: req.Source, UpdatedBy: by}, svc.now())
+	caller := api.CallerOf(r.Context()).Policy
+	by := api.PrincipalLabel(caller.Principal)
+	// An edit by someone who may not run the new text suspends the
+	// pipeline's webhook: its deliveries would run the edit with the
+	// enabler's rights.
+	suspend, err := svc.needsOf(r.Context(), caller, acct, org, project, p)
+	if err != nil {
+		api.StoreError(w, err, pipelineLabel(p.Name, org, project))
+		return
+	}
+	if suspend != "" {
+		suspend = "the pipeline was changed by " + by + ", who may not run it (" + suspend + ")"
+	}
+	stored, changed, suspended, err := svc.st.ApplyPipelineSuspending(r.Context(), store.Pipeline{AccountID: acct, Org: org, Project: project, Name: p.Name,
+		Source: req.Source, UpdatedBy: by}, suspend, svc.now())
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) {
 		e.Resource, e.Org, e.Project = p.Name, org, project
 		e.Detail = "version " + strconv.FormatInt(stored.Version, 10)
 		if !changed {
 			e.Detail += " (unchanged)"
 		}
+		if suspended != "" {
+			e.Detail += "; webhook " + suspended + " suspended: " + suspend
+		}
 	})
 	if err != nil {
 		api.StoreError(w, err, pipelineLabel(p.Name, org, project))
 		return
+	}
+	if suspended != "" {
+		svc.log.Warn("pipeline webhook suspended by an edit", "account", acct, "pipeline", p.Name, "org", org, "project", project,
+			"webhook", suspended, "version", stored.Version, "by", by)
 	}
 	v := pipelineView(stored, true)
 	v.Changed = changed
@@ -153,8 +173,28 @@ func (svc *Service) handleRunPipeline(w http.ResponseWriter, r *http.Request, ac
 	if !api.DecodeBody(w, r, &req) {
 		return
 	}
+	// The route's rule checked what the version it read uses; an edit may
+	// have stored another since, so the version that runs is checked here
+	// again and passed on.
+	caller := api.CallerOf(r.Context()).Policy
+	stored, err := svc.st.GetPipeline(r.Context(), acct, org, project, name)
+	if err != nil {
+		api.StoreError(w, err, pipelineLabel(name, org, project))
+		return
+	}
+	if p, perr := pipeline.Parse([]byte(stored.Source)); perr == nil {
+		reason, err := svc.needsOf(r.Context(), caller, acct, org, project, p)
+		if err != nil {
+			api.StoreError(w, err, pipelineLabel(name, org, project))
+			return
+		}
+		if reason != "" {
+			api.WriteError(w, http.StatusForbidden, protocol.CodeForbidden, "%s (version %d): %s", pipelineLabel(name, org, project), stored.Version, reason)
+			return
+		}
+	}
 	run, err := svc.StartRun(r.Context(), RunStart{AccountID: acct, Org: org, Project: project, Pipeline: name, Inputs: req.Inputs,
-		Trigger: "manual", TriggeredBy: api.PrincipalLabel(api.CallerOf(r.Context()).Policy.Principal)})
+		Trigger: "manual", TriggeredBy: api.PrincipalLabel(caller.Principal), Stored: &stored})
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) {
 		e.Resource, e.Org, e.Project = name, org, project
 		if run.ID != "" {
@@ -272,6 +312,38 @@ func (svc *Service) atRun() api.ScopeSource {
 		}
 		return api.Res("run", run.ID, access.Scope{Org: run.Org, Project: run.Project}), nil
 	}}
+}
+
+// mayNotRun says why pol may not run the stored pipeline of that scope and
+// name ("" when it may); see needsOf.
+func (svc *Service) mayNotRun(ctx context.Context, pol *access.Policy, acct, org, project, name string) (string, error) {
+	stored, err := svc.st.GetPipeline(ctx, acct, org, project, name)
+	if err != nil {
+		return "", err
+	}
+	p, err := pipeline.Parse([]byte(stored.Source))
+	if err != nil {
+		return fmt.Sprintf("version %d no longer parses: %v", stored.Version, err), nil
+	}
+	return svc.needsOf(ctx, pol, acct, org, project, p)
+}
+
+// needsOf says which permission pol lacks to run p at that scope, as a
+// manual run would be checked (pipeline:execute, then what its steps
+// use), or "" when it has them all.
+func (svc *Service) needsOf(ctx context.Context, pol *access.Policy, acct, org, project string, p *pipeline.Pipeline) (string, error) {
+	sc := access.Scope{Org: org, Project: project}
+	needs := []api.Need{{Perm: access.PipelineExecute, Res: access.Resource{Kind: "pipeline", Name: p.Name, Scope: sc}}}
+	more, err := svc.pipelineNeeds(ctx, acct, org, project, p)
+	if err != nil {
+		return "", err
+	}
+	for _, n := range append(needs, more...) {
+		if err := pol.Check(n.Perm, n.Res); err != nil {
+			return err.Error(), nil
+		}
+	}
+	return "", nil
 }
 
 // pipelineUses: running a pipeline needs, as submitting each of its steps

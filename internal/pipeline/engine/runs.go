@@ -149,6 +149,9 @@ type RunStart struct {
 	// delivery ID its sender gave (CreateRun refuses a second run of it
 	// with store.ErrConflict).
 	WebhookID, Delivery string
+	// Stored, when set, is the version to run (the one the caller
+	// checked); otherwise the pipeline's current version.
+	Stored *store.Pipeline
 }
 
 // errRunRefused wraps what refuses a run before it starts that is the
@@ -163,9 +166,14 @@ func (e *errRunRefused) Unwrap() error { return e.err }
 // pipeline deploys is refused with a *LimitError, before anything is
 // recorded, when the account has no free deployment slot.
 func (svc *Service) StartRun(ctx context.Context, rs RunStart) (store.Run, error) {
-	stored, err := svc.st.GetPipeline(ctx, rs.AccountID, rs.Org, rs.Project, rs.Pipeline)
-	if err != nil {
-		return store.Run{}, err
+	var stored store.Pipeline
+	if rs.Stored != nil {
+		stored = *rs.Stored
+	} else {
+		var err error
+		if stored, err = svc.st.GetPipeline(ctx, rs.AccountID, rs.Org, rs.Project, rs.Pipeline); err != nil {
+			return store.Run{}, err
+		}
 	}
 	p, err := pipeline.Parse([]byte(stored.Source))
 	if err != nil {

@@ -9,34 +9,54 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
-	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/pipeline"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
 
-// Pipeline webhooks, the GitHub convention: POST PathHooks/{id} with the
-// body signed in X-Hub-Signature-256 starts a run of the webhook's
-// pipeline, inputs taken from the JSON payload. The webhook acts as the
-// principal who enabled it (or last rotated its secret), checked at every
-// delivery as a manual run by that principal would be.
+// Pipeline webhooks: POST PathHooks/{id}, signed with the webhook's secret
+// over a timestamp, a delivery ID and the body (HeaderLegateSignature256),
+// starts a run of the webhook's pipeline, inputs taken from the JSON
+// payload. A delivery is accepted once and only within WebhookWindow of
+// when it was signed, so a captured one cannot be sent again. The webhook
+// acts as the principal who enabled it (or last rotated its secret),
+// checked at every delivery as a manual run by that principal would be;
+// an edit of the pipeline by someone who may not run the new text
+// suspends it (pipelines_api.go), so an edit never runs with more rights
+// than its author has.
 
 // bodyWebhook: a GitHub payload is at most 25 MB, but the ones a
 // pipeline starts from (push, release, a CI system's call) are tens of
 // KiB; 1 MiB keeps a flood of unauthenticated bodies small.
 const bodyWebhook = 1 << 20
 
-// maxDeliveryLen bounds a delivery ID (GitHub's are UUIDs).
+// maxDeliveryLen bounds a delivery ID (a UUID has 36 characters).
 const maxDeliveryLen = 200
+
+// maxRememberedDeliveries bounds the delivery IDs remembered for one
+// webhook (those of the last WebhookWindow or so): past it, deliveries are
+// refused until older ones expire.
+const maxRememberedDeliveries = 10000
+
+// maxTimestampLen bounds the digits of HeaderLegateTimestamp.
+const maxTimestampLen = 12
 
 // webhookPath is the URL path of webhook id.
 func webhookPath(id string) string { return protocol.PathHooks + "/" + id }
 
 func webhookView(h store.Webhook) *protocol.PipelineWebhook {
-	return &protocol.PipelineWebhook{Path: webhookPath(h.ID), EnabledBy: h.EnabledBy, CreatedAt: h.CreatedAt, RotatedAt: h.RotatedAt}
+	v := &protocol.PipelineWebhook{Path: webhookPath(h.ID), EnabledBy: h.EnabledBy, CreatedAt: h.CreatedAt, RotatedAt: h.RotatedAt,
+		EnabledVersion: h.EnabledVersion, Suspended: h.SuspendedReason}
+	if h.SuspendedReason != "" {
+		at := h.SuspendedAt.UTC()
+		v.SuspendedAt = &at
+	}
+	return v
 }
 
 func (svc *Service) handleEnableWebhook(w http.ResponseWriter, r *http.Request, acct string) {
@@ -46,7 +66,18 @@ func (svc *Service) handleEnableWebhook(w http.ResponseWriter, r *http.Request, 
 	if !api.DecodeBody(w, r, &req) {
 		return
 	}
-	pr := api.CallerOf(r.Context()).Policy.Principal
+	caller := api.CallerOf(r.Context()).Policy
+	pr := caller.Principal
+	// The webhook acts as its enabler: one who may not run the pipeline
+	// would enable a webhook whose every delivery is refused.
+	if reason, err := svc.mayNotRun(r.Context(), caller, acct, org, project, name); err != nil {
+		api.StoreError(w, err, pipelineLabel(name, org, project))
+		return
+	} else if reason != "" {
+		api.WriteError(w, http.StatusForbidden, protocol.CodeForbidden,
+			"the webhook of %s would act as you, and you may not run it: %s; someone who may run it enables the webhook", pipelineLabel(name, org, project), reason)
+		return
+	}
 	h := store.Webhook{ID: api.NewSecret("wh_", 16), AccountID: acct, Org: org, Project: project, Pipeline: name,
 		PrincipalKind: pr.Kind, PrincipalID: pr.ID, EnabledBy: api.PrincipalLabel(pr)}
 	if pr.Kind == protocol.OwnerAccount {
@@ -94,86 +125,108 @@ func (svc *Service) handleDisableWebhook(w http.ResponseWriter, r *http.Request,
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// parseSignature reads an X-Hub-Signature-256 value: "sha256=" and 64 hex
-// digits (either case), the HMAC-SHA256 of the body.
-func parseSignature(v string) ([]byte, error) {
-	if v == "" {
-		return nil, fmt.Errorf("missing %s header: sign the raw body with the webhook's secret (sha256=HEX of its HMAC-SHA256)", protocol.HeaderHubSignature256)
+// signedDelivery is what the headers of a delivery say: when it was
+// signed, its ID and the signature.
+type signedDelivery struct {
+	ts  string // as sent: the signed text
+	at  time.Time
+	id  string
+	sum []byte
+}
+
+// parseDelivery reads the headers that sign a delivery:
+// HeaderLegateTimestamp (Unix seconds), HeaderLegateDelivery (letters,
+// digits, '-' and '_', at most maxDeliveryLen) and
+// HeaderLegateSignature256 ("sha256=" and 64 hex digits). A body-only
+// GitHub-style signature is refused: it signs no time and no ID, so a
+// captured delivery could be sent again for ever.
+func parseDelivery(h http.Header) (signedDelivery, error) {
+	const how = "sign TIMESTAMP.DELIVERY.BODY (the Unix time in seconds, the delivery ID and the raw body, joined by dots) with HMAC-SHA256 keyed with the webhook's secret; see docs/pipelines.md, Webhooks"
+	sig := h.Get(protocol.HeaderLegateSignature256)
+	if sig == "" {
+		if h.Get(protocol.HeaderHubSignature256) != "" {
+			return signedDelivery{}, fmt.Errorf("%s alone signs only the body, so anyone who saw one delivery could send it again: send %s, %s and %s (%s)",
+				protocol.HeaderHubSignature256, protocol.HeaderLegateTimestamp, protocol.HeaderLegateDelivery, protocol.HeaderLegateSignature256, how)
+		}
+		return signedDelivery{}, fmt.Errorf("missing %s header: %s", protocol.HeaderLegateSignature256, how)
 	}
-	hexSum, ok := strings.CutPrefix(v, "sha256=")
+	ts := h.Get(protocol.HeaderLegateTimestamp)
+	if ts == "" {
+		return signedDelivery{}, fmt.Errorf("missing %s header: give the Unix time in seconds when the delivery was signed (date +%%s), and %s", protocol.HeaderLegateTimestamp, how)
+	}
+	if len(ts) > maxTimestampLen || strings.Trim(ts, "0123456789") != "" {
+		return signedDelivery{}, fmt.Errorf("malformed %s header: it must be the Unix time in seconds (date +%%s), at most %d digits", protocol.HeaderLegateTimestamp, maxTimestampLen)
+	}
+	secs, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return signedDelivery{}, fmt.Errorf("malformed %s header: %v", protocol.HeaderLegateTimestamp, err)
+	}
+	id := h.Get(protocol.HeaderLegateDelivery)
+	if id == "" {
+		return signedDelivery{}, fmt.Errorf("missing %s header: give each delivery an ID of its own (uuidgen) and sign it: %s", protocol.HeaderLegateDelivery, how)
+	}
+	if err := checkDeliveryID(id); err != nil {
+		return signedDelivery{}, err
+	}
+	hexSum, ok := strings.CutPrefix(sig, "sha256=")
 	if !ok {
-		return nil, fmt.Errorf("malformed %s header: it must start with sha256= (the HMAC-SHA256 of the raw body, in hex)", protocol.HeaderHubSignature256)
+		return signedDelivery{}, fmt.Errorf("malformed %s header: it must start with sha256= (%s)", protocol.HeaderLegateSignature256, how)
 	}
 	if len(hexSum) != 2*sha256.Size {
-		return nil, fmt.Errorf("malformed %s header: sha256= must be followed by %d hex digits, found %d characters", protocol.HeaderHubSignature256, 2*sha256.Size, len(hexSum))
+		return signedDelivery{}, fmt.Errorf("malformed %s header: sha256= must be followed by %d hex digits, found %d characters", protocol.HeaderLegateSignature256, 2*sha256.Size, len(hexSum))
 	}
 	sum, err := hex.DecodeString(hexSum)
 	if err != nil {
-		return nil, fmt.Errorf("malformed %s header: sha256= must be followed by hex digits", protocol.HeaderHubSignature256)
+		return signedDelivery{}, fmt.Errorf("malformed %s header: sha256= must be followed by hex digits", protocol.HeaderLegateSignature256)
 	}
-	return sum, nil
+	return signedDelivery{ts: ts, at: time.Unix(secs, 0), id: id, sum: sum}, nil
 }
 
-// signatureOK reports whether sum is the HMAC-SHA256 of body under secret,
-// in constant time.
-func signatureOK(secret, body, sum []byte) bool {
+// checkDeliveryID: letters, digits, '-' and '_' (a UUID), so that the
+// dots of the signed text separate its parts unambiguously.
+func checkDeliveryID(id string) error {
+	ok := len(id) <= maxDeliveryLen
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+	}
+	if !ok {
+		return fmt.Errorf("malformed %s header: a delivery ID is letters, digits, - and _, at most %d characters (a UUID: uuidgen)", protocol.HeaderLegateDelivery, maxDeliveryLen)
+	}
+	return nil
+}
+
+// signatureOK reports whether d's signature is the HMAC-SHA256 under
+// secret of its timestamp, its ID and body, in constant time.
+func signatureOK(secret []byte, d signedDelivery, body []byte) bool {
 	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(d.ts + "." + d.id + "."))
 	mac.Write(body)
-	return hmac.Equal(mac.Sum(nil), sum)
+	return hmac.Equal(mac.Sum(nil), d.sum)
 }
 
 // handleHook is a webhook delivery. Unknown ID: 404 (the ID is 128 random
 // bits, so telling it apart from a bad signature helps someone who pasted
-// an old URL and no one who guesses); bad signature: 401, logged and
-// counted; then the payload, who the webhook acts as, and the run.
+// an old URL and no one who guesses); bad signature, or signed outside the
+// window: 401, logged and counted; a delivery ID seen already: 409; then
+// whether the webhook is suspended, the payload, who the webhook acts as,
+// and the run.
 func (svc *Service) handleHook(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	id := r.PathValue("id")
-	h, secret, err := svc.st.WebhookByID(ctx, id)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound,
-			"no webhook %s: it was disabled, its pipeline deleted, or the URL is wrong (legate pipeline get NAME shows a pipeline's webhook)", id)
-		return
-	case err != nil:
-		if sealErr := svc.secrets.SealError(err); sealErr != nil {
-			svc.log.Error("webhook secret does not open", "webhook", id, "err", sealErr)
-			api.WriteError(w, http.StatusInternalServerError, protocol.CodeInternal, "webhook %s: internal error", id)
-			return
-		}
-		api.StoreError(w, err, "webhook "+id)
-		return
-	}
-	body, err := io.ReadAll(r.Body) // api.Server read it before the handler, within bodyWebhook
-	if err != nil {
-		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "read the body: %v", err)
-		return
-	}
-	sum, err := parseSignature(r.Header.Get(protocol.HeaderHubSignature256))
-	if err == nil && !signatureOK(secret, body, sum) {
-		err = fmt.Errorf("the %s signature does not match the body: sign the raw body, exactly as sent, with the webhook's current secret (it changes with legate pipeline webhook enable --rotate)", protocol.HeaderHubSignature256)
-	}
-	if err != nil {
-		svc.badSignatures.Inc()
-		svc.log.Warn("webhook delivery refused: bad signature", "account", h.AccountID, "pipeline", h.Pipeline, "webhook", h.ID,
-			"remote", r.RemoteAddr, "err", err)
-		api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "%s", err.Error())
+	h, d, body, ok := svc.authenticDelivery(w, r)
+	if !ok {
 		return
 	}
 	label := pipelineLabel(h.Pipeline, h.Org, h.Project)
+	if h.SuspendedReason != "" {
+		svc.log.Info("webhook delivery refused: suspended", "account", h.AccountID, "pipeline", h.Pipeline, "webhook", h.ID, "delivery", d.id)
+		api.WriteError(w, http.StatusForbidden, protocol.CodeForbidden,
+			"the webhook of %s is suspended since %s: %s; someone who may run the pipeline enables it again with legate pipeline webhook enable %s --rotate (and gives the sender the new secret)",
+			label, h.SuspendedAt.UTC().Format(time.RFC3339), h.SuspendedReason, h.Pipeline)
+		return
+	}
 	if r.Header.Get(protocol.HeaderGitHubEvent) == "ping" {
 		api.WriteJSON(w, http.StatusOK, protocol.WebhookPing{Pipeline: h.Pipeline, Message: "pong: the signature is good; other events start a run of " + label})
-		return
-	}
-	delivery := strings.TrimSpace(r.Header.Get(protocol.HeaderGitHubDelivery))
-	if delivery == "" {
-		delivery = strings.TrimSpace(r.Header.Get(protocol.HeaderLegateDelivery))
-	}
-	if len(delivery) > maxDeliveryLen {
-		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "the delivery ID has %d characters: at most %d", len(delivery), maxDeliveryLen)
-		return
-	}
-	if delivery != "" && svc.answerRedelivery(ctx, w, h, delivery) {
 		return
 	}
 	stored, err := svc.st.GetPipeline(ctx, h.AccountID, h.Org, h.Project, h.Pipeline)
@@ -201,15 +254,16 @@ func (svc *Service) handleHook(w http.ResponseWriter, r *http.Request) {
 		api.StoreError(w, err, "the enabler of the webhook of "+label)
 		return
 	}
+	// The run is of the version just checked, not of one an edit stores
+	// in between.
 	run, err := svc.StartRun(ctx, RunStart{AccountID: h.AccountID, Org: h.Org, Project: h.Project, Pipeline: h.Pipeline, Inputs: inputs,
-		Trigger: "webhook", TriggeredBy: "webhook:" + h.Pipeline, WebhookID: h.ID, Delivery: delivery})
+		Trigger: "webhook", TriggeredBy: "webhook:" + h.Pipeline, WebhookID: h.ID, Delivery: d.id, Stored: &stored})
 	var refused *errRunRefused
 	switch {
-	case errors.Is(err, store.ErrConflict) && delivery != "" && run.ID == "":
-		// The same delivery arrived twice at once; the other one won.
-		if !svc.answerRedelivery(ctx, w, h, delivery) {
-			api.StoreError(w, err, "the run of delivery "+delivery)
-		}
+	case errors.Is(err, store.ErrConflict) && run.ID == "":
+		// The ID was used by a delivery before the window (runs keep it).
+		api.WriteError(w, http.StatusConflict, protocol.CodeConflict,
+			"delivery %s was accepted already: give each delivery a new ID (uuidgen)", d.id)
 		return
 	case errors.As(err, &refused):
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", refused.Error())
@@ -223,18 +277,71 @@ func (svc *Service) handleHook(w http.ResponseWriter, r *http.Request) {
 	api.WriteJSON(w, http.StatusCreated, runView(run))
 }
 
-// answerRedelivery answers 200 with the run a delivery started already, if
-// it did.
-func (svc *Service) answerRedelivery(ctx context.Context, w http.ResponseWriter, h store.Webhook, delivery string) bool {
-	run, err := svc.st.RunOfDelivery(ctx, h.ID, delivery)
+// authenticDelivery finds the webhook of a delivery, checks its signature
+// and its timestamp, and remembers its ID; ok false when it answered.
+func (svc *Service) authenticDelivery(w http.ResponseWriter, r *http.Request) (h store.Webhook, d signedDelivery, body []byte, ok bool) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	h, secret, err := svc.st.WebhookByID(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound,
+			"no webhook %s: it was disabled, its pipeline deleted, or the URL is wrong (legate pipeline get NAME shows a pipeline's webhook)", id)
+		return h, d, nil, false
+	case err != nil:
+		if sealErr := svc.secrets.SealError(err); sealErr != nil {
+			svc.log.Error("webhook secret does not open", "webhook", id, "err", sealErr)
+			api.WriteError(w, http.StatusInternalServerError, protocol.CodeInternal, "webhook %s: internal error", id)
+			return h, d, nil, false
+		}
+		api.StoreError(w, err, "webhook "+id)
+		return h, d, nil, false
+	}
+	body, err = io.ReadAll(r.Body) // api.Server read it before the handler, within bodyWebhook
 	if err != nil {
-		return false
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "read the body: %v", err)
+		return h, d, nil, false
 	}
-	if run.AccountID != h.AccountID {
-		return false
+	d, err = parseDelivery(r.Header)
+	if err == nil && !signatureOK(secret, d, body) {
+		err = fmt.Errorf("the %s signature does not match the delivery: sign %s, \".\", %s, \".\" and the raw body, exactly as sent, with the webhook's current secret (it changes with legate pipeline webhook enable --rotate)",
+			protocol.HeaderLegateSignature256, protocol.HeaderLegateTimestamp, protocol.HeaderLegateDelivery)
 	}
-	api.WriteJSON(w, http.StatusOK, runView(run))
-	return true
+	if err != nil {
+		svc.badSignatures.Inc()
+		svc.log.Warn("webhook delivery refused: bad signature", "account", h.AccountID, "pipeline", h.Pipeline, "webhook", h.ID,
+			"remote", r.RemoteAddr, "err", err)
+		api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "%s", err.Error())
+		return h, d, nil, false
+	}
+	now := svc.now()
+	if skew := now.Sub(d.at); skew > WebhookWindow || skew < -WebhookWindow {
+		svc.replays.Inc()
+		svc.log.Warn("webhook delivery refused: outside the window", "account", h.AccountID, "pipeline", h.Pipeline, "webhook", h.ID,
+			"delivery", d.id, "signed_at", d.at, "remote", r.RemoteAddr)
+		api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated,
+			"the delivery was signed at %s, more than %s from the manager's time (%s): sign each delivery when it is sent (a delivery sent again is refused), and keep the sender's clock right",
+			d.at.UTC().Format(time.RFC3339), WebhookWindow, now.UTC().Format(time.RFC3339))
+		return h, d, nil, false
+	}
+	err = svc.st.RememberDelivery(ctx, h.ID, d.id, d.at.Add(WebhookWindow), maxRememberedDeliveries, now)
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		svc.replays.Inc()
+		svc.log.Warn("webhook delivery refused: delivery ID seen already", "account", h.AccountID, "pipeline", h.Pipeline, "webhook", h.ID,
+			"delivery", d.id, "remote", r.RemoteAddr)
+		api.WriteError(w, http.StatusConflict, protocol.CodeConflict,
+			"delivery %s was accepted already: a delivery is accepted once; send a new one with a new ID (uuidgen) and timestamp", d.id)
+		return h, d, nil, false
+	case errors.Is(err, store.ErrTooManyDeliveries):
+		api.WriteError(w, http.StatusTooManyRequests, protocol.CodeRateLimited,
+			"the webhook of %s accepted %d deliveries in the last %s: send fewer", pipelineLabel(h.Pipeline, h.Org, h.Project), maxRememberedDeliveries, WebhookWindow)
+		return h, d, nil, false
+	case err != nil:
+		api.StoreError(w, err, "the delivery "+d.id)
+		return h, d, nil, false
+	}
+	return h, d, body, true
 }
 
 // webhookRefusal: the principal a webhook acts as may not run its pipeline
@@ -259,16 +366,17 @@ func (svc *Service) webhookMayRun(ctx context.Context, h store.Webhook, p *pipel
 	case disabled:
 		return &webhookRefusal{fmt.Sprintf("the webhook of %s acts as %s, who is disabled; %s", label, h.EnabledBy, fix)}
 	}
-	sc := access.Scope{Org: h.Org, Project: h.Project}
-	needs := []api.Need{{Perm: access.PipelineExecute, Res: access.Resource{Kind: "pipeline", Name: h.Pipeline, Scope: sc}}}
-	more, err := svc.pipelineNeeds(ctx, h.AccountID, h.Org, h.Project, p)
+	reason, err := svc.needsOf(ctx, pol, h.AccountID, h.Org, h.Project, p)
 	if err != nil {
 		return err
 	}
-	for _, n := range append(needs, more...) {
-		if err := pol.Check(n.Perm, n.Res); err != nil {
-			return &webhookRefusal{fmt.Sprintf("the webhook of %s acts as %s, who may no longer run it: %v; %s", label, h.EnabledBy, err, fix)}
-		}
+	if reason != "" {
+		return &webhookRefusal{fmt.Sprintf("the webhook of %s acts as %s, who may no longer run it: %s; %s", label, h.EnabledBy, reason, fix)}
 	}
 	return nil
 }
+
+// WebhookWindow is how far from the manager's clock a delivery's signed
+// timestamp may be, either way; a delivery ID is remembered until its
+// timestamp is that far in the past.
+const WebhookWindow = 5 * time.Minute
