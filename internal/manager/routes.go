@@ -43,7 +43,7 @@ func (m *Manager) Handler() http.Handler {
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
 	})
-	h := m.metrics.countErrors(m.server.WriteDeadline(api.VersionCheck(mux)))
+	h := m.metrics.countErrors(m.server.Deadlines(api.VersionCheck(mux)))
 	// The web UI has the paths the API leaves ("/", "/delegates", ...);
 	// it calls the API in-process.
 	mux.Handle("/", webui.New(webui.Config{API: h, Backend: uiBackend{m}, Stopping: m.dispatch.Stopping(),
