@@ -104,7 +104,11 @@ func (s *Service) handleCreateUser(w http.ResponseWriter, r *http.Request, acct 
 			api.BadRequest(w, "%s", err.Error())
 			return
 		}
-		p.PasswordHash = access.HashPassword(req.Password)
+		h, ok := s.hashPassword(w, r, req.Password)
+		if !ok {
+			return
+		}
+		p.PasswordHash = h
 	}
 	if err := s.st.CreatePrincipal(r.Context(), p); err != nil {
 		if errors.Is(err, store.ErrConflict) {
@@ -196,7 +200,10 @@ func (s *Service) handleUpdateUser(w http.ResponseWriter, r *http.Request, acct 
 			api.BadRequest(w, "%s", err.Error())
 			return
 		}
-		h := access.HashPassword(*req.Password)
+		h, ok := s.hashPassword(w, r, *req.Password)
+		if !ok {
+			return
+		}
 		hash = &h
 	}
 	p, err := s.st.UpdatePrincipal(r.Context(), acct, name, disabled, hash)
