@@ -39,6 +39,7 @@ type Store interface {
 	PrincipalByID(ctx context.Context, id string) (store.Principal, error)
 	ListPrincipals(ctx context.Context, accountID, kind string) ([]store.Principal, error)
 	UpdatePrincipal(ctx context.Context, accountID, name string, disabled bool, passwordHash *string) (store.Principal, error)
+	SetPassword(ctx context.Context, accountID, name, hash, keepSession string, now time.Time) (store.Principal, error)
 	DeletePrincipal(ctx context.Context, accountID, name string, now time.Time) (store.Principal, error)
 	CreateGroup(ctx context.Context, g store.Group) error
 	GetGroup(ctx context.Context, accountID, name string) (store.Group, error)

@@ -1,6 +1,8 @@
 package manager
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -112,4 +114,61 @@ func TestSignInRedirectStaysOnSite(t *testing.T) {
 	if loc := resp.Header.Get("Location"); loc != "/tasks?status=queued&page=2" {
 		t.Errorf("an honest next: Location %q", loc)
 	}
+}
+
+// TestPasswordChangeEndsSignIns: setting a user's password (by an
+// administrator) ends the user's sign-in sessions, those of the API and
+// of the web UI, and its unused sign-in links; a user who sets their own
+// password with a session keeps that session, and only it.
+func TestPasswordChangeEndsSignIns(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	admin := tm.admin.APIKey
+	tm.mustAPI(t, admin, "POST", protocol.PathUsers, `{"name":"vera","password":"correct horse battery"}`, 201)
+	tm.mustAPI(t, admin, "POST", protocol.PathBindings, `{"role":"viewer","subject_kind":"user","subject":"vera"}`, 201)
+	signIn := func(user, password string) string {
+		t.Helper()
+		var s protocol.Session
+		if err := json.Unmarshal([]byte(tm.mustAPI(t, "", "POST", protocol.PathSessions,
+			fmt.Sprintf(`{"user":%q,"password":%q}`, user, password), 201)), &s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Token
+	}
+	session := signIn("vera", "correct horse battery")
+	link := signInLink(t, tm, session)
+	ui := newBrowser(t, tm)
+	form := url.Values{"user": {"vera"}, "password": {"correct horse battery"}, "csrf": {ui.csrf("/signin")}}
+	if resp, page := ui.do("POST", "/signin", form, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("web UI sign-in: %d\n%s", resp.StatusCode, page)
+	}
+	if resp, _ := ui.get("/delegates"); resp.StatusCode != 200 {
+		t.Fatalf("the web UI's page before the change: %d", resp.StatusCode)
+	}
+
+	tm.mustAPI(t, admin, "PATCH", protocol.PathUsers+"/vera", `{"password":"a new horse battery"}`, 200)
+	if st, body := tm.api(t, session, "GET", protocol.PathWhoAmI, ""); st != http.StatusUnauthorized {
+		t.Errorf("the API session after the password changed: %d %s; want 401", st, body)
+	}
+	if resp, _ := ui.get("/delegates"); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/signin") {
+		t.Errorf("the web UI's session after the password changed: %d %q; want the sign-in page", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp, page := newBrowser(t, tm).useLink(link); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("an unused sign-in link after the password changed: %d\n%s", resp.StatusCode, page)
+	}
+	if st, body := tm.api(t, "", "POST", protocol.PathSessions, `{"user":"vera","password":"correct horse battery"}`); st != http.StatusUnauthorized {
+		t.Errorf("the old password: %d %s", st, body)
+	}
+	tm.mustAPI(t, signIn("vera", "a new horse battery"), "GET", protocol.PathWhoAmI, "", 200)
+
+	// The administrator sets its own password with one of its sessions:
+	// that session goes on, the other ends.
+	tm.mustAPI(t, admin, "PATCH", protocol.PathUsers+"/admin", `{"password":"first admin password"}`, 200)
+	mine, other := signIn("admin", "first admin password"), signIn("admin", "first admin password")
+	tm.mustAPI(t, mine, "PATCH", protocol.PathUsers+"/admin", `{"password":"second admin password"}`, 200)
+	tm.mustAPI(t, mine, "GET", protocol.PathWhoAmI, "", 200)
+	if st, body := tm.api(t, other, "GET", protocol.PathWhoAmI, ""); st != http.StatusUnauthorized {
+		t.Errorf("the administrator's other session after its password changed: %d %s; want 401", st, body)
+	}
+	// Its API key is not a sign-in: it goes on.
+	tm.mustAPI(t, admin, "GET", protocol.PathWhoAmI, "", 200)
 }
