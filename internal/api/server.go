@@ -162,6 +162,23 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// HSTSMaxAge is how long a browser that has seen the manager over HTTPS
+// keeps to HTTPS for it (Strict-Transport-Security): a year, the usual
+// value, without includeSubDomains (the manager speaks for its own host
+// only).
+const HSTSMaxAge = 365 * 24 * time.Hour
+
+// StrictTransport adds Strict-Transport-Security to every answer, for a
+// manager whose clients reach it over HTTPS (served itself, or by a
+// TLS-terminating proxy in front).
+func StrictTransport(next http.Handler) http.Handler {
+	v := "max-age=" + strconv.Itoa(int(HSTSMaxAge/time.Second))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Strict-Transport-Security", v)
+		next.ServeHTTP(w, r)
+	})
+}
+
 // VersionCheck refuses clients older than this manager serves, and tells
 // every client the manager's version (protocol.Supported: newer clients
 // are served, and use only what this version has).

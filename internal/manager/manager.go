@@ -139,6 +139,11 @@ type Config struct {
 	UpgradeSoak time.Duration
 	// TLS, when not nil, makes the manager serve HTTPS and WSS only.
 	TLS *tls.Config
+	// PublicURL is the URL clients reach the manager at (--public-url).
+	// When it is https — the manager behind a TLS-terminating proxy — or
+	// the manager serves TLS, the web UI's cookies are Secure and every
+	// answer carries Strict-Transport-Security (api.HSTSMaxAge).
+	PublicURL string
 	// Version is reported to clients.
 	Version string
 	// Logger; nil = slog.Default().

@@ -1,12 +1,21 @@
 package manager
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
+	"math/big"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/legate-dev/legate/internal/protocol"
 )
@@ -171,4 +180,98 @@ func TestPasswordChangeEndsSignIns(t *testing.T) {
 	}
 	// Its API key is not a sign-in: it goes on.
 	tm.mustAPI(t, admin, "GET", protocol.PathWhoAmI, "", 200)
+}
+
+// selfSigned returns a TLS certificate for 127.0.0.1 and a pool that
+// trusts it.
+func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "legate test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+}
+
+// TestSecureCookiesAndHSTS: behind a TLS-terminating proxy (plain HTTP to
+// the manager, an https public URL) and when the manager serves TLS
+// itself, the web UI's cookies are Secure and every answer, of the API
+// and of the web UI, carries Strict-Transport-Security; with a plain
+// http URL, neither.
+func TestSecureCookiesAndHSTS(t *testing.T) {
+	const hsts = "max-age=31536000"
+	cert, pool := selfSigned(t)
+	for _, tc := range []struct {
+		what   string
+		cfg    Config
+		scheme string
+		secure bool
+	}{
+		{"behind a TLS-terminating proxy", Config{PublicURL: "https://legate.example.com"}, "http", true},
+		{"serving TLS", Config{TLS: &tls.Config{Certificates: []tls.Certificate{cert}}}, "https", true},
+		{"plain HTTP", Config{PublicURL: "http://legate.example.com"}, "http", false},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			tm := startTestManager(t, tc.cfg)
+			tm.url = strings.Replace(tm.url, "http://", tc.scheme+"://", 1)
+			b := newBrowser(t, tm)
+			b.url, _ = url.Parse(tm.url)
+			b.hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+			t.Cleanup(b.hc.CloseIdleConnections)
+			wantHSTS := ""
+			if tc.secure {
+				wantHSTS = hsts
+			}
+			for _, path := range []string{protocol.PathHealth, "/signin", "/api/v1/nowhere", "/nowhere"} {
+				if resp, _ := b.get(path); resp.Header.Get("Strict-Transport-Security") != wantHSTS {
+					t.Errorf("GET %s: Strict-Transport-Security %q; want %q", path, resp.Header.Get("Strict-Transport-Security"), wantHSTS)
+				}
+			}
+			resp, _ := b.get("/signin")
+			cookies := resp.Cookies()
+			req, _ := http.NewRequest("POST", tm.url+protocol.PathSignInLinks, nil)
+			req.Header.Set("Authorization", "Bearer "+tm.admin.APIKey)
+			lresp, err := b.hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var link protocol.SignInLink
+			err = json.NewDecoder(lresp.Body).Decode(&link)
+			lresp.Body.Close()
+			if err != nil || lresp.StatusCode != http.StatusCreated {
+				t.Fatalf("a sign-in link: %d %v", lresp.StatusCode, err)
+			}
+			resp, page := b.useLink(link.Path)
+			if resp.StatusCode != http.StatusSeeOther {
+				t.Fatalf("sign in with a link: %d\n%s", resp.StatusCode, page)
+			}
+			cookies = append(cookies, resp.Cookies()...)
+			resp, _ = b.do("POST", "/signout", url.Values{"csrf": {b.csrf("/delegates")}}, nil)
+			cookies = append(cookies, resp.Cookies()...)
+			names := map[string]int{}
+			for _, c := range cookies {
+				names[c.Name]++
+				if c.Secure != tc.secure {
+					t.Errorf("cookie %s (max-age %d): Secure %v; want %v", c.Name, c.MaxAge, c.Secure, tc.secure)
+				}
+			}
+			if names["legate_session"] < 2 || names["legate_signin"] < 2 {
+				t.Errorf("cookies set and cleared: %v; want the session's and the sign-in form's", names)
+			}
+		})
+	}
 }

@@ -88,7 +88,7 @@ func (u *UI) signInForm(w http.ResponseWriter, r *http.Request, status int, user
 	b := make([]byte, 24)
 	_, _ = rand.Read(b)
 	token := hex.EncodeToString(b)
-	setCookie(w, r, preCookie, token, u.cfg.Now().Add(signInFormTTL))
+	u.setCookie(w, r, preCookie, token, u.cfg.Now().Add(signInFormTTL))
 	next := r.URL.Query().Get("next")
 	if r.Method == http.MethodPost {
 		next = r.PostFormValue("next")
@@ -116,8 +116,8 @@ func (u *UI) handleSignIn(w http.ResponseWriter, r *http.Request) {
 		u.signInForm(w, r, statusOf(err), name, apiMessage(err))
 		return
 	}
-	clearCookie(w, r, preCookie)
-	setCookie(w, r, sessionCookie, s.Token, s.ExpiresAt)
+	u.clearCookie(w, r, preCookie)
+	u.setCookie(w, r, sessionCookie, s.Token, s.ExpiresAt)
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
@@ -136,7 +136,7 @@ func (u *UI) handleSignInLinkPage(w http.ResponseWriter, r *http.Request) {
 	b := make([]byte, 24)
 	_, _ = rand.Read(b)
 	csrf := hex.EncodeToString(b)
-	setCookie(w, r, preCookie, csrf, u.cfg.Now().Add(signInFormTTL))
+	u.setCookie(w, r, preCookie, csrf, u.cfg.Now().Add(signInFormTTL))
 	u.render(w, r, nil, http.StatusOK, "signinlink", page{Title: "Sign in with a link",
 		Data: signInLinkData{Token: token, CSRF: csrf}})
 }
@@ -171,8 +171,8 @@ func (u *UI) handleSignInLink(w http.ResponseWriter, r *http.Request) {
 		u.signInForm(w, r, statusOf(err), "", apiMessage(err))
 		return
 	}
-	clearCookie(w, r, preCookie)
-	setCookie(w, r, sessionCookie, s.Token, s.ExpiresAt)
+	u.clearCookie(w, r, preCookie)
+	u.setCookie(w, r, sessionCookie, s.Token, s.ExpiresAt)
 	http.Redirect(w, r, "/delegates", http.StatusSeeOther)
 }
 
@@ -181,6 +181,6 @@ func (u *UI) handleSignOut(w http.ResponseWriter, r *http.Request, s *user) {
 		u.apiError(w, r, s, err)
 		return
 	}
-	clearCookie(w, r, sessionCookie)
+	u.clearCookie(w, r, sessionCookie)
 	http.Redirect(w, r, "/signin?notice="+url.QueryEscape("Signed out."), http.StatusSeeOther)
 }
