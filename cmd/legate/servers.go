@@ -192,7 +192,7 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 		return *v
 	}
 	m, err := manager.New(ctx, st, manager.Config{
-		HeartbeatInterval: f.heartbeat, APIKeyCacheTTL: f.apiKeyTTL, Version: buildVersion(), Logger: log, TLS: tlsConf,
+		HeartbeatInterval: f.heartbeat, APIKeyCacheTTL: f.apiKeyTTL, Version: buildVersion(), Logger: log, TLS: tlsConf, PublicURL: url,
 		ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxConnections: f.maxConnections,
 		PruneDelegatesAfter: prune, AuditRetention: retention, TaskRetention: taskRetention,
 		DeploymentsPerHour: limit(f.perHour), DeploymentsPerDay: limit(f.perDay),

@@ -117,12 +117,64 @@ func (s *Server) Route(rt Route) http.Handler {
 	})
 }
 
-// WriteDeadline gives every answer WriteTimeout from the end of the
-// request's headers; Route adds ReadTimeout for a request with a body,
-// and lifts it for streaming routes.
-func (s *Server) WriteDeadline(next http.Handler) http.Handler {
+// Deadlines wraps every request the manager serves, API, web UI and
+// unknown paths alike: the answer gets WriteTimeout from the end of the
+// request's headers, and a request with a body gets ReadTimeout for it
+// (and the answer WriteTimeout on top). The read deadline is set here,
+// before any route, credential or version check, because a handler that
+// answers without reading the body leaves the server to read the rest of
+// it (up to 256 KiB) for the next request on the connection: without a
+// deadline, a body trickled a byte at a time would keep the connection
+// for as long as its sender likes. It is lifted once the body has been
+// read to its end (deadlineBody; ReadBody does the same), so that it
+// cannot end the request's context while the handler works. Route sets
+// the same deadlines again for the routes' own limits, and lifts the
+// write deadline for streaming routes.
+func (s *Server) Deadlines(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		rc := http.NewResponseController(w)
+		now := time.Now()
+		if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+			_ = rc.SetWriteDeadline(now.Add(s.cfg.WriteTimeout))
+			next.ServeHTTP(w, r)
+			return
+		}
+		_ = rc.SetReadDeadline(now.Add(s.cfg.ReadTimeout))
+		_ = rc.SetWriteDeadline(now.Add(s.cfg.ReadTimeout + s.cfg.WriteTimeout))
+		r = r.WithContext(r.Context())
+		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// deadlineBody lifts the connection's read deadline once the body has
+// been read to its end: the deadline bounds the body, not the handler.
+type deadlineBody struct {
+	io.ReadCloser
+	rc *http.ResponseController
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// HSTSMaxAge is how long a browser that has seen the manager over HTTPS
+// keeps to HTTPS for it (Strict-Transport-Security): a year, the usual
+// value, without includeSubDomains (the manager speaks for its own host
+// only).
+const HSTSMaxAge = 365 * 24 * time.Hour
+
+// StrictTransport adds Strict-Transport-Security to every answer, for a
+// manager whose clients reach it over HTTPS (served itself, or by a
+// TLS-terminating proxy in front).
+func StrictTransport(next http.Handler) http.Handler {
+	v := "max-age=" + strconv.Itoa(int(HSTSMaxAge/time.Second))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Strict-Transport-Security", v)
 		next.ServeHTTP(w, r)
 	})
 }

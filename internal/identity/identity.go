@@ -15,6 +15,7 @@ package identity
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/legate-dev/legate/internal/access"
@@ -38,6 +39,7 @@ type Store interface {
 	PrincipalByID(ctx context.Context, id string) (store.Principal, error)
 	ListPrincipals(ctx context.Context, accountID, kind string) ([]store.Principal, error)
 	UpdatePrincipal(ctx context.Context, accountID, name string, disabled bool, passwordHash *string) (store.Principal, error)
+	SetPassword(ctx context.Context, accountID, name, hash, keepSession string, now time.Time) (store.Principal, error)
 	DeletePrincipal(ctx context.Context, accountID, name string, now time.Time) (store.Principal, error)
 	CreateGroup(ctx context.Context, g store.Group) error
 	GetGroup(ctx context.Context, accountID, name string) (store.Group, error)
@@ -90,6 +92,10 @@ type Config struct {
 	// AuditRetention is how long the audit log keeps a record (PruneAudit);
 	// 0 = 90 days, negative = forever.
 	AuditRetention time.Duration
+	// PasswordHashes bounds how many passwords are hashed at once (each
+	// hash takes 19 MiB while it runs); 0 = hashesPerCPU per CPU
+	// (passwords.go).
+	PasswordHashes int
 	// Version is what whoami reports.
 	Version string
 	// Log; nil = slog.Default().
@@ -112,6 +118,11 @@ type Service struct {
 	policies policyCache
 	// signIns paces sign-in attempts (sessions.go).
 	signIns signInLimiter
+	// hashSlots holds one entry per password being hashed (passwords.go).
+	hashSlots chan struct{}
+	// verify checks a password against its hash: access.VerifyPassword
+	// (a test makes it wait, to hold hashes running).
+	verify func(hash, pw string) bool
 }
 
 // New returns the service over cfg.Store and registers, on cfg.Bus, the
@@ -126,7 +137,11 @@ func New(cfg Config) *Service {
 	if cfg.AuditRetention == 0 {
 		cfg.AuditRetention = 90 * 24 * time.Hour
 	}
-	s := &Service{cfg: cfg, st: cfg.Store, log: cfg.Log, bus: cfg.Bus, auditor: cfg.Auditor}
+	if cfg.PasswordHashes <= 0 {
+		cfg.PasswordHashes = hashesPerCPU * runtime.GOMAXPROCS(0)
+	}
+	s := &Service{cfg: cfg, st: cfg.Store, log: cfg.Log, bus: cfg.Bus, auditor: cfg.Auditor,
+		hashSlots: make(chan struct{}, cfg.PasswordHashes), verify: access.VerifyPassword}
 	s.bus.Handle(cluster.APIKeyRevoke, func(ctx context.Context, ev cluster.Event) {
 		s.apiKeys.invalidate(ev.APIKey)
 	})

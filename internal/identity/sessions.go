@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
@@ -25,7 +24,11 @@ const sessionTTL = time.Hour
 
 // Sign-in pacing: at most signInFailures failed sign-ins per user and per
 // client address within signInWindow; more are answered 429 until the
-// window has passed. It is per manager: N managers allow N times as many.
+// window has passed. An attempt is counted when it arrives, before its
+// password is hashed (or its link looked up), and taken back when it
+// succeeds: so attempts made at once are counted as they come, and no
+// more than signInFailures of them are ever checked. It is per manager: N
+// managers allow N times as many.
 const (
 	signInFailures = 10
 	signInWindow   = 15 * time.Minute
@@ -34,11 +37,11 @@ const (
 	signInTracked = 10000
 )
 
-// signInLimiter counts failed sign-ins by user and by address. Its zero
-// value is ready to use.
+// signInLimiter counts sign-in attempts (those being checked and those
+// that failed) by user and by address. Its zero value is ready to use.
 type signInLimiter struct {
 	mu       sync.Mutex
-	failures map[string]signInCount
+	attempts map[string]signInCount
 }
 
 type signInCount struct {
@@ -46,44 +49,71 @@ type signInCount struct {
 	since time.Time
 }
 
-// blocked returns how long keys must wait, 0 when none is blocked.
-func (l *signInLimiter) blocked(now time.Time, keys ...string) time.Duration {
+// attempt counts an attempt for every key, in one step: when one of them
+// has signInFailures attempts within the window already, none is counted
+// and it returns how long to wait; else 0.
+func (l *signInLimiter) attempt(now time.Time, keys ...string) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var wait time.Duration
 	for _, k := range keys {
-		c, ok := l.failures[k]
+		c, ok := l.attempts[k]
 		if ok && c.n >= signInFailures {
 			if left := c.since.Add(signInWindow).Sub(now); left > wait {
 				wait = left
 			}
 		}
 	}
-	return wait
-}
-
-// failed counts a failed sign-in for each key.
-func (l *signInLimiter) failed(now time.Time, keys ...string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.failures == nil {
-		l.failures = map[string]signInCount{}
+	if wait > 0 {
+		return wait
 	}
-	if len(l.failures) >= signInTracked {
-		for k, c := range l.failures {
+	if l.attempts == nil {
+		l.attempts = map[string]signInCount{}
+	}
+	if len(l.attempts) >= signInTracked {
+		for k, c := range l.attempts {
 			if now.Sub(c.since) >= signInWindow {
-				delete(l.failures, k)
+				delete(l.attempts, k)
 			}
 		}
 	}
 	for _, k := range keys {
-		c := l.failures[k]
+		c := l.attempts[k]
 		if c.n == 0 || now.Sub(c.since) >= signInWindow {
 			c = signInCount{since: now}
 		}
 		c.n++
-		l.failures[k] = c
+		l.attempts[k] = c
 	}
+	return 0
+}
+
+// forgive takes back an attempt of every key: it succeeded, or it was not
+// checked (no hashing slot, a store error).
+func (l *signInLimiter) forgive(keys ...string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range keys {
+		if c, ok := l.attempts[k]; ok && c.n > 0 {
+			c.n--
+			l.attempts[k] = c
+		}
+	}
+}
+
+// paced counts a sign-in attempt of keys, or answers 429 and returns false
+// when one of them has had too many (who names them: "for this user or
+// from this address").
+func (s *Service) paced(w http.ResponseWriter, now time.Time, who string, keys ...string) bool {
+	wait := s.signIns.attempt(now, keys...)
+	if wait <= 0 {
+		return true
+	}
+	secs := int(wait.Round(time.Second) / time.Second)
+	w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+	api.WriteError(w, http.StatusTooManyRequests, protocol.CodeRateLimited,
+		"too many failed sign-ins %s; try again in %s", who, wait.Round(time.Second))
+	return false
 }
 
 func (s *Service) handleCreateSession(w http.ResponseWriter, r *http.Request) {
@@ -107,11 +137,11 @@ func (s *Service) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 	req.User = strings.TrimSpace(req.User)
 	now := s.cfg.Now()
 	keys := []string{"user:" + req.AccountID + "/" + strings.ToLower(req.User), "addr:" + api.ClientAddr(r)}
-	if wait := s.signIns.blocked(now, keys...); wait > 0 {
-		secs := int(wait.Round(time.Second) / time.Second)
-		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-		api.WriteError(w, http.StatusTooManyRequests, protocol.CodeRateLimited,
-			"too many failed sign-ins for this user or from this address; try again in %s", wait.Round(time.Second))
+	if !s.paced(w, now, "for this user or from this address", keys...) {
+		return
+	}
+	if !s.takeHashSlot(w, r) {
+		s.signIns.forgive(keys...)
 		return
 	}
 	p, err := s.st.GetPrincipal(ctx, req.AccountID, req.User)
@@ -121,7 +151,8 @@ func (s *Service) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 	if err != nil || hash == "" {
 		hash = dummyPasswordHash
 	}
-	ok := access.VerifyPassword(hash, req.Password) && err == nil && p.PasswordHash != "" && p.Kind == protocol.PrincipalUser
+	ok := s.verify(hash, req.Password) && err == nil && p.PasswordHash != "" && p.Kind == protocol.PrincipalUser
+	s.releaseHashSlot()
 	// A sign-in is recorded whatever its outcome (a refused one names the
 	// user it tried; the limiter above bounds how many a client makes).
 	signIn := store.AuditEvent{AccountID: req.AccountID, Action: "session.create", ResourceType: "session",
@@ -130,7 +161,7 @@ func (s *Service) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 		signIn.PrincipalKind, signIn.PrincipalID, signIn.Principal = p.Kind, p.ID, p.Name
 	}
 	if !ok {
-		s.signIns.failed(now, keys...)
+		// The attempt stays counted.
 		s.log.Info("sign-in refused", "account", req.AccountID, "user", req.User, "remote", r.RemoteAddr)
 		signIn.Detail = "wrong user name or password"
 		// An unknown user is recorded too (someone tries names), if the
@@ -141,6 +172,7 @@ func (s *Service) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, http.StatusUnauthorized, protocol.CodeUnauthenticated, "wrong user name or password")
 		return
 	}
+	s.signIns.forgive(keys...)
 	if p.Disabled {
 		signIn.Detail = "user is disabled"
 		s.auditor.Record(ctx, r, signIn)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/legate-dev/legate/internal/api"
@@ -52,20 +51,17 @@ func (s *Service) signInWithLink(w http.ResponseWriter, r *http.Request, token s
 	ctx := r.Context()
 	now := s.cfg.Now()
 	keys := []string{"addr:" + api.ClientAddr(r)}
-	if wait := s.signIns.blocked(now, keys...); wait > 0 {
-		secs := int(wait.Round(time.Second) / time.Second)
-		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-		api.WriteError(w, http.StatusTooManyRequests, protocol.CodeRateLimited,
-			"too many failed sign-ins from this address; try again in %s", wait.Round(time.Second))
+	if !s.paced(w, now, "from this address", keys...) {
 		return
 	}
 	l, err := s.st.UseSignInLink(ctx, api.HashSecret(token), now)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrLinkUsed) {
+			s.signIns.forgive(keys...)
 			api.StoreError(w, err, "sign-in link")
 			return
 		}
-		s.signIns.failed(now, keys...)
+		// The attempt stays counted.
 		s.log.Info("sign-in with a link refused", "remote", r.RemoteAddr, "err", err)
 		if errors.Is(err, store.ErrLinkUsed) && l.AccountID != "" {
 			s.auditor.Record(ctx, r, store.AuditEvent{AccountID: l.AccountID, Action: "session.create", ResourceType: "session",
@@ -76,6 +72,7 @@ func (s *Service) signInWithLink(w http.ResponseWriter, r *http.Request, token s
 			"this sign-in link is unknown, used already or expired: run legate ui again for a new one")
 		return
 	}
+	s.signIns.forgive(keys...)
 	p, err := s.st.PrincipalByID(ctx, l.PrincipalID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {

@@ -104,7 +104,11 @@ func (s *Service) handleCreateUser(w http.ResponseWriter, r *http.Request, acct 
 			api.BadRequest(w, "%s", err.Error())
 			return
 		}
-		p.PasswordHash = access.HashPassword(req.Password)
+		h, ok := s.hashPassword(w, r, req.Password)
+		if !ok {
+			return
+		}
+		p.PasswordHash = h
 	}
 	if err := s.st.CreatePrincipal(r.Context(), p); err != nil {
 		if errors.Is(err, store.ErrConflict) {
@@ -196,13 +200,31 @@ func (s *Service) handleUpdateUser(w http.ResponseWriter, r *http.Request, acct 
 			api.BadRequest(w, "%s", err.Error())
 			return
 		}
-		h := access.HashPassword(*req.Password)
+		h, ok := s.hashPassword(w, r, *req.Password)
+		if !ok {
+			return
+		}
 		hash = &h
 	}
-	p, err := s.st.UpdatePrincipal(r.Context(), acct, name, disabled, hash)
-	if err != nil {
-		api.StoreError(w, err, "user "+strconv.Quote(name))
-		return
+	p := cur
+	if req.Disabled != nil || hash == nil {
+		if p, err = s.st.UpdatePrincipal(r.Context(), acct, name, disabled, nil); err != nil {
+			api.StoreError(w, err, "user "+strconv.Quote(name))
+			return
+		}
+	}
+	if hash != nil {
+		// A new password ends the user's sign-in sessions and unused
+		// sign-in links (whoever knew the old one may hold them), but the
+		// session that made the change, when the user changed their own.
+		keep := ""
+		if c.Session.PrincipalID == cur.ID {
+			keep = c.Session.ID
+		}
+		if p, err = s.st.SetPassword(r.Context(), acct, name, *hash, keep, s.cfg.Now()); err != nil {
+			api.StoreError(w, err, "user "+strconv.Quote(name))
+			return
+		}
 	}
 	s.accessChanged(r.Context(), acct)
 	s.log.Info(kindWord(p.Kind)+" updated", "account", acct, "name", p.Name, "disabled", p.Disabled,

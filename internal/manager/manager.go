@@ -91,8 +91,9 @@ type Config struct {
 	// HTTP server limits (docs/security.md).
 
 	// ReadTimeout bounds how long a request body may take to arrive, from
-	// the end of its headers; a slower body is cut (408, connection
-	// closed). 0 = 30s.
+	// the end of its headers, on every path (API, web UI, unknown paths,
+	// and a body the route refused without reading it); a slower body is
+	// cut (408, connection closed). 0 = 30s.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds how long a request may take from the end of its
 	// headers to the end of its answer, plus ReadTimeout when it has a
@@ -138,6 +139,11 @@ type Config struct {
 	UpgradeSoak time.Duration
 	// TLS, when not nil, makes the manager serve HTTPS and WSS only.
 	TLS *tls.Config
+	// PublicURL is the URL clients reach the manager at (--public-url).
+	// When it is https — the manager behind a TLS-terminating proxy — or
+	// the manager serves TLS, the web UI's cookies are Secure and every
+	// answer carries Strict-Transport-Security (api.HSTSMaxAge).
+	PublicURL string
 	// Version is reported to clients.
 	Version string
 	// Logger; nil = slog.Default().
@@ -345,9 +351,10 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 		Handler:           m.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       m.cfg.IdleTimeout,
-		// Body and write deadlines are set per route (api.Server): a
-		// server-wide ReadTimeout or WriteTimeout would also cut the
-		// WebSockets and long polls.
+		// Body and write deadlines are set per request (api.Server's
+		// Deadlines, for every path) and per route: a server-wide
+		// ReadTimeout or WriteTimeout would also cut the WebSockets and
+		// long polls.
 		MaxHeaderBytes: maxHeaderBytes,
 		ConnState:      limit.connState,
 		ErrorLog:       slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/protocol"
@@ -43,11 +44,22 @@ func (m *Manager) Handler() http.Handler {
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
 	})
-	h := m.metrics.countErrors(m.server.WriteDeadline(api.VersionCheck(mux)))
+	h := m.metrics.countErrors(m.server.Deadlines(api.VersionCheck(mux)))
 	// The web UI has the paths the API leaves ("/", "/delegates", ...);
 	// it calls the API in-process.
 	mux.Handle("/", webui.New(webui.Config{API: h, Backend: uiBackend{m}, Stopping: m.dispatch.Stopping(),
 		WriteTimeout: m.cfg.WriteTimeout, Liveness: m.window(), Version: m.cfg.Version, Logger: m.log, Now: m.cfg.Now,
-		DelegateUpdateEvery: m.cfg.UIDelegateUpdateEvery, NewDelegateHintAfter: m.cfg.UINewDelegateHintAfter}))
+		DelegateUpdateEvery: m.cfg.UIDelegateUpdateEvery, NewDelegateHintAfter: m.cfg.UINewDelegateHintAfter,
+		SecureCookies: m.httpsClients()}))
+	if m.httpsClients() {
+		return api.StrictTransport(h)
+	}
 	return h
+}
+
+// httpsClients reports whether clients reach the manager over HTTPS: it
+// serves TLS, or its public URL is https (a TLS-terminating proxy in
+// front).
+func (m *Manager) httpsClients() bool {
+	return m.cfg.TLS != nil || strings.HasPrefix(strings.ToLower(strings.TrimSpace(m.cfg.PublicURL)), "https://")
 }

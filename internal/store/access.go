@@ -163,6 +163,40 @@ func (s *Store) UpdatePrincipal(ctx context.Context, accountID, name string, dis
 	return p, nil
 }
 
+// SetPassword sets the password hash of the account's principal of that
+// name and, in the same transaction, ends what the old password gave: it
+// revokes the principal's sign-in sessions (at now) but keepSession (the
+// one that made the change; "" = none) and deletes its unused sign-in
+// links. It returns the principal; ErrNotFound.
+func (s *Store) SetPassword(ctx context.Context, accountID, name, hash, keepSession string, now time.Time) (Principal, error) {
+	var p Principal
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		p, err = scanPrincipal(s.w(tx).queryRow(ctx, `SELECT `+principalCols+` FROM principals WHERE account_id = ? AND name = ?`, accountID, name))
+		if err != nil {
+			return notFound(err)
+		}
+		p.PasswordHash = hash
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{
+			{`UPDATE principals SET password_hash = ? WHERE id = ?`, []any{hash, p.ID}},
+			{`UPDATE web_sessions SET revoked_at = ? WHERE principal_id = ? AND id <> ? AND revoked_at IS NULL`, []any{micros(now), p.ID, keepSession}},
+			{`DELETE FROM signin_links WHERE principal_id = ? AND used_at IS NULL`, []any{p.ID}},
+		} {
+			if _, err := s.w(tx).exec(ctx, q.sql, q.args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return Principal{}, fmt.Errorf("set the password of %q: %w", name, err)
+	}
+	return p, nil
+}
+
 // DeletePrincipal deletes the account's principal of that name with its
 // bindings and group memberships, revokes its API keys and sign-in
 // sessions (at now), and returns it; ErrNotFound.

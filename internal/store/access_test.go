@@ -174,3 +174,56 @@ func TestSignInLinks(t *testing.T) {
 		wantErr(t, "an unknown link", err, ErrNotFound)
 	})
 }
+
+func TestSetPasswordEndsSignIns(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		for _, p := range []Principal{
+			{ID: "u1", AccountID: "acc1", Kind: "user", Name: "alice", PasswordHash: "old", CreatedAt: t0},
+			{ID: "u2", AccountID: "acc1", Kind: "user", Name: "bob", PasswordHash: "bob's", CreatedAt: t0},
+		} {
+			if err := s.CreatePrincipal(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, ws := range []WebSession{
+			{ID: "s1", AccountID: "acc1", PrincipalID: "u1", Hash: "h1", CreatedAt: t0, ExpiresAt: at(time.Hour)},
+			{ID: "s2", AccountID: "acc1", PrincipalID: "u1", Hash: "h2", CreatedAt: t0, ExpiresAt: at(time.Hour)},
+			{ID: "s3", AccountID: "acc1", PrincipalID: "u2", Hash: "h3", CreatedAt: t0, ExpiresAt: at(time.Hour)},
+		} {
+			if err := s.CreateWebSession(ctx, ws); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, l := range []SignInLink{
+			{ID: "l1", AccountID: "acc1", PrincipalID: "u1", Hash: "lh1", CreatedAt: t0, ExpiresAt: at(5 * time.Minute)},
+			{ID: "l2", AccountID: "acc1", PrincipalID: "u2", Hash: "lh2", CreatedAt: t0, ExpiresAt: at(5 * time.Minute)},
+		} {
+			if err := s.CreateSignInLink(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p, err := s.SetPassword(ctx, "acc1", "alice", "new", "s2", at(time.Minute))
+		if err != nil || p.ID != "u1" || p.PasswordHash != "new" {
+			t.Fatalf("set password: %+v, %v", p, err)
+		}
+		if got, err := s.GetPrincipal(ctx, "acc1", "alice"); err != nil || got.PasswordHash != "new" {
+			t.Errorf("alice after: %+v, %v", got, err)
+		}
+		for hash, revoked := range map[string]bool{"h1": true, "h2": false, "h3": false} {
+			ws, err := s.WebSessionByHash(ctx, hash)
+			if err != nil || (ws.RevokedAt != nil) != revoked {
+				t.Errorf("session %s: %+v, %v; want revoked %v", hash, ws, err, revoked)
+			}
+		}
+		_, err = s.UseSignInLink(ctx, "lh1", at(2*time.Minute))
+		wantErr(t, "alice's unused link", err, ErrNotFound)
+		if _, err := s.UseSignInLink(ctx, "lh2", at(2*time.Minute)); err != nil {
+			t.Errorf("bob's link: %v", err)
+		}
+		_, err = s.SetPassword(ctx, "acc1", "nobody", "x", "", at(time.Minute))
+		wantErr(t, "an unknown user", err, ErrNotFound)
+	})
+}

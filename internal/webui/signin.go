@@ -18,12 +18,62 @@ type signInData struct {
 	CSRF string
 }
 
-// safeNext keeps a redirect target on this site.
+// defaultNext is where a sign-in goes when it was given no usable next.
+const defaultNext = "/delegates"
+
+// safeNext is the one check of a redirect target that comes from a
+// request (the sign-in page's and form's next): it returns next when it
+// is a path of this site's pages, defaultNext otherwise. Browsers do not
+// follow a Location as written: they drop tabs and line breaks anywhere,
+// trim control characters and spaces, read a backslash as a slash, and a
+// path that then starts with two slashes names another host ("/\t/x",
+// "/\\x" and " //x" all go to x). So next is refused when it holds
+// anything but printable ASCII (the UI's own next is escaped, so it never
+// does), holds a backslash, or does not start with exactly one slash —
+// also once percent-decoded, so no later decoding makes it another host —
+// and it must parse as a bare path and query. The API's paths are refused
+// too: they are not pages.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.HasPrefix(next, "/api/") {
-		return "/delegates"
+	if !localPath(next) {
+		return defaultNext
+	}
+	dec, err := url.PathUnescape(next)
+	if err != nil {
+		return defaultNext
+	}
+	// Decoded, what a browser would drop dropped and backslashes read as
+	// slashes, it must still start with exactly one slash.
+	dec = strings.Map(func(r rune) rune {
+		switch {
+		case r <= ' ' || r == 0x7f:
+			return -1
+		case r == '\\':
+			return '/'
+		}
+		return r
+	}, dec)
+	if !strings.HasPrefix(dec, "/") || strings.HasPrefix(dec, "//") || strings.HasPrefix(dec, "/api/") || dec == "/api" {
+		return defaultNext
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || !strings.HasPrefix(u.Path, "/") {
+		return defaultNext
 	}
 	return next
+}
+
+// localPath reports whether s is printable ASCII without a backslash and
+// starts with exactly one slash.
+func localPath(s string) bool {
+	if len(s) == 0 || s[0] != '/' || (len(s) > 1 && s[1] == '/') {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 func (u *UI) handleSignInPage(w http.ResponseWriter, r *http.Request) {
@@ -38,7 +88,7 @@ func (u *UI) signInForm(w http.ResponseWriter, r *http.Request, status int, user
 	b := make([]byte, 24)
 	_, _ = rand.Read(b)
 	token := hex.EncodeToString(b)
-	setCookie(w, r, preCookie, token, u.cfg.Now().Add(signInFormTTL))
+	u.setCookie(w, r, preCookie, token, u.cfg.Now().Add(signInFormTTL))
 	next := r.URL.Query().Get("next")
 	if r.Method == http.MethodPost {
 		next = r.PostFormValue("next")
@@ -66,8 +116,8 @@ func (u *UI) handleSignIn(w http.ResponseWriter, r *http.Request) {
 		u.signInForm(w, r, statusOf(err), name, apiMessage(err))
 		return
 	}
-	clearCookie(w, r, preCookie)
-	setCookie(w, r, sessionCookie, s.Token, s.ExpiresAt)
+	u.clearCookie(w, r, preCookie)
+	u.setCookie(w, r, sessionCookie, s.Token, s.ExpiresAt)
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
@@ -86,7 +136,7 @@ func (u *UI) handleSignInLinkPage(w http.ResponseWriter, r *http.Request) {
 	b := make([]byte, 24)
 	_, _ = rand.Read(b)
 	csrf := hex.EncodeToString(b)
-	setCookie(w, r, preCookie, csrf, u.cfg.Now().Add(signInFormTTL))
+	u.setCookie(w, r, preCookie, csrf, u.cfg.Now().Add(signInFormTTL))
 	u.render(w, r, nil, http.StatusOK, "signinlink", page{Title: "Sign in with a link",
 		Data: signInLinkData{Token: token, CSRF: csrf}})
 }
@@ -121,8 +171,8 @@ func (u *UI) handleSignInLink(w http.ResponseWriter, r *http.Request) {
 		u.signInForm(w, r, statusOf(err), "", apiMessage(err))
 		return
 	}
-	clearCookie(w, r, preCookie)
-	setCookie(w, r, sessionCookie, s.Token, s.ExpiresAt)
+	u.clearCookie(w, r, preCookie)
+	u.setCookie(w, r, sessionCookie, s.Token, s.ExpiresAt)
 	http.Redirect(w, r, "/delegates", http.StatusSeeOther)
 }
 
@@ -131,6 +181,6 @@ func (u *UI) handleSignOut(w http.ResponseWriter, r *http.Request, s *user) {
 		u.apiError(w, r, s, err)
 		return
 	}
-	clearCookie(w, r, sessionCookie)
+	u.clearCookie(w, r, sessionCookie)
 	http.Redirect(w, r, "/signin?notice="+url.QueryEscape("Signed out."), http.StatusSeeOther)
 }

@@ -14,7 +14,7 @@
 // page offers, and its watches tell live pages when to render again.
 //
 // Security: the session token lives in an HttpOnly, SameSite=Strict cookie
-// (Secure over TLS); every form POST carries a CSRF token derived from the
+// (Secure over TLS, and when the manager's public URL is https); every form POST carries a CSRF token derived from the
 // session and compared in constant time, and cross-site requests are
 // refused by their Origin and Sec-Fetch-Site headers; every answer has a
 // strict Content-Security-Policy (no inline scripts or styles).
@@ -92,9 +92,14 @@ type Config struct {
 	// the delegate to register before it says what to check (default two
 	// minutes).
 	NewDelegateHintAfter time.Duration
-	Version              string
-	Logger               *slog.Logger
-	Now                  func() time.Time
+	// SecureCookies marks every cookie Secure, for a manager whose
+	// public URL is https (behind a TLS-terminating proxy the requests
+	// come in plain HTTP); a request that came over TLS gets Secure
+	// cookies anyway.
+	SecureCookies bool
+	Version       string
+	Logger        *slog.Logger
+	Now           func() time.Time
 }
 
 // UI serves the web UI.
@@ -293,7 +298,7 @@ func (u *UI) signedIn(h func(http.ResponseWriter, *http.Request, *user)) http.Ha
 			return
 		}
 		if err != nil {
-			clearCookie(w, r, sessionCookie)
+			u.clearCookie(w, r, sessionCookie)
 			if r.Method == http.MethodGet && r.Header.Get("Accept") != "text/event-stream" {
 				http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
@@ -312,15 +317,19 @@ func (u *UI) signedIn(h func(http.ResponseWriter, *http.Request, *user)) http.Ha
 	}
 }
 
-func setCookie(w http.ResponseWriter, r *http.Request, name, value string, expires time.Time) {
+func (u *UI) setCookie(w http.ResponseWriter, r *http.Request, name, value string, expires time.Time) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", Expires: expires, HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		Secure: u.secure(r), SameSite: http.SameSiteStrictMode})
 }
 
-func clearCookie(w http.ResponseWriter, r *http.Request, name string) {
+func (u *UI) clearCookie(w http.ResponseWriter, r *http.Request, name string) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		Secure: u.secure(r), SameSite: http.SameSiteStrictMode})
 }
+
+// secure reports whether cookies are Secure: the public URL is https, or
+// the request came over TLS.
+func (u *UI) secure(r *http.Request) bool { return u.cfg.SecureCookies || r.TLS != nil }
 
 // page is what every page template gets.
 type page struct {
@@ -373,7 +382,7 @@ func (u *UI) apiError(w http.ResponseWriter, r *http.Request, s *user, err error
 		status = pe.Status
 	}
 	if status == http.StatusUnauthorized {
-		clearCookie(w, r, sessionCookie)
+		u.clearCookie(w, r, sessionCookie)
 		http.Redirect(w, r, "/signin?notice="+url.QueryEscape("Your session has ended: sign in again."), http.StatusSeeOther)
 		return
 	}

@@ -1,7 +1,9 @@
 package webui
 
 import (
+	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -9,13 +11,22 @@ import (
 
 func TestSafeNext(t *testing.T) {
 	for in, want := range map[string]string{
-		"/tasks?status=queued": "/tasks?status=queued",
-		"":                     "/delegates",
-		"https://evil.example": "/delegates",
-		"//evil.example/x":     "/delegates",
-		"/\\evil.example":      "/delegates",
-		"/api/v1/tasks":        "/delegates",
-		"tasks":                "/delegates",
+		"/tasks?status=queued":    "/tasks?status=queued",
+		"/tasks/t_1?notice=a%20b": "/tasks/t_1?notice=a%20b",
+		"":                        "/delegates",
+		"https://evil.example":    "/delegates",
+		"//evil.example/x":        "/delegates",
+		"/\\evil.example":         "/delegates",
+		"/\t/evil.example":        "/delegates",
+		"/\n/evil.example":        "/delegates",
+		" //evil.example":         "/delegates",
+		"/%2F/evil.example":       "/delegates",
+		"/%5Cevil.example":        "/delegates",
+		"/%09/evil.example":       "/delegates",
+		"/%zz":                    "/delegates",
+		"/api/v1/tasks":           "/delegates",
+		"/%61pi/v1/tasks":         "/delegates",
+		"tasks":                   "/delegates",
 	} {
 		if got := safeNext(in); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
@@ -23,16 +34,53 @@ func TestSafeNext(t *testing.T) {
 	}
 }
 
+// asBrowser is what a browser makes of a Location: tabs and line breaks
+// dropped anywhere, control characters and spaces trimmed, backslashes
+// read as slashes (the WHATWG URL parser's rules for http URLs).
+func asBrowser(loc string) string {
+	loc = strings.Map(func(r rune) rune {
+		switch r {
+		case '\t', '\n', '\r':
+			return -1
+		case '\\':
+			return '/'
+		}
+		return r
+	}, loc)
+	return strings.TrimFunc(loc, func(r rune) bool { return r <= ' ' })
+}
+
 // FuzzSafeNext: whatever the sign-in form's next field holds, the
-// redirect stays on this site.
+// redirect stays on this site's pages, as a browser reads it and once
+// percent-decoded, and http.Redirect writes it as it is.
 func FuzzSafeNext(f *testing.F) {
-	for _, s := range []string{"/delegates", "//x", "/\\x", "http://x", "/tasks/t_1?notice=a"} {
+	for _, s := range []string{"/delegates", "//x", "/\\x", "http://x", "/tasks/t_1?notice=a", "/\t/x", "/%2F/x", " //x", "/%5C/x"} {
 		f.Add(s)
 	}
+	base, _ := url.Parse("https://legate.example/signin")
 	f.Fuzz(func(t *testing.T, s string) {
 		got := safeNext(s)
-		if !strings.HasPrefix(got, "/") || strings.HasPrefix(got, "//") || strings.HasPrefix(got, "/\\") || strings.HasPrefix(got, "/api/") {
-			t.Fatalf("safeNext(%q) = %q leaves the site's pages", s, got)
+		if got != s && got != "/delegates" {
+			t.Fatalf("safeNext(%q) = %q: neither it nor the default", s, got)
+		}
+		for _, form := range []string{got, asBrowser(got)} {
+			dec, err := url.PathUnescape(form)
+			if err != nil {
+				t.Fatalf("safeNext(%q) = %q does not decode: %v", s, got, err)
+			}
+			if u, err := base.Parse(form); err != nil || u.Host != base.Host {
+				t.Fatalf("safeNext(%q) = %q leaves the site (%q: %v %v)", s, got, form, u, err)
+			}
+			for _, p := range []string{form, dec, asBrowser(dec)} {
+				if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/api/") {
+					t.Fatalf("safeNext(%q) = %q leaves the site's pages (%q)", s, got, p)
+				}
+			}
+		}
+		w := httptest.NewRecorder()
+		http.Redirect(w, httptest.NewRequest("GET", "/signin", nil), got, http.StatusSeeOther)
+		if loc := w.Header().Get("Location"); asBrowser(loc) != loc || !strings.HasPrefix(loc, "/") || strings.HasPrefix(loc, "//") {
+			t.Fatalf("safeNext(%q) = %q is written as Location %q", s, got, loc)
 		}
 	})
 }
