@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -153,8 +154,13 @@ func (svc *Service) handleRunPipeline(w http.ResponseWriter, r *http.Request, ac
 	if !api.DecodeBody(w, r, &req) {
 		return
 	}
-	run, err := svc.StartRun(r.Context(), RunStart{AccountID: acct, Org: org, Project: project, Pipeline: name, Inputs: req.Inputs,
-		Trigger: "manual", TriggeredBy: api.PrincipalLabel(api.CallerOf(r.Context()).Policy.Principal)})
+	pr := api.CallerOf(r.Context()).Policy.Principal
+	rs := RunStart{AccountID: acct, Org: org, Project: project, Pipeline: name, Inputs: req.Inputs,
+		Trigger: "manual", TriggeredBy: api.PrincipalLabel(pr), ActsKind: pr.Kind, ActsID: pr.ID}
+	if pr.Kind == protocol.OwnerAccount {
+		rs.ActsID = acct
+	}
+	run, err := svc.StartRun(r.Context(), rs)
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) {
 		e.Resource, e.Org, e.Project = name, org, project
 		if run.ID != "" {
@@ -275,9 +281,11 @@ func (svc *Service) atRun() api.ScopeSource {
 }
 
 // pipelineUses: running a pipeline needs, as submitting each of its steps
-// as a task would, connector:access on every connector a step
-// uses and secret:access on every stored secret a step references, at the
-// pipeline's scope.
+// as a task would, connector:access on every connector a step uses and
+// secret:access on every stored secret a step references, at the
+// pipeline's scope: checked here, before the run starts, on each step's
+// spec with the run's inputs in (pipelineNeeds). Each step's final spec,
+// outputs in, is checked again when its task is created.
 func (svc *Service) pipelineUses(r *http.Request, acct string) ([]api.Need, error) {
 	org, project := pipelineScope(r)
 	stored, err := svc.st.GetPipeline(r.Context(), acct, org, project, r.PathValue("name"))
@@ -291,30 +299,33 @@ func (svc *Service) pipelineUses(r *http.Request, acct string) ([]api.Need, erro
 	if err != nil {
 		return nil, nil // the handler refuses it
 	}
-	return svc.pipelineNeeds(r.Context(), acct, org, project, p)
+	body, err := api.PeekBody(r)
+	if err != nil {
+		return nil, err
+	}
+	var req protocol.RunPipelineRequest
+	_ = json.Unmarshal(body, &req) // the handler reports a bad body
+	return svc.pipelineNeeds(r.Context(), acct, org, project, p, req.Inputs)
 }
 
-func (svc *Service) pipelineNeeds(ctx context.Context, acct, org, project string, p *pipeline.Pipeline) ([]api.Need, error) {
+// pipelineNeeds is what running p with the given inputs needs: each step's
+// spec as it will be (PreviewSpec: inputs in, outputs not known yet) for
+// every type of step, through the same decision as a task's (SecretNeeds).
+// Inputs the run refuses add nothing here (the run is refused).
+func (svc *Service) pipelineNeeds(ctx context.Context, acct, org, project string, p *pipeline.Pipeline, given map[string]string) ([]api.Need, error) {
+	inputs, err := p.ResolveInputs(given)
+	if err != nil {
+		return nil, nil
+	}
 	sc := access.Scope{Org: org, Project: project}
 	var out []api.Need
 	seen := map[string]bool{}
 	for _, ref := range p.Steps() {
-		stage, step := p.Step(ref)
-		spec := protocol.TaskSpec{Org: org, Project: project, Connector: step.Connector, Env: map[string]string{}}
-		if spec.Connector == "" {
-			spec.Connector = stage.Infrastructure
+		spec, err := p.PreviewSpec(ref, inputs)
+		if err != nil {
+			continue // the step fails when it starts, saying why
 		}
-		for k, v := range step.Env {
-			spec.Env[k] = v
-		}
-		for k, name := range step.Secrets {
-			spec.Env[k] = "${secrets." + name + "}"
-		}
-		if step.HTTP != nil {
-			spec.HTTP = &protocol.HTTPSpec{Method: step.HTTP.Method, URL: step.HTTP.URL, Headers: step.HTTP.Headers, Body: step.HTTP.Body}
-		} else {
-			spec.Shell = &protocol.ShellSpec{Script: step.Shell}
-		}
+		spec.Org, spec.Project = org, project
 		if spec.Connector != "" && !seen["c/"+spec.Connector] {
 			seen["c/"+spec.Connector] = true
 			out = append(out, api.Need{Perm: access.ConnectorAccess, Res: access.Resource{Kind: "connector", Name: spec.Connector, Scope: sc}})
