@@ -149,7 +149,9 @@ func TestBindAndNeeds(t *testing.T) {
 		bound[1].Name != "TOKEN" || bound[1].Org != "" {
 		t.Errorf("Bind, both resolve: %+v, %v", bound, err)
 	}
-	noCall := func(context.Context) (*access.Policy, error) { return nil, errors.New("asked for a policy without references") }
+	noCall := func(context.Context) (*access.Policy, error) {
+		return nil, errors.New("asked for a policy without references")
+	}
 	if bound, err := s.Bind(ctx, "acc1", spec("true $${secrets.X}", "", ""), noCall); err != nil || bound != nil {
 		t.Errorf("Bind, no references: %v, %v", bound, err)
 	}

@@ -326,7 +326,9 @@ func (s *Store) referencedSecrets(ctx context.Context, h handle, t Task, bound s
 	}
 	names, err := secretref.SpecNames(t.Spec)
 	if err != nil {
-		return nil, fmt.Errorf("task %s: %w", t.ID, err)
+		// Checked when the task was created, by a version that checked
+		// less: it ends rather than wait for a claim that cannot succeed.
+		return nil, &MissingSecretsError{msg: fmt.Sprintf("the task's secret references: %v; submit it again", err)}
 	}
 	if len(names) == 0 {
 		return nil, nil // escapes only

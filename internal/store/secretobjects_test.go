@@ -185,7 +185,7 @@ func TestRotationResealsSecretObjects(t *testing.T) {
 // another scope's secret of the same name: a bound secret deleted,
 // deleted and created again, or updated fails the claim with a
 // *MissingSecretsError that says which and what to do, as does a task
-// from before bindings (its column '').
+// from before bindings (its column ”).
 func TestClaimHandsOutTheBoundSecret(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b backend) {
