@@ -180,3 +180,44 @@ func TestQueuedTaskGetsTheSecretItWasCheckedFor(t *testing.T) {
 		t.Errorf("unchanged: %+v, %v; want the project's value", acq.Spec.Shell, err)
 	}
 }
+
+// TestWebhookRunsAreCheckedAsTheirPrincipal: a webhook's run acts as the
+// principal that enabled it: a container step's reference, or one that a
+// delivery's input completes, is refused (403) for a principal without
+// secret:access, and a run that starts acts as that principal when its
+// steps' tasks are created.
+func TestWebhookRunsAreCheckedAsTheirPrincipal(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	ctx := context.Background()
+	admin := tm.admin.APIKey
+	tm.mustAPI(t, admin, "POST", protocol.PathSecrets, `{"name":"S","value":"the-value"}`, 201)
+	tm.mustAPI(t, admin, "POST", protocol.PathRoles, `{"name":"hooker","permissions":["pipeline:execute","pipeline:view","pipeline:edit","task:run"]}`, 201)
+	key := tm.userKey(t, "hana", "hooker", access.Account)
+	hook := "triggers:\n  webhook:\n    inputs:\n      pre: release.tag_name\n"
+	for _, tc := range []struct {
+		name, step, tag string
+		status          int
+	}{
+		{"direct", "container:\n          image: img\n          script: echo ${secrets.S}", "v1", http.StatusForbidden},
+		{"completed", "container:\n          image: img\n          command: [\"${{ inputs.pre }}{secrets.S}\"]", "$", http.StatusForbidden},
+		{"plain", "container:\n          image: img\n          command: [\"${{ inputs.pre }}{secrets.S}\"]", "v1", http.StatusCreated},
+	} {
+		tm.applyPipeline(t, "name: "+tc.name+"\ninputs:\n  pre: x\n"+hook+"stages:\n  - name: s\n    steps:\n      - name: a\n        "+tc.step+"\n")
+		ws := tm.enableWebhook(t, key, tc.name, false)
+		payload := []byte(`{"release":{"tag_name":"` + tc.tag + `"}}`)
+		status, body := tm.deliver(t, ws.Path, payload, map[string]string{protocol.HeaderHubSignature256: sign(ws.Secret, payload)})
+		if status != tc.status || (tc.status == http.StatusForbidden && !strings.Contains(body, "secret:access")) {
+			t.Errorf("%s: %d %s, want %d", tc.name, status, body, tc.status)
+			continue
+		}
+		if status != http.StatusCreated {
+			continue
+		}
+		var run protocol.Run
+		_ = json.Unmarshal([]byte(body), &run)
+		stored, err := tm.st.GetRun(ctx, tm.admin.AccountID, run.ID)
+		if err != nil || stored.ActsKind != access.KindUser || stored.ActsID == "" {
+			t.Errorf("%s: the run acts as %q %q, %v; want hana", tc.name, stored.ActsKind, stored.ActsID, err)
+		}
+	}
+}
