@@ -279,12 +279,8 @@ func (s *Service) Bind(ctx context.Context, acct string, spec protocol.TaskSpec,
 	}
 	// The permission first, at the task's scope for a name found nowhere:
 	// who may not use a secret there learns nothing of which names exist.
-	for _, n := range names {
-		sc := access.Scope{Org: org, Project: project}
-		if sec, ok := found[n]; ok {
-			sc = access.Scope{Org: sec.Org, Project: sec.Project}
-		}
-		if err := pol.Check(access.SecretAccess, access.Resource{Kind: "secret", Name: n, Scope: sc}); err != nil {
+	for _, n := range needsOf(names, found, org, project) {
+		if err := pol.Check(n.Perm, n.Res); err != nil {
 			return nil, &RefError{Status: http.StatusForbidden, msg: err.Error()}
 		}
 	}
@@ -300,7 +296,9 @@ func (s *Service) Bind(ctx context.Context, acct string, spec protocol.TaskSpec,
 	return out, nil
 }
 
-// Needs returns what running spec needs for its secret references:
+// Needs returns what running spec would need for its secret references
+// (the checks a pipeline run makes before it starts; Bind makes the one
+// that counts, when each task is created):
 // secret:access on each at the scope it resolves to (at the task's scope
 // for a name that resolves nowhere, which the handler then refuses).
 func (s *Service) Needs(ctx context.Context, acct string, spec protocol.TaskSpec) ([]api.Need, error) {
@@ -313,6 +311,13 @@ func (s *Service) Needs(ctx context.Context, acct string, spec protocol.TaskSpec
 	if err != nil {
 		return nil, err
 	}
+	return needsOf(names, found, org, project), nil
+}
+
+// needsOf is the decision Bind and Needs share: secret:access on each
+// name at the scope of the secret it resolves to (found), at the task's
+// scope (org, project) for a name found nowhere.
+func needsOf(names []string, found map[string]store.Secret, org, project string) []api.Need {
 	out := make([]api.Need, 0, len(names))
 	for _, n := range names {
 		sc := access.Scope{Org: org, Project: project}
@@ -321,5 +326,5 @@ func (s *Service) Needs(ctx context.Context, acct string, spec protocol.TaskSpec
 		}
 		out = append(out, api.Need{Perm: access.SecretAccess, Res: access.Resource{Kind: "secret", Name: n, Scope: sc}})
 	}
-	return out, nil
+	return out
 }
