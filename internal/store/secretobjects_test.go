@@ -217,6 +217,14 @@ func TestClaimHandsOutTheBoundSecret(t *testing.T) {
 		if err != nil || got.StoredSecrets["DB"] != "project-value" {
 			t.Errorf("unchanged: %v, %v; want the project's value", got.StoredSecrets, err)
 		}
+		// Its delegate is lost and the task is queued again (a retry): the
+		// next claim hands out the same binding.
+		if _, err := s.ExpireLeases(ctx, t0.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.ClaimTask(ctx, claimFor(id, "i2"), t0.Add(time.Hour)); err != nil || got.Attempts != 2 || got.StoredSecrets["DB"] != "project-value" {
+			t.Errorf("retry: attempt %d, %v, %v; want the project's value", got.Attempts, got.StoredSecrets, err)
+		}
 		for _, tc := range []struct {
 			name   string
 			change func()
