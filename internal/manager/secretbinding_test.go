@@ -16,8 +16,14 @@ import (
 // applyPipeline stores a pipeline as the admin.
 func (tm *testManager) applyPipeline(t *testing.T, src string) {
 	t.Helper()
+	tm.applyPipelineAs(t, tm.admin.APIKey, src)
+}
+
+// applyPipelineAs stores a pipeline as the holder of key.
+func (tm *testManager) applyPipelineAs(t *testing.T, key, src string) {
+	t.Helper()
 	body, _ := json.Marshal(map[string]string{"source": src})
-	tm.mustAPI(t, tm.admin.APIKey, "POST", protocol.PathPipelines, string(body), 201)
+	tm.mustAPI(t, key, "POST", protocol.PathPipelines, string(body), 201)
 }
 
 // runAs starts a run of a pipeline as the holder of key.
@@ -53,6 +59,31 @@ func TestEveryStepTypeNeedsSecretAccess(t *testing.T) {
 	ts, err := tm.st.ListTasks(context.Background(), store.TaskFilter{AccountID: tm.admin.AccountID})
 	if err != nil || len(ts) != 0 {
 		t.Errorf("tasks after the refusals: %d, %v; want none", len(ts), err)
+	}
+
+	// Who may: the step's task is created, bound, and its delegate gets
+	// the value; so for a key that acts as its whole account.
+	ctx := context.Background()
+	for _, who := range []struct{ acct, key, value string }{{tm.admin.AccountID, admin, "the-value"}, {"acc-other", tm.newAccount(t, "acc-other"), "other-value"}} {
+		if who.acct != tm.admin.AccountID {
+			tm.mustAPI(t, who.key, "POST", protocol.PathSecrets, `{"name":"S","value":"other-value"}`, 201)
+			tm.applyPipelineAs(t, who.key, "name: cscript\nstages:\n  - name: s\n    steps:\n      - name: a\n        container:\n          image: img\n          script: echo ${secrets.S}\n")
+		}
+		status, body := tm.runAs(t, who.key, "cscript", nil)
+		if status != http.StatusCreated {
+			t.Fatalf("%s runs cscript: %d %s", who.acct, status, body)
+		}
+		var run protocol.Run
+		_ = json.Unmarshal([]byte(body), &run)
+		tok, err := tm.client(t, who.key).CreateToken(ctx, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		del, _ := tm.registerFake(t, who.acct, tok.Value, "d-"+who.acct, "h-"+who.acct)
+		acq, err := del.Acquire(ctx, run.Steps[0].TaskID)
+		if err != nil || acq.Spec.Container == nil || acq.Spec.Container.Script != "echo "+who.value {
+			t.Errorf("%s: the step's task as acquired: %+v, %v", who.acct, acq.Spec.Container, err)
+		}
 	}
 }
 
