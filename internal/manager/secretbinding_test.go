@@ -108,6 +108,11 @@ func TestExpansionCannotFormASecretReference(t *testing.T) {
 	if status, body := tm.runAs(t, key, "in", map[string]string{"pre": "plain"}); status != http.StatusCreated {
 		t.Errorf("an input that forms no reference: %d %s, want 201", status, body)
 	}
+	// An input that names the secret the pipeline's text references.
+	tm.applyPipeline(t, "name: named\ninputs:\n  which: NONE\nstages:\n  - name: s\n    steps:\n      - name: a\n        shell: echo\n        env: {V: \"${secrets.${{ inputs.which }}}\"}\n")
+	if status, body := tm.runAs(t, key, "named", map[string]string{"which": "S"}); status != http.StatusForbidden || !strings.Contains(body, "secret:access") {
+		t.Errorf("an input naming the secret: %d %s, want 403", status, body)
+	}
 
 	// The same through an output, known only once the first step ran.
 	tm.applyPipeline(t, "name: out\nstages:\n  - name: s\n    steps:\n      - name: a\n        shell: make\n        outputs: [x]\n"+
