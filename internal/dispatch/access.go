@@ -86,8 +86,8 @@ func (m *Service) atConfiguration() api.ScopeSource {
 }
 
 // taskUses: a task that uses a connector needs connector:access at the
-// task's scope; one that references stored secrets needs secret:access on
-// each at the scope it resolves to (secrets.Service.Needs).
+// task's scope. Its stored secrets are checked by the handler, on the
+// spec as it will be stored (Secrets.Bind), where they are bound.
 func (m *Service) taskUses(r *http.Request, acct string) ([]api.Need, error) {
 	body, err := api.PeekBody(r)
 	if err != nil {
@@ -100,9 +100,5 @@ func (m *Service) taskUses(r *http.Request, acct string) ([]api.Need, error) {
 		out = append(out, api.Need{Perm: access.ConnectorAccess, Res: access.Resource{Kind: "connector", Name: spec.Connector,
 			Scope: access.Scope{Org: strings.TrimSpace(spec.Org), Project: strings.TrimSpace(spec.Project)}}})
 	}
-	secrets, err := m.secrets.Needs(r.Context(), acct, spec)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, secrets...), nil
+	return out, nil
 }

@@ -105,15 +105,17 @@ func acquireAnswer(t store.Task) (protocol.AcquireResponse, error) {
 	return resp, nil
 }
 
-// failMissingSecrets ends a task whose secrets were deleted after it was
-// submitted, and answers the delegate that tried to acquire it.
+// failMissingSecrets ends a task whose bound secrets are not as they were
+// when it was created (deleted, created again, updated) or that has none
+// bound (queued before bindings), and answers the delegate that tried to
+// acquire it.
 func (m *Service) failMissingSecrets(ctx context.Context, t store.Task, missing *store.MissingSecretsError) *api.Error {
 	msg := missing.Error()
 	ft, err := m.st.FinishTask(ctx, t.AccountID, t.ID, store.Result{Status: protocol.StatusFailed, Error: msg}, m.cfg.Now())
 	switch {
 	case err == nil:
-		m.log.Warn("task failed: a secret it references was deleted", "account", t.AccountID, "task", t.ID,
-			"secrets", strings.Join(missing.Names, ","), "scope", protocol.ScopeLabel(t.Spec.Org, t.Spec.Project))
+		m.log.Warn("task failed: a secret it was bound to changed or is gone", "account", t.AccountID, "task", t.ID,
+			"secrets", strings.Join(missing.Names, ","), "scope", protocol.ScopeLabel(t.Spec.Org, t.Spec.Project), "why", msg)
 		m.afterManagerFinish(ctx, ft)
 	case !errors.Is(err, store.ErrTaskTerminal):
 		return api.StoreAPIError(err, "task "+t.ID)

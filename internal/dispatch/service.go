@@ -19,7 +19,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/legate-dev/legate/internal/api"
+	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/cluster"
 	"github.com/legate-dev/legate/internal/events"
@@ -100,13 +100,15 @@ type Scopes interface {
 	ResolveTask(ctx context.Context, acct string, spec *protocol.TaskSpec) error
 }
 
-// Secrets is what the task path needs of stored secrets: the checks of a
-// task's secret references at submit (package secrets).
+// Secrets is what the task path needs of stored secrets: the check of a
+// task's secret references when it is created (package secrets).
 type Secrets interface {
-	// CheckRefs says why a task's secret references cannot resolve.
-	CheckRefs(ctx context.Context, acct string, spec protocol.TaskSpec) error
-	// Needs returns the permissions running spec needs for its secrets.
-	Needs(ctx context.Context, acct string, spec protocol.TaskSpec) ([]api.Need, error)
+	// Bind checks the secret references of the final spec of a task about
+	// to be created for the principal policy returns (called only when
+	// there are references) and returns the exact secret each resolved
+	// to, for the task to keep. A refusal's error has an HTTPStatus
+	// method (400 or 403).
+	Bind(ctx context.Context, acct string, spec protocol.TaskSpec, policy func(context.Context) (*access.Policy, error)) ([]store.SecretBinding, error)
 	// SealError explains err to an operator (which key the database
 	// needs) when it comes from a sealed value that does not open; nil
 	// for any other error.
@@ -374,15 +376,17 @@ func (m *Service) markTokenRevoked(tokenID string) {
 // What the other services call.
 
 // PrepareTask puts a pipeline step's task through the checks of a
-// submitted task (engine.Tasks).
-func (m *Service) PrepareTask(ctx context.Context, acct string, spec *protocol.TaskSpec) error {
+// submitted task, its secret references checked for the principal policy
+// returns, and returns their bindings (engine.Tasks).
+func (m *Service) PrepareTask(ctx context.Context, acct string, spec *protocol.TaskSpec,
+	policy func(context.Context) (*access.Policy, error)) ([]store.SecretBinding, error) {
 	if err := m.validateSpec(spec); err != nil {
-		return err
+		return nil, err
 	}
 	if err := m.scopes.ResolveTask(ctx, acct, spec); err != nil {
-		return err
+		return nil, err
 	}
-	return m.secrets.CheckRefs(ctx, acct, *spec)
+	return m.secrets.Bind(ctx, acct, *spec, policy)
 }
 
 // EndTask follows up a task another service ended in the store: its

@@ -118,8 +118,12 @@ func (m *Service) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	if err := m.secrets.CheckRefs(r.Context(), acct, spec); err != nil {
-		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+	// The one check of its secret references, on the spec as it will be
+	// stored; what they resolve to now is what the task will get.
+	caller := api.CallerOf(r.Context()).Policy
+	bindings, err := m.secrets.Bind(r.Context(), acct, spec, func(context.Context) (*access.Policy, error) { return caller, nil })
+	if err != nil {
+		m.refuseSecrets(w, r, acct, caller, err)
 		return
 	}
 	now := m.cfg.Now()
@@ -127,7 +131,7 @@ func (m *Service) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 		ID: api.NewID("t_"), AccountID: acct, Spec: spec, Status: protocol.StatusQueued,
 		TimeoutMS: spec.TimeoutMS, QueueTimeoutMS: spec.QueueTimeoutMS, Retries: spec.Retries,
 		CreatedAt: now, QueueDeadline: now.Add(time.Duration(spec.QueueTimeoutMS) * time.Millisecond),
-		CreatedBy: api.PrincipalLabel(api.CallerOf(r.Context()).Policy.Principal),
+		CreatedBy: api.PrincipalLabel(caller.Principal), SecretBindings: bindings,
 	}
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) {
 		e.Resource, e.Org, e.Project = t.ID, spec.Org, spec.Project
@@ -143,6 +147,22 @@ func (m *Service) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 	t = t.WithoutSecretValues() // the store keeps them sealed; memory keeps none
 	m.events.Publish(r.Context(), events.Event{Kind: events.TaskQueued, Account: acct, TaskID: t.ID, Task: &t})
 	api.WriteJSON(w, http.StatusCreated, m.taskView(t))
+}
+
+// refuseSecrets answers a task whose secret references Bind refused.
+func (m *Service) refuseSecrets(w http.ResponseWriter, r *http.Request, acct string, caller *access.Policy, err error) {
+	var se interface{ HTTPStatus() int }
+	if !errors.As(err, &se) {
+		api.StoreError(w, err, "the task's secrets")
+		return
+	}
+	code := protocol.CodeBadRequest
+	if se.HTTPStatus() == http.StatusForbidden {
+		code = protocol.CodeForbidden
+		m.log.Info("request refused", "account", acct, "principal", caller.Principal.Name, "permission", access.SecretAccess,
+			"route", r.Method+" "+r.URL.Path, "err", err)
+	}
+	api.WriteError(w, se.HTTPStatus(), code, "%s", err.Error())
 }
 
 func (m *Service) handleListTasks(w http.ResponseWriter, r *http.Request, acct string) {

@@ -3,10 +3,11 @@ package manager
 import (
 	"context"
 
-	"github.com/legate-dev/legate/internal/api"
+	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/dispatch"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/secrets"
+	"github.com/legate-dev/legate/internal/store"
 )
 
 // secretsOf is what dispatch asks of the secrets service: the checks of a
@@ -16,15 +17,12 @@ type secretsOf struct{ m *Manager }
 
 var _ dispatch.Secrets = secretsOf{}
 
-func (s secretsOf) CheckRefs(ctx context.Context, acct string, spec protocol.TaskSpec) error {
-	return s.m.secrets.CheckRefs(ctx, acct, spec)
+func (s secretsOf) Bind(ctx context.Context, acct string, spec protocol.TaskSpec,
+	policy func(context.Context) (*access.Policy, error)) ([]store.SecretBinding, error) {
+	return s.m.secrets.Bind(ctx, acct, spec, policy)
 }
 
 func (s secretsOf) SealError(err error) error { return sealError(err) }
-
-func (s secretsOf) Needs(ctx context.Context, acct string, spec protocol.TaskSpec) ([]api.Need, error) {
-	return s.m.secrets.Needs(ctx, acct, spec)
-}
 
 // sealError is secrets.KeyError for an error of a sealed value that does
 // not open, nil for any other error (dispatch.Secrets, engine.Secrets).

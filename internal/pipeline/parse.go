@@ -702,6 +702,10 @@ func (ps *parser) references(p *Pipeline) {
 						ps.addLine(ps.lines[path], path+"."+f.name, "%v", err)
 						continue
 					}
+					if msg := checkFormsSecret(f.text); msg != "" {
+						ps.addLine(ps.lines[path], path+"."+f.name, "%s", msg)
+						continue
+					}
 					bad := false
 					for _, r := range refs {
 						if msg := checkRef(r, inputs, done, stageIdx, StepRef{st.Name, s.Name}); msg != "" {
@@ -719,6 +723,30 @@ func (ps *parser) references(p *Pipeline) {
 			for _, s := range it.Steps {
 				done[StepRef{st.Name, s.Name}] = s.Outputs
 			}
+		}
+	}
+}
+
+// checkFormsSecret says why text could form a reference to a stored secret
+// only once its expressions are expanded ("" when it cannot): an expression
+// right before "{secrets." (a value ending in "$" completes "${secrets.X}")
+// or inside a reference's name. Such a reference would name a secret that
+// no check of the pipeline's text sees: a webhook's deliveries, acting with
+// the rights of whoever enabled it, could then read any secret those rights
+// reach. The pipeline's text names its secrets itself.
+func checkFormsSecret(text string) string {
+	if strings.Contains(text, exprClose+"{secrets.") {
+		return "an expression right before {secrets. could complete a reference to a stored secret from a value: write ${secrets.NAME} in the pipeline itself (or the secrets: map of the step)"
+	}
+	for rest := text; ; {
+		i := strings.Index(rest, "${secrets.")
+		if i < 0 {
+			return ""
+		}
+		rest = rest[i+len("${secrets."):]
+		name, _, _ := strings.Cut(rest, "}")
+		if strings.Contains(name, exprOpen) {
+			return "a stored secret's name cannot come from an expression: write ${secrets.NAME} with the name itself"
 		}
 	}
 }

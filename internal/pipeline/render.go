@@ -12,6 +12,20 @@ import (
 // MaxInputValueLen bounds the value of one input given to a run.
 const MaxInputValueLen = 64 << 10
 
+// PlaceholderInputs is every declared input at its default, or empty: what
+// a check of the pipeline's own text (before any run gives inputs) expands
+// the expressions with.
+func (p *Pipeline) PlaceholderInputs() map[string]string {
+	out := make(map[string]string, len(p.Inputs))
+	for _, in := range p.Inputs {
+		out[in.Name] = ""
+		if in.Default != nil {
+			out[in.Name] = *in.Default
+		}
+	}
+	return out
+}
+
 // ResolveInputs checks the inputs a run is given against the pipeline's:
 // each given name must be declared, each required input given; defaults
 // fill the rest. The result has every declared input.
@@ -110,6 +124,19 @@ type Outputs map[StepRef]map[string]string
 // to set. Stored secrets are referenced in Env as ${secrets.NAME}, which
 // the manager resolves and masks as for any task.
 func (p *Pipeline) StepSpec(ref StepRef, inputs map[string]string, outputs Outputs) (protocol.TaskSpec, error) {
+	return p.stepSpec(ref, inputs, outputs, false)
+}
+
+// PreviewSpec is the task spec of step ref before the run starts: its
+// inputs in, and every output of an earlier step empty (they are not known
+// yet). What it shows is checked when a run starts, so that a caller is
+// refused before anything runs; the step's final spec (StepSpec) is
+// checked again when its task is created.
+func (p *Pipeline) PreviewSpec(ref StepRef, inputs map[string]string) (protocol.TaskSpec, error) {
+	return p.stepSpec(ref, inputs, nil, true)
+}
+
+func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outputs, noOutputs bool) (protocol.TaskSpec, error) {
 	stage, step := p.Step(ref)
 	if step == nil {
 		return protocol.TaskSpec{}, fmt.Errorf("pipeline %s has no step %s", p.Name, ref)
@@ -133,7 +160,7 @@ func (p *Pipeline) StepSpec(ref StepRef, inputs map[string]string, outputs Outpu
 			return literal(v), nil
 		}
 		v, ok := outputs[r.Step][r.Key]
-		if !ok {
+		if !ok && !noOutputs {
 			return "", fmt.Errorf("step %s did not write the output %s (it writes KEY=VALUE lines to $%s)", r.Step, r.Key, OutputEnv)
 		}
 		return literal(v), nil

@@ -32,6 +32,11 @@ func TestUnsafeExpressions(t *testing.T) {
 		{"opted in", "        unsafeExpressions: true\n        shell: ./ship ${{ inputs.version }}\n", ""},
 		{"opted in, url", "        unsafeExpressions: true\n        http: {url: '${{ inputs.api-host }}'}\n", ""},
 		{"opt-in not a boolean", "        unsafeExpressions: maybe\n        shell: x\n", "unsafeExpressions"},
+		{"input completes a secret", "        shell: x\n        env: {V: '${{ inputs.version }}{secrets.S}'}\n", "could complete a reference to a stored secret"},
+		{"output completes a secret", "        http: {url: 'https://x.example/${{ stages.s.steps.a.outputs.art }}{secrets.S}'}\n", "could complete a reference"},
+		{"opted in, still no secret", "        unsafeExpressions: true\n        shell: echo ${{ inputs.version }}{secrets.S}\n", "could complete a reference"},
+		{"secret named by input", "        shell: x\n        env: {V: '${secrets.${{ inputs.version }}}'}\n", "name cannot come from an expression"},
+		{"secret beside an expression", "        shell: x\n        env: {V: '${{ inputs.version }}-${secrets.S}'}\n", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse([]byte(head + tt.step))

@@ -14,6 +14,7 @@
 package secretref
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -169,8 +170,12 @@ func fields(spec *protocol.TaskSpec) []field {
 }
 
 // SpecNames returns the distinct secret names a task spec references,
-// sorted; a malformed reference is an error naming the field it is in.
+// sorted; a malformed reference is an error naming the field it is in, and
+// so is "${secrets." in any other part of the spec (Stray).
 func SpecNames(spec protocol.TaskSpec) ([]string, error) {
+	if err := Stray(spec); err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
 	var out []string
 	for _, f := range fields(&spec) {
@@ -187,6 +192,30 @@ func SpecNames(spec protocol.TaskSpec) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// Stray refuses "${secrets." in a part of spec where references are not
+// resolved (a container's image or volumes, a selector, the HTTP method,
+// a map's keys, and whatever a task spec carries in the future): it would
+// reach the delegate as literal text, unchecked. The spec is read whole,
+// as its JSON, with the texts that are resolved left out.
+func Stray(spec protocol.TaskSpec) error {
+	c := cloneSpec(spec)
+	for _, f := range fields(&c) {
+		f.set("")
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("read the task spec: %w", err)
+	}
+	i := strings.Index(string(b), open)
+	if i < 0 {
+		return nil
+	}
+	const around = 40
+	from, to := max(0, i-around), min(len(b), i+len(open)+around)
+	return fmt.Errorf("a stored secret cannot be referenced here: …%s… (references are resolved only in a shell or container script, a container command, env and secret_env values, and an HTTP URL, header values and body)",
+		string(b[from:to]))
 }
 
 // Uses reports whether a spec holds a reference or an escape: whether it

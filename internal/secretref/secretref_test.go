@@ -180,3 +180,26 @@ func FuzzExpand(f *testing.F) {
 		}
 	})
 }
+
+// TestStrayReferences: "${secrets." where references are not resolved is
+// an error that shows where; the resolved texts may hold them.
+func TestStrayReferences(t *testing.T) {
+	ok := protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "img", Script: "echo ${secrets.A}",
+		Command: []string{"${secrets.B}"}}, Env: map[string]string{"E": "${secrets.C}"}, SecretEnv: map[string]string{"S": "${secrets.D}"}}
+	if names, err := SpecNames(ok); err != nil || len(names) != 4 {
+		t.Errorf("references where they resolve: %v, %v", names, err)
+	}
+	for name, spec := range map[string]protocol.TaskSpec{
+		"image":       {Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "reg/${secrets.A}:1"}},
+		"working_dir": {Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "i", WorkingDir: "/${secrets.A}"}},
+		"volume":      {Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "i", Volumes: []protocol.Volume{{Name: "v", MountPath: "/m/${secrets.A}"}}}},
+		"selector":    {Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: "x"}, Selectors: []string{"${secrets.A}"}},
+		"env key":     {Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: "x"}, Env: map[string]string{"${secrets.A}": "v"}},
+		"http method": {Type: protocol.TaskHTTP, HTTP: &protocol.HTTPSpec{Method: "${secrets.A}", URL: "http://h"}},
+		"escaped":     {Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "$${secrets.A}"}},
+	} {
+		if _, err := SpecNames(spec); err == nil || !strings.Contains(err.Error(), "cannot be referenced here") || !strings.Contains(err.Error(), "${secrets.A") {
+			t.Errorf("%s: %v; want the stray reference refused, shown", name, err)
+		}
+	}
+}

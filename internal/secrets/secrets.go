@@ -2,10 +2,11 @@
 // values at account, org or project scope, sealed by the store. It holds
 // their API (create, list, get, update, delete: values go in, never out),
 // the checks of a task spec's ${secrets.NAME} references when the task is
-// submitted (CheckRefs, Needs), and the explanation of the store's sealing
+// created (Bind, and Needs for the checks a pipeline run makes before it
+// starts), and the explanation of the store's sealing
 // errors to an operator (KeyError, IsSealError). Resolving the references
 // into the answer to the delegate that acquires a task is part of handing
-// the task over (the manager's acquire), with package secretref.
+// the task over (the store's claim hands out the secrets Bind bound).
 //
 // It may import api, access, protocol, secretref, seal and store (for its
 // types; what it calls of the database is its Store interface); never the
@@ -32,11 +33,11 @@ import (
 )
 
 // Stored secrets: the API takes values in and never gives one back; tasks
-// reference them as ${secrets.NAME} (package secretref), checked when the
-// task is submitted (each name must resolve, and the caller needs
-// secret:access where it resolves: Needs) and resolved only into the
-// answer to the delegate that acquires the task (the manager's
-// acquireAnswer), whose Mask makes the delegate mask them in the output.
+// reference them as ${secrets.NAME} (package secretref), checked and bound
+// to the exact secret each name means when the task is created (Bind),
+// and resolved only into the answer to the delegate that acquires the
+// task (dispatch's acquireAnswer), whose Mask makes the delegate mask
+// them in the output.
 
 // Store is what the service needs of the database (*store.Store).
 type Store interface {
@@ -236,27 +237,68 @@ func lookedIn(org, project string) string {
 	return strings.Join(append(s, "the account"), ", then ")
 }
 
-// CheckRefs refuses a task whose references are malformed or name a
-// secret that its scope does not see.
-func (s *Service) CheckRefs(ctx context.Context, acct string, spec protocol.TaskSpec) error {
-	names, err := secretref.SpecNames(spec)
-	if err != nil || len(names) == 0 {
-		return err
-	}
-	found, err := s.st.FindSecrets(ctx, acct, spec.Org, spec.Project, names)
-	if err != nil {
-		return err
-	}
-	for _, n := range names {
-		if _, ok := found[n]; !ok {
-			return fmt.Errorf("unknown secret %s: the task's %s has none of that name (looked in %s); create it with legate secret create %s, or check the name (legate secret list)",
-				n, protocol.ScopeLabel(spec.Org, spec.Project), lookedIn(spec.Org, spec.Project), n)
-		}
-	}
-	return nil
+// RefError is why the secret references of a task about to be created
+// are refused: Status is 400 (malformed, unknown) or 403 (the principal
+// lacks secret:access where a name resolves).
+type RefError struct {
+	Status int
+	msg    string
 }
 
-// Needs returns what running spec needs for its secret references:
+func (e *RefError) Error() string { return e.msg }
+
+// HTTPStatus is the status that answers the refusal.
+func (e *RefError) HTTPStatus() int { return e.Status }
+
+// Bind is the one check of the secret references of a task about to be
+// created, on its final spec (after every expansion: a pipeline step's
+// inputs and outputs are in it), whatever path creates it (the task API,
+// a pipeline run's step, a webhook's run). Each name a field of the spec
+// references must resolve at the task's scope (its project, its org, the
+// account: the closest wins), and the principal policy returns must hold
+// secret:access on the secret it resolves to. It returns what each name
+// resolved to (its scope, ID and version), for the task to keep: a claim
+// hands out exactly those and looks no name up again. policy is called
+// only when the spec references a stored secret.
+func (s *Service) Bind(ctx context.Context, acct string, spec protocol.TaskSpec, policy func(context.Context) (*access.Policy, error)) ([]store.SecretBinding, error) {
+	names, err := secretref.SpecNames(spec)
+	if err != nil {
+		return nil, &RefError{Status: http.StatusBadRequest, msg: err.Error()}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	org, project := strings.TrimSpace(spec.Org), strings.TrimSpace(spec.Project)
+	found, err := s.st.FindSecrets(ctx, acct, org, project, names)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := policy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// The permission first, at the task's scope for a name found nowhere:
+	// who may not use a secret there learns nothing of which names exist.
+	for _, n := range needsOf(names, found, org, project) {
+		if err := pol.Check(n.Perm, n.Res); err != nil {
+			return nil, &RefError{Status: http.StatusForbidden, msg: err.Error()}
+		}
+	}
+	out := make([]store.SecretBinding, 0, len(names))
+	for _, n := range names {
+		sec, ok := found[n]
+		if !ok {
+			return nil, &RefError{Status: http.StatusBadRequest, msg: fmt.Sprintf("unknown secret %s: the task's %s has none of that name (looked in %s); create it with legate secret create %s, or check the name (legate secret list)",
+				n, protocol.ScopeLabel(org, project), lookedIn(org, project), n)}
+		}
+		out = append(out, store.BindingOf(sec))
+	}
+	return out, nil
+}
+
+// Needs returns what running spec would need for its secret references
+// (the checks a pipeline run makes before it starts; Bind makes the one
+// that counts, when each task is created):
 // secret:access on each at the scope it resolves to (at the task's scope
 // for a name that resolves nowhere, which the handler then refuses).
 func (s *Service) Needs(ctx context.Context, acct string, spec protocol.TaskSpec) ([]api.Need, error) {
@@ -269,6 +311,13 @@ func (s *Service) Needs(ctx context.Context, acct string, spec protocol.TaskSpec
 	if err != nil {
 		return nil, err
 	}
+	return needsOf(names, found, org, project), nil
+}
+
+// needsOf is the decision Bind and Needs share: secret:access on each
+// name at the scope of the secret it resolves to (found), at the task's
+// scope (org, project) for a name found nowhere.
+func needsOf(names []string, found map[string]store.Secret, org, project string) []api.Need {
 	out := make([]api.Need, 0, len(names))
 	for _, n := range names {
 		sc := access.Scope{Org: org, Project: project}
@@ -277,5 +326,5 @@ func (s *Service) Needs(ctx context.Context, acct string, spec protocol.TaskSpec
 		}
 		out = append(out, api.Need{Perm: access.SecretAccess, Res: access.Resource{Kind: "secret", Name: n, Scope: sc}})
 	}
-	return out, nil
+	return out
 }

@@ -121,9 +121,10 @@ func TestHandlers(t *testing.T) {
 	}
 }
 
-// TestCheckRefsAndNeeds: a task's references must resolve from its scope,
-// and running it needs secret:access where each resolves.
-func TestCheckRefsAndNeeds(t *testing.T) {
+// TestBindAndNeeds: a task's references must resolve from its scope, the
+// principal needs secret:access where each resolves, and each name is
+// bound to the exact secret it resolved to.
+func TestBindAndNeeds(t *testing.T) {
 	s := newService(t)
 	ctx := context.Background()
 	for _, b := range []string{`{"name":"TOKEN","value":"a"}`, `{"name":"PW","org":"o1","value":"b"}`} {
@@ -134,22 +135,45 @@ func TestCheckRefsAndNeeds(t *testing.T) {
 	spec := func(script, org, project string) protocol.TaskSpec {
 		return protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: script}, Org: org, Project: project}
 	}
-	if err := s.CheckRefs(ctx, "acc1", spec("echo ${secrets.TOKEN} ${secrets.PW}", "o1", "p1")); err != nil {
-		t.Errorf("CheckRefs, both resolve: %v", err)
+	policy := func(scopes ...access.Scope) func(context.Context) (*access.Policy, error) {
+		pr := access.Principal{Kind: access.KindUser, ID: "u1", Name: "ann"}
+		pol := &access.Policy{Principal: pr}
+		for _, sc := range scopes {
+			pol.Bindings = append(pol.Bindings, access.Binding{Role: access.RoleAccountAdmin, SubjectKind: access.KindUser, SubjectID: pr.ID, Scope: sc})
+		}
+		return func(context.Context) (*access.Policy, error) { return pol, nil }
 	}
-	if err := s.CheckRefs(ctx, "acc1", spec("true", "", "")); err != nil {
-		t.Errorf("CheckRefs, no references: %v", err)
+	all := policy(access.Account)
+	bound, err := s.Bind(ctx, "acc1", spec("echo ${secrets.TOKEN} ${secrets.PW}", "o1", "p1"), all)
+	if err != nil || len(bound) != 2 || bound[0].Name != "PW" || bound[0].Org != "o1" || bound[0].Version != 1 || bound[0].ID == "" ||
+		bound[1].Name != "TOKEN" || bound[1].Org != "" {
+		t.Errorf("Bind, both resolve: %+v, %v", bound, err)
 	}
-	err := s.CheckRefs(ctx, "acc1", spec("echo ${secrets.PW}", "", ""))
-	if err == nil || !strings.Contains(err.Error(), "unknown secret PW: the task's account has none of that name (looked in the account)") {
-		t.Errorf("CheckRefs, PW from the account: %v", err)
+	noCall := func(context.Context) (*access.Policy, error) {
+		return nil, errors.New("asked for a policy without references")
 	}
-	err = s.CheckRefs(ctx, "acc1", spec("echo ${secrets.NONE}", "o1", "p1"))
-	if err == nil || !strings.Contains(err.Error(), "looked in project o1/p1, then org o1, then the account") {
-		t.Errorf("CheckRefs, NONE from o1/p1: %v", err)
+	if bound, err := s.Bind(ctx, "acc1", spec("true $${secrets.X}", "", ""), noCall); err != nil || bound != nil {
+		t.Errorf("Bind, no references: %v, %v", bound, err)
 	}
-	if err := s.CheckRefs(ctx, "acc1", spec("echo ${secrets.bad-name}", "", "")); err == nil {
-		t.Error("CheckRefs, a malformed reference: no error")
+	for _, tc := range []struct {
+		spec   protocol.TaskSpec
+		policy func(context.Context) (*access.Policy, error)
+		status int
+		want   string
+	}{
+		{spec("echo ${secrets.PW}", "", ""), all, 400, "unknown secret PW: the task's account has none of that name (looked in the account)"},
+		{spec("echo ${secrets.NONE}", "o1", "p1"), all, 400, "looked in project o1/p1, then org o1, then the account"},
+		{spec("echo ${secrets.bad-name}", "", ""), all, 400, "malformed secret reference"},
+		// The org's secret needs secret:access at the org: at the project is not enough.
+		{spec("echo ${secrets.PW}", "o1", "p1"), policy(access.Scope{Org: "o1", Project: "p1"}), 403, `secret:access on secret "PW" at org o1`},
+		// A name found nowhere needs it at the task's scope, before it is said to be unknown.
+		{spec("echo ${secrets.NONE}", "o2", ""), policy(access.Scope{Org: "o1"}), 403, `secret:access on secret "NONE" at org o2`},
+	} {
+		_, err := s.Bind(ctx, "acc1", tc.spec, tc.policy)
+		var re *RefError
+		if !errors.As(err, &re) || re.HTTPStatus() != tc.status || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Bind %q at %s/%s: %v; want %d saying %q", tc.spec.Shell.Script, tc.spec.Org, tc.spec.Project, err, tc.status, tc.want)
+		}
 	}
 
 	needs, err := s.Needs(ctx, "acc1", spec("echo ${secrets.PW} ${secrets.TOKEN} ${secrets.NONE}", " o1 ", "p1"))

@@ -131,7 +131,7 @@ func (s *Store) withSecrets(ctx context.Context, tx *sql.Tx, t Task, ss storedSe
 	if err != nil {
 		return t, err
 	}
-	stored, err := s.referencedSecrets(ctx, s.w(tx), t)
+	stored, err := s.referencedSecrets(ctx, s.w(tx), t, ss.bindings)
 	if err != nil {
 		return t, err
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"path"
 	"path/filepath"
@@ -179,4 +180,61 @@ func embeddedVersions(t *testing.T) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestMigrate0021QueuedTasksFailClearly: a database from before 0021 (its
+// columns dropped and its row removed, then migrated again): the secrets
+// get ids, a queued task that references one was never bound and fails
+// its claim saying to submit it again (it is not resolved by name), and
+// a task bound after the upgrade gets its value.
+func TestMigrate0021QueuedTasksFailClearly(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		dsn := b.newDSN(t)
+		old, err := OpenWith(ctx, dsn, Options{Keys: testKeys})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := old.CreateSecret(ctx, Secret{AccountID: "acc1", Org: "o1", Name: "DB", CreatedAt: t0}, "org-value"); err != nil {
+			t.Fatal(err)
+		}
+		task := func(id string) Task {
+			tk := newTask(id, "acc1", t0)
+			tk.Spec.Org, tk.Spec.Project, tk.Spec.Shell.Script = "o1", "p1", "echo ${secrets.DB}"
+			return tk
+		}
+		mustCreate(t, old, task("t1"))
+		if err := old.Close(); err != nil {
+			t.Fatal(err)
+		}
+		raw := b.openRaw(t, dsn)
+		for _, q := range []string{
+			`ALTER TABLE secrets DROP COLUMN id`,
+			`ALTER TABLE tasks DROP COLUMN secret_bindings`,
+			`ALTER TABLE pipeline_runs DROP COLUMN acts_kind`,
+			`ALTER TABLE pipeline_runs DROP COLUMN acts_id`,
+			`DELETE FROM schema_migrations WHERE version = '0021_secret_bindings'`,
+		} {
+			if _, err := raw.ExecContext(ctx, q); err != nil {
+				t.Fatalf("undo 0021: %v\n%s", err, q)
+			}
+		}
+		s := openAt(t, dsn)
+		sec, err := s.GetSecret(ctx, "acc1", "o1", "", "DB")
+		if err != nil || sec.ID != "sec_acc1/o1//DB" {
+			t.Errorf("secret from before 0021: %+v, %v; want an id made of its row", sec, err)
+		}
+		_, err = s.ClaimTask(ctx, claimFor("t1", "i1"), t0)
+		var missing *MissingSecretsError
+		if !errors.As(err, &missing) || !strings.Contains(err.Error(), "never bound to the task") || !strings.Contains(err.Error(), "submit the task again") {
+			t.Errorf("claim of a task queued before 0021: %v; want it refused, saying to submit it again", err)
+		}
+		t2 := task("t2")
+		t2.SecretBindings = []SecretBinding{BindingOf(sec)}
+		mustCreate(t, s, t2)
+		if got, err := s.ClaimTask(ctx, claimFor("t2", "i1"), t0); err != nil || got.StoredSecrets["DB"] != "org-value" {
+			t.Errorf("claim of a task bound after 0021: %v, %v", got.StoredSecrets, err)
+		}
+	})
 }

@@ -195,11 +195,16 @@ type Run struct {
 	// WebhookID and Delivery: the webhook that started it and the
 	// delivery ID its sender gave ("" for none); one delivery ID starts
 	// one run of a webhook (CreateRun: ErrConflict).
-	WebhookID  string
-	Delivery   string
-	Error      string
-	CreatedAt  time.Time
-	FinishedAt *time.Time
+	WebhookID string
+	Delivery  string
+	// ActsKind and ActsID name the principal the run acts as (who started
+	// it, or whom its webhook acts as): its steps' tasks are checked
+	// against that principal's permissions when they are created. Empty
+	// for runs from before migration 0021.
+	ActsKind, ActsID string
+	Error            string
+	CreatedAt        time.Time
+	FinishedAt       *time.Time
 	// Steps are the steps that started or were skipped, in the order they
 	// did (filled by GetRun and AdvanceRun, not by ListRuns).
 	Steps []RunStep
@@ -219,7 +224,7 @@ type RunStep struct {
 }
 
 const runCols = `id, account_id, org, project, pipeline, version, source, inputs, status, cancel_requested,
-	trigger_kind, triggered_by, error, created_at, finished_at, webhook_id, delivery`
+	trigger_kind, triggered_by, error, created_at, finished_at, webhook_id, delivery, acts_kind, acts_id`
 
 func scanRun(r rowScanner) (Run, error) {
 	var run Run
@@ -228,7 +233,8 @@ func scanRun(r rowScanner) (Run, error) {
 	var created int64
 	var finished sql.NullInt64
 	if err := r.Scan(&run.ID, &run.AccountID, &run.Org, &run.Project, &run.Pipeline, &run.Version, &run.Source, &inputs,
-		&run.Status, &cancel, &run.Trigger, &run.TriggeredBy, &run.Error, &created, &finished, &run.WebhookID, &run.Delivery); err != nil {
+		&run.Status, &cancel, &run.Trigger, &run.TriggeredBy, &run.Error, &created, &finished, &run.WebhookID, &run.Delivery,
+		&run.ActsKind, &run.ActsID); err != nil {
 		return Run{}, err
 	}
 	if err := json.Unmarshal([]byte(inputs), &run.Inputs); err != nil {
@@ -276,9 +282,10 @@ func encodeMap(m map[string]string) string {
 func (s *Store) CreateRun(ctx context.Context, r Run) (Run, error) {
 	r.CreatedAt = fromMicros(micros(r.CreatedAt))
 	r.Inputs = decodedMap(r.Inputs)
-	err := s.insert(ctx, `INSERT INTO pipeline_runs (`+runCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?) ON CONFLICT DO NOTHING`,
+	err := s.insert(ctx, `INSERT INTO pipeline_runs (`+runCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		r.ID, r.AccountID, r.Org, r.Project, r.Pipeline, r.Version, r.Source, encodeMap(r.Inputs), r.Status,
-		boolInt(r.CancelRequested), r.Trigger, r.TriggeredBy, cleanText(r.Error), micros(r.CreatedAt), r.WebhookID, r.Delivery)
+		boolInt(r.CancelRequested), r.Trigger, r.TriggeredBy, cleanText(r.Error), micros(r.CreatedAt), r.WebhookID, r.Delivery,
+		r.ActsKind, r.ActsID)
 	if err != nil {
 		return Run{}, fmt.Errorf("create run %s: %w", r.ID, err)
 	}

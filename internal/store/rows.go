@@ -83,7 +83,7 @@ const taskCols = `id, account_id, spec, status, exit_code, error, http_result, t
 
 // taskSecretCols are taskCols and the sealed secret values, which only a
 // claim reads (see scanTaskSecrets).
-const taskSecretCols = taskCols + `, secrets`
+const taskSecretCols = taskCols + `, secrets, secret_bindings`
 
 // scanTask reads a row of taskCols: a task without secret values.
 func scanTask(r rowScanner) (Task, error) {
@@ -126,7 +126,7 @@ func scanTaskRow(r rowScanner, withSecrets bool) (Task, storedSecrets, error) {
 		&t.DelegateName, &t.DelegateHostname, &denied, &created, &acquired, &started, &finished,
 		&queueDeadline, &lease, &t.LogBytes, &t.LogOmitted, &names, &t.CreatedBy}
 	if withSecrets {
-		dest = append(dest, &ss.sealed)
+		dest = append(dest, &ss.sealed, &ss.bindings)
 	}
 	if err := r.Scan(dest...); err != nil {
 		return Task{}, ss, err

@@ -2,9 +2,12 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +24,9 @@ import (
 // Secret is a stored secret's metadata: never its value.
 type Secret struct {
 	AccountID string
+	// ID tells this secret from one deleted and created again under the
+	// same name and scope (random, made by CreateSecret).
+	ID string
 	// Org and Project are its scope, as for tokens: Org "" is account
 	// level, Org alone org level, both project level.
 	Org, Project string
@@ -36,12 +42,12 @@ func secretValueContext(acct, org, project, name string) string {
 	return "secret/" + acct + "/" + org + "/" + project + "/" + name
 }
 
-const secretCols = `account_id, org, project, name, version, created_at, updated_at`
+const secretCols = `account_id, org, project, name, version, created_at, updated_at, id`
 
 func scanSecret(r rowScanner) (Secret, error) {
 	var s Secret
 	var created, updated int64
-	if err := r.Scan(&s.AccountID, &s.Org, &s.Project, &s.Name, &s.Version, &created, &updated); err != nil {
+	if err := r.Scan(&s.AccountID, &s.Org, &s.Project, &s.Name, &s.Version, &created, &updated, &s.ID); err != nil {
 		return Secret{}, err
 	}
 	s.CreatedAt, s.UpdatedAt = fromMicros(created), fromMicros(updated)
@@ -52,11 +58,12 @@ func scanSecret(r rowScanner) (Secret, error) {
 // ErrConflict if its scope already has one with that name.
 func (s *Store) CreateSecret(ctx context.Context, sec Secret, value string) (Secret, error) {
 	sec.Version = 1
+	sec.ID = "sec_" + rand.Text()
 	sec.CreatedAt = fromMicros(micros(sec.CreatedAt))
 	sec.UpdatedAt = sec.CreatedAt
 	sealed := s.keys.Seal([]byte(value), secretValueContext(sec.AccountID, sec.Org, sec.Project, sec.Name))
-	err := s.insert(ctx, `INSERT INTO secrets (`+secretCols+`, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		sec.AccountID, sec.Org, sec.Project, sec.Name, sec.Version, micros(sec.CreatedAt), micros(sec.UpdatedAt), sealed)
+	err := s.insert(ctx, `INSERT INTO secrets (`+secretCols+`, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		sec.AccountID, sec.Org, sec.Project, sec.Name, sec.Version, micros(sec.CreatedAt), micros(sec.UpdatedAt), sec.ID, sealed)
 	if err != nil {
 		return Secret{}, fmt.Errorf("create secret %s: %w", sec.Name, err)
 	}
@@ -210,37 +217,18 @@ func lookupSecretsIn(ctx context.Context, h handle, acct, org, project string, n
 	for _, n := range names {
 		want[n] = true
 	}
+	all, err := secretsAtScopes(ctx, h, acct, org, project)
+	if err != nil {
+		return nil, err
+	}
 	scopes := lookupScopes(org, project)
 	out := map[string]foundSecret{}
 	rank := map[string]int{}
-	// One query: every secret of the account at one of the task's scopes
-	// (a handful of rows); the names are filtered here.
-	rows, err := h.query(ctx, `SELECT `+secretCols+`, value FROM secrets
-	WHERE account_id = ? AND ((org = '' AND project = '') OR (org = ? AND project = '') OR (org = ? AND project = ?))`,
-		acct, org, org, project)
-	if err != nil {
-		return nil, fmt.Errorf("look up secrets: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var f foundSecret
-		var created, updated int64
-		if err := rows.Scan(&f.AccountID, &f.Org, &f.Project, &f.Name, &f.Version, &created, &updated, &f.sealed); err != nil {
-			return nil, fmt.Errorf("look up secrets: %w", err)
-		}
+	for key, f := range all {
 		if !want[f.Name] {
 			continue
 		}
-		f.CreatedAt, f.UpdatedAt = fromMicros(created), fromMicros(updated)
-		r := -1
-		for i, sc := range scopes {
-			if sc == [2]string{f.Org, f.Project} {
-				r = i
-			}
-		}
-		if r < 0 {
-			continue
-		}
+		r := slices.Index(scopes, [2]string{key.org, key.project})
 		if prev, ok := rank[f.Name]; ok && prev <= r {
 			continue
 		}
@@ -250,51 +238,146 @@ func lookupSecretsIn(ctx context.Context, h handle, acct, org, project string, n
 		rank[f.Name] = r
 		out[f.Name] = f
 	}
+	return out, nil
+}
+
+// scopedName is a secret's place: its scope and name.
+type scopedName struct{ org, project, name string }
+
+// secretsAtScopes reads every secret of the account at one of the scopes a
+// task at org/project takes secrets from (a handful of rows), with their
+// sealed values, in one query.
+func secretsAtScopes(ctx context.Context, h handle, acct, org, project string) (map[scopedName]foundSecret, error) {
+	rows, err := h.query(ctx, `SELECT `+secretCols+`, value FROM secrets
+	WHERE account_id = ? AND ((org = '' AND project = '') OR (org = ? AND project = '') OR (org = ? AND project = ?))`,
+		acct, org, org, project)
+	if err != nil {
+		return nil, fmt.Errorf("look up secrets: %w", err)
+	}
+	defer rows.Close()
+	scopes := lookupScopes(org, project)
+	out := map[scopedName]foundSecret{}
+	for rows.Next() {
+		var f foundSecret
+		var created, updated int64
+		if err := rows.Scan(&f.AccountID, &f.Org, &f.Project, &f.Name, &f.Version, &created, &updated, &f.ID, &f.sealed); err != nil {
+			return nil, fmt.Errorf("look up secrets: %w", err)
+		}
+		if !slices.Contains(scopes, [2]string{f.Org, f.Project}) {
+			continue // org '' with a project: not a scope
+		}
+		f.CreatedAt, f.UpdatedAt = fromMicros(created), fromMicros(updated)
+		out[scopedName{f.Org, f.Project, f.Name}] = f
+	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("look up secrets: %w", err)
 	}
 	return out, nil
 }
 
-// MissingSecretsError reports references of a task that no stored
-// secret answers: deleted after the task was submitted.
-type MissingSecretsError struct {
-	Names        []string
-	Org, Project string
+// SecretBinding is what a name a task references means: the exact
+// secret it resolved to when the task was created (scope, ID, version).
+// A claim hands out that secret's value and nothing else.
+type SecretBinding struct {
+	Name    string `json:"name"`
+	Org     string `json:"org,omitempty"`
+	Project string `json:"project,omitempty"`
+	ID      string `json:"id"`
+	Version int64  `json:"version"`
 }
 
-func (e *MissingSecretsError) Error() string {
-	var looked []string
-	for _, sc := range lookupScopes(e.Org, e.Project) {
-		looked = append(looked, scopeText(sc[0], sc[1]))
-	}
-	what := "secret " + e.Names[0] + " was"
-	if len(e.Names) > 1 {
-		what = "secrets " + strings.Join(e.Names, ", ") + " were"
-	}
-	return fmt.Sprintf("%s deleted after the task was submitted (looked in %s); create it again (legate secret create) and run the task again",
-		what, strings.Join(looked, ", then "))
+// BindingOf is the binding of a name to sec.
+func BindingOf(sec Secret) SecretBinding {
+	return SecretBinding{Name: sec.Name, Org: sec.Org, Project: sec.Project, ID: sec.ID, Version: sec.Version}
 }
+
+func encodeBindings(b []SecretBinding) string {
+	if b == nil {
+		b = []SecretBinding{}
+	}
+	out, err := json.Marshal(b)
+	if err != nil { // cannot happen for these fields
+		panic(err)
+	}
+	return string(out)
+}
+
+// MissingSecretsError reports references of a task whose bound secret is
+// not there any more as it was when the task was created (deleted,
+// deleted and created again, updated), or that were never bound (a task
+// from before migration 0021): the claim fails the task with it.
+type MissingSecretsError struct {
+	// Names are the names whose secret is missing, in order.
+	Names []string
+	msg   string
+}
+
+func (e *MissingSecretsError) Error() string { return e.msg }
 
 // referencedSecrets returns the values of the stored secrets t's spec
-// references (nil for none), read in the claim's transaction.
-func (s *Store) referencedSecrets(ctx context.Context, h handle, t Task) (map[string]string, error) {
+// references (nil for none), read in the claim's transaction: exactly
+// the secrets bound (the JSON of SecretBinding) when t was created, each
+// at the version it was bound at. A name is never looked up again here,
+// so a secret created, deleted or changed at another scope after the
+// task was created changes nothing of what it gets.
+func (s *Store) referencedSecrets(ctx context.Context, h handle, t Task, bound string) (map[string]string, error) {
 	if !secretref.Uses(t.Spec) {
 		return nil, nil
 	}
 	names, err := secretref.SpecNames(t.Spec)
 	if err != nil {
-		return nil, fmt.Errorf("task %s: %w", t.ID, err)
+		// Checked when the task was created, by a version that checked
+		// less: it ends rather than wait for a claim that cannot succeed.
+		return nil, &MissingSecretsError{msg: fmt.Sprintf("the task's secret references: %v; submit it again", err)}
 	}
 	if len(names) == 0 {
 		return nil, nil // escapes only
 	}
-	values, missing, err := s.secretValuesIn(ctx, h, t.AccountID, t.Spec.Org, t.Spec.Project, names)
+	var bindings []SecretBinding
+	if bound != "" {
+		if err := json.Unmarshal([]byte(bound), &bindings); err != nil {
+			return nil, fmt.Errorf("task %s: decode its secret bindings: %w", t.ID, err)
+		}
+	}
+	byName := map[string]SecretBinding{}
+	for _, b := range bindings {
+		byName[b.Name] = b
+	}
+	found, err := secretsAtScopes(ctx, h, t.AccountID, t.Spec.Org, t.Spec.Project)
 	if err != nil {
 		return nil, err
 	}
-	if len(missing) > 0 {
-		return nil, &MissingSecretsError{Names: missing, Org: t.Spec.Org, Project: t.Spec.Project}
+	values := make(map[string]string, len(names))
+	var missing, problems []string
+	for _, n := range names {
+		b, ok := byName[n]
+		if !ok {
+			missing = append(missing, n)
+			problems = append(problems, fmt.Sprintf("secret %s was never bound to the task: it was queued before this version of the manager bound a task's secrets when it is submitted; submit the task again", n))
+			continue
+		}
+		what := "secret " + n + " (" + scopeText(b.Org, b.Project) + ")"
+		f, ok := found[scopedName{b.Org, b.Project, n}]
+		switch {
+		case !ok:
+			problems = append(problems, what+" was deleted after the task was submitted; create it again (legate secret create) and run the task again")
+		case f.ID != b.ID:
+			problems = append(problems, what+" was deleted and created again after the task was submitted; run the task again to use the new one")
+		case f.Version != b.Version:
+			problems = append(problems, fmt.Sprintf("%s was updated after the task was submitted (it was checked at version %d, it is at version %d now); run the task again to use the new value",
+				what, b.Version, f.Version))
+		default:
+			v, err := s.keys.Open(f.sealed, secretValueContext(t.AccountID, f.Org, f.Project, n))
+			if err != nil {
+				return nil, fmt.Errorf("open secret %s (%s): %w", n, scopeText(f.Org, f.Project), err)
+			}
+			values[n] = string(v)
+			continue
+		}
+		missing = append(missing, n)
+	}
+	if len(problems) > 0 {
+		return nil, &MissingSecretsError{Names: missing, msg: strings.Join(problems, "; ")}
 	}
 	return values, nil
 }

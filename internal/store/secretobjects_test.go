@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,7 +30,10 @@ func TestSecretObjects(t *testing.T) {
 			return sec
 		}
 		got := create("", "", "DB", acct)
-		if diff := cmp.Diff(Secret{AccountID: "acc1", Name: "DB", Version: 1, CreatedAt: t0, UpdatedAt: t0}, got); diff != "" {
+		if !strings.HasPrefix(got.ID, "sec_") {
+			t.Errorf("CreateSecret: ID %q", got.ID)
+		}
+		if diff := cmp.Diff(Secret{AccountID: "acc1", ID: got.ID, Name: "DB", Version: 1, CreatedAt: t0, UpdatedAt: t0}, got); diff != "" {
 			t.Errorf("CreateSecret (-want +got):\n%s", diff)
 		}
 		create("o1", "", "DB", org)
@@ -172,6 +176,90 @@ func TestRotationResealsSecretObjects(t *testing.T) {
 		}
 		if _, _, err := openWithKeys(t, dsn, a).SecretValues(ctx, "acc1", "o1", "", []string{"S0"}); err == nil {
 			t.Error("the old key alone still opens a stored secret")
+		}
+	})
+}
+
+// TestClaimHandsOutTheBoundSecret: a claim hands out the secret each name
+// was bound to when the task was created, at that version, and never
+// another scope's secret of the same name: a bound secret deleted,
+// deleted and created again, or updated fails the claim with a
+// *MissingSecretsError that says which and what to do, as does a task
+// from before bindings (its column ”).
+func TestClaimHandsOutTheBoundSecret(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := openAt(t, b.newDSN(t))
+		ctx := context.Background()
+		if _, err := s.CreateSecret(ctx, Secret{AccountID: "acc1", Org: "o1", Name: "DB", CreatedAt: t0}, "org-value"); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		// task creates a task at o1/p1 that references DB, bound to the
+		// project's DB as it is now.
+		task := func() string {
+			t.Helper()
+			_ = s.DeleteSecret(ctx, "acc1", "o1", "p1", "DB")
+			sec, err := s.CreateSecret(ctx, Secret{AccountID: "acc1", Org: "o1", Project: "p1", Name: "DB", CreatedAt: t0}, "project-value")
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+			tk := newTask(fmt.Sprintf("t%d", n), "acc1", t0)
+			tk.Spec.Org, tk.Spec.Project = "o1", "p1"
+			tk.Spec.Shell.Script = "echo ${secrets.DB}"
+			tk.SecretBindings = []SecretBinding{BindingOf(sec)}
+			mustCreate(t, s, tk)
+			return tk.ID
+		}
+		id := task()
+		got, err := s.ClaimTask(ctx, claimFor(id, "i1"), t0)
+		if err != nil || got.StoredSecrets["DB"] != "project-value" {
+			t.Errorf("unchanged: %v, %v; want the project's value", got.StoredSecrets, err)
+		}
+		// Its delegate is lost and the task is queued again (a retry): the
+		// next claim hands out the same binding.
+		if _, err := s.ExpireLeases(ctx, t0.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.ClaimTask(ctx, claimFor(id, "i2"), t0.Add(time.Hour)); err != nil || got.Attempts != 2 || got.StoredSecrets["DB"] != "project-value" {
+			t.Errorf("retry: attempt %d, %v, %v; want the project's value", got.Attempts, got.StoredSecrets, err)
+		}
+		for _, tc := range []struct {
+			name   string
+			change func()
+			want   string
+		}{
+			{"deleted", func() { _ = s.DeleteSecret(ctx, "acc1", "o1", "p1", "DB") },
+				"secret DB (project o1/p1) was deleted after the task was submitted"},
+			{"replaced", func() {
+				_ = s.DeleteSecret(ctx, "acc1", "o1", "p1", "DB")
+				if _, err := s.CreateSecret(ctx, Secret{AccountID: "acc1", Org: "o1", Project: "p1", Name: "DB", CreatedAt: t0}, "another"); err != nil {
+					t.Fatal(err)
+				}
+			}, "secret DB (project o1/p1) was deleted and created again after the task was submitted"},
+			{"updated", func() {
+				if _, err := s.UpdateSecret(ctx, "acc1", "o1", "p1", "DB", "newer", t0); err != nil {
+					t.Fatal(err)
+				}
+			}, "checked at version 1, it is at version 2 now"},
+			{"unbound", func() {
+				if _, err := s.w(nil).exec(ctx, `UPDATE tasks SET secret_bindings = '' WHERE id = ?`, fmt.Sprintf("t%d", n)); err != nil {
+					t.Fatal(err)
+				}
+			}, "secret DB was never bound to the task"},
+		} {
+			id := task()
+			tc.change()
+			got, err := s.ClaimTask(ctx, claimFor(id, "i1"), t0)
+			var missing *MissingSecretsError
+			if !errors.As(err, &missing) || !strings.Contains(err.Error(), tc.want) || got.StoredSecrets != nil {
+				t.Errorf("%s: %v (secrets %v); want a *MissingSecretsError saying %q", tc.name, err, got.StoredSecrets, tc.want)
+				continue
+			}
+			if strings.Contains(err.Error(), "org-value") || got.Status != "queued" {
+				t.Errorf("%s: %v, task %s", tc.name, err, got.Status)
+			}
 		}
 	})
 }

@@ -49,6 +49,9 @@ func settingContext(key string) string { return "setting/" + key }
 type storedSecrets struct {
 	sealed string
 	clear  map[string]string
+	// bindings are the task's secret bindings as stored (JSON; '' for a
+	// task from before migration 0021).
+	bindings string
 }
 
 // sealSecrets seals a task's secret values ("" for none).

@@ -16,6 +16,9 @@ import (
 // scope (Spec.Org, Spec.Project) is also stored in columns of its own.
 // Spec.SecretEnv's values are sealed for the task (the database never
 // holds them in clear); their names are kept apart, in clear.
+// SecretBindings are stored for the claim to hand out: the caller fills
+// them for every stored secret the spec references (a reference without
+// a binding fails the task's claim).
 func (s *Store) CreateTask(ctx context.Context, t Task) error {
 	sealed, err := s.sealSecrets(t.ID, t.Spec.SecretEnv)
 	if err != nil {
@@ -31,12 +34,13 @@ func (s *Store) CreateTask(ctx context.Context, t Task) error {
 	err = s.insert(ctx, `INSERT INTO tasks (id, account_id, type, spec, status, exit_code, error,
 	http_result, timeout_ms, queue_timeout_ms, retries, attempts, epoch, instance_id, delegate_name,
 	delegate_hostname, denied_instances, created_at, acquired_at, started_at, finished_at,
-	queue_deadline, lease_expires_at, log_bytes, log_omitted, org, project, secret_names, secrets, created_by)
-	VALUES (?, ?, ?, ?, ?, NULL, '', NULL, ?, ?, ?, 0, 0, '', '', '', '[]', ?, NULL, NULL, NULL, ?, NULL, 0, 0, ?, ?, ?, ?, ?)
+	queue_deadline, lease_expires_at, log_bytes, log_omitted, org, project, secret_names, secrets, created_by,
+	secret_bindings)
+	VALUES (?, ?, ?, ?, ?, NULL, '', NULL, ?, ?, ?, 0, 0, '', '', '', '[]', ?, NULL, NULL, NULL, ?, NULL, 0, 0, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING`,
 		t.ID, t.AccountID, t.Spec.Type, specText, protocol.StatusQueued, t.TimeoutMS, t.QueueTimeoutMS,
 		t.Retries, micros(t.CreatedAt), micros(t.QueueDeadline), t.Spec.Org, t.Spec.Project,
-		encodeStrings(names), sealed, t.CreatedBy)
+		encodeStrings(names), sealed, t.CreatedBy, encodeBindings(t.SecretBindings))
 	if err != nil {
 		return fmt.Errorf("create task %s: %w", t.ID, err)
 	}

@@ -142,13 +142,17 @@ type Task struct {
 	// references (${secrets.NAME}), by name, as the task's scope sees
 	// them: set by ClaimTask only, for the claimer, like Spec.SecretEnv.
 	StoredSecrets map[string]string
+	// SecretBindings are what each stored secret the spec references
+	// resolved to when the task was created: what ClaimTask hands out
+	// (CreateTask stores them; no read returns them).
+	SecretBindings []SecretBinding
 }
 
 // WithoutSecretValues returns t with its secret names in SecretNames and
 // no secret values: the form every read but ClaimTask returns, and the one
 // to keep in memory.
 func (t Task) WithoutSecretValues() Task {
-	t.StoredSecrets = nil
+	t.StoredSecrets, t.SecretBindings = nil, nil
 	if len(t.Spec.SecretEnv) == 0 {
 		return t
 	}

@@ -70,10 +70,13 @@ type Store interface {
 
 // Tasks is what the engine needs of the dispatch side.
 type Tasks interface {
-	// PrepareTask checks and normalizes the spec of a step's task as it
-	// does a submitted task's (its type, scope, connector and secret
-	// references); an error says why the step cannot run.
-	PrepareTask(ctx context.Context, acct string, spec *protocol.TaskSpec) error
+	// PrepareTask checks and normalizes the final spec of a step's task
+	// as it does a submitted task's (its type, scope, connector, and its
+	// secret references for the principal policy returns, called only
+	// when there are any) and returns what those references are bound to;
+	// an error says why the step cannot run.
+	PrepareTask(ctx context.Context, acct string, spec *protocol.TaskSpec,
+		policy func(context.Context) (*access.Policy, error)) ([]store.SecretBinding, error)
 	// EndTask follows up a task the engine ended in the store (the
 	// running step of a cancelled run): its delegate is told to stop it,
 	// and its end is published.

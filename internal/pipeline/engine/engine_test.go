@@ -49,7 +49,9 @@ type manager struct {
 	ended []string
 }
 
-func (m *manager) PrepareTask(context.Context, string, *protocol.TaskSpec) error { return nil }
+func (m *manager) PrepareTask(context.Context, string, *protocol.TaskSpec, func(context.Context) (*access.Policy, error)) ([]store.SecretBinding, error) {
+	return nil, nil
+}
 
 func (m *manager) EndTask(_ context.Context, t store.Task) {
 	m.mu.Lock()

@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -83,7 +84,7 @@ func (svc *Service) handleApplyPipeline(w http.ResponseWriter, r *http.Request, 
 	// An edit by someone who may not run the new text suspends the
 	// pipeline's webhook: its deliveries would run the edit with the
 	// enabler's rights.
-	suspend, err := svc.needsOf(r.Context(), caller, acct, org, project, p)
+	suspend, err := svc.needsOf(r.Context(), caller, acct, org, project, p, nil)
 	if err != nil {
 		api.StoreError(w, err, pipelineLabel(p.Name, org, project))
 		return
@@ -183,7 +184,7 @@ func (svc *Service) handleRunPipeline(w http.ResponseWriter, r *http.Request, ac
 		return
 	}
 	if p, perr := pipeline.Parse([]byte(stored.Source)); perr == nil {
-		reason, err := svc.needsOf(r.Context(), caller, acct, org, project, p)
+		reason, err := svc.needsOf(r.Context(), caller, acct, org, project, p, req.Inputs)
 		if err != nil {
 			api.StoreError(w, err, pipelineLabel(name, org, project))
 			return
@@ -193,8 +194,13 @@ func (svc *Service) handleRunPipeline(w http.ResponseWriter, r *http.Request, ac
 			return
 		}
 	}
-	run, err := svc.StartRun(r.Context(), RunStart{AccountID: acct, Org: org, Project: project, Pipeline: name, Inputs: req.Inputs,
-		Trigger: "manual", TriggeredBy: api.PrincipalLabel(caller.Principal), Stored: &stored})
+	pr := caller.Principal
+	rs := RunStart{AccountID: acct, Org: org, Project: project, Pipeline: name, Inputs: req.Inputs,
+		Trigger: "manual", TriggeredBy: api.PrincipalLabel(pr), ActsKind: pr.Kind, ActsID: pr.ID, Stored: &stored}
+	if pr.Kind == protocol.OwnerAccount {
+		rs.ActsID = acct
+	}
+	run, err := svc.StartRun(r.Context(), rs)
 	api.NoteAudit(r.Context(), func(e *store.AuditEvent) {
 		e.Resource, e.Org, e.Project = name, org, project
 		if run.ID != "" {
@@ -325,16 +331,16 @@ func (svc *Service) mayNotRun(ctx context.Context, pol *access.Policy, acct, org
 	if err != nil {
 		return fmt.Sprintf("version %d no longer parses: %v", stored.Version, err), nil
 	}
-	return svc.needsOf(ctx, pol, acct, org, project, p)
+	return svc.needsOf(ctx, pol, acct, org, project, p, nil)
 }
 
 // needsOf says which permission pol lacks to run p at that scope, as a
 // manual run would be checked (pipeline:execute, then what its steps
 // use), or "" when it has them all.
-func (svc *Service) needsOf(ctx context.Context, pol *access.Policy, acct, org, project string, p *pipeline.Pipeline) (string, error) {
+func (svc *Service) needsOf(ctx context.Context, pol *access.Policy, acct, org, project string, p *pipeline.Pipeline, inputs map[string]string) (string, error) {
 	sc := access.Scope{Org: org, Project: project}
 	needs := []api.Need{{Perm: access.PipelineExecute, Res: access.Resource{Kind: "pipeline", Name: p.Name, Scope: sc}}}
-	more, err := svc.pipelineNeeds(ctx, acct, org, project, p)
+	more, err := svc.pipelineNeeds(ctx, acct, org, project, p, inputs)
 	if err != nil {
 		return "", err
 	}
@@ -347,9 +353,11 @@ func (svc *Service) needsOf(ctx context.Context, pol *access.Policy, acct, org, 
 }
 
 // pipelineUses: running a pipeline needs, as submitting each of its steps
-// as a task would, connector:access on every connector a step
-// uses and secret:access on every stored secret a step references, at the
-// pipeline's scope.
+// as a task would, connector:access on every connector a step uses and
+// secret:access on every stored secret a step references, at the
+// pipeline's scope: checked here, before the run starts, on each step's
+// spec with the run's inputs in (pipelineNeeds). Each step's final spec,
+// outputs in, is checked again when its task is created.
 func (svc *Service) pipelineUses(r *http.Request, acct string) ([]api.Need, error) {
 	org, project := pipelineScope(r)
 	stored, err := svc.st.GetPipeline(r.Context(), acct, org, project, r.PathValue("name"))
@@ -363,30 +371,38 @@ func (svc *Service) pipelineUses(r *http.Request, acct string) ([]api.Need, erro
 	if err != nil {
 		return nil, nil // the handler refuses it
 	}
-	return svc.pipelineNeeds(r.Context(), acct, org, project, p)
+	body, err := api.PeekBody(r)
+	if err != nil {
+		return nil, err
+	}
+	var req protocol.RunPipelineRequest
+	_ = json.Unmarshal(body, &req) // the handler reports a bad body
+	return svc.pipelineNeeds(r.Context(), acct, org, project, p, req.Inputs)
 }
 
-func (svc *Service) pipelineNeeds(ctx context.Context, acct, org, project string, p *pipeline.Pipeline) ([]api.Need, error) {
+// pipelineNeeds is what running p with the given inputs needs: each step's
+// spec as it will be (PreviewSpec: inputs in, outputs not known yet) for
+// every type of step, through the same decision as a task's (SecretNeeds).
+// Inputs the run refuses add nothing here (the run is refused). Without
+// inputs (an apply, an enable) each input is its default or empty, so what
+// the text itself references is still found.
+func (svc *Service) pipelineNeeds(ctx context.Context, acct, org, project string, p *pipeline.Pipeline, given map[string]string) ([]api.Need, error) {
+	inputs, err := p.ResolveInputs(given)
+	if given == nil {
+		inputs, err = p.PlaceholderInputs(), nil
+	}
+	if err != nil {
+		return nil, nil
+	}
 	sc := access.Scope{Org: org, Project: project}
 	var out []api.Need
 	seen := map[string]bool{}
 	for _, ref := range p.Steps() {
-		stage, step := p.Step(ref)
-		spec := protocol.TaskSpec{Org: org, Project: project, Connector: step.Connector, Env: map[string]string{}}
-		if spec.Connector == "" {
-			spec.Connector = stage.Infrastructure
+		spec, err := p.PreviewSpec(ref, inputs)
+		if err != nil {
+			continue // the step fails when it starts, saying why
 		}
-		for k, v := range step.Env {
-			spec.Env[k] = v
-		}
-		for k, name := range step.Secrets {
-			spec.Env[k] = "${secrets." + name + "}"
-		}
-		if step.HTTP != nil {
-			spec.HTTP = &protocol.HTTPSpec{Method: step.HTTP.Method, URL: step.HTTP.URL, Headers: step.HTTP.Headers, Body: step.HTTP.Body}
-		} else {
-			spec.Shell = &protocol.ShellSpec{Script: step.Shell}
-		}
+		spec.Org, spec.Project = org, project
 		if spec.Connector != "" && !seen["c/"+spec.Connector] {
 			seen["c/"+spec.Connector] = true
 			out = append(out, api.Need{Perm: access.ConnectorAccess, Res: access.Resource{Kind: "connector", Name: spec.Connector, Scope: sc}})

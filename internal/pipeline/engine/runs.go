@@ -145,6 +145,10 @@ type RunStart struct {
 	Inputs       map[string]string
 	Trigger      string // "manual", "webhook"
 	TriggeredBy  string // api.PrincipalLabel of the caller, "webhook:NAME"
+	// ActsKind and ActsID: the principal the run acts as (the caller, or
+	// the one the webhook acts as), whose permissions its steps' secret
+	// references are checked against.
+	ActsKind, ActsID string
 	// WebhookID and Delivery: the webhook that starts it and the
 	// delivery ID its sender gave (CreateRun refuses a second run of it
 	// with store.ErrConflict).
@@ -190,7 +194,8 @@ func (svc *Service) StartRun(ctx context.Context, rs RunStart) (store.Run, error
 	}
 	run, err := svc.st.CreateRun(ctx, store.Run{ID: api.NewID("r_"), AccountID: rs.AccountID, Org: rs.Org, Project: rs.Project,
 		Pipeline: stored.Name, Version: stored.Version, Source: stored.Source, Inputs: inputs, Status: store.RunRunning,
-		Trigger: rs.Trigger, TriggeredBy: rs.TriggeredBy, WebhookID: rs.WebhookID, Delivery: rs.Delivery, CreatedAt: svc.now()})
+		Trigger: rs.Trigger, TriggeredBy: rs.TriggeredBy, WebhookID: rs.WebhookID, Delivery: rs.Delivery,
+		ActsKind: rs.ActsKind, ActsID: rs.ActsID, CreatedAt: svc.now()})
 	if err != nil {
 		return store.Run{}, err
 	}
@@ -642,9 +647,12 @@ func (svc *Service) createStepTask(ctx context.Context, run store.Run, p *pipeli
 	if err == nil {
 		err = svc.placeWorkspaces(ctx, run, p, ref, &spec)
 	}
+	var bindings []store.SecretBinding
 	if err == nil {
 		spec.Org, spec.Project = run.Org, run.Project
-		err = svc.tasks.PrepareTask(ctx, run.AccountID, &spec)
+		// The step's final spec: inputs and outputs are in it, so a
+		// reference they complete is checked as one written out.
+		bindings, err = svc.tasks.PrepareTask(ctx, run.AccountID, &spec, svc.actorOf(run))
 	}
 	if err != nil {
 		svc.log.Info("pipeline step cannot start", "run", run.ID, "step", ref.String(), "err", err)
@@ -655,7 +663,7 @@ func (svc *Service) createStepTask(ctx context.Context, run store.Run, p *pipeli
 		ID: taskID, AccountID: run.AccountID, Spec: spec, Status: protocol.StatusQueued,
 		TimeoutMS: spec.TimeoutMS, QueueTimeoutMS: spec.QueueTimeoutMS, Retries: spec.Retries,
 		CreatedAt: now, QueueDeadline: now.Add(time.Duration(spec.QueueTimeoutMS) * time.Millisecond),
-		CreatedBy: run.TriggeredBy,
+		CreatedBy: run.TriggeredBy, SecretBindings: bindings,
 	}
 	if err := svc.st.CreateTask(ctx, t); err != nil {
 		if errors.Is(err, store.ErrConflict) {
@@ -666,6 +674,27 @@ func (svc *Service) createStepTask(ctx context.Context, run store.Run, p *pipeli
 	t = t.WithoutSecretValues()
 	svc.events.Publish(ctx, events.Event{Kind: events.TaskQueued, Account: run.AccountID, TaskID: t.ID, Task: &t})
 	return nil
+}
+
+// actorOf returns the policy, now, of the principal run acts as: its
+// steps' secret references are checked against it when their tasks are
+// created (a permission taken away during the run stops the steps after).
+func (svc *Service) actorOf(run store.Run) func(context.Context) (*access.Policy, error) {
+	return func(ctx context.Context) (*access.Policy, error) {
+		if run.ActsKind == "" {
+			return nil, fmt.Errorf("run %s started before this version of the manager recorded whom a run acts as, and this step references a stored secret: start the run again", run.ID)
+		}
+		pol, disabled, err := svc.principals.PolicyOf(ctx, run.AccountID, run.ActsKind, run.ActsID)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("the permissions of the principal run %s acts as: %w", run.ID, err)
+		case pol == nil:
+			return nil, fmt.Errorf("run %s acts as %s %s, who was deleted; this step references a stored secret: start the run again as someone who may use it", run.ID, run.ActsKind, run.ActsID)
+		case disabled:
+			return nil, fmt.Errorf("run %s acts as %s, who is disabled; this step references a stored secret: start the run again as someone who may use it", run.ID, pol.Principal)
+		}
+		return pol, nil
+	}
 }
 
 // placeWorkspaces names the stage workspaces a container step uses (one

@@ -244,7 +244,7 @@ func (svc *Service) handleHook(w http.ResponseWriter, r *http.Request) {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	if err := svc.webhookMayRun(ctx, h, p); err != nil {
+	if err := svc.webhookMayRun(ctx, h, p, inputs); err != nil {
 		var refusal *webhookRefusal
 		if errors.As(err, &refusal) {
 			svc.log.Info("webhook delivery refused", "account", h.AccountID, "pipeline", h.Pipeline, "webhook", h.ID, "err", err)
@@ -257,7 +257,8 @@ func (svc *Service) handleHook(w http.ResponseWriter, r *http.Request) {
 	// The run is of the version just checked, not of one an edit stores
 	// in between.
 	run, err := svc.StartRun(ctx, RunStart{AccountID: h.AccountID, Org: h.Org, Project: h.Project, Pipeline: h.Pipeline, Inputs: inputs,
-		Trigger: "webhook", TriggeredBy: "webhook:" + h.Pipeline, WebhookID: h.ID, Delivery: d.id, Stored: &stored})
+		Trigger: "webhook", TriggeredBy: "webhook:" + h.Pipeline, WebhookID: h.ID, Delivery: d.id, Stored: &stored,
+		ActsKind: h.PrincipalKind, ActsID: h.PrincipalID})
 	var refused *errRunRefused
 	switch {
 	case errors.Is(err, store.ErrConflict) && run.ID == "":
@@ -354,7 +355,7 @@ func (e *webhookRefusal) Error() string { return e.msg }
 // webhook's principal would need: that it still exists and is enabled,
 // pipeline:execute at the pipeline's scope, and access to what its steps
 // use.
-func (svc *Service) webhookMayRun(ctx context.Context, h store.Webhook, p *pipeline.Pipeline) error {
+func (svc *Service) webhookMayRun(ctx context.Context, h store.Webhook, p *pipeline.Pipeline, inputs map[string]string) error {
 	label := pipelineLabel(h.Pipeline, h.Org, h.Project)
 	fix := fmt.Sprintf("someone who may run it can take the webhook over (legate pipeline webhook enable %s --rotate) and give the sender the new secret", h.Pipeline)
 	pol, disabled, err := svc.principals.PolicyOf(ctx, h.AccountID, h.PrincipalKind, h.PrincipalID)
@@ -366,7 +367,7 @@ func (svc *Service) webhookMayRun(ctx context.Context, h store.Webhook, p *pipel
 	case disabled:
 		return &webhookRefusal{fmt.Sprintf("the webhook of %s acts as %s, who is disabled; %s", label, h.EnabledBy, fix)}
 	}
-	reason, err := svc.needsOf(ctx, pol, h.AccountID, h.Org, h.Project, p)
+	reason, err := svc.needsOf(ctx, pol, h.AccountID, h.Org, h.Project, p, inputs)
 	if err != nil {
 		return err
 	}
