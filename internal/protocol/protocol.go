@@ -1190,6 +1190,10 @@ type ConfigurationResult struct {
 	OutputBytes int64     `json:"output_bytes"`
 	StartedAt   time.Time `json:"started_at"`
 	FinishedAt  time.Time `json:"finished_at"`
+	// OutputWithheld is true when the manager left Output out because
+	// the caller may not view the configuration that printed it
+	// (configuration:view at its scope). Admin API only.
+	OutputWithheld bool `json:"output_withheld,omitempty"`
 }
 
 // Exclusion rules, in the order DESIGN §5 applies them.
