@@ -3,7 +3,9 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -325,7 +327,9 @@ func (m *Service) handleCreateConfiguration(w http.ResponseWriter, r *http.Reque
 	m.log.Info("configuration created", "account", acct, "configuration", c.Name, "selectors", c.Selectors,
 		"scope", protocol.ScopeLabel(c.Org, c.Project))
 	m.configurationChanged(r.Context(), acct)
-	api.WriteJSON(w, http.StatusCreated, configurationView(c))
+	v := configurationView(c)
+	v.Notice = m.reachNotice(r.Context(), acct, c)
+	api.WriteJSON(w, http.StatusCreated, v)
 }
 
 func (m *Service) handleListConfigurations(w http.ResponseWriter, r *http.Request, acct string) {
@@ -389,7 +393,9 @@ func (m *Service) handleUpdateConfiguration(w http.ResponseWriter, r *http.Reque
 	}
 	m.log.Info("configuration updated", "account", acct, "configuration", c.Name, "version", c.Version)
 	m.configurationChanged(r.Context(), acct)
-	api.WriteJSON(w, http.StatusOK, configurationView(c))
+	v := configurationView(c)
+	v.Notice = m.reachNotice(r.Context(), acct, c)
+	api.WriteJSON(w, http.StatusOK, v)
 }
 
 func (m *Service) handleDeleteConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
@@ -401,6 +407,49 @@ func (m *Service) handleDeleteConfiguration(w http.ResponseWriter, r *http.Reque
 	m.log.Info("configuration deleted", "account", acct, "configuration", name)
 	m.configurationChanged(r.Context(), acct)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// noticeExamples is how many delegates a reach notice names.
+const noticeExamples = 3
+
+// reachNotice explains, for the answer of a write, why c reaches none of
+// the registered delegates its selectors match: their tokens' scope is
+// one c's does not cover (a project's configuration naming an account
+// delegate). "" when it reaches one, or when none matches at all. The
+// write stands: delegates of its scope may register later.
+func (m *Service) reachNotice(ctx context.Context, acct string, c store.Configuration) string {
+	ins, err := m.st.ListInstances(ctx, acct)
+	if err != nil {
+		m.log.Warn("list delegates to explain a configuration's reach", "account", acct, "err", err)
+		return ""
+	}
+	var outside []string
+	for _, in := range ins {
+		if in.DeregisteredAt != nil {
+			continue
+		}
+		d := configTarget{tags: in.Tags, name: in.Name, hostname: in.Hostname, org: in.Org, project: in.Project}
+		if len(protocol.MissingSelectors(c.Selectors, d.tags, d.name, d.hostname)) != 0 {
+			continue
+		}
+		if reaches(c.Org, c.Project, d) {
+			return ""
+		}
+		if ex := strconv.Quote(in.Name) + " (" + protocol.ScopeLabel(in.Org, in.Project) + ")"; !slices.Contains(outside, ex) {
+			outside = append(outside, ex)
+		}
+	}
+	if len(outside) == 0 {
+		return ""
+	}
+	scope := protocol.ScopeLabel(c.Org, c.Project)
+	names := strings.Join(outside[:min(len(outside), noticeExamples)], ", ")
+	if len(outside) > noticeExamples {
+		names += ", …"
+	}
+	return fmt.Sprintf("it reaches no registered delegate: the %d delegate(s) its selectors match (%s) are registered with "+
+		"tokens of scopes that %s does not cover, and a configuration runs only on delegates whose token's scope it covers; "+
+		"register the delegates it is meant for with a token of %s, or write it at their scope", len(outside), names, scope, scope)
 }
 
 // configurationResultView is the API form of a stored result for a

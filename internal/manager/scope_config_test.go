@@ -149,3 +149,38 @@ func TestConfigurationOutputFollowsConfigurationView(t *testing.T) {
 		}
 	}
 }
+
+// Writing a configuration whose selectors match only delegates it cannot
+// reach (an account delegate, for a project's configuration) is allowed
+// (delegates of its scope may register later), and the answer explains
+// why it reaches none of them.
+func TestConfigurationWriteExplainsWhatItCannotReach(t *testing.T) {
+	w := newScopedWorld(t, Config{})
+	ctx := context.Background()
+	w.tm.registerFake(t, w.tm.admin.AccountID, w.acctTok, "shared", "acct-host", "gpu")
+	webAdmin := w.tm.client(t, w.tm.userKey(t, "webadmin", access.RoleProjectAdmin, access.Scope{Org: "eng", Project: "web"}))
+	c, err := webAdmin.CreateConfiguration(ctx, protocol.CreateConfigurationRequest{Name: "grab", Script: "true",
+		Selectors: []string{"shared"}, Org: "eng", Project: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"1 delegate", "shared", "project eng/web"} {
+		if !strings.Contains(c.Notice, want) {
+			t.Errorf("the answer's notice %q does not say %q", c.Notice, want)
+		}
+	}
+	sel := []string{"gpu"}
+	c, err = webAdmin.UpdateConfiguration(ctx, "grab", protocol.UpdateConfigurationRequest{Selectors: &sel})
+	if err != nil || !strings.Contains(c.Notice, "shared") {
+		t.Errorf("update: notice %q, %v", c.Notice, err)
+	}
+	// Once a delegate of its scope matches, there is nothing to explain.
+	w.tm.registerFake(t, w.tm.admin.AccountID, w.webTok, "web-del", "web-host", "gpu")
+	script := "echo again"
+	if c, err = webAdmin.UpdateConfiguration(ctx, "grab", protocol.UpdateConfigurationRequest{Script: &script}); err != nil || c.Notice != "" {
+		t.Errorf("update with a delegate of its scope: notice %q, %v", c.Notice, err)
+	}
+	if got, err := webAdmin.GetConfiguration(ctx, "grab"); err != nil || got.Notice != "" {
+		t.Errorf("get: notice %q, %v", got.Notice, err)
+	}
+}

@@ -1021,6 +1021,10 @@ type Configuration struct {
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Notice, in the answer of a create or update only, explains why the
+	// configuration reaches none of the registered delegates that match
+	// its selectors: their tokens' scope is one it does not cover.
+	Notice string `json:"notice,omitempty"`
 }
 
 // ConfigurationList answers a configuration listing.
