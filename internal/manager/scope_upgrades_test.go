@@ -2,6 +2,8 @@ package manager
 
 import (
 	"context"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +154,23 @@ func TestUpgradeCheckSaysWhenAVersionIsPinned(t *testing.T) {
 	}
 	if resp := u.check(t, u.acctTok, req); resp.Pinned {
 		t.Errorf("released: %+v", resp)
+	}
+}
+
+// The web UI's hold button of a delegate holds the group of each scope
+// its instances were registered in (a group is a name in a scope).
+func TestUIHoldReachesTheGroupOfEachScope(t *testing.T) {
+	u := newUpgradeWorld(t)
+	u.register(t, u.acctTok, "build", "b1", "v1.4.0")
+	u.register(t, u.webTok, "build", "w1", "v1.4.0")
+	b := newBrowser(t, u.tm)
+	b.signIn(u.tm.admin.APIKey)
+	if resp, page := b.do("POST", "/delegates/build/hold-upgrades", url.Values{"csrf": {b.csrf("/delegates/build")}}, nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("hold upgrades: %d\n%s", resp.StatusCode, page)
+	}
+	for host, tok := range map[string]string{"b1": u.acctTok, "w1": u.webTok} {
+		if resp := u.check(t, tok, protocol.UpgradeCheckRequest{Name: "build", Hostname: host, Version: "v1.4.0"}); !resp.Held || resp.Wanted != "" {
+			t.Errorf("the watcher on %s after a hold from the web UI: %+v", host, resp)
+		}
 	}
 }
