@@ -257,3 +257,55 @@ func TestE2EConfigurationAcrossManagers(t *testing.T) {
 		t.Errorf("run after the update through manager A: %+v", in.ConfigurationResult)
 	}
 }
+
+// A project's delegate-admin (who may not run tasks) writes a
+// configuration for its project: the project's delegate runs it, a
+// shared account delegate never does, and its output, which shows a
+// password, is withheld from a user who may not view the configuration.
+func TestE2EProjectConfigurationStaysOnItsProject(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	c.mustCLI("org", "create", "eng")
+	c.mustCLI("project", "create", "--org", "eng", "web")
+	webTok := c.scopedToken("web-ci", "--org", "eng", "--project", "web")
+	acctTok := c.token("shared-ci")
+	c.mustCLI("user", "create", "dela")
+	c.mustCLI("role", "bind", "delegate-admin", "--user", "dela", "--org", "eng", "--project", "web")
+	dela := c.newAPIKeyFor("dela-key", "dela")
+	c.mustCLI("user", "create", "nobody")
+	nobody := c.newAPIKeyFor("nobody-key", "nobody")
+
+	script := filepath.Join(t.TempDir(), "grab.sh")
+	if err := os.WriteFile(script, []byte("echo docker login -p hunter2-s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.as(dela, "task", "run", "--org", "eng", "--project", "web", "--script", "id"); r.code == 0 {
+		t.Fatalf("the delegate-admin ran a task; this test's premise is that it may not:\n%s", r.stdout)
+	}
+	if r := c.as(dela, "configuration", "create", "grab", "--script", script, "--org", "eng", "--project", "web"); r.code != 0 {
+		t.Fatalf("the project's delegate-admin creates a configuration: exit %d\n%s", r.code, r.stderr)
+	}
+	ps := c.startDelegates(deliveryModes[0],
+		delegateSpec{name: "shared", host: "shared-h", token: acctTok},
+		delegateSpec{name: "web-del", host: "web-h", token: webTok})
+	c.waitConfigured("web-del", "web-h", "grab", 1)
+	// A task it ran proves the shared delegate is past configuring.
+	if tk, r := c.runJSON("--selector", "shared", "--script", "echo ok"); tk.Status != protocol.StatusSucceeded {
+		t.Fatalf("task on the shared delegate: %+v\n%s", tk, r.stderr)
+	}
+	if in, ok := c.describeHost("shared", "shared-h"); !ok || in.ConfigurationApplies != nil || in.ConfigurationResult != nil {
+		t.Errorf("the shared account delegate shows the project's configuration: %+v", in)
+	}
+	if out := ps["shared-h"].out.String(); strings.Contains(out, "running delegate configuration") {
+		t.Errorf("the shared account delegate ran the project's configuration:\n%s", out)
+	}
+
+	if out := c.mustCLI("delegates", "describe", "web-del"); !strings.Contains(out, "hunter2-s3cret") {
+		t.Errorf("the account admin does not see the output:\n%s", out)
+	}
+	r := c.as(nobody, "delegates", "describe", "web-del")
+	if r.code != 0 || strings.Contains(r.stdout, "hunter2") || !strings.Contains(r.stdout, "Configuration output: withheld") ||
+		!strings.Contains(r.stdout, "grab v1, exit 0") {
+		t.Errorf("describe by a user without configuration:view: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

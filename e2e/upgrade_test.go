@@ -156,9 +156,15 @@ func (u *upgradeCluster) publishBinary(which string, bin []byte, version string,
 // drain) before the manager.
 func (u *upgradeCluster) watcher(token, name, hostname string, extra ...string) *proc {
 	u.t.Helper()
+	return u.watcherOf(u.builds.a, token, name, hostname, extra...)
+}
+
+// watcherOf is watcher with the legate binary bin (another version).
+func (u *upgradeCluster) watcherOf(bin, token, name, hostname string, extra ...string) *proc {
+	u.t.Helper()
 	env := append([]string{"ACCOUNT_ID=" + u.account, "DELEGATE_TOKEN=" + token, "MANAGER_HOST_AND_PORT=" + u.url,
 		"DELEGATE_NAME=" + name, "DELEGATE_HOSTNAME=" + hostname, "LEGATE_UPGRADE_PUBLIC_KEY=" + u.pub}, extra...)
-	p := startBinary(u.t, u.builds.a, "watcher "+hostname, env, "watcher", "--dir", u.t.TempDir(),
+	p := startBinary(u.t, bin, "watcher "+hostname, env, "watcher", "--dir", u.t.TempDir(),
 		"--poll-interval", "200ms", "--connect-timeout", "20s", "--log-level", "debug")
 	u.t.Cleanup(func() {
 		if !p.exited() {
@@ -491,4 +497,26 @@ func TestUpgradeRefusesBadBinariesRollsBackAndRefusesExpired(t *testing.T) {
 			t.Errorf("the refusal of an expired delegate does not say %q:\n%s", want, old.out.String())
 		}
 	}
+}
+
+// TestWatcherGoesBackOnlyToAPinnedVersion: a watcher of vB under a vA
+// manager that holds a signed vA binary is told to run vA (the manager's
+// own version, older): it refuses and its delegate stays on vB. Once an
+// administrator pins vA (a rollback), the watcher switches to it.
+func TestWatcherGoesBackOnlyToAPinnedVersion(t *testing.T) {
+	u := startUpgradeCluster(t)
+	a, err := os.ReadFile(u.builds.a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.publish(a, vA, nil)
+	w := u.watcherOf(u.builds.b, u.token("down"), "down", "dn-1")
+	eventually(t, 30*time.Second, "the delegate connected on "+vB, func() bool { return onlyOn(u.connectedVersions(), vB, "dn-1") })
+	const refused = "no administrator pinned it"
+	eventually(t, 30*time.Second, "the watcher refuses to go back to "+vA, func() bool { return strings.Contains(w.out.String(), refused) })
+	if !onlyOn(u.connectedVersions(), vB, "dn-1") || strings.Contains(w.out.String(), "upgrading the delegate") {
+		t.Fatalf("the watcher went back to %s unpinned: %v", vA, u.connectedVersions())
+	}
+	u.mustCLI("delegates", "upgrade", "pin", "down", vA)
+	eventually(t, 60*time.Second, "the delegate rolled back to the pinned "+vA, func() bool { return onlyOn(u.connectedVersions(), vA, "dn-1") })
 }

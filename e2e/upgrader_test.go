@@ -134,4 +134,24 @@ func TestUpgraderPatchesTheStatefulSet(t *testing.T) {
 	if code, out := run(); code == 0 || !strings.Contains(out, "HTTP 403") {
 		t.Fatalf("upgrader without the right to patch: exit %d\n%s", code, out)
 	}
+	// Released, the group wants the manager's own version, which is not
+	// a release newer than v1.90.1: the upgrader does not go back to it.
+	// An administrator's pin of an older version does (a rollback).
+	k.mu.Lock()
+	k.deny = false
+	k.mu.Unlock()
+	c.mustCLI("delegates", "upgrade", "release", "k8s")
+	if code, out := run(); code != 0 || !strings.Contains(out, "no administrator pinned it") {
+		t.Fatalf("upgrader told to go back unpinned: exit %d\n%s", code, out)
+	}
+	if img, n := k.state(); img != "registry.example.com:5000/legate:v1.90.1" || n != 1 {
+		t.Fatalf("the upgrader went back unpinned: image %s, %d patches", img, n)
+	}
+	c.mustCLI("delegates", "upgrade", "pin", "k8s", "v1.90.0")
+	if code, out := run(); code != 0 {
+		t.Fatalf("upgrader rolling back to a pin: exit %d\n%s", code, out)
+	}
+	if img, n := k.state(); img != "registry.example.com:5000/legate:v1.90.0" || n != 2 {
+		t.Fatalf("after a pinned rollback: image %s, %d patches", img, n)
+	}
 }

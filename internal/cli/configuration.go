@@ -150,8 +150,10 @@ delegates it applies to run it at once; others when they start.
 			if conf.Org != "" {
 				where = ", scope " + scope(conf.Org, conf.Project)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Created configuration %q (version %d%s) for %s.\n", conf.Name, conf.Version, where, escape(selectorText(conf.Selectors)))
-			return err
+			if _, err = fmt.Fprintf(cmd.OutOrStdout(), "Created configuration %q (version %d%s) for %s.\n", conf.Name, conf.Version, where, escape(selectorText(conf.Selectors))); err != nil {
+				return err
+			}
+			return noteReach(cmd, conf)
 		}),
 	}
 	fl := cmd.Flags()
@@ -319,8 +321,10 @@ delegate).
 			if out.structured() {
 				return out.print(cmd.OutOrStdout(), conf)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Updated configuration %q to version %d (for %s).\n", conf.Name, conf.Version, escape(selectorText(conf.Selectors)))
-			return err
+			if _, err = fmt.Fprintf(cmd.OutOrStdout(), "Updated configuration %q to version %d (for %s).\n", conf.Name, conf.Version, escape(selectorText(conf.Selectors))); err != nil {
+				return err
+			}
+			return noteReach(cmd, conf)
 		}),
 	}
 	fl := cmd.Flags()
@@ -353,4 +357,14 @@ does. What they last ran stays visible in legate delegates describe.`,
 		}),
 	}
 	return cmd
+}
+
+// noteReach prints the manager's notice of a written configuration that
+// reaches none of the delegates its selectors match.
+func noteReach(cmd *cobra.Command, conf protocol.Configuration) error {
+	if conf.Notice == "" {
+		return nil
+	}
+	_, err := fmt.Fprintln(cmd.ErrOrStderr(), "Note: "+escape(conf.Notice)+".")
+	return err
 }

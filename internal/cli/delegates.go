@@ -503,7 +503,11 @@ func (a *app) printDelegateDetails(w io.Writer, d protocol.DelegateDetails) erro
 		if err := t.flush(); err != nil {
 			return err
 		}
-		if res := inst.ConfigurationResult; res != nil && res.Output != "" {
+		if res := inst.ConfigurationResult; res != nil && res.OutputWithheld {
+			if _, err := fmt.Fprintln(w, "  Configuration output: withheld (it needs configuration:view at the configuration's scope)"); err != nil {
+				return fmt.Errorf("write output: %w", err)
+			}
+		} else if res != nil && res.Output != "" {
 			head := "  Configuration output:\n"
 			if int64(len(res.Output)) < res.OutputBytes {
 				head = fmt.Sprintf("  Configuration output (excerpt of %d bytes):\n", res.OutputBytes)

@@ -29,12 +29,22 @@ expired) and whether a watcher upgrades it (AUTO-UPGRADE).
                      after every delegate of the earlier ring ran it for
                      the manager's --upgrade-soak (24h) with no failed upgrade
 
+A group is the delegates of one name whose tokens have one scope: the
+account's by default, or --org ORG [--project PROJECT]. Delegates of the
+same name registered with an org's or a project's token are another group,
+with a policy and rings of their own: they never hold back the account's.
+
+A watcher goes back to a version older than the one it runs only when it
+is pinned (a rollback); a manager that wants an older version otherwise
+leaves it where it is.
+
 Needs the permission user:manage at the account (the account's
 administrators). See docs/upgrades.md.`,
 		Example: `  legate delegates upgrade pin build v1.4.2
   legate delegates upgrade hold build
   legate delegates upgrade release build
-  legate delegates upgrade ring build-canary canary`,
+  legate delegates upgrade ring build-canary canary
+  legate delegates upgrade hold build --org eng --project web`,
 	}
 	cmd.AddCommand(
 		a.upgradePolicyCmd(protocol.UpgradePin, "pin NAME VERSION", "Make a delegate group want VERSION", cobra.ExactArgs(2)),
@@ -47,6 +57,7 @@ administrators). See docs/upgrades.md.`,
 
 func (a *app) upgradePolicyCmd(action, use, short string, args cobra.PositionalArgs) *cobra.Command {
 	var out outputFlags
+	var org, project string
 	cmd := &cobra.Command{
 		Use:               use,
 		Short:             short,
@@ -59,7 +70,10 @@ func (a *app) upgradePolicyCmd(action, use, short string, args cobra.PositionalA
 			if err != nil {
 				return err
 			}
-			req := protocol.UpgradePolicyRequest{Action: action}
+			if project != "" && org == "" {
+				return fmt.Errorf("--project %s needs its --org", project)
+			}
+			req := protocol.UpgradePolicyRequest{Action: action, Org: org, Project: project}
 			switch action {
 			case protocol.UpgradePin:
 				req.Version = args[1]
@@ -80,10 +94,16 @@ func (a *app) upgradePolicyCmd(action, use, short string, args cobra.PositionalA
 			case p.Waiting != "":
 				wants = "what it runs for now: ring " + p.Ring + " " + p.Waiting
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Delegate %s (ring %s) wants %s (manager %s).\n", escape(args[0]), escape(p.Ring), escape(wants), escape(p.ManagerVersion))
+			group := escape(args[0])
+			if org != "" {
+				group += " of " + escape(protocol.ScopeLabel(org, project))
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Delegate %s (ring %s) wants %s (manager %s).\n", group, escape(p.Ring), escape(wants), escape(p.ManagerVersion))
 			return err
 		}),
 	}
+	cmd.Flags().StringVar(&org, "org", "", "the group of the delegates registered with this org's tokens (default: the account's)")
+	cmd.Flags().StringVar(&project, "project", "", "with --org: the group of the delegates registered with this project's tokens")
 	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }

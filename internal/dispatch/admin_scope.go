@@ -68,7 +68,7 @@ func (m *Service) handleDescribeDelegate(w http.ResponseWriter, r *http.Request,
 			det.ConfigurationApplies = &protocol.ConfigurationRef{Name: c.Name, Version: c.Version}
 		}
 		if res, ok := results[d.InstanceID]; ok {
-			det.ConfigurationResult = configurationResultView(res)
+			det.ConfigurationResult = configurationResultView(res, api.CallerOf(r.Context()).Policy)
 		}
 		allow, deny := m.caps.Entries(d.InstanceID, now)
 		for _, e := range allow {

@@ -3,7 +3,9 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,19 +18,22 @@ import (
 )
 
 // Delegate configurations. A configuration has a scope, like a token
-// (account, org or project), and applies to a delegate when the scope of
-// the delegate's token covers the configuration's scope (the rule of the
-// offer, protocol.Covers) and the delegate's selectors (its tags, name and
-// hostname) include every selector of the configuration; one with no
-// selectors applies to every delegate whose scope covers it. When several
-// apply, the one with the most selectors wins (the most specific); among
-// those, the one whose scope is closest to the delegate's own (the widest
-// of them: an org delegate runs its org's configuration rather than one of
-// a project of the org); among those, the first by name. The delegate learns which one
-// applies from its registration answer, and again from a
-// configuration_changed event (then it asks with GET
-// PathDelegateConfiguration) whenever that changes; it may report results
-// only for configurations that apply to it.
+// (account, org or project), and runs as the delegate's user on every
+// delegate it applies to: so it applies only to delegates its own scope
+// covers (protocol.Covers, the configuration's scope over the delegate's,
+// as a task's delegate covers the task), and whose selectors (its tags,
+// name and hostname) include every selector of the configuration; one
+// with no selectors applies to every delegate its scope covers. A project
+// configuration never reaches an account or org delegate, which runs the
+// tasks of other projects; an account configuration reaches every
+// delegate. When several apply, the one with the most selectors wins (the
+// most specific); among those, the one whose scope is closest to the
+// delegate's own (the narrowest of them: a project delegate runs its
+// project's configuration rather than the account's); among those, the
+// first by name. The delegate learns which one applies from its
+// registration answer, and again from a configuration_changed event (then
+// it asks with GET PathDelegateConfiguration) whenever that changes; it
+// may report results only for configurations that apply to it.
 
 // maxConfigurationOutput bounds the stored output excerpt: the delegate's
 // excerpt plus room for the omission marker.
@@ -45,15 +50,21 @@ func targetOf(l *live) configTarget {
 	return configTarget{tags: l.tags, name: l.name, hostname: l.hostname, org: l.org, project: l.project}
 }
 
+// reaches reports whether a configuration of scope org/project may run on
+// the delegate d: its scope covers the delegate's.
+func reaches(org, project string, d configTarget) bool {
+	return protocol.Covers(org, project, d.org, d.project)
+}
+
 // appliesTo reports whether c applies to the delegate d.
 func appliesTo(c *store.Configuration, d configTarget) bool {
-	return protocol.Covers(d.org, d.project, c.Org, c.Project) &&
+	return reaches(c.Org, c.Project, d) &&
 		len(protocol.MissingSelectors(c.Selectors, d.tags, d.name, d.hostname)) == 0
 }
 
 // scopeDepth ranks scopes from the widest (account, 0) to the narrowest
-// (project, 2). Of the configurations a delegate's scope covers, the
-// widest are the closest to its own scope.
+// (project, 2). Of the configurations whose scope covers a delegate's,
+// the narrowest are the closest to its own scope.
 func scopeDepth(org, project string) int {
 	switch {
 	case org == "":
@@ -75,7 +86,7 @@ func applicableConfiguration(cs []store.Configuration, d configTarget) *store.Co
 			continue
 		}
 		if best == nil || len(c.Selectors) > len(best.Selectors) ||
-			(len(c.Selectors) == len(best.Selectors) && scopeDepth(c.Org, c.Project) < scopeDepth(best.Org, best.Project)) {
+			(len(c.Selectors) == len(best.Selectors) && scopeDepth(c.Org, c.Project) > scopeDepth(best.Org, best.Project)) {
 			best = c
 		}
 	}
@@ -200,7 +211,7 @@ func (m *Service) handleConfigurationResult(w http.ResponseWriter, r *http.Reque
 		api.StoreError(w, err, "configuration "+strconv.Quote(req.Name))
 		return
 	case !appliesTo(&c, targetOf(d)):
-		if !d.covers(c.Org, c.Project) {
+		if !reaches(c.Org, c.Project, targetOf(d)) {
 			m.refuseScope(d, callConfigurationResult, "configuration", c.Name, c.Org, c.Project)
 		} else {
 			m.log.Warn("refused a configuration result: the configuration does not apply to the delegate",
@@ -223,6 +234,7 @@ func (m *Service) handleConfigurationResult(w http.ResponseWriter, r *http.Reque
 		InstanceID: d.id, Configuration: req.Name, Version: req.Version, ExitCode: req.ExitCode,
 		Error: truncate(req.Error, 1024), Output: truncate(req.Output, maxConfigurationOutput),
 		OutputBytes: max(req.OutputBytes, int64(len(req.Output))), StartedAt: req.StartedAt, FinishedAt: req.FinishedAt,
+		Org: c.Org, Project: c.Project,
 	}
 	if err := m.st.RecordConfigurationResult(r.Context(), res); err != nil {
 		m.log.Error("record configuration result", "instance", d.id, "err", err)
@@ -315,7 +327,9 @@ func (m *Service) handleCreateConfiguration(w http.ResponseWriter, r *http.Reque
 	m.log.Info("configuration created", "account", acct, "configuration", c.Name, "selectors", c.Selectors,
 		"scope", protocol.ScopeLabel(c.Org, c.Project))
 	m.configurationChanged(r.Context(), acct)
-	api.WriteJSON(w, http.StatusCreated, configurationView(c))
+	v := configurationView(c)
+	v.Notice = m.reachNotice(r.Context(), acct, c)
+	api.WriteJSON(w, http.StatusCreated, v)
 }
 
 func (m *Service) handleListConfigurations(w http.ResponseWriter, r *http.Request, acct string) {
@@ -379,7 +393,9 @@ func (m *Service) handleUpdateConfiguration(w http.ResponseWriter, r *http.Reque
 	}
 	m.log.Info("configuration updated", "account", acct, "configuration", c.Name, "version", c.Version)
 	m.configurationChanged(r.Context(), acct)
-	api.WriteJSON(w, http.StatusOK, configurationView(c))
+	v := configurationView(c)
+	v.Notice = m.reachNotice(r.Context(), acct, c)
+	api.WriteJSON(w, http.StatusOK, v)
 }
 
 func (m *Service) handleDeleteConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
@@ -393,10 +409,61 @@ func (m *Service) handleDeleteConfiguration(w http.ResponseWriter, r *http.Reque
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// configurationResultView is the API form of a stored result.
-func configurationResultView(r store.ConfigurationResult) *protocol.ConfigurationResult {
-	return &protocol.ConfigurationResult{
+// noticeExamples is how many delegates a reach notice names.
+const noticeExamples = 3
+
+// reachNotice explains, for the answer of a write, why c reaches none of
+// the registered delegates its selectors match: their tokens' scope is
+// one c's does not cover (a project's configuration naming an account
+// delegate). "" when it reaches one, or when none matches at all. The
+// write stands: delegates of its scope may register later.
+func (m *Service) reachNotice(ctx context.Context, acct string, c store.Configuration) string {
+	ins, err := m.st.ListInstances(ctx, acct)
+	if err != nil {
+		m.log.Warn("list delegates to explain a configuration's reach", "account", acct, "err", err)
+		return ""
+	}
+	var outside []string
+	for _, in := range ins {
+		if in.DeregisteredAt != nil {
+			continue
+		}
+		d := configTarget{tags: in.Tags, name: in.Name, hostname: in.Hostname, org: in.Org, project: in.Project}
+		if len(protocol.MissingSelectors(c.Selectors, d.tags, d.name, d.hostname)) != 0 {
+			continue
+		}
+		if reaches(c.Org, c.Project, d) {
+			return ""
+		}
+		if ex := strconv.Quote(in.Name) + " (" + protocol.ScopeLabel(in.Org, in.Project) + ")"; !slices.Contains(outside, ex) {
+			outside = append(outside, ex)
+		}
+	}
+	if len(outside) == 0 {
+		return ""
+	}
+	scope := protocol.ScopeLabel(c.Org, c.Project)
+	names := strings.Join(outside[:min(len(outside), noticeExamples)], ", ")
+	if len(outside) > noticeExamples {
+		names += ", …"
+	}
+	return fmt.Sprintf("it reaches no registered delegate: the %d delegate(s) its selectors match (%s) are registered with "+
+		"tokens of scopes that %s does not cover, and a configuration runs only on delegates whose token's scope it covers; "+
+		"register the delegates it is meant for with a token of %s, or write it at their scope", len(outside), names, scope, scope)
+}
+
+// configurationResultView is the API form of a stored result for a
+// caller with pol. The output is what the configuration printed (a
+// "docker login -p …" shows its password): it goes only to a caller who
+// may view the configuration (configuration:view at its scope); others
+// see that it ran and how it ended.
+func configurationResultView(r store.ConfigurationResult, pol *access.Policy) *protocol.ConfigurationResult {
+	v := &protocol.ConfigurationResult{
 		Name: r.Configuration, Version: r.Version, ExitCode: r.ExitCode, Error: r.Error,
 		Output: r.Output, OutputBytes: r.OutputBytes, StartedAt: r.StartedAt.UTC(), FinishedAt: r.FinishedAt.UTC(),
 	}
+	if pol == nil || !pol.Allows(access.ConfigurationView, access.Scope{Org: r.Org, Project: r.Project}) {
+		v.Output, v.OutputWithheld = "", true
+	}
+	return v
 }

@@ -39,19 +39,21 @@ func TestApplicableConfiguration(t *testing.T) {
 		{"implicit name", nil, "gpu", "h", "", "", "all", cs}, // "gpu" alone does not satisfy gpu-linux
 		{"none match", []string{"linux"}, "d", "h", "", "", "", []store.Configuration{{Name: "x", Selectors: []string{"windows"}}}},
 		{"none at all", nil, "d", "h", "", "", "", nil},
-		// Scope: a delegate gets only configurations its token's scope
-		// covers (the rule of tasks); on a tie, the one of the scope
-		// closest to its own (the widest).
-		{"account delegate: tie goes to its own scope", []string{"linux"}, "d", "h", "", "", "a-acct", scoped},
-		{"account delegate: most selectors first, any scope", []string{"linux", "gpu"}, "d", "h", "", "", "f-api-gpu", scoped},
-		{"org delegate: its org's, not the account's or another org's", []string{"linux"}, "d", "h", "eng", "", "c-eng", scoped},
+		// Scope: a configuration applies only to delegates its scope
+		// covers (a project's never reaches an account or org delegate);
+		// on a tie, the one of the scope closest to the delegate's own
+		// (the narrowest).
+		{"account delegate: only the account's", []string{"linux", "gpu"}, "d", "h", "", "", "a-acct", scoped},
+		{"org delegate: its org's over the account's", []string{"linux"}, "d", "h", "eng", "", "c-eng", scoped},
+		{"org delegate: never a project's", []string{"linux", "gpu"}, "d", "h", "eng", "", "c-eng", scoped},
 		{"other org delegate", []string{"linux"}, "d", "h", "ops", "", "d-ops", scoped},
 		{"project delegate: the project's own", []string{"linux"}, "d", "h", "eng", "web", "b-web", scoped},
 		{"project delegate: not a sibling project's", []string{"linux", "gpu"}, "d", "h", "eng", "web", "b-web", scoped},
-		{"project delegate: not the account's nor the org's", []string{"linux"}, "d", "h", "eng", "api", "", scoped},
+		{"project delegate: its org's when the project has none", []string{"linux"}, "d", "h", "eng", "api", "c-eng", scoped},
 		{"project delegate: its project's with most selectors", []string{"linux", "gpu"}, "d", "h", "eng", "api", "f-api-gpu", scoped},
 		{"project delegate without tags", nil, "d", "h", "eng", "web", "e-web-any", scoped},
-		{"project delegate of another org", []string{"linux"}, "d", "h", "ops", "x", "", scoped},
+		{"project delegate of another org: the account's", []string{"linux"}, "d", "h", "ops", "x", "d-ops", scoped},
+		{"project delegate of an org without one: the account's", []string{"linux"}, "d", "h", "dev", "x", "a-acct", scoped},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

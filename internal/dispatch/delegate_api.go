@@ -182,7 +182,7 @@ func (m *Service) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if m.upgrades.RefuseExpired(w, r, req) {
+	if m.upgrades.RefuseExpired(w, r, req, tok.Org, tok.Project) {
 		return
 	}
 	if cut > 0 {

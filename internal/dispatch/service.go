@@ -119,8 +119,8 @@ type Secrets interface {
 // upgrade policy (package upgrades).
 type Upgrades interface {
 	// RefuseExpired answers a registration of a version past its support
-	// and returns true.
-	RefuseExpired(w http.ResponseWriter, r *http.Request, req protocol.RegisterRequest) bool
+	// and returns true; org and project are its token's scope.
+	RefuseExpired(w http.ResponseWriter, r *http.Request, req protocol.RegisterRequest, org, project string) bool
 	// View fills in the upgrade fields of an account's delegates.
 	View(ctx context.Context, acct string, ds, plan []protocol.Delegate) error
 	// PageView does it for one page of a listing.

@@ -323,7 +323,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	m.identity = identity.New(identity.Config{Store: st, Bus: m.bus, Auditor: m.auditor, CheckScope: m.scopes.CheckScope,
 		APIKeyCacheTTL: cfg.APIKeyCacheTTL, AuditRetention: cfg.AuditRetention, Version: cfg.Version, Log: cfg.Logger, Now: cfg.Now})
 	m.secrets = secrets.New(secrets.Config{Store: st, Scopes: m.scopes, Log: cfg.Logger, Now: cfg.Now})
-	m.upgrades = upgrades.New(upgrades.Config{Store: st, Tokens: m.dispatch, Delegates: m.dispatch,
+	m.upgrades = upgrades.New(upgrades.Config{Store: st, Tokens: m.dispatch, Delegates: m.dispatch, Scopes: m.scopes,
 		ReleaseDir: cfg.ReleaseDir, UpgradePollInterval: cfg.UpgradePollInterval, UpgradeSoak: cfg.UpgradeSoak,
 		Version: cfg.Version, Log: cfg.Logger, Now: cfg.Now})
 	m.server = api.NewServer(api.Config{ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,

@@ -211,10 +211,11 @@ func TestScopeCheckedAfterRebind(t *testing.T) {
 	}
 }
 
-// Configurations have a scope: a project delegate gets its project's, not
-// the account's nor another project's, even when it declares their
-// selectors; it cannot record a result for one that does not apply to it;
-// a configuration of another project does not disturb it.
+// Configurations have a scope: a project delegate gets its project's
+// rather than the account's (the closest scope wins a tie), never another
+// project's, even when it declares their selectors; it cannot record a
+// result for one that does not apply to it; a configuration of another
+// project does not disturb it; an account delegate never gets a project's.
 func TestConfigurationScope(t *testing.T) {
 	w := newScopedWorld(t, Config{})
 	ctx := context.Background()
@@ -230,7 +231,7 @@ func TestConfigurationScope(t *testing.T) {
 		}
 	}
 	create("acct-tools", "", "", "linux")
-	create("web-tools", "eng", "web")
+	create("web-tools", "eng", "web", "linux")
 	_, err := w.api.CreateConfiguration(ctx, protocol.CreateConfigurationRequest{Name: "x", Script: "true", Org: "nope"})
 	wantCode(t, "configuration of an unknown org", err, protocol.CodeBadRequest)
 	_, err = w.api.CreateConfiguration(ctx, protocol.CreateConfigurationRequest{Name: "x", Script: "true", Project: "web"})
@@ -238,6 +239,7 @@ func TestConfigurationScope(t *testing.T) {
 
 	web, resp := w.tm.registerFake(t, w.tm.admin.AccountID, w.webTok, "web-del", "web-host", "linux")
 	want := &protocol.AppliedConfiguration{Name: "web-tools", Version: 1, Script: "echo web-tools"}
+	wantAcct := &protocol.AppliedConfiguration{Name: "acct-tools", Version: 1, Script: "echo acct-tools"}
 	if diff := cmp.Diff(want, resp.Configuration); diff != "" {
 		t.Errorf("registration answer of the project delegate (-want +got):\n%s", diff)
 	}
@@ -266,7 +268,6 @@ func TestConfigurationScope(t *testing.T) {
 		name    string
 		version int64
 	}{
-		{"the account's configuration", "acct-tools", 1},
 		{"another project's configuration", "a-api-tools", 1},
 		{"an unknown configuration", "nope", 1},
 		{"a version that does not exist", "web-tools", 2},
@@ -274,16 +275,24 @@ func TestConfigurationScope(t *testing.T) {
 		err := report(web, r.name, r.version)
 		wantCode(t, "result for "+r.what, err, protocol.CodeNotFound)
 	}
-	if got := scopeRefusals(t, w.tm, callConfigurationResult); got != 2 {
-		t.Errorf("scope refusals of configuration results: %v, want 2", got)
+	if got := scopeRefusals(t, w.tm, callConfigurationResult); got != 1 {
+		t.Errorf("scope refusals of configuration results: %v, want 1", got)
 	}
 	if err := report(web, "web-tools", 1); err != nil {
 		t.Errorf("result for its own configuration: %v", err)
 	}
-	// The account delegate may report the web configuration: it applies
-	// to it (its scope covers the project), though another one wins.
-	if err := report(acct, "web-tools", 1); err != nil {
-		t.Errorf("account delegate's result for a configuration that applies to it: %v", err)
+	// The web delegate may report the account's configuration: it
+	// applies to it (the account covers the project), though another one
+	// wins. The account delegate may not report the web configuration.
+	if err := report(web, "acct-tools", 1); err != nil {
+		t.Errorf("project delegate's result for a configuration that applies to it: %v", err)
+	}
+	if got, err := acct.DelegateConfiguration(ctx); err != nil || cmp.Diff(wantAcct, got.Configuration) != "" {
+		t.Errorf("the account delegate fetched %+v, %v", got.Configuration, err)
+	}
+	wantCode(t, "account delegate's result for a project configuration", report(acct, "web-tools", 1), protocol.CodeNotFound)
+	if err := report(web, "web-tools", 1); err != nil {
+		t.Errorf("result for its own configuration: %v", err)
 	}
 	d, err := w.api.DescribeDelegate(ctx, "web-del")
 	if err != nil || len(d.Instances) != 1 || d.Instances[0].ConfigurationResult == nil ||

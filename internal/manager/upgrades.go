@@ -17,8 +17,8 @@ type upgradesOf struct{ m *Manager }
 
 var _ dispatch.Upgrades = upgradesOf{}
 
-func (u upgradesOf) RefuseExpired(w http.ResponseWriter, r *http.Request, req protocol.RegisterRequest) bool {
-	return u.m.upgrades.RefuseExpired(w, r, req)
+func (u upgradesOf) RefuseExpired(w http.ResponseWriter, r *http.Request, req protocol.RegisterRequest, org, project string) bool {
+	return u.m.upgrades.RefuseExpired(w, r, req, org, project)
 }
 
 func (u upgradesOf) View(ctx context.Context, acct string, ds, plan []protocol.Delegate) error {

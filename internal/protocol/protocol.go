@@ -1031,6 +1031,10 @@ type Configuration struct {
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Notice, in the answer of a create or update only, explains why the
+	// configuration reaches none of the registered delegates that match
+	// its selectors: their tokens' scope is one it does not cover.
+	Notice string `json:"notice,omitempty"`
 }
 
 // ConfigurationList answers a configuration listing.
@@ -1200,6 +1204,10 @@ type ConfigurationResult struct {
 	OutputBytes int64     `json:"output_bytes"`
 	StartedAt   time.Time `json:"started_at"`
 	FinishedAt  time.Time `json:"finished_at"`
+	// OutputWithheld is true when the manager left Output out because
+	// the caller may not view the configuration that printed it
+	// (configuration:view at its scope). Admin API only.
+	OutputWithheld bool `json:"output_withheld,omitempty"`
 }
 
 // Exclusion rules, in the order DESIGN §5 applies them.

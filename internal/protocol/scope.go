@@ -8,8 +8,11 @@ package protocol
 // either side.
 //
 // It is the one scope rule between delegates and what they serve: the
-// tasks offered to them and those they report on, and the configurations
-// that apply to them.
+// tasks offered to them and those they report on. Configurations, which
+// run as the delegate's user, apply the other way round: a
+// configuration's scope must cover the delegate's (Covers(cOrg, cProject,
+// dOrg, dProject)), so a narrower scope never runs code on a wider
+// scope's delegate.
 func Covers(dOrg, dProject, tOrg, tProject string) bool {
 	switch {
 	case dOrg == "":

@@ -95,6 +95,11 @@ type UpgradeCheckResponse struct {
 	Connected []string `json:"connected"`
 	// PollIntervalMS is how often the watcher should ask again.
 	PollIntervalMS int64 `json:"poll_interval_ms"`
+	// Pinned is true when Wanted is the version an administrator pinned
+	// the group to (UpgradePin): the only answer that moves a watcher to
+	// a version older than the one it runs (a rollback). Without it a
+	// watcher refuses to go back.
+	Pinned bool `json:"pinned,omitempty"`
 }
 
 // UpgradePolicy actions (UpgradePolicyRequest.Action).
@@ -114,7 +119,10 @@ const (
 // version to a group of ring N only after the groups of the nearest
 // earlier ring that has delegates all ran it for the soak time
 // (--upgrade-soak) with no failed upgrade. A group is in RingDefault
-// unless put in another. Pins and holds override rings.
+// unless put in another. Pins and holds override rings. A group is the
+// delegates of one name registered with tokens of one scope (account, an
+// org or a project): each scope's groups go through the rings on their
+// own, so the delegates of one scope never hold back another's.
 const (
 	RingCanary  = "canary"
 	RingEarly   = "early"
@@ -131,12 +139,19 @@ type UpgradePolicyRequest struct {
 	Version string `json:"version,omitempty"`
 	// Ring is the ring of UpgradeSetRing.
 	Ring string `json:"ring,omitempty"`
+	// Org and Project name the scope of the group: the delegates of that
+	// name whose tokens have exactly this scope (empty: the account's).
+	Org     string `json:"org,omitempty"`
+	Project string `json:"project,omitempty"`
 }
 
 // UpgradePolicy is a delegate group's upgrade policy and the version it
 // wants as a result.
 type UpgradePolicy struct {
 	Name string `json:"name"`
+	// Org and Project are the group's scope (empty: the account's).
+	Org     string `json:"org,omitempty"`
+	Project string `json:"project,omitempty"`
 	// Pinned is the pinned version; Held is true when held back.
 	Pinned string `json:"pinned,omitempty"`
 	Held   bool   `json:"held,omitempty"`

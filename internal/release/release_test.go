@@ -231,3 +231,25 @@ func FuzzParsePublicKey(f *testing.F) {
 		}
 	})
 }
+
+func TestDowngrade(t *testing.T) {
+	for _, c := range []struct {
+		running, wanted string
+		want            bool
+	}{
+		{"v1.4.2", "v1.4.3", false},
+		{"v1.4.2", "v1.5.0-rc.1", false},
+		{"v1.4.2", "v1.4.1", true},
+		{"v1.4.2", "v0.9.0", true},
+		{"v1.4.2", "v1.4.2-rc.1", true},
+		{"1.4.2", "v1.4.2", false},
+		{"v1.4.2", "nightly", true},
+		{"v1.4.2", "v0.0.0-20261123101500-0f85cf4e8c12", true},
+		{"dev", "v1.0.0", false},
+		{"(devel)", "v0.1.0", false},
+	} {
+		if got := Downgrade(c.running, c.wanted); got != c.want {
+			t.Errorf("Downgrade(%q, %q) = %v, want %v", c.running, c.wanted, got, c.want)
+		}
+	}
+}

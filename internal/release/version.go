@@ -125,6 +125,25 @@ func Accepted(manager, delegate string) bool {
 	return d.Compare(oldest) >= 0
 }
 
+// Downgrade reports whether moving a delegate from running to wanted goes
+// back: running is a release version and wanted is older, or is not a
+// release version at all (a development build or a Go pseudo-version
+// cannot be shown to be newer). A development build running has no order
+// and moves anywhere. Upgraders move back only to a version an
+// administrator pinned (a rollback), so a manager, or whoever answers in
+// its name, cannot send delegates to an old release with its known flaws.
+func Downgrade(running, wanted string) bool {
+	r, ok := releaseVersion(running)
+	if !ok {
+		return false
+	}
+	w, ok := releaseVersion(wanted)
+	if !ok {
+		return true
+	}
+	return w.Compare(r) < 0
+}
+
 // SameVersion reports whether a and b name the same version ("v1.2.3"
 // and "1.2.3" do); versions that are not semver compare as text.
 func SameVersion(a, b string) bool {

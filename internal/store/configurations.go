@@ -44,6 +44,9 @@ type ConfigurationResult struct {
 	OutputBytes int64
 	StartedAt   time.Time
 	FinishedAt  time.Time
+	// Org and Project are the scope of the configuration that ran (""
+	// for results recorded before results kept it: the account's).
+	Org, Project string
 }
 
 const configurationCols = `account_id, name, script, selectors, version, created_at, updated_at, org, project`
@@ -157,14 +160,14 @@ func (s *Store) DeleteConfiguration(ctx context.Context, accountID, name string)
 	return nil
 }
 
-const configurationResultCols = `instance_id, configuration, version, exit_code, error, output, output_bytes, started_at, finished_at`
+const configurationResultCols = `instance_id, configuration, version, exit_code, error, output, output_bytes, started_at, finished_at, org, project`
 
 func scanConfigurationResult(r rowScanner) (ConfigurationResult, error) {
 	var c ConfigurationResult
 	var exit sql.NullInt64
 	var started, finished int64
 	if err := r.Scan(&c.InstanceID, &c.Configuration, &c.Version, &exit, &c.Error, &c.Output, &c.OutputBytes,
-		&started, &finished); err != nil {
+		&started, &finished, &c.Org, &c.Project); err != nil {
 		return ConfigurationResult{}, err
 	}
 	c.ExitCode = fromNullInt(exit)
@@ -178,13 +181,14 @@ func scanConfigurationResult(r rowScanner) (ConfigurationResult, error) {
 // late, reordered report).
 func (s *Store) RecordConfigurationResult(ctx context.Context, r ConfigurationResult) error {
 	_, err := s.w(nil).exec(ctx, `INSERT INTO configuration_results (`+configurationResultCols+`)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (instance_id) DO UPDATE SET configuration = excluded.configuration, version = excluded.version,
 	exit_code = excluded.exit_code, error = excluded.error, output = excluded.output,
-	output_bytes = excluded.output_bytes, started_at = excluded.started_at, finished_at = excluded.finished_at
+	output_bytes = excluded.output_bytes, started_at = excluded.started_at, finished_at = excluded.finished_at,
+	org = excluded.org, project = excluded.project
 	WHERE configuration_results.finished_at <= excluded.finished_at`,
 		r.InstanceID, r.Configuration, r.Version, nullInt(r.ExitCode), cleanText(r.Error), cleanText(r.Output),
-		r.OutputBytes, micros(r.StartedAt), micros(r.FinishedAt))
+		r.OutputBytes, micros(r.StartedAt), micros(r.FinishedAt), r.Org, r.Project)
 	if err != nil {
 		return fmt.Errorf("record configuration result of instance %s: %w", r.InstanceID, err)
 	}
@@ -195,7 +199,7 @@ func (s *Store) RecordConfigurationResult(ctx context.Context, r ConfigurationRe
 // instance of an account that reported one, by instance ID.
 func (s *Store) ConfigurationResults(ctx context.Context, accountID string) (map[string]ConfigurationResult, error) {
 	rows, err := s.r(nil).query(ctx, `SELECT r.instance_id, r.configuration, r.version, r.exit_code, r.error, r.output,
-	r.output_bytes, r.started_at, r.finished_at
+	r.output_bytes, r.started_at, r.finished_at, r.org, r.project
 	FROM configuration_results r JOIN instances i ON i.id = r.instance_id WHERE i.account_id = ?`, accountID)
 	if err != nil {
 		return nil, fmt.Errorf("configuration results: %w", err)

@@ -99,7 +99,7 @@ func (s *Store) ConfigurationResultsOf(ctx context.Context, ids []string) (map[s
 			args[i] = id
 		}
 		rows, err := s.r(nil).query(ctx, `SELECT instance_id, configuration, version, exit_code, error, output,
-	output_bytes, started_at, finished_at FROM configuration_results WHERE instance_id IN (?`+strings.Repeat(", ?", n-1)+`)`, args...)
+	output_bytes, started_at, finished_at, org, project FROM configuration_results WHERE instance_id IN (?`+strings.Repeat(", ?", n-1)+`)`, args...)
 		if err != nil {
 			return nil, fmt.Errorf("configuration results: %w", err)
 		}

@@ -10,11 +10,14 @@ import (
 
 // UpgradePolicy is a delegate group's upgrade policy: pinned to a version
 // or held back. The zero value (no row) wants the manager's own version.
+// A group is the delegates of one name whose tokens have exactly one
+// scope (Org, Project; empty: the account's).
 type UpgradePolicy struct {
 	// Name is the group's name, normalized (lower case).
-	Name   string
-	Pinned string
-	Held   bool
+	Name         string
+	Org, Project string
+	Pinned       string
+	Held         bool
 	// Ring is the group's ring; "" is the default ring.
 	Ring      string
 	UpdatedAt time.Time
@@ -24,6 +27,8 @@ type UpgradePolicy struct {
 // about its upgrade.
 type UpgradeReport struct {
 	AccountID string
+	// Org and Project are the scope of the token the watcher sent.
+	Org, Project string
 	// Name (normalized) and Hostname identify the delegate on its host.
 	Name     string
 	Hostname string
@@ -37,31 +42,42 @@ type UpgradeReport struct {
 
 func groupName(name string) string { return strings.ToLower(strings.TrimSpace(name)) }
 
+// UpgradeGroupKey identifies a delegate group of an account: its scope
+// and normalized name (names of orgs, projects and delegates have no
+// '/'). It keys UpgradePolicies' map.
+func UpgradeGroupKey(org, project, name string) string {
+	return org + "/" + project + "/" + groupName(name)
+}
+
 // SetUpgradePolicy sets a delegate group's policy; a zero policy (no pin,
 // not held) removes it.
 func (s *Store) SetUpgradePolicy(ctx context.Context, acct string, p UpgradePolicy) error {
 	name := groupName(p.Name)
 	return s.write(ctx, func(tx *sql.Tx) error {
 		if p.Pinned == "" && !p.Held && p.Ring == "" {
-			_, err := s.w(tx).exec(ctx, `DELETE FROM upgrade_policies WHERE account_id = ? AND name = ?`, acct, name)
+			_, err := s.w(tx).exec(ctx, `DELETE FROM upgrade_policies WHERE account_id = ? AND org = ? AND project = ? AND name = ?`,
+				acct, p.Org, p.Project, name)
 			return err
 		}
-		_, err := s.w(tx).exec(ctx, `INSERT INTO upgrade_policies (account_id, name, pinned, held, ring, updated_at) VALUES (?, ?, ?, ?, ?, ?)
-	ON CONFLICT (account_id, name) DO UPDATE SET pinned = excluded.pinned, held = excluded.held, ring = excluded.ring,
+		_, err := s.w(tx).exec(ctx, `INSERT INTO upgrade_policies (account_id, org, project, name, pinned, held, ring, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (account_id, org, project, name) DO UPDATE SET pinned = excluded.pinned, held = excluded.held, ring = excluded.ring,
 	updated_at = excluded.updated_at`,
-			acct, name, p.Pinned, boolInt(p.Held), p.Ring, micros(p.UpdatedAt))
+			acct, p.Org, p.Project, name, p.Pinned, boolInt(p.Held), p.Ring, micros(p.UpdatedAt))
 		return err
 	})
 }
 
-// GetUpgradePolicy returns a delegate group's policy (the zero policy,
-// with Name set, when it has none).
-func (s *Store) GetUpgradePolicy(ctx context.Context, acct, name string) (UpgradePolicy, error) {
-	p := UpgradePolicy{Name: groupName(name)}
+// GetUpgradePolicy returns the policy of the group name of scope
+// org/project (the zero policy, with Name and the scope set, when it has
+// none).
+func (s *Store) GetUpgradePolicy(ctx context.Context, acct, org, project, name string) (UpgradePolicy, error) {
+	p := UpgradePolicy{Name: groupName(name), Org: org, Project: project}
 	var held int
 	var updated int64
-	err := s.r(nil).queryRow(ctx, `SELECT pinned, held, ring, updated_at FROM upgrade_policies WHERE account_id = ? AND name = ?`,
-		acct, p.Name).Scan(&p.Pinned, &held, &p.Ring, &updated)
+	err := s.r(nil).queryRow(ctx, `SELECT pinned, held, ring, updated_at FROM upgrade_policies
+	WHERE account_id = ? AND org = ? AND project = ? AND name = ?`,
+		acct, org, project, p.Name).Scan(&p.Pinned, &held, &p.Ring, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return p, nil
 	}
@@ -72,9 +88,9 @@ func (s *Store) GetUpgradePolicy(ctx context.Context, acct, name string) (Upgrad
 	return p, nil
 }
 
-// UpgradePolicies returns the account's policies by normalized group name.
+// UpgradePolicies returns the account's policies by UpgradeGroupKey.
 func (s *Store) UpgradePolicies(ctx context.Context, acct string) (map[string]UpgradePolicy, error) {
-	rows, err := s.r(nil).query(ctx, `SELECT name, pinned, held, ring, updated_at FROM upgrade_policies WHERE account_id = ?`, acct)
+	rows, err := s.r(nil).query(ctx, `SELECT org, project, name, pinned, held, ring, updated_at FROM upgrade_policies WHERE account_id = ?`, acct)
 	if err != nil {
 		return nil, err
 	}
@@ -84,11 +100,11 @@ func (s *Store) UpgradePolicies(ctx context.Context, acct string) (map[string]Up
 		var p UpgradePolicy
 		var held int
 		var updated int64
-		if err := rows.Scan(&p.Name, &p.Pinned, &held, &p.Ring, &updated); err != nil {
+		if err := rows.Scan(&p.Org, &p.Project, &p.Name, &p.Pinned, &held, &p.Ring, &updated); err != nil {
 			return nil, err
 		}
 		p.Held, p.UpdatedAt = held != 0, fromMicros(updated)
-		out[p.Name] = p
+		out[UpgradeGroupKey(p.Org, p.Project, p.Name)] = p
 	}
 	return out, rows.Err()
 }
@@ -96,19 +112,20 @@ func (s *Store) UpgradePolicies(ctx context.Context, acct string) (map[string]Up
 // ReportUpgrade records what a watcher said, replacing what it said before.
 func (s *Store) ReportUpgrade(ctx context.Context, r UpgradeReport) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
-		_, err := s.w(tx).exec(ctx, `INSERT INTO upgrade_reports (account_id, name, hostname, state, target, reason, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?)
-	ON CONFLICT (account_id, name, hostname) DO UPDATE SET state = excluded.state, target = excluded.target,
+		_, err := s.w(tx).exec(ctx, `INSERT INTO upgrade_reports (account_id, org, project, name, hostname, state, target, reason, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (account_id, org, project, name, hostname) DO UPDATE SET state = excluded.state, target = excluded.target,
 	reason = excluded.reason, updated_at = excluded.updated_at`,
-			r.AccountID, groupName(r.Name), strings.ToLower(r.Hostname), r.State, r.Target, cleanText(r.Reason), micros(r.UpdatedAt))
+			r.AccountID, r.Org, r.Project, groupName(r.Name), strings.ToLower(r.Hostname), r.State, r.Target, cleanText(r.Reason), micros(r.UpdatedAt))
 		return err
 	})
 }
 
 // UpgradeReports returns the account's watcher reports, keyed by
-// normalized name + "|" + lower-case hostname (UpgradeReportKey).
+// UpgradeReportKey.
 func (s *Store) UpgradeReports(ctx context.Context, acct string) (map[string]UpgradeReport, error) {
-	rows, err := s.r(nil).query(ctx, `SELECT name, hostname, state, target, reason, updated_at FROM upgrade_reports WHERE account_id = ?`, acct)
+	rows, err := s.r(nil).query(ctx, `SELECT org, project, name, hostname, state, target, reason, updated_at FROM upgrade_reports
+	WHERE account_id = ?`, acct)
 	if err != nil {
 		return nil, err
 	}
@@ -117,32 +134,38 @@ func (s *Store) UpgradeReports(ctx context.Context, acct string) (map[string]Upg
 	for rows.Next() {
 		r := UpgradeReport{AccountID: acct}
 		var updated int64
-		if err := rows.Scan(&r.Name, &r.Hostname, &r.State, &r.Target, &r.Reason, &updated); err != nil {
+		if err := rows.Scan(&r.Org, &r.Project, &r.Name, &r.Hostname, &r.State, &r.Target, &r.Reason, &updated); err != nil {
 			return nil, err
 		}
 		r.UpdatedAt = fromMicros(updated)
-		out[UpgradeReportKey(r.Name, r.Hostname)] = r
+		out[UpgradeReportKey(r.Org, r.Project, r.Name, r.Hostname)] = r
 	}
 	return out, rows.Err()
 }
 
-// UpgradeReportKey is the key of UpgradeReports' map.
-func UpgradeReportKey(name, hostname string) string {
-	return groupName(name) + "|" + strings.ToLower(strings.TrimSpace(hostname))
+// UpgradeReportKey is the key of UpgradeReports' map: the group's key
+// (UpgradeGroupKey) + "|" + the lower-case hostname.
+func UpgradeReportKey(org, project, name, hostname string) string {
+	return UpgradeGroupKey(org, project, name) + "|" + strings.ToLower(strings.TrimSpace(hostname))
 }
 
-// RingReached records that every delegate of ring first ran version at
-// at (a later call keeps the first time) and returns the time recorded.
-func (s *Store) RingReached(ctx context.Context, acct, ring, version string, at time.Time) (time.Time, error) {
+// RingKey identifies a ring of one scope: the key of RingSoaks' map.
+func RingKey(org, project, ring string) string { return org + "/" + project + "/" + ring }
+
+// RingReached records that every delegate of the ring of scope
+// org/project first ran version at at (a later call keeps the first
+// time) and returns the time recorded.
+func (s *Store) RingReached(ctx context.Context, acct, org, project, ring, version string, at time.Time) (time.Time, error) {
 	var out time.Time
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		if _, err := s.w(tx).exec(ctx, `INSERT INTO ring_soaks (account_id, ring, version, reached_at) VALUES (?, ?, ?, ?)
-	ON CONFLICT (account_id, ring, version) DO NOTHING`, acct, ring, version, micros(at)); err != nil {
+		if _, err := s.w(tx).exec(ctx, `INSERT INTO ring_soaks (account_id, org, project, ring, version, reached_at) VALUES (?, ?, ?, ?, ?, ?)
+	ON CONFLICT (account_id, org, project, ring, version) DO NOTHING`, acct, org, project, ring, version, micros(at)); err != nil {
 			return err
 		}
 		var reached int64
-		if err := s.w(tx).queryRow(ctx, `SELECT reached_at FROM ring_soaks WHERE account_id = ? AND ring = ? AND version = ?`,
-			acct, ring, version).Scan(&reached); err != nil {
+		if err := s.w(tx).queryRow(ctx, `SELECT reached_at FROM ring_soaks
+	WHERE account_id = ? AND org = ? AND project = ? AND ring = ? AND version = ?`,
+			acct, org, project, ring, version).Scan(&reached); err != nil {
 			return err
 		}
 		out = fromMicros(reached)
@@ -151,22 +174,22 @@ func (s *Store) RingReached(ctx context.Context, acct, ring, version string, at 
 	return out, err
 }
 
-// RingSoaks returns when each ring of the account first ran version
-// entirely, by ring.
+// RingSoaks returns when each ring of each scope of the account first ran
+// version entirely, by RingKey.
 func (s *Store) RingSoaks(ctx context.Context, acct, version string) (map[string]time.Time, error) {
-	rows, err := s.r(nil).query(ctx, `SELECT ring, reached_at FROM ring_soaks WHERE account_id = ? AND version = ?`, acct, version)
+	rows, err := s.r(nil).query(ctx, `SELECT org, project, ring, reached_at FROM ring_soaks WHERE account_id = ? AND version = ?`, acct, version)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := map[string]time.Time{}
 	for rows.Next() {
-		var ring string
+		var org, project, ring string
 		var reached int64
-		if err := rows.Scan(&ring, &reached); err != nil {
+		if err := rows.Scan(&org, &project, &ring, &reached); err != nil {
 			return nil, err
 		}
-		out[ring] = fromMicros(reached)
+		out[RingKey(org, project, ring)] = fromMicros(reached)
 	}
 	return out, rows.Err()
 }

@@ -108,6 +108,9 @@ func (u *Upgrader) Run(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("the manager wants %q, which is not a version tag", resp.Wanted)
 	case release.SameVersion(tag, resp.Wanted):
 		res.Reason = "it runs the version the manager wants, " + resp.Wanted
+	case !resp.Pinned && release.Downgrade(tag, resp.Wanted):
+		res.Reason = "the manager wants " + resp.Wanted + ", older than " + tag +
+			", and no administrator pinned it; a delegate goes back only to a pinned version (legate delegates upgrade pin NAME VERSION)"
 	}
 	if res.Reason != "" {
 		u.log.Info("no upgrade", "statefulset", u.opts.StatefulSet, "image", image, "reason", res.Reason)

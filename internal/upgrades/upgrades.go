@@ -37,12 +37,12 @@ import (
 
 // Store is what the service needs of the database (*store.Store).
 type Store interface {
-	GetUpgradePolicy(ctx context.Context, acct, name string) (store.UpgradePolicy, error)
+	GetUpgradePolicy(ctx context.Context, acct, org, project, name string) (store.UpgradePolicy, error)
 	SetUpgradePolicy(ctx context.Context, acct string, p store.UpgradePolicy) error
 	UpgradePolicies(ctx context.Context, acct string) (map[string]store.UpgradePolicy, error)
 	ReportUpgrade(ctx context.Context, r store.UpgradeReport) error
 	UpgradeReports(ctx context.Context, acct string) (map[string]store.UpgradeReport, error)
-	RingReached(ctx context.Context, acct, ring, version string, at time.Time) (time.Time, error)
+	RingReached(ctx context.Context, acct, org, project, ring, version string, at time.Time) (time.Time, error)
 	RingSoaks(ctx context.Context, acct, version string) (map[string]time.Time, error)
 }
 
@@ -62,12 +62,19 @@ type Delegates interface {
 	ListDelegates(ctx context.Context, acct string) ([]protocol.Delegate, error)
 }
 
+// Scopes checks that an org and project exist (the scopes service's).
+type Scopes interface {
+	CheckScope(ctx context.Context, acct, org, project string) error
+}
+
 // Config configures a Service. The manager passes on its own values
 // (manager.Config); zero values mean the same defaults.
 type Config struct {
 	Store     Store
 	Tokens    Tokens
 	Delegates Delegates
+	// Scopes checks the scope an upgrade policy names; nil checks none.
+	Scopes Scopes
 	// ReleaseDir holds the release binaries served to watchers:
 	// DIR/VERSION/legate-OS-ARCH with its signature next to it (+ ".sig",
 	// legate release sign); "" = none.
@@ -133,14 +140,25 @@ func (s *Service) Routes() []api.Route {
 }
 
 // upgradePlan is what the manager wants of an account's delegate groups
-// now: each group's policy, what the watchers reported, and for each ring
-// why it waits for an earlier one ("" when the manager's version is
-// offered to it).
+// now: each group's policy (by store.UpgradeGroupKey), what the watchers
+// reported, and for each ring of each scope (store.RingKey) why it waits
+// for an earlier one ("" when the manager's version is offered to it).
+//
+// A group is the delegates of one name registered with tokens of exactly
+// one scope, and each scope's rings progress among its own groups only:
+// a delegate of a project, whatever its name, is never a member of the
+// account's rings (nor of its org's), so it can neither hold them back
+// nor fail them, and an account's policy does not steer it. Covering
+// would be the wrong rule here: it would let any narrower scope's token
+// add members to a wider scope's ring.
 type upgradePlan struct {
 	policies map[string]store.UpgradePolicy
 	reports  map[string]store.UpgradeReport
 	waiting  map[string]string
 }
+
+// scopeKey is the scope of a delegate group: its tokens' org and project.
+type scopeKey struct{ org, project string }
 
 // upgradeRingOf is the ring of a group with policy p.
 func upgradeRingOf(p store.UpgradePolicy) string {
@@ -164,6 +182,26 @@ func (s *Service) planUpgrades(ctx context.Context, acct string, ds []protocol.D
 	if pl.reports, err = s.st.UpgradeReports(ctx, acct); err != nil {
 		return pl, err
 	}
+	soaks, err := s.st.RingSoaks(ctx, acct, s.cfg.Version)
+	if err != nil {
+		return pl, err
+	}
+	byScope := map[scopeKey][]protocol.Delegate{}
+	for _, d := range ds {
+		k := scopeKey{d.Org, d.Project}
+		byScope[k] = append(byScope[k], d)
+	}
+	for k, members := range byScope {
+		if err := s.planScope(ctx, acct, k, members, &pl, soaks); err != nil {
+			return pl, err
+		}
+	}
+	return pl, nil
+}
+
+// planScope plans the rings of one scope from its delegates (ds) into
+// pl.waiting; soaks are the account's (store.RingSoaks).
+func (s *Service) planScope(ctx context.Context, acct string, k scopeKey, ds []protocol.Delegate, pl *upgradePlan, soaks map[string]time.Time) error {
 	target := s.cfg.Version
 	type ringState struct{ members, behind, failed bool }
 	rings := map[string]*ringState{}
@@ -171,7 +209,7 @@ func (s *Service) planUpgrades(ctx context.Context, acct string, ds []protocol.D
 		rings[r] = &ringState{}
 	}
 	for _, d := range ds {
-		p := pl.policies[strings.ToLower(d.Name)]
+		p := pl.policies[store.UpgradeGroupKey(k.org, k.project, d.Name)]
 		if d.Status != protocol.DelegateConnected || p.Held || p.Pinned != "" {
 			continue
 		}
@@ -183,40 +221,38 @@ func (s *Service) planUpgrades(ctx context.Context, acct string, ds []protocol.D
 		if !release.SameVersion(d.Version, target) {
 			rs.behind = true
 		}
-		if r, ok := pl.reports[store.UpgradeReportKey(d.Name, d.Hostname)]; ok && r.State == protocol.WatcherFailed && release.SameVersion(r.Target, target) {
+		if r, ok := pl.reports[store.UpgradeReportKey(k.org, k.project, d.Name, d.Hostname)]; ok && r.State == protocol.WatcherFailed && release.SameVersion(r.Target, target) {
 			rs.failed = true
 		}
 	}
-	soaks, err := s.st.RingSoaks(ctx, acct, target)
-	if err != nil {
-		return pl, err
-	}
 	now := s.cfg.Now()
 	for _, r := range protocol.Rings() {
+		rk := store.RingKey(k.org, k.project, r)
 		if rs := rings[r]; rs.members && !rs.behind && !rs.failed {
-			if _, ok := soaks[r]; !ok {
-				at, err := s.st.RingReached(ctx, acct, r, target, now)
+			if _, ok := soaks[rk]; !ok {
+				at, err := s.st.RingReached(ctx, acct, k.org, k.project, r, target, now)
 				if err != nil {
-					return pl, err
+					return err
 				}
-				soaks[r] = at
-				s.log.Info("every delegate of a ring runs the manager's version; its soak time starts", "account", acct, "ring", r,
-					"version", target, "soak", s.cfg.UpgradeSoak)
+				soaks[rk] = at
+				s.log.Info("every delegate of a ring runs the manager's version; its soak time starts", "account", acct,
+					"scope", protocol.ScopeLabel(k.org, k.project), "ring", r, "version", target, "soak", s.cfg.UpgradeSoak)
 			}
 		}
 	}
 	prev := ""
 	for _, r := range protocol.Rings() {
+		rk := store.RingKey(k.org, k.project, r)
 		if prev != "" {
 			ps := rings[prev]
-			reached, ok := soaks[prev]
+			reached, ok := soaks[store.RingKey(k.org, k.project, prev)]
 			switch {
 			case ps.failed:
-				pl.waiting[r] = fmt.Sprintf("ring %s had a failed upgrade to %s", prev, target)
+				pl.waiting[rk] = fmt.Sprintf("ring %s had a failed upgrade to %s", prev, target)
 			case ps.behind || !ok:
-				pl.waiting[r] = fmt.Sprintf("waits until every delegate of ring %s runs %s", prev, target)
+				pl.waiting[rk] = fmt.Sprintf("waits until every delegate of ring %s runs %s", prev, target)
 			case now.Sub(reached) < s.cfg.UpgradeSoak:
-				pl.waiting[r] = fmt.Sprintf("waits until ring %s has run %s for %s (at %s)", prev, target, s.cfg.UpgradeSoak,
+				pl.waiting[rk] = fmt.Sprintf("waits until ring %s has run %s for %s (at %s)", prev, target, s.cfg.UpgradeSoak,
 					reached.Add(s.cfg.UpgradeSoak).UTC().Format(time.RFC3339))
 			}
 		}
@@ -224,36 +260,47 @@ func (s *Service) planUpgrades(ctx context.Context, acct string, ds []protocol.D
 			prev = r
 		}
 	}
-	return pl, nil
+	return nil
 }
 
-// wanted is the version the group called name wants ("" when held or
-// while its ring waits), whether it is held, why its ring waits, and its
-// ring.
-func (pl upgradePlan) wanted(s *Service, name string) (wanted string, held bool, waiting, ring string) {
-	p := pl.policies[strings.ToLower(strings.TrimSpace(name))]
-	ring = upgradeRingOf(p)
+// groupWants is what a group wants: the version ("" when held or while
+// its ring waits), whether it is held, why its ring waits, its ring, and
+// whether the version is one an administrator pinned.
+type groupWants struct {
+	wanted  string
+	held    bool
+	waiting string
+	ring    string
+	pinned  bool
+}
+
+// wanted is what the group called name of scope org/project wants.
+func (pl upgradePlan) wanted(s *Service, org, project, name string) groupWants {
+	p := pl.policies[store.UpgradeGroupKey(org, project, name)]
+	g := groupWants{ring: upgradeRingOf(p)}
 	switch {
 	case p.Held:
-		return "", true, "", ring
+		g.held = true
 	case p.Pinned != "":
-		return p.Pinned, false, "", ring
-	case pl.waiting[ring] != "":
-		return "", true, pl.waiting[ring], ring
+		g.wanted, g.pinned = p.Pinned, true
+	case pl.waiting[store.RingKey(org, project, g.ring)] != "":
+		g.held, g.waiting = true, pl.waiting[store.RingKey(org, project, g.ring)]
+	default:
+		g.wanted = s.cfg.Version
 	}
-	return s.cfg.Version, false, "", ring
+	return g
 }
 
 // RefuseExpired answers a registration of a delegate older than this
 // manager accepts, naming the version to install, and returns true; it
 // returns false (and answers nothing) when the version is accepted.
-func (s *Service) RefuseExpired(w http.ResponseWriter, r *http.Request, req protocol.RegisterRequest) bool {
+func (s *Service) RefuseExpired(w http.ResponseWriter, r *http.Request, req protocol.RegisterRequest, org, project string) bool {
 	if release.Accepted(s.cfg.Version, req.Version) {
 		return false
 	}
 	oldest, _ := release.OldestAccepted(s.cfg.Version)
 	install := s.cfg.Version
-	if p, err := s.st.GetUpgradePolicy(r.Context(), req.AccountID, req.Name); err == nil && p.Pinned != "" && release.Accepted(s.cfg.Version, p.Pinned) {
+	if p, err := s.st.GetUpgradePolicy(r.Context(), req.AccountID, org, project, req.Name); err == nil && p.Pinned != "" && release.Accepted(s.cfg.Version, p.Pinned) {
 		install = p.Pinned
 	}
 	s.log.Info("registration refused: the delegate's version is older than this manager accepts", "account", req.AccountID,
@@ -299,13 +346,13 @@ func (s *Service) View(ctx context.Context, acct string, ds, plan []protocol.Del
 	}
 	for i := range ds {
 		d := &ds[i]
-		wanted, held, waiting, ring := pl.wanted(s, d.Name)
+		g := pl.wanted(s, d.Org, d.Project, d.Name)
 		var rep *store.UpgradeReport
-		if r, ok := pl.reports[store.UpgradeReportKey(d.Name, d.Hostname)]; ok {
+		if r, ok := pl.reports[store.UpgradeReportKey(d.Org, d.Project, d.Name, d.Hostname)]; ok {
 			rep = &r
 		}
-		d.WantedVersion, d.UpgradeWaiting, d.UpgradeRing = wanted, waiting, ring
-		d.UpgradeState = s.upgradeState(d.Version, wanted, held, rep)
+		d.WantedVersion, d.UpgradeWaiting, d.UpgradeRing = g.wanted, g.waiting, g.ring
+		d.UpgradeState = s.upgradeState(d.Version, g.wanted, g.held, rep)
 	}
 	return nil
 }
@@ -398,12 +445,13 @@ func (s *Service) handleUpgradeCheck(w http.ResponseWriter, r *http.Request) {
 	}
 	// A report is recorded only for a delegate of that name on that host
 	// registered with the same token: a token cannot speak for the
-	// delegates of another (and stall a ring with made-up failures).
+	// delegates of another (and stall a ring with made-up failures). It
+	// is the report of the token's scope's group of that name.
 	if slices.ContainsFunc(ds, func(d protocol.Delegate) bool {
 		return strings.EqualFold(d.Name, req.Name) && strings.EqualFold(d.Hostname, req.Hostname) && d.TokenName == tok.Name
 	}) {
-		if err := s.st.ReportUpgrade(ctx, store.UpgradeReport{AccountID: acct, Name: req.Name, Hostname: req.Hostname,
-			State: req.State, Target: req.Target, Reason: req.Reason, UpdatedAt: s.cfg.Now()}); err != nil {
+		if err := s.st.ReportUpgrade(ctx, store.UpgradeReport{AccountID: acct, Org: tok.Org, Project: tok.Project, Name: req.Name,
+			Hostname: req.Hostname, State: req.State, Target: req.Target, Reason: req.Reason, UpdatedAt: s.cfg.Now()}); err != nil {
 			api.StoreError(w, err, "upgrade report")
 			return
 		}
@@ -413,8 +461,8 @@ func (s *Service) handleUpgradeCheck(w http.ResponseWriter, r *http.Request) {
 		api.StoreError(w, err, "upgrade policy")
 		return
 	}
-	wanted, held, waiting, _ := pl.wanted(s, req.Name)
-	resp := protocol.UpgradeCheckResponse{Wanted: wanted, Held: held, Waiting: waiting, Connected: []string{},
+	g := pl.wanted(s, tok.Org, tok.Project, req.Name)
+	resp := protocol.UpgradeCheckResponse{Wanted: g.wanted, Held: g.held, Waiting: g.waiting, Pinned: g.pinned, Connected: []string{},
 		PollIntervalMS: s.cfg.UpgradePollInterval.Milliseconds()}
 	if resp.Wanted != "" && release.ValidVersionName(resp.Wanted) {
 		_, _, err := s.releaseFiles(release.BinaryLegate, resp.Wanted, req.OS, req.Arch)
@@ -562,7 +610,14 @@ func (s *Service) handleSetUpgradePolicy(w http.ResponseWriter, r *http.Request,
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "a delegate name has 1-63 characters")
 		return
 	}
-	p, err := s.st.GetUpgradePolicy(ctx, acct, name)
+	org, project := strings.TrimSpace(req.Org), strings.TrimSpace(req.Project)
+	if s.cfg.Scopes != nil {
+		if err := s.cfg.Scopes.CheckScope(ctx, acct, org, project); err != nil {
+			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+			return
+		}
+	}
+	p, err := s.st.GetUpgradePolicy(ctx, acct, org, project, name)
 	if err != nil {
 		api.StoreError(w, err, "upgrade policy")
 		return
@@ -617,12 +672,17 @@ func (s *Service) handleSetUpgradePolicy(w http.ResponseWriter, r *http.Request,
 		api.StoreError(w, err, "upgrade policy")
 		return
 	}
-	wanted, _, waiting, ring := pl.wanted(s, name)
-	v := protocol.UpgradePolicy{Name: p.Name, Pinned: p.Pinned, Held: p.Held, Ring: ring, Wanted: wanted, Waiting: waiting, ManagerVersion: s.cfg.Version}
+	g := pl.wanted(s, org, project, name)
+	v := protocol.UpgradePolicy{Name: p.Name, Org: org, Project: project, Pinned: p.Pinned, Held: p.Held, Ring: g.ring, Wanted: g.wanted,
+		Waiting: g.waiting, ManagerVersion: s.cfg.Version}
 	if oldest, ok := release.OldestAccepted(s.cfg.Version); ok {
 		v.OldestAccepted = oldest.String()
 	}
+	if org != "" {
+		detail += " (" + protocol.ScopeLabel(org, project) + ")"
+	}
 	api.NoteAudit(ctx, func(e *store.AuditEvent) { e.Detail = detail })
-	s.log.Info("delegate upgrade policy set", "account", acct, "name", name, "action", detail, "wanted", v.Wanted)
+	s.log.Info("delegate upgrade policy set", "account", acct, "name", name, "scope", protocol.ScopeLabel(org, project),
+		"action", detail, "wanted", v.Wanted)
 	api.WriteJSON(w, http.StatusOK, v)
 }

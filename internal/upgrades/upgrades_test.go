@@ -118,7 +118,7 @@ func TestRefuseExpired(t *testing.T) {
 	} {
 		w := httptest.NewRecorder()
 		r := httptest.NewRequest("POST", protocol.PathRegister, nil)
-		refused := s.RefuseExpired(w, r, protocol.RegisterRequest{AccountID: "acc1", Name: tc.name, Hostname: "h", Version: tc.version})
+		refused := s.RefuseExpired(w, r, protocol.RegisterRequest{AccountID: "acc1", Name: tc.name, Hostname: "h", Version: tc.version}, "", "")
 		switch {
 		case tc.want == "" && (refused || w.Body.Len() > 0):
 			t.Errorf("%s %s: refused (%d %s)", tc.name, tc.version, w.Code, w.Body)

@@ -379,6 +379,11 @@ func (w *Watcher) wantsUpgrade(resp protocol.UpgradeCheckResponse, version, fail
 		return false
 	case !release.ValidVersionName(resp.Wanted):
 		return false
+	case !resp.Pinned && release.Downgrade(version, resp.Wanted):
+		w.log.Warn("the manager wants a version older than the one running and no administrator pinned it; "+
+			"the watcher goes back only to a pinned version (legate delegates upgrade pin NAME VERSION)",
+			"running", version, "wanted", resp.Wanted)
+		return false
 	case !resp.Available:
 		w.log.Info("the manager wants another version but holds no signed binary of it for this platform", "wanted", resp.Wanted,
 			"platform", runtime.GOOS+"/"+runtime.GOARCH)

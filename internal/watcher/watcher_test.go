@@ -58,6 +58,11 @@ func TestWantsUpgrade(t *testing.T) {
 		{"failed before", true, key, want, "v1.1.0", false},
 		{"another failed before", true, key, want, "v1.0.9", true},
 		{"not a version name", true, key, protocol.UpgradeCheckResponse{Wanted: "../x", Available: true}, "", false},
+		{"an older version", true, key, protocol.UpgradeCheckResponse{Wanted: "v0.9.9", Available: true}, "", false},
+		{"a pre-release of the running version", true, key, protocol.UpgradeCheckResponse{Wanted: "v1.0.0-rc.1", Available: true}, "", false},
+		{"a version without an order", true, key, protocol.UpgradeCheckResponse{Wanted: "nightly", Available: true}, "", false},
+		{"an older version an administrator pinned", true, key, protocol.UpgradeCheckResponse{Wanted: "v0.9.9", Available: true, Pinned: true}, "", true},
+		{"a newer pre-release", true, key, protocol.UpgradeCheckResponse{Wanted: "v1.1.0-rc.1", Available: true}, "", true},
 	} {
 		w := newTestWatcher(t, c.auto, c.key)
 		if got := w.wantsUpgrade(c.resp, "v1.0.0", c.failed); got != c.want {

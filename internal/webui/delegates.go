@@ -240,15 +240,39 @@ func (u *UI) handleDelegateAction(w http.ResponseWriter, r *http.Request, s *use
 	case "delete":
 		_, err = s.api.DeleteDelegate(r.Context(), name)
 	case "hold-upgrades":
-		_, err = s.api.SetUpgradePolicy(r.Context(), name, protocol.UpgradePolicyRequest{Action: "hold"})
+		err = setUpgradePolicies(r, s, name, protocol.UpgradeHold)
 	case "resume-upgrades":
-		_, err = s.api.SetUpgradePolicy(r.Context(), name, protocol.UpgradePolicyRequest{Action: "release"})
+		err = setUpgradePolicies(r, s, name, protocol.UpgradeRelease)
 	}
 	if err != nil {
 		u.apiError(w, r, s, err)
 		return
 	}
 	http.Redirect(w, r, "/delegates?notice="+url.QueryEscape("Delegate "+name+" "+done+"."), http.StatusSeeOther)
+}
+
+// setUpgradePolicies holds or releases the upgrades of the delegates
+// named name: a group is a name in one scope (docs/upgrades.md), so the
+// page's one button acts on the group of each scope its instances were
+// registered in.
+func setUpgradePolicies(r *http.Request, s *user, name, action string) error {
+	d, err := s.api.DescribeDelegate(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	done := map[[2]string]bool{}
+	for _, in := range d.Instances {
+		sc := [2]string{in.Org, in.Project}
+		if done[sc] {
+			continue
+		}
+		done[sc] = true
+		if _, err := s.api.SetUpgradePolicy(r.Context(), name, protocol.UpgradePolicyRequest{Action: action,
+			Org: in.Org, Project: in.Project}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // autoUpgrade is how the Delegates page names an instance's upgrade mode:
