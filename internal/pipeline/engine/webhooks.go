@@ -325,7 +325,9 @@ func (svc *Service) authenticDelivery(w http.ResponseWriter, r *http.Request) (h
 			d.at.UTC().Format(time.RFC3339), WebhookWindow, now.UTC().Format(time.RFC3339))
 		return h, d, nil, false
 	}
-	err = svc.st.RememberDelivery(ctx, h.ID, d.id, d.at.Add(WebhookWindow), maxRememberedDeliveries, now)
+	// Kept for twice the window: another manager whose clock is behind
+	// this one's (by up to the window) still finds it.
+	err = svc.st.RememberDelivery(ctx, h.ID, d.id, d.at.Add(2*WebhookWindow), maxRememberedDeliveries, now)
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		svc.replays.Inc()
@@ -336,7 +338,7 @@ func (svc *Service) authenticDelivery(w http.ResponseWriter, r *http.Request) (h
 		return h, d, nil, false
 	case errors.Is(err, store.ErrTooManyDeliveries):
 		api.WriteError(w, http.StatusTooManyRequests, protocol.CodeRateLimited,
-			"the webhook of %s accepted %d deliveries in the last %s: send fewer", pipelineLabel(h.Pipeline, h.Org, h.Project), maxRememberedDeliveries, WebhookWindow)
+			"the webhook of %s accepted %d deliveries in the last %s: send fewer", pipelineLabel(h.Pipeline, h.Org, h.Project), maxRememberedDeliveries, 2*WebhookWindow)
 		return h, d, nil, false
 	case err != nil:
 		api.StoreError(w, err, "the delivery "+d.id)
@@ -379,5 +381,5 @@ func (svc *Service) webhookMayRun(ctx context.Context, h store.Webhook, p *pipel
 
 // WebhookWindow is how far from the manager's clock a delivery's signed
 // timestamp may be, either way; a delivery ID is remembered until its
-// timestamp is that far in the past.
+// timestamp is twice that far in the past (managers' clocks may differ).
 const WebhookWindow = 5 * time.Minute
