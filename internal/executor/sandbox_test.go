@@ -94,8 +94,8 @@ func TestSandboxOutcomes(t *testing.T) {
 	path := "PATH=" + os.Getenv("PATH")
 	cases := []struct {
 		script, status, err string
-		code               int
-		timeout            time.Duration
+		code                int
+		timeout             time.Duration
 	}{
 		{script: "true", status: protocol.StatusSucceeded, code: 0},
 		{script: "exit 3", status: protocol.StatusFailed, err: "exit status 3", code: 3},
