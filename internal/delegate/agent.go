@@ -79,6 +79,18 @@ type Options struct {
 	// "auto" ("" too), "cgroup" or "tree" (LEGATE_TASK_ISOLATION; see
 	// executor.Isolator and docs/task-processes.md).
 	TaskIsolation string
+	// TaskSandbox is whether shell tasks run in namespaces of their own:
+	// "auto" ("" too: when the host allows it), "namespaces" (required)
+	// or "off" (LEGATE_TASK_SANDBOX; see executor.Sandbox).
+	TaskSandbox string
+	// TaskUIDs, "FIRST-LAST", is the range of users a root delegate runs
+	// sandboxed tasks as, one per running task (LEGATE_TASK_UIDS); ""
+	// runs them as the delegate's user.
+	TaskUIDs string
+	// AllowMixedScopes lets tasks of different scopes run at the same time
+	// without a sandbox (LEGATE_ALLOW_MIXED_SCOPES=true); by default such a
+	// delegate runs tasks of one scope at a time.
+	AllowMixedScopes bool
 	// Registered, when not nil, is called once by Run, when the first
 	// registration succeeded: the manager lists the delegate from then
 	// on (legate dev prints its banner then). Nil = nothing is called.
@@ -171,6 +183,13 @@ type Agent struct {
 	// by Run; nil runs tasks without it).
 	isolation executor.Isolation
 	iso       *executor.Isolator
+	// sandbox and uids are the sandbox asked for; isoReport is what the
+	// delegate reports of it at registration; gate, when not nil, runs
+	// tasks of one scope at a time (no sandbox). Set by Run.
+	sandbox   executor.Sandbox
+	uids      executor.UIDRange
+	isoReport *protocol.TaskIsolation
+	gate      *scopeGate
 	// containers runs container tasks (nil: no runtime); platform is
 	// where the delegate runs ("fargate", "ec2" or ""). Set by Run.
 	containers *executor.Containers
@@ -212,6 +231,14 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("LEGATE_TASK_ISOLATION: %w", err)
 	}
+	sandbox, err := executor.ParseSandbox(opts.TaskSandbox)
+	if err != nil {
+		return nil, fmt.Errorf("LEGATE_TASK_SANDBOX: %w", err)
+	}
+	uids, err := executor.ParseUIDRange(opts.TaskUIDs)
+	if err != nil {
+		return nil, fmt.Errorf("LEGATE_TASK_UIDS: %w", err)
+	}
 	if opts.Grace <= 0 {
 		opts.Grace = 5 * time.Minute
 	}
@@ -238,6 +265,8 @@ func New(opts Options) (*Agent, error) {
 		metrics:  newMetrics(opts.Config.Name, time.Now()),
 
 		isolation: isolation,
+		sandbox:   sandbox,
+		uids:      uids,
 	}
 	if opts.HTTPClient == nil || opts.TaskHTTPClient == nil {
 		cl, err := transport.ForDelegate(transport.Options{
@@ -494,6 +523,7 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			Platform:           a.platform,
 			Upgrade:            a.cfg.UpgradeMode(),
 			Slot:               a.cfg.WatcherSlot,
+			TaskIsolation:      a.isoReport,
 		}
 		if a.containers != nil {
 			req.ContainerRuntime = a.containers.Name

@@ -52,9 +52,15 @@ func (a *Agent) runTask(parent context.Context, id string, capabilities []string
 	a.mu.Lock()
 	a.tasks[id] = t
 	a.mu.Unlock()
-	defer a.perf.executing.begin()()
 	log := a.log.With("task", id, "epoch", acq.Epoch, "type", acq.Spec.Type)
 	log.Info("task acquired")
+	if a.gate != nil {
+		defer a.gate.enter(taskCtx, scopeOf(acq.Spec), func() {
+			log.Info("task waits: tasks of another scope run here, and without a sandbox tasks of one scope run at a time (LEGATE_ALLOW_MIXED_SCOPES)",
+				"org", acq.Spec.Org, "project", acq.Spec.Project)
+		})()
+	}
+	defer a.perf.executing.begin()()
 	res, outputRefused := a.execute(taskCtx, log, id, acq, cancel)
 	resultRefused := a.deliverResult(log, id, res)
 	logRefusal(log, t, outputRefused, resultRefused)
@@ -236,10 +242,12 @@ type logger interface {
 // an earlier run of this delegate (same working directory) left running
 // when it crashed. The returned func releases it once no task runs.
 func (a *Agent) startIsolation() (func(), error) {
-	iso, err := executor.NewIsolator(executor.IsolatorOptions{Mode: a.isolation, Dir: a.opts.WorkDir, Logger: a.log})
+	iso, err := executor.NewIsolator(executor.IsolatorOptions{Mode: a.isolation, Dir: a.opts.WorkDir, Logger: a.log,
+		Sandbox: a.sandbox, UIDs: a.uids})
 	if err != nil {
 		return nil, err
 	}
+	a.reportSandbox(iso.Sandbox())
 	n, err := iso.Sweep()
 	if err != nil {
 		a.log.Warn("task isolation: could not end everything an earlier run left running", "err", err)
