@@ -88,8 +88,9 @@ type Options struct {
 	// runs them as the delegate's user.
 	TaskUIDs string
 	// AllowMixedScopes lets tasks of different scopes run at the same time
-	// without a sandbox (LEGATE_ALLOW_MIXED_SCOPES=true); by default such a
-	// delegate runs tasks of one scope at a time.
+	// without a sandbox, as Config.AllowMixedScopes
+	// (LEGATE_ALLOW_MIXED_SCOPES=true) does; by default such a delegate
+	// runs tasks of one scope at a time.
 	AllowMixedScopes bool
 	// Registered, when not nil, is called once by Run, when the first
 	// registration succeeded: the manager lists the delegate from then

@@ -91,7 +91,7 @@ func (a *Agent) reportSandbox(st executor.SandboxState) {
 	rep := &protocol.TaskIsolation{Sandbox: protocol.SandboxNamespaces, UIDs: st.UIDs, Scopes: protocol.ScopesMixed}
 	if st.Mode != executor.SandboxNamespaces {
 		rep.Sandbox, rep.Reason = protocol.SandboxNone, st.Reason
-		if !a.opts.AllowMixedScopes {
+		if !a.opts.AllowMixedScopes && !a.cfg.AllowMixedScopes {
 			rep.Scopes = protocol.ScopesOneAtATime
 			a.gate = &scopeGate{}
 		}
