@@ -286,7 +286,9 @@ func (a *Agent) startContainers(ctx context.Context) (wait func()) {
 		close(a.swept)
 		return func() {}
 	}
-	a.log.Info("container tasks", "runtime", c.Runtime, "platform", platform, "owner", c.Owner)
+	c.AllowPrivileged, c.HostPaths = a.cfg.ContainerPrivileged, a.cfg.ContainerHostPaths
+	a.log.Info("container tasks", "runtime", c.Runtime, "platform", platform, "owner", c.Owner,
+		"privileged", c.AllowPrivileged, "host_paths", strings.Join(c.HostPaths, ","))
 	a.containers = c
 	go func() {
 		defer close(a.swept)

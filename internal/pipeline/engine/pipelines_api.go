@@ -315,6 +315,10 @@ func (svc *Service) pipelineNeeds(ctx context.Context, acct, org, project string
 		} else {
 			spec.Shell = &protocol.ShellSpec{Script: step.Shell}
 		}
+		if len(step.Container.HostAccess()) > 0 && !seen["privileged"] {
+			seen["privileged"] = true
+			out = append(out, api.Need{Perm: access.TaskPrivileged, Res: access.Resource{Kind: "task", Scope: sc}})
+		}
 		if spec.Connector != "" && !seen["c/"+spec.Connector] {
 			seen["c/"+spec.Connector] = true
 			out = append(out, api.Need{Perm: access.ConnectorAccess, Res: access.Resource{Kind: "connector", Name: spec.Connector, Scope: sc}})
