@@ -217,11 +217,18 @@ func (i *Isolator) startSandbox(opts IsolatorOptions) error {
 		i.sbReason = "turned off (LEGATE_TASK_SANDBOX=off)"
 		return nil
 	}
-	sb := &sandbox{root: root, uids: opts.UIDs, used: map[int]bool{}}
-	for _, d := range SandboxHiddenDirs() {
-		sb.hide = append(sb.hide, filepath.Join(i.dir, d))
+	sb := &sandbox{root: root, uids: opts.UIDs, used: map[int]bool{}, hide: []string{i.dir}}
+	if i.dir == "/" {
+		sb.hide = nil
+		for _, d := range SandboxHiddenDirs() {
+			sb.hide = append(sb.hide, filepath.Join(i.dir, d))
+		}
 	}
-	if err := sb.probe(filepath.Join(i.dir, SandboxHiddenDirs()[0])); err != nil {
+	err := reachable(i.dir, opts.UIDs)
+	if err == nil {
+		err = sb.probe(filepath.Join(i.dir, SandboxHiddenDirs()[0]))
+	}
+	if err != nil {
 		if mode == SandboxNamespaces {
 			return fmt.Errorf("task sandbox (LEGATE_TASK_SANDBOX=namespaces) not possible here: %w", err)
 		}
@@ -232,8 +239,30 @@ func (i *Isolator) startSandbox(opts IsolatorOptions) error {
 	return nil
 }
 
+// reachable checks that task users can reach the delegate's working
+// directory (inside the sandbox it is an empty tmpfs with the task's own
+// directory): every directory above it must let others search it.
+func reachable(dir string, uids UIDRange) error {
+	if uids.Count == 0 {
+		return nil
+	}
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if st.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("task users (LEGATE_TASK_UIDS) cannot reach the working directory %s: %s does not let others search it (chmod o+x %s, or use a working directory under directories that do)", dir, d, d)
+		}
+		if d == "/" {
+			return nil
+		}
+	}
+}
+
 // SandboxHiddenDirs are the directories, under the delegate's working
-// directory, that a sandboxed task sees empty: "tasks" holds every task's
+// directory, that a sandboxed task sees empty when that directory is /
+// (otherwise the whole working directory is): "tasks" holds every task's
 // working directory (its own is bound back), "spool" results and output
 // not delivered yet, "task-runs" tree mode's records, "scripts" the
 // delegate's own scripts.

@@ -143,13 +143,13 @@ func TestIsolationEndsEveryProcess(t *testing.T) {
 		{name: "timeout", end: "exec -a $M-end sleep 300", timeout: 10 * time.Second, status: protocol.StatusTimedOut},
 		{name: "cancel", end: "exec -a $M-end sleep 300", cancel: true, status: protocol.StatusCancelled},
 	}
-	for _, name := range []string{string(IsolationCgroup), string(IsolationTree), "sandbox"} {
+	for _, name := range []string{string(IsolationCgroup), string(IsolationTree), "cgroup-sandbox", "tree-sandbox"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			mode := Isolation(name)
+			mode := Isolation(strings.TrimSuffix(name, "-sandbox"))
 			var iso *Isolator
-			if name == "sandbox" {
-				mode, iso = IsolationTree, newSandboxIsolator(t, UIDRange{})
+			if strings.HasSuffix(name, "-sandbox") {
+				iso = newSandboxIsolator(t, mode, UIDRange{})
 			} else {
 				iso = newIsolator(t, mode)
 			}

@@ -85,11 +85,8 @@ func (r UIDRange) String() string {
 
 // sandboxInitArg is the hidden first argument with which the delegate's
 // own binary runs as the first process of a task's sandbox (see
-// runSandboxInit); sandboxProbeArg runs it as the trial's task.
-const (
-	sandboxInitArg  = "__legate-task-init"
-	sandboxProbeArg = "__legate-task-probe"
-)
+// runSandboxInit).
+const sandboxInitArg = "__legate-task-init"
 
 // sandboxTmpDirs get a fresh, empty tmpfs in every sandbox: what one task
 // leaves there no other sees.
@@ -104,6 +101,9 @@ type sandboxSpec struct {
 	Hide []string `json:"hide"`
 	// Keep is the task's working directory, bound back under Hide.
 	Keep string `json:"keep,omitempty"`
+	// UID is the user the program runs as (outside: root in its
+	// namespace), -1 for the init's own.
+	UID int `json:"uid"`
 	// Path and Args are the program (Args[0] its name).
 	Path string   `json:"path"`
 	Args []string `json:"args"`
@@ -118,8 +118,6 @@ func init() {
 		switch os.Args[1] {
 		case sandboxInitArg:
 			os.Exit(runSandboxInit(os.Args[2:]))
-		case sandboxProbeArg:
-			os.Exit(runSandboxProbe())
 		}
 	}
 }
@@ -187,7 +185,7 @@ func (sb *sandbox) wrap(cmd *exec.Cmd, workDir string) (*sandboxRun, error) {
 			return nil, err
 		}
 	}
-	spec := sandboxSpec{Hide: sb.hide, Keep: workDir, Path: cmd.Path, Args: cmd.Args}
+	spec := sandboxSpec{Hide: sb.hide, Keep: workDir, UID: uid, Path: cmd.Path, Args: cmd.Args}
 	b, err := json.Marshal(spec)
 	if err != nil {
 		sb.releaseUID(uid)
@@ -206,17 +204,17 @@ func (sb *sandbox) wrap(cmd *exec.Cmd, workDir string) (*sandboxRun, error) {
 	return sr, nil
 }
 
-// apply sets up the namespaces of an init in attr: user 0 inside is uid
-// (or the delegate's own user) outside.
+// apply sets up the namespaces of an init in attr: its user 0 is the
+// delegate's own user; with a task user uid, that user is mapped too, for
+// the init to hand it to the program.
 func (sb *sandbox) apply(attr *syscall.SysProcAttr, uid int) {
-	outside := os.Geteuid()
-	gid := os.Getegid()
-	if uid >= 0 {
-		outside, gid = uid, uid
-	}
 	attr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC
-	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: outside, Size: 1}}
-	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}}
+	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	if uid >= 0 {
+		attr.UidMappings = append(attr.UidMappings, syscall.SysProcIDMap{ContainerID: uid, HostID: uid, Size: 1})
+		attr.GidMappings = append(attr.GidMappings, syscall.SysProcIDMap{ContainerID: uid, HostID: uid, Size: 1})
+	}
 	attr.GidMappingsEnableSetgroups = sb.root
 	attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: !sb.root}
 }
@@ -298,13 +296,15 @@ func runSandboxInit(args []string) int {
 	// its status. Caught signals are reset for the program by exec.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
+	user := max(spec.UID, 0) // as this namespace numbers it
 	cmd := &exec.Cmd{
 		Path: spec.Path, Args: spec.Args, Env: os.Environ(),
 		Stdin: nil, Stdout: os.Stdout, Stderr: os.Stderr, Dir: spec.Keep,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: user, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: user, Size: 1}},
+			Credential:  &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: true},
 		},
 	}
 	if err := cmd.Start(); err != nil {
@@ -375,7 +375,9 @@ func sandboxMounts(spec sandboxSpec) error {
 		return nil
 	}
 	// The task's directory was covered with its parent: bind it back.
-	if err := os.MkdirAll(spec.Keep, 0o700); err != nil {
+	// 0755: the task user (LEGATE_TASK_UIDS) walks through these; the
+	// bind mount brings the directory's own mode.
+	if err := os.MkdirAll(spec.Keep, 0o755); err != nil {
 		return fmt.Errorf("bind back the task directory: %w", err)
 	}
 	src := "/proc/self/fd/" + strconv.Itoa(int(keep.Fd()))
@@ -383,25 +385,6 @@ func sandboxMounts(spec sandboxSpec) error {
 		return fmt.Errorf("bind back the task directory: %w", err)
 	}
 	return nil
-}
-
-// runSandboxProbe is the trial task: it succeeds when it sees no process
-// but its own and its init's.
-func runSandboxProbe() int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return 2
-	}
-	n := 0
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err == nil {
-			n++
-		}
-	}
-	if n > 2 {
-		return 3
-	}
-	return 0
 }
 
 // probeSandbox starts a trial task in a sandbox and reports why it cannot
@@ -415,8 +398,14 @@ func (sb *sandbox) probe(hideDir string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return fmt.Errorf("no bash for the trial task: %w", err)
+	}
+	// The trial sees the processes in its /proc: its init and itself.
+	script := `n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; [ "$n" -le 2 ] || exit 3`
 	var out strings.Builder
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{"legate-task-probe", sandboxProbeArg}, Dir: dir,
+	cmd := &exec.Cmd{Path: bash, Args: []string{"bash", "-c", script}, Dir: dir,
 		Stdout: &out, Stderr: &out, SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
 	sr, err := sb.wrap(cmd, dir)
 	if err != nil {

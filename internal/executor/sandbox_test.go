@@ -14,11 +14,17 @@ import (
 
 // newSandboxIsolator returns a tree-mode isolator whose shell tasks run in
 // a sandbox, skipping the test where the host allows none.
-func newSandboxIsolator(t *testing.T, uids UIDRange) *Isolator {
+func newSandboxIsolator(t *testing.T, mode Isolation, uids UIDRange) *Isolator {
 	t.Helper()
-	iso, err := NewIsolator(IsolatorOptions{Mode: IsolationTree, Dir: t.TempDir(), Sandbox: SandboxAuto, UIDs: uids})
+	iso, err := NewIsolator(IsolatorOptions{Mode: mode, Dir: t.TempDir(), Sandbox: SandboxAuto, UIDs: uids})
+	if err != nil && mode == IsolationCgroup {
+		t.Skipf("no cgroup here: %v", err)
+	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := iso.Mode(); mode != IsolationAuto && got != mode {
+		t.Fatalf("isolator mode %s, want %s", got, mode)
 	}
 	t.Cleanup(func() { _ = iso.Close() })
 	if st := iso.Sandbox(); st.Mode != SandboxNamespaces {
@@ -42,7 +48,7 @@ func taskWorkDir(t *testing.T, iso *Isolator, id string) string {
 // file in its working directory and one in /tmp, a concurrent task looks
 // for them in /proc/*/environ, the task directories and /tmp.
 func TestSandboxTaskSeesNothingOfAnother(t *testing.T) {
-	iso := newSandboxIsolator(t, UIDRange{})
+	iso := newSandboxIsolator(t, IsolationAuto, UIDRange{})
 	path := "PATH=" + os.Getenv("PATH")
 	victimDir := taskWorkDir(t, iso, "victim-task")
 	victim := shellSpec(`echo s3cr3t-file > "$PWD/victim-file"; echo s3cr3t-tmp > /tmp/victim-tmp
@@ -90,7 +96,7 @@ grep -rs "$P" /tmp "$(dirname "$PWD")" /var/tmp /dev/shm; cat "/tmp/$V-tmp" 2>/d
 // A sandboxed shell's exit code, signal and timeout are reported as
 // without a sandbox.
 func TestSandboxOutcomes(t *testing.T) {
-	iso := newSandboxIsolator(t, UIDRange{})
+	iso := newSandboxIsolator(t, IsolationAuto, UIDRange{})
 	path := "PATH=" + os.Getenv("PATH")
 	cases := []struct {
 		script, status, err string
@@ -122,7 +128,13 @@ func TestSandboxUserPerTask(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root")
 	}
-	iso := newSandboxIsolator(t, UIDRange{First: 231000, Count: 4})
+	// Task users must reach the delegate's directory: t.TempDir's
+	// parent lets only its owner in.
+	parent := filepath.Dir(t.TempDir())
+	if err := os.Chmod(parent, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	iso := newSandboxIsolator(t, IsolationAuto, UIDRange{First: 231000, Count: 4})
 	dir := taskWorkDir(t, iso, "uid-task")
 	var out buffer
 	o := Run(t.Context(), shellSpec(`id -u; echo x > left`), Options{WorkDir: dir, Env: []string{"PATH=" + os.Getenv("PATH")}, Isolator: iso}, &out)
