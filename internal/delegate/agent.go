@@ -228,17 +228,9 @@ func New(opts Options) (*Agent, error) {
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
 	}
-	isolation, err := executor.ParseIsolation(opts.TaskIsolation)
+	isolation, sandbox, uids, err := taskSettings(opts)
 	if err != nil {
-		return nil, fmt.Errorf("LEGATE_TASK_ISOLATION: %w", err)
-	}
-	sandbox, err := executor.ParseSandbox(opts.TaskSandbox)
-	if err != nil {
-		return nil, fmt.Errorf("LEGATE_TASK_SANDBOX: %w", err)
-	}
-	uids, err := executor.ParseUIDRange(opts.TaskUIDs)
-	if err != nil {
-		return nil, fmt.Errorf("LEGATE_TASK_UIDS: %w", err)
+		return nil, err
 	}
 	if opts.Grace <= 0 {
 		opts.Grace = 5 * time.Minute
@@ -325,6 +317,24 @@ func New(opts Options) (*Agent, error) {
 	a.load = &loadMonitor{cpuLimit: opts.Config.CPUThreshold, memLimit: opts.Config.MemoryThreshold}
 	a.load.sample() // the first CPU sample only sets the baseline
 	return a, nil
+}
+
+// taskSettings reads how tasks are isolated: LEGATE_TASK_ISOLATION,
+// LEGATE_TASK_SANDBOX and LEGATE_TASK_UIDS.
+func taskSettings(opts Options) (executor.Isolation, executor.Sandbox, executor.UIDRange, error) {
+	isolation, err := executor.ParseIsolation(opts.TaskIsolation)
+	if err != nil {
+		return "", "", executor.UIDRange{}, fmt.Errorf("LEGATE_TASK_ISOLATION: %w", err)
+	}
+	sandbox, err := executor.ParseSandbox(opts.TaskSandbox)
+	if err != nil {
+		return "", "", executor.UIDRange{}, fmt.Errorf("LEGATE_TASK_SANDBOX: %w", err)
+	}
+	uids, err := executor.ParseUIDRange(opts.TaskUIDs)
+	if err != nil {
+		return "", "", executor.UIDRange{}, fmt.Errorf("LEGATE_TASK_UIDS: %w", err)
+	}
+	return isolation, sandbox, uids, nil
 }
 
 // detectIP finds the local address used to reach the manager. Dialing UDP
