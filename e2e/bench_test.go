@@ -372,6 +372,8 @@ func BenchmarkReconnect1000AfterManagerRestart(b *testing.B) {
 			Config: config.Delegate{AccountID: env.account, Token: tok, ManagerURLs: []string{env.url},
 				Name: "swarm", Hostname: fmt.Sprintf("swarm-%04d", i), Type: "SHELL"},
 			WorkDir: b.TempDir(), Grace: time.Second, Logger: quiet, IP: "127.0.0.1", TaskEnv: []string{},
+			// They run no task: no trial of the sandbox at each start.
+			TaskSandbox: "off", AllowMixedScopes: true,
 		})
 		if err != nil {
 			b.Fatal(err)
