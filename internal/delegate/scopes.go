@@ -12,7 +12,7 @@ import (
 // scopeGate lets tasks of one scope at a time run on a delegate that has
 // no sandbox (and whose operator did not allow mixed scopes): without
 // one, a task can read what a concurrent task of another scope holds (its
-// environment in /proc, its files, the delegate's memory). Tasks of the
+// environment in /proc, its files, its container's processes). Tasks of the
 // running scope enter at once; a task of another scope waits until those
 // end. Waiters enter in the order they came: once one waits, tasks of the
 // running scope that come after it wait behind it, so no scope starves.

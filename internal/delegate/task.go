@@ -54,7 +54,9 @@ func (a *Agent) runTask(parent context.Context, id string, capabilities []string
 	a.mu.Unlock()
 	log := a.log.With("task", id, "epoch", acq.Epoch, "type", acq.Spec.Type)
 	log.Info("task acquired")
-	if a.gate != nil {
+	// An http task starts no process and leaves nothing on disk: it
+	// runs in the delegate, whose memory tasks cannot read.
+	if a.gate != nil && acq.Spec.Type != protocol.TaskHTTP {
 		defer a.gate.enter(taskCtx, scopeOf(acq.Spec), func() {
 			log.Info("task waits: tasks of another scope run here, and without a sandbox tasks of one scope run at a time (LEGATE_ALLOW_MIXED_SCOPES)",
 				"org", acq.Spec.Org, "project", acq.Spec.Project)
