@@ -52,7 +52,7 @@ func TestSandboxedTaskSeesNothingOfAnotherScope(t *testing.T) {
 	t.Parallel()
 	c, dir := isolationCluster(t, "LEGATE_TASK_SANDBOX=auto")
 	desc := c.mustCLI("delegates", "describe", "shared")
-	if !strings.Contains(desc, "Task isolation:") {
+	if !strings.Contains(desc, "Isolation:") {
 		t.Fatalf("describe shows no task isolation:\n%s", desc)
 	}
 	if !strings.Contains(desc, "sandbox per task (namespaces)") {
