@@ -142,9 +142,12 @@ func startBinary(t testing.TB, bin, name string, env []string, args ...string) *
 // variable of the machine leaks into a delegate's configuration. Delegates
 // serve no health and metrics port (many run at once); a test that scrapes
 // one appends DELEGATE_HTTP_PORT (the last value of a variable wins).
+// Tasks of these tests signal through files in the test's temporary
+// directory, which a task sandbox hides: delegates run without one and
+// with mixed scopes, as before it, unless a test asks (isolation_test.go).
 func baseEnv() []string {
 	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "GOCOVERDIR=" + os.Getenv("GOCOVERDIR"),
-		"DELEGATE_HTTP_PORT=0"}
+		"DELEGATE_HTTP_PORT=0", "LEGATE_TASK_SANDBOX=off", "LEGATE_ALLOW_MIXED_SCOPES=true"}
 }
 
 // wait waits for the process to exit and returns its exit code.

@@ -43,6 +43,14 @@ documents, unchanged:
   LEGATE_TASK_ISOLATION                     how a task's processes all end with it: auto
                                             (default: a cgroup when possible), cgroup or
                                             tree (docs/task-processes.md)
+  LEGATE_TASK_SANDBOX                       each shell task in user, PID, mount and IPC
+                                            namespaces of its own: auto (default: when the
+                                            host allows it), namespaces (required) or off
+  LEGATE_TASK_UIDS=FIRST-LAST               as root: run each sandboxed task as a user of
+                                            its own from this range
+  LEGATE_ALLOW_MIXED_SCOPES=true            without a sandbox, still run tasks of different
+                                            scopes at the same time (by default: one scope
+                                            at a time; docs/task-processes.md)
   LEGATE_DELEGATE_BINARY=off                run as this binary; by default the delegate
                                             runs as legate-delegate (the delegate alone,
                                             40 % less memory) when that lies next to
@@ -167,6 +175,7 @@ func runDelegate(cmd *cobra.Command, f *delegateFlags, st *stopper, su *startup)
 		Logger: log, ForceStop: st.Force, PerfInterval: f.perfInterval,
 		HTTPAddr: httpAddr("", cfg.HTTPPort), Environ: su.environ(),
 		TaskIsolation: os.Getenv("LEGATE_TASK_ISOLATION"),
+		TaskSandbox:   os.Getenv("LEGATE_TASK_SANDBOX"), TaskUIDs: os.Getenv("LEGATE_TASK_UIDS"),
 	})
 	if err != nil {
 		return err

@@ -119,8 +119,9 @@ func runDev(cmd *cobra.Command, stop *stopper, su *startup, f managerFlags, dele
 		WorkDir: workDir, Grace: 10 * time.Second, Version: buildVersion(), Logger: dlog, ForceStop: stop.Force,
 		HTTPAddr: httpAddr("127.0.0.1", delegateHTTPPort), Environ: su.environ(),
 		TaskIsolation: os.Getenv("LEGATE_TASK_ISOLATION"),
-		MaskValues:    []string{admin.APIKey},
-		Registered:    func() { close(registered) },
+		TaskSandbox:   os.Getenv("LEGATE_TASK_SANDBOX"), TaskUIDs: os.Getenv("LEGATE_TASK_UIDS"),
+		MaskValues: []string{admin.APIKey},
+		Registered: func() { close(registered) },
 	})
 	if err != nil {
 		return err

@@ -53,6 +53,13 @@ const (
 	TaskView   Permission = "task:view"
 	TaskRun    Permission = "task:run"
 	TaskCancel Permission = "task:cancel"
+	// TaskPrivileged lets a task's container ask for access to the
+	// delegate's host: privileged mode, capabilities beyond the runtime's
+	// defaults, host_path volumes (the delegate's own policy must allow
+	// them too). Only account admins have it among the built-in roles: a
+	// privileged container is root on a host that may run every scope's
+	// tasks.
+	TaskPrivileged Permission = "task:privileged"
 
 	PipelineView    Permission = "pipeline:view"
 	PipelineEdit    Permission = "pipeline:edit"
@@ -84,7 +91,7 @@ var resources = []struct {
 	{"token", []string{"view", "delete"}},
 	{"connector", []string{"view", "edit", "delete", "access"}},
 	{"secret", []string{"view", "edit", "delete", "access"}},
-	{"task", []string{"view", "run", "cancel"}},
+	{"task", []string{"view", "run", "cancel", "privileged"}},
 	{"pipeline", []string{"view", "edit", "execute"}},
 	{"org", []string{"view", "edit", "delete"}},
 	{"user", []string{"view", "manage"}},
@@ -287,10 +294,10 @@ func Builtins() []Role {
 	return []Role{
 		{Name: RoleAccountAdmin, Builtin: true, Description: "everything, including users and roles",
 			Permissions: all},
-		{Name: RoleOrgAdmin, Builtin: true, Description: "everything within its scope, including its users' bindings and projects",
-			Permissions: all},
-		{Name: RoleProjectAdmin, Builtin: true, Description: "everything within its scope except creating or deleting orgs and projects and managing users",
-			Permissions: without(OrgEdit, OrgDelete, UserManage)},
+		{Name: RoleOrgAdmin, Builtin: true, Description: "everything within its scope, including its users' bindings and projects, except privileged task containers",
+			Permissions: without(TaskPrivileged)},
+		{Name: RoleProjectAdmin, Builtin: true, Description: "everything within its scope except creating or deleting orgs and projects, managing users and privileged task containers",
+			Permissions: without(OrgEdit, OrgDelete, UserManage, TaskPrivileged)},
 		{Name: RoleDelegateAdmin, Builtin: true, Description: "delegates, their tokens and configurations; views the rest; no secret or connector access",
 			Permissions: []Permission{DelegateView, DelegateEdit, DelegateDelete,
 				ConfigurationView, ConfigurationEdit, ConfigurationDelete,

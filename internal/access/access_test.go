@@ -174,7 +174,7 @@ func TestParsePermission(t *testing.T) {
 	}{
 		{"delegate:delete", []Permission{DelegateDelete}, ""},
 		{" Secret:Access ", []Permission{SecretAccess}, ""},
-		{"task:*", []Permission{TaskView, TaskRun, TaskCancel}, ""},
+		{"task:*", []Permission{TaskView, TaskRun, TaskCancel, TaskPrivileged}, ""},
 		{"delegate", nil, "want RESOURCE:ACTION"},
 		{"delegate:run", nil, "delegate has the actions view, edit, delete"},
 		{"robot:view", nil, "unknown resource"},

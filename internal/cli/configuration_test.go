@@ -264,6 +264,7 @@ Instance i_1
   Scope:          account
   Tags:           -
   Running:        0 tasks
+  Isolation:      not reported (older delegate)
   Version:        0.3.0
   Type:           -
   Token:          -
@@ -283,6 +284,7 @@ Instance i_2
   Scope:          account
   Tags:           -
   Running:        0 tasks
+  Isolation:      not reported (older delegate)
   Version:        0.3.0
   Type:           -
   Token:          -

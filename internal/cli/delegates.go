@@ -479,6 +479,7 @@ func (a *app) printDelegateDetails(w io.Writer, d protocol.DelegateDetails) erro
 		t.row("  Scope:", scope(inst.Org, inst.Project))
 		t.row("  Tags:", strings.Join(inst.Tags, ", "))
 		t.row("  Running:", running(inst.Delegate)+" tasks")
+		t.row("  Isolation:", inst.TaskIsolation.Summary())
 		if inst.Perf != nil {
 			t.row("  Performance:", inst.Perf.Summary())
 		}

@@ -328,6 +328,7 @@ Instance i_1
   Scope:           org/eng
   Tags:            gpu, linux
   Running:         2/2 tasks
+  Isolation:       not reported (older delegate)
   Over threshold:  cpu 93% > DELEGATE_CPU_THRESHOLD 80% (takes no new tasks)
   Version:         0.2.0
   Type:            SHELL
@@ -349,6 +350,7 @@ Instance i_2
   Scope:       account
   Tags:        -
   Running:     0 tasks
+  Isolation:   not reported (older delegate)
   Version:     0.2.0
   Type:        -
   Token:       -

@@ -60,6 +60,16 @@ type Delegate struct {
 	// delegate takes no new tasks. 0 turns the check off.
 	CPUThreshold    int
 	MemoryThreshold int
+	// AllowMixedScopes is LEGATE_ALLOW_MIXED_SCOPES: without a task
+	// sandbox, still run tasks of different scopes at the same time.
+	AllowMixedScopes bool
+	// ContainerPrivileged is LEGATE_CONTAINER_ALLOW_PRIVILEGED: run
+	// container tasks that ask for privileged mode (refused by default).
+	ContainerPrivileged bool
+	// ContainerHostPaths is LEGATE_CONTAINER_HOST_PATHS: the host
+	// directories (absolute, cleaned) container tasks may mount, each with
+	// what lies under it; none by default.
+	ContainerHostPaths []string
 	// Description is DELEGATE_DESCRIPTION.
 	Description string
 	// InitScript is INIT_SCRIPT: script text that the delegate runs with
@@ -275,6 +285,9 @@ func (e vars) readWork(d *Delegate) error {
 		return err
 	}
 	if d.MemoryThreshold, err = parsePercent("DELEGATE_MEMORY_THRESHOLD", e.get("DELEGATE_MEMORY_THRESHOLD")); err != nil {
+		return err
+	}
+	if err := d.containerPolicy(e.get); err != nil {
 		return err
 	}
 	// Not used by legate, so never a reason to refuse to start.

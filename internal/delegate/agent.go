@@ -79,6 +79,19 @@ type Options struct {
 	// "auto" ("" too), "cgroup" or "tree" (LEGATE_TASK_ISOLATION; see
 	// executor.Isolator and docs/task-processes.md).
 	TaskIsolation string
+	// TaskSandbox is whether shell tasks run in namespaces of their own:
+	// "auto" ("" too: when the host allows it), "namespaces" (required)
+	// or "off" (LEGATE_TASK_SANDBOX; see executor.Sandbox).
+	TaskSandbox string
+	// TaskUIDs, "FIRST-LAST", is the range of users a root delegate runs
+	// sandboxed tasks as, one per running task (LEGATE_TASK_UIDS); ""
+	// runs them as the delegate's user.
+	TaskUIDs string
+	// AllowMixedScopes lets tasks of different scopes run at the same time
+	// without a sandbox, as Config.AllowMixedScopes
+	// (LEGATE_ALLOW_MIXED_SCOPES=true) does; by default such a delegate
+	// runs tasks of one scope at a time.
+	AllowMixedScopes bool
 	// Registered, when not nil, is called once by Run, when the first
 	// registration succeeded: the manager lists the delegate from then
 	// on (legate dev prints its banner then). Nil = nothing is called.
@@ -171,6 +184,13 @@ type Agent struct {
 	// by Run; nil runs tasks without it).
 	isolation executor.Isolation
 	iso       *executor.Isolator
+	// sandbox and uids are the sandbox asked for; isoReport is what the
+	// delegate reports of it at registration; gate, when not nil, runs
+	// tasks of one scope at a time (no sandbox). Set by Run.
+	sandbox   executor.Sandbox
+	uids      executor.UIDRange
+	isoReport *protocol.TaskIsolation
+	gate      *scopeGate
 	// containers runs container tasks (nil: no runtime); platform is
 	// where the delegate runs ("fargate", "ec2" or ""). Set by Run.
 	containers *executor.Containers
@@ -208,9 +228,9 @@ func New(opts Options) (*Agent, error) {
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
 	}
-	isolation, err := executor.ParseIsolation(opts.TaskIsolation)
+	isolation, sandbox, uids, err := taskSettings(opts)
 	if err != nil {
-		return nil, fmt.Errorf("LEGATE_TASK_ISOLATION: %w", err)
+		return nil, err
 	}
 	if opts.Grace <= 0 {
 		opts.Grace = 5 * time.Minute
@@ -238,6 +258,8 @@ func New(opts Options) (*Agent, error) {
 		metrics:  newMetrics(opts.Config.Name, time.Now()),
 
 		isolation: isolation,
+		sandbox:   sandbox,
+		uids:      uids,
 	}
 	if opts.HTTPClient == nil || opts.TaskHTTPClient == nil {
 		cl, err := transport.ForDelegate(transport.Options{
@@ -295,6 +317,24 @@ func New(opts Options) (*Agent, error) {
 	a.load = &loadMonitor{cpuLimit: opts.Config.CPUThreshold, memLimit: opts.Config.MemoryThreshold}
 	a.load.sample() // the first CPU sample only sets the baseline
 	return a, nil
+}
+
+// taskSettings reads how tasks are isolated: LEGATE_TASK_ISOLATION,
+// LEGATE_TASK_SANDBOX and LEGATE_TASK_UIDS.
+func taskSettings(opts Options) (executor.Isolation, executor.Sandbox, executor.UIDRange, error) {
+	isolation, err := executor.ParseIsolation(opts.TaskIsolation)
+	if err != nil {
+		return "", "", executor.UIDRange{}, fmt.Errorf("LEGATE_TASK_ISOLATION: %w", err)
+	}
+	sandbox, err := executor.ParseSandbox(opts.TaskSandbox)
+	if err != nil {
+		return "", "", executor.UIDRange{}, fmt.Errorf("LEGATE_TASK_SANDBOX: %w", err)
+	}
+	uids, err := executor.ParseUIDRange(opts.TaskUIDs)
+	if err != nil {
+		return "", "", executor.UIDRange{}, fmt.Errorf("LEGATE_TASK_UIDS: %w", err)
+	}
+	return isolation, sandbox, uids, nil
 }
 
 // detectIP finds the local address used to reach the manager. Dialing UDP
@@ -494,6 +534,7 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			Platform:           a.platform,
 			Upgrade:            a.cfg.UpgradeMode(),
 			Slot:               a.cfg.WatcherSlot,
+			TaskIsolation:      a.isoReport,
 		}
 		if a.containers != nil {
 			req.ContainerRuntime = a.containers.Name

@@ -2,6 +2,7 @@ package delegate_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -379,6 +380,12 @@ type agentOpts struct {
 	scriptTimeout           time.Duration
 	// environ is the delegate's environment (nil: the test process's).
 	environ []string
+	// sandbox is LEGATE_TASK_SANDBOX ("": off, as these tests look at
+	// their tasks' processes and files from outside); oneScope runs
+	// tasks of one scope at a time without a sandbox (by default these
+	// tests allow mixed scopes).
+	sandbox  string
+	oneScope bool
 }
 
 var hostSeq struct {
@@ -436,15 +443,17 @@ func startAgent(t *testing.T, tm *testManager, o agentOpts) *testAgent {
 		o.configure(&cfg, ag.workDir)
 	}
 	a, err := delegate.New(delegate.Options{
-		Config:        cfg,
-		WorkDir:       ag.workDir,
-		Grace:         o.grace,
-		Version:       "test",
-		Logger:        logger,
-		ForceStop:     ag.forceStop,
-		HTTPAddr:      o.httpAddr,
-		ScriptTimeout: o.scriptTimeout,
-		Environ:       o.environ,
+		Config:           cfg,
+		WorkDir:          ag.workDir,
+		Grace:            o.grace,
+		Version:          "test",
+		Logger:           logger,
+		ForceStop:        ag.forceStop,
+		HTTPAddr:         o.httpAddr,
+		ScriptTimeout:    o.scriptTimeout,
+		Environ:          o.environ,
+		TaskSandbox:      cmp.Or(o.sandbox, "off"),
+		AllowMixedScopes: !o.oneScope,
 	})
 	if err != nil {
 		t.Fatalf("delegate.New: %v", err)

@@ -91,6 +91,9 @@ func TestPerformanceLineCountsExecutingAndValidatingTasks(t *testing.T) {
 		},
 		WorkDir: t.TempDir(), Grace: time.Minute, Version: "test", Logger: logger,
 		PerfInterval: 50 * time.Millisecond,
+		// Its tasks wait for files in the test's temporary directory,
+		// which a sandbox hides.
+		TaskSandbox: "off", AllowMixedScopes: true,
 	})
 	if err != nil {
 		t.Fatal(err)

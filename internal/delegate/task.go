@@ -52,9 +52,17 @@ func (a *Agent) runTask(parent context.Context, id string, capabilities []string
 	a.mu.Lock()
 	a.tasks[id] = t
 	a.mu.Unlock()
-	defer a.perf.executing.begin()()
 	log := a.log.With("task", id, "epoch", acq.Epoch, "type", acq.Spec.Type)
 	log.Info("task acquired")
+	// An http task starts no process and leaves nothing on disk: it
+	// runs in the delegate, whose memory tasks cannot read.
+	if a.gate != nil && acq.Spec.Type != protocol.TaskHTTP {
+		defer a.gate.enter(taskCtx, scopeOf(acq.Spec), func() {
+			log.Info("task waits: tasks of another scope run here, and without a sandbox tasks of one scope run at a time (LEGATE_ALLOW_MIXED_SCOPES)",
+				"org", acq.Spec.Org, "project", acq.Spec.Project)
+		})()
+	}
+	defer a.perf.executing.begin()()
 	res, outputRefused := a.execute(taskCtx, log, id, acq, cancel)
 	resultRefused := a.deliverResult(log, id, res)
 	logRefusal(log, t, outputRefused, resultRefused)
@@ -236,10 +244,12 @@ type logger interface {
 // an earlier run of this delegate (same working directory) left running
 // when it crashed. The returned func releases it once no task runs.
 func (a *Agent) startIsolation() (func(), error) {
-	iso, err := executor.NewIsolator(executor.IsolatorOptions{Mode: a.isolation, Dir: a.opts.WorkDir, Logger: a.log})
+	iso, err := executor.NewIsolator(executor.IsolatorOptions{Mode: a.isolation, Dir: a.opts.WorkDir, Logger: a.log,
+		Sandbox: a.sandbox, UIDs: a.uids})
 	if err != nil {
 		return nil, err
 	}
+	a.reportSandbox(iso.Sandbox())
 	n, err := iso.Sweep()
 	if err != nil {
 		a.log.Warn("task isolation: could not end everything an earlier run left running", "err", err)
@@ -278,7 +288,9 @@ func (a *Agent) startContainers(ctx context.Context) (wait func()) {
 		close(a.swept)
 		return func() {}
 	}
-	a.log.Info("container tasks", "runtime", c.Runtime, "platform", platform, "owner", c.Owner)
+	c.AllowPrivileged, c.HostPaths = a.cfg.ContainerPrivileged, a.cfg.ContainerHostPaths
+	a.log.Info("container tasks", "runtime", c.Runtime, "platform", platform, "owner", c.Owner,
+		"privileged", c.AllowPrivileged, "host_paths", strings.Join(c.HostPaths, ","))
 	a.containers = c
 	go func() {
 		defer close(a.swept)

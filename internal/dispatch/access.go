@@ -100,5 +100,9 @@ func (m *Service) taskUses(r *http.Request, acct string) ([]api.Need, error) {
 		out = append(out, api.Need{Perm: access.ConnectorAccess, Res: access.Resource{Kind: "connector", Name: spec.Connector,
 			Scope: access.Scope{Org: strings.TrimSpace(spec.Org), Project: strings.TrimSpace(spec.Project)}}})
 	}
+	if len(spec.Container.HostAccess()) > 0 {
+		out = append(out, api.Need{Perm: access.TaskPrivileged, Res: access.Resource{Kind: "task",
+			Scope: access.Scope{Org: strings.TrimSpace(spec.Org), Project: strings.TrimSpace(spec.Project)}}})
+	}
 	return out, nil
 }

@@ -2,16 +2,18 @@ package executor
 
 import (
 	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 )
 
 // BenchmarkShellStart runs a trivial shell task without isolation, in a
-// cgroup and with the process tree, one after the other in each iteration
-// (so a busy machine weighs on all three alike), and reports per mechanism
-// the median time from Run to the shell started (OnStart: what pickup
-// latency includes) and of the whole run.
+// cgroup and with the process tree, each also in a sandbox (namespaces),
+// one after the other in each iteration (so a busy machine weighs on all
+// alike), and reports per mechanism the median time from Run to the shell
+// started (OnStart: what pickup latency includes) and of the whole run.
 //
 //	go test -run '^$' -bench ShellStart -benchtime 500x ./internal/executor/
 func BenchmarkShellStart(b *testing.B) {
@@ -21,12 +23,19 @@ func BenchmarkShellStart(b *testing.B) {
 		start, runs []time.Duration
 	}
 	var mechs []*mech
-	for _, mode := range []Isolation{"none", IsolationCgroup, IsolationTree} {
-		m := &mech{name: string(mode), opts: Options{WorkDir: b.TempDir(), Env: []string{"PATH=" + os.Getenv("PATH")}}}
-		if mode != "none" {
-			iso, err := NewIsolator(IsolatorOptions{Mode: mode, Dir: b.TempDir()})
+	for _, name := range []string{"none", "cgroup", "tree", "cgroup-sandbox", "tree-sandbox"} {
+		m := &mech{name: name, opts: Options{Env: []string{"PATH=" + os.Getenv("PATH")}}}
+		dir := b.TempDir()
+		m.opts.WorkDir = filepath.Join(dir, "tasks", "t")
+		if name != "none" {
+			mode, sandboxed := strings.CutSuffix(name, "-sandbox")
+			opts := IsolatorOptions{Mode: Isolation(mode), Dir: dir, Sandbox: SandboxOff}
+			if sandboxed {
+				opts.Sandbox = SandboxNamespaces
+			}
+			iso, err := NewIsolator(opts)
 			if err != nil {
-				b.Logf("%s not measured: %v", mode, err)
+				b.Logf("%s not measured: %v", name, err)
 				continue
 			}
 			b.Cleanup(func() { _ = iso.Close() })

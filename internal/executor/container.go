@@ -69,6 +69,13 @@ type Containers struct {
 	// EFSRoot is where EFS file systems are mounted on the host (see
 	// EnvEFSRoot); empty refuses EFS volumes.
 	EFSRoot string
+	// AllowPrivileged runs containers that ask for privileged mode or
+	// capabilities beyond the runtime's defaults
+	// (LEGATE_CONTAINER_ALLOW_PRIVILEGED); HostPaths are the host
+	// directories host_path volumes may mount, with what lies under them
+	// (LEGATE_CONTAINER_HOST_PATHS). By default neither: see checkHost.
+	AllowPrivileged bool
+	HostPaths       []string
 }
 
 // FindContainers returns the delegate's container configuration from its
@@ -380,6 +387,9 @@ func (containerType) New(spec protocol.TaskSpec, opts Options) (Execution, error
 		return nil, err
 	}
 	if err := cs.CheckPlatform(c.Platform); err != nil {
+		return nil, err
+	}
+	if err := c.checkHost(cs); err != nil {
 		return nil, err
 	}
 	return &containerExec{c: c, spec: spec, opts: opts}, nil

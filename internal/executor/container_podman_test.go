@@ -81,6 +81,7 @@ func TestContainerSecurityContext(t *testing.T) {
 	c := podmanForTest(t)
 	uid, gid := int64(1234), int64(4321)
 	host := t.TempDir()
+	c.HostPaths = []string{host}
 	tests := []struct {
 		name       string
 		spec       protocol.TaskSpec

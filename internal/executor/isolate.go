@@ -76,6 +76,13 @@ type IsolatorOptions struct {
 	CgroupParent string
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// Sandbox says whether shell tasks run in namespaces of their own
+	// (see Sandbox); "" means SandboxOff here: the delegate defaults to
+	// SandboxAuto.
+	Sandbox Sandbox
+	// UIDs, when not empty, is the range of users a root delegate runs
+	// sandboxed tasks as, one per running task.
+	UIDs UIDRange
 }
 
 // Isolator makes sure that when a shell task ends, for any reason, every
@@ -126,6 +133,10 @@ type Isolator struct {
 	// subreaper is set once the process is a child subreaper (tree
 	// mode), or when it is PID 1 and so inherits orphans anyway.
 	subreaper bool
+	// sb runs shell tasks in namespaces of their own (nil: not);
+	// sbReason says why not when it was asked for.
+	sb       *sandbox
+	sbReason string
 }
 
 // runsDir is where tree mode records its runs, under IsolatorOptions.Dir.
@@ -182,8 +193,99 @@ func NewIsolator(opts IsolatorOptions) (*Isolator, error) {
 	if os.Getpid() == 1 {
 		i.subreaper = true // orphans come to PID 1 whatever the mode
 	}
+	if err := i.startSandbox(opts); err != nil {
+		return nil, err
+	}
 	return i, nil
 }
+
+// startSandbox tries the sandbox asked for with a trial task, and keeps it
+// when the trial succeeds (see Sandbox).
+func (i *Isolator) startSandbox(opts IsolatorOptions) error {
+	mode := opts.Sandbox
+	if mode == "" {
+		mode = SandboxOff
+	}
+	if _, err := ParseSandbox(string(mode)); err != nil {
+		return err
+	}
+	root := os.Geteuid() == 0
+	if opts.UIDs.Count > 0 && !root {
+		return fmt.Errorf("task user IDs (LEGATE_TASK_UIDS=%s) need the delegate to run as root; it runs as user %d", opts.UIDs, os.Geteuid())
+	}
+	if mode == SandboxOff {
+		i.sbReason = "turned off (LEGATE_TASK_SANDBOX=off)"
+		return nil
+	}
+	sb := &sandbox{root: root, uids: opts.UIDs, used: map[int]bool{}, hide: []string{i.dir}}
+	if i.dir == "/" {
+		sb.hide = nil
+		for _, d := range SandboxHiddenDirs() {
+			sb.hide = append(sb.hide, filepath.Join(i.dir, d))
+		}
+	}
+	err := reachable(i.dir, opts.UIDs)
+	if err == nil {
+		err = sb.probe(filepath.Join(i.dir, SandboxHiddenDirs()[0]))
+	}
+	if err != nil {
+		if mode == SandboxNamespaces {
+			return fmt.Errorf("task sandbox (LEGATE_TASK_SANDBOX=namespaces) not possible here: %w", err)
+		}
+		i.sbReason = err.Error()
+		return nil
+	}
+	i.sb = sb
+	return nil
+}
+
+// reachable checks that task users can reach the delegate's working
+// directory (inside the sandbox it is an empty tmpfs with the task's own
+// directory): every directory above it must let others search it.
+func reachable(dir string, uids UIDRange) error {
+	if uids.Count == 0 {
+		return nil
+	}
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if st.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("task users (LEGATE_TASK_UIDS) cannot reach the working directory %s: %s does not let others search it (chmod o+x %s, or use a working directory under directories that do)", dir, d, d)
+		}
+		if d == "/" {
+			return nil
+		}
+	}
+}
+
+// SandboxHiddenDirs are the directories, under the delegate's working
+// directory, that a sandboxed task sees empty when that directory is /
+// (otherwise the whole working directory is): "tasks" holds every task's
+// working directory (its own is bound back), "spool" results and output
+// not delivered yet, "task-runs" tree mode's records, "scripts" the
+// delegate's own scripts.
+func SandboxHiddenDirs() []string { return []string{"tasks", "spool", runsDir, "scripts"} }
+
+// SandboxState says how shell tasks are kept apart: Mode is
+// SandboxNamespaces or SandboxOff, UIDs the range of their users (when
+// any), Reason why there is no sandbox (when there is none).
+type SandboxState struct {
+	Mode   Sandbox
+	UIDs   string
+	Reason string
+}
+
+// Sandbox reports the sandbox in use.
+func (i *Isolator) Sandbox() SandboxState {
+	if i.sb == nil {
+		return SandboxState{Mode: SandboxOff, Reason: i.sbReason}
+	}
+	return SandboxState{Mode: SandboxNamespaces, UIDs: i.sb.uids.String()}
+}
+
+func (i *Isolator) sandbox() *sandbox { return i.sb }
 
 // Mode is the mechanism in use: IsolationCgroup or IsolationTree.
 func (i *Isolator) Mode() Isolation {

@@ -143,10 +143,16 @@ func TestIsolationEndsEveryProcess(t *testing.T) {
 		{name: "timeout", end: "exec -a $M-end sleep 300", timeout: 10 * time.Second, status: protocol.StatusTimedOut},
 		{name: "cancel", end: "exec -a $M-end sleep 300", cancel: true, status: protocol.StatusCancelled},
 	}
-	for _, mode := range []Isolation{IsolationCgroup, IsolationTree} {
-		t.Run(string(mode), func(t *testing.T) {
+	for _, name := range []string{string(IsolationCgroup), string(IsolationTree), "cgroup-sandbox", "tree-sandbox"} {
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			iso := newIsolator(t, mode)
+			mode := Isolation(strings.TrimSuffix(name, "-sandbox"))
+			var iso *Isolator
+			if strings.HasSuffix(name, "-sandbox") {
+				iso = newSandboxIsolator(t, mode, UIDRange{})
+			} else {
+				iso = newIsolator(t, mode)
+			}
 			kinds := allKinds
 			if mode == IsolationCgroup {
 				// Beyond what tree mode can find (see Isolator).

@@ -44,9 +44,10 @@ type shellRun struct {
 	opts Options
 
 	out     io.Writer
-	pr      *os.File // the output pipe's read end
-	outPath string   // the task's $LEGATE_OUTPUT file
-	run     *isoRun  // with an Isolator
+	pr      *os.File    // the output pipe's read end
+	outPath string      // the task's $LEGATE_OUTPUT file
+	run     *isoRun     // with an Isolator
+	sbx     *sandboxRun // with an Isolator's sandbox
 	cmd     *exec.Cmd
 	pgid    int
 	reader  *outputReader
@@ -114,15 +115,26 @@ func (s *shellRun) Start(_ context.Context, out io.Writer) error {
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	if s.run != nil {
+		if sb := s.run.iso.sandbox(); sb != nil {
+			if s.sbx, err = sb.wrap(cmd, opts.WorkDir); err != nil {
+				pw.Close()
+				return faultf("task sandbox: %v", err)
+			}
+		}
 		s.run.apply(cmd.SysProcAttr)
 	}
 	err = cmd.Start()
 	if err != nil && s.run != nil && s.run.startFailed(err) {
+		attr := *cmd.SysProcAttr // the sandbox's namespaces stay
+		attr.UseCgroupFD, attr.CgroupFD = false, 0
 		cmd = &exec.Cmd{Path: cmd.Path, Args: cmd.Args, Dir: cmd.Dir, Env: cmd.Env, Stdout: pw, Stderr: pw,
-			SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+			ExtraFiles: cmd.ExtraFiles, SysProcAttr: &attr}
 		err = cmd.Start()
 	}
 	pw.Close()
+	if s.sbx != nil {
+		s.sbx.started(cmd)
+	}
 	if err != nil {
 		return faultf("start bash: %v", err)
 	}
@@ -207,6 +219,13 @@ func (s *shellRun) Finish(stop *Stop) Outcome {
 	var notice string
 	if stop == nil {
 		o = exited(s.cmd, s.waitErr)
+		if s.sbx != nil {
+			// The init exits with the shell's code; its report tells a
+			// signal from an exit code.
+			if ws, ok := s.sbx.shellStatus(); ok {
+				o = statusOutcome(ws)
+			}
+		}
 		if s.run != nil {
 			// What the script left running ends with it.
 			s.stopErr = s.run.stop(s.opts.killGrace())
@@ -219,6 +238,10 @@ func (s *shellRun) Finish(stop *Stop) Outcome {
 	if s.run != nil {
 		s.run.release()
 		s.run = nil
+	}
+	if s.sbx != nil {
+		s.sbx.release()
+		s.sbx = nil
 	}
 	if s.stopErr != nil {
 		fmt.Fprintf(s.out, "\n[legate: %v]\n", s.stopErr)
@@ -242,6 +265,9 @@ func (s *shellRun) Finish(stop *Stop) Outcome {
 func (s *shellRun) Cleanup() {
 	if s.run != nil {
 		s.run.release()
+	}
+	if s.sbx != nil {
+		s.sbx.release()
 	}
 	if s.pr != nil {
 		s.pr.Close()
@@ -285,6 +311,20 @@ func exited(cmd *exec.Cmd, err error) Outcome {
 	o := failed(fmt.Sprintf("wait for bash: %v", err))
 	if st != nil && st.ExitCode() >= 0 {
 		code := st.ExitCode()
+		o.ExitCode = &code
+	}
+	return o
+}
+
+// statusOutcome is exited for the wait status of a sandbox's shell.
+func statusOutcome(ws syscall.WaitStatus) Outcome {
+	if ws.Exited() && ws.ExitStatus() == 0 {
+		code := 0
+		return Outcome{Status: protocol.StatusSucceeded, ExitCode: &code}
+	}
+	o := failed(ws2str(ws))
+	if ws.Exited() {
+		code := ws.ExitStatus()
 		o.ExitCode = &code
 	}
 	return o

@@ -172,7 +172,9 @@ func TaskContainerNotes(p Params) string {
 			"(the image needs the docker CLI: legate's own image has none, so build one FROM it that adds it). " +
 			"Whoever can run a task there controls the instance's Docker, and so the instance: keep such delegates on " +
 			"instances of their own, and scope who may run tasks on them. On EC2 privileged containers and host_path volumes " +
-			"(such as the socket itself, for Docker-in-Docker builds) are allowed; empty_dir size is the instance's disk."
+			"(such as the socket itself, for Docker-in-Docker builds) run only where the delegate allows them " +
+			"(LEGATE_CONTAINER_ALLOW_PRIVILEGED=true, LEGATE_CONTAINER_HOST_PATHS) and for users with task:privileged; " +
+			"empty_dir size is the instance's disk."
 	case KindFargate:
 		return "task containers: Fargate has no Docker socket and no privileged containers, so this delegate has no " +
 			"container runtime and is offered no container tasks or steps (legate task explain says no container runtime); " +

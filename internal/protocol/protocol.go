@@ -364,6 +364,9 @@ type RegisterRequest struct {
 	// the processes of one delegate on one host while it switches
 	// versions: it is part of the instance identity. Since v4.
 	Slot string `json:"slot,omitempty"`
+	// TaskIsolation is how the delegate keeps its tasks apart; nil from
+	// an older delegate.
+	TaskIsolation *TaskIsolation `json:"task_isolation,omitempty"`
 }
 
 // RegisterResponse answers a successful registration.
@@ -843,6 +846,9 @@ type Delegate struct {
 	// waits for an earlier one, says for what. Since v4.
 	UpgradeRing    string `json:"upgrade_ring,omitempty"`
 	UpgradeWaiting string `json:"upgrade_waiting,omitempty"`
+	// TaskIsolation is what the instance reported at registration about
+	// how it keeps its tasks apart; nil: an older delegate reported none.
+	TaskIsolation *TaskIsolation `json:"task_isolation,omitempty"`
 }
 
 // Approval states of a delegate registered with a token that requires

@@ -42,7 +42,7 @@ func scanToken(r rowScanner) (Token, error) {
 
 const instanceCols = `id, account_id, identity_key, name, hostname, ip, tags, version, type,
 	token_id, capacity, generation, connection, draining, registered_at, last_heartbeat, deregistered_at,
-	org, project, description, approval, container_runtime, upgrade_mode`
+	org, project, description, approval, container_runtime, upgrade_mode, task_isolation`
 
 func scanInstance(r rowScanner) (Instance, error) {
 	var in Instance
@@ -52,7 +52,7 @@ func scanInstance(r rowScanner) (Instance, error) {
 	var heartbeat, deregistered sql.NullInt64
 	if err := r.Scan(&in.ID, &in.AccountID, &in.IdentityKey, &in.Name, &in.Hostname, &in.IP, &tags,
 		&in.Version, &in.Type, &in.TokenID, &in.Capacity, &in.Generation, &in.Connection, &draining,
-		&registered, &heartbeat, &deregistered, &in.Org, &in.Project, &in.Description, &in.Approval, &in.ContainerRuntime, &in.UpgradeMode); err != nil {
+		&registered, &heartbeat, &deregistered, &in.Org, &in.Project, &in.Description, &in.Approval, &in.ContainerRuntime, &in.UpgradeMode, &in.TaskIsolation); err != nil {
 		return Instance{}, err
 	}
 	var err error

@@ -72,6 +72,9 @@ type Instance struct {
 	// ContainerRuntime is the container runtime the instance registered
 	// with ("podman", "docker"); empty: none.
 	ContainerRuntime string
+	// TaskIsolation is what the instance reported about how it keeps its
+	// tasks apart (protocol.TaskIsolation as JSON; "": nothing).
+	TaskIsolation string
 	// UpgradeMode is how the instance is upgraded, as it registered:
 	// protocol.UpgradeAuto, UpgradeOff or "" (no watcher).
 	UpgradeMode string

@@ -403,6 +403,10 @@ func (svc *Service) pipelineNeeds(ctx context.Context, acct, org, project string
 			continue // the step fails when it starts, saying why
 		}
 		spec.Org, spec.Project = org, project
+		if len(spec.Container.HostAccess()) > 0 && !seen["privileged"] {
+			seen["privileged"] = true
+			out = append(out, api.Need{Perm: access.TaskPrivileged, Res: access.Resource{Kind: "task", Scope: sc}})
+		}
 		if spec.Connector != "" && !seen["c/"+spec.Connector] {
 			seen["c/"+spec.Connector] = true
 			out = append(out, api.Need{Perm: access.ConnectorAccess, Res: access.Resource{Kind: "connector", Name: spec.Connector, Scope: sc}})
