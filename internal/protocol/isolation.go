@@ -31,7 +31,7 @@ func (ti *TaskIsolation) Summary() string {
 	if ti == nil {
 		return "not reported (older delegate)"
 	}
-	s := ti.Sandbox
+	var s string
 	if ti.Sandbox == SandboxNamespaces {
 		s = "sandbox per task (namespaces)"
 		if ti.UIDs != "" {
