@@ -168,7 +168,10 @@ func (r *runner) failover(ctx context.Context) error {
 		}
 	}()
 	start := func(host string) error {
-		p, err := startDelegate(c.Exe, dir, m, tok, "failover", host)
+		// The task waits for a file the bench writes in its directory,
+		// which a task sandbox hides (its /tmp is the task's own); what is
+		// measured is the lease, not the sandbox.
+		p, err := startDelegate(c.Exe, dir, m, tok, "failover", host, "LEGATE_TASK_SANDBOX=off", "LEGATE_ALLOW_MIXED_SCOPES=true")
 		if err != nil {
 			return err
 		}
