@@ -215,9 +215,14 @@ func (s *logStream) follow(ctx context.Context) {
 	for check := true; ; {
 		if check {
 			// A terminal task whose stored log is drained is complete.
+			// What waits on the bus goes first: the middle of a big
+			// output is only there, and the store's tail would pass the
+			// cursor over it. (Every chunk is on the bus before its
+			// upload is answered, so before the result that ends the
+			// task.)
 			t, err := s.m.st.GetTask(ctx, s.acct, s.id)
 			if err == nil && protocol.Terminal(t.Status) {
-				if s.drain(ctx) {
+				if s.sendQueued() && s.drain(ctx) {
 					s.end(ctx)
 				}
 				return

@@ -392,17 +392,41 @@ func TestUIDelegatesUpdateLive(t *testing.T) {
 	if name, data := readEvent(t, r); name != "delegates" || !strings.Contains(data, "0 delegates") {
 		t.Fatalf("first event %s: %s", name, data)
 	}
-	// A delegate registers: the list comes again with it, connected.
+	// A delegate registers: the list comes again with it, connected. It
+	// heartbeats until the page showed it so (however slow the machine).
 	dc, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "builder", "host-live", "linux")
+	stop := keepHeartbeating(ctx, dc)
 	waitEvent(t, r, func(data string) bool {
 		return strings.Contains(data, `data-hostname="host-live"`) && strings.Contains(data, ">Connected<")
 	})
 	// It stops heartbeating: past the liveness window it is not connected,
 	// without anyone asking.
-	_ = dc
+	stop()
 	waitEvent(t, r, func(data string) bool {
 		return strings.Contains(data, `data-hostname="host-live"`) && strings.Contains(data, ">Not connected<")
 	})
+}
+
+// keepHeartbeating heartbeats as the delegate of c every 50 ms, as a live
+// delegate would, until the returned stop is called (it returns once the
+// heartbeats stopped).
+func keepHeartbeating(ctx context.Context, c *client.Client) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for seq := int64(1); ; seq++ {
+			_, _ = c.Heartbeat(ctx, protocol.Heartbeat{Seq: seq, Capacity: -1})
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // waitEvent reads delegate events until one satisfies ok.
@@ -619,10 +643,12 @@ func TestUIDelegatesUpdateLiveAcrossManagers(t *testing.T) {
 	if name, _ := readEvent(t, r); name != "delegates" {
 		t.Fatalf("first event %s", name)
 	}
-	b.registerFake(t, b.admin.AccountID, tok.Value, "remote", "host-on-b")
+	dc, _ := b.registerFake(t, b.admin.AccountID, tok.Value, "remote", "host-on-b")
+	stop := keepHeartbeating(ctx, dc)
 	waitEvent(t, r, func(data string) bool {
 		return strings.Contains(data, `data-hostname="host-on-b"`) && strings.Contains(data, ">Connected<")
 	})
+	stop()
 	waitEvent(t, r, func(data string) bool {
 		return strings.Contains(data, `data-hostname="host-on-b"`) && strings.Contains(data, ">Not connected<")
 	})
