@@ -173,6 +173,13 @@ func (sb *sandbox) releaseUID(u int) {
 // sandbox's init running it. It returns the run's sandbox state, which
 // the caller releases.
 func (sb *sandbox) wrap(cmd *exec.Cmd, workDir string) (*sandboxRun, error) {
+	// The init resolves the path in the task's directory, not in the
+	// delegate's: a relative one (legate dev's .legate-dev/...) would name
+	// nothing there.
+	workDir, err := filepath.Abs(workDir)
+	if err != nil {
+		return nil, fmt.Errorf("task sandbox: the task directory: %w", err)
+	}
 	uid, err := sb.acquireUID()
 	if err != nil {
 		return nil, err

@@ -122,6 +122,23 @@ func TestSandboxOutcomes(t *testing.T) {
 	}
 }
 
+// A task directory given relative to the delegate's working directory (as
+// legate dev's .legate-dev/delegate/tasks/ID is) runs in the sandbox too.
+func TestSandboxRelativeTaskDir(t *testing.T) {
+	iso := newSandboxIsolator(t, IsolationAuto, UIDRange{})
+	dir := taskWorkDir(t, iso, "rel")
+	t.Chdir(filepath.Dir(iso.dir))
+	rel, err := filepath.Rel(filepath.Dir(iso.dir), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out buffer
+	o := Run(context.Background(), shellSpec("pwd"), Options{WorkDir: rel, Env: []string{"PATH=" + os.Getenv("PATH")}, Isolator: iso}, &out)
+	if o.Status != protocol.StatusSucceeded || strings.TrimSpace(out.String()) != dir {
+		t.Errorf("task in %s: %+v, output %q; want succeeded in %s", rel, o, out.String(), dir)
+	}
+}
+
 // As root with a range of user IDs, each task runs as a user of its own:
 // root in its namespace, that user outside, owning what it leaves.
 func TestSandboxUserPerTask(t *testing.T) {
