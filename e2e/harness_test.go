@@ -118,6 +118,11 @@ func startBinary(t testing.TB, bin, name string, env []string, args ...string) *
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(baseEnv(), env...)
 	cmd.Dir = t.TempDir()
+	// A process group of its own: the cleanup ends what the process
+	// started too (a watcher's delegates), which would otherwise hold the
+	// output pipe open, and Wait with it, after the process ended.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = time.Minute
 	p := &proc{t: t, name: name, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
@@ -129,8 +134,10 @@ func startBinary(t testing.TB, bin, name string, env []string, args ...string) *
 		case <-p.done:
 		default:
 			_ = cmd.Process.Signal(syscall.SIGKILL)
-			<-p.done
 		}
+		// Whatever is left of the group (its children) ends with it.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
 		if t.Failed() {
 			t.Logf("--- output of %s ---\n%s", name, p.out.String())
 		}
