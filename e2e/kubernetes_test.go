@@ -144,3 +144,33 @@ func TestUpgraderPatchesARealStatefulSet(t *testing.T) {
 		t.Fatalf("upgrader on another StatefulSet: exit %d\n%s", code, out)
 	}
 }
+
+// TestHelmChartOnARealCluster installs the delegate's chart
+// (deploy/helm/legate-delegate) with the values legate manifest helm
+// prints, with the cluster's helm: helm install --wait returns once the
+// StatefulSet's pods are Ready (kwok), and helm uninstall removes it.
+func TestHelmChartOnARealCluster(t *testing.T) {
+	k := k8stest.Require(t)
+	c := startCluster(t)
+	ns := k.Namespace(t)
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	out := c.mustCLI("manifest", "helm", "--token", c.token("k8s"), "--name", "k8s", "--namespace", ns,
+		"--rbac", "namespace", "--replicas", "2", "--image", k8sImage+":v1.90.0")
+	if err := os.WriteFile(values, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	chart := filepath.Join(repoRoot, "deploy", "helm", "legate-delegate")
+	k.Helm(t, "install", "k8s", chart, "--namespace", ns, "--values", values, "--wait", "--timeout", "90s")
+	sts := strings.TrimPrefix(strings.TrimSpace(k.Kubectl(t, "", "get", "statefulset", "-n", ns, "-o", "name")), "statefulset.apps/")
+	s := k.GetStatefulSet(t, ns, sts)
+	if !s.RolledOut() || s.Status.ReadyReplicas != 2 || s.Image("delegate") != k8sImage+":v1.90.0" {
+		t.Fatalf("after helm install --wait: StatefulSet %q, image %s, status %+v", sts, s.Image("delegate"), s.Status)
+	}
+	if got := k.Helm(t, "list", "--namespace", ns, "--short"); strings.TrimSpace(got) != "k8s" {
+		t.Errorf("helm list: %q", got)
+	}
+	k.Helm(t, "uninstall", "k8s", "--namespace", ns, "--wait", "--timeout", "90s")
+	if got := k.Kubectl(t, "", "get", "statefulset,serviceaccount,role,rolebinding", "-n", ns, "-l", "legate.dev/name=k8s", "-o", "name"); got != "" {
+		t.Errorf("left after helm uninstall:\n%s", got)
+	}
+}

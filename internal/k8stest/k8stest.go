@@ -261,6 +261,23 @@ func (c *Cluster) Kubectl(tb testing.TB, stdin string, args ...string) string {
 	return so.String()
 }
 
+// Helm runs the cluster's helm as the admin, with its cache, configuration
+// and data in the test's temp dir, and returns its output; it fails tb
+// when helm fails.
+func (c *Cluster) Helm(tb testing.TB, args ...string) string {
+	tb.Helper()
+	dir := tb.TempDir()
+	cmd := exec.Command(filepath.Join(c.Bin, "helm"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig, "HELM_CACHE_HOME="+filepath.Join(dir, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(dir, "config"), "HELM_DATA_HOME="+filepath.Join(dir, "data"))
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Run(); err != nil {
+		tb.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, so.String(), se.String())
+	}
+	return so.String()
+}
+
 // Namespace creates a namespace of the test's own (its name made from the
 // test's and a random suffix) and deletes it when the test ends.
 func (c *Cluster) Namespace(tb testing.TB) string {
