@@ -31,7 +31,7 @@ func installKubernetesDelegate(t *testing.T, k *k8stest.Cluster, c *cluster, rep
 	ns = k.Namespace(t)
 	out := c.mustCLI("manifest", "kubernetes", "--token", c.token("k8s"), "--name", "k8s", "--namespace", ns,
 		"--rbac", "namespace", "--replicas", replicas, "--upgrade", "auto", "--image", k8sImage+":v1.90.0")
-	k.Kubectl(t, out, "apply", "--server-side", "--field-manager", "legate-e2e", "--validate", "strict", "-f", "-")
+	k.Kubectl(t, out, "apply", "--server-side", "--field-manager", "legate-e2e", "--validate=strict", "-f", "-")
 	// NAME-CODE, CODE the account's first six letters: the one StatefulSet.
 	sts = strings.TrimPrefix(strings.TrimSpace(k.Kubectl(t, "", "get", "statefulset", "-n", ns, "-o", "name")), "statefulset.apps/")
 	if !strings.HasPrefix(sts, "k8s-") || strings.Contains(sts, "\n") {
