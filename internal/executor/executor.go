@@ -94,6 +94,11 @@ type Options struct {
 	Containers *Containers
 	// TaskID labels a container task's container and volumes.
 	TaskID string
+	// KubeEnv is the environment of a kubernetes task's child process,
+	// where it finds its credentials (KUBECONFIG, or a pod's
+	// KUBERNETES_SERVICE_HOST and PORT); nil means the delegate's own,
+	// filtered to what leads to credentials and the API (kubeChildEnv).
+	KubeEnv []string
 }
 
 // DefaultKillGrace is the SIGTERM → SIGKILL grace when Options.KillGrace is 0.

@@ -28,7 +28,7 @@ const kubernetesArg = "__legate-kubernetes"
 // process (see kubernetesArg).
 type kubernetesType struct{}
 
-func (kubernetesType) New(spec protocol.TaskSpec, _ Options) (Execution, error) {
+func (kubernetesType) New(spec protocol.TaskSpec, opts Options) (Execution, error) {
 	if spec.Kubernetes == nil {
 		return nil, errors.New(`kubernetes task has no "kubernetes" section`)
 	}
@@ -36,7 +36,11 @@ func (kubernetesType) New(spec protocol.TaskSpec, _ Options) (Execution, error) 
 	if err := k.Validate(); err != nil {
 		return nil, err
 	}
-	return &kubeRun{spec: k}, nil
+	env := opts.KubeEnv
+	if env == nil {
+		env = kubeChildEnv(os.Environ())
+	}
+	return &kubeRun{spec: k, env: env}, nil
 }
 
 // kubeChildEnv are the variables of the delegate's environment that the
@@ -72,6 +76,7 @@ type kubeResult struct {
 // kubeRun is one run of a kubernetes task: its child process.
 type kubeRun struct {
 	spec protocol.KubernetesSpec
+	env  []string
 
 	out     io.Writer
 	pr      *os.File // the output pipe's read end
@@ -101,7 +106,7 @@ func (k *kubeRun) Start(_ context.Context, out io.Writer) error {
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/exe",
 		Args:        []string{"legate-kubernetes", kubernetesArg},
-		Env:         kubeChildEnv(os.Environ()),
+		Env:         k.env,
 		Stdin:       bytes.NewReader(input),
 		Stdout:      pw,
 		Stderr:      pw,
