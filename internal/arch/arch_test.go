@@ -45,6 +45,7 @@ var layout = map[string][]string{
 	// Test helpers: nothing of the project.
 	"internal/arch":      nil,
 	"internal/certtest":  nil,
+	"internal/k8stest":   nil,
 	"internal/leaktest":  nil,
 	"internal/pgtest":    nil,
 	"internal/promtest":  nil,
