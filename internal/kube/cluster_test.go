@@ -196,3 +196,42 @@ func TestClusterOtherNamespaceRefused(t *testing.T) {
 		t.Fatalf("RBAC: %v", err)
 	}
 }
+
+// TestClusterDocumentedRole: the Role that docs/deployments.md gives is
+// enough for a deploy of a Deployment, a Service and a ConfigMap and for
+// a rollback, and nothing more is needed.
+func TestClusterDocumentedRole(t *testing.T) {
+	t.Parallel()
+	k := k8stest.Require(t)
+	ns := k.Namespace(t)
+	meta := map[string]any{"name": "legate-deployer", "namespace": ns}
+	rule := func(group string, resources []string, verbs ...string) map[string]any {
+		return map[string]any{"apiGroups": []string{group}, "resources": resources, "verbs": verbs}
+	}
+	k.Do(t, http.MethodPost, "/api/v1/namespaces/"+ns+"/serviceaccounts", map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}, nil)
+	k.Do(t, http.MethodPost, "/apis/rbac.authorization.k8s.io/v1/namespaces/"+ns+"/roles", map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
+		"rules": []map[string]any{
+			rule("apps", []string{"deployments", "statefulsets", "daemonsets"}, "get", "create", "patch"),
+			rule("apps", []string{"replicasets"}, "list"),
+			rule("", []string{"services", "configmaps"}, "get", "create", "patch"),
+			rule("", []string{"pods", "events"}, "list"),
+		}}, nil)
+	k.Do(t, http.MethodPost, "/apis/rbac.authorization.k8s.io/v1/namespaces/"+ns+"/rolebindings", map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "legate-deployer"},
+		"subjects": []map[string]any{{"kind": "ServiceAccount", "name": "legate-deployer", "namespace": ns}},
+	}, nil)
+	c, err := NewClient(Config{Server: k.API, Source: "test", CA: k.CAPEM, Token: k.Token(t, ns, "legate-deployer")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if o, out, err := run(t, c, Deploy{Namespace: ns, Manifests: []string{webDeployment("web:1", false), webService}, Timeout: 2 * time.Minute}); o != Succeeded || strings.Contains(out, "cannot") {
+		t.Fatalf("deploy with the documented Role: %v %v", o, err)
+	}
+	o, out, err := run(t, c, Deploy{Namespace: ns, Manifests: []string{webDeployment("web:2", true)}, Timeout: 5 * time.Second, Rollback: true})
+	if o != RolledBack || strings.Contains(out, "cannot") {
+		t.Fatalf("rollback with the documented Role: %v %v", o, err)
+	}
+}
