@@ -1,6 +1,7 @@
 // Package executor runs tasks on the delegate: shell scripts (bash, in their
-// own process group), HTTP requests and containers (podman or docker; see
-// Containers). Each task type is a Type (one file each, listed in types)
+// own process group), HTTP requests, containers (podman or docker; see
+// Containers) and Kubernetes deploys (in a child process: the delegate's
+// binary re-executed, see kubernetesArg). Each task type is a Type (one file each, listed in types)
 // whose Executions Run drives through one lifecycle and one wait loop:
 // start, wait, interrupt, terminate after the grace, finish, clean up.
 // Run turns every way a run can end, including bad specs, timeouts and
