@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -19,8 +20,9 @@ import (
 // fakeKubeAPI serves discovery of v1 ConfigMaps and accepts their applies
 // (TLS, on loopback), and returns the environment of a child whose
 // kubeconfig points at it.
-func fakeKubeAPI(t *testing.T) (applies *[]string, env []string) {
+func fakeKubeAPI(t *testing.T) (applies func() []string, env []string) {
 	t.Helper()
+	var mu sync.Mutex
 	var got []string
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -29,7 +31,9 @@ func fakeKubeAPI(t *testing.T) (applies *[]string, env []string) {
 			io.WriteString(w, `{"resources":[{"name":"configmaps","kind":"ConfigMap","namespaced":true}]}`)
 		case r.Method == http.MethodPatch && r.Header.Get("Authorization") == "Bearer tok":
 			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
 			got = append(got, r.URL.Path+" "+string(b))
+			mu.Unlock()
 			io.WriteString(w, `{"metadata":{"generation":1}}`)
 		default:
 			w.WriteHeader(http.StatusNotFound)
@@ -45,7 +49,11 @@ func fakeKubeAPI(t *testing.T) (applies *[]string, env []string) {
 	if err := os.WriteFile(kc, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &got, []string{"KUBECONFIG=" + kc}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), got...)
+	}, []string{"KUBECONFIG=" + kc}
 }
 
 func kubeSpec(manifests ...string) protocol.TaskSpec {
@@ -64,8 +72,8 @@ func TestKubernetesChild(t *testing.T) {
 	if diff := cmp.Diff(want, o); diff != "" {
 		t.Fatalf("outcome (-want +got):\n%s\noutput:\n%s", diff, out.String())
 	}
-	if len(*applies) != 1 || !strings.HasPrefix((*applies)[0], `/api/v1/namespaces/web/configmaps/c {"apiVersion":"v1","data":{"k":"v"}`) {
-		t.Fatalf("applies %q", *applies)
+	if got := applies(); len(got) != 1 || !strings.HasPrefix(got[0], `/api/v1/namespaces/web/configmaps/c {"apiVersion":"v1","data":{"k":"v"}`) {
+		t.Fatalf("applies %q", got)
 	}
 	for _, line := range []string{"configmap/c applied in namespace web (generation 1)\n", "deployed to namespace web\n"} {
 		if !strings.Contains(out.String(), line) {
