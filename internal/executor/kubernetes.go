@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -242,5 +243,9 @@ func deployKubernetes(ctx context.Context, spec protocol.KubernetesSpec, getenv 
 	case kube.RolledBack:
 		return kubeResult{Deploy: protocol.DeployRolledBack, Error: err.Error()}
 	}
-	return kubeResult{Deploy: protocol.DeployFailed, Error: err.Error()}
+	// No answer from the API (a refused connection, an untrusted
+	// certificate): this delegate cannot reach the cluster, another may.
+	// An apply is idempotent, so running the task again elsewhere is safe.
+	var ue *url.Error
+	return kubeResult{Deploy: protocol.DeployFailed, Error: err.Error(), Fault: errors.As(err, &ue) && ctx.Err() == nil}
 }

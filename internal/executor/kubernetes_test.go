@@ -103,6 +103,15 @@ func TestKubernetesChildFails(t *testing.T) {
 	if o.Status != protocol.StatusFailed || !o.DelegateFault || !strings.Contains(o.Error, "no Kubernetes credentials") {
 		t.Fatalf("without credentials: %+v", o)
 	}
+	unreachable := filepath.Join(t.TempDir(), "kubeconfig")
+	text := "current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\nclusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t}}]\n"
+	if err := os.WriteFile(unreachable, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o = Run(t.Context(), kubeSpec("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"), Options{KubeEnv: []string{"KUBECONFIG=" + unreachable}}, &out)
+	if o.Status != protocol.StatusFailed || !o.DelegateFault || !strings.Contains(o.Error, "connection refused") {
+		t.Fatalf("an API that does not answer: %+v", o)
+	}
 	if o := Run(t.Context(), protocol.TaskSpec{Type: protocol.TaskKubernetes}, Options{}, &out); o.Status != protocol.StatusFailed || !strings.Contains(o.Error, `no "kubernetes" section`) {
 		t.Fatalf("without a section: %+v", o)
 	}
