@@ -32,9 +32,13 @@ type Kubernetes struct {
 // kubernetes reads a step's kubernetes section.
 func (ps *parser) kubernetes(n *yaml.Node, path string) *Kubernetes {
 	k := &Kubernetes{Rollback: protocol.RollbackNone}
+	given := false
 	ps.fields(n, path, map[string]func(*yaml.Node){
 		"namespace": func(v *yaml.Node) { k.Namespace = ps.str(v, path+".namespace") },
-		"manifests": func(v *yaml.Node) { k.Manifests = ps.manifests(v, path+".manifests") },
+		"manifests": func(v *yaml.Node) {
+			given = true
+			k.Manifests = ps.manifests(v, path+".manifests")
+		},
 		"timeout": func(v *yaml.Node) {
 			k.Timeout = ps.timeout(v, path+".timeout")
 			if k.Timeout > protocol.MaxKubernetesTimeoutMS*time.Millisecond {
@@ -60,7 +64,7 @@ func (ps *parser) kubernetes(n *yaml.Node, path string) *Kubernetes {
 			ps.add(n, path+".namespace", "%v", err)
 		}
 	}
-	if k.Manifests == nil && len(ps.problems) == 0 {
+	if !given {
 		ps.add(n, path+".manifests", "a kubernetes step needs manifests: a list of Kubernetes objects")
 	}
 	return k
