@@ -45,6 +45,7 @@ var layout = map[string][]string{
 	// Test helpers: nothing of the project.
 	"internal/arch":      nil,
 	"internal/certtest":  nil,
+	"internal/k8stest":   nil,
 	"internal/leaktest":  nil,
 	"internal/pgtest":    nil,
 	"internal/promtest":  nil,
@@ -66,7 +67,8 @@ var layout = map[string][]string{
 	"internal/webui": {"internal/access", "internal/client", "internal/manifest", "internal/protocol"},
 	// Clients of the manager's API.
 	"internal/client":   {"internal/backoff", "internal/protocol"},
-	"internal/executor": {"internal/protocol"},
+	"internal/executor": {"internal/kube", "internal/protocol"},
+	"internal/kube":     nil, // stdlib and YAML only: no client-go in the delegate
 	"internal/delegate": {"internal/atomicfile", "internal/backoff", "internal/client", "internal/config", "internal/executor", "internal/mask", "internal/metrics", "internal/protocol", "internal/transport"},
 	"internal/watcher":  {"internal/atomicfile", "internal/backoff", "internal/protocol", "internal/release"},
 	"internal/upgrader": {"internal/protocol", "internal/release"},

@@ -1,6 +1,7 @@
 // Package executor runs tasks on the delegate: shell scripts (bash, in their
-// own process group), HTTP requests and containers (podman or docker; see
-// Containers). Each task type is a Type (one file each, listed in types)
+// own process group), HTTP requests, containers (podman or docker; see
+// Containers) and Kubernetes deploys (in a child process: the delegate's
+// binary re-executed, see kubernetesArg). Each task type is a Type (one file each, listed in types)
 // whose Executions Run drives through one lifecycle and one wait loop:
 // start, wait, interrupt, terminate after the grace, finish, clean up.
 // Run turns every way a run can end, including bad specs, timeouts and
@@ -94,6 +95,11 @@ type Options struct {
 	Containers *Containers
 	// TaskID labels a container task's container and volumes.
 	TaskID string
+	// KubeEnv is the environment of a kubernetes task's child process,
+	// where it finds its credentials (KUBECONFIG, or a pod's
+	// KUBERNETES_SERVICE_HOST and PORT); nil means the delegate's own,
+	// filtered to what leads to credentials and the API (kubeChildEnv).
+	KubeEnv []string
 }
 
 // DefaultKillGrace is the SIGTERM → SIGKILL grace when Options.KillGrace is 0.

@@ -118,6 +118,8 @@ func init() {
 		switch os.Args[1] {
 		case sandboxInitArg:
 			os.Exit(runSandboxInit(os.Args[2:]))
+		case kubernetesArg:
+			os.Exit(runKubernetes())
 		}
 	}
 }

@@ -57,9 +57,10 @@ type Execution interface {
 // types are the task types a delegate runs, by their name on the wire: a
 // table, never changed.
 var types = map[string]Type{
-	protocol.TaskShell:     shellType{},
-	protocol.TaskHTTP:      httpType{},
-	protocol.TaskContainer: containerType{},
+	protocol.TaskShell:      shellType{},
+	protocol.TaskHTTP:       httpType{},
+	protocol.TaskContainer:  containerType{},
+	protocol.TaskKubernetes: kubernetesType{},
 }
 
 // Lookup returns the Type of task type name, or an error that names it

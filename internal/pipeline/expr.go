@@ -12,7 +12,8 @@ import (
 //	${{ stages.S.steps.T.outputs.KEY }}       an output of an earlier step
 //
 // Spaces inside the braces are optional. They may appear in a step's
-// environment values, HTTP URL, header values and body, and (with
+// environment values, HTTP URL, header values and body, a kubernetes
+// step's namespace and manifest values (see manifestTexts), and (with
 // unsafeExpressions, see checkUnsafe) its script and container command.
 // Any other text that starts with "${{" is an error, so a typo never
 // reaches a delegate as literal text; "$${{" is the escape and stands for

@@ -14,6 +14,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(string(src))
 	}
 	f.Add(planSrc)
+	f.Add(kubeSrc)
 	f.Add("name: p\nstages:\n  - name: s\n    steps:\n      - {name: a, shell: 'echo ${{ inputs.x }}'}\n")
 	f.Add("name: &a p\nstages: *a\n")
 	f.Add("name: p\nstages:\n  - name: s\n    steps:\n      - {name: a, container: {image: i, command: [id, '${{ inputs.x }}'], volumes: [{name: w, mount_path: /w, empty_dir: {size_mib: 1}}]}}\n" +
@@ -57,8 +58,17 @@ func FuzzParse(f *testing.F) {
 				}
 				outs[ref] = o
 				// Every reference was checked by Parse, so rendering succeeds.
-				if _, err := p.StepSpec(ref, inputs, outs); err != nil {
+				spec, err := p.StepSpec(ref, inputs, outs)
+				if err != nil {
 					t.Fatalf("StepSpec(%s): %v", ref, err)
+				}
+				if spec.Kubernetes != nil {
+					// A manifest is one document, whatever the values.
+					for i, m := range spec.Kubernetes.Manifests {
+						if docs, err := textDocuments(m); err != nil || len(docs) != 1 {
+							t.Fatalf("StepSpec(%s): manifest %d is %d documents (%v):\n%s", ref, i, len(docs), err, m)
+						}
+					}
 				}
 				st.Steps[ref] = StepSucceeded
 			}

@@ -516,6 +516,10 @@ func (ps *parser) step(n *yaml.Node, path string, seen map[string]bool) Step {
 			kinds.container = v
 			s.Container = ps.container(v, path+".container")
 		},
+		"kubernetes": func(v *yaml.Node) {
+			kinds.kubernetes = v
+			s.Kubernetes = ps.kubernetes(v, path+".kubernetes")
+		},
 		"connector":         func(v *yaml.Node) { s.Connector = ps.connectorName(v, path+".connector") },
 		"delegateSelectors": func(v *yaml.Node) { s.DelegateSelectors = ps.selectors(v, path+".delegateSelectors") },
 		"timeout":           func(v *yaml.Node) { s.Timeout = ps.timeout(v, path+".timeout") },
@@ -542,6 +546,9 @@ func (ps *parser) step(n *yaml.Node, path string, seen map[string]bool) Step {
 	}
 	seen[s.Name] = true
 	s.Type = ps.stepType(n, path, kinds, s.Shell)
+	if s.Type == protocol.TaskKubernetes && (len(s.Env) > 0 || len(s.Secrets) > 0) {
+		ps.add(n, path, "a kubernetes step takes no env or secrets (its deploy runs no script): put values into the manifests with expressions, and keep secret values in the cluster's Secrets")
+	}
 	for k := range s.Secrets {
 		if _, dup := s.Env[k]; dup {
 			ps.add(n, path+".secrets."+k, "%s is also set in env: give it in one place", k)
@@ -550,18 +557,27 @@ func (ps *parser) step(n *yaml.Node, path string, seen map[string]bool) Step {
 	return s
 }
 
-// stepKinds are the nodes of a step's shell, http and container fields
-// (nil: not given).
+// stepKinds are the nodes of a step's shell, http, container and
+// kubernetes fields (nil: not given).
 type stepKinds struct {
-	shell, http, container *yaml.Node
+	shell, http, container, kubernetes *yaml.Node
 }
 
-// stepType is the type of a step from which of shell, http and container
-// it gives (exactly one of them): "" when it gives none or more than one.
+// stepType is the type of a step from which of shell, http, container and
+// kubernetes it gives (exactly one of them): "" when it gives none or more
+// than one.
 func (ps *parser) stepType(n *yaml.Node, path string, k stepKinds, shell string) string {
+	given := 0
+	for _, x := range []*yaml.Node{k.shell, k.http, k.container, k.kubernetes} {
+		if x != nil {
+			given++
+		}
+	}
 	switch {
-	case (k.shell != nil) && (k.http != nil) || (k.shell != nil || k.http != nil) && k.container != nil:
-		ps.add(n, path, "a step is one of shell, http or container, not more (a container step's script goes in container.script)")
+	case given > 1:
+		ps.add(n, path, "a step is one of shell, http, container or kubernetes, not more (a container step's script goes in container.script)")
+	case k.kubernetes != nil:
+		return protocol.TaskKubernetes
 	case k.container != nil:
 		return protocol.TaskContainer
 	case k.shell != nil:
@@ -572,7 +588,7 @@ func (ps *parser) stepType(n *yaml.Node, path string, k stepKinds, shell string)
 	case k.http != nil:
 		return "http"
 	default:
-		ps.add(n, path, "a step needs shell: (a script), http: (a request) or container: (an image to run)")
+		ps.add(n, path, "a step needs shell: (a script), http: (a request), container: (an image to run) or kubernetes: (manifests to deploy)")
 	}
 	return ""
 }
@@ -853,6 +869,10 @@ func stepTexts(s *Step) []text {
 		for _, k := range sortedKeys(s.HTTP.Headers) {
 			out = append(out, text{"http.headers." + k, s.HTTP.Headers[k], func(t *Step, v string) { t.HTTP.Headers[k] = v }})
 		}
+	}
+	if s.Kubernetes != nil {
+		out = append(out, text{"kubernetes.namespace", s.Kubernetes.Namespace, func(t *Step, v string) { t.Kubernetes.Namespace = v }})
+		out = append(out, manifestTexts(s.Kubernetes)...)
 	}
 	for _, k := range sortedKeys(s.Env) {
 		out = append(out, text{"env." + k, s.Env[k], func(t *Step, v string) { t.Env[k] = v }})

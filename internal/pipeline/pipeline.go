@@ -146,6 +146,9 @@ type Step struct {
 	// fields (protocol.ContainerSpec). An empty_dir that more than one step
 	// of a stage names is the stage's shared workspace (Workspace).
 	Container *protocol.ContainerSpec
+	// Kubernetes is a kubernetes step's section (see Kubernetes): its
+	// manifests applied and their rollout waited for.
+	Kubernetes *Kubernetes
 	// Connector names a connector the step uses; empty means the stage's
 	// infrastructure connector, if any.
 	Connector string

@@ -5,6 +5,9 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/legate-dev/legate/internal/protocol"
 )
@@ -151,6 +154,14 @@ func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outpu
 	if step.Container != nil {
 		s.Container = cloneContainer(step.Container)
 	}
+	if step.Kubernetes != nil {
+		k := *step.Kubernetes
+		k.Manifests = make([]*yaml.Node, len(step.Kubernetes.Manifests))
+		for i, d := range step.Kubernetes.Manifests {
+			k.Manifests[i] = cloneNode(d)
+		}
+		s.Kubernetes = &k
+	}
 	value := func(r Ref) (string, error) {
 		if r.Input != "" {
 			v, ok := inputs[r.Input]
@@ -191,6 +202,20 @@ func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outpu
 		spec.Shell = &protocol.ShellSpec{Script: s.Shell}
 	case "http":
 		spec.HTTP = &protocol.HTTPSpec{Method: s.HTTP.Method, URL: s.HTTP.URL, Headers: s.HTTP.Headers, Body: s.HTTP.Body, ExpectStatus: s.HTTP.ExpectStatus}
+	case protocol.TaskKubernetes:
+		k, err := kubernetesSpec(s.Kubernetes)
+		if err != nil {
+			return protocol.TaskSpec{}, fmt.Errorf("step %s: %w", ref, err)
+		}
+		spec.Kubernetes = k
+		if s.Timeout == 0 {
+			// Room for the rollout, a rollback's and the applies.
+			rollout := s.Kubernetes.Timeout
+			if rollout == 0 {
+				rollout = protocol.DefaultKubernetesTimeoutMS * time.Millisecond
+			}
+			spec.TimeoutMS = (2*rollout + time.Minute).Milliseconds()
+		}
 	case protocol.TaskContainer:
 		spec.Container = s.Container
 		for i := range spec.Container.Volumes {

@@ -581,9 +581,12 @@ type TaskSpec struct {
 	HTTP  *HTTPSpec  `json:"http,omitempty"`
 	// Container is the payload of a container task (see ContainerSpec;
 	// Env and SecretEnv are passed into the container). Since v4.
-	Container *ContainerSpec    `json:"container,omitempty"`
-	Selectors []string          `json:"selectors,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
+	Container *ContainerSpec `json:"container,omitempty"`
+	// Kubernetes is the payload of a kubernetes task (see KubernetesSpec).
+	// Since v5.
+	Kubernetes *KubernetesSpec   `json:"kubernetes,omitempty"`
+	Selectors  []string          `json:"selectors,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
 	// SecretEnv values are passed to the task's environment and masked in
 	// its output; the API never returns them.
 	SecretEnv map[string]string `json:"secret_env,omitempty"`
@@ -637,6 +640,7 @@ type Task struct {
 	Shell            *ShellSpec        `json:"shell,omitempty"`
 	HTTP             *HTTPSpec         `json:"http,omitempty"`
 	Container        *ContainerSpec    `json:"container,omitempty"`
+	Kubernetes       *KubernetesSpec   `json:"kubernetes,omitempty"`
 	HTTPResult       *HTTPResult       `json:"http_result,omitempty"`
 	TimeoutMS        int64             `json:"timeout_ms"`
 	QueueTimeoutMS   int64             `json:"queue_timeout_ms"`

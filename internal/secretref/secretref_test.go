@@ -203,3 +203,17 @@ func TestStrayReferences(t *testing.T) {
 		}
 	}
 }
+
+// TestStrayKubernetes: a stored secret is never resolved into manifests
+// (the manager would put a value into objects it cannot mask).
+func TestStrayKubernetes(t *testing.T) {
+	t.Parallel()
+	spec := protocol.TaskSpec{Type: protocol.TaskKubernetes, Kubernetes: &protocol.KubernetesSpec{Namespace: "web",
+		Manifests: []string{"apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {p: ${secrets.DB}}\n"}}}
+	if _, err := SpecNames(spec); err == nil || !strings.Contains(err.Error(), "cannot be referenced here") {
+		t.Fatalf("SpecNames = %v, want the reference refused", err)
+	}
+	if Uses(spec) {
+		t.Fatal("a manifest's text counts as a place references are resolved")
+	}
+}

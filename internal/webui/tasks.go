@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -102,6 +103,8 @@ func taskWhat(t protocol.Task) string {
 		return cut(t.HTTP.Method+" "+t.HTTP.URL, 80)
 	case t.Container != nil:
 		return cut(t.Container.Image, 80)
+	case t.Kubernetes != nil:
+		return cut("deploy "+strconv.Itoa(len(t.Kubernetes.Manifests))+" manifest(s) to namespace "+t.Kubernetes.Namespace, 80)
 	}
 	return t.Type
 }

@@ -1,0 +1,251 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/legate-dev/legate/internal/kube"
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// kubernetesArg is the hidden first argument with which the delegate's
+// own binary runs a kubernetes task (see runKubernetes): the deploy runs
+// in that child process, so that neither the API client nor what it reads
+// stays in the memory of the delegate, which only copies its output.
+const kubernetesArg = "__legate-kubernetes"
+
+// kubernetesType applies manifests and waits for their rollout, in a child
+// process (see kubernetesArg).
+type kubernetesType struct{}
+
+func (kubernetesType) New(spec protocol.TaskSpec, opts Options) (Execution, error) {
+	if spec.Kubernetes == nil {
+		return nil, errors.New(`kubernetes task has no "kubernetes" section`)
+	}
+	k := *spec.Kubernetes
+	if err := k.Validate(); err != nil {
+		return nil, err
+	}
+	env := opts.KubeEnv
+	if env == nil {
+		env = kubeChildEnv(os.Environ())
+	}
+	return &kubeRun{spec: k, env: env}, nil
+}
+
+// kubeChildEnv are the variables of the delegate's environment that the
+// child gets: where its credentials are (a pod's service, a kubeconfig),
+// and how to reach the API (proxies, extra CAs). The task's own env is
+// not passed: a task does not choose the delegate's credentials.
+func kubeChildEnv(environ []string) []string {
+	keep := []string{"KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "HOME",
+		"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy",
+		"SSL_CERT_FILE", "SSL_CERT_DIR", "TMPDIR", "PATH"}
+	out := []string{}
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		for _, name := range keep {
+			if k == name {
+				out = append(out, kv)
+			}
+		}
+	}
+	return out
+}
+
+// kubeResult is what the child reports on its fd 3 before it exits.
+type kubeResult struct {
+	// Deploy is protocol.DeploySucceeded, DeployFailed or DeployRolledBack.
+	Deploy string `json:"deploy"`
+	Error  string `json:"error,omitempty"`
+	// Fault: the delegate has no credentials or cannot reach the API;
+	// another delegate may.
+	Fault bool `json:"fault,omitempty"`
+}
+
+// kubeRun is one run of a kubernetes task: its child process.
+type kubeRun struct {
+	spec protocol.KubernetesSpec
+	env  []string
+
+	out     io.Writer
+	pr      *os.File // the output pipe's read end
+	result  *os.File // the result pipe's read end
+	cmd     *exec.Cmd
+	reader  *outputReader
+	exited  chan struct{}
+	waitErr error
+}
+
+func (k *kubeRun) Start(_ context.Context, out io.Writer) error {
+	input, err := json.Marshal(k.spec)
+	if err != nil {
+		return fmt.Errorf("kubernetes task: %w", err)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return faultf("create output pipe: %v", err)
+	}
+	k.pr = pr
+	rr, rw, err := os.Pipe()
+	if err != nil {
+		pw.Close()
+		return faultf("create result pipe: %v", err)
+	}
+	k.result = rr
+	cmd := &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        []string{"legate-kubernetes", kubernetesArg},
+		Env:         k.env,
+		Stdin:       bytes.NewReader(input),
+		Stdout:      pw,
+		Stderr:      pw,
+		ExtraFiles:  []*os.File{rw}, // fd 3
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	err = cmd.Start()
+	pw.Close()
+	rw.Close()
+	if err != nil {
+		return faultf("start the kubernetes deploy process: %v", err)
+	}
+	k.cmd, k.out = cmd, out
+	k.reader = startOutputReader(pr, out)
+	k.exited = make(chan struct{})
+	go func() {
+		k.waitErr = cmd.Wait()
+		close(k.exited)
+	}()
+	return nil
+}
+
+func (k *kubeRun) Done() <-chan struct{} { return k.exited }
+
+// Interrupt asks the child to stop (SIGTERM): it stops waiting, reports
+// and exits; it does not roll back what it applied.
+func (k *kubeRun) Interrupt() { _ = syscall.Kill(-k.cmd.Process.Pid, syscall.SIGTERM) }
+
+// Terminate kills the child.
+func (k *kubeRun) Terminate() { _ = syscall.Kill(-k.cmd.Process.Pid, syscall.SIGKILL) }
+
+func (k *kubeRun) Finish(stop *Stop) Outcome {
+	held := k.reader.finish()
+	if held {
+		fmt.Fprintf(k.out, "\n[legate: stopped reading output after the deploy process ended]\n")
+	}
+	var res kubeResult
+	b, _ := io.ReadAll(io.LimitReader(k.result, 64<<10))
+	if stop != nil {
+		io.WriteString(k.out, stop.Notice("stopped the deploy process; what it applied stays"))
+		o := stop.Outcome()
+		o.Outputs = map[string]string{protocol.OutputDeployStatus: protocol.DeployFailed}
+		return o
+	}
+	if err := json.Unmarshal(b, &res); err != nil || res.Deploy == "" {
+		o := failed(fmt.Sprintf("the kubernetes deploy process ended without a result (%v)", k.waitErr))
+		o.DelegateFault = true
+		return o
+	}
+	o := succeeded()
+	switch {
+	case res.Fault:
+		o = faulted(res.Error)
+	case res.Deploy != protocol.DeploySucceeded:
+		o = failed(res.Error)
+	}
+	o.Outputs = map[string]string{protocol.OutputDeployStatus: res.Deploy}
+	return o
+}
+
+func (k *kubeRun) Cleanup() {
+	if k.pr != nil {
+		k.pr.Close()
+	}
+	if k.result != nil {
+		k.result.Close()
+	}
+}
+
+// maxKubeInput bounds the spec the child reads: the manifests' limit and
+// room for the rest.
+const maxKubeInput = protocol.MaxKubernetesManifestBytes*2 + 64<<10
+
+// runKubernetes is the child process of a kubernetes task: it reads the
+// task's KubernetesSpec on stdin, deploys it with the delegate's
+// credentials, writes its progress to stdout (the task's output) and its
+// kubeResult to fd 3, and exits 0 when the deploy succeeded, 1 otherwise.
+// SIGTERM stops it (cancels the deploy).
+func runKubernetes() int {
+	result := os.NewFile(3, "result")
+	syscall.CloseOnExec(3)
+	report := func(r kubeResult) int {
+		b, _ := json.Marshal(r)
+		_, _ = result.Write(b)
+		result.Close()
+		if r.Deploy == protocol.DeploySucceeded {
+			return 0
+		}
+		if r.Error != "" {
+			fmt.Fprintf(os.Stdout, "error: %s\n", r.Error)
+		}
+		return 1
+	}
+	b, err := io.ReadAll(io.LimitReader(os.Stdin, maxKubeInput))
+	var spec protocol.KubernetesSpec
+	if err == nil {
+		err = json.Unmarshal(b, &spec)
+	}
+	if err == nil {
+		err = spec.Validate()
+	}
+	if err != nil {
+		return report(kubeResult{Deploy: protocol.DeployFailed, Error: fmt.Sprintf("kubernetes task: %v", err)})
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return report(deployKubernetes(ctx, spec, os.Getenv, os.Stdout))
+}
+
+// deployKubernetes runs spec with the credentials getenv leads to.
+func deployKubernetes(ctx context.Context, spec protocol.KubernetesSpec, getenv func(string) string, out io.Writer) kubeResult {
+	cfg, err := kube.Load(getenv, kube.ServiceAccountDir)
+	if err != nil {
+		return kubeResult{Deploy: protocol.DeployFailed, Error: err.Error(), Fault: true}
+	}
+	c, err := kube.NewClient(cfg)
+	if err != nil {
+		return kubeResult{Deploy: protocol.DeployFailed, Error: err.Error(), Fault: true}
+	}
+	defer c.Close()
+	timeout := time.Duration(spec.TimeoutMS) * time.Millisecond
+	if timeout <= 0 {
+		timeout = protocol.DefaultKubernetesTimeoutMS * time.Millisecond
+	}
+	fmt.Fprintf(out, "deploying %d manifest(s) to namespace %s at %s (%s); rollout timeout %s, rollback %s\n",
+		len(spec.Manifests), spec.Namespace, cfg.Server, cfg.Source, timeout, spec.Rollback)
+	d := kube.Deploy{Namespace: spec.Namespace, Manifests: spec.Manifests, Timeout: timeout, Rollback: spec.Rollback == protocol.RollbackAuto}
+	outcome, err := kube.Run(ctx, c, d, out)
+	switch outcome {
+	case kube.Succeeded:
+		fmt.Fprintf(out, "deployed to namespace %s\n", spec.Namespace)
+		return kubeResult{Deploy: protocol.DeploySucceeded}
+	case kube.RolledBack:
+		return kubeResult{Deploy: protocol.DeployRolledBack, Error: err.Error()}
+	}
+	// No answer from the API (a refused connection, an untrusted
+	// certificate): this delegate cannot reach the cluster, another may.
+	// An apply is idempotent, so running the task again elsewhere is safe.
+	var ue *url.Error
+	return kubeResult{Deploy: protocol.DeployFailed, Error: err.Error(), Fault: errors.As(err, &ue) && ctx.Err() == nil}
+}

@@ -1,0 +1,73 @@
+package executor
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/legate-dev/legate/internal/k8stest"
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// TestKubernetesTaskOnACluster runs kubernetes tasks as the delegate does
+// (the deploy in a child process) against the real control plane of
+// scripts/k8s-ensure, as a ServiceAccount limited to the test's namespace:
+// a deploy succeeds; a version whose pods never become Ready is rolled
+// back, and the task fails with the distinct deploy status rolled_back;
+// the cluster's Deployment runs the first version again. Without a
+// cluster it skips (under CI=true it fails).
+func TestKubernetesTaskOnACluster(t *testing.T) {
+	t.Parallel()
+	k := k8stest.Require(t)
+	ns := k.Namespace(t)
+	cr := k.NamespaceServiceAccount(t, ns, "delegate")
+	env := []string{"KUBECONFIG=" + cr.Kubeconfig}
+	deployment := func(image, label string) string {
+		return fmt.Sprintf("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api}\nspec:\n  replicas: 2\n  selector: {matchLabels: {app: api}}\n"+
+			"  template:\n    metadata: {labels: {app: api%s}}\n    spec: {containers: [{name: api, image: %q}]}\n", label, image)
+	}
+	spec := func(manifest string, timeoutMS int64) protocol.TaskSpec {
+		return protocol.TaskSpec{Type: protocol.TaskKubernetes, Kubernetes: &protocol.KubernetesSpec{
+			Namespace: ns, Manifests: []string{manifest}, TimeoutMS: timeoutMS, Rollback: protocol.RollbackAuto}}
+	}
+
+	var out buffer
+	o := Run(t.Context(), spec(deployment("api:1", ""), 120000), Options{KubeEnv: env}, &out)
+	want := Outcome{Status: protocol.StatusSucceeded, Outputs: map[string]string{protocol.OutputDeployStatus: protocol.DeploySucceeded}}
+	if diff := cmp.Diff(want, o); diff != "" {
+		t.Fatalf("first deploy (-want +got):\n%s\n%s", diff, out.String())
+	}
+
+	var out2 buffer
+	o = Run(t.Context(), spec(deployment("api:2", `, kwok.local/never-ready: "true"`), 6000), Options{KubeEnv: env}, &out2)
+	t.Logf("output:\n%s", out2.String())
+	if o.Status != protocol.StatusFailed || o.Outputs[protocol.OutputDeployStatus] != protocol.DeployRolledBack ||
+		!strings.HasPrefix(o.Error, "rolled back: deployment/api: rollout not complete after 6s") || o.DelegateFault {
+		t.Fatalf("never-ready version: %+v", o)
+	}
+	if !strings.Contains(out2.String(), "deployment/api: rolled back to the template of revision 1") {
+		t.Fatal("the output does not report the rollback")
+	}
+	var d struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Image string `json:"image"`
+					} `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+		Status struct {
+			AvailableReplicas int `json:"availableReplicas"`
+			UpdatedReplicas   int `json:"updatedReplicas"`
+		} `json:"status"`
+	}
+	k.Do(t, http.MethodGet, "/apis/apps/v1/namespaces/"+ns+"/deployments/api", nil, &d)
+	if d.Spec.Template.Spec.Containers[0].Image != "api:1" || d.Status.AvailableReplicas != 2 || d.Status.UpdatedReplicas != 2 {
+		t.Fatalf("the cluster's Deployment after the rollback: %+v", d)
+	}
+}

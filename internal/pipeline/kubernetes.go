@@ -1,0 +1,268 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// Kubernetes is a kubernetes step: manifests applied into a namespace and
+// their rollout waited for, on a delegate with credentials for the
+// cluster (protocol.KubernetesSpec).
+type Kubernetes struct {
+	// Namespace may hold expressions (checked once expanded).
+	Namespace string
+	// Manifests are the documents to apply, parsed: mappings whose scalar
+	// values may hold expressions. A value is put into the parsed
+	// document, never into its text, so it cannot add keys or documents
+	// whatever it holds (a newline, ": ", "---").
+	Manifests []*yaml.Node
+	// Timeout bounds the rollout (and a rollback's); 0: the default.
+	Timeout time.Duration
+	// Rollback is protocol.RollbackAuto or RollbackNone.
+	Rollback string
+}
+
+// kubernetes reads a step's kubernetes section.
+func (ps *parser) kubernetes(n *yaml.Node, path string) *Kubernetes {
+	k := &Kubernetes{Rollback: protocol.RollbackNone}
+	given := false
+	ps.fields(n, path, map[string]func(*yaml.Node){
+		"namespace": func(v *yaml.Node) { k.Namespace = ps.str(v, path+".namespace") },
+		"manifests": func(v *yaml.Node) {
+			given = true
+			k.Manifests = ps.manifests(v, path+".manifests")
+		},
+		"timeout": func(v *yaml.Node) {
+			k.Timeout = ps.timeout(v, path+".timeout")
+			if k.Timeout > protocol.MaxKubernetesTimeoutMS*time.Millisecond {
+				ps.add(v, path+".timeout", "at most %s", time.Duration(protocol.MaxKubernetesTimeoutMS)*time.Millisecond)
+			}
+		},
+		"rollback": func(v *yaml.Node) {
+			switch k.Rollback = ps.str(v, path+".rollback"); k.Rollback {
+			case protocol.RollbackAuto, protocol.RollbackNone:
+			default:
+				ps.add(v, path+".rollback", "%q: write auto (roll a failed Deployment back to its revision from before) or none", k.Rollback)
+			}
+		},
+	})
+	if n.Kind != yaml.MappingNode {
+		return k
+	}
+	switch {
+	case k.Namespace == "":
+		ps.add(n, path+".namespace", "a kubernetes step needs the namespace it deploys to")
+	case !strings.Contains(k.Namespace, exprOpen):
+		if err := protocol.CheckKubernetesName("namespace", k.Namespace); err != nil {
+			ps.add(n, path+".namespace", "%v", err)
+		}
+	}
+	if !given {
+		ps.add(n, path+".manifests", "a kubernetes step needs manifests: a list of Kubernetes objects")
+	}
+	return k
+}
+
+// manifests reads a list of documents: each item a mapping (an object
+// written in the pipeline) or a text of one or more YAML documents.
+func (ps *parser) manifests(n *yaml.Node, path string) []*yaml.Node {
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+		ps.add(n, path, "expected a list of Kubernetes objects, found %s", kindName(n))
+		return nil
+	}
+	var out []*yaml.Node
+	for i, item := range n.Content {
+		ip := fmt.Sprintf("%s[%d]", path, i)
+		docs := []*yaml.Node{item}
+		if item.Kind == yaml.ScalarNode && item.Tag != "!!null" {
+			var err error
+			if docs, err = textDocuments(item.Value); err != nil {
+				ps.add(item, ip, "%v", err)
+				continue
+			}
+		}
+		for j, d := range docs {
+			dp := ip
+			if len(docs) > 1 {
+				dp = fmt.Sprintf("%s (document %d)", ip, j)
+			}
+			if ps.manifest(item, d, dp) {
+				out = append(out, d)
+			}
+		}
+	}
+	if len(out) > protocol.MaxKubernetesManifests {
+		ps.add(n, path, "%d documents: at most %d", len(out), protocol.MaxKubernetesManifests)
+	}
+	return out
+}
+
+// textDocuments parses a manifest given as text.
+func textDocuments(s string) ([]*yaml.Node, error) {
+	dec := yaml.NewDecoder(strings.NewReader(s))
+	var out []*yaml.Node
+	for {
+		var d yaml.Node
+		err := dec.Decode(&d)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("the manifest text is not valid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		if len(d.Content) == 0 || d.Content[0].Tag == "!!null" {
+			continue
+		}
+		if len(out) == protocol.MaxKubernetesManifests {
+			return nil, fmt.Errorf("more than %d documents", protocol.MaxKubernetesManifests)
+		}
+		out = append(out, d.Content[0])
+	}
+	if len(out) == 0 {
+		return nil, errors.New("the manifest text holds no document")
+	}
+	return out, nil
+}
+
+// manifest checks one document (at the line of at): a mapping with
+// apiVersion, kind and metadata.name; no anchors; expressions only in
+// scalar values, never in keys; no stored secrets.
+func (ps *parser) manifest(at, d *yaml.Node, path string) bool {
+	if d.Kind != yaml.MappingNode {
+		ps.add(at, path, "a Kubernetes object is a mapping (apiVersion:, kind:, metadata:), found %s", kindName(d))
+		return false
+	}
+	if msg := manifestNodes(d); msg != "" {
+		ps.add(at, path, "%s", msg)
+		return false
+	}
+	get := func(m *yaml.Node, key string) *yaml.Node {
+		for i := 0; m != nil && m.Kind == yaml.MappingNode && i+1 < len(m.Content); i += 2 {
+			if m.Content[i].Value == key {
+				return m.Content[i+1]
+			}
+		}
+		return nil
+	}
+	for _, key := range []string{"apiVersion", "kind"} {
+		if v := get(d, key); v == nil || v.Kind != yaml.ScalarNode || v.Value == "" {
+			ps.add(at, path, "a Kubernetes object needs %s", key)
+			return false
+		}
+	}
+	if v := get(get(d, "metadata"), "name"); v == nil || v.Kind != yaml.ScalarNode || v.Value == "" {
+		ps.add(at, path, "a Kubernetes object needs metadata.name")
+		return false
+	}
+	return true
+}
+
+// manifestNodes says what is wrong in the nodes of a document ("" when
+// nothing is).
+func manifestNodes(n *yaml.Node) string {
+	if n.Kind == yaml.AliasNode || n.Anchor != "" {
+		return "YAML anchors and aliases (& and *) are not supported in manifests"
+	}
+	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${secrets.") {
+		return "stored secrets (${secrets.NAME}) are not resolved in manifests: the manager does not put secret values into objects it cannot mask; create the Secret in the cluster and reference it"
+	}
+	for i, c := range n.Content {
+		if n.Kind == yaml.MappingNode && i%2 == 0 && strings.Contains(c.Value, exprOpen) {
+			return fmt.Sprintf("line %d: an expression in a key (%q): expressions go in values only", c.Line, c.Value)
+		}
+		if msg := manifestNodes(c); msg != "" {
+			return msg
+		}
+	}
+	return ""
+}
+
+// manifestTexts lists the scalar values of a kubernetes step's manifests
+// as texts that may hold expressions; set puts the expanded value into
+// the step's own (cloned) document, as a string unless the scalar was an
+// unquoted expression alone whose value reads as a number or a boolean
+// (replicas: ${{ inputs.replicas }}).
+func manifestTexts(k *Kubernetes) []text {
+	var out []text
+	for d, doc := range k.Manifests {
+		var walk func(n *yaml.Node, at []int, field string)
+		walk = func(n *yaml.Node, at []int, field string) {
+			switch n.Kind {
+			case yaml.ScalarNode:
+				if !strings.Contains(n.Value, exprOpen) {
+					return
+				}
+				at := append([]int(nil), at...)
+				orig, style := n.Value, n.Style
+				out = append(out, text{field, orig, func(t *Step, v string) {
+					m := t.Kubernetes.Manifests[d]
+					for _, i := range at {
+						m = m.Content[i]
+					}
+					m.Value, m.Tag = v, scalarTag(orig, v, style)
+				}})
+			case yaml.MappingNode:
+				for i := 0; i+1 < len(n.Content); i += 2 {
+					walk(n.Content[i+1], append(at, i+1), field+"."+n.Content[i].Value)
+				}
+			case yaml.SequenceNode:
+				for i, c := range n.Content {
+					walk(c, append(at, i), fmt.Sprintf("%s[%d]", field, i))
+				}
+			}
+		}
+		walk(doc, nil, fmt.Sprintf("kubernetes.manifests[%d]", d))
+	}
+	return out
+}
+
+// scalarTag is the tag of a scalar written as orig (with style) once its
+// expressions expanded to v: a number or boolean only when orig was one
+// unquoted expression and v reads as one; text otherwise.
+func scalarTag(orig, v string, style yaml.Style) string {
+	refs, _ := Refs(orig)
+	trimmed := strings.TrimSpace(orig)
+	if style == 0 && len(refs) == 1 && strings.HasPrefix(trimmed, exprOpen) && strings.HasSuffix(trimmed, exprClose) && strings.Count(trimmed, exprOpen) == 1 {
+		var probe yaml.Node
+		if yaml.Unmarshal([]byte(v), &probe) == nil && len(probe.Content) == 1 && probe.Content[0].Kind == yaml.ScalarNode &&
+			probe.Content[0].Style == 0 && probe.Content[0].Value == v {
+			switch tag := probe.Content[0].ShortTag(); tag {
+			case "!!int", "!!float", "!!bool":
+				return tag
+			}
+		}
+	}
+	return "!!str"
+}
+
+// cloneNode copies a document deeply.
+func cloneNode(n *yaml.Node) *yaml.Node {
+	c := *n
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, x := range n.Content {
+		c.Content[i] = cloneNode(x)
+	}
+	return &c
+}
+
+// kubernetesSpec is the task payload of a kubernetes step once its
+// expressions were expanded: each document as YAML text, written from the
+// parsed document (a value is a scalar there whatever it holds).
+func kubernetesSpec(k *Kubernetes) (*protocol.KubernetesSpec, error) {
+	spec := &protocol.KubernetesSpec{Namespace: k.Namespace, Rollback: k.Rollback, TimeoutMS: k.Timeout.Milliseconds()}
+	for i, d := range k.Manifests {
+		b, err := yaml.Marshal(d)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes.manifests[%d]: %w", i, err)
+		}
+		spec.Manifests = append(spec.Manifests, string(b))
+	}
+	return spec, nil
+}
