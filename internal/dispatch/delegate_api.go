@@ -293,7 +293,7 @@ func (m *Service) recordInstance(w http.ResponseWriter, r *http.Request, req pro
 		ContainerRuntime: containerRuntimeName(req.ContainerRuntime),
 		Approval:         approvalRequest(tok),
 		UpgradeMode:      req.Upgrade,
-		TaskIsolation:    encodeTaskIsolation(req.TaskIsolation),
+		TaskIsolation:    boundIsolation(req.TaskIsolation),
 	})
 	var conflict *store.IdentityConflictError
 	if errors.As(err, &conflict) {

@@ -512,6 +512,32 @@ func fromNullInt(v sql.NullInt64) *int {
 }
 
 // encodeStrings stores a list as a JSON array ("[]" for none).
+// encodeIsolation stores what a delegate reported about keeping its
+// tasks apart as JSON ("" for nothing reported).
+func encodeIsolation(ti *protocol.TaskIsolation) string {
+	if ti == nil {
+		return ""
+	}
+	b, err := json.Marshal(ti)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// decodeIsolation reverses encodeIsolation (nil for "" or what does not
+// read as a report).
+func decodeIsolation(s string) *protocol.TaskIsolation {
+	if s == "" {
+		return nil
+	}
+	var ti protocol.TaskIsolation
+	if json.Unmarshal([]byte(s), &ti) != nil {
+		return nil
+	}
+	return &ti
+}
+
 func encodeStrings(l []string) string {
 	if len(l) == 0 {
 		return "[]"

@@ -79,7 +79,7 @@ func TestInstances(t *testing.T) {
 		in1 := Instance{
 			ID: "i1", AccountID: "acc1", IdentityKey: "build|host-a|10.0.0.1", Name: "build", Hostname: "host-a",
 			IP: "10.0.0.1", Tags: []string{"linux", "x86"}, Version: "1.0.0", Type: "SHELL", TokenID: "t1",
-			Capacity: 4, Connection: "", RegisteredAt: t0, TaskIsolation: `{"sandbox":"namespaces","scopes":"mixed"}`,
+			Capacity: 4, Connection: "", RegisteredAt: t0, TaskIsolation: &protocol.TaskIsolation{Sandbox: protocol.SandboxNamespaces, Scopes: protocol.ScopesMixed},
 		}
 		got, err := s.UpsertInstance(ctx, in1)
 		if err != nil {
@@ -104,7 +104,7 @@ func TestInstances(t *testing.T) {
 			ID: "i1-new", AccountID: "acc1", IdentityKey: in1.IdentityKey, Name: "build", Hostname: "host-a",
 			IP: "10.0.0.1", Tags: []string{"linux"}, Version: "1.1.0", Type: "SHELL", TokenID: "t2",
 			Capacity: 8, Connection: protocol.ConnPolling, Draining: true, RegisteredAt: at(time.Hour),
-			LastHeartbeat: ptr(at(time.Hour)), TaskIsolation: `{"sandbox":"none","scopes":"one_at_a_time"}`,
+			LastHeartbeat: ptr(at(time.Hour)), TaskIsolation: &protocol.TaskIsolation{Sandbox: protocol.SandboxNone, Scopes: protocol.ScopesOneAtATime},
 		}
 		got, err = s.UpsertInstance(ctx, again)
 		if err != nil {

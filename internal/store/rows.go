@@ -50,11 +50,13 @@ func scanInstance(r rowScanner) (Instance, error) {
 	var draining int
 	var registered int64
 	var heartbeat, deregistered sql.NullInt64
+	var isolation string
 	if err := r.Scan(&in.ID, &in.AccountID, &in.IdentityKey, &in.Name, &in.Hostname, &in.IP, &tags,
 		&in.Version, &in.Type, &in.TokenID, &in.Capacity, &in.Generation, &in.Connection, &draining,
-		&registered, &heartbeat, &deregistered, &in.Org, &in.Project, &in.Description, &in.Approval, &in.ContainerRuntime, &in.UpgradeMode, &in.TaskIsolation); err != nil {
+		&registered, &heartbeat, &deregistered, &in.Org, &in.Project, &in.Description, &in.Approval, &in.ContainerRuntime, &in.UpgradeMode, &isolation); err != nil {
 		return Instance{}, err
 	}
+	in.TaskIsolation = decodeIsolation(isolation)
 	var err error
 	if in.Tags, err = decodeStrings(tags); err != nil {
 		return Instance{}, fmt.Errorf("instance %s: %w", in.ID, err)

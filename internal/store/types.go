@@ -73,8 +73,8 @@ type Instance struct {
 	// with ("podman", "docker"); empty: none.
 	ContainerRuntime string
 	// TaskIsolation is what the instance reported about how it keeps its
-	// tasks apart (protocol.TaskIsolation as JSON; "": nothing).
-	TaskIsolation string
+	// tasks apart (nil: nothing, an older delegate).
+	TaskIsolation *protocol.TaskIsolation
 	// UpgradeMode is how the instance is upgraded, as it registered:
 	// protocol.UpgradeAuto, UpgradeOff or "" (no watcher).
 	UpgradeMode string
