@@ -37,6 +37,9 @@ type KubernetesSpec struct {
 	// (their own rolling update) is the only one yet; canary and
 	// blue-green are to come.
 	Strategy string `json:"strategy,omitempty"`
+	// Cluster, when set, is the API server the task deploys to and the
+	// credentials it uses there, in place of the delegate's own.
+	Cluster *KubeCluster `json:"cluster,omitempty"`
 }
 
 // Values of KubernetesSpec.Rollback and Strategy.
@@ -100,6 +103,9 @@ func (k *KubernetesSpec) Validate() error {
 		if err := checkManifestText(m); err != nil {
 			return fmt.Errorf("kubernetes manifest %d: %w", i, err)
 		}
+	}
+	if err := k.Cluster.Validate(); err != nil {
+		return err
 	}
 	if k.TimeoutMS < 0 || k.TimeoutMS > MaxKubernetesTimeoutMS {
 		return fmt.Errorf("kubernetes timeout_ms must be between 0 (the default, %d) and %d", DefaultKubernetesTimeoutMS, MaxKubernetesTimeoutMS)
