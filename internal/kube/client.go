@@ -157,6 +157,12 @@ func (c *Client) Patch(ctx context.Context, path string, patch []byte, into any)
 	return c.do(ctx, http.MethodPatch, path+"?"+q.Encode(), "application/json-patch+json", patch, into)
 }
 
+// Delete deletes the object at path; its dependents (a Deployment's
+// ReplicaSets and pods) are deleted by the garbage collector after it.
+func (c *Client) Delete(ctx context.Context, path string) error {
+	return c.do(ctx, http.MethodDelete, path+"?propagationPolicy=Background", "", nil, nil)
+}
+
 // apiResource is one resource of a discovery answer.
 type apiResource struct {
 	Name       string `json:"name"`

@@ -174,7 +174,7 @@ func TestRunChecksBeforeApplying(t *testing.T) {
 	} {
 		var out strings.Builder
 		o, err := Run(context.Background(), c, Deploy{Namespace: "web", Manifests: tt.manifests}, &out)
-		if o != Failed || err == nil || !strings.Contains(err.Error(), tt.err) {
+		if o.Outcome != Failed || err == nil || !strings.Contains(err.Error(), tt.err) {
 			t.Fatalf("Run = %v, %v; want failed with %q", o, err, tt.err)
 		}
 	}

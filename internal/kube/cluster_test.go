@@ -73,11 +73,18 @@ func clusterDeploy(t *testing.T) (*k8stest.Cluster, *Client, string) {
 
 func run(t *testing.T, c *Client, d Deploy) (Outcome, string, error) {
 	t.Helper()
+	r, out, err := runResult(t, c, d)
+	return r.Outcome, out, err
+}
+
+// runResult runs d and returns its whole result.
+func runResult(t *testing.T, c *Client, d Deploy) (Result, string, error) {
+	t.Helper()
 	var out strings.Builder
 	d.Poll = 200 * time.Millisecond
-	o, err := Run(context.Background(), c, d, &out)
+	r, err := Run(context.Background(), c, d, &out)
 	t.Logf("deploy output:\n%s", out.String())
-	return o, out.String(), err
+	return r, out.String(), err
 }
 
 type deployment struct {

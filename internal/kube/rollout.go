@@ -164,25 +164,25 @@ type applied struct {
 // waitRollout polls the workload a until its rollout completes, writing
 // each new line of progress and the Warning events of its pods to out;
 // an error names the workload and why: stuck, deadline passed, gone.
-func (d *deployer) waitRollout(ctx context.Context, a applied, deadline time.Time) error {
-	path := a.res.Path(d.ns, a.obj.Name)
+func (dp *deployer) waitRollout(ctx context.Context, a applied, deadline time.Time) error {
+	path := a.res.Path(dp.ns, a.obj.Name)
 	ev := newEventWatch()
 	last := ""
-	tick := time.NewTicker(d.poll)
+	tick := time.NewTicker(dp.poll)
 	defer tick.Stop()
 	for {
 		var w workload
-		if err := d.c.Get(ctx, path, &w); err != nil {
+		if err := dp.c.Get(ctx, path, &w); err != nil {
 			return fmt.Errorf("%s: read its status: %w", a.obj.Ref(), err)
 		}
 		done, msg, err := rolloutStatus(a.obj.Kind, &w)
 		if msg != last && msg != "" {
-			fmt.Fprintf(d.out, "%s: %s\n", a.obj.Ref(), msg)
+			fmt.Fprintf(dp.out, "%s: %s\n", a.obj.Ref(), msg)
 			last = msg
 		}
-		d.events(ctx, ev, &w)
+		dp.events(ctx, ev, &w)
 		if err != nil {
-			d.notReady(ctx, &w)
+			dp.notReady(ctx, &w)
 			return fmt.Errorf("%s: %w", a.obj.Ref(), err)
 		}
 		if done {
@@ -193,8 +193,8 @@ func (d *deployer) waitRollout(ctx context.Context, a applied, deadline time.Tim
 			return ctx.Err()
 		case now := <-tick.C:
 			if now.After(deadline) {
-				d.notReady(ctx, &w)
-				return fmt.Errorf("%s: rollout not complete after %s (%s)", a.obj.Ref(), d.timeout, last)
+				dp.notReady(ctx, &w)
+				return fmt.Errorf("%s: rollout not complete after %s (%s)", a.obj.Ref(), dp.timeout, last)
 			}
 		}
 	}
@@ -208,8 +208,10 @@ func newEventWatch() *eventWatch { return &eventWatch{seen: map[string]int32{}} 
 type podList struct {
 	Items []struct {
 		Metadata struct {
-			Name string `json:"name"`
-			UID  string `json:"uid"`
+			Name            string            `json:"name"`
+			UID             string            `json:"uid"`
+			Labels          map[string]string `json:"labels"`
+			OwnerReferences []ownerReference  `json:"ownerReferences"`
 		} `json:"metadata"`
 		Status struct {
 			Phase      string      `json:"phase"`
@@ -235,14 +237,14 @@ type eventList struct {
 }
 
 // pods lists the pods of w's selector (nil when it cannot).
-func (d *deployer) pods(ctx context.Context, w *workload) *podList {
+func (dp *deployer) pods(ctx context.Context, w *workload) *podList {
 	sel := w.Spec.Selector.String()
 	if sel == "" {
 		return nil
 	}
 	var pl podList
-	if err := d.c.List(ctx, "/api/v1/namespaces/"+d.ns+"/pods", sel, "", &pl); err != nil {
-		fmt.Fprintf(d.out, "[legate: cannot list the pods of %s: %v]\n", w.Metadata.Name, err)
+	if err := dp.c.List(ctx, "/api/v1/namespaces/"+dp.ns+"/pods", sel, "", &pl); err != nil {
+		fmt.Fprintf(dp.out, "[legate: cannot list the pods of %s: %v]\n", w.Metadata.Name, err)
 		return nil
 	}
 	return &pl
@@ -251,19 +253,19 @@ func (d *deployer) pods(ctx context.Context, w *workload) *podList {
 // events writes the Warning events of w and its pods not shown before.
 // Events are a help, not the outcome: an error reading them is shown once
 // and then ignored.
-func (d *deployer) events(ctx context.Context, ev *eventWatch, w *workload) {
+func (dp *deployer) events(ctx context.Context, ev *eventWatch, w *workload) {
 	if ev.seen == nil {
 		return
 	}
 	uids := map[string]bool{w.Metadata.UID: true}
-	if pl := d.pods(ctx, w); pl != nil {
+	if pl := dp.pods(ctx, w); pl != nil {
 		for _, p := range pl.Items {
 			uids[p.Metadata.UID] = true
 		}
 	}
 	var el eventList
-	if err := d.c.List(ctx, "/api/v1/namespaces/"+d.ns+"/events", "", "type=Warning", &el); err != nil {
-		fmt.Fprintf(d.out, "[legate: cannot read the namespace's events (%v); going on without them]\n", err)
+	if err := dp.c.List(ctx, "/api/v1/namespaces/"+dp.ns+"/events", "", "type=Warning", &el); err != nil {
+		fmt.Fprintf(dp.out, "[legate: cannot read the namespace's events (%v); going on without them]\n", err)
 		ev.seen = nil
 		return
 	}
@@ -272,13 +274,13 @@ func (d *deployer) events(ctx context.Context, ev *eventWatch, w *workload) {
 			continue
 		}
 		ev.seen[e.Metadata.UID] = max(e.Count, 1)
-		fmt.Fprintf(d.out, "warning: %s/%s: %s: %s\n", strings.ToLower(e.InvolvedObject.Kind), e.InvolvedObject.Name, e.Reason, oneLine(e.Message))
+		fmt.Fprintf(dp.out, "warning: %s/%s: %s: %s\n", strings.ToLower(e.InvolvedObject.Kind), e.InvolvedObject.Name, e.Reason, oneLine(e.Message))
 	}
 }
 
 // notReady writes the pods of w that are not ready, and why.
-func (d *deployer) notReady(ctx context.Context, w *workload) {
-	pl := d.pods(ctx, w)
+func (dp *deployer) notReady(ctx context.Context, w *workload) {
+	pl := dp.pods(ctx, w)
 	if pl == nil {
 		return
 	}
@@ -289,7 +291,7 @@ func (d *deployer) notReady(ctx context.Context, w *workload) {
 				if why == "" {
 					why = "no reason given"
 				}
-				fmt.Fprintf(d.out, "pod/%s: %s, not ready (%s)\n", p.Metadata.Name, p.Status.Phase, why)
+				fmt.Fprintf(dp.out, "pod/%s: %s, not ready (%s)\n", p.Metadata.Name, p.Status.Phase, why)
 			}
 		}
 	}
