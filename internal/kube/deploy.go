@@ -2,7 +2,7 @@ package kube
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -225,4 +225,3 @@ func (dp *deployer) apply(ctx context.Context, a applied) error {
 	}
 	return nil
 }
-
