@@ -34,20 +34,58 @@ type KubernetesSpec struct {
 	// it.
 	Rollback string `json:"rollback,omitempty"`
 	// Strategy is how workloads are rolled out: "" or StrategyRolling
-	// (their own rolling update) is the only one yet; canary and
-	// blue-green are to come.
+	// (their own rolling update), StrategyCanary (a canary Deployment
+	// beside each stable one, then promoted or aborted) or
+	// StrategyBlueGreen (each Deployment in two colours, the Service
+	// switched between them). Canary and blue-green take Deployments
+	// only.
 	Strategy string `json:"strategy,omitempty"`
+	// Action is the step of a canary (CanaryStart, CanaryPromote,
+	// CanaryAbort) or a blue-green (BlueGreenDeploy, BlueGreenSwitch,
+	// BlueGreenSwapBack); a rolling deploy has none.
+	Action string `json:"action,omitempty"`
+	// Canary is the canary's share of the replicas (for CanaryStart).
+	Canary *KubeCanary `json:"canary,omitempty"`
+	// BlueGreen names the Service a blue-green switches.
+	BlueGreen *KubeBlueGreen `json:"blue_green,omitempty"`
 	// Cluster, when set, is the API server the task deploys to and the
 	// credentials it uses there, in place of the delegate's own.
 	Cluster *KubeCluster `json:"cluster,omitempty"`
 }
 
-// Values of KubernetesSpec.Rollback and Strategy.
+// Values of KubernetesSpec.Rollback, Strategy and Action.
 const (
-	RollbackAuto    = "auto"
-	RollbackNone    = "none"
-	StrategyRolling = "rolling"
+	RollbackAuto      = "auto"
+	RollbackNone      = "none"
+	StrategyRolling   = "rolling"
+	StrategyCanary    = "canary"
+	StrategyBlueGreen = "blue-green"
+
+	CanaryStart   = "start"
+	CanaryPromote = "promote"
+	CanaryAbort   = "abort"
+
+	BlueGreenDeploy   = "deploy"
+	BlueGreenSwitch   = "switch"
+	BlueGreenSwapBack = "swap-back"
 )
+
+// KubeCanary is a canary's share of each Deployment's replicas: Percent
+// of them (rounded up, at least 1) or a number of Replicas; one of the
+// two.
+type KubeCanary struct {
+	Percent  int `json:"percent,omitempty"`
+	Replicas int `json:"replicas,omitempty"`
+}
+
+// KubeBlueGreen is the Service whose selector a blue-green switches
+// between the colours (label legate.dev/color).
+type KubeBlueGreen struct {
+	Service string `json:"service"`
+}
+
+// MaxKubeCanaryReplicas bounds KubeCanary.Replicas.
+const MaxKubeCanaryReplicas = 1000
 
 // Limits of a kubernetes task's payload.
 const (
@@ -117,12 +155,56 @@ func (k *KubernetesSpec) Validate() error {
 	default:
 		return fmt.Errorf("kubernetes rollback %q is invalid: use auto or none", k.Rollback)
 	}
+	return k.validateStrategy()
+}
+
+// validateStrategy checks Strategy, Action, Canary and BlueGreen together.
+func (k *KubernetesSpec) validateStrategy() error {
 	switch k.Strategy {
 	case "":
 		k.Strategy = StrategyRolling
+		fallthrough
 	case StrategyRolling:
+		if k.Action != "" || k.Canary != nil || k.BlueGreen != nil {
+			return errors.New("kubernetes action, canary and blue_green are for the canary and blue-green strategies: a rolling deploy takes none")
+		}
+	case StrategyCanary:
+		switch k.Action {
+		case CanaryStart, CanaryPromote, CanaryAbort:
+		default:
+			return fmt.Errorf("kubernetes canary action %q is invalid: use start (a canary beside the stable Deployment), promote (roll out to the stable one, delete the canary) or abort (delete the canary)", k.Action)
+		}
+		if k.BlueGreen != nil {
+			return errors.New("kubernetes blue_green is for the blue-green strategy, not canary")
+		}
+		if k.Canary == nil && k.Action == CanaryStart {
+			return errors.New("kubernetes canary start needs canary: {percent: P} or {replicas: N}, the canary's share")
+		}
+		if c := k.Canary; c != nil {
+			if (c.Percent == 0) == (c.Replicas == 0) {
+				return errors.New("kubernetes canary needs one of percent (1-100) or replicas, not both or neither")
+			}
+			if c.Percent < 0 || c.Percent > 100 || c.Replicas < 0 || c.Replicas > MaxKubeCanaryReplicas {
+				return fmt.Errorf("kubernetes canary percent must be 1-100 and replicas 1-%d", MaxKubeCanaryReplicas)
+			}
+		}
+	case StrategyBlueGreen:
+		switch k.Action {
+		case BlueGreenDeploy, BlueGreenSwitch, BlueGreenSwapBack:
+		default:
+			return fmt.Errorf("kubernetes blue-green action %q is invalid: use deploy (the idle colour, then switch to it), switch or swap-back (to the other colour, which must be ready)", k.Action)
+		}
+		if k.Canary != nil {
+			return errors.New("kubernetes canary is for the canary strategy, not blue-green")
+		}
+		if k.BlueGreen == nil {
+			return errors.New("kubernetes blue-green needs blue_green: {service: NAME}, the Service it switches")
+		}
+		if err := CheckKubernetesName("kubernetes blue_green service", k.BlueGreen.Service); err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("kubernetes strategy %q is not supported: use rolling (canary and blue-green are not there yet)", k.Strategy)
+		return fmt.Errorf("kubernetes strategy %q is not supported: use rolling, canary or blue-green", k.Strategy)
 	}
 	return nil
 }

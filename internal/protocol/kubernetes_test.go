@@ -34,7 +34,23 @@ func TestKubernetesSpecValidate(t *testing.T) {
 		{"negative timeout", func(k *KubernetesSpec) { k.TimeoutMS = -1 }, "timeout_ms must be between"},
 		{"long timeout", func(k *KubernetesSpec) { k.TimeoutMS = MaxKubernetesTimeoutMS + 1 }, "timeout_ms must be between"},
 		{"rollback", func(k *KubernetesSpec) { k.Rollback = "always" }, `kubernetes rollback "always" is invalid: use auto or none`},
-		{"canary", func(k *KubernetesSpec) { k.Strategy = "canary" }, `kubernetes strategy "canary" is not supported`},
+		{"unknown strategy", func(k *KubernetesSpec) { k.Strategy = "recreate" }, `kubernetes strategy "recreate" is not supported: use rolling, canary or blue-green`},
+		{"rolling with an action", func(k *KubernetesSpec) { k.Action = "start" }, "a rolling deploy takes none"},
+		{"canary start", func(k *KubernetesSpec) { k.Strategy, k.Action, k.Canary = "canary", "start", &KubeCanary{Percent: 25} }, ""},
+		{"canary promote", func(k *KubernetesSpec) { k.Strategy, k.Action = "canary", "promote" }, ""},
+		{"canary abort", func(k *KubernetesSpec) { k.Strategy, k.Action, k.Canary = "canary", "abort", &KubeCanary{Replicas: 2} }, ""},
+		{"canary without action", func(k *KubernetesSpec) { k.Strategy = "canary" }, `kubernetes canary action "" is invalid: use start`},
+		{"canary start without share", func(k *KubernetesSpec) { k.Strategy, k.Action = "canary", "start" }, "needs canary: {percent: P} or {replicas: N}"},
+		{"canary both", func(k *KubernetesSpec) { k.Strategy, k.Action, k.Canary = "canary", "start", &KubeCanary{Percent: 5, Replicas: 1} }, "one of percent (1-100) or replicas"},
+		{"canary 101%", func(k *KubernetesSpec) { k.Strategy, k.Action, k.Canary = "canary", "start", &KubeCanary{Percent: 101} }, "percent must be 1-100"},
+		{"canary with blue_green", func(k *KubernetesSpec) {
+			k.Strategy, k.Action, k.BlueGreen = "canary", "promote", &KubeBlueGreen{Service: "web"}
+		}, "blue_green is for the blue-green strategy"},
+		{"blue-green", func(k *KubernetesSpec) { k.Strategy, k.Action, k.BlueGreen = "blue-green", "deploy", &KubeBlueGreen{Service: "web"} }, ""},
+		{"blue-green swap-back", func(k *KubernetesSpec) { k.Strategy, k.Action, k.BlueGreen = "blue-green", "swap-back", &KubeBlueGreen{Service: "web"} }, ""},
+		{"blue-green without service", func(k *KubernetesSpec) { k.Strategy, k.Action = "blue-green", "switch" }, "needs blue_green: {service: NAME}"},
+		{"blue-green bad service", func(k *KubernetesSpec) { k.Strategy, k.Action, k.BlueGreen = "blue-green", "switch", &KubeBlueGreen{Service: "Web"} }, `blue_green service "Web" is invalid`},
+		{"blue-green bad action", func(k *KubernetesSpec) { k.Strategy, k.Action, k.BlueGreen = "blue-green", "start", &KubeBlueGreen{Service: "web"} }, `blue-green action "start" is invalid: use deploy`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,6 +104,10 @@ func FuzzKubernetesSpec(f *testing.F) {
 	f.Add(`{"namespace":"web","manifests":["` + strings.ReplaceAll(deployDoc, "\n", `\n`) + `"],"timeout_ms":60000,"rollback":"auto"}`)
 	f.Add(`{"namespace":"a-1","manifests":["{\"kind\":\"ConfigMap\"}","---\nkind: x\n---\n"],"strategy":"rolling"}`)
 	f.Add(`{"namespace":"-x","manifests":[""],"rollback":"none","timeout_ms":-5}`)
+	f.Add(`{"namespace":"web","manifests":["a: b"],"strategy":"canary","action":"start","canary":{"percent":25}}`)
+	f.Add(`{"namespace":"web","manifests":["a: b"],"strategy":"canary","action":"promote","canary":{"replicas":2,"percent":3}}`)
+	f.Add(`{"namespace":"web","manifests":["a: b"],"strategy":"blue-green","action":"swap-back","blue_green":{"service":"web"}}`)
+	f.Add(`{"namespace":"web","manifests":["a: b"],"strategy":"blue-green","action":"deploy","blue_green":{"service":"-"},"canary":{}}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		var k KubernetesSpec
 		if json.Unmarshal([]byte(s), &k) != nil {
@@ -106,8 +126,15 @@ func FuzzKubernetesSpec(f *testing.F) {
 		if total > MaxKubernetesManifestBytes || len(k.Manifests) > MaxKubernetesManifests || len(k.Manifests) == 0 {
 			t.Fatalf("accepted %d manifests of %d bytes", len(k.Manifests), total)
 		}
-		if k.Rollback != RollbackAuto && k.Rollback != RollbackNone || k.Strategy != StrategyRolling {
+		if k.Rollback != RollbackAuto && k.Rollback != RollbackNone || k.Strategy != StrategyRolling && k.Strategy != StrategyCanary && k.Strategy != StrategyBlueGreen {
 			t.Fatalf("not normalized: rollback %q strategy %q", k.Rollback, k.Strategy)
+		}
+		switch {
+		case k.Strategy == StrategyRolling && (k.Action != "" || k.Canary != nil || k.BlueGreen != nil),
+			k.Strategy == StrategyCanary && (k.BlueGreen != nil || k.Action == CanaryStart && k.Canary == nil),
+			k.Strategy == StrategyBlueGreen && (k.Canary != nil || k.BlueGreen == nil || k.BlueGreen.Service == ""),
+			k.Canary != nil && (k.Canary.Percent > 100 || k.Canary.Replicas > MaxKubeCanaryReplicas || (k.Canary.Percent > 0) == (k.Canary.Replicas > 0)):
+			t.Fatalf("accepted a strategy's fields that do not fit: %+v", k)
 		}
 		b, err := json.Marshal(k)
 		if err != nil {
