@@ -41,16 +41,26 @@ func TestKubernetesSpecValidate(t *testing.T) {
 		{"canary abort", func(k *KubernetesSpec) { k.Strategy, k.Action, k.Canary = "canary", "abort", &KubeCanary{Replicas: 2} }, ""},
 		{"canary without action", func(k *KubernetesSpec) { k.Strategy = "canary" }, `kubernetes canary action "" is invalid: use start`},
 		{"canary start without share", func(k *KubernetesSpec) { k.Strategy, k.Action = "canary", "start" }, "needs canary: {percent: P} or {replicas: N}"},
-		{"canary both", func(k *KubernetesSpec) { k.Strategy, k.Action, k.Canary = "canary", "start", &KubeCanary{Percent: 5, Replicas: 1} }, "one of percent (1-100) or replicas"},
+		{"canary both", func(k *KubernetesSpec) {
+			k.Strategy, k.Action, k.Canary = "canary", "start", &KubeCanary{Percent: 5, Replicas: 1}
+		}, "one of percent (1-100) or replicas"},
 		{"canary 101%", func(k *KubernetesSpec) { k.Strategy, k.Action, k.Canary = "canary", "start", &KubeCanary{Percent: 101} }, "percent must be 1-100"},
 		{"canary with blue_green", func(k *KubernetesSpec) {
 			k.Strategy, k.Action, k.BlueGreen = "canary", "promote", &KubeBlueGreen{Service: "web"}
 		}, "blue_green is for the blue-green strategy"},
-		{"blue-green", func(k *KubernetesSpec) { k.Strategy, k.Action, k.BlueGreen = "blue-green", "deploy", &KubeBlueGreen{Service: "web"} }, ""},
-		{"blue-green swap-back", func(k *KubernetesSpec) { k.Strategy, k.Action, k.BlueGreen = "blue-green", "swap-back", &KubeBlueGreen{Service: "web"} }, ""},
+		{"blue-green", func(k *KubernetesSpec) {
+			k.Strategy, k.Action, k.BlueGreen = "blue-green", "deploy", &KubeBlueGreen{Service: "web"}
+		}, ""},
+		{"blue-green swap-back", func(k *KubernetesSpec) {
+			k.Strategy, k.Action, k.BlueGreen = "blue-green", "swap-back", &KubeBlueGreen{Service: "web"}
+		}, ""},
 		{"blue-green without service", func(k *KubernetesSpec) { k.Strategy, k.Action = "blue-green", "switch" }, "needs blue_green: {service: NAME}"},
-		{"blue-green bad service", func(k *KubernetesSpec) { k.Strategy, k.Action, k.BlueGreen = "blue-green", "switch", &KubeBlueGreen{Service: "Web"} }, `blue_green service "Web" is invalid`},
-		{"blue-green bad action", func(k *KubernetesSpec) { k.Strategy, k.Action, k.BlueGreen = "blue-green", "start", &KubeBlueGreen{Service: "web"} }, `blue-green action "start" is invalid: use deploy`},
+		{"blue-green bad service", func(k *KubernetesSpec) {
+			k.Strategy, k.Action, k.BlueGreen = "blue-green", "switch", &KubeBlueGreen{Service: "Web"}
+		}, `blue_green service "Web" is invalid`},
+		{"blue-green bad action", func(k *KubernetesSpec) {
+			k.Strategy, k.Action, k.BlueGreen = "blue-green", "start", &KubeBlueGreen{Service: "web"}
+		}, `blue-green action "start" is invalid: use deploy`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
