@@ -72,6 +72,48 @@ type kubeResult struct {
 	// Fault: the delegate has no credentials or cannot reach the API;
 	// another delegate may.
 	Fault bool `json:"fault,omitempty"`
+	// Record is what the deploy left (output deploy_record).
+	Record *protocol.DeployRecord `json:"record,omitempty"`
+}
+
+// deployStrategy is DeployRecord.Strategy of spec: the strategy, and the
+// action within it when it has one ("canary: promote").
+func deployStrategy(spec protocol.KubernetesSpec) string {
+	s := spec.Strategy
+	if s == "" {
+		s = protocol.StrategyRolling
+	}
+	if spec.Action != "" {
+		s += ": " + spec.Action
+	}
+	return s
+}
+
+// kubeOutputs are a kubernetes task's outputs: deploy_status, and
+// deploy_record (rec, or one of the spec alone when the child reported
+// none).
+func kubeOutputs(spec protocol.KubernetesSpec, status string, rec *protocol.DeployRecord) map[string]string {
+	if rec == nil {
+		rec = &protocol.DeployRecord{Type: protocol.TaskKubernetes, Strategy: deployStrategy(spec), Namespace: spec.Namespace}
+	}
+	out := map[string]string{protocol.OutputDeployStatus: status}
+	r := *rec
+	for {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return out
+		}
+		if len(b) <= protocol.MaxDeployRecordBytes {
+			out[protocol.OutputDeployRecord] = string(b)
+			return out
+		}
+		// Too many workloads for the record's bound: the last ones go
+		// (the task's output names them all).
+		if len(r.Workloads) == 0 {
+			return out
+		}
+		r.Workloads = r.Workloads[:len(r.Workloads)-1]
+	}
 }
 
 // kubeRun is one run of a kubernetes task: its child process.
@@ -145,26 +187,30 @@ func (k *kubeRun) Finish(stop *Stop) Outcome {
 		fmt.Fprintf(k.out, "\n[legate: stopped reading output after the deploy process ended]\n")
 	}
 	var res kubeResult
-	b, _ := io.ReadAll(io.LimitReader(k.result, 64<<10))
+	b, _ := io.ReadAll(io.LimitReader(k.result, maxKubeResult))
+	resErr := json.Unmarshal(b, &res)
 	if stop != nil {
 		io.WriteString(k.out, stop.Notice("stopped the deploy process; what it applied stays"))
 		o := stop.Outcome()
-		o.Outputs = map[string]string{protocol.OutputDeployStatus: protocol.DeployFailed}
+		o.Outputs = kubeOutputs(k.spec, protocol.DeployFailed, res.Record)
 		return o
 	}
-	if err := json.Unmarshal(b, &res); err != nil || res.Deploy == "" {
+	if resErr != nil || res.Deploy == "" {
 		o := failed(fmt.Sprintf("the kubernetes deploy process ended without a result (%v)", k.waitErr))
 		o.DelegateFault = true
+		o.Outputs = kubeOutputs(k.spec, protocol.DeployFailed, nil)
 		return o
 	}
 	o := succeeded()
 	switch {
 	case res.Fault:
 		o = faulted(res.Error)
-	case res.Deploy != protocol.DeploySucceeded:
+	case res.Error != "":
+		// A rolled-back deploy failed; an abort or a swap-back that
+		// did what it was asked succeeded, its status rolled_back.
 		o = failed(res.Error)
 	}
-	o.Outputs = map[string]string{protocol.OutputDeployStatus: res.Deploy}
+	o.Outputs = kubeOutputs(k.spec, res.Deploy, res.Record)
 	return o
 }
 
@@ -176,6 +222,10 @@ func (k *kubeRun) Cleanup() {
 		k.result.Close()
 	}
 }
+
+// maxKubeResult bounds the result the child reports: a deploy record and
+// an error.
+const maxKubeResult = protocol.MaxDeployRecordBytes + 64<<10
 
 // maxKubeInput bounds the spec the child reads: the manifests' limit and
 // room for the rest.
@@ -193,7 +243,7 @@ func runKubernetes() int {
 		b, _ := json.Marshal(r)
 		_, _ = result.Write(b)
 		result.Close()
-		if r.Deploy == protocol.DeploySucceeded {
+		if r.Error == "" {
 			return 0
 		}
 		if r.Error != "" {
@@ -210,7 +260,8 @@ func runKubernetes() int {
 		err = spec.Validate()
 	}
 	if err != nil {
-		return report(kubeResult{Deploy: protocol.DeployFailed, Error: fmt.Sprintf("kubernetes task: %v", err)})
+		rec := &protocol.DeployRecord{Type: protocol.TaskKubernetes, Strategy: deployStrategy(spec), Namespace: spec.Namespace}
+		return report(kubeResult{Deploy: protocol.DeployFailed, Error: fmt.Sprintf("kubernetes task: %v", err), Record: rec})
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -232,20 +283,47 @@ func deployKubernetes(ctx context.Context, spec protocol.KubernetesSpec, getenv 
 	if timeout <= 0 {
 		timeout = protocol.DefaultKubernetesTimeoutMS * time.Millisecond
 	}
-	fmt.Fprintf(out, "deploying %d manifest(s) to namespace %s at %s (%s); rollout timeout %s, rollback %s\n",
-		len(spec.Manifests), spec.Namespace, cfg.Server, cfg.Source, timeout, spec.Rollback)
-	d := kube.Deploy{Namespace: spec.Namespace, Manifests: spec.Manifests, Timeout: timeout, Rollback: spec.Rollback == protocol.RollbackAuto}
-	outcome, err := kube.Run(ctx, c, d, out)
-	switch outcome {
+	fmt.Fprintf(out, "deploying %d manifest(s) to namespace %s at %s (%s); strategy %s; rollout timeout %s, rollback %s\n",
+		len(spec.Manifests), spec.Namespace, cfg.Server, cfg.Source, deployStrategy(spec), timeout, spec.Rollback)
+	result, err := kube.Run(ctx, c, kubeDeploy(spec, timeout), out)
+	rec := deployRecord(spec, cfg.Server, result)
+	switch result.Outcome {
 	case kube.Succeeded:
 		fmt.Fprintf(out, "deployed to namespace %s\n", spec.Namespace)
-		return kubeResult{Deploy: protocol.DeploySucceeded}
+		return kubeResult{Deploy: protocol.DeploySucceeded, Record: rec}
 	case kube.RolledBack:
-		return kubeResult{Deploy: protocol.DeployRolledBack, Error: err.Error()}
+		r := kubeResult{Deploy: protocol.DeployRolledBack, Record: rec}
+		if err != nil {
+			r.Error = err.Error()
+		}
+		return r
 	}
 	// No answer from the API (a refused connection, an untrusted
 	// certificate): this delegate cannot reach the cluster, another may.
 	// An apply is idempotent, so running the task again elsewhere is safe.
 	var ue *url.Error
-	return kubeResult{Deploy: protocol.DeployFailed, Error: err.Error(), Fault: errors.As(err, &ue) && ctx.Err() == nil}
+	return kubeResult{Deploy: protocol.DeployFailed, Error: err.Error(), Fault: errors.As(err, &ue) && ctx.Err() == nil, Record: rec}
+}
+
+// kubeDeploy is the deploy spec asks for.
+func kubeDeploy(spec protocol.KubernetesSpec, timeout time.Duration) kube.Deploy {
+	d := kube.Deploy{Namespace: spec.Namespace, Manifests: spec.Manifests, Timeout: timeout, Rollback: spec.Rollback == protocol.RollbackAuto,
+		Strategy: spec.Strategy, Action: spec.Action}
+	if spec.Canary != nil {
+		d.CanaryPercent, d.CanaryReplicas = spec.Canary.Percent, spec.Canary.Replicas
+	}
+	if spec.BlueGreen != nil {
+		d.Service = spec.BlueGreen.Service
+	}
+	return d
+}
+
+// deployRecord is the deploy record of a deploy to server that ended in r.
+func deployRecord(spec protocol.KubernetesSpec, server string, r kube.Result) *protocol.DeployRecord {
+	rec := &protocol.DeployRecord{Type: protocol.TaskKubernetes, Strategy: deployStrategy(spec), Cluster: server, Namespace: spec.Namespace,
+		RolledBackTo: r.RolledBackTo}
+	for _, w := range r.Workloads {
+		rec.Workloads = append(rec.Workloads, protocol.DeployedWorkload{Kind: w.Kind, Name: w.Name, Images: w.Images, Revision: w.Revision})
+	}
+	return rec
 }

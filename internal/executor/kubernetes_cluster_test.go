@@ -36,6 +36,12 @@ func TestKubernetesTaskOnACluster(t *testing.T) {
 
 	var out buffer
 	o := Run(t.Context(), spec(deployment("api:1", ""), 120000), Options{KubeEnv: env}, &out)
+	rec := outputRecord(t, o)
+	wantRec := protocol.DeployRecord{Type: protocol.TaskKubernetes, Strategy: "rolling", Cluster: k.API, Namespace: ns,
+		Workloads: []protocol.DeployedWorkload{{Kind: "Deployment", Name: "api", Images: []string{"api:1"}, Revision: "1"}}}
+	if diff := cmp.Diff(wantRec, rec); diff != "" {
+		t.Fatalf("first deploy's record (-want +got):\n%s", diff)
+	}
 	want := Outcome{Status: protocol.StatusSucceeded, Outputs: map[string]string{protocol.OutputDeployStatus: protocol.DeploySucceeded}}
 	if diff := cmp.Diff(want, o); diff != "" {
 		t.Fatalf("first deploy (-want +got):\n%s\n%s", diff, out.String())
@@ -50,6 +56,10 @@ func TestKubernetesTaskOnACluster(t *testing.T) {
 	}
 	if !strings.Contains(out2.String(), "deployment/api: rolled back to the template of revision 1") {
 		t.Fatal("the output does not report the rollback")
+	}
+	wantRec.RolledBackTo, wantRec.Workloads[0].Revision = "1", "3"
+	if diff := cmp.Diff(wantRec, outputRecord(t, o)); diff != "" {
+		t.Fatalf("the rollback's record (-want +got):\n%s", diff)
 	}
 	var d struct {
 		Spec struct {
@@ -69,5 +79,29 @@ func TestKubernetesTaskOnACluster(t *testing.T) {
 	k.Do(t, http.MethodGet, "/apis/apps/v1/namespaces/"+ns+"/deployments/api", nil, &d)
 	if d.Spec.Template.Spec.Containers[0].Image != "api:1" || d.Status.AvailableReplicas != 2 || d.Status.UpdatedReplicas != 2 {
 		t.Fatalf("the cluster's Deployment after the rollback: %+v", d)
+	}
+
+	// A canary start, then its abort: the abort did what it was asked
+	// (the task succeeds), and reports rolled_back.
+	canary := func(action string) protocol.TaskSpec {
+		s := spec(deployment("api:4", ""), 120000)
+		s.Kubernetes.Strategy, s.Kubernetes.Action, s.Kubernetes.Canary = protocol.StrategyCanary, action, &protocol.KubeCanary{Replicas: 1}
+		return s
+	}
+	var out3 buffer
+	o = Run(t.Context(), canary(protocol.CanaryStart), Options{KubeEnv: env}, &out3)
+	if rec := outputRecord(t, o); o.Status != protocol.StatusSucceeded || rec.Strategy != "canary: start" || len(rec.Workloads) != 1 ||
+		rec.Workloads[0].Name != "api-canary" || rec.Workloads[0].Images[0] != "api:4" {
+		t.Fatalf("canary start: %+v %+v\n%s", o, rec, out3.String())
+	}
+	o = Run(t.Context(), canary(protocol.CanaryAbort), Options{KubeEnv: env}, &out3)
+	rec = outputRecord(t, o)
+	if o.Status != protocol.StatusSucceeded || o.Outputs[protocol.OutputDeployStatus] != protocol.DeployRolledBack || rec.Strategy != "canary: abort" ||
+		rec.RolledBackTo != "3" || len(rec.Workloads) != 1 || rec.Workloads[0].Name != "api" || rec.Workloads[0].Images[0] != "api:1" {
+		t.Fatalf("canary abort: %+v %+v\n%s", o, rec, out3.String())
+	}
+	code, _, _ := k.Request(t.Context(), "", http.MethodGet, "/apis/apps/v1/namespaces/"+ns+"/deployments/api-canary", "", nil)
+	if code != http.StatusNotFound {
+		t.Fatalf("the canary after the abort: HTTP %d", code)
 	}
 }

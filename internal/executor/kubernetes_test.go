@@ -56,6 +56,22 @@ func fakeKubeAPI(t *testing.T) (applies func() []string, env []string) {
 	}, []string{"KUBECONFIG=" + kc}
 }
 
+// outputRecord takes the deploy_record output out of o (so that the rest
+// compares whole) and decodes it.
+func outputRecord(t *testing.T, o Outcome) protocol.DeployRecord {
+	t.Helper()
+	s, ok := o.Outputs[protocol.OutputDeployRecord]
+	if !ok {
+		t.Fatalf("no %s output: %+v", protocol.OutputDeployRecord, o)
+	}
+	delete(o.Outputs, protocol.OutputDeployRecord)
+	rec, err := protocol.ParseDeployRecord(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
 func kubeSpec(manifests ...string) protocol.TaskSpec {
 	return protocol.TaskSpec{Type: protocol.TaskKubernetes, Kubernetes: &protocol.KubernetesSpec{Namespace: "web", Manifests: manifests}}
 }
@@ -68,6 +84,10 @@ func TestKubernetesChild(t *testing.T) {
 	applies, env := fakeKubeAPI(t)
 	var out buffer
 	o := Run(t.Context(), kubeSpec("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {k: v}\n"), Options{KubeEnv: env}, &out)
+	rec := outputRecord(t, o)
+	if rec.Type != protocol.TaskKubernetes || rec.Strategy != protocol.StrategyRolling || rec.Namespace != "web" || !strings.HasPrefix(rec.Cluster, "https://127.0.0.1:") || len(rec.Workloads) != 0 {
+		t.Fatalf("deploy record %+v", rec)
+	}
 	want := Outcome{Status: protocol.StatusSucceeded, Outputs: map[string]string{protocol.OutputDeployStatus: protocol.DeploySucceeded}}
 	if diff := cmp.Diff(want, o); diff != "" {
 		t.Fatalf("outcome (-want +got):\n%s\noutput:\n%s", diff, out.String())
@@ -90,6 +110,9 @@ func TestKubernetesChildFails(t *testing.T) {
 	_, env := fakeKubeAPI(t)
 	var out buffer
 	o := Run(t.Context(), kubeSpec("apiVersion: v1\nkind: Widget\nmetadata: {name: w}\n"), Options{KubeEnv: env}, &out)
+	if rec := outputRecord(t, o); rec.Namespace != "web" || rec.Strategy != protocol.StrategyRolling || rec.Cluster == "" {
+		t.Fatalf("deploy record of a refused deploy: %+v", rec)
+	}
 	want := Outcome{Status: protocol.StatusFailed, Error: "manifest 0, document 0 (widget/w): the cluster has no kind Widget in apiVersion v1",
 		Outputs: map[string]string{protocol.OutputDeployStatus: protocol.DeployFailed}}
 	if diff := cmp.Diff(want, o); diff != "" {
@@ -102,6 +125,9 @@ func TestKubernetesChildFails(t *testing.T) {
 	o = Run(t.Context(), kubeSpec("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n"), Options{KubeEnv: []string{"HOME=" + t.TempDir()}}, &out)
 	if o.Status != protocol.StatusFailed || !o.DelegateFault || !strings.Contains(o.Error, "no Kubernetes credentials") {
 		t.Fatalf("without credentials: %+v", o)
+	}
+	if rec := outputRecord(t, o); rec.Namespace != "web" || rec.Cluster != "" {
+		t.Fatalf("deploy record without credentials: %+v", rec)
 	}
 	unreachable := filepath.Join(t.TempDir(), "kubeconfig")
 	text := "current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\nclusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t}}]\n"
