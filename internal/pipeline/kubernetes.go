@@ -27,6 +27,11 @@ type Kubernetes struct {
 	Timeout time.Duration
 	// Rollback is protocol.RollbackAuto or RollbackNone.
 	Rollback string
+	// Strategy, Action, Canary and BlueGreen: see protocol.KubernetesSpec
+	// ("" strategy: rolling).
+	Strategy, Action string
+	Canary           *protocol.KubeCanary
+	BlueGreen        *protocol.KubeBlueGreen
 }
 
 // kubernetes reads a step's kubernetes section.
@@ -49,13 +54,36 @@ func (ps *parser) kubernetes(n *yaml.Node, path string) *Kubernetes {
 			switch k.Rollback = ps.str(v, path+".rollback"); k.Rollback {
 			case protocol.RollbackAuto, protocol.RollbackNone:
 			default:
-				ps.add(v, path+".rollback", "%q: write auto (roll a failed Deployment back to its revision from before) or none", k.Rollback)
+				ps.add(v, path+".rollback", "%q: write auto (undo a failed deploy: workloads back to their revision from before, a new canary or colour removed) or none", k.Rollback)
 			}
+		},
+		"strategy": func(v *yaml.Node) {
+			switch k.Strategy = ps.str(v, path+".strategy"); k.Strategy {
+			case protocol.StrategyRolling, protocol.StrategyCanary, protocol.StrategyBlueGreen:
+			default:
+				ps.add(v, path+".strategy", "%q: write rolling (the workloads' own rolling update, the default), canary or blue-green", k.Strategy)
+				k.Strategy = ""
+			}
+		},
+		"action": func(v *yaml.Node) { k.Action = ps.str(v, path+".action") },
+		"canary": func(v *yaml.Node) {
+			k.Canary = &protocol.KubeCanary{}
+			ps.fields(v, path+".canary", map[string]func(*yaml.Node){
+				"percent":  func(v *yaml.Node) { k.Canary.Percent = ps.integer(v, path+".canary.percent", 1, 100) },
+				"replicas": func(v *yaml.Node) { k.Canary.Replicas = ps.integer(v, path+".canary.replicas", 1, protocol.MaxKubeCanaryReplicas) },
+			})
+		},
+		"blue_green": func(v *yaml.Node) {
+			k.BlueGreen = &protocol.KubeBlueGreen{}
+			ps.fields(v, path+".blue_green", map[string]func(*yaml.Node){
+				"service": func(v *yaml.Node) { k.BlueGreen.Service = ps.str(v, path+".blue_green.service") },
+			})
 		},
 	})
 	if n.Kind != yaml.MappingNode {
 		return k
 	}
+	ps.kubernetesStrategy(n, path, k)
 	switch {
 	case k.Namespace == "":
 		ps.add(n, path+".namespace", "a kubernetes step needs the namespace it deploys to")
@@ -68,6 +96,30 @@ func (ps *parser) kubernetes(n *yaml.Node, path string) *Kubernetes {
 		ps.add(n, path+".manifests", "a kubernetes step needs manifests: a list of Kubernetes objects")
 	}
 	return k
+}
+
+// kubernetesStrategy checks a step's strategy fields together, as the
+// task's payload will be.
+func (ps *parser) kubernetesStrategy(n *yaml.Node, path string, k *Kubernetes) {
+	if k.Strategy == "" && k.Action == "" && k.Canary == nil && k.BlueGreen == nil {
+		return
+	}
+	probe := protocol.KubernetesSpec{Namespace: "probe", Manifests: []string{"probe: {}"}, Strategy: k.Strategy, Action: k.Action, Canary: k.Canary, BlueGreen: k.BlueGreen}
+	err := probe.Validate()
+	switch {
+	case err == nil:
+	case k.Strategy == "" && k.Action != "":
+		ps.add(n, path+".action", "a rolling deploy takes none: write strategy: canary or blue-green with it")
+	case k.Strategy == "" || k.Strategy == protocol.StrategyRolling:
+		ps.add(n, path, "%s: write strategy: canary (with canary:) or blue-green (with blue_green:)", err)
+	case k.Action == "":
+		ps.add(n, path+".action", "a %s step needs an action: %s", k.Strategy, map[string]string{
+			protocol.StrategyCanary:    "start (a canary beside the stable Deployment), promote (roll out to the stable one, delete the canary) or abort (delete the canary)",
+			protocol.StrategyBlueGreen: "deploy (the idle colour, then switch to it), switch or swap-back (to the other colour, which must be ready)",
+		}[k.Strategy])
+	default:
+		ps.add(n, path, "%v", err)
+	}
 }
 
 // manifests reads a list of documents: each item a mapping (an object
@@ -256,7 +308,8 @@ func cloneNode(n *yaml.Node) *yaml.Node {
 // expressions were expanded: each document as YAML text, written from the
 // parsed document (a value is a scalar there whatever it holds).
 func kubernetesSpec(k *Kubernetes) (*protocol.KubernetesSpec, error) {
-	spec := &protocol.KubernetesSpec{Namespace: k.Namespace, Rollback: k.Rollback, TimeoutMS: k.Timeout.Milliseconds()}
+	spec := &protocol.KubernetesSpec{Namespace: k.Namespace, Rollback: k.Rollback, TimeoutMS: k.Timeout.Milliseconds(),
+		Strategy: k.Strategy, Action: k.Action, Canary: k.Canary, BlueGreen: k.BlueGreen}
 	for i, d := range k.Manifests {
 		b, err := yaml.Marshal(d)
 		if err != nil {

@@ -158,6 +158,15 @@ func TestKubernetesParseErrors(t *testing.T) {
 		{"unknown input", step("        kubernetes: {namespace: web, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}, data: {p: '${{ inputs.y }}'}}]}\n"), `no input named "y"`},
 		{"rollback", step("        kubernetes: {namespace: web, rollback: yes, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), `"yes": write auto`},
 		{"env", step("        env: {A: b}\n        kubernetes: {namespace: web, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), "takes no env or secrets"},
+		{"unknown strategy", step("        kubernetes: {namespace: web, strategy: recreate, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), `"recreate": write rolling (the workloads' own rolling update, the default), canary or blue-green`},
+		{"canary without action", step("        kubernetes: {namespace: web, strategy: canary, canary: {percent: 10}, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), `kubernetes.action: a canary step needs an action: start`},
+		{"canary start without share", step("        kubernetes: {namespace: web, strategy: canary, action: start, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), "needs canary: {percent: P} or {replicas: N}"},
+		{"canary percent", step("        kubernetes: {namespace: web, strategy: canary, action: start, canary: {percent: 150}, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), "kubernetes.canary.percent: 150 is out of range: 1 to 100"},
+		{"canary both", step("        kubernetes: {namespace: web, strategy: canary, action: start, canary: {percent: 5, replicas: 1}, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), "one of percent (1-100) or replicas"},
+		{"action without strategy", step("        kubernetes: {namespace: web, action: promote, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), "a rolling deploy takes none: write strategy: canary or blue-green"},
+		{"blue-green without service", step("        kubernetes: {namespace: web, strategy: blue-green, action: deploy, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), "needs blue_green: {service: NAME}"},
+		{"blue-green action", step("        kubernetes: {namespace: web, strategy: blue-green, action: promote, blue_green: {service: web}, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), `blue-green action "promote" is invalid: use deploy`},
+		{"blue_green unknown field", step("        kubernetes: {namespace: web, strategy: blue-green, action: deploy, blue_green: {svc: web}, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), "unknown field; known fields here: service"},
 		{"two kinds", step("        shell: echo\n        kubernetes: {namespace: web, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), "one of shell, http, container or kubernetes"},
 	}
 	for _, tt := range tests {
@@ -165,6 +174,53 @@ func TestKubernetesParseErrors(t *testing.T) {
 		var pe *Error
 		if !errors.As(err, &pe) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: err = %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// TestKubernetesStrategySpec: a canary's and a blue-green's fields reach
+// the task's payload.
+func TestKubernetesStrategySpec(t *testing.T) {
+	t.Parallel()
+	src := `name: p
+stages:
+  - name: s
+    steps:
+      - name: start
+        kubernetes:
+          namespace: web
+          strategy: canary
+          action: start
+          canary: {percent: 20}
+          rollback: auto
+          manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]
+      - name: bg
+        kubernetes:
+          namespace: web
+          strategy: blue-green
+          action: swap-back
+          blue_green: {service: web}
+          manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]
+`
+	p, err := Parse([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := p.Stages[0].Items
+	for i, want := range []protocol.KubernetesSpec{
+		{Strategy: "canary", Action: "start", Canary: &protocol.KubeCanary{Percent: 20}, Rollback: "auto"},
+		{Strategy: "blue-green", Action: "swap-back", BlueGreen: &protocol.KubeBlueGreen{Service: "web"}, Rollback: "none"},
+	} {
+		got, err := kubernetesSpec(items[i].Steps[0].Kubernetes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := got.Validate(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		got.Namespace, got.Manifests = "", nil
+		if diff := cmp.Diff(&want, got); diff != "" {
+			t.Fatalf("step %d (-want +got):\n%s", i, diff)
 		}
 	}
 }
