@@ -69,8 +69,10 @@ func (ps *parser) kubernetes(n *yaml.Node, path string) *Kubernetes {
 		"canary": func(v *yaml.Node) {
 			k.Canary = &protocol.KubeCanary{}
 			ps.fields(v, path+".canary", map[string]func(*yaml.Node){
-				"percent":  func(v *yaml.Node) { k.Canary.Percent = ps.integer(v, path+".canary.percent", 1, 100) },
-				"replicas": func(v *yaml.Node) { k.Canary.Replicas = ps.integer(v, path+".canary.replicas", 1, protocol.MaxKubeCanaryReplicas) },
+				"percent": func(v *yaml.Node) { k.Canary.Percent = ps.integer(v, path+".canary.percent", 1, 100) },
+				"replicas": func(v *yaml.Node) {
+					k.Canary.Replicas = ps.integer(v, path+".canary.replicas", 1, protocol.MaxKubeCanaryReplicas)
+				},
 			})
 		},
 		"blue_green": func(v *yaml.Node) {
