@@ -219,10 +219,12 @@ func TestClusterDocumentedRole(t *testing.T) {
 	k.Do(t, http.MethodPost, "/apis/rbac.authorization.k8s.io/v1/namespaces/"+ns+"/roles", map[string]any{
 		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
 		"rules": []map[string]any{
-			rule("apps", []string{"deployments", "statefulsets", "daemonsets"}, "get", "create", "patch"),
-			rule("apps", []string{"replicasets"}, "list"),
+			rule("apps", []string{"deployments"}, "get", "create", "patch", "delete"),
+			rule("apps", []string{"statefulsets", "daemonsets"}, "get", "create", "patch"),
+			rule("apps", []string{"replicasets", "controllerrevisions"}, "list"),
 			rule("", []string{"services", "configmaps"}, "get", "create", "patch"),
-			rule("", []string{"pods", "events"}, "list"),
+			rule("", []string{"pods"}, "list", "delete"),
+			rule("", []string{"events"}, "list"),
 		}}, nil)
 	k.Do(t, http.MethodPost, "/apis/rbac.authorization.k8s.io/v1/namespaces/"+ns+"/rolebindings", map[string]any{
 		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
@@ -241,4 +243,24 @@ func TestClusterDocumentedRole(t *testing.T) {
 	if o != RolledBack || strings.Contains(out, "cannot") {
 		t.Fatalf("rollback with the documented Role: %v %v", o, err)
 	}
+	// The strategies and a StatefulSet's rollback need no more either.
+	canary := Deploy{Namespace: ns, Manifests: []string{webDeployment("web:3", false), webService}, Timeout: 2 * time.Minute, Strategy: StrategyCanary, CanaryReplicas: 1}
+	bg := Deploy{Namespace: ns, Manifests: []string{webDeployment("web:3", false), webService}, Timeout: 2 * time.Minute, Strategy: StrategyBlueGreen, Service: "web"}
+	for _, d := range []Deploy{
+		withAction(canary, CanaryStart), withAction(canary, CanaryAbort), withAction(canary, CanaryStart), withAction(canary, CanaryPromote),
+		withAction(bg, BlueGreenDeploy), withAction(bg, BlueGreenDeploy), withAction(bg, BlueGreenSwapBack),
+		{Namespace: ns, Manifests: []string{dbStatefulSet("db:1", false)}, Timeout: 2 * time.Minute},
+	} {
+		if o, out, err := run(t, c, d); o == Failed || strings.Contains(out, "cannot") {
+			t.Fatalf("%s %s with the documented Role: %v %v", d.Strategy, d.Action, o, err)
+		}
+	}
+	if o, out, err := run(t, c, Deploy{Namespace: ns, Manifests: []string{dbStatefulSet("db:2", true)}, Timeout: 5 * time.Second, Rollback: true}); o != RolledBack || strings.Contains(out, "cannot") {
+		t.Fatalf("a StatefulSet's rollback with the documented Role: %v %v", o, err)
+	}
+}
+
+func withAction(d Deploy, action string) Deploy {
+	d.Action = action
+	return d
 }

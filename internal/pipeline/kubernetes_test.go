@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -222,5 +223,45 @@ stages:
 		if diff := cmp.Diff(&want, got); diff != "" {
 			t.Fatalf("step %d (-want +got):\n%s", i, diff)
 		}
+	}
+}
+
+// TestDeploymentsDocExamples: the pipelines docs/deployments.md shows
+// (its yaml blocks that start with inputs:) parse, and their kubernetes
+// steps' payloads validate.
+func TestDeploymentsDocExamples(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/deployments.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, block := range strings.Split(string(b), "```yaml\n")[1:] {
+		src, _, _ := strings.Cut(block, "```")
+		if !strings.HasPrefix(src, "inputs:") {
+			continue
+		}
+		n++
+		p, err := Parse([]byte("name: doc\n" + src))
+		if err != nil {
+			t.Fatalf("example %d: %v\n%s", n, err, src)
+		}
+		for _, it := range p.Stages[0].Items {
+			for _, st := range it.Steps {
+				if st.Kubernetes == nil {
+					continue
+				}
+				spec, err := kubernetesSpec(st.Kubernetes)
+				if err == nil {
+					err = spec.Validate()
+				}
+				if err != nil {
+					t.Fatalf("example %d, step %s: %v", n, st.Name, err)
+				}
+			}
+		}
+	}
+	if n < 3 {
+		t.Fatalf("found %d examples, want the kubernetes step's, the canary's and the blue-green's", n)
 	}
 }
