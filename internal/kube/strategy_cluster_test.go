@@ -67,12 +67,15 @@ func TestClusterStatefulSetRollback(t *testing.T) {
 	}
 	var before statefulSet
 	k.Do(t, http.MethodGet, "/apis/apps/v1/namespaces/"+ns+"/statefulsets/db", nil, &before)
-	o, out, err := run(t, c, Deploy{Namespace: ns, Manifests: []string{dbStatefulSet("db:2", true)}, Timeout: 8 * time.Second, Rollback: true})
-	if o != RolledBack || err == nil || !strings.Contains(err.Error(), "rolled back: statefulset/db: rollout not complete after 8s") {
+	r, out, err := runResult(t, c, Deploy{Namespace: ns, Manifests: []string{dbStatefulSet("db:2", true)}, Timeout: 8 * time.Second, Rollback: true})
+	if o := r.Outcome; o != RolledBack || err == nil || !strings.Contains(err.Error(), "rolled back: statefulset/db: rollout not complete after 8s") {
 		t.Fatalf("never-ready version: %v %v", o, err)
 	}
 	if !strings.Contains(out, "statefulset/db: rolled back to revision "+before.Status.UpdateRevision) {
 		t.Errorf("output lacks the rollback to %s", before.Status.UpdateRevision)
+	}
+	if r.RolledBackTo != "1" || len(r.Workloads) != 1 || r.Workloads[0].Kind != "StatefulSet" || r.Workloads[0].Images[0] != "db:1" || r.Workloads[0].Revision != "3" {
+		t.Errorf("the rollback's record: %+v", r)
 	}
 	var s statefulSet
 	k.Do(t, http.MethodGet, "/apis/apps/v1/namespaces/"+ns+"/statefulsets/db", nil, &s)
@@ -344,5 +347,45 @@ func TestClusterBlueGreen(t *testing.T) {
 	}
 	if d, ok := deploymentNamed(t, k, ns, "web-blue"); !ok || d.image() != "web:1" || d.Status.AvailableReplicas != 3 {
 		t.Fatalf("web-blue after all: %+v", d)
+	}
+}
+
+// TestClusterDaemonSetRollback: a DaemonSet version whose pods never
+// become Ready is rolled back to the ControllerRevision from before; the
+// cluster's DaemonSet runs the old image, its pods available.
+func TestClusterDaemonSetRollback(t *testing.T) {
+	t.Parallel()
+	k, c, ns := clusterDeploy(t)
+	ds := func(image string, neverReady bool) string {
+		return strings.NewReplacer("kind: StatefulSet", "kind: DaemonSet", "  replicas: 3\n  serviceName: db\n", "").Replace(dbStatefulSet(image, neverReady))
+	}
+	if o, _, err := run(t, c, Deploy{Namespace: ns, Manifests: []string{ds("db:1", false)}, Timeout: 2 * time.Minute}); o != Succeeded {
+		t.Fatalf("first deploy: %v %v", o, err)
+	}
+	r, out, err := runResult(t, c, Deploy{Namespace: ns, Manifests: []string{ds("db:2", true)}, Timeout: 6 * time.Second, Rollback: true})
+	if r.Outcome != RolledBack || err == nil || !strings.Contains(err.Error(), "rolled back: daemonset/db: rollout not complete after 6s") ||
+		!strings.Contains(out, "daemonset/db: rolled back to revision db-") || r.RolledBackTo != "1" {
+		t.Fatalf("never-ready version: %+v %v", r, err)
+	}
+	var d struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Image string `json:"image"`
+					} `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+		Status struct {
+			DesiredNumberScheduled int `json:"desiredNumberScheduled"`
+			UpdatedNumberScheduled int `json:"updatedNumberScheduled"`
+			NumberAvailable        int `json:"numberAvailable"`
+		} `json:"status"`
+	}
+	k.Do(t, http.MethodGet, "/apis/apps/v1/namespaces/"+ns+"/daemonsets/db", nil, &d)
+	if d.Spec.Template.Spec.Containers[0].Image != "db:1" || d.Status.DesiredNumberScheduled == 0 ||
+		d.Status.NumberAvailable != d.Status.DesiredNumberScheduled || d.Status.UpdatedNumberScheduled != d.Status.DesiredNumberScheduled {
+		t.Fatalf("after the rollback: %+v", d)
 	}
 }
