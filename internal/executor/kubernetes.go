@@ -97,20 +97,27 @@ func kubeOutputs(spec protocol.KubernetesSpec, status string, rec *protocol.Depl
 		rec = &protocol.DeployRecord{Type: protocol.TaskKubernetes, Strategy: deployStrategy(spec), Namespace: spec.Namespace}
 	}
 	out := map[string]string{protocol.OutputDeployStatus: status}
+	if b, ok := fitRecord(rec); ok {
+		out[protocol.OutputDeployRecord] = string(b)
+	}
+	return out
+}
+
+// fitRecord is rec as JSON within protocol.MaxDeployRecordBytes: when it
+// has too many workloads for that, the last ones are left out (the task's
+// output names them all). ok is false when even that does not fit.
+func fitRecord(rec *protocol.DeployRecord) (b []byte, ok bool) {
 	r := *rec
 	for {
 		b, err := json.Marshal(r)
 		if err != nil {
-			return out
+			return nil, false
 		}
 		if len(b) <= protocol.MaxDeployRecordBytes {
-			out[protocol.OutputDeployRecord] = string(b)
-			return out
+			return b, true
 		}
-		// Too many workloads for the record's bound: the last ones go
-		// (the task's output names them all).
 		if len(r.Workloads) == 0 {
-			return out
+			return nil, false
 		}
 		r.Workloads = r.Workloads[:len(r.Workloads)-1]
 	}
@@ -224,8 +231,11 @@ func (k *kubeRun) Cleanup() {
 }
 
 // maxKubeResult bounds the result the child reports: a deploy record and
-// an error.
-const maxKubeResult = protocol.MaxDeployRecordBytes + 64<<10
+// an error of at most maxKubeError bytes.
+const (
+	maxKubeError  = 32 << 10
+	maxKubeResult = protocol.MaxDeployRecordBytes + maxKubeError + 4<<10
+)
 
 // maxKubeInput bounds the spec the child reads: the manifests' limit and
 // room for the rest.
@@ -240,6 +250,17 @@ func runKubernetes() int {
 	result := os.NewFile(3, "result")
 	syscall.CloseOnExec(3)
 	report := func(r kubeResult) int {
+		// Within the bound of what the delegate reads of the result.
+		if len(r.Error) > maxKubeError {
+			r.Error = strings.ToValidUTF8(r.Error[:maxKubeError], "") + " …"
+		}
+		if rec := r.Record; rec != nil {
+			r.Record = nil
+			if b, ok := fitRecord(rec); ok {
+				r.Record = new(protocol.DeployRecord)
+				_ = json.Unmarshal(b, r.Record)
+			}
+		}
 		b, _ := json.Marshal(r)
 		_, _ = result.Write(b)
 		result.Close()

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -140,5 +141,21 @@ func TestKubernetesChildFails(t *testing.T) {
 	}
 	if o := Run(t.Context(), protocol.TaskSpec{Type: protocol.TaskKubernetes}, Options{}, &out); o.Status != protocol.StatusFailed || !strings.Contains(o.Error, `no "kubernetes" section`) {
 		t.Fatalf("without a section: %+v", o)
+	}
+}
+
+// TestKubernetesRecordBound: a deploy record of more workloads than its
+// bound holds keeps the first ones and stays within the bound.
+func TestKubernetesRecordBound(t *testing.T) {
+	t.Parallel()
+	rec := &protocol.DeployRecord{Type: protocol.TaskKubernetes, Namespace: "web"}
+	for i := range 500 {
+		rec.Workloads = append(rec.Workloads, protocol.DeployedWorkload{Kind: "Deployment", Name: strings.Repeat("w", 60) + strconv.Itoa(i), Images: []string{strings.Repeat("i", 100)}})
+	}
+	out := kubeOutputs(protocol.KubernetesSpec{Namespace: "web"}, protocol.DeploySucceeded, rec)
+	got, err := protocol.ParseDeployRecord(out[protocol.OutputDeployRecord])
+	if err != nil || len(out[protocol.OutputDeployRecord]) > protocol.MaxDeployRecordBytes || len(got.Workloads) == 0 || len(got.Workloads) >= 500 ||
+		got.Workloads[0].Name != rec.Workloads[0].Name {
+		t.Fatalf("record of %d bytes, %d workloads: %v", len(out[protocol.OutputDeployRecord]), len(got.Workloads), err)
 	}
 }
