@@ -158,7 +158,7 @@ func TestKubernetesParseErrors(t *testing.T) {
 		{"unknown input", step("        kubernetes: {namespace: web, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}, data: {p: '${{ inputs.y }}'}}]}\n"), `no input named "y"`},
 		{"rollback", step("        kubernetes: {namespace: web, rollback: yes, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), `"yes": write auto`},
 		{"env", step("        env: {A: b}\n        kubernetes: {namespace: web, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), "takes no env or secrets"},
-		{"two kinds", step("        shell: echo\n        kubernetes: {namespace: web, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), "one of shell, http, container or kubernetes"},
+		{"two kinds", step("        shell: echo\n        kubernetes: {namespace: web, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), "one of shell, http, container, kubernetes or helm"},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.src))
