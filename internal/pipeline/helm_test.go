@@ -3,6 +3,7 @@ package pipeline
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -131,5 +132,30 @@ func TestHelmParseErrors(t *testing.T) {
 		if !errors.As(err, &pe) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: err = %v, want %q", tt.name, err, tt.want)
 		}
+	}
+}
+
+// TestHelmDocExample: the example of docs/deployments.md's helm section
+// parses and renders to a task the manager accepts.
+func TestHelmDocExample(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/deployments.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(b), "\n## The helm step\n")
+	_, block, _ := strings.Cut(section, "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	p := mustParse(t, "name: doc\n"+block)
+	inputs, err := p.ResolveInputs(map[string]string{"tag": "1.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := p.StepSpec(StepRef{"deploy", "web"}, inputs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spec.CheckPayload(); err != nil || spec.Helm.Version != "1.4.2" || !strings.Contains(string(spec.Helm.Values), `"tag":"1.0"`) {
+		t.Fatalf("the documented step: %v %+v", err, spec.Helm)
 	}
 }
