@@ -119,6 +119,9 @@ type helmResult struct {
 	deploy string // protocol.DeploySucceeded, DeployFailed or DeployRolledBack
 	err    string
 	record *protocol.DeployRecord
+	// fault: helm could not reach the cluster before it changed anything;
+	// another delegate may.
+	fault bool
 }
 
 func (h *helmRun) Start(_ context.Context, out io.Writer) error {
@@ -248,7 +251,10 @@ func (h *helmRun) Finish(stop *Stop) Outcome {
 	}
 	r := h.res
 	o := succeeded()
-	if r.deploy != protocol.DeploySucceeded {
+	switch {
+	case r.fault:
+		o = faulted(r.err)
+	case r.deploy != protocol.DeploySucceeded:
 		o = failed(r.err)
 	}
 	o.Outputs = map[string]string{protocol.OutputDeployStatus: r.deploy}
@@ -447,7 +453,10 @@ func (h *helmRun) deploy() helmResult {
 		s.Release, s.Namespace, chart, h.timeout, s.Rollback)
 	prev, installed, err := h.previous()
 	if err != nil {
-		return helmResult{deploy: protocol.DeployFailed, err: err.Error()}
+		// Nothing was changed yet: when the cluster did not answer (or
+		// was not trusted), running the task elsewhere is safe.
+		unreachable := strings.Contains(err.Error(), "Kubernetes cluster unreachable") || strings.Contains(err.Error(), "x509: ")
+		return helmResult{deploy: protocol.DeployFailed, err: err.Error(), fault: unreachable}
 	}
 	args := []string{"upgrade", "--install", h.ns(), "--values=" + h.values, "--wait", "--timeout=" + h.timeout.String()}
 	if s.Repo != "" {

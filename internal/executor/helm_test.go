@@ -136,7 +136,9 @@ func TestHelmTaskWithoutHelm(t *testing.T) {
 
 // TestHelmTaskFailures: a failed upgrade without rollback stays failed;
 // with rollback auto it is rolled back to the revision deployed before
-// (not a failed one after it); a rollback that fails too says both.
+// (not a failed one after it); a rollback that fails too says both; a
+// cluster that does not answer before anything changed is the
+// delegate's fault.
 func TestHelmTaskFailures(t *testing.T) {
 	t.Parallel()
 	history := `history) echo '[{"revision":3,"status":"superseded"},{"revision":4,"status":"deployed"},{"revision":5,"status":"failed"}]';;`
@@ -150,6 +152,8 @@ func TestHelmTaskFailures(t *testing.T) {
 			"rolled back: release web to revision 4: helm upgrade: UPGRADE FAILED: boom", []string{"history", "upgrade", "rollback --namespace=web --wait --timeout=5m0s -- web 4", "get metadata"}},
 		{"rollback fails", history + `upgrade) echo "Error: UPGRADE FAILED: boom" >&2; exit 1;; rollback) echo "Error: no" >&2; exit 1;;`, protocol.RollbackAuto, protocol.DeployFailed,
 			"helm upgrade: UPGRADE FAILED: boom; the rollback to revision 4 failed too: helm rollback: no", []string{"history", "upgrade", "rollback", "get metadata"}},
+		{"unreachable", `history) echo "Error: Kubernetes cluster unreachable: Get \"https://k:6443/version\": dial tcp: connection refused" >&2; exit 1;;`, protocol.RollbackAuto, protocol.DeployFailed,
+			`helm history: Kubernetes cluster unreachable: Get "https://k:6443/version": dial tcp: connection refused`, []string{"history"}},
 		{"nothing deployed", `history) echo '[{"revision":1,"status":"failed"}]';; upgrade) exit 1;;`, protocol.RollbackAuto, protocol.DeployFailed,
 			"helm upgrade: exit status 1", []string{"history", "upgrade", "get metadata"}},
 	}
@@ -161,7 +165,7 @@ func TestHelmTaskFailures(t *testing.T) {
 			spec.Helm.Rollback = tt.rollback
 			var out buffer
 			o := Run(t.Context(), spec, Options{Helm: bin, KubeEnv: []string{}}, &out)
-			if o.Status != protocol.StatusFailed || o.Outputs[protocol.OutputDeployStatus] != tt.status || o.Error != tt.err {
+			if o.Status != protocol.StatusFailed || o.Outputs[protocol.OutputDeployStatus] != tt.status || o.Error != tt.err || o.DelegateFault != (tt.name == "unreachable") {
 				t.Fatalf("%+v\n%s", o, out.String())
 			}
 			b, _ := os.ReadFile(log)
