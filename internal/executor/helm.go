@@ -456,6 +456,7 @@ func (h *helmRun) deploy() helmResult {
 		// Nothing was changed yet: when the cluster did not answer (or
 		// was not trusted), running the task elsewhere is safe.
 		unreachable := strings.Contains(err.Error(), "Kubernetes cluster unreachable") || strings.Contains(err.Error(), "x509: ")
+		fmt.Fprintf(h.out, "helm: %v\n", err)
 		return helmResult{deploy: protocol.DeployFailed, err: err.Error(), fault: unreachable}
 	}
 	args := []string{"upgrade", "--install", h.ns(), "--values=" + h.values, "--wait", "--timeout=" + h.timeout.String()}

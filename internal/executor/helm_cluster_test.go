@@ -134,3 +134,31 @@ func deploymentOf(t *testing.T, k *k8stest.Cluster, ns, name string) deployment 
 	k.Do(t, http.MethodGet, "/apis/apps/v1/namespaces/"+ns+"/deployments/"+name, nil, &d)
 	return deployment{d.Spec.Template.Spec.Containers[0].Image, d.Status.AvailableReplicas, d.Status.UpdatedReplicas}
 }
+
+// TestHelmTaskOutsideItsNamespace: with a ServiceAccount limited to one
+// namespace, a helm task into another fails, naming the refusal, as the
+// task's failure (not the delegate's: another delegate with the same
+// rights fares no better), and installs nothing there.
+func TestHelmTaskOutsideItsNamespace(t *testing.T) {
+	t.Parallel()
+	k := k8stest.Require(t)
+	ns, other := k.Namespace(t), k.Namespace(t)
+	cr := k.NamespaceServiceAccount(t, ns, "delegate")
+	repo := k.ServeCharts(t, k8stest.WebChart("0.1.0", "1.0"))
+	spec := protocol.TaskSpec{Type: protocol.TaskHelm, Helm: &protocol.HelmSpec{Release: "web", Namespace: other, Repo: repo, Chart: "web",
+		TimeoutMS: 60000, Rollback: protocol.RollbackAuto}}
+	var out buffer
+	o := Run(t.Context(), spec, Options{KubeEnv: []string{"KUBECONFIG=" + cr.Kubeconfig}, Helm: filepath.Join(k.Bin, "helm")}, &out)
+	t.Logf("output:\n%s", out.String())
+	if o.Status != protocol.StatusFailed || o.DelegateFault || o.Outputs[protocol.OutputDeployStatus] != protocol.DeployFailed ||
+		!strings.Contains(o.Error, "forbidden") || !strings.Contains(o.Error, `"`+other+`"`) {
+		t.Fatalf("%+v", o)
+	}
+	var secrets struct {
+		Items []any `json:"items"`
+	}
+	k.Do(t, http.MethodGet, "/api/v1/namespaces/"+other+"/secrets?labelSelector=owner%3Dhelm", nil, &secrets)
+	if code := k.Do(t, http.MethodGet, "/apis/apps/v1/namespaces/"+other+"/deployments/web", nil, nil, http.StatusNotFound); code != http.StatusNotFound || len(secrets.Items) != 0 {
+		t.Fatalf("something was installed in %s: HTTP %d, %d release secrets", other, code, len(secrets.Items))
+	}
+}
