@@ -100,6 +100,9 @@ type Options struct {
 	// KUBERNETES_SERVICE_HOST and PORT); nil means the delegate's own,
 	// filtered to what leads to credentials and the API (kubeChildEnv).
 	KubeEnv []string
+	// Helm is the helm binary helm tasks run; empty means $LEGATE_HELM,
+	// else helm on PATH (see helmBinary).
+	Helm string
 }
 
 // DefaultKillGrace is the SIGTERM → SIGKILL grace when Options.KillGrace is 0.

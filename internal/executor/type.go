@@ -61,6 +61,7 @@ var types = map[string]Type{
 	protocol.TaskHTTP:       httpType{},
 	protocol.TaskContainer:  containerType{},
 	protocol.TaskKubernetes: kubernetesType{},
+	protocol.TaskHelm:       helmType{},
 }
 
 // Lookup returns the Type of task type name, or an error that names it

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"strings"
@@ -15,6 +16,8 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add(planSrc)
 	f.Add(kubeSrc)
+	f.Add(helmSrc)
+	f.Add("name: p\nstages: [{name: s, steps: [{name: a, helm: {release: r, namespace: n, chart: 'oci://r/c', values: {a: .inf, b: [1, ~, 2020-01-01, !!binary aGk=], c: '${{ inputs.x }}'}}}]}]\n")
 	f.Add("name: p\nstages:\n  - name: s\n    steps:\n      - {name: a, shell: 'echo ${{ inputs.x }}'}\n")
 	f.Add("name: &a p\nstages: *a\n")
 	f.Add("name: p\nstages:\n  - name: s\n    steps:\n      - {name: a, container: {image: i, command: [id, '${{ inputs.x }}'], volumes: [{name: w, mount_path: /w, empty_dir: {size_mib: 1}}]}}\n" +
@@ -68,6 +71,13 @@ func FuzzParse(f *testing.F) {
 						if docs, err := textDocuments(m); err != nil || len(docs) != 1 {
 							t.Fatalf("StepSpec(%s): manifest %d is %d documents (%v):\n%s", ref, i, len(docs), err, m)
 						}
+					}
+				}
+				if spec.Helm != nil && spec.Helm.Values != nil {
+					// The values are one JSON object, whatever the inputs.
+					var m map[string]any
+					if err := json.Unmarshal(spec.Helm.Values, &m); err != nil {
+						t.Fatalf("StepSpec(%s): values %s: %v", ref, spec.Helm.Values, err)
 					}
 				}
 				st.Steps[ref] = StepSucceeded

@@ -520,6 +520,10 @@ func (ps *parser) step(n *yaml.Node, path string, seen map[string]bool) Step {
 			kinds.kubernetes = v
 			s.Kubernetes = ps.kubernetes(v, path+".kubernetes")
 		},
+		"helm": func(v *yaml.Node) {
+			kinds.helm = v
+			s.Helm = ps.helm(v, path+".helm")
+		},
 		"connector":         func(v *yaml.Node) { s.Connector = ps.connectorName(v, path+".connector") },
 		"delegateSelectors": func(v *yaml.Node) { s.DelegateSelectors = ps.selectors(v, path+".delegateSelectors") },
 		"timeout":           func(v *yaml.Node) { s.Timeout = ps.timeout(v, path+".timeout") },
@@ -549,6 +553,9 @@ func (ps *parser) step(n *yaml.Node, path string, seen map[string]bool) Step {
 	if s.Type == protocol.TaskKubernetes && (len(s.Env) > 0 || len(s.Secrets) > 0) {
 		ps.add(n, path, "a kubernetes step takes no env or secrets (its deploy runs no script): put values into the manifests with expressions, and keep secret values in the cluster's Secrets")
 	}
+	if s.Type == protocol.TaskHelm && (len(s.Env) > 0 || len(s.Secrets) > 0) {
+		ps.add(n, path, "a helm step takes no env or secrets (it runs no script): put values into values: with expressions, and keep secret values in the cluster's Secrets")
+	}
 	for k := range s.Secrets {
 		if _, dup := s.Env[k]; dup {
 			ps.add(n, path+".secrets."+k, "%s is also set in env: give it in one place", k)
@@ -557,10 +564,10 @@ func (ps *parser) step(n *yaml.Node, path string, seen map[string]bool) Step {
 	return s
 }
 
-// stepKinds are the nodes of a step's shell, http, container and
-// kubernetes fields (nil: not given).
+// stepKinds are the nodes of a step's shell, http, container,
+// kubernetes and helm fields (nil: not given).
 type stepKinds struct {
-	shell, http, container, kubernetes *yaml.Node
+	shell, http, container, kubernetes, helm *yaml.Node
 }
 
 // stepType is the type of a step from which of shell, http, container and
@@ -568,16 +575,18 @@ type stepKinds struct {
 // than one.
 func (ps *parser) stepType(n *yaml.Node, path string, k stepKinds, shell string) string {
 	given := 0
-	for _, x := range []*yaml.Node{k.shell, k.http, k.container, k.kubernetes} {
+	for _, x := range []*yaml.Node{k.shell, k.http, k.container, k.kubernetes, k.helm} {
 		if x != nil {
 			given++
 		}
 	}
 	switch {
 	case given > 1:
-		ps.add(n, path, "a step is one of shell, http, container or kubernetes, not more (a container step's script goes in container.script)")
+		ps.add(n, path, "a step is one of shell, http, container, kubernetes or helm, not more (a container step's script goes in container.script)")
 	case k.kubernetes != nil:
 		return protocol.TaskKubernetes
+	case k.helm != nil:
+		return protocol.TaskHelm
 	case k.container != nil:
 		return protocol.TaskContainer
 	case k.shell != nil:
@@ -588,7 +597,7 @@ func (ps *parser) stepType(n *yaml.Node, path string, k stepKinds, shell string)
 	case k.http != nil:
 		return "http"
 	default:
-		ps.add(n, path, "a step needs shell: (a script), http: (a request), container: (an image to run) or kubernetes: (manifests to deploy)")
+		ps.add(n, path, "a step needs shell: (a script), http: (a request), container: (an image to run), kubernetes: (manifests to deploy) or helm: (a chart to install)")
 	}
 	return ""
 }
@@ -873,6 +882,9 @@ func stepTexts(s *Step) []text {
 	if s.Kubernetes != nil {
 		out = append(out, text{"kubernetes.namespace", s.Kubernetes.Namespace, func(t *Step, v string) { t.Kubernetes.Namespace = v }})
 		out = append(out, manifestTexts(s.Kubernetes)...)
+	}
+	if s.Helm != nil {
+		out = append(out, helmTexts(s.Helm)...)
 	}
 	for _, k := range sortedKeys(s.Env) {
 		out = append(out, text{"env." + k, s.Env[k], func(t *Step, v string) { t.Env[k] = v }})

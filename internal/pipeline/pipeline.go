@@ -149,6 +149,9 @@ type Step struct {
 	// Kubernetes is a kubernetes step's section (see Kubernetes): its
 	// manifests applied and their rollout waited for.
 	Kubernetes *Kubernetes
+	// Helm is a helm step's section (see Helm): a chart installed or
+	// upgraded as a release.
+	Helm *Helm
 	// Connector names a connector the step uses; empty means the stage's
 	// infrastructure connector, if any.
 	Connector string

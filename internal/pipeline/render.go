@@ -139,6 +139,25 @@ func (p *Pipeline) PreviewSpec(ref StepRef, inputs map[string]string) (protocol.
 	return p.stepSpec(ref, inputs, nil, true)
 }
 
+// refValue is the value of a reference in a step's texts: an input's,
+// or a step's output (empty when noOutputs and the step has not run).
+func refValue(inputs map[string]string, outputs Outputs, noOutputs bool) func(Ref) (string, error) {
+	return func(r Ref) (string, error) {
+		if r.Input != "" {
+			v, ok := inputs[r.Input]
+			if !ok {
+				return "", fmt.Errorf("input %s has no value", r.Input)
+			}
+			return literal(v), nil
+		}
+		v, ok := outputs[r.Step][r.Key]
+		if !ok && !noOutputs {
+			return "", fmt.Errorf("step %s did not write the output %s (it writes KEY=VALUE lines to $%s)", r.Step, r.Key, OutputEnv)
+		}
+		return literal(v), nil
+	}
+}
+
 func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outputs, noOutputs bool) (protocol.TaskSpec, error) {
 	stage, step := p.Step(ref)
 	if step == nil {
@@ -162,20 +181,10 @@ func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outpu
 		}
 		s.Kubernetes = &k
 	}
-	value := func(r Ref) (string, error) {
-		if r.Input != "" {
-			v, ok := inputs[r.Input]
-			if !ok {
-				return "", fmt.Errorf("input %s has no value", r.Input)
-			}
-			return literal(v), nil
-		}
-		v, ok := outputs[r.Step][r.Key]
-		if !ok && !noOutputs {
-			return "", fmt.Errorf("step %s did not write the output %s (it writes KEY=VALUE lines to $%s)", r.Step, r.Key, OutputEnv)
-		}
-		return literal(v), nil
+	if step.Helm != nil {
+		s.Helm = cloneHelm(step.Helm)
 	}
+	value := refValue(inputs, outputs, noOutputs)
 	// Every field counts towards MaxExpandedTask, expressions or not.
 	room := MaxExpandedTask
 	for _, f := range stepTexts(&s) {
@@ -215,6 +224,10 @@ func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outpu
 				rollout = protocol.DefaultKubernetesTimeoutMS * time.Millisecond
 			}
 			spec.TimeoutMS = (2*rollout + time.Minute).Milliseconds()
+		}
+	case protocol.TaskHelm:
+		if err := setHelmSpec(&spec, s.Helm, s.Timeout); err != nil {
+			return protocol.TaskSpec{}, fmt.Errorf("step %s: %w", ref, err)
 		}
 	case protocol.TaskContainer:
 		spec.Container = s.Container

@@ -14,7 +14,7 @@ import (
 // case in CheckPayload; the delegate runs it with a Type of package
 // executor.
 func TaskTypes() []string {
-	return []string{TaskShell, TaskHTTP, TaskContainer, TaskKubernetes}
+	return []string{TaskShell, TaskHTTP, TaskContainer, TaskKubernetes, TaskHelm}
 }
 
 // Limits of task payloads.
@@ -29,8 +29,8 @@ const (
 // the manager does before it queues the task, and normalizes it. A task
 // without a type gets one from its sections: http when it has an http
 // section, container when it has a container section and no shell one,
-// kubernetes when it has a kubernetes section and no shell one, else
-// shell. The payload is checked by its section's Validate, and the
+// kubernetes when it has a kubernetes section and no shell one, helm
+// when it has a helm section and no shell one, else shell. The payload is checked by its section's Validate, and the
 // sections of other types are dropped.
 func (s *TaskSpec) CheckPayload() error {
 	if s.Type == "" {
@@ -41,6 +41,8 @@ func (s *TaskSpec) CheckPayload() error {
 			s.Type = TaskContainer
 		case s.Kubernetes != nil && s.Shell == nil:
 			s.Type = TaskKubernetes
+		case s.Helm != nil && s.Shell == nil:
+			s.Type = TaskHelm
 		default:
 			s.Type = TaskShell
 		}
@@ -50,22 +52,27 @@ func (s *TaskSpec) CheckPayload() error {
 		if err := s.Shell.Validate(); err != nil {
 			return err
 		}
-		s.HTTP, s.Container, s.Kubernetes = nil, nil, nil
+		s.HTTP, s.Container, s.Kubernetes, s.Helm = nil, nil, nil, nil
 	case TaskHTTP:
 		if err := s.HTTP.Validate(); err != nil {
 			return err
 		}
-		s.Shell, s.Container, s.Kubernetes = nil, nil, nil
+		s.Shell, s.Container, s.Kubernetes, s.Helm = nil, nil, nil, nil
 	case TaskContainer:
 		if err := s.Container.Validate(); err != nil {
 			return err
 		}
-		s.Shell, s.HTTP, s.Kubernetes = nil, nil, nil
+		s.Shell, s.HTTP, s.Kubernetes, s.Helm = nil, nil, nil, nil
 	case TaskKubernetes:
 		if err := s.Kubernetes.Validate(); err != nil {
 			return err
 		}
-		s.Shell, s.HTTP, s.Container = nil, nil, nil
+		s.Shell, s.HTTP, s.Container, s.Helm = nil, nil, nil, nil
+	case TaskHelm:
+		if err := s.Helm.Validate(); err != nil {
+			return err
+		}
+		s.Shell, s.HTTP, s.Container, s.Kubernetes = nil, nil, nil, nil
 	default:
 		return errors.New("unknown task type " + strconv.Quote(s.Type) + " (use " + orList(TaskTypes()) + ")")
 	}

@@ -584,9 +584,11 @@ type TaskSpec struct {
 	Container *ContainerSpec `json:"container,omitempty"`
 	// Kubernetes is the payload of a kubernetes task (see KubernetesSpec).
 	// Since v5.
-	Kubernetes *KubernetesSpec   `json:"kubernetes,omitempty"`
-	Selectors  []string          `json:"selectors,omitempty"`
-	Env        map[string]string `json:"env,omitempty"`
+	Kubernetes *KubernetesSpec `json:"kubernetes,omitempty"`
+	// Helm is the payload of a helm task (see HelmSpec). Since v5.
+	Helm      *HelmSpec         `json:"helm,omitempty"`
+	Selectors []string          `json:"selectors,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
 	// SecretEnv values are passed to the task's environment and masked in
 	// its output; the API never returns them.
 	SecretEnv map[string]string `json:"secret_env,omitempty"`
@@ -641,6 +643,7 @@ type Task struct {
 	HTTP             *HTTPSpec         `json:"http,omitempty"`
 	Container        *ContainerSpec    `json:"container,omitempty"`
 	Kubernetes       *KubernetesSpec   `json:"kubernetes,omitempty"`
+	Helm             *HelmSpec         `json:"helm,omitempty"`
 	HTTPResult       *HTTPResult       `json:"http_result,omitempty"`
 	TimeoutMS        int64             `json:"timeout_ms"`
 	QueueTimeoutMS   int64             `json:"queue_timeout_ms"`

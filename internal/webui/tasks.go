@@ -105,6 +105,8 @@ func taskWhat(t protocol.Task) string {
 		return cut(t.Container.Image, 80)
 	case t.Kubernetes != nil:
 		return cut("deploy "+strconv.Itoa(len(t.Kubernetes.Manifests))+" manifest(s) to namespace "+t.Kubernetes.Namespace, 80)
+	case t.Helm != nil:
+		return cut("helm release "+t.Helm.Release+" of "+t.Helm.Chart+" in namespace "+t.Helm.Namespace, 80)
 	}
 	return t.Type
 }
