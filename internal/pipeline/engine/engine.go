@@ -55,8 +55,11 @@ type Store interface {
 
 	// Deployments and limits.
 	BeginDeployment(ctx context.Context, d store.Deployment, defaults store.DeploymentLimits) (store.Deployment, error)
-	EndDeployment(ctx context.Context, acct, id, status string, now time.Time) (store.Deployment, error)
+	EndDeployment(ctx context.Context, acct, id string, end store.DeploymentEnd, now time.Time) (store.Deployment, bool, error)
+	GetDeployment(ctx context.Context, acct, id string) (store.Deployment, error)
 	ListDeployments(ctx context.Context, f store.DeploymentFilter) ([]store.Deployment, error)
+	CurrentDeployments(ctx context.Context, f store.CurrentFilter) ([]store.CurrentDeployment, error)
+	PreviousDeployment(ctx context.Context, d store.Deployment) (store.Deployment, error)
 	DeploymentUsage(ctx context.Context, acct string, defaults store.DeploymentLimits, now time.Time) (store.DeploymentUsage, error)
 	SetDeploymentLimits(ctx context.Context, acct string, perHour, perDay *int, reset bool, now time.Time) (store.StoredLimits, error)
 
