@@ -156,6 +156,8 @@ type RunStart struct {
 	// Stored, when set, is the version to run (the one the caller
 	// checked); otherwise the pipeline's current version.
 	Stored *store.Pipeline
+	// RollbackOf is the deployment a rollback run re-deploys over.
+	RollbackOf string
 }
 
 // errRunRefused wraps what refuses a run before it starts that is the
@@ -195,7 +197,7 @@ func (svc *Service) StartRun(ctx context.Context, rs RunStart) (store.Run, error
 	run, err := svc.st.CreateRun(ctx, store.Run{ID: api.NewID("r_"), AccountID: rs.AccountID, Org: rs.Org, Project: rs.Project,
 		Pipeline: stored.Name, Version: stored.Version, Source: stored.Source, Inputs: inputs, Status: store.RunRunning,
 		Trigger: rs.Trigger, TriggeredBy: rs.TriggeredBy, WebhookID: rs.WebhookID, Delivery: rs.Delivery,
-		ActsKind: rs.ActsKind, ActsID: rs.ActsID, CreatedAt: svc.now()})
+		ActsKind: rs.ActsKind, ActsID: rs.ActsID, RollbackOf: rs.RollbackOf, CreatedAt: svc.now()})
 	if err != nil {
 		return store.Run{}, err
 	}
