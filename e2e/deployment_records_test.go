@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// recordsPipeline deploys web with a shell step that reports what it
+// deployed (deploy_record) and how (deploy_status) to $LEGATE_OUTPUT,
+// failing when the input fail is yes; its rollback step reports
+// rolled_back.
+const recordsPipeline = `name: web-deploy
+inputs:
+  version: "1.0"
+  fail: "no"
+stages:
+  - name: deploy
+    environment: prod
+    service: web
+    steps:
+      - name: push
+        shell: |
+          echo "deploying web:$V"
+          printf 'deploy_record={"type":"kubernetes","strategy":"rolling","namespace":"shop","workloads":[{"kind":"Deployment","name":"web","images":["web:%s"],"revision":"%s"}]}\n' "$V" "$V" >> "$LEGATE_OUTPUT"
+          if [ "$F" = yes ]; then echo deploy_status=failed >> "$LEGATE_OUTPUT"; exit 1; fi
+          echo deploy_status=succeeded >> "$LEGATE_OUTPUT"
+        env: {V: "${{ inputs.version }}", F: "${{ inputs.fail }}"}
+      - name: rollback
+        when: failure
+        shell: |
+          echo "rolling back"
+          echo deploy_status=rolled_back >> "$LEGATE_OUTPUT"
+`
+
+// TestDeploymentRecordsCLI: with a real manager and delegate, shell deploy
+// steps report their records and status; legate deployments list shows
+// a failed deploy whose rollback step ran as rolled_back, get shows what
+// a deployment deployed and by whom, current shows the version now and
+// the one before, and rollback re-deploys the one before through the
+// same pipeline, marked as a rollback of the current deployment.
+func TestDeploymentRecordsCLI(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	tok := c.token("dr")
+	c.delegate("deployer", "dr-deployer", c.seed004Env(tok, "deployer", "deployer")...)
+	file := filepath.Join(t.TempDir(), "web.yaml")
+	if err := os.WriteFile(file, []byte(recordsPipeline), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.mustCLI("pipeline", "apply", "-f", file)
+	c.mustCLI("pipeline", "run", "web-deploy", "--input", "version=1.0")
+	c.mustCLI("pipeline", "run", "web-deploy", "--input", "version=2.0")
+	if r := c.cli("pipeline", "run", "web-deploy", "--input", "version=3.0", "--input", "fail=yes"); r.code != 1 || !strings.Contains(r.stdout, "rolling back") {
+		t.Fatalf("the failing deploy: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+
+	var ds protocol.DeploymentList
+	if err := json.Unmarshal([]byte(c.mustCLI("deployments", "list", "-o", "json")), &ds); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range ds.Deployments {
+		got = append(got, d.Version+" "+d.Status)
+	}
+	if strings.Join(got, ", ") != "3.0 rolled_back, 2.0 succeeded, 1.0 succeeded" {
+		t.Fatalf("deployments: %v", got)
+	}
+	out := c.mustCLI("deployments", "get", ds.Deployments[1].ID)
+	for _, want := range []string{"Status:", "succeeded", "Triggered by:", "user:", "Namespace:", "shop", "Deployment", "web:2.0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("deployments get: no %q in\n%s", want, out)
+		}
+	}
+	out = c.mustCLI("deployments", "current")
+	if !regexpLine(out, `^web\s+prod\s+2\.0\s+\S+ ago\s+1\.0\s*$`) {
+		t.Errorf("deployments current: want web prod 2.0, previous 1.0:\n%s", out)
+	}
+	if r := c.cli("deployments", "rollback", "api", "prod"); r.code == 0 || !strings.Contains(r.stderr, "nothing to roll back") {
+		t.Errorf("rollback of a service never deployed: exit %d %s", r.code, r.stderr)
+	}
+
+	r := c.cli("deployments", "rollback", "web", "prod")
+	if r.code != 0 || !strings.Contains(r.stdout, "deploying web:1.0") || !strings.Contains(r.stderr, "rolling back web in prod (deployment "+ds.Deployments[1].ID+")") {
+		t.Fatalf("rollback: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	ds = protocol.DeploymentList{}
+	if err := json.Unmarshal([]byte(c.mustCLI("deployments", "list", "-o", "json")), &ds); err != nil {
+		t.Fatal(err)
+	}
+	back := ds.Deployments[0]
+	if back.Version != "1.0" || back.Status != "succeeded" || back.RollbackOf != ds.Deployments[2].ID || len(back.Records) != 1 ||
+		back.Records[0].Workloads[0].Images[0] != "web:1.0" {
+		t.Errorf("the rollback's deployment: %+v", back)
+	}
+	if out := c.mustCLI("run", "get", back.RunID); !strings.Contains(out, "rollback by user admin") || !strings.Contains(out, "Rolls back:") {
+		t.Errorf("run get of the rollback:\n%s", out)
+	}
+	out = c.mustCLI("deployments", "current", "--service", "web", "-o", "wide")
+	if !regexpLine(out, `^web\s+prod\s+1\.0\s+\S+ ago\s+2\.0\s+`+back.ID) {
+		t.Errorf("deployments current after the rollback: want 1.0, previous 2.0:\n%s", out)
+	}
+}
+
+// regexpLine reports whether a line of out matches the expression.
+func regexpLine(out, expr string) bool {
+	re := regexp.MustCompile(expr)
+	for _, l := range strings.Split(out, "\n") {
+		if re.MatchString(l) {
+			return true
+		}
+	}
+	return false
+}
