@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -116,4 +118,46 @@ func regexpLine(out, expr string) bool {
 		}
 	}
 	return false
+}
+
+// TestUIDeploymentsCurrentInBrowser: in Chromium, the Deployments page
+// shows what runs where (the version now and the one before, above the
+// list), a rolled-back deploy as rolled back, and a deployment's page
+// what it deployed and who triggered it.
+func TestUIDeploymentsCurrentInBrowser(t *testing.T) {
+	bin := chromiumOrSkip(t)
+	shots := screenshotDir(t)
+	c := startCluster(t)
+	tok := c.token("ui-dr")
+	c.delegate("deployer", "ui-dr-deployer", c.seed004Env(tok, "deployer", "deployer")...)
+	c.applyPipeline(recordsPipeline)
+	c.mustCLI("pipeline", "run", "web-deploy", "--input", "version=1.0")
+	c.mustCLI("pipeline", "run", "web-deploy", "--input", "version=2.0")
+	if r := c.cli("pipeline", "run", "web-deploy", "--input", "version=3.0", "--input", "fail=yes"); r.code != 1 {
+		t.Fatalf("the failing deploy: exit %d\n%s", r.code, r.stderr)
+	}
+	ctx := newBrowser(t, bin)
+	run(t, ctx, "sign in", chromedp.Navigate(c.uiLink(c.apiKey)), visible("#use-link"),
+		chromedp.Click(chromedp.CSS("#use-link")), visible(`#live-status.on`))
+	run(t, ctx, "the deployments", chromedp.Navigate(c.url+"/deployments"),
+		visible(`#current tr[data-current="web/prod"]`),
+		visible(`tr[data-deployment] .s-rolled_back`))
+	now := value(t, ctx, "read the version now", chromedp.Text(chromedp.CSS(`#current tr[data-current="web/prod"] .now`)))
+	before := value(t, ctx, "read the version before", chromedp.Text(chromedp.CSS(`#current tr[data-current="web/prod"] .before`)))
+	if now != "2.0" || before != "1.0" {
+		t.Errorf("what runs where: now %q, before %q; want 2.0 and 1.0", now, before)
+	}
+	if st := value(t, ctx, "read the newest status", chromedp.Text(chromedp.CSS(`tr[data-deployment] .state`))); st != "rolled back" {
+		t.Errorf("the newest deployment's status %q, want rolled back", st)
+	}
+	screenshot(t, ctx, shots, "deployments-current")
+	run(t, ctx, "the current deployment's page", chromedp.Click(chromedp.CSS(`#current tr[data-current="web/prod"] .now a`)),
+		visible(`#deployment-status.s-succeeded`), visible(`tr[data-workload="Deployment/web"]`))
+	rec := value(t, ctx, "read the record", chromedp.Text(chromedp.CSS(`#main`)))
+	for _, want := range []string{"web:2.0", "shop", "user:admin", "rolling"} {
+		if !strings.Contains(rec, want) {
+			t.Errorf("the deployment's page lacks %q:\n%s", want, rec)
+		}
+	}
+	screenshot(t, ctx, shots, "deployment")
 }
