@@ -38,7 +38,10 @@ func deploymentStatuses(ds []protocol.Deployment) []string {
 // failed never ran its deploy step; its `when: failure` rollback step
 // ran and succeeded. The deployment is failed, not the rollback step's
 // success; when the rollback step reports deploy_status=rolled_back (a
-// user's script writing it to $LEGATE_OUTPUT) it is rolled_back.
+// user's script writing it to $LEGATE_OUTPUT) it is rolled_back; a
+// deploy step that succeeded while a verification reports
+// deploy_status=failed is failed; a run cancelled while its deploy step
+// runs is a cancelled deployment.
 func TestDeploymentOfAFailedBuildIsNotASuccess(t *testing.T) {
 	f := newRunFixture(t, Config{})
 	run := f.start(t, map[string]string{"version": "2.0"})
@@ -62,7 +65,14 @@ func TestDeploymentOfAFailedBuildIsNotASuccess(t *testing.T) {
 	f.finish(t, f.stepTask(t, third.ID, "deploy", "push"), protocol.StatusSucceeded, map[string]string{protocol.OutputDeployStatus: protocol.DeployFailed})
 	f.waitRun(t, third.ID)
 
-	want := []string{third.ID + " failed", second.ID + " rolled_back", run.ID + " failed"}
+	// A run cancelled while its deploy step runs.
+	fourth := f.start(t, map[string]string{"version": "2.3"})
+	f.finish(t, f.stepTask(t, fourth.ID, "build", "compile"), protocol.StatusSucceeded, map[string]string{"artifact": "a"})
+	f.stepTask(t, fourth.ID, "deploy", "push")
+	f.tm.mustAPI(t, f.tm.admin.APIKey, "POST", protocol.PathRuns+"/"+fourth.ID+"/cancel", "", 200)
+	f.waitRun(t, fourth.ID)
+
+	want := []string{fourth.ID + " cancelled", third.ID + " failed", second.ID + " rolled_back", run.ID + " failed"}
 	if diff := cmp.Diff(want, deploymentStatuses(f.listDeployments(t))); diff != "" {
 		t.Errorf("deployments (-want +got):\n%s", diff)
 	}
