@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/legate-dev/legate/internal/k8stest"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -160,4 +162,106 @@ func TestUIDeploymentsCurrentInBrowser(t *testing.T) {
 		}
 	}
 	screenshot(t, ctx, shots, "deployment")
+}
+
+// kubeVersionPipeline deploys web:VERSION with the kubernetes step, rolled
+// back when it never becomes Ready (the never-ready label, kwok).
+const kubeVersionPipeline = `name: ship-web
+inputs:
+  namespace: {}
+  version: {}
+  broken: "false"
+stages:
+  - name: deploy
+    environment: prod
+    service: web
+    steps:
+      - name: web
+        delegateSelectors: [k8s]
+        kubernetes:
+          namespace: ${{ inputs.namespace }}
+          timeout: 8s
+          rollback: auto
+          manifests:
+            - apiVersion: apps/v1
+              kind: Deployment
+              metadata: {name: web}
+              spec:
+                replicas: 2
+                selector: {matchLabels: {app: web}}
+                template:
+                  metadata:
+                    labels: {app: web, kwok.local/never-ready: "${{ inputs.broken }}"}
+                  spec:
+                    containers:
+                      - {name: web, image: "web:${{ inputs.version }}"}
+`
+
+// TestDeploymentRollbackOnARealCluster: with the real kubernetes step on
+// the control plane of scripts/k8s-ensure, a version that never becomes
+// Ready is rolled back by the step and recorded rolled_back (not
+// current: the cluster still runs the version before); legate
+// deployments rollback then re-deploys the previous good version through
+// the same pipeline, and the cluster's Deployment runs its image.
+func TestDeploymentRollbackOnARealCluster(t *testing.T) {
+	t.Parallel()
+	k := k8stest.Require(t)
+	ns := k.Namespace(t)
+	cr := k.NamespaceServiceAccount(t, ns, "legate")
+	c := startCluster(t)
+	c.delegate("k8s", "k8s-rollback", append(c.seed004Env(c.token("k8s"), "k8s", "k8s"), "KUBECONFIG="+cr.Kubeconfig)...)
+	c.applyPipeline(kubeVersionPipeline)
+	image := func() string {
+		var d struct {
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Containers []struct {
+							Image string `json:"image"`
+						} `json:"containers"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		k.Do(t, http.MethodGet, "/apis/apps/v1/namespaces/"+ns+"/deployments/web", nil, &d)
+		return d.Spec.Template.Spec.Containers[0].Image
+	}
+	for _, v := range []string{"1", "2"} {
+		c.mustCLI("pipeline", "run", "ship-web", "--input", "namespace="+ns, "--input", "version="+v)
+	}
+	if r := c.cli("pipeline", "run", "ship-web", "--input", "namespace="+ns, "--input", "version=3", "--input", "broken=true"); r.code != 1 {
+		t.Fatalf("never-ready deploy: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	if got := image(); got != "web:2" {
+		t.Fatalf("after the step's rollback the cluster runs %s, want web:2", got)
+	}
+	var ds protocol.DeploymentList
+	if err := json.Unmarshal([]byte(c.mustCLI("deployments", "list", "-o", "json")), &ds); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range ds.Deployments {
+		got = append(got, d.Version+" "+d.Status)
+	}
+	if strings.Join(got, ", ") != "3 rolled_back, 2 succeeded, 1 succeeded" {
+		t.Fatalf("deployments: %v", got)
+	}
+	if out := c.mustCLI("deployments", "current", "--service", "web"); !regexpLine(out, `^web\s+prod\s+2\s+\S+ ago\s+1\s*$`) {
+		t.Errorf("deployments current: want 2 now, 1 before:\n%s", out)
+	}
+
+	r := c.cli("deployments", "rollback", "web", "prod")
+	if r.code != 0 || !strings.Contains(r.stdout, "deployment/web: rolled out") {
+		t.Fatalf("legate deployments rollback: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	if got := image(); got != "web:1" {
+		t.Errorf("after legate deployments rollback the cluster runs %s, want web:1", got)
+	}
+	ds = protocol.DeploymentList{}
+	if err := json.Unmarshal([]byte(c.mustCLI("deployments", "list", "-o", "json")), &ds); err != nil {
+		t.Fatal(err)
+	}
+	if d := ds.Deployments[0]; d.Version != "1" || d.Status != "succeeded" || d.RollbackOf != ds.Deployments[2].ID {
+		t.Errorf("the rollback's deployment %+v, want 1 succeeded, a rollback of %s", d, ds.Deployments[2].ID)
+	}
 }
