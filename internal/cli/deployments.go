@@ -20,16 +20,20 @@ func (a *app) deploymentsCmd() *cobra.Command {
 		Long: `Every run of a deployment stage (a pipeline stage with a service and an
 environment) is recorded as a deployment: the service, the environment,
 the version input, the pipeline, its run and stage, who triggered it, its
-status (running, succeeded, failed, cancelled), and when it started and
-finished. Deployments count against the account's deployment limits
-(legate limits).
+status (running, succeeded, failed, rolled_back, cancelled: what happened
+to its deploy steps), what its deploy steps deployed, and when it started
+and finished. Deployments count against the account's deployment limits
+(legate limits). legate deployments current shows what runs where;
+legate deployments rollback re-deploys the previous good version.
 
 Listing them needs the permission pipeline:view (at the scopes it is
 granted at).`,
 		Example: `  legate deployments list
-  legate deployments list --service api --environment prod -o wide`,
+  legate deployments list --service api --environment prod -o wide
+  legate deployments current --environment prod
+  legate deployments rollback api prod`,
 	}
-	cmd.AddCommand(a.deploymentsListCmd())
+	cmd.AddCommand(a.deploymentsListCmd(), a.deploymentsGetCmd(), a.deploymentsCurrentCmd(), a.deploymentsRollbackCmd())
 	return cmd
 }
 
@@ -110,7 +114,7 @@ func (a *app) deploymentTable(w io.Writer, ds []protocol.Deployment, wide bool) 
 	now := a.now()
 	header := []string{"SERVICE", "ENVIRONMENT", "VERSION", "STATUS", "STARTED", "DURATION"}
 	if wide {
-		header = append(header, "PIPELINE", "RUN", "STAGE", "TRIGGERED BY", "SCOPE", "ID")
+		header = append(header, "PIPELINE", "RUN", "STAGE", "TRIGGERED BY", "SCOPE", "ID", "ROLLBACK OF")
 	}
 	t := newTable(w, header...)
 	for _, d := range ds {
@@ -120,7 +124,7 @@ func (a *app) deploymentTable(w io.Writer, ds []protocol.Deployment, wide bool) 
 		}
 		row := []string{d.Service, d.Environment, d.Version, d.Status, age(now, d.StartedAt), duration(max(end.Sub(d.StartedAt), 0))}
 		if wide {
-			row = append(row, d.Pipeline, d.RunID, d.Stage, d.TriggeredBy, scope(d.Org, d.Project), d.ID)
+			row = append(row, d.Pipeline, d.RunID, d.Stage, d.TriggeredBy, scope(d.Org, d.Project), d.ID, d.RollbackOf)
 		}
 		t.row(row...)
 	}

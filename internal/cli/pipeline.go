@@ -590,6 +590,9 @@ func (a *app) runDetail(w io.Writer, r protocol.Run) error {
 		t.row("Error:", r.Error)
 	}
 	t.row("Triggered:", r.Trigger+" by "+r.TriggeredBy)
+	if r.RollbackOf != "" {
+		t.row("Rolls back:", "deployment "+r.RollbackOf)
+	}
 	t.row("Started:", a.timestamp(&r.CreatedAt))
 	if r.FinishedAt != nil {
 		t.row("Finished:", a.timestamp(r.FinishedAt))

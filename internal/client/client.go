@@ -977,6 +977,35 @@ func (c *Client) ListDeployments(ctx context.Context, q DeploymentQuery) (protoc
 	return out, err
 }
 
+// GetDeployment returns one deployment with its records.
+func (c *Client) GetDeployment(ctx context.Context, id string) (protocol.Deployment, error) {
+	var out protocol.Deployment
+	err := c.do(ctx, &call{op: "get deployment", method: http.MethodGet, path: protocol.PathDeployments + "/" + url.PathEscape(id), out: &out})
+	return out, err
+}
+
+// CurrentDeployments returns what runs where: per service and
+// environment ("" for all), the current and the previous deployment.
+func (c *Client) CurrentDeployments(ctx context.Context, service, environment string) (protocol.CurrentDeployments, error) {
+	v := url.Values{}
+	for k, s := range map[string]string{"service": service, "environment": environment} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	var out protocol.CurrentDeployments
+	err := c.do(ctx, &call{op: "current deployments", method: http.MethodGet, path: protocol.PathDeploymentsCurrent, query: v, out: &out})
+	return out, err
+}
+
+// RollbackDeployment starts the run that re-deploys the previous good
+// version of a service in an environment and returns it.
+func (c *Client) RollbackDeployment(ctx context.Context, req protocol.RollbackRequest) (protocol.Run, error) {
+	var out protocol.Run
+	err := c.do(ctx, &call{op: "roll back", method: http.MethodPost, path: protocol.PathDeploymentsRollback, in: req, out: &out})
+	return out, err
+}
+
 // DeploymentLimits returns the account's deployment limits and their
 // usage now.
 func (c *Client) DeploymentLimits(ctx context.Context) (protocol.DeploymentLimits, error) {

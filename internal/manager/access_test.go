@@ -19,6 +19,7 @@ import (
 	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/pgtest"
+	"github.com/legate-dev/legate/internal/pipeline/engine"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -187,6 +188,14 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 	}
 	plP := protocol.PathPipelines + "/pl?org=o1&project=p1"
 	runP := protocol.PathRuns + "/" + run.ID
+	depID, err := tm.m.engine.BeginDeployment(ctx, engine.DeploymentStart{AccountID: tm.admin.AccountID, Org: "o1", Project: "p1",
+		Service: "web", Environment: "prod", Pipeline: "pl", RunID: run.ID, Stage: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tm.m.engine.EndDeployment(ctx, tm.admin.AccountID, depID, protocol.DeploymentSucceeded); err != nil {
+		t.Fatal(err)
+	}
 
 	taskP := protocol.PathTasks + "/" + task.ID
 	fixtures := map[string]accessFixture{
@@ -251,6 +260,9 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 		"PATCH " + protocol.PathSecrets + "/{name}":                  {path: secretP, body: `{"value":"v2"}`, at: p1, ensure: ensureSecret},
 		"DELETE " + protocol.PathSecrets + "/{name}":                 {path: secretP, at: p1, ensure: ensureSecret},
 		"GET " + protocol.PathDeployments:                            {path: protocol.PathDeployments},
+		"GET " + protocol.PathDeployments + "/{id}":                  {path: protocol.PathDeployments + "/" + depID, at: p1},
+		"GET " + protocol.PathDeploymentsCurrent:                     {path: protocol.PathDeploymentsCurrent},
+		"POST " + protocol.PathDeploymentsRollback:                   {path: protocol.PathDeploymentsRollback, body: `{"service":"web","environment":"prod"}`, at: p1},
 		"GET " + protocol.PathLimits:                                 {path: protocol.PathLimits},
 		"PUT " + protocol.PathLimits:                                 {path: protocol.PathLimits, body: `{"per_hour":40}`},
 		"POST " + protocol.PathPipelines:                             {path: protocol.PathPipelines, body: plBody, at: p1},

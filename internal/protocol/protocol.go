@@ -1092,6 +1092,9 @@ type Deployment struct {
 	Status      string     `json:"status"`
 	StartedAt   time.Time  `json:"started_at"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	// Records and RollbackOf: see deployments.go.
+	Records    []DeployRecord `json:"records,omitempty"`
+	RollbackOf string         `json:"rollback_of,omitempty"`
 }
 
 // DeploymentList answers a deployment listing. Next, when not empty, is
@@ -1730,6 +1733,9 @@ type Run struct {
 	// Steps are the steps that started or were skipped, in that order
 	// (not in listings).
 	Steps []RunStep `json:"steps,omitempty"`
+	// RollbackOf is the deployment a rollback run (Trigger
+	// TriggerRollback) re-deploys over.
+	RollbackOf string `json:"rollback_of,omitempty"`
 }
 
 // RunStep is one step of a run.

@@ -22,12 +22,15 @@ const (
 	DeploymentSucceeded = "succeeded"
 	DeploymentFailed    = "failed"
 	DeploymentCancelled = "cancelled"
+	// DeploymentRolledBack: its deploy failed and was rolled back to what
+	// ran before.
+	DeploymentRolledBack = "rolled_back"
 )
 
 // ValidDeploymentEnd reports whether status may end a deployment.
 func ValidDeploymentEnd(status string) bool {
 	switch status {
-	case DeploymentSucceeded, DeploymentFailed, DeploymentCancelled:
+	case DeploymentSucceeded, DeploymentFailed, DeploymentCancelled, DeploymentRolledBack:
 		return true
 	}
 	return false
@@ -54,6 +57,20 @@ type Deployment struct {
 	StartedAt     time.Time
 	// FinishedAt is nil while the deployment runs.
 	FinishedAt *time.Time
+	// Records is what its deploy steps reported they deployed: a JSON
+	// array of protocol.DeployRecord ("" for none), set when it ends.
+	Records string
+	// RollbackOf is the deployment this one rolls back ("" for none):
+	// its run was started by a rollback.
+	RollbackOf string
+}
+
+// DeploymentEnd is how a deployment ends.
+type DeploymentEnd struct {
+	// Status is succeeded, failed, cancelled or rolled_back.
+	Status string
+	// Records: Deployment.Records.
+	Records string
 }
 
 // DeploymentLimits are an account's limits: at most PerHour deployments
@@ -143,14 +160,14 @@ func (e *LimitError) Message(now time.Time) string {
 }
 
 const deploymentCols = `id, account_id, org, project, service, environment, version, pipeline, run_id, stage,
-	principal_kind, principal_name, status, started_at, finished_at`
+	principal_kind, principal_name, status, started_at, finished_at, records, rollback_of`
 
 func scanDeployment(r rowScanner) (Deployment, error) {
 	var d Deployment
 	var started int64
 	var finished sql.NullInt64
 	if err := r.Scan(&d.ID, &d.AccountID, &d.Org, &d.Project, &d.Service, &d.Environment, &d.Version, &d.Pipeline,
-		&d.RunID, &d.Stage, &d.PrincipalKind, &d.PrincipalName, &d.Status, &started, &finished); err != nil {
+		&d.RunID, &d.Stage, &d.PrincipalKind, &d.PrincipalName, &d.Status, &started, &finished, &d.Records, &d.RollbackOf); err != nil {
 		return Deployment{}, err
 	}
 	d.StartedAt, d.FinishedAt = fromMicros(started), fromNullMicros(finished)
@@ -282,7 +299,7 @@ func (s *Store) SetDeploymentLimits(ctx context.Context, acct string, perHour, p
 func (s *Store) BeginDeployment(ctx context.Context, d Deployment, defaults DeploymentLimits) (Deployment, error) {
 	d.Status = DeploymentRunning
 	d.StartedAt = fromMicros(micros(d.StartedAt))
-	d.FinishedAt = nil
+	d.FinishedAt, d.Records = nil, ""
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		h := s.w(tx)
 		var id string
@@ -302,10 +319,10 @@ func (s *Store) BeginDeployment(ctx context.Context, d Deployment, defaults Depl
 				return &LimitError{Usage: w}
 			}
 		}
-		res, err := h.exec(ctx, `INSERT INTO deployments (`+deploymentCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		res, err := h.exec(ctx, `INSERT INTO deployments (`+deploymentCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING`,
 			d.ID, d.AccountID, d.Org, d.Project, d.Service, d.Environment, d.Version, d.Pipeline, d.RunID, d.Stage,
-			d.PrincipalKind, d.PrincipalName, d.Status, micros(d.StartedAt), nil)
+			d.PrincipalKind, d.PrincipalName, d.Status, micros(d.StartedAt), nil, "", d.RollbackOf)
 		if err != nil {
 			return err
 		}
@@ -326,15 +343,16 @@ func (s *Store) BeginDeployment(ctx context.Context, d Deployment, defaults Depl
 	return d, nil
 }
 
-// EndDeployment finishes a running deployment with status (succeeded,
-// failed or cancelled) at now and returns it. Ending one that has ended
+// EndDeployment finishes a running deployment as end says at now and
+// returns it, and whether this call ended it. Ending one that has ended
 // already changes nothing and returns it as it is (the engine may report
 // twice after a restart). ErrNotFound if it does not exist.
-func (s *Store) EndDeployment(ctx context.Context, acct, id, status string, now time.Time) (Deployment, error) {
-	if !ValidDeploymentEnd(status) {
-		return Deployment{}, fmt.Errorf("end deployment %s: status %q is not succeeded, failed or cancelled", id, status)
+func (s *Store) EndDeployment(ctx context.Context, acct, id string, end DeploymentEnd, now time.Time) (Deployment, bool, error) {
+	if !ValidDeploymentEnd(end.Status) {
+		return Deployment{}, false, fmt.Errorf("end deployment %s: status %q is not succeeded, failed, cancelled or rolled_back", id, end.Status)
 	}
 	var out Deployment
+	ended := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		h := s.w(tx)
 		d, err := scanDeployment(h.queryRow(ctx, `SELECT `+deploymentCols+` FROM deployments WHERE account_id = ? AND id = ?`+
@@ -345,20 +363,22 @@ func (s *Store) EndDeployment(ctx context.Context, acct, id, status string, now 
 		if err != nil {
 			return err
 		}
+		ended = false
 		if d.FinishedAt == nil {
-			d.Status, d.FinishedAt = status, timePtr(now)
-			if _, err := h.exec(ctx, `UPDATE deployments SET status = ?, finished_at = ? WHERE id = ?`,
-				d.Status, micros(*d.FinishedAt), d.ID); err != nil {
+			d.Status, d.FinishedAt, d.Records = end.Status, timePtr(now), end.Records
+			if _, err := h.exec(ctx, `UPDATE deployments SET status = ?, finished_at = ?, records = ? WHERE id = ?`,
+				d.Status, micros(*d.FinishedAt), d.Records, d.ID); err != nil {
 				return err
 			}
+			ended = true
 		}
 		out = d
 		return nil
 	})
 	if err != nil {
-		return Deployment{}, fmt.Errorf("end deployment %s: %w", id, err)
+		return Deployment{}, false, fmt.Errorf("end deployment %s: %w", id, err)
 	}
-	return out, nil
+	return out, ended, nil
 }
 
 // GetDeployment returns a deployment or ErrNotFound.

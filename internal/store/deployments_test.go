@@ -133,21 +133,21 @@ func TestDeployments(t *testing.T) {
 
 		// End: once; a second end changes nothing.
 		end := t0.Add(5 * time.Minute)
-		d, err := s.EndDeployment(ctx, "acc1", "d01", DeploymentSucceeded, end)
-		if err != nil {
-			t.Fatal(err)
+		d, ended, err := s.EndDeployment(ctx, "acc1", "d01", DeploymentEnd{Status: DeploymentSucceeded, Records: `[{"type":"kubernetes"}]`}, end)
+		if err != nil || !ended {
+			t.Fatalf("end: ended %v, %v", ended, err)
 		}
-		want.Status, want.FinishedAt = DeploymentSucceeded, &end
+		want.Status, want.FinishedAt, want.Records = DeploymentSucceeded, &end, `[{"type":"kubernetes"}]`
 		if diff := cmp.Diff(want, d); diff != "" {
 			t.Errorf("EndDeployment (-want +got):\n%s", diff)
 		}
-		if d, err := s.EndDeployment(ctx, "acc1", "d01", DeploymentFailed, end.Add(time.Minute)); err != nil || !cmp.Equal(want, d) {
-			t.Errorf("second end: %+v, %v; want it unchanged", d, err)
+		if d, ended, err := s.EndDeployment(ctx, "acc1", "d01", DeploymentEnd{Status: DeploymentFailed}, end.Add(time.Minute)); err != nil || ended || !cmp.Equal(want, d) {
+			t.Errorf("second end: %+v, ended %v, %v; want it unchanged", d, ended, err)
 		}
-		if _, err := s.EndDeployment(ctx, "acc1", "nope", DeploymentFailed, end); !errors.Is(err, ErrNotFound) {
+		if _, _, err := s.EndDeployment(ctx, "acc1", "nope", DeploymentEnd{Status: DeploymentFailed}, end); !errors.Is(err, ErrNotFound) {
 			t.Errorf("end of an unknown deployment: %v", err)
 		}
-		if _, err := s.EndDeployment(ctx, "acc1", "d02", "running", end); err == nil {
+		if _, _, err := s.EndDeployment(ctx, "acc1", "d02", DeploymentEnd{Status: "running"}, end); err == nil {
 			t.Errorf("end with status running: no error")
 		}
 		if got, err := s.GetDeployment(ctx, "acc1", "d01"); err != nil || !cmp.Equal(want, got) {

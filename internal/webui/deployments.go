@@ -18,6 +18,10 @@ type deploymentRow struct {
 type deploymentsView struct {
 	Service     string
 	Environment string
+	// Current is what runs where (of the filtered service and
+	// environment); CurrentErr why it is not shown.
+	Current     []protocol.CurrentDeployment
+	CurrentErr  string
 	Deployments []deploymentRow
 	Limits      *protocol.DeploymentLimits
 	LimitsErr   string
@@ -62,10 +66,36 @@ func (u *UI) handleDeployments(w http.ResponseWriter, r *http.Request, s *user) 
 	if cursor != "" {
 		v.FirstURL = link("")
 	}
+	if cur, err := s.api.CurrentDeployments(r.Context(), v.Service, v.Environment); err != nil {
+		v.CurrentErr = apiMessage(err)
+	} else {
+		v.Current = cur.Current
+	}
 	if lim, err := s.api.DeploymentLimits(r.Context()); err != nil {
 		v.LimitsErr = apiMessage(err)
 	} else {
 		v.Limits = &lim
 	}
 	u.render(w, r, s, http.StatusOK, "deployments", page{Title: "Deployments", Nav: "deployments", Data: v})
+}
+
+type deploymentView struct {
+	protocol.Deployment
+	Scope    string
+	Duration string
+}
+
+// handleDeployment shows one deployment: who deployed what, and the
+// records of its deploy steps.
+func (u *UI) handleDeployment(w http.ResponseWriter, r *http.Request, s *user) {
+	d, err := s.api.GetDeployment(r.Context(), r.PathValue("id"))
+	if err != nil {
+		u.apiError(w, r, s, err)
+		return
+	}
+	v := deploymentView{Deployment: d, Scope: protocol.ScopeLabel(d.Org, d.Project)}
+	if d.FinishedAt != nil {
+		v.Duration = took(d.FinishedAt.Sub(d.StartedAt))
+	}
+	u.render(w, r, s, http.StatusOK, "deployment", page{Title: "Deployment " + d.ID, Nav: "deployments", Data: v})
 }

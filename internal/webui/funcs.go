@@ -5,6 +5,8 @@ import (
 	"html/template"
 	"strings"
 	"time"
+
+	"github.com/legate-dev/legate/internal/protocol"
 )
 
 var funcs = template.FuncMap{
@@ -23,6 +25,7 @@ var funcs = template.FuncMap{
 	},
 	"statusWord":  func(s string) string { return strings.ReplaceAll(s, "_", " ") },
 	"delegateURL": delegateURL,
+	"scopeLabel":  protocol.ScopeLabel,
 }
 
 // ago says how long before now t was, coarsely ("12s ago"); the page's

@@ -142,7 +142,7 @@ func New(cfg Config) *UI {
 	}
 	u := &UI{cfg: cfg, mux: http.NewServeMux(), pages: map[string]*template.Template{}}
 	for _, p := range []string{"signin", "signinlink", "delegates", "newdelegate", "delegate", "tasks", "task", "error",
-		"pipelines", "pipeline", "runs", "run", "deployments", "settings"} {
+		"pipelines", "pipeline", "runs", "run", "deployments", "deployment", "settings"} {
 		u.pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/fragments.html", "templates/"+p+".html"))
 	}
 	u.fragments = template.Must(template.New("fragments").Funcs(funcs).ParseFS(templateFS, "templates/fragments.html"))
@@ -173,6 +173,7 @@ func New(cfg Config) *UI {
 	u.mux.HandleFunc("GET /runs/{id}/events", u.signedIn(u.handleRunEvents))
 	u.mux.HandleFunc("POST /runs/{id}/cancel", u.signedIn(u.handleCancelRun))
 	u.mux.HandleFunc("GET /deployments", u.signedIn(u.handleDeployments))
+	u.mux.HandleFunc("GET /deployments/{id}", u.signedIn(u.handleDeployment))
 	u.mux.HandleFunc("GET /settings", u.signedIn(u.handleSettings))
 	u.mux.HandleFunc("GET /settings/{section}", u.signedIn(u.handleSettingsSection))
 	u.mux.HandleFunc("POST /settings/tokens", u.signedIn(u.handleCreateToken))

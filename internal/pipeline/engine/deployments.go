@@ -42,6 +42,8 @@ type DeploymentStart struct {
 	// "webhook" and the pipeline's name.
 	PrincipalKind string
 	PrincipalName string
+	// RollbackOf is the deployment the run rolls back ("" for none).
+	RollbackOf string
 }
 
 // LimitError refuses a deployment over one of the account's limits. Its
@@ -79,7 +81,7 @@ func (svc *Service) BeginDeployment(ctx context.Context, d DeploymentStart) (str
 	}
 	rec := store.Deployment{ID: id, AccountID: d.AccountID, Org: d.Org, Project: d.Project,
 		Service: d.Service, Environment: d.Environment, Version: d.Version, Pipeline: d.Pipeline, RunID: d.RunID,
-		Stage: d.Stage, PrincipalKind: d.PrincipalKind, PrincipalName: d.PrincipalName, StartedAt: now}
+		Stage: d.Stage, PrincipalKind: d.PrincipalKind, PrincipalName: d.PrincipalName, RollbackOf: d.RollbackOf, StartedAt: now}
 	_, err := svc.st.BeginDeployment(ctx, rec, svc.limits())
 	var le *store.LimitError
 	if errors.As(err, &le) {
@@ -100,9 +102,10 @@ func (svc *Service) BeginDeployment(ctx context.Context, d DeploymentStart) (str
 }
 
 // EndDeployment finishes a deployment with status (protocol.Deployment-
-// Succeeded, Failed or Cancelled). Ending it again changes nothing.
+// Succeeded, Failed, Cancelled or DeploymentRolledBack) and no record.
+// Ending it again changes nothing.
 func (svc *Service) EndDeployment(ctx context.Context, acct, id, status string) error {
-	_, err := svc.st.EndDeployment(ctx, acct, id, status, svc.now())
+	_, _, err := svc.st.EndDeployment(ctx, acct, id, store.DeploymentEnd{Status: status}, svc.now())
 	return err
 }
 
@@ -113,7 +116,7 @@ func deploymentView(d store.Deployment) protocol.Deployment {
 	}
 	return protocol.Deployment{ID: d.ID, Org: d.Org, Project: d.Project, Service: d.Service, Environment: d.Environment,
 		Version: d.Version, Pipeline: d.Pipeline, RunID: d.RunID, Stage: d.Stage, TriggeredBy: by, Status: d.Status,
-		StartedAt: d.StartedAt, FinishedAt: d.FinishedAt}
+		StartedAt: d.StartedAt, FinishedAt: d.FinishedAt, Records: viewRecords(d.Records), RollbackOf: d.RollbackOf}
 }
 
 // A page cursor is the last deployment of the previous page:

@@ -55,8 +55,11 @@ type Store interface {
 
 	// Deployments and limits.
 	BeginDeployment(ctx context.Context, d store.Deployment, defaults store.DeploymentLimits) (store.Deployment, error)
-	EndDeployment(ctx context.Context, acct, id, status string, now time.Time) (store.Deployment, error)
+	EndDeployment(ctx context.Context, acct, id string, end store.DeploymentEnd, now time.Time) (store.Deployment, bool, error)
+	GetDeployment(ctx context.Context, acct, id string) (store.Deployment, error)
 	ListDeployments(ctx context.Context, f store.DeploymentFilter) ([]store.Deployment, error)
+	CurrentDeployments(ctx context.Context, f store.CurrentFilter) ([]store.CurrentDeployment, error)
+	PreviousDeployment(ctx context.Context, d store.Deployment) (store.Deployment, error)
 	DeploymentUsage(ctx context.Context, acct string, defaults store.DeploymentLimits, now time.Time) (store.DeploymentUsage, error)
 	SetDeploymentLimits(ctx context.Context, acct string, perHour, perDay *int, reset bool, now time.Time) (store.StoredLimits, error)
 
@@ -211,6 +214,11 @@ func (svc *Service) Routes() []api.Route {
 		// needs user:manage at the account: whoever holds it may grant
 		// itself any role, so it already is the account's administrator.
 		{Method: "GET", Pattern: protocol.PathDeployments, Admin: svc.handleListDeployments, Rule: api.Rule{Perm: access.PipelineView, List: true}},
+		{Method: "GET", Pattern: protocol.PathDeployments + "/{id}", Admin: svc.handleGetDeployment, Rule: api.Rule{Perm: access.PipelineView, Scope: svc.atDeployment()}},
+		{Method: "GET", Pattern: protocol.PathDeploymentsCurrent, Admin: svc.handleCurrentDeployments, Rule: api.Rule{Perm: access.PipelineView, List: true}},
+		// A rollback is a run of the pipeline: the handler checks what
+		// running it needs at the pipeline's scope once it knows which.
+		{Method: "POST", Pattern: protocol.PathDeploymentsRollback, Body: api.BodyTiny, Admin: svc.handleRollback, Rule: api.Rule{Perm: access.PipelineExecute, Scope: api.Anywhere}, Audit: "deployment.rollback"},
 		{Method: "GET", Pattern: protocol.PathLimits, Admin: svc.handleGetLimits, Rule: api.Rule{Perm: access.PipelineView, List: true}},
 		{Method: "PUT", Pattern: protocol.PathLimits, Body: api.BodyTiny, Admin: svc.handleSetLimits, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtAccount}, Audit: "limits.update"},
 		// Pipelines and their runs (pipelines_api.go). Running one also

@@ -52,7 +52,7 @@ func pipelineView(p store.Pipeline, withSource bool) protocol.Pipeline {
 func runView(r store.Run) protocol.Run {
 	v := protocol.Run{ID: r.ID, Org: r.Org, Project: r.Project, Pipeline: r.Pipeline, Version: r.Version, Inputs: r.Inputs,
 		Status: r.Status, CancelRequested: r.CancelRequested, Trigger: r.Trigger, TriggeredBy: r.TriggeredBy, Error: r.Error,
-		Delivery: r.Delivery, CreatedAt: r.CreatedAt, FinishedAt: api.UTC(r.FinishedAt)}
+		Delivery: r.Delivery, CreatedAt: r.CreatedAt, FinishedAt: api.UTC(r.FinishedAt), RollbackOf: r.RollbackOf}
 	for _, s := range r.Steps {
 		v.Steps = append(v.Steps, protocol.RunStep{Stage: s.Stage, Step: s.Step, TaskID: s.TaskID, Status: s.Status,
 			Outputs: s.Outputs, Error: s.Error, StartedAt: s.StartedAt, FinishedAt: api.UTC(s.FinishedAt)})

@@ -156,6 +156,8 @@ type RunStart struct {
 	// Stored, when set, is the version to run (the one the caller
 	// checked); otherwise the pipeline's current version.
 	Stored *store.Pipeline
+	// RollbackOf is the deployment a rollback run re-deploys over.
+	RollbackOf string
 }
 
 // errRunRefused wraps what refuses a run before it starts that is the
@@ -195,7 +197,7 @@ func (svc *Service) StartRun(ctx context.Context, rs RunStart) (store.Run, error
 	run, err := svc.st.CreateRun(ctx, store.Run{ID: api.NewID("r_"), AccountID: rs.AccountID, Org: rs.Org, Project: rs.Project,
 		Pipeline: stored.Name, Version: stored.Version, Source: stored.Source, Inputs: inputs, Status: store.RunRunning,
 		Trigger: rs.Trigger, TriggeredBy: rs.TriggeredBy, WebhookID: rs.WebhookID, Delivery: rs.Delivery,
-		ActsKind: rs.ActsKind, ActsID: rs.ActsID, CreatedAt: svc.now()})
+		ActsKind: rs.ActsKind, ActsID: rs.ActsID, RollbackOf: rs.RollbackOf, CreatedAt: svc.now()})
 	if err != nil {
 		return store.Run{}, err
 	}
@@ -581,7 +583,7 @@ func (svc *Service) beginStage(ctx context.Context, run store.Run, p *pipeline.P
 	kind, name := principalOfLabel(run.TriggeredBy)
 	_, err := svc.BeginDeployment(ctx, DeploymentStart{ID: deploymentID(run.ID, i), AccountID: run.AccountID, Org: run.Org,
 		Project: run.Project, Service: st.Service, Environment: st.Environment, Version: run.Inputs["version"],
-		Pipeline: run.Pipeline, RunID: run.ID, Stage: stage, PrincipalKind: kind, PrincipalName: name})
+		Pipeline: run.Pipeline, RunID: run.ID, Stage: stage, PrincipalKind: kind, PrincipalName: name, RollbackOf: run.RollbackOf})
 	if errors.Is(err, store.ErrConflict) {
 		return nil
 	}
@@ -601,37 +603,14 @@ func principalOfLabel(label string) (kind, name string) {
 }
 
 // endStages ends the deployment of every deployment stage of the run
-// whose steps have all ended (again: ending one twice changes nothing).
+// whose status is decided (again: ending one twice changes nothing).
 func (svc *Service) endStages(ctx context.Context, run store.Run, p *pipeline.Pipeline) {
 	for i := range p.Stages {
 		st := &p.Stages[i]
 		if !st.Deployment() || !stageStarted(run, st.Name) {
 			continue
 		}
-		status, rows, running := protocol.DeploymentSucceeded, 0, false
-		for _, s := range run.Steps {
-			if s.Stage != st.Name {
-				continue
-			}
-			rows++
-			switch stepStatus(s.Status) {
-			case pipeline.StepRunning:
-				running = true
-			case pipeline.StepFailed:
-				status = protocol.DeploymentFailed
-			}
-		}
-		steps := 0
-		for _, it := range st.Items {
-			steps += len(it.Steps)
-		}
-		if running || (rows < steps && run.Status == store.RunRunning) {
-			continue // steps of the stage are running or still to come
-		}
-		if run.Status == store.RunCancelled && status == protocol.DeploymentSucceeded {
-			status = protocol.DeploymentCancelled
-		}
-		if err := svc.EndDeployment(ctx, run.AccountID, deploymentID(run.ID, i), status); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := svc.endStage(ctx, run, p, i); err != nil && !errors.Is(err, store.ErrNotFound) {
 			svc.log.Warn("end deployment", "run", run.ID, "stage", st.Name, "err", err)
 		}
 	}

@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/legate-dev/legate/internal/pipeline"
+	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/store"
+)
+
+// A deployment's status follows what happened to its deploy steps, never
+// the run's last step (docs/deployments.md, "Status"):
+//   - its deploy steps are the stage's kubernetes and helm steps, or,
+//     when it has none, its steps that run on success (not `when:
+//     failure` or `always`: those clean up after a failure);
+//   - any step of the stage that reports deploy_status=rolled_back makes
+//     it rolled_back (the kubernetes step's own rollback, an abort step, a
+//     rollback script writing it to $LEGATE_OUTPUT);
+//   - else a deploy step that failed, that never ran because a step
+//     failed (in this stage or an earlier one), or any step that reports
+//     deploy_status=failed (a verification), makes it failed;
+//   - else a deploy step that was cancelled or never ran because the run
+//     was cancelled makes it cancelled;
+//   - else it succeeded.
+
+// deployStepNames returns the names of the stage's deploy steps.
+func deployStepNames(st *pipeline.Stage) map[string]bool {
+	typed, onSuccess, all := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, it := range st.Items {
+		for _, s := range it.Steps {
+			all[s.Name] = true
+			if s.Type == protocol.TaskKubernetes || s.Type == protocol.TaskHelm {
+				typed[s.Name] = true
+			}
+			if s.When != pipeline.WhenFailure && s.When != pipeline.WhenAlways {
+				onSuccess[s.Name] = true
+			}
+		}
+	}
+	switch {
+	case len(typed) > 0:
+		return typed
+	case len(onSuccess) > 0:
+		return onSuccess
+	}
+	return all
+}
+
+// stageOutcome is the status of the deployment of stage st of run, and
+// whether it is decided: false while a step of the stage runs or, in a
+// running run, is still to come (a rollback step may still report).
+func stageOutcome(run store.Run, st *pipeline.Stage) (status string, decided bool) {
+	rows := map[string]store.RunStep{}
+	for _, s := range run.Steps {
+		if s.Stage == st.Name {
+			rows[s.Step] = s
+		}
+	}
+	steps := 0
+	for _, it := range st.Items {
+		steps += len(it.Steps)
+	}
+	for _, r := range rows {
+		if stepStatus(r.Status) == pipeline.StepRunning {
+			return "", false
+		}
+	}
+	if len(rows) < steps && run.Status == store.RunRunning {
+		return "", false
+	}
+	runCancelled := run.CancelRequested || run.Status == store.RunCancelled
+	rolledBack, failed, cancelled := false, false, false
+	for _, r := range rows {
+		switch r.Outputs[protocol.OutputDeployStatus] {
+		case protocol.DeployRolledBack:
+			rolledBack = true
+		case protocol.DeployFailed:
+			// A deploy step that was stopped says failed: the cancel is
+			// the truer word.
+			failed = failed || r.Status != protocol.StatusCancelled
+		}
+	}
+	for name := range deployStepNames(st) {
+		r, ok := rows[name]
+		switch {
+		case !ok || r.Status == string(pipeline.StepSkipped):
+			if runCancelled {
+				cancelled = true
+			} else {
+				failed = true
+			}
+		case r.Status == protocol.StatusCancelled:
+			cancelled = true
+		case stepStatus(r.Status) == pipeline.StepFailed:
+			failed = true
+		}
+	}
+	switch {
+	case rolledBack:
+		return protocol.DeploymentRolledBack, true
+	case failed:
+		return protocol.DeploymentFailed, true
+	case cancelled:
+		return protocol.DeploymentCancelled, true
+	}
+	return protocol.DeploymentSucceeded, true
+}
+
+// badRecord is a deploy record a step reported that does not parse.
+type badRecord struct {
+	step string
+	err  error
+}
+
+// stageRecords returns the deploy records the steps of stage st
+// reported, in the order the steps ran, as the JSON array a deployment
+// keeps ("" for none), and those that do not parse (left out).
+func stageRecords(run store.Run, st *pipeline.Stage) (string, []badRecord) {
+	var recs []protocol.DeployRecord
+	var bad []badRecord
+	for _, s := range run.Steps {
+		v, ok := s.Outputs[protocol.OutputDeployRecord]
+		if s.Stage != st.Name || !ok {
+			continue
+		}
+		r, err := protocol.ParseDeployRecord(v)
+		if err != nil {
+			bad = append(bad, badRecord{step: s.Stage + "." + s.Step, err: err})
+			continue
+		}
+		recs = append(recs, r)
+	}
+	if len(recs) == 0 {
+		return "", bad
+	}
+	b, err := json.Marshal(recs)
+	if err != nil { // cannot happen: the records came from JSON
+		return "", append(bad, badRecord{step: st.Name, err: err})
+	}
+	return string(b), bad
+}
+
+// endStage ends the deployment of stage number i of run with its status
+// and records, once its status is decided. A record that does not parse
+// is logged, once, when the deployment ends, and left out: it never
+// fails the run.
+func (svc *Service) endStage(ctx context.Context, run store.Run, p *pipeline.Pipeline, i int) error {
+	st := &p.Stages[i]
+	status, decided := stageOutcome(run, st)
+	if !decided {
+		return nil
+	}
+	records, bad := stageRecords(run, st)
+	_, ended, err := svc.st.EndDeployment(ctx, run.AccountID, deploymentID(run.ID, i), store.DeploymentEnd{Status: status, Records: records}, svc.now())
+	if err != nil {
+		return err
+	}
+	if ended {
+		for _, b := range bad {
+			svc.log.Warn("deploy record ignored", "run", run.ID, "step", b.step, "err", b.err)
+		}
+	}
+	return nil
+}
