@@ -988,6 +988,14 @@ type Connector struct {
 	URL       string   `json:"url"`
 	Type      string   `json:"type,omitempty"`
 	Selectors []string `json:"selectors"`
+	// CAPEM and TokenSecret belong to a Kubernetes connector (Type
+	// ConnectorKubernetes, URL its API server): the PEM of the CA that
+	// signs the API server's certificate (empty: the delegate's system
+	// roots) and the name of the stored secret holding the bearer token.
+	// The token itself is never shown. Since v5; an older manager ignores
+	// them (its kubernetes connectors are labels).
+	CAPEM       string `json:"ca_pem,omitempty"`
+	TokenSecret string `json:"token_secret,omitempty"`
 	// LastSuccessDelegate is the delegate (name/hostname) that last
 	// succeeded for the connector; it is tried first.
 	LastSuccessDelegate string    `json:"last_success_delegate,omitempty"`
@@ -1005,6 +1013,10 @@ type CreateConnectorRequest struct {
 	URL       string   `json:"url"`
 	Type      string   `json:"type,omitempty"`
 	Selectors []string `json:"selectors,omitempty"`
+	// CAPEM and TokenSecret: see Connector (required TokenSecret for
+	// Type ConnectorKubernetes, refused for other types).
+	CAPEM       string `json:"ca_pem,omitempty"`
+	TokenSecret string `json:"token_secret,omitempty"`
 }
 
 // ---------------------------------------------------------------------------
