@@ -124,13 +124,13 @@ func (k *kubeRun) Start(_ context.Context, out io.Writer) error {
 	}
 	k.result = rr
 	cmd := &exec.Cmd{
-		Path:        "/proc/self/exe",
-		Args:        []string{"legate-kubernetes", kubernetesArg},
-		Env:         k.env,
-		Stdin:       bytes.NewReader(input),
-		Stdout:      pw,
-		Stderr:      pw,
-		ExtraFiles:  []*os.File{rw}, // fd 3
+		Path:       "/proc/self/exe",
+		Args:       []string{"legate-kubernetes", kubernetesArg},
+		Env:        k.env,
+		Stdin:      bytes.NewReader(input),
+		Stdout:     pw,
+		Stderr:     pw,
+		ExtraFiles: []*os.File{rw}, // fd 3
 		// The child dies with the delegate. SIGKILL, not SIGTERM: once the
 		// delegate is gone nobody reads the child's output or result, and
 		// the manager runs the task again on another delegate (or fails

@@ -61,7 +61,9 @@ func (m *manager) EndTask(_ context.Context, t store.Task) {
 
 func (m *manager) CheckScope(context.Context, string, string, string) error { return nil }
 
-func (m *manager) ApplyConnectorCluster(context.Context, string, *protocol.TaskSpec) error { return nil }
+func (m *manager) ApplyConnectorCluster(context.Context, string, *protocol.TaskSpec) error {
+	return nil
+}
 
 func (m *manager) SecretNeeds(context.Context, string, protocol.TaskSpec) ([]api.Need, error) {
 	return nil, nil
