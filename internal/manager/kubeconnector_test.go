@@ -108,13 +108,7 @@ func TestKubernetesConnectorGivesItsTasksTheCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	del := tm.client(t, "")
-	reg, err := del.Register(ctx, protocol.RegisterRequest{ProtocolVersion: protocol.Version, AccountID: tm.admin.AccountID,
-		Token: tok.Value, Name: "k8s", Hostname: "h", IP: "127.0.0.1", Tags: []string{"k8s"}, Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	del.SetSecret(reg.Session)
+	del, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "k8s", "h", "k8s")
 	acq, err := del.Acquire(ctx, task.ID)
 	if err != nil {
 		t.Fatal(err)
