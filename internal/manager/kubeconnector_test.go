@@ -130,6 +130,7 @@ func TestKubernetesConnectorGivesItsTasksTheCluster(t *testing.T) {
 	for _, tc := range []struct{ body, want string }{
 		{kubeTask(`,"connector":"prod"`, own), "give one or the other"},
 		{`{"type":"shell","shell":{"script":"kubectl get pods"},"connector":"prod"}`, "a shell task cannot use it"},
+		{kubeTask("", `,"cluster":{"server":"https://other:6443","token":"a-literal-token"}`), "must be a stored secret's reference"},
 	} {
 		if status, resp := tm.api(t, admin, "POST", protocol.PathTasks, tc.body); status != http.StatusBadRequest || !strings.Contains(resp, tc.want) {
 			t.Errorf("submit %s: %d %s; want 400 saying %q", tc.body, status, resp, tc.want)

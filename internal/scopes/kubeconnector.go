@@ -122,6 +122,20 @@ func (svc *Service) ApplyConnectorCluster(ctx context.Context, acct string, spec
 	return applyKubeConnector(spec, c)
 }
 
+// checkOwnCluster refuses a cluster a task sets itself whose token is
+// not a stored secret's reference: a literal token would be stored with
+// the task and shown in every answer about it, unmasked.
+func checkOwnCluster(s *protocol.TaskSpec) error {
+	if s.Type != protocol.TaskKubernetes || s.Kubernetes == nil || s.Kubernetes.Cluster == nil {
+		return nil
+	}
+	tok := strings.TrimSpace(s.Kubernetes.Cluster.Token)
+	if names, err := secretref.Names(tok); err != nil || len(names) != 1 || tok != secretRef(names[0]) {
+		return errors.New("a kubernetes task's cluster token must be a stored secret's reference, ${secrets.NAME}: a literal token would be stored and shown with the task (or name a kubernetes connector)")
+	}
+	return nil
+}
+
 // kubeCapability is what a delegate must reach for a Kubernetes
 // connector's tasks: a TCP connection to the API server. (An https
 // capability would ask for an HTTP answer trusted by the delegate's

@@ -144,6 +144,9 @@ func (svc *Service) ResolveTask(ctx context.Context, acct string, s *protocol.Ta
 	if err := svc.CheckScope(ctx, acct, s.Org, s.Project); err != nil {
 		return err
 	}
+	if err := checkOwnCluster(s); err != nil {
+		return err
+	}
 	caps := append([]string{}, s.Capabilities...)
 	if s.Connector != "" {
 		c, err := svc.st.GetConnector(ctx, acct, s.Connector)
