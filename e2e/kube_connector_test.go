@@ -67,6 +67,9 @@ func TestKubernetesConnectorOnARealCluster(t *testing.T) {
 	c.mustCLI("connector", "create", "prod", "--type", "kubernetes", "--url", k.API, "--ca-file", k.CAFile,
 		"--token-secret", "K8S_TOKEN", "--selector", "k8s")
 	c.delegate("k8s", "k8s-no-creds", append(c.seed004Env(c.token("k8s"), "k8s", "k8s"), "HOME="+t.TempDir())...)
+	if out := c.mustCLI("delegates", "describe", "k8s"); !strings.Contains(out, "Task types:") || !strings.Contains(out, "kubernetes") {
+		t.Errorf("delegates describe does not show the task types the delegate registered:\n%s", out)
+	}
 
 	file := writeManifest(t, kubeDeployment("web", "web:1", false))
 	id := c.submit("--type", "kubernetes", "--connector", "prod", "--namespace", ns, "-f", file, "--timeout", "60s")

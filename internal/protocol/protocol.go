@@ -886,6 +886,10 @@ type Delegate struct {
 	// TaskIsolation is what the instance reported at registration about
 	// how it keeps its tasks apart; nil: an older delegate reported none.
 	TaskIsolation *TaskIsolation `json:"task_isolation,omitempty"`
+	// TaskTypes are the task types the instance registered that it runs;
+	// nil: an older delegate, which runs shell, http and container tasks
+	// (RunsTaskType). Since v5.
+	TaskTypes []string `json:"task_types,omitempty"`
 }
 
 // Approval states of a delegate registered with a token that requires
