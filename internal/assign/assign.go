@@ -51,6 +51,9 @@ type Delegate struct {
 	// ContainerRuntime is the container runtime the delegate has ("": none;
 	// it is not offered container tasks).
 	ContainerRuntime string
+	// TaskTypes are the task types the delegate runs; nil: it did not say
+	// (see protocol.RunsTaskType).
+	TaskTypes []string
 }
 
 // Task is what assignment needs to know about one task.
@@ -69,6 +72,8 @@ type Task struct {
 	// Container: the task runs in a container; only delegates with a
 	// ContainerRuntime may run it.
 	Container bool
+	// Type is the task's type; only delegates that run it get the task.
+	Type string
 }
 
 // DefaultWindow is the liveness window used when Policy.Window is not
@@ -165,6 +170,21 @@ func (tv *taskView) allowlisted(d *Delegate, now time.Time) bool {
 	return true
 }
 
+// runsType reports whether d runs tasks of t's type (a task without one,
+// in tests, is any delegate's).
+func runsType(d *Delegate, t *Task) bool {
+	return t.Type == "" || protocol.RunsTaskType(d.TaskTypes, t.Type)
+}
+
+// typeMessage says that d does not run tasks of type typ, and what it
+// runs.
+func typeMessage(d *Delegate, typ string) string {
+	if d.TaskTypes == nil {
+		return "does not run " + typ + " tasks (an older delegate, which runs shell, http and container tasks: upgrade it)"
+	}
+	return "does not run " + typ + " tasks (it runs " + strings.Join(d.TaskTypes, ", ") + ")"
+}
+
 func atCapacity(d *Delegate) bool { return d.Capacity > 0 && d.Running >= d.Capacity }
 
 // eligible is Evaluate reduced to a yes or no, without allocating. For an
@@ -173,7 +193,7 @@ func atCapacity(d *Delegate) bool { return d.Capacity > 0 && d.Running >= d.Capa
 func (p Policy) eligible(d *Delegate, tv *taskView, now time.Time) (ok, allowlisted bool) {
 	if !p.connected(d, now) || d.Draining || atCapacity(d) || d.OverThreshold != "" || d.Configuring != "" || d.Pending ||
 		!protocol.Covers(d.Org, d.Project, tv.t.Org, tv.t.Project) || !hasSelectors(tv.sel, d) || tv.denied(d) ||
-		(tv.t.Container && d.ContainerRuntime == "") {
+		(tv.t.Container && d.ContainerRuntime == "") || !runsType(d, tv.t) {
 		return false, false
 	}
 	allowlisted = len(tv.caps) > 0
@@ -227,6 +247,9 @@ func (p Policy) evaluate(d *Delegate, tv *taskView, now time.Time) []protocol.Re
 	}
 	if tv.t.Container && d.ContainerRuntime == "" {
 		add(protocol.RuleNoContainerRuntime, "no container runtime (a container task; install podman or docker on the delegate, or set DELEGATE_CONTAINER_RUNTIME)")
+	}
+	if !runsType(d, tv.t) {
+		add(protocol.RuleTaskType, typeMessage(d, tv.t.Type))
 	}
 	if tv.denied(d) {
 		add(protocol.RuleTaskDenied, "this delegate was lost while running the task before")

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"unicode"
@@ -23,10 +26,15 @@ func (a *app) connectorCmd() *cobra.Command {
 repository host) reached from the delegates' network. A task that uses one
 (legate task run --connector NAME) inherits its selectors, unless the task
 has its own, and needs its URL as a capability. The delegate that last
-succeeded for a connector is tried first (LAST-SUCCESS).`,
-		Example: `  legate connector create k8s-east --url https://k8s-east.internal:6443 --type kubernetes --selector east
+succeeded for a connector is tried first (LAST-SUCCESS).
+
+A connector of type kubernetes is a cluster that deploy tasks reach with
+its own credentials: its API server's URL, CA and the stored secret that
+holds a ServiceAccount's token (see connector create).`,
+		Example: `  legate connector create k8s-east --url https://k8s-east.internal:6443 --type kubernetes \
+      --ca-file ca.crt --token-secret K8S_EAST_TOKEN --selector east
   legate connector list
-  legate task run --connector k8s-east --script 'kubectl get pods'`,
+  legate task run --type kubernetes --connector k8s-east --namespace web -f web.yaml`,
 	}
 	cmd.AddCommand(a.connectorCreateCmd(), a.connectorListCmd(), a.connectorGetCmd(), a.connectorDeleteCmd())
 	return cmd
@@ -44,17 +52,41 @@ func (a *app) printConnectors(w io.Writer, out *outputFlags, conns []protocol.Co
 	wide := out.is(formatWide)
 	header := []string{"NAME", "URL", "TYPE", "SELECTORS", "LAST-SUCCESS"}
 	if wide {
-		header = append(header, "CREATED", "CREATED-AT")
+		header = append(header, "TOKEN-SECRET", "CA", "CREATED", "CREATED-AT")
 	}
 	t := newTable(w, header...)
 	for _, k := range conns {
 		row := []string{k.Name, k.URL, k.Type, strings.Join(k.Selectors, ","), k.LastSuccessDelegate}
 		if wide {
-			row = append(row, age(a.now(), k.CreatedAt), a.absTime(&k.CreatedAt))
+			row = append(row, k.TokenSecret, caSummary(k.CAPEM), age(a.now(), k.CreatedAt), a.absTime(&k.CreatedAt))
 		}
 		t.row(row...)
 	}
 	return t.flush()
+}
+
+// caSummary names the certificates of a CA PEM: the subject of the first
+// and its expiry, and how many more.
+func caSummary(caPEM string) string {
+	var certs []*x509.Certificate
+	rest := []byte(caPEM)
+	for {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if c, err := x509.ParseCertificate(b.Bytes); err == nil {
+			certs = append(certs, c)
+		}
+	}
+	if len(certs) == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("%s (until %s)", certs[0].Subject.CommonName, certs[0].NotAfter.UTC().Format("2006-01-02"))
+	if len(certs) > 1 {
+		s += fmt.Sprintf(" +%d", len(certs)-1)
+	}
+	return s
 }
 
 // checkConnectorURL accepts an absolute http:// or https:// URL with a
@@ -91,18 +123,35 @@ func (a *app) connectorCreateCmd() *cobra.Command {
 		urlFlag   repeatFlag
 		typ       string
 		selectors []string
+		caFile    string
+		tokenSec  string
 	)
 	cmd := &cobra.Command{
-		Use:   "create NAME --url URL [--selector S]... [--type T]",
+		Use:   "create NAME --url URL [--selector S]... [--type T] [--ca-file F --token-secret SECRET]",
 		Short: "Create a connector",
 		Long: `Create the connector NAME for the endpoint URL (http://… or https://…).
 Tasks that use it run only on delegates with all its selectors (unless they
 set their own) that get an HTTP answer from URL. --type is a free
-label such as kubernetes, docker-registry or git.
+label such as docker-registry or git, except kubernetes:
+
+A kubernetes connector is a cluster that kubernetes tasks (and pipeline
+steps) that name it deploy to with its credentials instead of the
+delegate's own: --url is its API server (https://HOST[:PORT]), --ca-file
+the PEM file of the CA that signs the server's certificate (a
+kubeconfig's certificate-authority, a ServiceAccount's ca.crt; without it
+the delegate's system roots), and --token-secret the name of the stored
+secret (legate secret create) that holds the bearer token, such as a
+ServiceAccount's. The token never leaves the secret store until a
+delegate claims such a task: whoever runs one needs secret:access on it,
+and the delegate masks it in the output. Such tasks need a delegate that
+reaches the API server over TCP; other task types cannot use the
+connector.
 
 Here --url is the connector's endpoint, so the manager's URL comes from
 ` + EnvURL + ` only.`,
-		Example: `  legate connector create k8s-east --url https://k8s-east.internal:6443 --type kubernetes --selector east
+		Example: `  legate secret create K8S_EAST_TOKEN --from-file sa.token
+  legate connector create k8s-east --url https://k8s-east.internal:6443 --type kubernetes \
+      --ca-file ca.crt --token-secret K8S_EAST_TOKEN --selector east
   legate connector create vault --url https://vault.internal:8200 --selector prod,east`,
 		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
@@ -117,7 +166,17 @@ Here --url is the connector's endpoint, so the manager's URL comes from
 				return err
 			}
 			req := protocol.CreateConnectorRequest{Name: args[0], URL: rawURL, Type: strings.TrimSpace(typ),
-				Selectors: protocol.NormalizeSelectors(selectors)}
+				Selectors: protocol.NormalizeSelectors(selectors), TokenSecret: strings.TrimSpace(tokenSec)}
+			if caFile != "" {
+				b, err := readBounded(caFile, protocol.MaxKubeCAPEMBytes)
+				if err != nil {
+					return usagef("--ca-file: %v", err)
+				}
+				req.CAPEM = string(b)
+			}
+			if req.Type == protocol.ConnectorKubernetes && req.TokenSecret == "" {
+				return usagef("a kubernetes connector needs --token-secret SECRET, the stored secret that holds its token (legate secret create SECRET)")
+			}
 			if len(req.Selectors) == 0 {
 				req.Selectors = nil
 			}
@@ -143,6 +202,8 @@ Here --url is the connector's endpoint, so the manager's URL comes from
 	fl.Var(&urlFlag, "url", "endpoint of the connector: an http:// or https:// URL (required; the manager URL comes from "+EnvURL+" here)")
 	fl.StringVar(&typ, "type", "", "kind of endpoint, e.g. kubernetes or git (a label)")
 	fl.StringSliceVar(&selectors, "selector", nil, "tasks that use the connector run only on delegates with this tag (repeatable)")
+	fl.StringVar(&caFile, "ca-file", "", "kubernetes: PEM file of the CA that signs the API server's certificate")
+	fl.StringVar(&tokenSec, "token-secret", "", "kubernetes: name of the stored secret that holds the bearer token")
 	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }
@@ -192,7 +253,8 @@ func (a *app) connectorGetCmd() *cobra.Command {
 		Use:               "get NAME",
 		ValidArgsFunction: a.complete(connectorsLister),
 		Short:             "Show one connector",
-		Long:              `Show the connector NAME: URL, type, selectors and the delegate that last succeeded for it.`,
+		Long: `Show the connector NAME: URL, type, selectors and the delegate that last succeeded for it;
+for a kubernetes connector also the stored secret that holds its token (never the token) and its CA.`,
 		Example: `  legate connector get k8s-east
   legate connector get k8s-east -o yaml`,
 		Args: cobra.ExactArgs(1),
@@ -208,7 +270,18 @@ func (a *app) connectorGetCmd() *cobra.Command {
 			if out.structured() {
 				return out.print(cmd.OutOrStdout(), conn)
 			}
-			return a.printConnectors(cmd.OutOrStdout(), &out, []protocol.Connector{conn})
+			if err := a.printConnectors(cmd.OutOrStdout(), &out, []protocol.Connector{conn}); err != nil || out.is(formatName) || conn.TokenSecret == "" {
+				return err
+			}
+			// A Kubernetes cluster's credentials: where its token is (never
+			// the token) and whose CA it trusts.
+			ca := caSummary(conn.CAPEM)
+			if ca == "" {
+				ca = "the delegate's system roots"
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "\nToken secret:  %s (a stored secret; legate secret get %s)\nCA:            %s\n",
+				escape(conn.TokenSecret), escape(conn.TokenSecret), escape(ca))
+			return err
 		}),
 	}
 	out.add(cmd, formatJSON, formatYAML, formatWide, formatName)
@@ -276,4 +349,21 @@ func parseCapability(raw string) (string, error) {
 		return s, nil
 	}
 	return "", fmt.Errorf("%q: want %s", raw, capabilityForms)
+}
+
+// readBounded reads a file of at most max bytes.
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
+	}
+	return b, nil
 }

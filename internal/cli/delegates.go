@@ -480,6 +480,9 @@ func (a *app) printDelegateDetails(w io.Writer, d protocol.DelegateDetails) erro
 		t.row("  Tags:", strings.Join(inst.Tags, ", "))
 		t.row("  Running:", running(inst.Delegate)+" tasks")
 		t.row("  Isolation:", inst.TaskIsolation.Summary())
+		if inst.TaskTypes != nil { // an older delegate does not say
+			t.row("  Task types:", strings.Join(inst.TaskTypes, ", "))
+		}
 		if inst.Perf != nil {
 			t.row("  Performance:", inst.Perf.Summary())
 		}

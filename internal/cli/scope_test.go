@@ -1,7 +1,16 @@
 package cli
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -176,7 +185,7 @@ func TestConnectorCommands(t *testing.T) {
 	run := func(args ...string) result { return runCLI(t.Context(), m.env(), "", args...) }
 
 	r := ok(t, run("connector", "create", "k8s-east", "--url", "https://k8s-east.internal:6443", "--type", "kubernetes",
-		"--selector", "East", "--selector", "prod,east"))
+		"--selector", "East", "--selector", "prod,east", "--token-secret", "EAST_TOKEN"))
 	if r.stdout != "Created connector \"k8s-east\" for https://k8s-east.internal:6443.\n" {
 		t.Errorf("create: stdout %q", r.stdout)
 	}
@@ -189,7 +198,7 @@ func TestConnectorCommands(t *testing.T) {
 	m.connectors[0].LastSuccessDelegate = "build/host-a"
 	m.mu.Unlock()
 	wantReqs := []protocol.CreateConnectorRequest{
-		{Name: "k8s-east", URL: "https://k8s-east.internal:6443", Type: "kubernetes", Selectors: []string{"east", "prod"}},
+		{Name: "k8s-east", URL: "https://k8s-east.internal:6443", Type: "kubernetes", Selectors: []string{"east", "prod"}, TokenSecret: "EAST_TOKEN"},
 		{Name: "db", URL: "http://db.internal:8080"},
 	}
 	if d := cmp.Diff(wantReqs, reqs); d != "" {
@@ -210,7 +219,8 @@ func TestConnectorCommands(t *testing.T) {
 
 	r = ok(t, run("connector", "get", "k8s-east"))
 	want = "NAME      URL                             TYPE        SELECTORS  LAST-SUCCESS\n" +
-		"k8s-east  https://k8s-east.internal:6443  kubernetes  east,prod  build/host-a\n"
+		"k8s-east  https://k8s-east.internal:6443  kubernetes  east,prod  build/host-a\n" +
+		"\nToken secret:  EAST_TOKEN (a stored secret; legate secret get EAST_TOKEN)\nCA:            the delegate's system roots\n"
 	if d := cmp.Diff(want, r.stdout); d != "" {
 		t.Errorf("get table (-want +got):\n%s", d)
 	}
@@ -433,5 +443,57 @@ func TestTaskGetShowsScope(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("task get lacks %q:\n%s", want, r.stdout)
 		}
+	}
+}
+
+// TestKubernetesConnectorCreate: connector create --type kubernetes sends
+// the CA file's PEM and the token secret's name; without --token-secret,
+// or with a CA file that is missing, it is a usage error that says what to
+// give; connector list -o wide and get show the secret's name and the CA.
+func TestKubernetesConnectorCreate(t *testing.T) {
+	t.Parallel()
+	m := newFakeManager(t, outcomeSpec{})
+	run := func(args ...string) result { return runCLI(t.Context(), m.env(), "", args...) }
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kube-ca"}, IsCA: true, BasicConstraintsValid: true,
+		NotBefore: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), NotAfter: time.Date(2036, 1, 1, 0, 0, 0, 0, time.UTC)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, []byte(ca), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--url", "https://k8s:6443"}, "needs --token-secret SECRET"},
+		{[]string{"--url", "https://k8s:6443", "--token-secret", "T", "--ca-file", caFile + ".none"}, "--ca-file"},
+	} {
+		r := run(append([]string{"connector", "create", "prod", "--type", "kubernetes"}, tc.args...)...)
+		if cliCode(t, r.err) != ExitUsage || !strings.Contains(errText(r.err), tc.want) {
+			t.Errorf("%v: %v, want a usage error saying %q", tc.args, r.err, tc.want)
+		}
+	}
+	ok(t, run("connector", "create", "prod", "--type", "kubernetes", "--url", "https://k8s:6443", "--ca-file", caFile, "--token-secret", "PROD_TOKEN"))
+	m.mu.Lock()
+	reqs := append([]protocol.CreateConnectorRequest(nil), m.connReqs...)
+	m.mu.Unlock()
+	if d := cmp.Diff([]protocol.CreateConnectorRequest{{Name: "prod", URL: "https://k8s:6443", Type: "kubernetes", CAPEM: ca, TokenSecret: "PROD_TOKEN"}}, reqs); d != "" {
+		t.Errorf("create requests (-want +got):\n%s", d)
+	}
+	r := ok(t, run("connector", "list", "-o", "wide"))
+	if !strings.Contains(r.stdout, "TOKEN-SECRET") || !strings.Contains(r.stdout, "PROD_TOKEN    kube-ca (until 2036-01-01)") {
+		t.Errorf("list -o wide:\n%s", r.stdout)
+	}
+	r = ok(t, run("connector", "get", "prod"))
+	if !strings.Contains(r.stdout, "Token secret:  PROD_TOKEN") || !strings.Contains(r.stdout, "CA:            kube-ca (until 2036-01-01)") {
+		t.Errorf("get:\n%s", r.stdout)
 	}
 }

@@ -40,6 +40,7 @@ type runFlags struct {
 	expectStatus int
 
 	container containerFlags
+	kube      kubeFlags
 
 	out    outputFlags
 	detach bool
@@ -48,7 +49,7 @@ type runFlags struct {
 func (a *app) taskRunCmd() *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run (--script TEXT | --file PATH | --http-url URL | --image IMAGE [-- COMMAND ARG...]) [flags]",
+		Use:   "run (--script TEXT | --file PATH | --http-url URL | --image IMAGE [-- COMMAND ARG...] | --namespace NS -f MANIFEST...) [flags]",
 		Short: "Run a task on a delegate and show its output live",
 		Long: `Submit a task, stream its output as the delegate produces it, and exit with
 the task's exit code.
@@ -94,7 +95,7 @@ outside 21504..204800 MiB. A stored secret, ${secrets.NAME}, may be used in
 the script, the command and --env values as in shell tasks. For a longer
 container section, write a pipeline (legate pipeline apply): a step takes
 the same fields. See docs/task-containers.md.
-
+` + kubeHelp + `
 Exit status: the script's exit code; 1 if the task failed without one,
 124 if it timed out, 130 if it was cancelled, 3 if no delegate took it (the
 reason for each delegate is printed; see also legate task explain ID).
@@ -107,7 +108,9 @@ Ctrl-C stops following but leaves the task running.`,
   legate task run --detach --script 'sleep 600'
   legate task run --image localhost/debian-min:bookworm --run-as-user 1000 --read-only-root --drop-cap ALL -- id
   legate task run --image golang:1.23 --workdir /src --volume host_path:/srv/app:/src:ro --volume empty_dir:/tmp \
-      --memory 2Gi --cpu 1.5 --script 'go test ./...'`,
+      --memory 2Gi --cpu 1.5 --script 'go test ./...'
+  legate task run --type kubernetes --namespace web -f web.yaml -f service.yaml --rollback auto --timeout 5m
+  legate task run --type kubernetes --connector k8s-east --namespace web -f web.yaml`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 && (cmd.ArgsLenAtDash() != 0 || !cmd.Flags().Changed("image")) {
 				return usagef("unexpected argument %q: a container task's command goes after --image IMAGE and --, as in --image IMG -- id -u", args[0])
@@ -136,8 +139,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.retries, "retries", 0, "run again on another delegate this many times if the delegate is lost")
 	fl.StringArrayVar(&f.env, "env", nil, "set an environment variable of the task, KEY=VALUE (repeatable)")
 	fl.StringArrayVar(&f.secretEnv, "secret-env", nil, "set a secret environment variable, KEY=VALUE, or KEY to take the value from your environment; masked in the output (repeatable)")
-	fl.StringVar(&f.typ, "type", "", "task type: shell, http or container (default: http with --http-url, container with --image, else shell)")
-	_ = cmd.RegisterFlagCompletionFunc("type", fixed(protocol.TaskShell, protocol.TaskHTTP, protocol.TaskContainer))
+	fl.StringVar(&f.typ, "type", "", "task type: shell, http, container or kubernetes (default: http with --http-url, container with --image, kubernetes with -f, else shell)")
+	_ = cmd.RegisterFlagCompletionFunc("type", fixed(protocol.TaskShell, protocol.TaskHTTP, protocol.TaskContainer, protocol.TaskKubernetes))
 	fl.StringVar(&f.org, "org", "", "organization of the task (default: account level)")
 	fl.StringVar(&f.project, "project", "", "project of the task within --org")
 	fl.StringArrayVar(&f.capabilities, "capability", nil, "the delegate must reach or have this: "+capabilityForms+" (repeatable)")
@@ -145,6 +148,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.script, "script", "", "shell script to run (in a container task: in the container)")
 	fl.StringVar(&f.file, "file", "", "file with the shell script to run (- for stdin)")
 	f.container.add(fl)
+	f.kube.add(fl)
 	fl.StringVar(&f.httpURL, "http-url", "", "URL for an http task (--url is the manager's URL)")
 	fl.StringVar(&f.method, "method", "GET", "HTTP method of an http task")
 	fl.StringArrayVar(&f.headers, "header", nil, "HTTP header of an http task, NAME:VALUE (repeatable)")
@@ -167,6 +171,11 @@ func (a *app) buildSpec(cmd *cobra.Command, f *runFlags) (protocol.TaskSpec, err
 			return spec, err
 		}
 	}
+	if typ != protocol.TaskKubernetes {
+		if err := checkNoKubeFlags(fl, typ); err != nil {
+			return spec, err
+		}
+	}
 	spec.Type = typ
 	switch typ {
 	case protocol.TaskShell:
@@ -175,8 +184,10 @@ func (a *app) buildSpec(cmd *cobra.Command, f *runFlags) (protocol.TaskSpec, err
 		spec.HTTP, err = httpSpec(fl, f)
 	case protocol.TaskContainer:
 		spec.Container, err = containerTaskSpec(cmd, f)
+	case protocol.TaskKubernetes:
+		spec.Kubernetes, err = kubernetesTaskSpec(cmd, f, &spec)
 	default:
-		return spec, usagef("--type %q: want shell, http or container", typ)
+		return spec, usagef("--type %q: want shell, http, container or kubernetes", typ)
 	}
 	return spec, err
 }
@@ -221,7 +232,8 @@ func (a *app) commonSpec(fl *pflag.FlagSet, f *runFlags) (protocol.TaskSpec, err
 }
 
 // taskType is --type, or when not given the type the other flags imply:
-// container with --image, else http with --http-url, else shell.
+// kubernetes with -f, else container with --image, else http with
+// --http-url, else shell.
 func taskType(fl *pflag.FlagSet, typ string) string {
 	if typ == "" {
 		typ = protocol.TaskShell
@@ -230,6 +242,9 @@ func taskType(fl *pflag.FlagSet, typ string) string {
 		}
 		if fl.Changed("image") {
 			typ = protocol.TaskContainer
+		}
+		if fl.Changed("manifest") {
+			typ = protocol.TaskKubernetes
 		}
 	}
 	return typ

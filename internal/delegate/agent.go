@@ -539,6 +539,7 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 		if a.containers != nil {
 			req.ContainerRuntime = a.containers.Name
 		}
+		req.TaskTypes = executor.TaskTypes(executor.Options{HTTPClient: a.opts.TaskHTTPClient, Isolator: a.iso, Containers: a.containers})
 		if req.FreshStart {
 			for _, r := range a.spooled {
 				req.Running = append(req.Running, protocol.RunningTask{ID: r.TaskID, Epoch: r.Result.Epoch})

@@ -179,7 +179,7 @@ func (m *Service) instanceView(in store.Instance, tokenNames map[string]string, 
 		LastHeartbeat: api.UTC(in.LastHeartbeat), Capacity: in.Capacity, Draining: in.Draining,
 		RegisteredAt: in.RegisteredAt.UTC(), Org: in.Org, Project: in.Project,
 		Description: in.Description, Approval: in.Approval, Upgrade: in.UpgradeMode,
-		TaskIsolation: in.TaskIsolation,
+		TaskIsolation: in.TaskIsolation, TaskTypes: in.TaskTypes,
 	}
 	d := m.hub.get(in.ID)
 	if d != nil && !d.isGone() {

@@ -24,7 +24,7 @@ func delegateView(l *live) assign.Delegate {
 		Org: l.org, Project: l.project, LastSeen: time.Unix(0, l.lastSeen.Load()),
 		Deregistered: l.gone, Draining: l.draining, Running: len(l.running) + len(l.pending), Capacity: l.capacity,
 		OverThreshold: l.overThreshold, Configuring: l.configuring, Pending: l.approval != "" && l.approval != protocol.ApprovalApproved,
-		ContainerRuntime: l.containerRuntime,
+		ContainerRuntime: l.containerRuntime, TaskTypes: l.taskTypes,
 	}
 }
 
@@ -35,7 +35,7 @@ func instanceView(in store.Instance) assign.Delegate {
 		InstanceID: in.ID, Name: in.Name, Hostname: in.Hostname, Tags: in.Tags,
 		Org: in.Org, Project: in.Project, Deregistered: in.DeregisteredAt != nil,
 		Draining: in.Draining, Capacity: in.Capacity, Pending: in.Approval != "" && in.Approval != protocol.ApprovalApproved,
-		ContainerRuntime: in.ContainerRuntime,
+		ContainerRuntime: in.ContainerRuntime, TaskTypes: in.TaskTypes,
 	}
 	if in.LastHeartbeat != nil {
 		d.LastSeen = *in.LastHeartbeat
@@ -48,7 +48,7 @@ func (m *Service) assignTask(ctx context.Context, t store.Task) assign.Task {
 	at := assign.Task{
 		ID: t.ID, Org: t.Spec.Org, Project: t.Spec.Project, Selectors: t.Spec.Selectors,
 		Capabilities: t.Spec.Capabilities, DeniedInstances: t.DeniedInstances,
-		Container: t.Spec.Type == protocol.TaskContainer,
+		Container: t.Spec.Type == protocol.TaskContainer, Type: t.Spec.Type,
 	}
 	if t.Spec.Connector != "" {
 		if c, err := m.st.GetConnector(ctx, t.AccountID, t.Spec.Connector); err == nil {

@@ -291,6 +291,7 @@ func (m *Service) recordInstance(w http.ResponseWriter, r *http.Request, req pro
 		Project:          tok.Project,
 		Description:      strings.TrimSpace(req.Description),
 		ContainerRuntime: containerRuntimeName(req.ContainerRuntime),
+		TaskTypes:        taskTypeNames(req.TaskTypes),
 		Approval:         approvalRequest(tok),
 		UpgradeMode:      req.Upgrade,
 		TaskIsolation:    boundIsolation(req.TaskIsolation),

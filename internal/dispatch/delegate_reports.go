@@ -166,6 +166,9 @@ func acquireCheck(t store.Task, d *live) error {
 	if missing := protocol.MissingSelectors(t.Spec.Selectors, d.tags, d.name, d.hostname); len(missing) > 0 {
 		return &acquireRefusal{msg: "delegate lacks selectors " + strings.Join(missing, ", ")}
 	}
+	if !protocol.RunsTaskType(d.taskTypes, t.Spec.Type) {
+		return &acquireRefusal{msg: "delegate does not run " + t.Spec.Type + " tasks (it did not register the type; upgrade it)"}
+	}
 	for _, den := range t.DeniedInstances {
 		if den == d.id {
 			return &acquireRefusal{msg: "delegate is denied this task (it was lost while running it before)"}
@@ -539,6 +542,25 @@ func (m *Service) reconcileRestart(ctx context.Context, d *live, running []proto
 			m.events.Publish(ctx, events.Event{Kind: events.TaskEnded, Account: d.accountID, TaskID: t.ID})
 		}
 	}
+}
+
+// taskTypeNames bounds the task types a delegate registered: at most
+// protocol.MaxTaskTypes, each a short printable name (what is not cannot
+// be a task's type). nil stays nil: a delegate that did not say.
+func taskTypeNames(types []string) []string {
+	if types == nil {
+		return nil
+	}
+	out := []string{}
+	for _, t := range types {
+		if len(out) == protocol.MaxTaskTypes {
+			break
+		}
+		if t != "" && len(t) <= protocol.MaxLabelLen && !strings.ContainsFunc(t, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // containerRuntimeName keeps a registered container runtime's name short

@@ -51,8 +51,11 @@ type live struct {
 	capacity int
 	// containerRuntime is the runtime it registered with ("": none).
 	containerRuntime string
-	connection       string
-	draining         bool
+	// taskTypes are the task types it registered that it runs (nil: an
+	// older delegate; see protocol.RunsTaskType).
+	taskTypes  []string
+	connection string
+	draining   bool
 	// overThreshold says why the delegate is over a resource threshold.
 	overThreshold string
 	// perf is the performance figures of its last heartbeat (nil: none).
@@ -111,6 +114,7 @@ func newLive(in store.Instance) *live {
 		project:          in.Project,
 		capacity:         in.Capacity,
 		containerRuntime: in.ContainerRuntime,
+		taskTypes:        in.TaskTypes,
 		approval:         in.Approval,
 		running:          map[string]int64{},
 		pending:          map[string]struct{}{},

@@ -87,7 +87,7 @@ func signature(v assign.Task) string {
 		slices.Sort(c)
 		return strings.Join(c, "\x1f")
 	}
-	return v.Org + "\x1e" + v.Project + "\x1e" + norm(v.Selectors) + "\x1e" + norm(v.Capabilities) + "\x1e" + norm(v.DeniedInstances) + map[bool]string{true: "\x1ec"}[v.Container]
+	return v.Org + "\x1e" + v.Project + "\x1e" + norm(v.Selectors) + "\x1e" + norm(v.Capabilities) + "\x1e" + norm(v.DeniedInstances) + map[bool]string{true: "\x1ec"}[v.Container] + "\x1e" + v.Type
 }
 
 // put adds a queued task, or refreshes it (a requeue changes its deny list).

@@ -41,6 +41,11 @@ func (kubernetesType) New(spec protocol.TaskSpec, opts Options) (Execution, erro
 	if env == nil {
 		env = kubeChildEnv(os.Environ())
 	}
+	if k.Cluster != nil {
+		// The task's cluster and its credentials replace the delegate's:
+		// the child is not even told where those are.
+		env = withoutKubeCredentials(env)
+	}
 	return &kubeRun{spec: k, env: env}, nil
 }
 
@@ -59,6 +64,20 @@ func kubeChildEnv(environ []string) []string {
 			if k == name {
 				out = append(out, kv)
 			}
+		}
+	}
+	return out
+}
+
+// withoutKubeCredentials drops from env what leads to the delegate's own
+// Kubernetes credentials.
+func withoutKubeCredentials(env []string) []string {
+	out := []string{}
+	for _, kv := range env {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT":
+		default:
+			out = append(out, kv)
 		}
 	}
 	return out
@@ -154,14 +173,24 @@ func (k *kubeRun) Start(_ context.Context, out io.Writer) error {
 	}
 	k.result = rr
 	cmd := &exec.Cmd{
-		Path:        "/proc/self/exe",
-		Args:        []string{"legate-kubernetes", kubernetesArg},
-		Env:         k.env,
-		Stdin:       bytes.NewReader(input),
-		Stdout:      pw,
-		Stderr:      pw,
-		ExtraFiles:  []*os.File{rw}, // fd 3
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		Path:       "/proc/self/exe",
+		Args:       []string{"legate-kubernetes", kubernetesArg},
+		Env:        k.env,
+		Stdin:      bytes.NewReader(input),
+		Stdout:     pw,
+		Stderr:     pw,
+		ExtraFiles: []*os.File{rw}, // fd 3
+		// The child dies with the delegate. SIGKILL, not SIGTERM: once the
+		// delegate is gone nobody reads the child's output or result, and
+		// the manager runs the task again on another delegate (or fails
+		// it) when this one's lease lapses; a child that went on — even
+		// only to finish an API call, or stuck where SIGTERM does not
+		// reach its deploy — would race that run in the cluster. It keeps
+		// nothing that needs cleaning up (its state is the cluster's), so
+		// nothing is lost by not letting it react. Pdeathsig follows the
+		// thread that started the child; the delegate locks no goroutine
+		// to a thread that ends, so that is the delegate's lifetime.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	}
 	err = cmd.Start()
 	pw.Close()
@@ -289,9 +318,36 @@ func runKubernetes() int {
 	return report(deployKubernetes(ctx, spec, os.Getenv, os.Stdout))
 }
 
-// deployKubernetes runs spec with the credentials getenv leads to.
+// clusterSource is Config.Source for the cluster a task names.
+const clusterSource = "the task's cluster"
+
+// kubeConfig is where spec deploys and with which credentials: the
+// cluster the task names (a Kubernetes connector's), else the delegate's
+// own that getenv leads to.
+func kubeConfig(spec protocol.KubernetesSpec, getenv func(string) string) (kube.Config, error) {
+	if c := spec.Cluster; c != nil {
+		cfg := kube.Config{Server: strings.TrimRight(c.Server, "/"), Source: clusterSource, Token: c.Token}
+		if c.CAPEM != "" {
+			cfg.CA = []byte(c.CAPEM)
+		}
+		return cfg, nil
+	}
+	return kube.Load(getenv, kube.ServiceAccountDir)
+}
+
+// refusedCredentials words the API's 401 for the cluster a task named:
+// its token (the connector's stored secret) is wrong or expired.
+func refusedCredentials(cfg kube.Config, err error) error {
+	var se *kube.StatusError
+	if cfg.Source != clusterSource || !errors.As(err, &se) || se.Code != 401 {
+		return err
+	}
+	return fmt.Errorf("the cluster %s refused the task's token (401 Unauthorized): the stored secret its Kubernetes connector names holds a token that is wrong or expired; put a valid one there (legate secret update)", cfg.Server)
+}
+
+// deployKubernetes runs spec with the credentials kubeConfig finds.
 func deployKubernetes(ctx context.Context, spec protocol.KubernetesSpec, getenv func(string) string, out io.Writer) kubeResult {
-	cfg, err := kube.Load(getenv, kube.ServiceAccountDir)
+	cfg, err := kubeConfig(spec, getenv)
 	if err != nil {
 		return kubeResult{Deploy: protocol.DeployFailed, Error: err.Error(), Fault: true}
 	}
@@ -319,6 +375,7 @@ func deployKubernetes(ctx context.Context, spec protocol.KubernetesSpec, getenv 
 		}
 		return r
 	}
+	err = refusedCredentials(cfg, err)
 	// No answer from the API (a refused connection, an untrusted
 	// certificate): this delegate cannot reach the cluster, another may.
 	// An apply is idempotent, so running the task again elsewhere is safe.

@@ -105,3 +105,45 @@ func TestKubernetesTaskOnACluster(t *testing.T) {
 		t.Fatalf("the canary after the abort: HTTP %d", code)
 	}
 }
+
+// TestKubernetesTaskThroughItsCluster: a kubernetes task whose spec names
+// a cluster (what a Kubernetes connector gives it) deploys there with
+// that server, CA and token, and not with the delegate's credentials:
+// the child's environment has none (no KUBECONFIG, not in a pod, a HOME
+// without a kubeconfig). A wrong token fails the task, not as the
+// delegate's fault, with a message that names the cluster; the token is
+// not in the output.
+func TestKubernetesTaskThroughItsCluster(t *testing.T) {
+	t.Parallel()
+	k := k8stest.Require(t)
+	ns := k.Namespace(t)
+	cr := k.NamespaceServiceAccount(t, ns, "deployer")
+	env := []string{"HOME=" + t.TempDir()}
+	spec := func(token string) protocol.TaskSpec {
+		return protocol.TaskSpec{Type: protocol.TaskKubernetes, Kubernetes: &protocol.KubernetesSpec{
+			Namespace: ns, Manifests: []string{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: through-connector}\ndata: {k: v}\n"},
+			Cluster: &protocol.KubeCluster{Server: k.API, CAPEM: string(k.CAPEM), Token: token}}}
+	}
+	var out buffer
+	o := Run(t.Context(), spec(cr.Token), Options{KubeEnv: env}, &out)
+	if o.Status != protocol.StatusSucceeded {
+		t.Fatalf("deploy through the cluster: %+v\n%s", o, out.String())
+	}
+	if !strings.Contains(out.String(), "at "+k.API+" (the task's cluster)") || strings.Contains(out.String(), cr.Token) {
+		t.Errorf("the output does not say where it deployed, or holds the token:\n%s", out.String())
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	k.Do(t, http.MethodGet, "/api/v1/namespaces/"+ns+"/configmaps/through-connector", nil, &cm)
+	if cm.Data["k"] != "v" {
+		t.Fatalf("the cluster's ConfigMap: %+v", cm)
+	}
+
+	var out2 buffer
+	o = Run(t.Context(), spec("not-a-valid-token"), Options{KubeEnv: env}, &out2)
+	want := "the cluster " + k.API + " refused the task's token (401 Unauthorized)"
+	if o.Status != protocol.StatusFailed || o.DelegateFault || !strings.Contains(o.Error, want) {
+		t.Fatalf("a wrong token: %+v, want a failure (not the delegate's fault) saying %q\n%s", o, want, out2.String())
+	}
+}

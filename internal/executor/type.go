@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/legate-dev/legate/internal/protocol"
@@ -71,6 +72,26 @@ func Lookup(name string) (Type, error) {
 		return t, nil
 	}
 	return nil, fmt.Errorf("unknown task type %q", name)
+}
+
+// TaskTypes are the names of the task types this delegate runs with
+// opts, sorted: what it registers (protocol.RegisterRequest.TaskTypes). A
+// type that may be missing on a delegate (a program it runs, say) says so
+// with a method available(Options) error, and counts only when that
+// returns nil.
+func TaskTypes(opts Options) []string { return availableTypes(types, opts) }
+
+// availableTypes is TaskTypes of a table.
+func availableTypes(table map[string]Type, opts Options) []string {
+	out := []string{}
+	for name, t := range table {
+		if a, ok := t.(interface{ available(Options) error }); ok && a.available(opts) != nil {
+			continue
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // UsesContainers reports whether tasks of type name run in the delegate's

@@ -21,6 +21,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/client"
+	"github.com/legate-dev/legate/internal/executor"
 	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/seal"
@@ -205,13 +206,14 @@ func (tm *testManager) newAccount(t *testing.T, id string) string {
 	return key
 }
 
-// registerFake registers a delegate that speaks the protocol from the test.
+// registerFake registers a delegate that speaks the protocol from the
+// test: one of this version, which runs every task type of this build.
 func (tm *testManager) registerFake(t testing.TB, accountID, token, name, host string, tags ...string) (*client.Client, protocol.RegisterResponse) {
 	t.Helper()
 	c := tm.client(t, "")
 	resp, err := c.Register(context.Background(), protocol.RegisterRequest{
 		ProtocolVersion: protocol.Version, AccountID: accountID, Token: token, Name: name,
-		Hostname: host, IP: "127.0.0.1", Tags: tags, Version: "test",
+		Hostname: host, IP: "127.0.0.1", Tags: tags, Version: "test", TaskTypes: executor.TaskTypes(executor.Options{}),
 	})
 	if err != nil {
 		t.Fatalf("register %s: %v", name, err)

@@ -106,6 +106,13 @@
 //	  output one upload of log frames may carry (at most MaxLogUpload); a
 //	  delegate gathers a fast task's output past the head into uploads
 //	  that large only when it got them, else sends at most 1 MiB each.
+//	  A delegate registers the task types it runs
+//	  (RegisterRequest.TaskTypes) and is offered no task of another type
+//	  (rule task_type); one that registers none (an older delegate) is
+//	  taken to run shell, http and container tasks, so it is never
+//	  offered a kubernetes task. Kubernetes connectors carry a CA and the
+//	  name of the stored secret with their token (Connector.CAPEM,
+//	  TokenSecret); an older manager ignores them.
 package protocol
 
 import (
@@ -367,6 +374,32 @@ type RegisterRequest struct {
 	// TaskIsolation is how the delegate keeps its tasks apart; nil from
 	// an older delegate.
 	TaskIsolation *TaskIsolation `json:"task_isolation,omitempty"`
+	// TaskTypes are the task types the delegate runs (at most
+	// MaxTaskTypes); it is offered no task of another type (rule
+	// task_type). Since v5: an older delegate sends none and is taken to
+	// run the types there were before kubernetes (RunsTaskType); an older
+	// manager ignores the field.
+	TaskTypes []string `json:"task_types,omitempty"`
+}
+
+// MaxTaskTypes bounds RegisterRequest.TaskTypes; a manager keeps the
+// first that many.
+const MaxTaskTypes = 32
+
+// RunsTaskType reports whether a delegate that registered types runs
+// tasks of type typ. nil types is a delegate that did not say (older than
+// the field): it runs shell, http and container tasks, the types before
+// kubernetes, and would fail any other as "unknown task type".
+func RunsTaskType(types []string, typ string) bool {
+	if types == nil {
+		return typ == TaskShell || typ == TaskHTTP || typ == TaskContainer
+	}
+	for _, t := range types {
+		if t == typ {
+			return true
+		}
+	}
+	return false
 }
 
 // RegisterResponse answers a successful registration.
@@ -856,6 +889,10 @@ type Delegate struct {
 	// TaskIsolation is what the instance reported at registration about
 	// how it keeps its tasks apart; nil: an older delegate reported none.
 	TaskIsolation *TaskIsolation `json:"task_isolation,omitempty"`
+	// TaskTypes are the task types the instance registered that it runs;
+	// nil: an older delegate, which runs shell, http and container tasks
+	// (RunsTaskType). Since v5.
+	TaskTypes []string `json:"task_types,omitempty"`
 }
 
 // Approval states of a delegate registered with a token that requires
@@ -991,6 +1028,14 @@ type Connector struct {
 	URL       string   `json:"url"`
 	Type      string   `json:"type,omitempty"`
 	Selectors []string `json:"selectors"`
+	// CAPEM and TokenSecret belong to a Kubernetes connector (Type
+	// ConnectorKubernetes, URL its API server): the PEM of the CA that
+	// signs the API server's certificate (empty: the delegate's system
+	// roots) and the name of the stored secret holding the bearer token.
+	// The token itself is never shown. Since v5; an older manager ignores
+	// them (its kubernetes connectors are labels).
+	CAPEM       string `json:"ca_pem,omitempty"`
+	TokenSecret string `json:"token_secret,omitempty"`
 	// LastSuccessDelegate is the delegate (name/hostname) that last
 	// succeeded for the connector; it is tried first.
 	LastSuccessDelegate string    `json:"last_success_delegate,omitempty"`
@@ -1008,6 +1053,10 @@ type CreateConnectorRequest struct {
 	URL       string   `json:"url"`
 	Type      string   `json:"type,omitempty"`
 	Selectors []string `json:"selectors,omitempty"`
+	// CAPEM and TokenSecret: see Connector (required TokenSecret for
+	// Type ConnectorKubernetes, refused for other types).
+	CAPEM       string `json:"ca_pem,omitempty"`
+	TokenSecret string `json:"token_secret,omitempty"`
 }
 
 // ---------------------------------------------------------------------------
@@ -1244,6 +1293,9 @@ const (
 	// RuleNoContainerRuntime: a container task, and the delegate has no
 	// container runtime. Since v4.
 	RuleNoContainerRuntime = "no_container_runtime"
+	// RuleTaskType: the delegate does not run tasks of the task's type
+	// (RegisterRequest.TaskTypes). Since v5.
+	RuleTaskType = "task_type"
 )
 
 // Reason is one rule that excludes a delegate from a task.

@@ -144,6 +144,9 @@ func (svc *Service) ResolveTask(ctx context.Context, acct string, s *protocol.Ta
 	if err := svc.CheckScope(ctx, acct, s.Org, s.Project); err != nil {
 		return err
 	}
+	if err := checkOwnCluster(s); err != nil {
+		return err
+	}
 	caps := append([]string{}, s.Capabilities...)
 	if s.Connector != "" {
 		c, err := svc.st.GetConnector(ctx, acct, s.Connector)
@@ -156,7 +159,14 @@ func (svc *Service) ResolveTask(ctx context.Context, acct string, s *protocol.Ta
 		if len(s.Selectors) == 0 {
 			s.Selectors = protocol.NormalizeSelectors(c.Selectors)
 		}
-		caps = append(caps, c.URL)
+		if isKubeConnector(c) {
+			if err := applyKubeConnector(s, c); err != nil {
+				return err
+			}
+			caps = append(caps, kubeCapability(c))
+		} else {
+			caps = append(caps, c.URL)
+		}
 	}
 	if len(caps) > 20 {
 		return errors.New("too many capabilities (at most 20)")
@@ -318,7 +328,8 @@ func (svc *Service) handleDeleteProject(w http.ResponseWriter, r *http.Request, 
 }
 
 func (svc *Service) connectorView(ctx context.Context, c store.Connector) protocol.Connector {
-	v := protocol.Connector{Name: c.Name, URL: c.URL, Type: c.Type, Selectors: c.Selectors, CreatedAt: c.CreatedAt.UTC()}
+	v := protocol.Connector{Name: c.Name, URL: c.URL, Type: c.Type, Selectors: c.Selectors, CAPEM: c.CAPEM, TokenSecret: c.TokenSecret,
+		CreatedAt: c.CreatedAt.UTC()}
 	if v.Selectors == nil {
 		v.Selectors = []string{}
 	}
@@ -335,7 +346,7 @@ func (svc *Service) handleCreateConnector(w http.ResponseWriter, r *http.Request
 	if !api.DecodeBody(w, r, &req) {
 		return
 	}
-	req.Name = strings.TrimSpace(req.Name)
+	req.Name, req.Type = strings.TrimSpace(req.Name), strings.TrimSpace(req.Type)
 	api.AuditNamed(r, req.Name)
 	if err := protocol.CheckName("connector", req.Name); err != nil {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
@@ -345,6 +356,7 @@ func (svc *Service) handleCreateConnector(w http.ResponseWriter, r *http.Request
 		protocol.CheckText("connector url", strings.TrimSpace(req.URL), 2048),
 		protocol.CheckText("connector type", strings.TrimSpace(req.Type), protocol.MaxLabelLen),
 		protocol.CheckSelectors(protocol.NormalizeSelectors(req.Selectors)),
+		checkKubeConnector(&req),
 	} {
 		if err != nil {
 			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
@@ -363,8 +375,8 @@ func (svc *Service) handleCreateConnector(w http.ResponseWriter, r *http.Request
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "connector url must be an absolute http:// or https:// URL")
 		return
 	}
-	c := store.Connector{AccountID: acct, Name: req.Name, URL: u.String(), Type: strings.TrimSpace(req.Type),
-		Selectors: protocol.NormalizeSelectors(req.Selectors), CreatedAt: svc.now()}
+	c := store.Connector{AccountID: acct, Name: req.Name, URL: u.String(), Type: req.Type,
+		Selectors: protocol.NormalizeSelectors(req.Selectors), CAPEM: req.CAPEM, TokenSecret: req.TokenSecret, CreatedAt: svc.now()}
 	if err := svc.st.CreateConnector(r.Context(), c); err != nil {
 		api.StoreError(w, err, "connector "+strconv.Quote(req.Name))
 		return

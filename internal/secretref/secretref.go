@@ -166,6 +166,10 @@ func fields(spec *protocol.TaskSpec) []field {
 			field{"http body", func() string { return h.Body }, func(v string) { h.Body = v }})
 		addMap("http header", h.Headers)
 	}
+	if k := spec.Kubernetes; k != nil && k.Cluster != nil {
+		c := k.Cluster
+		out = append(out, field{"kubernetes cluster token", func() string { return c.Token }, func(v string) { c.Token = v }})
+	}
 	return out
 }
 
@@ -214,7 +218,7 @@ func Stray(spec protocol.TaskSpec) error {
 	}
 	const around = 40
 	from, to := max(0, i-around), min(len(b), i+len(open)+around)
-	return fmt.Errorf("a stored secret cannot be referenced here: …%s… (references are resolved only in a shell or container script, a container command, env and secret_env values, and an HTTP URL, header values and body)",
+	return fmt.Errorf("a stored secret cannot be referenced here: …%s… (references are resolved only in a shell or container script, a container command, env and secret_env values, an HTTP URL, header values and body, and a kubernetes cluster's token)",
 		string(b[from:to]))
 }
 
@@ -275,6 +279,14 @@ func cloneSpec(s protocol.TaskSpec) protocol.TaskSpec {
 		h := *s.HTTP
 		h.Headers = maps.Clone(h.Headers)
 		s.HTTP = &h
+	}
+	if s.Kubernetes != nil {
+		k := *s.Kubernetes
+		if k.Cluster != nil {
+			c := *k.Cluster
+			k.Cluster = &c
+		}
+		s.Kubernetes = &k
 	}
 	s.Env = maps.Clone(s.Env)
 	s.SecretEnv = maps.Clone(s.SecretEnv)

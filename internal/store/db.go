@@ -538,6 +538,32 @@ func decodeIsolation(s string) *protocol.TaskIsolation {
 	return &ti
 }
 
+// encodeTaskTypes stores an instance's task types: ” for nil (an older
+// delegate that did not report them), else a JSON array.
+func encodeTaskTypes(l []string) string {
+	if l == nil {
+		return ""
+	}
+	b, err := json.Marshal(l)
+	if err != nil { // cannot happen for []string
+		panic(err)
+	}
+	return string(b)
+}
+
+// decodeTaskTypes reverses encodeTaskTypes (nil for ” or what does not
+// read as a list).
+func decodeTaskTypes(s string) []string {
+	if s == "" {
+		return nil
+	}
+	l := []string{}
+	if json.Unmarshal([]byte(s), &l) != nil {
+		return nil
+	}
+	return l
+}
+
 func encodeStrings(l []string) string {
 	if len(l) == 0 {
 		return "[]"

@@ -35,6 +35,12 @@ type Connector struct {
 	URL       string
 	Type      string
 	Selectors []string
+	// CAPEM and TokenSecret belong to a Kubernetes connector
+	// (protocol.ConnectorKubernetes): the PEM of the CA that signs its API
+	// server's certificate, and the name of the stored secret holding its
+	// token (the token itself is never stored here).
+	CAPEM       string
+	TokenSecret string
 	// LastSuccessInstance is the instance that last succeeded for it.
 	LastSuccessInstance string
 	CreatedAt           time.Time
@@ -227,8 +233,8 @@ func (s *Store) DeleteProject(ctx context.Context, accountID, org, name string) 
 
 // CreateConnector creates a connector; ErrConflict if the name is taken.
 func (s *Store) CreateConnector(ctx context.Context, c Connector) error {
-	err := s.insert(ctx, `INSERT INTO connectors (`+connectorCols+`) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		c.AccountID, c.Name, c.URL, c.Type, encodeStrings(c.Selectors), c.LastSuccessInstance, micros(c.CreatedAt))
+	err := s.insert(ctx, `INSERT INTO connectors (`+connectorCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		c.AccountID, c.Name, c.URL, c.Type, encodeStrings(c.Selectors), c.LastSuccessInstance, micros(c.CreatedAt), c.CAPEM, c.TokenSecret)
 	if err != nil {
 		return fmt.Errorf("create connector %q: %w", c.Name, err)
 	}
@@ -441,13 +447,13 @@ func scanProject(r rowScanner) (Project, error) {
 	return p, nil
 }
 
-const connectorCols = `account_id, name, url, type, selectors, last_success_instance, created_at`
+const connectorCols = `account_id, name, url, type, selectors, last_success_instance, created_at, ca_pem, token_secret`
 
 func scanConnector(r rowScanner) (Connector, error) {
 	var c Connector
 	var selectors string
 	var created int64
-	if err := r.Scan(&c.AccountID, &c.Name, &c.URL, &c.Type, &selectors, &c.LastSuccessInstance, &created); err != nil {
+	if err := r.Scan(&c.AccountID, &c.Name, &c.URL, &c.Type, &selectors, &c.LastSuccessInstance, &created, &c.CAPEM, &c.TokenSecret); err != nil {
 		return Connector{}, err
 	}
 	var err error

@@ -75,6 +75,9 @@ type Instance struct {
 	// TaskIsolation is what the instance reported about how it keeps its
 	// tasks apart (nil: nothing, an older delegate).
 	TaskIsolation *protocol.TaskIsolation
+	// TaskTypes are the task types the instance registered that it runs;
+	// nil: it did not say (an older delegate: protocol.LegacyTaskTypes).
+	TaskTypes []string
 	// UpgradeMode is how the instance is upgraded, as it registered:
 	// protocol.UpgradeAuto, UpgradeOff or "" (no watcher).
 	UpgradeMode string

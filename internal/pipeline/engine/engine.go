@@ -91,6 +91,10 @@ type Scopes interface {
 	// CheckScope says why an org (and project) cannot hold a pipeline:
 	// one does not exist, or a project is given without its org.
 	CheckScope(ctx context.Context, acct, org, project string) error
+	// ApplyConnectorCluster puts into spec the cluster of the Kubernetes
+	// connector it names (nothing for another connector), so that the
+	// checks before a run see the secret that holds its token.
+	ApplyConnectorCluster(ctx context.Context, acct string, spec *protocol.TaskSpec) error
 }
 
 // Secrets is what the engine needs of stored secrets.

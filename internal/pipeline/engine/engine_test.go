@@ -61,6 +61,10 @@ func (m *manager) EndTask(_ context.Context, t store.Task) {
 
 func (m *manager) CheckScope(context.Context, string, string, string) error { return nil }
 
+func (m *manager) ApplyConnectorCluster(context.Context, string, *protocol.TaskSpec) error {
+	return nil
+}
+
 func (m *manager) SecretNeeds(context.Context, string, protocol.TaskSpec) ([]api.Need, error) {
 	return nil, nil
 }

@@ -403,6 +403,7 @@ func (svc *Service) pipelineNeeds(ctx context.Context, acct, org, project string
 			continue // the step fails when it starts, saying why
 		}
 		spec.Org, spec.Project = org, project
+		_ = svc.scopes.ApplyConnectorCluster(ctx, acct, &spec) // a refusal fails the step when it starts
 		if len(spec.Container.HostAccess()) > 0 && !seen["privileged"] {
 			seen["privileged"] = true
 			out = append(out, api.Need{Perm: access.TaskPrivileged, Res: access.Resource{Kind: "task", Scope: sc}})
