@@ -140,7 +140,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.env, "env", nil, "set an environment variable of the task, KEY=VALUE (repeatable)")
 	fl.StringArrayVar(&f.secretEnv, "secret-env", nil, "set a secret environment variable, KEY=VALUE, or KEY to take the value from your environment; masked in the output (repeatable)")
 	fl.StringVar(&f.typ, "type", "", "task type: shell, http, container or kubernetes (default: http with --http-url, container with --image, kubernetes with -f, else shell)")
-	_ = cmd.RegisterFlagCompletionFunc("type", fixed(protocol.TaskShell, protocol.TaskHTTP, protocol.TaskContainer, protocol.TaskKubernetes))
+	_ = cmd.RegisterFlagCompletionFunc("type", fixed(protocol.TaskTypes()...))
 	fl.StringVar(&f.org, "org", "", "organization of the task (default: account level)")
 	fl.StringVar(&f.project, "project", "", "project of the task within --org")
 	fl.StringArrayVar(&f.capabilities, "capability", nil, "the delegate must reach or have this: "+capabilityForms+" (repeatable)")

@@ -153,3 +153,76 @@ func TestKubernetesConnectorGivesItsTasksTheCluster(t *testing.T) {
 		t.Errorf("a run of the step without secret:access: %d %s, want 403 naming secret:access", status, resp)
 	}
 }
+
+// TestKubernetesConnectorGivesHelmTasksTheCluster: a helm task (submitted
+// or a pipeline's step) that names a Kubernetes connector gets its
+// cluster as a kubernetes task does: the token a secret reference checked
+// for the caller, resolved and masked at claim; its own cluster as well as
+// the connector, or a literal token, are refused.
+func TestKubernetesConnectorGivesHelmTasksTheCluster(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	admin := tm.admin.APIKey
+	ctx := context.Background()
+	ca := testCAPEM(t)
+	caJSON, _ := json.Marshal(ca)
+	tm.mustAPI(t, admin, "POST", protocol.PathSecrets, `{"name":"PROD_TOKEN","value":"the-sa-token"}`, 201)
+	tm.mustAPI(t, admin, "POST", protocol.PathConnectors,
+		`{"name":"prod","type":"kubernetes","url":"https://k8s.internal:6443","ca_pem":`+string(caJSON)+`,"token_secret":"PROD_TOKEN","selectors":["k8s"]}`, 201)
+	helmTask := func(task, helm string) string {
+		return `{"type":"helm"` + task + `,"helm":{"release":"web","namespace":"web","repo":"https://charts.internal","chart":"web"` + helm + `}}`
+	}
+	wantCluster := protocol.KubeCluster{Server: "https://k8s.internal:6443", CAPEM: ca, Token: "${secrets.PROD_TOKEN}"}
+	var task protocol.Task
+	body := tm.mustAPI(t, admin, "POST", protocol.PathTasks, helmTask(`,"connector":"prod"`, ""), 201)
+	if err := json.Unmarshal([]byte(body), &task); err != nil {
+		t.Fatal(err)
+	}
+	if task.Helm == nil || task.Helm.Cluster == nil || *task.Helm.Cluster != wantCluster {
+		t.Fatalf("the submitted helm task's cluster: %+v", task.Helm)
+	}
+	if strings.Contains(body, "the-sa-token") {
+		t.Errorf("a task answer holds the token: %s", body)
+	}
+	tok, err := tm.client(t, admin).CreateToken(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	del, _ := tm.registerFake(t, tm.admin.AccountID, tok.Value, "k8s", "h", "k8s")
+	acq, err := del.Acquire(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acq.Spec.Helm == nil || acq.Spec.Helm.Cluster == nil || acq.Spec.Helm.Cluster.Token != "the-sa-token" || !slices.Contains(acq.Mask, "the-sa-token") {
+		t.Errorf("the claimed helm task's cluster %+v, mask %q: want the token resolved and masked", acq.Spec.Helm, acq.Mask)
+	}
+	// The stored task keeps the reference: resolving at claim wrote into a copy.
+	if got := tm.mustAPI(t, admin, "GET", protocol.PathTasks+"/"+task.ID, "", 200); strings.Contains(got, "the-sa-token") || !strings.Contains(got, "${secrets.PROD_TOKEN}") {
+		t.Errorf("the stored helm task after its claim: %s", got)
+	}
+
+	tm.mustAPI(t, admin, "POST", protocol.PathRoles, `{"name":"runner","permissions":["task:run","task:view","connector:access","connector:view"]}`, 201)
+	key := tm.userKey(t, "rita", "runner", access.Account)
+	if status, body := tm.api(t, key, "POST", protocol.PathTasks, helmTask(`,"connector":"prod"`, "")); status != http.StatusForbidden || !strings.Contains(body, "secret:access") {
+		t.Errorf("a helm task through the connector without secret:access: %d %s, want 403 naming secret:access", status, body)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{helmTask(`,"connector":"prod"`, `,"cluster":{"server":"https://other:6443","token":"${secrets.PROD_TOKEN}"}`), "give one or the other"},
+		{helmTask("", `,"cluster":{"server":"https://other:6443","token":"a-literal-token"}`), "helm task's cluster token must be a stored secret's reference"},
+	} {
+		if status, resp := tm.api(t, admin, "POST", protocol.PathTasks, tc.body); status != http.StatusBadRequest || !strings.Contains(resp, tc.want) {
+			t.Errorf("submit %s: %d %s; want 400 saying %q", tc.body, status, resp, tc.want)
+		}
+	}
+
+	tm.applyPipeline(t, "name: ship\nstages:\n  - name: s\n    steps:\n      - name: a\n        connector: prod\n        helm: {release: web, namespace: web, repo: 'https://charts.internal', chart: web}\n")
+	var run protocol.Run
+	if err := json.Unmarshal([]byte(tm.mustAPI(t, admin, "POST", protocol.PathPipelines+"/ship/runs", `{}`, 201)), &run); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(tm.mustAPI(t, admin, "GET", protocol.PathTasks+"/"+run.Steps[0].TaskID, "", 200)), &task); err != nil {
+		t.Fatal(err)
+	}
+	if task.Helm == nil || task.Helm.Cluster == nil || *task.Helm.Cluster != wantCluster {
+		t.Errorf("the pipeline helm step's task's cluster: %+v", task.Helm)
+	}
+}

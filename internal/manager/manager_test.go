@@ -21,7 +21,6 @@ import (
 
 	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/client"
-	"github.com/legate-dev/legate/internal/executor"
 	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/seal"
@@ -213,7 +212,7 @@ func (tm *testManager) registerFake(t testing.TB, accountID, token, name, host s
 	c := tm.client(t, "")
 	resp, err := c.Register(context.Background(), protocol.RegisterRequest{
 		ProtocolVersion: protocol.Version, AccountID: accountID, Token: token, Name: name,
-		Hostname: host, IP: "127.0.0.1", Tags: tags, Version: "test", TaskTypes: executor.TaskTypes(executor.Options{}),
+		Hostname: host, IP: "127.0.0.1", Tags: tags, Version: "test", TaskTypes: protocol.TaskTypes(),
 	})
 	if err != nil {
 		t.Fatalf("register %s: %v", name, err)

@@ -91,13 +91,9 @@ func KubeConnectorCluster(c store.Connector) *protocol.KubeCluster {
 // one line here; any other type is refused, as is a task that also sets
 // its own cluster (which credentials it would use would be a guess).
 func applyKubeConnector(s *protocol.TaskSpec, c store.Connector) error {
-	var cluster **protocol.KubeCluster
-	switch {
-	case s.Type == protocol.TaskKubernetes && s.Kubernetes != nil:
-		cluster = &s.Kubernetes.Cluster
-	}
+	cluster := deployCluster(s)
 	if cluster == nil {
-		return fmt.Errorf("connector %q is a Kubernetes cluster's (its credentials go to deploy tasks): a %s task cannot use it; use a kubernetes task (or step), or name another connector or none",
+		return fmt.Errorf("connector %q is a Kubernetes cluster's (its credentials go to deploy tasks): a %s task cannot use it; use a kubernetes or helm task (or step), or name another connector or none",
 			c.Name, s.Type)
 	}
 	if *cluster != nil {
@@ -126,12 +122,26 @@ func (svc *Service) ApplyConnectorCluster(ctx context.Context, acct string, spec
 // not a stored secret's reference: a literal token would be stored with
 // the task and shown in every answer about it, unmasked.
 func checkOwnCluster(s *protocol.TaskSpec) error {
-	if s.Type != protocol.TaskKubernetes || s.Kubernetes == nil || s.Kubernetes.Cluster == nil {
+	cluster := deployCluster(s)
+	if cluster == nil || *cluster == nil {
 		return nil
 	}
-	tok := strings.TrimSpace(s.Kubernetes.Cluster.Token)
+	tok := strings.TrimSpace((*cluster).Token)
 	if names, err := secretref.Names(tok); err != nil || len(names) != 1 || tok != secretRef(names[0]) {
-		return errors.New("a kubernetes task's cluster token must be a stored secret's reference, ${secrets.NAME}: a literal token would be stored and shown with the task (or name a kubernetes connector)")
+		return fmt.Errorf("a %s task's cluster token must be a stored secret's reference, ${secrets.NAME}: a literal token would be stored and shown with the task (or name a kubernetes connector)", s.Type)
+	}
+	return nil
+}
+
+// deployCluster is where a deploy task's spec holds the cluster it
+// reaches (nil for a task type that reaches none): one line per deploy
+// task type.
+func deployCluster(s *protocol.TaskSpec) **protocol.KubeCluster {
+	switch {
+	case s.Type == protocol.TaskKubernetes && s.Kubernetes != nil:
+		return &s.Kubernetes.Cluster
+	case s.Type == protocol.TaskHelm && s.Helm != nil:
+		return &s.Helm.Cluster
 	}
 	return nil
 }

@@ -170,6 +170,10 @@ func fields(spec *protocol.TaskSpec) []field {
 		c := k.Cluster
 		out = append(out, field{"kubernetes cluster token", func() string { return c.Token }, func(v string) { c.Token = v }})
 	}
+	if h := spec.Helm; h != nil && h.Cluster != nil {
+		c := h.Cluster
+		out = append(out, field{"helm cluster token", func() string { return c.Token }, func(v string) { c.Token = v }})
+	}
 	return out
 }
 
@@ -287,6 +291,14 @@ func cloneSpec(s protocol.TaskSpec) protocol.TaskSpec {
 			k.Cluster = &c
 		}
 		s.Kubernetes = &k
+	}
+	if s.Helm != nil {
+		h := *s.Helm
+		if h.Cluster != nil {
+			c := *h.Cluster
+			h.Cluster = &c
+		}
+		s.Helm = &h
 	}
 	s.Env = maps.Clone(s.Env)
 	s.SecretEnv = maps.Clone(s.SecretEnv)
