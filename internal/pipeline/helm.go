@@ -55,7 +55,7 @@ func (ps *parser) helm(n *yaml.Node, path string) *Helm {
 				ps.add(v, path+".chart_path", "%v", err)
 			}
 		},
-		"values":    func(v *yaml.Node) { h.Values = ps.helmValues(v, path+".values") },
+		"values": func(v *yaml.Node) { h.Values = ps.helmValues(v, path+".values") },
 		"timeout": func(v *yaml.Node) {
 			h.Timeout = ps.timeout(v, path+".timeout")
 			if h.Timeout > protocol.MaxHelmTimeoutMS*time.Millisecond {

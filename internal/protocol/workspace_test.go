@@ -10,7 +10,9 @@ import (
 // inside it, and say what to write when they are not.
 func TestDeployWorkspaceValidate(t *testing.T) {
 	t.Parallel()
-	ws := func() *DeployWorkspace { return &DeployWorkspace{Name: "build", Key: "abc123", WrittenBy: []string{"render"}} }
+	ws := func() *DeployWorkspace {
+		return &DeployWorkspace{Name: "build", Key: "abc123", WrittenBy: []string{"render"}}
+	}
 	kube := func(mod func(*KubernetesSpec)) error {
 		k := &KubernetesSpec{Namespace: "web", Files: []string{"k8s/deployment.yaml", "k8s"}, Workspace: ws()}
 		mod(k)
