@@ -57,12 +57,15 @@ func wsRenderScript() string {
 		p := "/ws/charts/web/" + name
 		b.WriteString("mkdir -p " + filepath.Dir(p) + "\ncat > " + p + " <<'LEGATE_EOF'\n" + chart[name] + "\nLEGATE_EOF\n")
 	}
+	// The same chart as an archive, as helm package lays it out.
+	b.WriteString("mkdir -p /ws/dist && tar -C /ws/charts -czf /ws/dist/web-0.3.0.tgz web\n")
 	return b.String()
 }
 
-// wsDeployPipeline: a container step renders a manifest and a chart into
-// the stage's workspace build; a kubernetes step applies the manifest
-// file, and a helm step installs the chart directory, from it.
+// wsDeployPipeline: a container step renders a manifest and a chart (a
+// directory and an archive) into the stage's workspace build; a
+// kubernetes step applies the manifest file, and helm steps install the
+// chart's directory and its archive, from it.
 func wsDeployPipeline(t *testing.T) string {
 	t.Helper()
 	p := map[string]any{
@@ -79,6 +82,8 @@ func wsDeployPipeline(t *testing.T) string {
 				map[string]any{"name": "chart", "helm": map[string]any{"release": "web", "namespace": "${{ inputs.namespace }}", "timeout": "60s",
 					"workspace": "build", "chart_path": "charts/web", "values": map[string]any{"image": "web:ws"}},
 					"outputs": []any{"deploy_status", "deploy_record"}},
+				map[string]any{"name": "archive", "helm": map[string]any{"release": "web-tgz", "namespace": "${{ inputs.namespace }}", "timeout": "60s",
+					"workspace": "build", "chart_path": "dist/web-0.3.0.tgz", "values": map[string]any{"image": "web:tgz"}}},
 			},
 		}},
 	}
@@ -94,7 +99,8 @@ func wsDeployPipeline(t *testing.T) string {
 // and a chart into its stage's workspace; the next steps deploy them to
 // the real control plane of scripts/k8s-ensure (checked in the cluster:
 // the Deployment of the file, with its expression left as it is, and the
-// helm release of the chart), and the last removes the workspace. A
+// helm releases of the chart's directory and archive), and the last
+// removes the workspace. A
 // missing file fails the step naming the path and the step that should
 // have written it; a symlink out of the volume is refused, and nothing of
 // what it points to reaches the output. Without podman or a cluster it
@@ -158,7 +164,12 @@ func TestDeployFromAWorkspaceOnARealCluster(t *testing.T) {
 	if d.Spec.Template.Spec.Containers[0].Image != "web:ws" {
 		t.Fatalf("the cluster's Deployment of the chart: %+v", d)
 	}
-	if list := k.Helm(t, "list", "--namespace", ns); !strings.Contains(list, "web-0.3.0") {
+	d.Spec.Template.Spec.Containers = nil
+	k.Do(t, http.MethodGet, "/apis/apps/v1/namespaces/"+ns+"/deployments/web-tgz", nil, &d)
+	if len(d.Spec.Template.Spec.Containers) != 1 || d.Spec.Template.Spec.Containers[0].Image != "web:tgz" {
+		t.Fatalf("the cluster's Deployment of the chart's archive: %+v", d)
+	}
+	if list := k.Helm(t, "list", "--namespace", ns); strings.Count(list, "web-0.3.0") != 2 {
 		t.Fatalf("helm list:\n%s", list)
 	}
 	// The delegate's owner label: its host name and working directory.

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,6 +152,24 @@ func TestCopyChart(t *testing.T) {
 	} {
 		if _, err := copyChart(root, tc.path, testWS, t.TempDir()); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.path, err, tc.want)
+		}
+	}
+}
+
+// TestOpenWorkspaceMissing: a workspace this delegate's runtime does not
+// have (another delegate made it, or a restart swept it), or a delegate
+// without a runtime, fails naming the workspace and the step that made
+// it, and not as the delegate's fault: the task is not to run elsewhere
+// on an empty workspace.
+func TestOpenWorkspaceMissing(t *testing.T) {
+	t.Parallel()
+	gone := &Containers{Runtime: "/bin/false", Name: "podman"}
+	for _, c := range []*Containers{gone, nil} {
+		_, err := openWorkspace(t.Context(), c, testWS)
+		var fe faultError
+		if err == nil || !strings.Contains(err.Error(), `the stage workspace "build" (volume legate-ws-abc) is not on this delegate`) ||
+			!strings.Contains(err.Error(), "step render of the stage") || errors.As(err, &fe) {
+			t.Errorf("runtime %+v: %v", c, err)
 		}
 	}
 }
