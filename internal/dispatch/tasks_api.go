@@ -105,7 +105,7 @@ func (m *Service) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 	if !api.DecodeBody(w, r, &spec) {
 		return
 	}
-	if f := spec.Container.SetsWorkspace(); f != "" {
+	if f := spec.SetsWorkspace(); f != "" {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest,
 			"%s: set by the manager for the steps of a pipeline stage that share an empty_dir; a task cannot set it (leave it out)", f)
 		return

@@ -89,7 +89,7 @@ func (helmType) New(spec protocol.TaskSpec, opts Options) (Execution, error) {
 	if env == nil {
 		env = kubeChildEnv(os.Environ())
 	}
-	return &helmRun{spec: h, bin: bin, baseEnv: env}, nil
+	return &helmRun{spec: h, bin: bin, baseEnv: env, containers: opts.Containers}, nil
 }
 
 // helmRun is one run of a helm task: the helm commands it runs in turn
@@ -99,6 +99,10 @@ type helmRun struct {
 	spec    protocol.HelmSpec
 	bin     string
 	baseEnv []string
+	// containers holds the stage workspace of spec.ChartPath; chart is
+	// the copy of that chart in dir.
+	containers *Containers
+	chart      string
 
 	dir     string // the task's temp dir: helm's homes, values, kubeconfig
 	env     []string
@@ -124,7 +128,7 @@ type helmResult struct {
 	fault bool
 }
 
-func (h *helmRun) Start(_ context.Context, out io.Writer) error {
+func (h *helmRun) Start(ctx context.Context, out io.Writer) error {
 	dir, err := os.MkdirTemp("", "legate-helm-")
 	if err != nil {
 		return faultf("create the helm task's directory: %v", err)
@@ -134,6 +138,9 @@ func (h *helmRun) Start(_ context.Context, out io.Writer) error {
 		if err := os.Mkdir(filepath.Join(dir, d), 0o700); err != nil {
 			return faultf("create the helm task's directory: %v", err)
 		}
+	}
+	if err := h.copyWorkspaceChart(ctx); err != nil {
+		return err
 	}
 	values := []byte(h.spec.Values)
 	if len(values) == 0 {
@@ -265,6 +272,7 @@ func (h *helmRun) Finish(stop *Stop) Outcome {
 }
 
 func (h *helmRun) Cleanup() {
+	removeWorkspace(h.containers, h.spec.Workspace, h.out)
 	if h.dir == "" {
 		return
 	}
@@ -443,6 +451,9 @@ func (h *helmRun) previous() (rev int, installed bool, err error) {
 func (h *helmRun) deploy() helmResult {
 	s := h.spec
 	chart := s.Chart
+	if s.ChartPath != "" {
+		chart = s.ChartPath + " from the workspace " + s.Workspace.Name
+	}
 	if s.Version != "" {
 		chart += " " + s.Version
 	}
@@ -466,7 +477,11 @@ func (h *helmRun) deploy() helmResult {
 	if s.Version != "" {
 		args = append(args, "--version="+s.Version)
 	}
-	upgradeErr := h.helm(nil, append(args, "--", s.Release, s.Chart)...)
+	chartArg := s.Chart
+	if h.chart != "" {
+		chartArg = h.chart
+	}
+	upgradeErr := h.helm(nil, append(args, "--", s.Release, chartArg)...)
 	if errors.Is(upgradeErr, errStopped) {
 		return helmResult{deploy: protocol.DeployFailed, err: "stopped"}
 	}

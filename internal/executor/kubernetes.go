@@ -46,7 +46,7 @@ func (kubernetesType) New(spec protocol.TaskSpec, opts Options) (Execution, erro
 		// the child is not even told where those are.
 		env = withoutKubeCredentials(env)
 	}
-	return &kubeRun{spec: k, env: env}, nil
+	return &kubeRun{spec: k, env: env, containers: opts.Containers}, nil
 }
 
 // kubeChildEnv are the variables of the delegate's environment that the
@@ -146,6 +146,8 @@ func fitRecord(rec *protocol.DeployRecord) (b []byte, ok bool) {
 type kubeRun struct {
 	spec protocol.KubernetesSpec
 	env  []string
+	// containers holds the stage workspace of spec.Files.
+	containers *Containers
 
 	out     io.Writer
 	pr      *os.File // the output pipe's read end
@@ -156,8 +158,13 @@ type kubeRun struct {
 	waitErr error
 }
 
-func (k *kubeRun) Start(_ context.Context, out io.Writer) error {
-	input, err := json.Marshal(k.spec)
+func (k *kubeRun) Start(ctx context.Context, out io.Writer) error {
+	k.out = out
+	child, err := k.childSpec(ctx)
+	if err != nil {
+		return err
+	}
+	input, err := json.Marshal(child)
 	if err != nil {
 		return fmt.Errorf("kubernetes task: %w", err)
 	}
@@ -251,6 +258,7 @@ func (k *kubeRun) Finish(stop *Stop) Outcome {
 }
 
 func (k *kubeRun) Cleanup() {
+	removeWorkspace(k.containers, k.spec.Workspace, k.out)
 	if k.pr != nil {
 		k.pr.Close()
 	}

@@ -3,7 +3,9 @@ package pipeline
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -158,11 +160,12 @@ func (ps *parser) workspaces(p *Pipeline) {
 		size := map[string]int64{}
 		for _, it := range st.Items {
 			for _, s := range it.Steps {
-				for _, v := range emptyDirs(&s) {
-					uses[v.Name]++
+				for _, name := range workspaceNames(&s) {
+					uses[name]++
 				}
 			}
 		}
+		ps.deployWorkspaces(si, &p.Stages[si])
 		for ii, it := range st.Items {
 			for ji, s := range it.Steps {
 				path := fmt.Sprintf("stages[%d].steps[%d]", si, ii)
@@ -182,6 +185,97 @@ func (ps *parser) workspaces(p *Pipeline) {
 					}
 					size[v.Name] = v.EmptyDir.SizeMiB
 				}
+			}
+		}
+	}
+}
+
+// workspaceName reads the workspace a deploy step reads from: the name of
+// an empty_dir (checked against the stage by workspaces).
+func (ps *parser) workspaceName(n *yaml.Node, path string) string {
+	name := ps.str(n, path)
+	probe := protocol.ContainerSpec{Image: "probe", Volumes: []protocol.Volume{{Name: name, MountPath: "/w", EmptyDir: &protocol.EmptyDirVolume{}}}}
+	if err := probe.Validate(); err != nil && name != "" {
+		ps.add(n, path, "%q: the name of an empty_dir volume: letters, digits, '-', '_' or '.', at most 63", name)
+	}
+	return name
+}
+
+// workspacePaths reads a kubernetes step's files: paths in its workspace,
+// without expressions (the files are read as they are).
+func (ps *parser) workspacePaths(n *yaml.Node, path string) []string {
+	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+		ps.add(n, path, "expected a list of paths in the workspace (files: [k8s/deployment.yaml]), found %s", kindName(n))
+		return []string{}
+	}
+	if len(n.Content) > protocol.MaxKubernetesManifests {
+		ps.add(n, path, "%d files: at most %d", len(n.Content), protocol.MaxKubernetesManifests)
+	}
+	out := ps.strList(n, path)
+	for i, f := range out {
+		ip := fmt.Sprintf("%s[%d]", path, i)
+		if strings.Contains(f, exprOpen) {
+			ps.add(n.Content[i], ip, "paths in a workspace take no expressions: write the path the earlier step writes the file to")
+			continue
+		}
+		if err := protocol.CheckWorkspacePath("file", f); err != nil {
+			ps.add(n.Content[i], ip, "%v", err)
+		}
+	}
+	return out
+}
+
+// deployWorkspace is the workspace a kubernetes or helm step reads its
+// files or chart from, "" when none.
+func deployWorkspace(s *Step) string {
+	switch {
+	case s.Kubernetes != nil:
+		return s.Kubernetes.Workspace
+	case s.Helm != nil:
+		return s.Helm.Workspace
+	}
+	return ""
+}
+
+// workspaceNames are the empty_dirs a step uses: its container's, or
+// the workspace of a deploy step.
+func workspaceNames(s *Step) []string {
+	if w := deployWorkspace(s); w != "" {
+		return []string{w}
+	}
+	var out []string
+	for _, v := range emptyDirs(s) {
+		out = append(out, v.Name)
+	}
+	return out
+}
+
+// deployWorkspaces checks the workspace of each deploy step of a stage: an
+// empty_dir an earlier container step of the stage names, and the step
+// not in a parallel group.
+func (ps *parser) deployWorkspaces(si int, st *Stage) {
+	earlier := map[string]bool{}
+	for ii, it := range st.Items {
+		for ji, s := range it.Steps {
+			path := fmt.Sprintf("stages[%d].steps[%d]", si, ii)
+			if it.Parallel {
+				path += fmt.Sprintf(".parallel[%d]", ji)
+			}
+			w := deployWorkspace(&s)
+			if w == "" {
+				continue
+			}
+			section := path + "." + s.Type + ".workspace"
+			switch {
+			case it.Parallel:
+				ps.addLine(ps.lines[path], section, "a step of a parallel group cannot read a workspace (its steps start together, before the step that writes it ended): take the step out of the group")
+			case !earlier[w]:
+				ps.addLine(ps.lines[path], section, "%q is not an empty_dir of an earlier container step of stage %s: name the empty_dir volume that a container step before this one writes the files to (volumes: [{name: %s, mount_path: /ws, empty_dir: {}}])", w, st.Name, w)
+			}
+		}
+		for _, s := range it.Steps {
+			for _, v := range emptyDirs(&s) {
+				earlier[v.Name] = true
 			}
 		}
 	}
@@ -210,13 +304,30 @@ func (p *Pipeline) Workspace(stage, name string) (shared bool, steps []string) {
 		}
 		for _, it := range st.Items {
 			for _, s := range it.Steps {
-				for _, v := range emptyDirs(&s) {
-					if v.Name == name {
-						steps = append(steps, s.Name)
-					}
+				if slices.Contains(workspaceNames(&s), name) {
+					steps = append(steps, s.Name)
 				}
 			}
 		}
 	}
 	return len(steps) > 1, steps
+}
+
+// deployWorkspace is the workspace of the deploy step ref that reads from
+// the empty_dir name (nil for ""): the manager sets its key and sends the
+// step where the volume is; the last step of the stage that uses it
+// removes it.
+func (p *Pipeline) deployWorkspace(ref StepRef, name string) *protocol.DeployWorkspace {
+	if name == "" {
+		return nil
+	}
+	_, steps := p.Workspace(ref.Stage, name)
+	ws := &protocol.DeployWorkspace{Name: name, Remove: len(steps) > 0 && steps[len(steps)-1] == ref.Step}
+	for _, s := range steps {
+		if s == ref.Step {
+			break
+		}
+		ws.WrittenBy = append(ws.WrittenBy, s)
+	}
+	return ws
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/legate-dev/legate/internal/protocol"
 )
 
 // FuzzParse: any input gives a pipeline or an *Error, never a panic; an
@@ -17,6 +19,8 @@ func FuzzParse(f *testing.F) {
 	f.Add(planSrc)
 	f.Add(kubeSrc)
 	f.Add(helmSrc)
+	f.Add(wsDeploySrc)
+	f.Add("name: p\nstages: [{name: s, steps: [{name: a, container: {image: i, volumes: [{name: w, mount_path: /w, empty_dir: {}}]}}, {parallel: [{name: b, kubernetes: {namespace: n, workspace: w, files: ['./a', '..', k8s]}}]}, {name: c, helm: {release: r, namespace: n, workspace: w, chart_path: x.tgz, chart: y}}]}]}\n")
 	f.Add("name: p\nstages: [{name: s, steps: [{name: a, helm: {release: r, namespace: n, chart: 'oci://r/c', values: {a: .inf, b: [1, ~, 2020-01-01, !!binary aGk=], c: '${{ inputs.x }}'}}}]}]\n")
 	f.Add("name: p\nstages:\n  - name: s\n    steps:\n      - {name: a, shell: 'echo ${{ inputs.x }}'}\n")
 	f.Add("name: &a p\nstages: *a\n")
@@ -73,6 +77,12 @@ func FuzzParse(f *testing.F) {
 						}
 					}
 				}
+				for _, ws := range []*protocol.DeployWorkspace{kubeWorkspace(spec), helmWorkspace(spec)} {
+					// A deploy step reads a workspace an earlier step wrote.
+					if ws != nil && len(ws.WrittenBy) == 0 {
+						t.Fatalf("StepSpec(%s): workspace %+v that no earlier step uses", ref, ws)
+					}
+				}
 				if spec.Helm != nil && spec.Helm.Values != nil {
 					// The values are one JSON object, whatever the inputs.
 					var m map[string]any
@@ -121,4 +131,18 @@ func FuzzExpand(f *testing.F) {
 			t.Fatalf("output of %d bytes from %d", len(out), len(s))
 		}
 	})
+}
+
+func kubeWorkspace(s protocol.TaskSpec) *protocol.DeployWorkspace {
+	if s.Kubernetes == nil {
+		return nil
+	}
+	return s.Kubernetes.Workspace
+}
+
+func helmWorkspace(s protocol.TaskSpec) *protocol.DeployWorkspace {
+	if s.Helm == nil {
+		return nil
+	}
+	return s.Helm.Workspace
 }

@@ -31,6 +31,10 @@ type Helm struct {
 	Timeout time.Duration
 	// Rollback is protocol.RollbackAuto or RollbackNone.
 	Rollback string
+	// Workspace names the stage's shared empty_dir an earlier container
+	// step writes the chart to; ChartPath is the chart's directory or
+	// .tgz archive in it (in place of Repo and Chart).
+	Workspace, ChartPath string
 }
 
 // helm reads a step's helm section.
@@ -42,7 +46,16 @@ func (ps *parser) helm(n *yaml.Node, path string) *Helm {
 		"repo":      func(v *yaml.Node) { h.Repo = ps.str(v, path+".repo") },
 		"chart":     func(v *yaml.Node) { h.Chart = ps.str(v, path+".chart") },
 		"version":   func(v *yaml.Node) { h.Version = ps.str(v, path+".version") },
-		"values":    func(v *yaml.Node) { h.Values = ps.helmValues(v, path+".values") },
+		"workspace": func(v *yaml.Node) { h.Workspace = ps.workspaceName(v, path+".workspace") },
+		"chart_path": func(v *yaml.Node) {
+			h.ChartPath = ps.str(v, path+".chart_path")
+			if strings.Contains(h.ChartPath, exprOpen) {
+				ps.add(v, path+".chart_path", "a path in a workspace takes no expressions: write the path the earlier step writes the chart to")
+			} else if err := protocol.CheckWorkspacePath("chart_path", h.ChartPath); err != nil {
+				ps.add(v, path+".chart_path", "%v", err)
+			}
+		},
+		"values": func(v *yaml.Node) { h.Values = ps.helmValues(v, path+".values") },
 		"timeout": func(v *yaml.Node) {
 			h.Timeout = ps.timeout(v, path+".timeout")
 			if h.Timeout > protocol.MaxHelmTimeoutMS*time.Millisecond {
@@ -61,8 +74,12 @@ func (ps *parser) helm(n *yaml.Node, path string) *Helm {
 		return h
 	}
 	ps.helmNames(n, path, h)
-	if h.Chart == "" {
-		ps.add(n, path+".chart", "a helm step needs a chart: a name with repo: (the chart repository's URL), an oci:// reference, or the https:// URL of a chart archive")
+	switch {
+	case h.Workspace != "" || h.ChartPath != "":
+		ps.helmChartPath(n, path, h)
+		return h
+	case h.Chart == "":
+		ps.add(n, path+".chart", "a helm step needs a chart: a name with repo: (the chart repository's URL), an oci:// reference, the https:// URL of a chart archive, or chart_path: in a workspace")
 		return h
 	}
 	// The chart's source has no expressions: check it as the task is.
@@ -79,6 +96,18 @@ func (ps *parser) helm(n *yaml.Node, path string) *Helm {
 		ps.add(n, path+".chart", "%v", err)
 	}
 	return h
+}
+
+// helmChartPath checks a helm step whose chart is in a workspace.
+func (ps *parser) helmChartPath(n *yaml.Node, path string, h *Helm) {
+	switch {
+	case h.Workspace == "":
+		ps.add(n, path+".workspace", "helm chart_path is a path in a workspace: name it (workspace: build, the empty_dir an earlier container step of this stage writes the chart to)")
+	case h.ChartPath == "":
+		ps.add(n, path+".chart_path", "a helm step with a workspace needs chart_path: the chart's directory or .tgz archive in it (chart_path: charts/web)")
+	case h.Chart != "" || h.Repo != "" || h.Version != "":
+		ps.add(n, path+".chart_path", "chart_path takes the chart from the workspace: leave out chart, repo and version (the chart's own Chart.yaml says its version)")
+	}
 }
 
 // helmNames checks a helm step's release and namespace, unless they hold
@@ -221,7 +250,7 @@ func setHelmSpec(spec *protocol.TaskSpec, h *Helm, stepTimeout time.Duration) er
 // expanded: the values as JSON, made from the parsed mapping.
 func helmSpec(h *Helm) (*protocol.HelmSpec, error) {
 	spec := &protocol.HelmSpec{Release: h.Release, Namespace: h.Namespace, Repo: h.Repo, Chart: h.Chart, Version: h.Version,
-		Rollback: h.Rollback, TimeoutMS: h.Timeout.Milliseconds()}
+		Rollback: h.Rollback, TimeoutMS: h.Timeout.Milliseconds(), ChartPath: h.ChartPath}
 	if h.Values == nil {
 		return spec, nil
 	}

@@ -124,7 +124,7 @@ func TestHelmParseErrors(t *testing.T) {
 		{"rollback", step("        helm: {release: web, namespace: web, repo: 'https://c', chart: web, rollback: yes}\n"), `"yes": write auto`},
 		{"env", step("        env: {A: b}\n        helm: {release: web, namespace: web, repo: 'https://c', chart: web}\n"), "a helm step takes no env or secrets"},
 		{"two kinds", step("        shell: echo\n        helm: {release: web, namespace: web, repo: 'https://c', chart: web}\n"), "one of shell, http, container, kubernetes or helm"},
-		{"unknown field", step("        helm: {release: web, namespace: web, repo: 'https://c', chart: web, set: {a: b}}\n"), "unknown field; known fields here: chart, namespace, release, repo, rollback, timeout, values, version"},
+		{"unknown field", step("        helm: {release: web, namespace: web, repo: 'https://c', chart: web, set: {a: b}}\n"), "unknown field; known fields here: chart, chart_path, namespace, release, repo, rollback, timeout, values, version, workspace"},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.src))

@@ -32,6 +32,12 @@ type Kubernetes struct {
 	Strategy, Action string
 	Canary           *protocol.KubeCanary
 	BlueGreen        *protocol.KubeBlueGreen
+	// Workspace names the stage's shared empty_dir that Files are in: an
+	// earlier container step of the stage writes them. Files are paths in
+	// it (a file, or a directory of *.yaml, *.yml and *.json), applied as
+	// they are: no expression in them is expanded.
+	Workspace string
+	Files     []string
 }
 
 // kubernetes reads a step's kubernetes section.
@@ -75,6 +81,11 @@ func (ps *parser) kubernetes(n *yaml.Node, path string) *Kubernetes {
 				},
 			})
 		},
+		"workspace": func(v *yaml.Node) { k.Workspace = ps.workspaceName(v, path+".workspace") },
+		"files": func(v *yaml.Node) {
+			given = true
+			k.Files = ps.workspacePaths(v, path+".files")
+		},
 		"blue_green": func(v *yaml.Node) {
 			k.BlueGreen = &protocol.KubeBlueGreen{}
 			ps.fields(v, path+".blue_green", map[string]func(*yaml.Node){
@@ -94,8 +105,13 @@ func (ps *parser) kubernetes(n *yaml.Node, path string) *Kubernetes {
 			ps.add(n, path+".namespace", "%v", err)
 		}
 	}
-	if !given {
-		ps.add(n, path+".manifests", "a kubernetes step needs manifests: a list of Kubernetes objects")
+	switch {
+	case !given && k.Workspace == "":
+		ps.add(n, path+".manifests", "a kubernetes step needs manifests (a list of Kubernetes objects), or files from a workspace (workspace: build, files: [k8s/deployment.yaml])")
+	case k.Workspace != "" && k.Files == nil:
+		ps.add(n, path+".files", "a kubernetes step with a workspace needs files: the paths in it of the manifests to apply (files: [k8s/deployment.yaml], or a directory)")
+	case k.Workspace == "" && k.Files != nil:
+		ps.add(n, path+".workspace", "kubernetes files are paths in a workspace: name it (workspace: build, the empty_dir an earlier container step of this stage writes them to)")
 	}
 	return k
 }
@@ -311,7 +327,7 @@ func cloneNode(n *yaml.Node) *yaml.Node {
 // parsed document (a value is a scalar there whatever it holds).
 func kubernetesSpec(k *Kubernetes) (*protocol.KubernetesSpec, error) {
 	spec := &protocol.KubernetesSpec{Namespace: k.Namespace, Rollback: k.Rollback, TimeoutMS: k.Timeout.Milliseconds(),
-		Strategy: k.Strategy, Action: k.Action, Canary: k.Canary, BlueGreen: k.BlueGreen}
+		Strategy: k.Strategy, Action: k.Action, Canary: k.Canary, BlueGreen: k.BlueGreen, Files: k.Files}
 	for i, d := range k.Manifests {
 		b, err := yaml.Marshal(d)
 		if err != nil {

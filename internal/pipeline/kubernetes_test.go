@@ -252,6 +252,10 @@ func TestDeploymentsDocExamples(t *testing.T) {
 					continue
 				}
 				spec, err := kubernetesSpec(st.Kubernetes)
+				if err == nil && st.Kubernetes.Workspace != "" {
+					// The manager names the workspace's volume.
+					spec.Workspace = &protocol.DeployWorkspace{Name: st.Kubernetes.Workspace, Key: "k"}
+				}
 				if err == nil {
 					err = spec.Validate()
 				}

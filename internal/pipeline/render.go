@@ -217,6 +217,7 @@ func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outpu
 			return protocol.TaskSpec{}, fmt.Errorf("step %s: %w", ref, err)
 		}
 		spec.Kubernetes = k
+		k.Workspace = p.deployWorkspace(ref, s.Kubernetes.Workspace)
 		if s.Timeout == 0 {
 			// Room for the rollout, a rollback's and the applies.
 			rollout := s.Kubernetes.Timeout
@@ -229,6 +230,7 @@ func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outpu
 		if err := setHelmSpec(&spec, s.Helm, s.Timeout); err != nil {
 			return protocol.TaskSpec{}, fmt.Errorf("step %s: %w", ref, err)
 		}
+		spec.Helm.Workspace = p.deployWorkspace(ref, s.Helm.Workspace)
 	case protocol.TaskContainer:
 		spec.Container = s.Container
 		for i := range spec.Container.Volumes {

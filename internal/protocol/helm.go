@@ -46,6 +46,12 @@ type HelmSpec struct {
 	// Cluster, when set, is the API server the task deploys to and the
 	// credentials it uses there, in place of the delegate's own.
 	Cluster *KubeCluster `json:"cluster,omitempty"`
+	// ChartPath, in place of Chart, is the chart in Workspace: a chart's
+	// directory, or a chart archive (.tgz). Since v4.
+	ChartPath string `json:"chart_path,omitempty"`
+	// Workspace is the stage workspace ChartPath is in; set by the
+	// manager alone (see DeployWorkspace).
+	Workspace *DeployWorkspace `json:"workspace,omitempty"`
 }
 
 // Limits of a helm task's payload.
@@ -120,6 +126,9 @@ func (h *HelmSpec) Validate() error {
 // checkChart checks where the chart comes from: a name in a repository,
 // an OCI reference, or an archive's URL.
 func (h *HelmSpec) checkChart() error {
+	if h.Workspace != nil || h.ChartPath != "" {
+		return h.checkChartPath()
+	}
 	if h.Chart == "" {
 		return errors.New("a helm task needs a chart: a name with a repo, an oci:// reference, or the https:// URL of a chart archive")
 	}
@@ -198,4 +207,20 @@ func checkHelmURL(what, s string, schemes ...string) error {
 		return fmt.Errorf("%s %q holds credentials: repositories that need them are not supported, and nothing secret goes on helm's command line", what, s)
 	}
 	return nil
+}
+
+// checkChartPath checks a chart taken from a pipeline stage's workspace.
+func (h *HelmSpec) checkChartPath() error {
+	switch {
+	case h.Workspace == nil:
+		return errors.New("a helm chart_path is a path in a pipeline stage's workspace: only a pipeline step that names its workspace has one (give repo and chart, an oci:// reference or an archive's URL)")
+	case h.ChartPath == "":
+		return errors.New("a helm workspace needs chart_path: the chart's directory or .tgz archive in it")
+	case h.Chart != "" || h.Repo != "" || h.Version != "":
+		return errors.New("helm chart_path takes the chart from the workspace: leave out chart, repo and version (the chart's own Chart.yaml says its version)")
+	}
+	if err := CheckWorkspacePath("helm chart_path", h.ChartPath); err != nil {
+		return err
+	}
+	return h.Workspace.validate("helm workspace")
 }

@@ -3,6 +3,8 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"path"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,6 +106,9 @@ func FuzzHelmSpec(f *testing.F) {
 	f.Add(`{"release":"web","namespace":"web","repo":"https://c.example.com","chart":"web","version":"1.2.3","values":{"a":[1,{"b":null}]},"timeout_ms":60000,"rollback":"auto"}`)
 	f.Add(`{"release":"a.b","namespace":"a-1","chart":"oci://r.example.com/x/web","values":null}`)
 	f.Add(`{"release":"-x","namespace":"web","chart":"https://u:p@e.com/a.tgz","version":"-1","values":[],"rollback":"x","timeout_ms":-5}`)
+	f.Add(`{"release":"web","namespace":"web","chart_path":"charts/web","workspace":{"name":"build","key":"0a1b","written_by":["package"]}}`)
+	f.Add(`{"release":"web","namespace":"web","chart_path":"../web.tgz","chart":"web","workspace":{"name":"","key":""}}`)
+	f.Add(`{"release":"web","namespace":"web","chart_path":"web.tgz"}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		var h HelmSpec
 		if json.Unmarshal([]byte(s), &h) != nil {
@@ -119,6 +124,11 @@ func FuzzHelmSpec(f *testing.F) {
 			if strings.HasPrefix(arg, "-") || strings.ContainsAny(arg, " \n") {
 				t.Fatalf("accepted the argument %q", arg)
 			}
+		}
+		if h.Workspace != nil && (h.ChartPath == "" || h.Chart != "" || h.Repo != "" || h.Version != "" || !validWorkspaceKey(h.Workspace.Key)) ||
+			h.Workspace == nil && h.ChartPath != "" ||
+			h.ChartPath != "" && (strings.HasPrefix(h.ChartPath, "/") || slices.Contains(strings.Split(h.ChartPath, "/"), "..") || path.Clean(h.ChartPath) != h.ChartPath) {
+			t.Fatalf("accepted chart_path %q with workspace %+v, chart %q", h.ChartPath, h.Workspace, h.Chart)
 		}
 		if len(h.Values) > MaxHelmValuesBytes || h.Rollback != RollbackAuto && h.Rollback != RollbackNone {
 			t.Fatalf("accepted values of %d bytes, rollback %q", len(h.Values), h.Rollback)

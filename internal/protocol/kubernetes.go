@@ -51,6 +51,13 @@ type KubernetesSpec struct {
 	// Cluster, when set, is the API server the task deploys to and the
 	// credentials it uses there, in place of the delegate's own.
 	Cluster *KubeCluster `json:"cluster,omitempty"`
+	// Files are manifests read from Workspace (paths in it: a file, or a
+	// directory whose *.yaml, *.yml and *.json files are read in name
+	// order), applied after Manifests as they are. Since v4.
+	Files []string `json:"files,omitempty"`
+	// Workspace is the stage workspace Files are in; set by the manager
+	// alone (see DeployWorkspace).
+	Workspace *DeployWorkspace `json:"workspace,omitempty"`
 }
 
 // Values of KubernetesSpec.Rollback, Strategy and Action.
@@ -123,7 +130,10 @@ func (k *KubernetesSpec) Validate() error {
 	if err := CheckKubernetesName("kubernetes namespace", k.Namespace); err != nil {
 		return err
 	}
-	if len(k.Manifests) == 0 {
+	if err := k.validateFiles(); err != nil {
+		return err
+	}
+	if len(k.Manifests) == 0 && len(k.Files) == 0 {
 		return errors.New("a kubernetes task needs at least one manifest")
 	}
 	if len(k.Manifests) > MaxKubernetesManifests {

@@ -2,6 +2,8 @@ package protocol
 
 import (
 	"encoding/json"
+	"path"
+	"slices"
 	"strings"
 	"testing"
 
@@ -118,6 +120,9 @@ func FuzzKubernetesSpec(f *testing.F) {
 	f.Add(`{"namespace":"web","manifests":["a: b"],"strategy":"canary","action":"promote","canary":{"replicas":2,"percent":3}}`)
 	f.Add(`{"namespace":"web","manifests":["a: b"],"strategy":"blue-green","action":"swap-back","blue_green":{"service":"web"}}`)
 	f.Add(`{"namespace":"web","manifests":["a: b"],"strategy":"blue-green","action":"deploy","blue_green":{"service":"-"},"canary":{}}`)
+	f.Add(`{"namespace":"web","files":["k8s/a.yaml","."],"workspace":{"name":"build","key":"abc123","remove":true,"written_by":["render"]}}`)
+	f.Add(`{"namespace":"web","manifests":["a: b"],"files":["../x","/etc/passwd","a//b",""],"workspace":{"name":"b/x","key":"ABC"}}`)
+	f.Add(`{"namespace":"web","files":["k8s"]}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		var k KubernetesSpec
 		if json.Unmarshal([]byte(s), &k) != nil {
@@ -133,8 +138,16 @@ func FuzzKubernetesSpec(f *testing.F) {
 		for _, m := range k.Manifests {
 			total += len(m)
 		}
-		if total > MaxKubernetesManifestBytes || len(k.Manifests) > MaxKubernetesManifests || len(k.Manifests) == 0 {
+		if total > MaxKubernetesManifestBytes || len(k.Manifests) > MaxKubernetesManifests || len(k.Manifests)+len(k.Files) == 0 {
 			t.Fatalf("accepted %d manifests of %d bytes", len(k.Manifests), total)
+		}
+		if (k.Workspace == nil) != (len(k.Files) == 0) || len(k.Files) > MaxKubernetesManifests {
+			t.Fatalf("accepted files %q with workspace %+v", k.Files, k.Workspace)
+		}
+		for _, f := range k.Files {
+			if f == "" || strings.HasPrefix(f, "/") || slices.Contains(strings.Split(f, "/"), "..") || path.Clean(f) != f {
+				t.Fatalf("accepted the workspace path %q", f)
+			}
 		}
 		if k.Rollback != RollbackAuto && k.Rollback != RollbackNone || k.Strategy != StrategyRolling && k.Strategy != StrategyCanary && k.Strategy != StrategyBlueGreen {
 			t.Fatalf("not normalized: rollback %q strategy %q", k.Rollback, k.Strategy)

@@ -77,7 +77,9 @@
 //	  RegisterRequest.ContainerRuntime and Platform, and one without a
 //	  runtime is not offered container tasks (rule no_container_runtime).
 //	  A pipeline step's empty_dir may carry a Workspace, which only the
-//	  manager sets (a submitted task that sets it is refused). An older
+//	  manager sets (a submitted task that sets it is refused), as the
+//	  Workspace of a kubernetes or helm step that reads its files or
+//	  chart from one (KubernetesSpec.Files, HelmSpec.ChartPath). An older
 //	  delegate registers without a runtime and gets no container task.
 //	  Upgrades (upgrade.go): RegisterRequest.Upgrade and Slot,
 //	  Delegate.Upgrade, UpgradeState and WantedVersion, the watcher's

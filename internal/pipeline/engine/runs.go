@@ -676,7 +676,7 @@ func (svc *Service) actorOf(run store.Run) func(context.Context) (*access.Policy
 	}
 }
 
-// placeWorkspaces names the stage workspaces a container step uses (one
+// placeWorkspaces names the stage workspaces a step uses (one
 // runtime volume per account, run, stage and volume name) and sends the
 // step where they are: the first step of the stage that runs with one
 // creates it; a later one gets the selectors of the delegate that ran that
@@ -684,6 +684,9 @@ func (svc *Service) actorOf(run store.Run) func(context.Context) (*access.Policy
 // container runtime. The delegate refuses a step whose workspace it does
 // not have rather than run it on an empty one.
 func (svc *Service) placeWorkspaces(ctx context.Context, run store.Run, p *pipeline.Pipeline, ref pipeline.StepRef, spec *protocol.TaskSpec) error {
+	if dws := deployWorkspace(spec); dws != nil {
+		return svc.placeDeployWorkspace(ctx, run, p, ref, spec, dws)
+	}
 	if spec.Container == nil {
 		return nil
 	}
@@ -692,36 +695,83 @@ func (svc *Service) placeWorkspaces(ctx context.Context, run store.Run, p *pipel
 		if v.EmptyDir == nil || v.EmptyDir.Workspace == nil {
 			continue
 		}
-		sum := sha256.Sum256([]byte(run.AccountID + "\x00" + run.ID + "\x00" + ref.Stage + "\x00" + v.Name))
 		ws := v.EmptyDir.Workspace
-		ws.Key = hex.EncodeToString(sum[:12])
-		// The earlier steps of the stage that name it and ran somewhere.
-		_, users := p.Workspace(ref.Stage, v.Name)
-		var where *store.Task
-		for _, s := range run.Steps {
-			if s.Stage != ref.Stage || s.Step == ref.Step || s.TaskID == "" || !slices.Contains(users, s.Step) {
-				continue
-			}
-			t, err := svc.st.GetTask(ctx, run.AccountID, s.TaskID)
-			if err != nil {
-				return fmt.Errorf("find where the workspace %s of stage %s is: %w", v.Name, ref.Stage, err)
-			}
-			if t.DelegateName != "" || t.DelegateHostname != "" {
-				where = &t
-				break
-			}
+		ws.Key = workspaceKey(run, ref.Stage, v.Name)
+		where, err := svc.workspaceHolder(ctx, run, p, ref, v.Name)
+		if err != nil {
+			return err
 		}
 		if where == nil {
 			ws.Create = true
 			continue
 		}
-		for _, sel := range []string{where.DelegateName, where.DelegateHostname} {
-			if n := protocol.NormalizeSelector(sel); n != "" && !slices.Contains(spec.Selectors, n) {
-				spec.Selectors = append(spec.Selectors, n)
-			}
-		}
+		pinTo(spec, where)
 	}
 	return nil
+}
+
+// placeDeployWorkspace names the workspace a kubernetes or helm step reads
+// its files or chart from and sends the step to the delegate that holds
+// it; when no earlier step that uses it ran (they were skipped), the step
+// cannot start, and says which steps should have written it.
+func (svc *Service) placeDeployWorkspace(ctx context.Context, run store.Run, p *pipeline.Pipeline, ref pipeline.StepRef, spec *protocol.TaskSpec, ws *protocol.DeployWorkspace) error {
+	ws.Key = workspaceKey(run, ref.Stage, ws.Name)
+	where, err := svc.workspaceHolder(ctx, run, p, ref, ws.Name)
+	if err != nil {
+		return err
+	}
+	if where == nil {
+		return fmt.Errorf("the workspace %q of stage %s was never written: none of the steps before this one that use it (%s) ran", ws.Name, ref.Stage, strings.Join(ws.WrittenBy, ", "))
+	}
+	pinTo(spec, where)
+	return nil
+}
+
+// deployWorkspace is the workspace of a kubernetes or helm step's task.
+func deployWorkspace(spec *protocol.TaskSpec) *protocol.DeployWorkspace {
+	switch {
+	case spec.Kubernetes != nil:
+		return spec.Kubernetes.Workspace
+	case spec.Helm != nil:
+		return spec.Helm.Workspace
+	}
+	return nil
+}
+
+// workspaceKey names the runtime volume of the workspace name of a run's
+// stage.
+func workspaceKey(run store.Run, stage, name string) string {
+	sum := sha256.Sum256([]byte(run.AccountID + "\x00" + run.ID + "\x00" + stage + "\x00" + name))
+	return hex.EncodeToString(sum[:12])
+}
+
+// workspaceHolder is the task of the earlier step of ref's stage that
+// uses the workspace name and ran on a delegate, or nil when none did.
+func (svc *Service) workspaceHolder(ctx context.Context, run store.Run, p *pipeline.Pipeline, ref pipeline.StepRef, name string) (*store.Task, error) {
+	_, users := p.Workspace(ref.Stage, name)
+	for _, s := range run.Steps {
+		if s.Stage != ref.Stage || s.Step == ref.Step || s.TaskID == "" || !slices.Contains(users, s.Step) {
+			continue
+		}
+		t, err := svc.st.GetTask(ctx, run.AccountID, s.TaskID)
+		if err != nil {
+			return nil, fmt.Errorf("find where the workspace %s of stage %s is: %w", name, ref.Stage, err)
+		}
+		if t.DelegateName != "" || t.DelegateHostname != "" {
+			return &t, nil
+		}
+	}
+	return nil, nil
+}
+
+// pinTo adds the selectors of the delegate that ran where (its name and
+// hostname) to spec's.
+func pinTo(spec *protocol.TaskSpec, where *store.Task) {
+	for _, sel := range []string{where.DelegateName, where.DelegateHostname} {
+		if n := protocol.NormalizeSelector(sel); n != "" && !slices.Contains(spec.Selectors, n) {
+			spec.Selectors = append(spec.Selectors, n)
+		}
+	}
 }
 
 // CancelRun marks a run cancelled and cancels its running steps' tasks;
