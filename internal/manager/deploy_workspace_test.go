@@ -58,7 +58,8 @@ func TestDeployStepWorkspacePlacement(t *testing.T) {
 	}
 	del := tm.client(t, "")
 	resp, err := del.Register(ctx, protocol.RegisterRequest{ProtocolVersion: protocol.Version, AccountID: acct, Token: tok.Value,
-		Name: "Runner-1", Hostname: "host-a", IP: "127.0.0.1", Version: "test", ContainerRuntime: "podman"})
+		Name: "Runner-1", Hostname: "host-a", IP: "127.0.0.1", Version: "test", ContainerRuntime: "podman",
+		TaskTypes: protocol.TaskTypes()})
 	if err != nil {
 		t.Fatal(err)
 	}
