@@ -11,7 +11,8 @@ import (
 
 // A deployment's status follows what happened to its deploy steps, never
 // the run's last step (docs/deployments.md, "Status"):
-//   - its deploy steps are the stage's kubernetes and helm steps, or,
+//   - its deploy steps are the stage's kubernetes and helm steps (but
+//     those that run only on failure: an abort, a rollback), or,
 //     when it has none, its steps that run on success (not `when:
 //     failure` or `always`: those clean up after a failure);
 //   - any step of the stage that reports deploy_status=rolled_back makes
@@ -30,7 +31,11 @@ func deployStepNames(st *pipeline.Stage) map[string]bool {
 	for _, it := range st.Items {
 		for _, s := range it.Steps {
 			all[s.Name] = true
-			if s.Type == protocol.TaskKubernetes || s.Type == protocol.TaskHelm {
+			// A deploy step that runs only on failure (a canary's abort,
+			// a helm rollback) undoes a deploy: skipped when all went
+			// well, it is no deploy step that never ran. What it did
+			// counts through the deploy_status it reports.
+			if (s.Type == protocol.TaskKubernetes || s.Type == protocol.TaskHelm) && s.When != pipeline.WhenFailure {
 				typed[s.Name] = true
 			}
 			if s.When != pipeline.WhenFailure && s.When != pipeline.WhenAlways {

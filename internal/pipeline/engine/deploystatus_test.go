@@ -48,6 +48,31 @@ func TestStageOutcome(t *testing.T) {
 			t.Errorf("%s: %q (decided %v), want %q (%v)", c.name, got, decided, c.want, c.decided)
 		}
 	}
+	// A canary: start and promote are its deploy steps; the abort that
+	// runs only on failure is skipped when all went well, and is no deploy
+	// step that "never ran".
+	canary := &pipeline.Stage{Name: "deploy", Service: "web", Environment: "prod", Items: []pipeline.Item{
+		{Steps: []pipeline.Step{{Name: "start", Type: protocol.TaskKubernetes, When: pipeline.WhenSuccess}}},
+		{Steps: []pipeline.Step{{Name: "promote", Type: protocol.TaskKubernetes, When: pipeline.WhenSuccess}}},
+		{Steps: []pipeline.Step{{Name: "abort", Type: protocol.TaskKubernetes, When: pipeline.WhenFailure}}},
+	}}
+	for _, c := range []struct {
+		name  string
+		steps []store.RunStep
+		run   string
+		want  string
+	}{
+		{"promoted", []store.RunStep{row("start", protocol.StatusSucceeded, nil), row("promote", protocol.StatusSucceeded, nil),
+			row("abort", string(pipeline.StepSkipped), nil)}, store.RunSucceeded, protocol.DeploymentSucceeded},
+		{"aborted", []store.RunStep{row("start", protocol.StatusSucceeded, nil), row("promote", protocol.StatusFailed, failed),
+			row("abort", protocol.StatusSucceeded, rolledBack)}, store.RunFailed, protocol.DeploymentRolledBack},
+		{"start failed, abort failed too", []store.RunStep{row("start", protocol.StatusFailed, failed), row("promote", string(pipeline.StepSkipped), nil),
+			row("abort", protocol.StatusFailed, failed)}, store.RunFailed, protocol.DeploymentFailed},
+	} {
+		if got, _ := stageOutcome(store.Run{Status: c.run, Steps: c.steps}, canary); got != c.want {
+			t.Errorf("canary %s: %q, want %q", c.name, got, c.want)
+		}
+	}
 	// A stage of cleanup steps only: they are its deploy steps.
 	cleanup := &pipeline.Stage{Name: "deploy", Items: []pipeline.Item{{Steps: []pipeline.Step{{Name: "undo", Type: "shell", When: pipeline.WhenFailure}}}}}
 	if got, _ := stageOutcome(store.Run{Status: store.RunFailed, Steps: []store.RunStep{row("undo", protocol.StatusFailed, nil)}}, cleanup); got != protocol.DeploymentFailed {
