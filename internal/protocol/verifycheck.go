@@ -19,6 +19,9 @@ const (
 	MaxProviderCABytes = 64 << 10
 	// MaxVerifyTolerance bounds a baseline's tolerance (100 = 10000%).
 	MaxVerifyTolerance = 100
+	// MaxVerifyQueryPoints bounds the points of one range query (duration
+	// over interval): Prometheus answers at most 11000 per series.
+	MaxVerifyQueryPoints = 11000
 )
 
 // ThresholdOps are the operators of a Threshold.
@@ -118,6 +121,8 @@ func (v *VerifySpec) checkTimes() error {
 		return fmt.Errorf("verify interval %dms: at least %dms (1s)", v.IntervalMS, MinVerifyIntervalMS)
 	case v.IntervalMS > v.DurationMS:
 		return fmt.Errorf("verify interval %dms is longer than its duration %dms: give an interval shorter than the duration", v.IntervalMS, v.DurationMS)
+	case v.DurationMS/v.IntervalMS > MaxVerifyQueryPoints:
+		return fmt.Errorf("verify duration %dms at interval %dms is %d points: at most %d (Prometheus's limit): give a longer interval", v.DurationMS, v.IntervalMS, v.DurationMS/v.IntervalMS, MaxVerifyQueryPoints)
 	case v.MinPoints < 0 || v.MinPoints > MaxVerifyPoints:
 		return fmt.Errorf("verify min_points %d: between 1 and %d", v.MinPoints, MaxVerifyPoints)
 	}

@@ -62,6 +62,7 @@ func TestVerifySpecErrors(t *testing.T) {
 		{"interval", func(v *VerifySpec) { v.IntervalMS = 10 }, "at least 1000ms"},
 		{"interval over duration", func(v *VerifySpec) { v.DurationMS, v.IntervalMS = 2000, 3000 }, "longer than its duration"},
 		{"duration", func(v *VerifySpec) { v.DurationMS = MaxVerifyDurationMS + 1 }, "24h"},
+		{"points", func(v *VerifySpec) { v.DurationMS, v.IntervalMS = MaxVerifyDurationMS, 1000 }, "Prometheus's limit"},
 		{"min points", func(v *VerifySpec) { v.MinPoints = MaxVerifyPoints + 1 }, "min_points"},
 	}
 	for _, c := range cases {
@@ -108,7 +109,7 @@ func FuzzVerifySpec(f *testing.F) {
 			return
 		}
 		if v.DurationMS <= 0 || v.DurationMS > MaxVerifyDurationMS || v.IntervalMS < MinVerifyIntervalMS || v.IntervalMS > v.DurationMS ||
-			v.MinPoints <= 0 || v.MinPoints > MaxVerifyPoints || len(v.Metrics) == 0 || len(v.Metrics) > MaxVerifyMetrics {
+			v.MinPoints <= 0 || v.MinPoints > MaxVerifyPoints || v.DurationMS/v.IntervalMS > MaxVerifyQueryPoints || len(v.Metrics) == 0 || len(v.Metrics) > MaxVerifyMetrics {
 			t.Fatalf("accepted %+v", v)
 		}
 		for _, m := range v.Metrics {
