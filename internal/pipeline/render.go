@@ -184,6 +184,9 @@ func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outpu
 	if step.Helm != nil {
 		s.Helm = cloneHelm(step.Helm)
 	}
+	if step.Verify != nil {
+		s.Verify = cloneVerify(step.Verify)
+	}
 	value := refValue(inputs, outputs, noOutputs)
 	// Every field counts towards MaxExpandedTask, expressions or not.
 	room := MaxExpandedTask
@@ -203,7 +206,9 @@ func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outpu
 		Retries:   s.Retries,
 		Connector: s.Connector,
 	}
-	if spec.Connector == "" {
+	if spec.Connector == "" && s.Type != protocol.TaskVerify {
+		// A verify step's connector is its provider: never the stage's
+		// cluster.
 		spec.Connector = stage.Infrastructure
 	}
 	switch s.Type {
@@ -231,6 +236,8 @@ func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outpu
 			return protocol.TaskSpec{}, fmt.Errorf("step %s: %w", ref, err)
 		}
 		spec.Helm.Workspace = p.deployWorkspace(ref, s.Helm.Workspace)
+	case protocol.TaskVerify:
+		setVerifySpec(&spec, s.Verify, s.Timeout)
 	case protocol.TaskContainer:
 		spec.Container = s.Container
 		for i := range spec.Container.Volumes {

@@ -77,7 +77,7 @@ func (s *TaskSpec) CheckPayload() error {
 		}
 		s.Shell, s.HTTP, s.Container, s.Kubernetes, s.Verify = nil, nil, nil, nil, nil
 	case TaskVerify:
-		if err := s.Verify.Validate(); err != nil {
+		if err := s.Verify.validateFor(s.Connector); err != nil {
 			return err
 		}
 		s.Shell, s.HTTP, s.Container, s.Kubernetes, s.Helm = nil, nil, nil, nil, nil

@@ -103,6 +103,18 @@ func (v *VerifySpec) Validate() error {
 	return nil
 }
 
+// validateFor is Validate of the verify section of a task that names
+// connector: without a provider of its own, it gets the connector's (a
+// connector of type prometheus, filled in by the manager, then checked).
+func (v *VerifySpec) validateFor(connector string) error {
+	if v == nil || v.Provider != nil || connector == "" {
+		return v.Validate()
+	}
+	v.Provider = &MetricsProvider{Type: ProviderPrometheus, URL: "http://connector"}
+	defer func() { v.Provider = nil }()
+	return v.Validate()
+}
+
 // checkTimes checks and defaults duration, interval and minimum points.
 func (v *VerifySpec) checkTimes() error {
 	if v.DurationMS == 0 {

@@ -131,3 +131,18 @@ func FuzzVerifySpec(f *testing.F) {
 		}
 	})
 }
+
+// TestVerifyProviderFromConnector: a task that names a connector may
+// leave its provider to it.
+func TestVerifyProviderFromConnector(t *testing.T) {
+	v := goodVerify()
+	v.Provider = nil
+	s := TaskSpec{Type: TaskVerify, Verify: v, Connector: "prom"}
+	if err := s.CheckPayload(); err != nil || s.Verify.Provider != nil || s.Verify.MinPoints != DefaultVerifyMinPoints {
+		t.Fatalf("%v %+v", err, s.Verify)
+	}
+	s.Connector = ""
+	if err := s.CheckPayload(); err == nil || !strings.Contains(err.Error(), "needs a provider") {
+		t.Fatal(err)
+	}
+}
