@@ -227,7 +227,7 @@ func (r *verifyRun) round(start, end time.Time, states []*metricState, answered 
 			return nil, &o
 		}
 		*answered = true
-		fmt.Fprintf(r.out, "%s — %s of %s\n", s.progress(r.spec.MinPoints), end.Sub(start).Truncate(time.Second), r.duration)
+		fmt.Fprintf(r.out, "%s, %s of %s\n", s.progress(r.spec.MinPoints), end.Sub(start).Truncate(time.Second), r.duration)
 		if s.breach != "" {
 			return s, nil
 		}

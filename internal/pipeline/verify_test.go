@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -101,5 +102,33 @@ func TestVerifyStepErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s\ngot %v\nwant %q", src, err, want)
 		}
+	}
+}
+
+// TestVerifyDocExample: the canary pipeline of docs/deployments.md's
+// "Verifying a deployment" parses, and its verify step's payload passes.
+func TestVerifyDocExample(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../docs/deployments.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, _ := strings.Cut(string(b), "### A canary verified against its baseline")
+	_, block, _ := strings.Cut(sec, "```yaml\n")
+	src, _, _ := strings.Cut(block, "```")
+	p := mustParse(t, "name: doc\n"+src)
+	inputs, err := p.ResolveInputs(map[string]string{"version": "2.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := p.StepSpec(StepRef{"deploy", "verify"}, inputs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spec.CheckPayload(); err != nil || spec.Type != protocol.TaskVerify || len(spec.Verify.Metrics) != 2 || spec.Connector != "prometheus-prod" {
+		t.Fatalf("%v %+v", err, spec)
+	}
+	if st := p.Stages[0].Items[3].Steps[0]; st.Name != "abort" || st.When != WhenFailure {
+		t.Fatalf("the abort step: %+v", st)
 	}
 }
