@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/legate-dev/legate/internal/promserver"
 	"github.com/legate-dev/legate/internal/protocol"
@@ -241,5 +242,33 @@ func TestRecordTextBounded(t *testing.T) {
 	}
 	if pts := back.Metrics[0].Points; len(pts) > 0 && pts[len(pts)-1][0] != float64((protocol.MaxVerifyPoints-1)*1000) {
 		t.Fatalf("the latest points are not kept: %v", pts[len(pts)-1])
+	}
+}
+
+// TestVerifyStopped: a verification is cancelled or times out as any
+// task, without a verdict.
+func TestVerifyStopped(t *testing.T) {
+	queried := make(chan struct{}, 100)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		queried <- struct{}{}
+		io.WriteString(w, `{"status":"success","data":{"resultType":"matrix","result":[]}}`)
+	}))
+	t.Cleanup(srv.Close)
+	spec := verifySpec(srv.URL, protocol.VerifyMetric{Name: "e", Query: "up", Threshold: &protocol.Threshold{Op: "<", Value: 1}})
+	spec.Verify.DurationMS = 3600 * 1000
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-queried
+		cancel()
+	}()
+	var out lockedBuffer
+	o := Run(ctx, spec, Options{}, &out)
+	if o.Status != protocol.StatusCancelled || o.Outputs != nil || !strings.Contains(out.String(), "task cancelled; verification stopped") {
+		t.Fatalf("cancelled: %+v\n%s", o, out.String())
+	}
+	o = Run(context.Background(), spec, Options{Timeout: 1500 * time.Millisecond}, &out)
+	if o.Status != protocol.StatusTimedOut || o.Outputs != nil {
+		t.Fatalf("timed out: %+v\n%s", o, out.String())
 	}
 }
