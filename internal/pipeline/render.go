@@ -158,11 +158,9 @@ func refValue(inputs map[string]string, outputs Outputs, noOutputs bool) func(Re
 	}
 }
 
-func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outputs, noOutputs bool) (protocol.TaskSpec, error) {
-	stage, step := p.Step(ref)
-	if step == nil {
-		return protocol.TaskSpec{}, fmt.Errorf("pipeline %s has no step %s", p.Name, ref)
-	}
+// cloneStep copies a step deeply enough that expanding its expressions
+// changes nothing of the pipeline's.
+func cloneStep(step *Step) Step {
 	s := *step
 	s.Env = maps.Clone(step.Env)
 	if step.HTTP != nil {
@@ -187,6 +185,15 @@ func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outpu
 	if step.Verify != nil {
 		s.Verify = cloneVerify(step.Verify)
 	}
+	return s
+}
+
+func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outputs, noOutputs bool) (protocol.TaskSpec, error) {
+	stage, step := p.Step(ref)
+	if step == nil {
+		return protocol.TaskSpec{}, fmt.Errorf("pipeline %s has no step %s", p.Name, ref)
+	}
+	s := cloneStep(step)
 	value := refValue(inputs, outputs, noOutputs)
 	// Every field counts towards MaxExpandedTask, expressions or not.
 	room := MaxExpandedTask
