@@ -69,7 +69,11 @@ func decodeQueryRange(code int, body []byte) ([]promSeries, error) {
 			return nil, &promError{Type: "auth", Msg: "the provider refused the credentials: check its bearer token or username and password", HTTP: code}
 		}
 		if code/100 != 2 {
-			return nil, &promError{Type: "http", Msg: oneLine(excerpt(cut(body, 300))), HTTP: code}
+			msg := strings.TrimSpace(oneLine(excerpt(cut(body, 300))))
+			if msg == "" {
+				msg = http.StatusText(code)
+			}
+			return nil, &promError{Type: "http", Msg: msg, HTTP: code}
 		}
 		return nil, fmt.Errorf("the provider's answer is not Prometheus's JSON (is the URL Prometheus's base URL?): %s", oneLine(excerpt(cut(body, 200))))
 	}

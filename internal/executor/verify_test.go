@@ -14,6 +14,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/promserver"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/proxytest"
 )
 
 // lockedBuffer is a task's output, read after Run returned.
@@ -270,5 +271,30 @@ func TestVerifyStopped(t *testing.T) {
 	o = Run(context.Background(), spec, Options{Timeout: 1500 * time.Millisecond}, &out)
 	if o.Status != protocol.StatusTimedOut || o.Outputs != nil {
 		t.Fatalf("timed out: %+v\n%s", o, out.String())
+	}
+}
+
+// TestVerifyThroughTheDelegatesProxy: the queries go through the
+// delegate's task client (its proxy): a provider name only the proxy
+// resolves is reached.
+func TestVerifyThroughTheDelegatesProxy(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"0"],[2,"0"],[3,"0"]]}]}}`)
+	}))
+	t.Cleanup(srv.Close)
+	p := proxytest.Start(t, "", "")
+	p.Alias("prometheus.internal", "127.0.0.1")
+	base := "http://prometheus.internal:" + strings.TrimPrefix(srv.URL, "http://127.0.0.1:")
+	tr := defaultTransport()
+	tr.Proxy = http.ProxyURL(p.URL)
+	spec := verifySpec(base, protocol.VerifyMetric{Name: "e", Query: "up", Threshold: &protocol.Threshold{Op: "<", Value: 1}})
+	spec.Verify.DurationMS = 1000
+	var out lockedBuffer
+	o := Run(context.Background(), spec, Options{HTTPClient: &http.Client{Transport: tr}}, &out)
+	if o.Status != protocol.StatusSucceeded {
+		t.Fatalf("%+v\n%s", o, out.String())
+	}
+	if f := p.Forwards(); len(f) == 0 || !strings.HasPrefix(f[0], base+"/api/v1/query_range") {
+		t.Fatalf("forwarded: %v", f)
 	}
 }
