@@ -212,4 +212,11 @@ func (ps *parser) verifyStep(n *yaml.Node, path string, s *Step) {
 	if len(s.Env) > 0 || len(s.Secrets) > 0 {
 		ps.add(n, path, "a verify step takes no env or secrets (it runs no script): a provider's credentials come from its connector")
 	}
+	d := s.Verify.Duration
+	if d == 0 {
+		d = protocol.DefaultVerifyDurationMS * time.Millisecond
+	}
+	if s.Timeout != 0 && s.Timeout <= d {
+		ps.add(n, path+".timeout", "the step's timeout %s ends the verification before its duration %s: leave timeout out (the default has room for it) or make it longer", s.Timeout, d)
+	}
 }

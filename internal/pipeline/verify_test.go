@@ -94,6 +94,7 @@ func TestVerifyStepErrors(t *testing.T) {
 		step("        verify:\n          provider: {type: prometheus, url: \"http://${{ inputs.x }}\"}\n          metrics: [{name: e, query: up, threshold: \"<1\"}]\n"): "takes no expressions",
 		step("        verify:\n          provider: {type: datadog, url: \"http://p\"}\n          metrics: [{name: e, query: up, threshold: \"<1\"}]\n"):                  `provider type "datadog"`,
 		step(prov + "          metrics: []\n"): "expected a list of metrics",
+		step(prov + "          metrics: [{name: e, query: up, threshold: \"<1\"}]\n        timeout: 1m\n"): "ends the verification before its duration 5m0s",
 		step(prov + "          metrics: [{name: e, query: up, threshold: \"<1\"}]\n        env: {A: b}\n"): "takes no env or secrets",
 		step(prov + "          metrics: [{name: e, query: up, threshold: \"<1\"}]\n        shell: echo\n"): "one of shell, http, container, kubernetes, helm or verify",
 	}
