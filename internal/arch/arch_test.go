@@ -43,14 +43,15 @@ var layout = map[string][]string{
 	"internal/pipeline":   {"internal/protocol", "internal/secretref"}, // definitions: no HTTP, no SQL
 	"internal/transport":  {"internal/config"},
 	// Test helpers: nothing of the project.
-	"internal/arch":      nil,
-	"internal/certtest":  nil,
-	"internal/k8stest":   nil,
-	"internal/leaktest":  nil,
-	"internal/pgtest":    nil,
-	"internal/promtest":  nil,
-	"internal/proxytest": nil,
-	"internal/testport":  nil,
+	"internal/arch":       nil,
+	"internal/certtest":   nil,
+	"internal/k8stest":    nil,
+	"internal/leaktest":   nil,
+	"internal/pgtest":     nil,
+	"internal/promtest":   nil,
+	"internal/promserver": nil,
+	"internal/proxytest":  nil,
+	"internal/testport":   nil,
 	// Durable state.
 	"internal/store": {"internal/backoff", "internal/protocol", "internal/seal", "internal/secretref"},
 	// The manager's shared parts and its services.

@@ -17,7 +17,7 @@ func (unavailableType) available(Options) error { return errors.New("no such pro
 // its table, kubernetes included, sorted; a type whose available method
 // fails is left out.
 func TestTaskTypesAreWhatTheDelegateRuns(t *testing.T) {
-	want := []string{protocol.TaskContainer, protocol.TaskHTTP, protocol.TaskKubernetes, protocol.TaskShell}
+	want := []string{protocol.TaskContainer, protocol.TaskHTTP, protocol.TaskKubernetes, protocol.TaskShell, protocol.TaskVerify}
 	if got := TaskTypes(Options{}); !slices.Equal(got, want) {
 		t.Errorf("TaskTypes = %v, want %v", got, want)
 	}

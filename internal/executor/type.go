@@ -63,6 +63,7 @@ var types = map[string]Type{
 	protocol.TaskContainer:  containerType{},
 	protocol.TaskKubernetes: kubernetesType{},
 	protocol.TaskHelm:       helmType{},
+	protocol.TaskVerify:     verifyType{},
 }
 
 // Lookup returns the Type of task type name, or an error that names it

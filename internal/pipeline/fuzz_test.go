@@ -20,6 +20,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(kubeSrc)
 	f.Add(helmSrc)
 	f.Add(wsDeploySrc)
+	f.Add(verifySrc)
 	f.Add("name: p\nstages: [{name: s, steps: [{name: a, container: {image: i, volumes: [{name: w, mount_path: /w, empty_dir: {}}]}}, {parallel: [{name: b, kubernetes: {namespace: n, workspace: w, files: ['./a', '..', k8s]}}]}, {name: c, helm: {release: r, namespace: n, workspace: w, chart_path: x.tgz, chart: y}}]}]}\n")
 	f.Add("name: p\nstages: [{name: s, steps: [{name: a, helm: {release: r, namespace: n, chart: 'oci://r/c', values: {a: .inf, b: [1, ~, 2020-01-01, !!binary aGk=], c: '${{ inputs.x }}'}}}]}]\n")
 	f.Add("name: p\nstages:\n  - name: s\n    steps:\n      - {name: a, shell: 'echo ${{ inputs.x }}'}\n")

@@ -123,7 +123,7 @@ func TestHelmParseErrors(t *testing.T) {
 		{"unknown input", step("        helm: {release: web, namespace: web, repo: 'https://c', chart: web, values: {p: '${{ inputs.y }}'}}\n"), `no input named "y"`},
 		{"rollback", step("        helm: {release: web, namespace: web, repo: 'https://c', chart: web, rollback: yes}\n"), `"yes": write auto`},
 		{"env", step("        env: {A: b}\n        helm: {release: web, namespace: web, repo: 'https://c', chart: web}\n"), "a helm step takes no env or secrets"},
-		{"two kinds", step("        shell: echo\n        helm: {release: web, namespace: web, repo: 'https://c', chart: web}\n"), "one of shell, http, container, kubernetes or helm"},
+		{"two kinds", step("        shell: echo\n        helm: {release: web, namespace: web, repo: 'https://c', chart: web}\n"), "one of shell, http, container, kubernetes, helm or verify"},
 		{"unknown field", step("        helm: {release: web, namespace: web, repo: 'https://c', chart: web, set: {a: b}}\n"), "unknown field; known fields here: chart, chart_path, namespace, release, repo, rollback, timeout, values, version, workspace"},
 	}
 	for _, tt := range tests {

@@ -168,7 +168,7 @@ func TestKubernetesParseErrors(t *testing.T) {
 		{"blue-green without service", step("        kubernetes: {namespace: web, strategy: blue-green, action: deploy, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), "needs blue_green: {service: NAME}"},
 		{"blue-green action", step("        kubernetes: {namespace: web, strategy: blue-green, action: promote, blue_green: {service: web}, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), `blue-green action "promote" is invalid: use deploy`},
 		{"blue_green unknown field", step("        kubernetes: {namespace: web, strategy: blue-green, action: deploy, blue_green: {svc: web}, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), "unknown field; known fields here: service"},
-		{"two kinds", step("        shell: echo\n        kubernetes: {namespace: web, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), "one of shell, http, container, kubernetes or helm"},
+		{"two kinds", step("        shell: echo\n        kubernetes: {namespace: web, manifests: [{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}]}\n"), "one of shell, http, container, kubernetes, helm or verify"},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.src))

@@ -524,6 +524,10 @@ func (ps *parser) step(n *yaml.Node, path string, seen map[string]bool) Step {
 			kinds.helm = v
 			s.Helm = ps.helm(v, path+".helm")
 		},
+		"verify": func(v *yaml.Node) {
+			kinds.verify = v
+			s.Verify = ps.verify(v, path+".verify")
+		},
 		"connector":         func(v *yaml.Node) { s.Connector = ps.connectorName(v, path+".connector") },
 		"delegateSelectors": func(v *yaml.Node) { s.DelegateSelectors = ps.selectors(v, path+".delegateSelectors") },
 		"timeout":           func(v *yaml.Node) { s.Timeout = ps.timeout(v, path+".timeout") },
@@ -556,6 +560,9 @@ func (ps *parser) step(n *yaml.Node, path string, seen map[string]bool) Step {
 	if s.Type == protocol.TaskHelm && (len(s.Env) > 0 || len(s.Secrets) > 0) {
 		ps.add(n, path, "a helm step takes no env or secrets (it runs no script): put values into values: with expressions, and keep secret values in the cluster's Secrets")
 	}
+	if s.Type == protocol.TaskVerify {
+		ps.verifyStep(n, path, &s)
+	}
 	for k := range s.Secrets {
 		if _, dup := s.Env[k]; dup {
 			ps.add(n, path+".secrets."+k, "%s is also set in env: give it in one place", k)
@@ -567,7 +574,7 @@ func (ps *parser) step(n *yaml.Node, path string, seen map[string]bool) Step {
 // stepKinds are the nodes of a step's shell, http, container,
 // kubernetes and helm fields (nil: not given).
 type stepKinds struct {
-	shell, http, container, kubernetes, helm *yaml.Node
+	shell, http, container, kubernetes, helm, verify *yaml.Node
 }
 
 // stepType is the type of a step from which of shell, http, container and
@@ -575,18 +582,20 @@ type stepKinds struct {
 // than one.
 func (ps *parser) stepType(n *yaml.Node, path string, k stepKinds, shell string) string {
 	given := 0
-	for _, x := range []*yaml.Node{k.shell, k.http, k.container, k.kubernetes, k.helm} {
+	for _, x := range []*yaml.Node{k.shell, k.http, k.container, k.kubernetes, k.helm, k.verify} {
 		if x != nil {
 			given++
 		}
 	}
 	switch {
 	case given > 1:
-		ps.add(n, path, "a step is one of shell, http, container, kubernetes or helm, not more (a container step's script goes in container.script)")
+		ps.add(n, path, "a step is one of shell, http, container, kubernetes, helm or verify, not more (a container step's script goes in container.script)")
 	case k.kubernetes != nil:
 		return protocol.TaskKubernetes
 	case k.helm != nil:
 		return protocol.TaskHelm
+	case k.verify != nil:
+		return protocol.TaskVerify
 	case k.container != nil:
 		return protocol.TaskContainer
 	case k.shell != nil:
@@ -597,7 +606,7 @@ func (ps *parser) stepType(n *yaml.Node, path string, k stepKinds, shell string)
 	case k.http != nil:
 		return "http"
 	default:
-		ps.add(n, path, "a step needs shell: (a script), http: (a request), container: (an image to run), kubernetes: (manifests to deploy) or helm: (a chart to install)")
+		ps.add(n, path, "a step needs shell: (a script), http: (a request), container: (an image to run), kubernetes: (manifests to deploy), helm: (a chart to install) or verify: (metrics to watch)")
 	}
 	return ""
 }
@@ -885,6 +894,9 @@ func stepTexts(s *Step) []text {
 	}
 	if s.Helm != nil {
 		out = append(out, helmTexts(s.Helm)...)
+	}
+	if s.Verify != nil {
+		out = append(out, verifyTexts(s.Verify)...)
 	}
 	for _, k := range sortedKeys(s.Env) {
 		out = append(out, text{"env." + k, s.Env[k], func(t *Step, v string) { t.Env[k] = v }})

@@ -152,6 +152,9 @@ type Step struct {
 	// Helm is a helm step's section (see Helm): a chart installed or
 	// upgraded as a release.
 	Helm *Helm
+	// Verify is a verify step's section (see Verify): metrics watched on
+	// a Prometheus.
+	Verify *Verify
 	// Connector names a connector the step uses; empty means the stage's
 	// infrastructure connector, if any.
 	Connector string

@@ -90,8 +90,8 @@ func TestParseErrors(t *testing.T) {
 			"line 2: stages: a pipeline needs at least one stage"}},
 		{"aliases", "name: &n p\nstages: []\n", []string{"line 1: YAML anchors and aliases (& and *) are not supported in a pipeline file"}},
 		{"unknown step field", head + "      - name: a\n        shel: x\n", []string{
-			"line 5: stages[0].steps[0]: a step needs shell: (a script), http: (a request), container: (an image to run), kubernetes: (manifests to deploy) or helm: (a chart to install)",
-			"line 6: stages[0].steps[0].shel: unknown field; known fields here: connector, container, delegateSelectors, env, helm, http, kubernetes, name, outputs, retries, secrets, shell, timeout, unsafeExpressions, when"}},
+			"line 5: stages[0].steps[0]: a step needs shell: (a script), http: (a request), container: (an image to run), kubernetes: (manifests to deploy), helm: (a chart to install) or verify: (metrics to watch)",
+			"line 6: stages[0].steps[0].shel: unknown field; known fields here: connector, container, delegateSelectors, env, helm, http, kubernetes, name, outputs, retries, secrets, shell, timeout, unsafeExpressions, verify, when"}},
 		{"duplicate step", head + "      - name: a\n        shell: x\n      - name: a\n        shell: y\n", []string{
 			`line 7: stages[0].steps[1].name: a step named "a" comes earlier in this stage: step names must be unique within a stage`}},
 		{"duplicate step in group", head + "      - name: a\n        shell: x\n      - parallel:\n          - name: a\n            shell: y\n", []string{
@@ -107,7 +107,7 @@ func TestParseErrors(t *testing.T) {
 		{"retries text", head + "      - name: a\n        shell: x\n        retries: two\n", []string{`line 7: stages[0].steps[0].retries: expected a whole number, found "two"`}},
 		{"when", head + "      - name: a\n        shell: x\n        when: sometimes\n", []string{
 			`line 7: stages[0].steps[0].when: "sometimes": write success (the default), failure or always`}},
-		{"both types", head + "      - name: a\n        shell: x\n        http: {url: 'http://x'}\n", []string{"line 5: stages[0].steps[0]: a step is one of shell, http, container, kubernetes or helm, not more (a container step's script goes in container.script)"}},
+		{"both types", head + "      - name: a\n        shell: x\n        http: {url: 'http://x'}\n", []string{"line 5: stages[0].steps[0]: a step is one of shell, http, container, kubernetes, helm or verify, not more (a container step's script goes in container.script)"}},
 		{"http url", head + "      - name: a\n        http: {url: 'ftp://x'}\n", []string{`line 6: stages[0].steps[0].http.url: "ftp://x" is not an http:// or https:// URL`}},
 		{"env name", head + "      - name: a\n        shell: x\n        env: {1X: y}\n", []string{
 			`line 7: stages[0].steps[0].env.1X: environment variable name "1X" is invalid: use letters, digits or '_', not starting with a digit`}},
@@ -136,7 +136,7 @@ func TestParseErrors(t *testing.T) {
 		{"container without image", head + "      - name: a\n        container: {script: id}\n", []string{
 			`line 6: stages[0].steps[0].container: container.image: give an image, such as alpine:3.20`}},
 		{"container and shell", head + "      - name: a\n        shell: x\n        container: {image: i}\n", []string{
-			"line 5: stages[0].steps[0]: a step is one of shell, http, container, kubernetes or helm, not more (a container step's script goes in container.script)"}},
+			"line 5: stages[0].steps[0]: a step is one of shell, http, container, kubernetes, helm or verify, not more (a container step's script goes in container.script)"}},
 		{"container unknown field", head + "      - name: a\n        container: {image: i, securityContext: {}}\n", []string{
 			"line 6: stages[0].steps[0].container.securityContext: unknown field; known fields here: command, image, resources, script, security_context, volumes, working_dir"}},
 		{"container bad bool", head + "      - name: a\n        container:\n          image: i\n          security_context: {privileged: yes}\n", []string{

@@ -158,11 +158,9 @@ func refValue(inputs map[string]string, outputs Outputs, noOutputs bool) func(Re
 	}
 }
 
-func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outputs, noOutputs bool) (protocol.TaskSpec, error) {
-	stage, step := p.Step(ref)
-	if step == nil {
-		return protocol.TaskSpec{}, fmt.Errorf("pipeline %s has no step %s", p.Name, ref)
-	}
+// cloneStep copies a step deeply enough that expanding its expressions
+// changes nothing of the pipeline's.
+func cloneStep(step *Step) Step {
 	s := *step
 	s.Env = maps.Clone(step.Env)
 	if step.HTTP != nil {
@@ -184,6 +182,18 @@ func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outpu
 	if step.Helm != nil {
 		s.Helm = cloneHelm(step.Helm)
 	}
+	if step.Verify != nil {
+		s.Verify = cloneVerify(step.Verify)
+	}
+	return s
+}
+
+func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outputs, noOutputs bool) (protocol.TaskSpec, error) {
+	stage, step := p.Step(ref)
+	if step == nil {
+		return protocol.TaskSpec{}, fmt.Errorf("pipeline %s has no step %s", p.Name, ref)
+	}
+	s := cloneStep(step)
 	value := refValue(inputs, outputs, noOutputs)
 	// Every field counts towards MaxExpandedTask, expressions or not.
 	room := MaxExpandedTask
@@ -203,7 +213,9 @@ func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outpu
 		Retries:   s.Retries,
 		Connector: s.Connector,
 	}
-	if spec.Connector == "" {
+	if spec.Connector == "" && s.Type != protocol.TaskVerify {
+		// A verify step's connector is its provider: never the stage's
+		// cluster.
 		spec.Connector = stage.Infrastructure
 	}
 	switch s.Type {
@@ -231,6 +243,8 @@ func (p *Pipeline) stepSpec(ref StepRef, inputs map[string]string, outputs Outpu
 			return protocol.TaskSpec{}, fmt.Errorf("step %s: %w", ref, err)
 		}
 		spec.Helm.Workspace = p.deployWorkspace(ref, s.Helm.Workspace)
+	case protocol.TaskVerify:
+		setVerifySpec(&spec, s.Verify, s.Timeout)
 	case protocol.TaskContainer:
 		spec.Container = s.Container
 		for i := range spec.Container.Volumes {

@@ -621,7 +621,9 @@ type TaskSpec struct {
 	// Since v5.
 	Kubernetes *KubernetesSpec `json:"kubernetes,omitempty"`
 	// Helm is the payload of a helm task (see HelmSpec). Since v5.
-	Helm      *HelmSpec         `json:"helm,omitempty"`
+	Helm *HelmSpec `json:"helm,omitempty"`
+	// Verify is the payload of a verify task (see VerifySpec). Since v5.
+	Verify    *VerifySpec       `json:"verify,omitempty"`
 	Selectors []string          `json:"selectors,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
 	// SecretEnv values are passed to the task's environment and masked in
@@ -679,6 +681,7 @@ type Task struct {
 	Container        *ContainerSpec    `json:"container,omitempty"`
 	Kubernetes       *KubernetesSpec   `json:"kubernetes,omitempty"`
 	Helm             *HelmSpec         `json:"helm,omitempty"`
+	Verify           *VerifySpec       `json:"verify,omitempty"`
 	HTTPResult       *HTTPResult       `json:"http_result,omitempty"`
 	TimeoutMS        int64             `json:"timeout_ms"`
 	QueueTimeoutMS   int64             `json:"queue_timeout_ms"`
