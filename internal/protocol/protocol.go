@@ -622,6 +622,7 @@ type TaskSpec struct {
 	Kubernetes *KubernetesSpec `json:"kubernetes,omitempty"`
 	// Helm is the payload of a helm task (see HelmSpec). Since v5.
 	Helm      *HelmSpec         `json:"helm,omitempty"`
+	Verify    *VerifySpec       `json:"verify,omitempty"`
 	Selectors []string          `json:"selectors,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
 	// SecretEnv values are passed to the task's environment and masked in
@@ -679,6 +680,7 @@ type Task struct {
 	Container        *ContainerSpec    `json:"container,omitempty"`
 	Kubernetes       *KubernetesSpec   `json:"kubernetes,omitempty"`
 	Helm             *HelmSpec         `json:"helm,omitempty"`
+	Verify           *VerifySpec       `json:"verify,omitempty"`
 	HTTPResult       *HTTPResult       `json:"http_result,omitempty"`
 	TimeoutMS        int64             `json:"timeout_ms"`
 	QueueTimeoutMS   int64             `json:"queue_timeout_ms"`
@@ -1038,6 +1040,12 @@ type Connector struct {
 	// them (its kubernetes connectors are labels).
 	CAPEM       string `json:"ca_pem,omitempty"`
 	TokenSecret string `json:"token_secret,omitempty"`
+	// Username and PasswordSecret are a verification provider's basic
+	// auth (Type ProviderPrometheus, whose TokenSecret is the stored
+	// secret of a bearer token instead): the user name and the name of
+	// the stored secret that holds the password.
+	Username       string `json:"username,omitempty"`
+	PasswordSecret string `json:"password_secret,omitempty"`
 	// LastSuccessDelegate is the delegate (name/hostname) that last
 	// succeeded for the connector; it is tried first.
 	LastSuccessDelegate string    `json:"last_success_delegate,omitempty"`
@@ -1056,9 +1064,13 @@ type CreateConnectorRequest struct {
 	Type      string   `json:"type,omitempty"`
 	Selectors []string `json:"selectors,omitempty"`
 	// CAPEM and TokenSecret: see Connector (required TokenSecret for
-	// Type ConnectorKubernetes, refused for other types).
-	CAPEM       string `json:"ca_pem,omitempty"`
-	TokenSecret string `json:"token_secret,omitempty"`
+	// Type ConnectorKubernetes, optional for ProviderPrometheus,
+	// refused for other types); Username and PasswordSecret: see
+	// Connector (ProviderPrometheus only, not with TokenSecret).
+	CAPEM          string `json:"ca_pem,omitempty"`
+	TokenSecret    string `json:"token_secret,omitempty"`
+	Username       string `json:"username,omitempty"`
+	PasswordSecret string `json:"password_secret,omitempty"`
 }
 
 // ---------------------------------------------------------------------------
