@@ -23,7 +23,7 @@ func (m *Service) taskView(t store.Task) protocol.Task {
 	v := protocol.Task{
 		ID: t.ID, AccountID: t.AccountID, Type: t.Spec.Type, Status: t.Status, ExitCode: t.ExitCode,
 		Error: t.Error, Selectors: t.Spec.Selectors, Env: t.Spec.Env, Shell: t.Spec.Shell,
-		HTTP: t.Spec.HTTP, Container: t.Spec.Container, Kubernetes: t.Spec.Kubernetes, Helm: t.Spec.Helm, HTTPResult: t.HTTPResult, TimeoutMS: t.TimeoutMS,
+		HTTP: t.Spec.HTTP, Container: t.Spec.Container, Kubernetes: t.Spec.Kubernetes, Helm: t.Spec.Helm, Verify: t.Spec.Verify, HTTPResult: t.HTTPResult, TimeoutMS: t.TimeoutMS,
 		QueueTimeoutMS: t.QueueTimeoutMS, Retries: t.Retries, Attempts: t.Attempts,
 		Org: t.Spec.Org, Project: t.Spec.Project, Capabilities: t.Spec.Capabilities, Connector: t.Spec.Connector,
 		DelegateName: t.DelegateName, DelegateHostname: t.DelegateHostname, InstanceID: t.InstanceID,

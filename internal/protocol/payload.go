@@ -14,7 +14,7 @@ import (
 // case in CheckPayload; the delegate runs it with a Type of package
 // executor.
 func TaskTypes() []string {
-	return []string{TaskShell, TaskHTTP, TaskContainer, TaskKubernetes, TaskHelm}
+	return []string{TaskShell, TaskHTTP, TaskContainer, TaskKubernetes, TaskHelm, TaskVerify}
 }
 
 // Limits of task payloads.
@@ -30,7 +30,8 @@ const (
 // without a type gets one from its sections: http when it has an http
 // section, container when it has a container section and no shell one,
 // kubernetes when it has a kubernetes section and no shell one, helm
-// when it has a helm section and no shell one, else shell. The payload is checked by its section's Validate, and the
+// when it has a helm section and no shell one, verify when it has a verify
+// section and no shell one, else shell. The payload is checked by its section's Validate, and the
 // sections of other types are dropped.
 func (s *TaskSpec) CheckPayload() error {
 	if s.Type == "" {
@@ -43,6 +44,8 @@ func (s *TaskSpec) CheckPayload() error {
 			s.Type = TaskKubernetes
 		case s.Helm != nil && s.Shell == nil:
 			s.Type = TaskHelm
+		case s.Verify != nil && s.Shell == nil:
+			s.Type = TaskVerify
 		default:
 			s.Type = TaskShell
 		}
@@ -52,27 +55,32 @@ func (s *TaskSpec) CheckPayload() error {
 		if err := s.Shell.Validate(); err != nil {
 			return err
 		}
-		s.HTTP, s.Container, s.Kubernetes, s.Helm = nil, nil, nil, nil
+		s.HTTP, s.Container, s.Kubernetes, s.Helm, s.Verify = nil, nil, nil, nil, nil
 	case TaskHTTP:
 		if err := s.HTTP.Validate(); err != nil {
 			return err
 		}
-		s.Shell, s.Container, s.Kubernetes, s.Helm = nil, nil, nil, nil
+		s.Shell, s.Container, s.Kubernetes, s.Helm, s.Verify = nil, nil, nil, nil, nil
 	case TaskContainer:
 		if err := s.Container.Validate(); err != nil {
 			return err
 		}
-		s.Shell, s.HTTP, s.Kubernetes, s.Helm = nil, nil, nil, nil
+		s.Shell, s.HTTP, s.Kubernetes, s.Helm, s.Verify = nil, nil, nil, nil, nil
 	case TaskKubernetes:
 		if err := s.Kubernetes.Validate(); err != nil {
 			return err
 		}
-		s.Shell, s.HTTP, s.Container, s.Helm = nil, nil, nil, nil
+		s.Shell, s.HTTP, s.Container, s.Helm, s.Verify = nil, nil, nil, nil, nil
 	case TaskHelm:
 		if err := s.Helm.Validate(); err != nil {
 			return err
 		}
-		s.Shell, s.HTTP, s.Container, s.Kubernetes = nil, nil, nil, nil
+		s.Shell, s.HTTP, s.Container, s.Kubernetes, s.Verify = nil, nil, nil, nil, nil
+	case TaskVerify:
+		if err := s.Verify.Validate(); err != nil {
+			return err
+		}
+		s.Shell, s.HTTP, s.Container, s.Kubernetes, s.Helm = nil, nil, nil, nil, nil
 	default:
 		return errors.New("unknown task type " + strconv.Quote(s.Type) + " (use " + orList(TaskTypes()) + ")")
 	}

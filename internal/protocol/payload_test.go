@@ -47,7 +47,7 @@ func TestCheckPayload(t *testing.T) {
 		{"container", TaskSpec{Type: TaskContainer, Container: image, Shell: shell}, TaskSpec{Type: TaskContainer, Container: image}, ""},
 		{"container without section", TaskSpec{Type: TaskContainer}, TaskSpec{}, `a container task needs a "container" section with an image`},
 
-		{"unknown", TaskSpec{Type: "docker", Shell: shell}, TaskSpec{}, `unknown task type "docker" (use shell, http, container, kubernetes or helm)`},
+		{"unknown", TaskSpec{Type: "docker", Shell: shell}, TaskSpec{}, `unknown task type "docker" (use shell, http, container, kubernetes, helm or verify)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -621,7 +621,8 @@ type TaskSpec struct {
 	// Since v5.
 	Kubernetes *KubernetesSpec `json:"kubernetes,omitempty"`
 	// Helm is the payload of a helm task (see HelmSpec). Since v5.
-	Helm      *HelmSpec         `json:"helm,omitempty"`
+	Helm *HelmSpec `json:"helm,omitempty"`
+	// Verify is the payload of a verify task (see VerifySpec). Since v5.
 	Verify    *VerifySpec       `json:"verify,omitempty"`
 	Selectors []string          `json:"selectors,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
