@@ -1159,6 +1159,12 @@ type Deployment struct {
 	// Records and RollbackOf: see deployments.go.
 	Records    []DeployRecord `json:"records,omitempty"`
 	RollbackOf string         `json:"rollback_of,omitempty"`
+	// Reason says why it failed or was rolled back, when known (the
+	// metric a verification failed on). Verifications are what its
+	// verify steps saw and decided, in the order the steps ran; only a
+	// single deployment's answer carries them.
+	Reason        string                   `json:"reason,omitempty"`
+	Verifications []DeploymentVerification `json:"verifications,omitempty"`
 }
 
 // DeploymentList answers a deployment listing. Next, when not empty, is
