@@ -117,21 +117,8 @@ func (f *repeatFlag) Type() string       { return "string" }
 // connectorURLNote explains the --url clash of connector create.
 const connectorURLNote = "on connector create, --url is the connector's endpoint: set the manager URL with " + EnvURL
 
-func (a *app) connectorCreateCmd() *cobra.Command {
-	var (
-		out       outputFlags
-		urlFlag   repeatFlag
-		typ       string
-		selectors []string
-		caFile    string
-		tokenSec  string
-		user      string
-		passSec   string
-	)
-	cmd := &cobra.Command{
-		Use:   "create NAME --url URL [--selector S]... [--type T] [--ca-file F] [--token-secret SECRET | --username U --password-secret SECRET]",
-		Short: "Create a connector",
-		Long: `Create the connector NAME for the endpoint URL (http://… or https://…).
+// connectorCreateLong is the help of connector create.
+const connectorCreateLong = `Create the connector NAME for the endpoint URL (http://… or https://…).
 Tasks that use it run only on delegates with all its selectors (unless they
 set their own) that get an HTTP answer from URL. --type is a free
 label such as docker-registry or git, except kubernetes and prometheus:
@@ -160,7 +147,23 @@ whoever runs such a task needs secret:access on the secret, and the
 delegate masks it.
 
 Here --url is the connector's endpoint, so the manager's URL comes from
-` + EnvURL + ` only.`,
+` + EnvURL + ` only.`
+
+func (a *app) connectorCreateCmd() *cobra.Command {
+	var (
+		out       outputFlags
+		urlFlag   repeatFlag
+		typ       string
+		selectors []string
+		caFile    string
+		tokenSec  string
+		user      string
+		passSec   string
+	)
+	cmd := &cobra.Command{
+		Use:   "create NAME --url URL [--selector S]... [--type T] [--ca-file F] [--token-secret SECRET | --username U --password-secret SECRET]",
+		Short: "Create a connector",
+		Long:  connectorCreateLong,
 		Example: `  legate secret create K8S_EAST_TOKEN --from-file sa.token
   legate connector create k8s-east --url https://k8s-east.internal:6443 --type kubernetes \
       --ca-file ca.crt --token-secret K8S_EAST_TOKEN --selector east
