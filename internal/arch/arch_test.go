@@ -65,7 +65,7 @@ var layout = map[string][]string{
 	"internal/identity":        {"internal/access", "internal/api", "internal/atomicfile", "internal/cluster", "internal/protocol", "internal/store"},
 	"internal/pipeline/engine": {"internal/access", "internal/api", "internal/events", "internal/metrics", "internal/pipeline", "internal/protocol", "internal/store"},
 	// The web UI talks to the manager only through the API (client).
-	"internal/webui": {"internal/access", "internal/client", "internal/manifest", "internal/protocol"},
+	"internal/webui": {"internal/access", "internal/client", "internal/manifest", "internal/plot", "internal/protocol"},
 	// Clients of the manager's API.
 	"internal/client":   {"internal/backoff", "internal/protocol"},
 	"internal/executor": {"internal/kube", "internal/protocol"},

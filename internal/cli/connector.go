@@ -52,13 +52,13 @@ func (a *app) printConnectors(w io.Writer, out *outputFlags, conns []protocol.Co
 	wide := out.is(formatWide)
 	header := []string{"NAME", "URL", "TYPE", "SELECTORS", "LAST-SUCCESS"}
 	if wide {
-		header = append(header, "TOKEN-SECRET", "CA", "CREATED", "CREATED-AT")
+		header = append(header, "TOKEN-SECRET", "CA", "USERNAME", "PASSWORD-SECRET", "CREATED", "CREATED-AT")
 	}
 	t := newTable(w, header...)
 	for _, k := range conns {
 		row := []string{k.Name, k.URL, k.Type, strings.Join(k.Selectors, ","), k.LastSuccessDelegate}
 		if wide {
-			row = append(row, k.TokenSecret, caSummary(k.CAPEM), age(a.now(), k.CreatedAt), a.absTime(&k.CreatedAt))
+			row = append(row, k.TokenSecret, caSummary(k.CAPEM), k.Username, k.PasswordSecret, age(a.now(), k.CreatedAt), a.absTime(&k.CreatedAt))
 		}
 		t.row(row...)
 	}
@@ -117,22 +117,11 @@ func (f *repeatFlag) Type() string       { return "string" }
 // connectorURLNote explains the --url clash of connector create.
 const connectorURLNote = "on connector create, --url is the connector's endpoint: set the manager URL with " + EnvURL
 
-func (a *app) connectorCreateCmd() *cobra.Command {
-	var (
-		out       outputFlags
-		urlFlag   repeatFlag
-		typ       string
-		selectors []string
-		caFile    string
-		tokenSec  string
-	)
-	cmd := &cobra.Command{
-		Use:   "create NAME --url URL [--selector S]... [--type T] [--ca-file F --token-secret SECRET]",
-		Short: "Create a connector",
-		Long: `Create the connector NAME for the endpoint URL (http://… or https://…).
+// connectorCreateLong is the help of connector create.
+const connectorCreateLong = `Create the connector NAME for the endpoint URL (http://… or https://…).
 Tasks that use it run only on delegates with all its selectors (unless they
 set their own) that get an HTTP answer from URL. --type is a free
-label such as docker-registry or git, except kubernetes:
+label such as docker-registry or git, except kubernetes and prometheus:
 
 A kubernetes connector is a cluster that kubernetes tasks (and pipeline
 steps) that name it deploy to with its credentials instead of the
@@ -147,11 +136,40 @@ and the delegate masks it in the output. Such tasks need a delegate that
 reaches the API server over TCP; other task types cannot use the
 connector.
 
+A prometheus connector is a verification provider that verify tasks (and
+pipeline verify steps) that name it query: --url is the Prometheus
+server's base URL (http:// or https://, a path if it is served under
+one), --ca-file the PEM file of the CA that signs its certificate
+(optional), and either --token-secret, the stored secret that holds a
+bearer token, or --username and --password-secret, the stored secret that
+holds the basic auth password (or neither). As for a cluster's token,
+whoever runs such a task needs secret:access on the secret, and the
+delegate masks it.
+
 Here --url is the connector's endpoint, so the manager's URL comes from
-` + EnvURL + ` only.`,
+` + EnvURL + ` only.`
+
+func (a *app) connectorCreateCmd() *cobra.Command {
+	var (
+		out       outputFlags
+		urlFlag   repeatFlag
+		typ       string
+		selectors []string
+		caFile    string
+		tokenSec  string
+		user      string
+		passSec   string
+	)
+	cmd := &cobra.Command{
+		Use:   "create NAME --url URL [--selector S]... [--type T] [--ca-file F] [--token-secret SECRET | --username U --password-secret SECRET]",
+		Short: "Create a connector",
+		Long:  connectorCreateLong,
 		Example: `  legate secret create K8S_EAST_TOKEN --from-file sa.token
   legate connector create k8s-east --url https://k8s-east.internal:6443 --type kubernetes \
       --ca-file ca.crt --token-secret K8S_EAST_TOKEN --selector east
+  legate secret create PROM_PASSWORD --from-file prom.pass
+  legate connector create prom --url https://prometheus.internal:9090 --type prometheus \
+      --ca-file ca.crt --username reader --password-secret PROM_PASSWORD
   legate connector create vault --url https://vault.internal:8200 --selector prod,east`,
 		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
@@ -166,7 +184,8 @@ Here --url is the connector's endpoint, so the manager's URL comes from
 				return err
 			}
 			req := protocol.CreateConnectorRequest{Name: args[0], URL: rawURL, Type: strings.TrimSpace(typ),
-				Selectors: protocol.NormalizeSelectors(selectors), TokenSecret: strings.TrimSpace(tokenSec)}
+				Selectors: protocol.NormalizeSelectors(selectors), TokenSecret: strings.TrimSpace(tokenSec),
+				Username: strings.TrimSpace(user), PasswordSecret: strings.TrimSpace(passSec)}
 			if caFile != "" {
 				b, err := readBounded(caFile, protocol.MaxKubeCAPEMBytes)
 				if err != nil {
@@ -202,8 +221,13 @@ Here --url is the connector's endpoint, so the manager's URL comes from
 	fl.Var(&urlFlag, "url", "endpoint of the connector: an http:// or https:// URL (required; the manager URL comes from "+EnvURL+" here)")
 	fl.StringVar(&typ, "type", "", "kind of endpoint, e.g. kubernetes or git (a label)")
 	fl.StringSliceVar(&selectors, "selector", nil, "tasks that use the connector run only on delegates with this tag (repeatable)")
-	fl.StringVar(&caFile, "ca-file", "", "kubernetes: PEM file of the CA that signs the API server's certificate")
-	fl.StringVar(&tokenSec, "token-secret", "", "kubernetes: name of the stored secret that holds the bearer token")
+	fl.StringVar(&caFile, "ca-file", "", "kubernetes, prometheus: PEM file of the CA that signs the server's certificate")
+	fl.StringVar(&tokenSec, "token-secret", "", "kubernetes, prometheus: name of the stored secret that holds the bearer token")
+	fl.StringVar(&user, "username", "", "prometheus: basic auth user name (with --password-secret)")
+	fl.StringVar(&passSec, "password-secret", "", "prometheus: name of the stored secret that holds the basic auth password")
+	cmd.MarkFlagsMutuallyExclusive("token-secret", "username")
+	cmd.MarkFlagsMutuallyExclusive("token-secret", "password-secret")
+	cmd.MarkFlagsRequiredTogether("username", "password-secret")
 	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }
@@ -270,17 +294,26 @@ for a kubernetes connector also the stored secret that holds its token (never th
 			if out.structured() {
 				return out.print(cmd.OutOrStdout(), conn)
 			}
-			if err := a.printConnectors(cmd.OutOrStdout(), &out, []protocol.Connector{conn}); err != nil || out.is(formatName) || conn.TokenSecret == "" {
+			if err := a.printConnectors(cmd.OutOrStdout(), &out, []protocol.Connector{conn}); err != nil || out.is(formatName) ||
+				(conn.TokenSecret == "" && conn.Type != protocol.ProviderPrometheus) {
 				return err
 			}
-			// A Kubernetes cluster's credentials: where its token is (never
-			// the token) and whose CA it trusts.
+			// A cluster's or a provider's credentials: where its secrets
+			// are (never their values) and whose CA it trusts.
 			ca := caSummary(conn.CAPEM)
 			if ca == "" {
 				ca = "the delegate's system roots"
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "\nToken secret:  %s (a stored secret; legate secret get %s)\nCA:            %s\n",
-				escape(conn.TokenSecret), escape(conn.TokenSecret), escape(ca))
+			w := cmd.OutOrStdout()
+			fmt.Fprintln(w)
+			if conn.TokenSecret != "" {
+				fmt.Fprintf(w, "Token secret:  %s (a stored secret; legate secret get %s)\n", escape(conn.TokenSecret), escape(conn.TokenSecret))
+			}
+			if conn.PasswordSecret != "" {
+				fmt.Fprintf(w, "Username:      %s\nPassword:      secret %s (a stored secret; legate secret get %s)\n",
+					escape(conn.Username), escape(conn.PasswordSecret), escape(conn.PasswordSecret))
+			}
+			_, err = fmt.Fprintf(w, "CA:            %s\n", escape(ca))
 			return err
 		}),
 	}

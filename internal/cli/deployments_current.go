@@ -17,15 +17,20 @@ func (a *app) deploymentsGetCmd() *cobra.Command {
 	var out outputFlags
 	cmd := &cobra.Command{
 		Use:   "get ID",
-		Short: "Show one deployment: its status, who triggered it and what its deploy steps deployed",
+		Short: "Show one deployment: its status, who triggered it, what its deploy steps deployed and what its verifications saw",
 		Long: `Show one deployment (an ID from legate deployments list -o wide): its
 service, environment, version, status, pipeline run, who triggered it, the
 deployment it rolls back (when a rollback started it), and what its deploy
 steps recorded: the cluster and namespace, each workload with its images
 and revision, a Helm release with its chart, chart version and revision,
-and the revision a step rolled back to.`,
+and the revision a step rolled back to; and each verification its verify
+steps made: its verdict and reason, and per metric the threshold, the
+baseline's mean and the tolerance, the number of data points, their
+minimum, mean, maximum and last value, and the metric's verdict (-o json
+gives every data point).`,
 		Example: `  legate deployments get dp_hx7meyphaa2r2doz_1
-  legate deployments get dp_hx7meyphaa2r2doz_1 -o json | jq '.records[].workloads[].images'`,
+  legate deployments get dp_hx7meyphaa2r2doz_1 -o json | jq '.records[].workloads[].images'
+  legate deployments get dp_hx7meyphaa2r2doz_1 -o json | jq '.verifications[].metrics[].points'`,
 		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -52,6 +57,9 @@ func (a *app) deploymentDetail(w io.Writer, d protocol.Deployment) error {
 	t.row("Environment:", d.Environment)
 	t.row("Version:", d.Version)
 	t.row("Status:", d.Status)
+	if d.Reason != "" {
+		t.row("Reason:", d.Reason)
+	}
 	t.row("Triggered by:", d.TriggeredBy)
 	if d.RollbackOf != "" {
 		t.row("Rolls back:", "deployment "+d.RollbackOf)
@@ -66,10 +74,19 @@ func (a *app) deploymentDetail(w io.Writer, d protocol.Deployment) error {
 		return err
 	}
 	if len(d.Records) == 0 {
-		_, err := fmt.Fprintln(w, "\nNo deploy records: its steps reported none.")
+		if _, err := fmt.Fprintln(w, "\nNo deploy records: its steps reported none."); err != nil {
+			return err
+		}
+	}
+	if err := a.printRecords(w, d.Records); err != nil {
 		return err
 	}
-	for _, r := range d.Records {
+	return a.printVerifications(w, d.Verifications)
+}
+
+// printRecords writes what a deployment's deploy steps recorded.
+func (a *app) printRecords(w io.Writer, records []protocol.DeployRecord) error {
+	for _, r := range records {
 		fmt.Fprintln(w)
 		rt := newTable(w, "Record:", strings.TrimSpace(r.Type+" "+r.Strategy))
 		if r.Cluster != "" {

@@ -491,7 +491,8 @@ func (m *fakeManager) connectorRoutes(mux *http.ServeMux) {
 		if sel == nil {
 			sel = []string{}
 		}
-		c := protocol.Connector{Name: req.Name, URL: req.URL, Type: req.Type, Selectors: sel, CAPEM: req.CAPEM, TokenSecret: req.TokenSecret, CreatedAt: testNow}
+		c := protocol.Connector{Name: req.Name, URL: req.URL, Type: req.Type, Selectors: sel, CAPEM: req.CAPEM, TokenSecret: req.TokenSecret,
+			Username: req.Username, PasswordSecret: req.PasswordSecret, CreatedAt: testNow}
 		m.connectors = append(m.connectors, c)
 		writeJSON(w, 201, c)
 	})

@@ -98,6 +98,9 @@ type Store interface {
 type Scopes interface {
 	CheckScope(ctx context.Context, acct, org, project string) error
 	ResolveTask(ctx context.Context, acct string, spec *protocol.TaskSpec) error
+	// FillConnectorProvider gives a verify task the provider of the
+	// connector it names, before its payload is checked.
+	FillConnectorProvider(ctx context.Context, acct string, spec *protocol.TaskSpec) error
 }
 
 // Secrets is what the task path needs of stored secrets: the check of a
@@ -380,6 +383,9 @@ func (m *Service) markTokenRevoked(tokenID string) {
 // returns, and returns their bindings (engine.Tasks).
 func (m *Service) PrepareTask(ctx context.Context, acct string, spec *protocol.TaskSpec,
 	policy func(context.Context) (*access.Policy, error)) ([]store.SecretBinding, error) {
+	if err := m.scopes.FillConnectorProvider(ctx, acct, spec); err != nil {
+		return nil, err
+	}
 	if err := m.validateSpec(spec); err != nil {
 		return nil, err
 	}

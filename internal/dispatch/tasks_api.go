@@ -110,6 +110,10 @@ func (m *Service) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct 
 			"%s: set by the manager for the steps of a pipeline stage that share an empty_dir; a task cannot set it (leave it out)", f)
 		return
 	}
+	if err := m.scopes.FillConnectorProvider(r.Context(), acct, &spec); err != nil {
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
 	if err := m.validateSpec(&spec); err != nil {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return

@@ -41,6 +41,18 @@ type Chart struct {
 	Series []Series
 	// Width and Height in pixels; 0 means 720 × 400.
 	Width, Height int
+	// Lines are horizontal reference lines (a threshold), drawn across
+	// the plot with their name, and within the y axis.
+	Lines []Line
+	// ID, when set, prefixes the ids of the chart's title and description
+	// so that several charts can sit in one HTML page.
+	ID string
+}
+
+// Line is a horizontal reference line at Y.
+type Line struct {
+	Name string
+	Y    float64
 }
 
 // Limits of what a chart may hold: enough for any benchmark, small enough
@@ -98,8 +110,12 @@ func (c Chart) SVG() ([]byte, error) {
 	ypos := func(y float64) float64 { return top + ph - (y-ymin)/(ymax-ymin)*ph }
 
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-labelledby="t d" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
-	fmt.Fprintf(&b, "<title id=\"t\">%s</title>\n<desc id=\"d\">%s</desc>\n", esc(c.Title), esc(c.describe()))
+	tid, did := "t", "d"
+	if c.ID != "" {
+		tid, did = esc(c.ID)+"-t", esc(c.ID)+"-d"
+	}
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-labelledby="%s %s" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h, tid, did)
+	fmt.Fprintf(&b, "<title id=\"%s\">%s</title>\n<desc id=\"%s\">%s</desc>\n", tid, esc(c.Title), did, esc(c.describe()))
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", w, h)
 	fmt.Fprintf(&b, `<text x="%d" y="24" font-size="15" font-weight="bold" fill="#1a1a1a">%s</text>`+"\n", left, esc(c.Title))
 	// Grid and tick labels.
@@ -117,6 +133,13 @@ func (c Chart) SVG() ([]byte, error) {
 	fmt.Fprintf(&b, `<path d="M%d %dV%sH%s" fill="none" stroke="#333333"/>`+"\n", left, top, f(top+ph), f(left+pw))
 	fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="middle" fill="#1a1a1a">%s</text>`+"\n", f(left+pw/2), f(top+ph+36), esc(c.XLabel))
 	fmt.Fprintf(&b, `<text transform="translate(16 %s) rotate(-90)" text-anchor="middle" fill="#1a1a1a">%s</text>`+"\n", f(top+ph/2), esc(c.YLabel))
+	// Reference lines, under the series.
+	for _, l := range c.Lines {
+		y := ypos(l.Y)
+		fmt.Fprintf(&b, `<g class="refline" data-name="%s" data-y="%s"><line x1="%d" y1="%s" x2="%s" y2="%s" stroke="#B00020" stroke-width="1.5" stroke-dasharray="4 4"/>`,
+			esc(l.Name), esc(number(l.Y)), left, f(y), f(left+pw), f(y))
+		fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="end" fill="#B00020">%s</text></g>`+"\n", f(left+pw-4), f(y-4), esc(l.Name))
+	}
 	// Series: error bars, line, markers.
 	for i, s := range c.Series {
 		color, dash := palette[i%len(palette)], dashes[i%len(dashes)]
@@ -142,7 +165,14 @@ func (c Chart) SVG() ([]byte, error) {
 		}
 		b.WriteString("</g>\n")
 	}
-	// Legend, three to a row, under the x axis label.
+	c.legend(&b, left, top, pw, ph)
+	b.WriteString("</svg>\n")
+	return []byte(b.String()), nil
+}
+
+// legend writes the series' legend, three to a row, under the x axis
+// label of a plot area of pw × ph at left, top.
+func (c Chart) legend(b *strings.Builder, left int, top, pw, ph float64) {
 	for i, s := range c.Series {
 		x := float64(left) + float64(i%3)*pw/3
 		y := top + ph + 56 + float64(i/3)*20
@@ -151,12 +181,10 @@ func (c Chart) SVG() ([]byte, error) {
 		if dash != "" {
 			dashAttr = ` stroke-dasharray="` + dash + `"`
 		}
-		fmt.Fprintf(&b, `<g stroke="%s" fill="%s"><line x1="%s" y1="%s" x2="%s" y2="%s" stroke-width="2"%s/>%s</g>`+"\n",
+		fmt.Fprintf(b, `<g stroke="%s" fill="%s"><line x1="%s" y1="%s" x2="%s" y2="%s" stroke-width="2"%s/>%s</g>`+"\n",
 			color, color, f(x), f(y-4), f(x+28), f(y-4), dashAttr, marker(i, x+14, y-4))
-		fmt.Fprintf(&b, `<text x="%s" y="%s" fill="#1a1a1a">%s</text>`+"\n", f(x+34), f(y), esc(s.Name))
+		fmt.Fprintf(b, `<text x="%s" y="%s" fill="#1a1a1a">%s</text>`+"\n", f(x+34), f(y), esc(s.Name))
 	}
-	b.WriteString("</svg>\n")
-	return []byte(b.String()), nil
 }
 
 func (c Chart) check() error {
@@ -189,6 +217,14 @@ func (c Chart) check() error {
 	if n > MaxPoints {
 		return fmt.Errorf("%d points: at most %d", n, MaxPoints)
 	}
+	if len(c.Lines) > MaxSeries {
+		return fmt.Errorf("%d reference lines: at most %d", len(c.Lines), MaxSeries)
+	}
+	for _, l := range c.Lines {
+		if math.IsNaN(l.Y) || math.IsInf(l.Y, 0) || math.Abs(l.Y) > 1e15 || (l.Y != 0 && math.Abs(l.Y) < 1e-9) {
+			return fmt.Errorf("line %q: %v is not a number a chart can show", l.Name, l.Y)
+		}
+	}
 	return nil
 }
 
@@ -206,6 +242,9 @@ func (c Chart) bounds() (xlo, xhi, ylo, yhi float64) {
 			ylo, yhi = math.Min(ylo, lo), math.Max(yhi, hi)
 		}
 	}
+	for _, l := range c.Lines {
+		ylo, yhi = math.Min(ylo, l.Y), math.Max(yhi, l.Y)
+	}
 	return xlo, xhi, ylo, yhi
 }
 
@@ -222,6 +261,9 @@ func (c Chart) describe() string {
 			fmt.Fprintf(&b, " %s → %s", number(p.X), number(p.Y))
 		}
 		b.WriteString(".")
+	}
+	for _, l := range c.Lines {
+		fmt.Fprintf(&b, " %s at %s.", l.Name, number(l.Y))
 	}
 	return b.String()
 }

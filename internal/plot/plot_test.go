@@ -218,3 +218,32 @@ func FuzzSVG(f *testing.F) {
 		wellFormed(t, svg)
 	})
 }
+
+// TestChartDrawsReferenceLines: a line at y=150 above the data stretches
+// the y axis to hold it and is drawn across the plot area at its height,
+// with its name in the description; a chart with an ID gives its title
+// and description ids of their own; a line that is not a number is
+// refused.
+func TestChartDrawsReferenceLines(t *testing.T) {
+	c := Chart{Title: "t", XLabel: "x", YLabel: "y", ID: "m1", Lines: []Line{{Name: "threshold < 150", Y: 150}},
+		Series: []Series{{Name: "s", Points: []Point{{X: 0, Y: 0}, {X: 10, Y: 100}}}}}
+	svg, err := c.SVG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wellFormed(t, svg)
+	// y 0..150 over the plot's height (top 44, bottom 324): 150 is the top.
+	want := `<g class="refline" data-name="threshold &lt; 150" data-y="150"><line x1="72" y1="44" x2="696" y2="44"`
+	if !bytes.Contains(svg, []byte(want)) {
+		t.Errorf("no reference line %s in\n%s", want, svg)
+	}
+	for _, s := range []string{`aria-labelledby="m1-t m1-d"`, `<title id="m1-t">`, `<desc id="m1-d">`, "threshold &lt; 150 at 150."} {
+		if !bytes.Contains(svg, []byte(s)) {
+			t.Errorf("no %s in\n%s", s, svg)
+		}
+	}
+	c.Lines[0].Y = math.NaN()
+	if _, err := c.SVG(); err == nil {
+		t.Error("a line at NaN: no error")
+	}
+}

@@ -1041,6 +1041,12 @@ type Connector struct {
 	// them (its kubernetes connectors are labels).
 	CAPEM       string `json:"ca_pem,omitempty"`
 	TokenSecret string `json:"token_secret,omitempty"`
+	// Username and PasswordSecret are a verification provider's basic
+	// auth (Type ProviderPrometheus, whose TokenSecret is the stored
+	// secret of a bearer token instead): the user name and the name of
+	// the stored secret that holds the password.
+	Username       string `json:"username,omitempty"`
+	PasswordSecret string `json:"password_secret,omitempty"`
 	// LastSuccessDelegate is the delegate (name/hostname) that last
 	// succeeded for the connector; it is tried first.
 	LastSuccessDelegate string    `json:"last_success_delegate,omitempty"`
@@ -1059,9 +1065,13 @@ type CreateConnectorRequest struct {
 	Type      string   `json:"type,omitempty"`
 	Selectors []string `json:"selectors,omitempty"`
 	// CAPEM and TokenSecret: see Connector (required TokenSecret for
-	// Type ConnectorKubernetes, refused for other types).
-	CAPEM       string `json:"ca_pem,omitempty"`
-	TokenSecret string `json:"token_secret,omitempty"`
+	// Type ConnectorKubernetes, optional for ProviderPrometheus,
+	// refused for other types); Username and PasswordSecret: see
+	// Connector (ProviderPrometheus only, not with TokenSecret).
+	CAPEM          string `json:"ca_pem,omitempty"`
+	TokenSecret    string `json:"token_secret,omitempty"`
+	Username       string `json:"username,omitempty"`
+	PasswordSecret string `json:"password_secret,omitempty"`
 }
 
 // ---------------------------------------------------------------------------
@@ -1149,6 +1159,12 @@ type Deployment struct {
 	// Records and RollbackOf: see deployments.go.
 	Records    []DeployRecord `json:"records,omitempty"`
 	RollbackOf string         `json:"rollback_of,omitempty"`
+	// Reason says why it failed or was rolled back, when known (the
+	// metric a verification failed on). Verifications are what its
+	// verify steps saw and decided, in the order the steps ran; only a
+	// single deployment's answer carries them.
+	Reason        string                   `json:"reason,omitempty"`
+	Verifications []DeploymentVerification `json:"verifications,omitempty"`
 }
 
 // DeploymentList answers a deployment listing. Next, when not empty, is

@@ -21,10 +21,13 @@ import (
 // carry neither CA nor token secret.
 func checkKubeConnector(req *protocol.CreateConnectorRequest) error {
 	req.TokenSecret = strings.TrimSpace(req.TokenSecret)
+	if req.Type == protocol.ProviderPrometheus {
+		return nil // checkPromConnector
+	}
 	if req.Type != protocol.ConnectorKubernetes {
 		if req.CAPEM != "" || req.TokenSecret != "" {
-			return fmt.Errorf("a connector of type %q carries no CA and no token secret: only a connector of type %s does (its API server's CA and the stored secret with its token)",
-				req.Type, protocol.ConnectorKubernetes)
+			return fmt.Errorf("a connector of type %q carries no CA and no token secret: only a connector of type %s (its API server's CA and the stored secret with its token) or %s does",
+				req.Type, protocol.ConnectorKubernetes, protocol.ProviderPrometheus)
 		}
 		return nil
 	}
@@ -54,15 +57,15 @@ func checkCAPEM(s string) error {
 		b, rest = pem.Decode(rest)
 		if b == nil {
 			if strings.TrimSpace(string(rest)) != "" || (n == 0 && s != "") {
-				return errors.New("kubernetes connector CA: not PEM certificates: give the API server's CA certificate file (-----BEGIN CERTIFICATE----- blocks; the certificate-authority of a kubeconfig, or ca.crt of a ServiceAccount)")
+				return errors.New("connector CA: not PEM certificates: give the CA certificate file of the API server or provider (-----BEGIN CERTIFICATE----- blocks; the certificate-authority of a kubeconfig, or ca.crt of a ServiceAccount)")
 			}
 			return nil
 		}
 		if b.Type != "CERTIFICATE" {
-			return fmt.Errorf("kubernetes connector CA: holds a %q block: give certificates only (never a key)", b.Type)
+			return fmt.Errorf("connector CA: holds a %q block: give certificates only (never a key)", b.Type)
 		}
 		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
-			return fmt.Errorf("kubernetes connector CA: certificate %d: %w", n+1, err)
+			return fmt.Errorf("connector CA: certificate %d: %w", n+1, err)
 		}
 	}
 }
@@ -104,18 +107,23 @@ func applyKubeConnector(s *protocol.TaskSpec, c store.Connector) error {
 }
 
 // ApplyConnectorCluster puts into spec the cluster of the Kubernetes
-// connector it names, as ResolveTask does (nothing for another connector
-// or none): for the checks made before a pipeline runs, which must see
+// connector it names, or the provider of the prometheus connector, as
+// ResolveTask does (nothing for another connector or none): for the checks made before a pipeline runs, which must see
 // the secret that holds the connector's token.
 func (svc *Service) ApplyConnectorCluster(ctx context.Context, acct string, spec *protocol.TaskSpec) error {
 	if spec.Connector == "" {
 		return nil
 	}
 	c, err := svc.st.GetConnector(ctx, acct, spec.Connector)
-	if err != nil || !isKubeConnector(c) {
+	switch {
+	case err != nil:
 		return err
+	case isKubeConnector(c):
+		return applyKubeConnector(spec, c)
+	case isPromConnector(c):
+		return applyPromConnector(spec, c)
 	}
-	return applyKubeConnector(spec, c)
+	return nil
 }
 
 // checkOwnCluster refuses a cluster a task sets itself whose token is

@@ -147,6 +147,9 @@ func (svc *Service) ResolveTask(ctx context.Context, acct string, s *protocol.Ta
 	if err := checkOwnCluster(s); err != nil {
 		return err
 	}
+	if err := checkOwnProvider(s); err != nil {
+		return err
+	}
 	caps := append([]string{}, s.Capabilities...)
 	if s.Connector != "" {
 		c, err := svc.st.GetConnector(ctx, acct, s.Connector)
@@ -164,6 +167,11 @@ func (svc *Service) ResolveTask(ctx context.Context, acct string, s *protocol.Ta
 				return err
 			}
 			caps = append(caps, kubeCapability(c))
+		} else if isPromConnector(c) {
+			if err := applyPromConnector(s, c); err != nil {
+				return err
+			}
+			caps = append(caps, promCapability(c))
 		} else {
 			caps = append(caps, c.URL)
 		}
@@ -329,7 +337,7 @@ func (svc *Service) handleDeleteProject(w http.ResponseWriter, r *http.Request, 
 
 func (svc *Service) connectorView(ctx context.Context, c store.Connector) protocol.Connector {
 	v := protocol.Connector{Name: c.Name, URL: c.URL, Type: c.Type, Selectors: c.Selectors, CAPEM: c.CAPEM, TokenSecret: c.TokenSecret,
-		CreatedAt: c.CreatedAt.UTC()}
+		Username: c.Username, PasswordSecret: c.PasswordSecret, CreatedAt: c.CreatedAt.UTC()}
 	if v.Selectors == nil {
 		v.Selectors = []string{}
 	}
@@ -357,6 +365,7 @@ func (svc *Service) handleCreateConnector(w http.ResponseWriter, r *http.Request
 		protocol.CheckText("connector type", strings.TrimSpace(req.Type), protocol.MaxLabelLen),
 		protocol.CheckSelectors(protocol.NormalizeSelectors(req.Selectors)),
 		checkKubeConnector(&req),
+		checkPromConnector(&req),
 	} {
 		if err != nil {
 			api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
@@ -376,7 +385,8 @@ func (svc *Service) handleCreateConnector(w http.ResponseWriter, r *http.Request
 		return
 	}
 	c := store.Connector{AccountID: acct, Name: req.Name, URL: u.String(), Type: req.Type,
-		Selectors: protocol.NormalizeSelectors(req.Selectors), CAPEM: req.CAPEM, TokenSecret: req.TokenSecret, CreatedAt: svc.now()}
+		Selectors: protocol.NormalizeSelectors(req.Selectors), CAPEM: req.CAPEM, TokenSecret: req.TokenSecret,
+		Username: req.Username, PasswordSecret: req.PasswordSecret, CreatedAt: svc.now()}
 	if err := svc.st.CreateConnector(r.Context(), c); err != nil {
 		api.StoreError(w, err, "connector "+strconv.Quote(req.Name))
 		return

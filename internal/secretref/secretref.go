@@ -174,6 +174,12 @@ func fields(spec *protocol.TaskSpec) []field {
 		c := h.Cluster
 		out = append(out, field{"helm cluster token", func() string { return c.Token }, func(v string) { c.Token = v }})
 	}
+	if v := spec.Verify; v != nil && v.Provider != nil {
+		p := v.Provider
+		out = append(out,
+			field{"verify provider bearer_token", func() string { return p.BearerToken }, func(v string) { p.BearerToken = v }},
+			field{"verify provider password", func() string { return p.Password }, func(v string) { p.Password = v }})
+	}
 	return out
 }
 
@@ -222,7 +228,7 @@ func Stray(spec protocol.TaskSpec) error {
 	}
 	const around = 40
 	from, to := max(0, i-around), min(len(b), i+len(open)+around)
-	return fmt.Errorf("a stored secret cannot be referenced here: …%s… (references are resolved only in a shell or container script, a container command, env and secret_env values, an HTTP URL, header values and body, and a kubernetes cluster's token)",
+	return fmt.Errorf("a stored secret cannot be referenced here: …%s… (references are resolved only in a shell or container script, a container command, env and secret_env values, an HTTP URL, header values and body, a kubernetes cluster's token, and a verify provider's bearer token and password)",
 		string(b[from:to]))
 }
 
@@ -299,6 +305,14 @@ func cloneSpec(s protocol.TaskSpec) protocol.TaskSpec {
 			h.Cluster = &c
 		}
 		s.Helm = &h
+	}
+	if s.Verify != nil {
+		v := *s.Verify
+		if v.Provider != nil {
+			p := *v.Provider
+			v.Provider = &p
+		}
+		s.Verify = &v
 	}
 	s.Env = maps.Clone(s.Env)
 	s.SecretEnv = maps.Clone(s.SecretEnv)

@@ -20,7 +20,13 @@ func TestConnectors(t *testing.T) {
 		k8s := Connector{AccountID: "acc1", Name: "cluster", URL: "https://k8s.example.com:6443", Type: "kubernetes",
 			CreatedAt: at(time.Minute)}
 		other := Connector{AccountID: "acc2", Name: "github", URL: "https://other.example.com", CreatedAt: t0}
-		for _, c := range []Connector{gh, k8s, other} {
+		// A verification provider keeps its CA, the secret names of its
+		// bearer token or basic auth password, and the user name.
+		prom := Connector{AccountID: "acc2", Name: "prom", URL: "https://prom.example.com/prometheus", Type: protocol.ProviderPrometheus,
+			CAPEM: "-----BEGIN CERTIFICATE-----\n", Username: "reader", PasswordSecret: "prom-password", CreatedAt: t0}
+		promTok := Connector{AccountID: "acc2", Name: "prom-tok", URL: "http://127.0.0.1:9090", Type: protocol.ProviderPrometheus,
+			TokenSecret: "prom-token", CreatedAt: t0}
+		for _, c := range []Connector{gh, k8s, other, prom, promTok} {
 			if err := s.CreateConnector(ctx, c); err != nil {
 				t.Fatalf("CreateConnector(%s): %v", c.Name, err)
 			}
@@ -34,6 +40,12 @@ func TestConnectors(t *testing.T) {
 		got, err := s.GetConnector(ctx, "acc2", "github")
 		if diff := cmp.Diff(other, got); err != nil || diff != "" {
 			t.Errorf("GetConnector error %v (-want +got):\n%s", err, diff)
+		}
+		for _, want := range []Connector{prom, promTok} {
+			got, err := s.GetConnector(ctx, "acc2", want.Name)
+			if diff := cmp.Diff(want, got); err != nil || diff != "" {
+				t.Errorf("GetConnector(%s) error %v (-want +got):\n%s", want.Name, err, diff)
+			}
 		}
 		_, err = s.GetConnector(ctx, "acc1", "nope")
 		wantErr(t, "GetConnector unknown", err, ErrNotFound)

@@ -63,14 +63,22 @@ type Deployment struct {
 	// RollbackOf is the deployment this one rolls back ("" for none):
 	// its run was started by a rollback.
 	RollbackOf string
+	// Verifications is what its verify steps saw and decided: a JSON
+	// array of protocol.DeploymentVerification ("" for none), set when it
+	// ends. Reason says why it failed ("" when it did not or none is
+	// known), e.g. the metric a verification failed on.
+	Verifications string
+	Reason        string
 }
 
 // DeploymentEnd is how a deployment ends.
 type DeploymentEnd struct {
 	// Status is succeeded, failed, cancelled or rolled_back.
 	Status string
-	// Records: Deployment.Records.
-	Records string
+	// Records, Verifications and Reason: see Deployment.
+	Records       string
+	Verifications string
+	Reason        string
 }
 
 // DeploymentLimits are an account's limits: at most PerHour deployments
@@ -160,14 +168,16 @@ func (e *LimitError) Message(now time.Time) string {
 }
 
 const deploymentCols = `id, account_id, org, project, service, environment, version, pipeline, run_id, stage,
-	principal_kind, principal_name, status, started_at, finished_at, records, rollback_of`
+	principal_kind, principal_name, status, started_at, finished_at, records, rollback_of,
+	verifications, reason`
 
 func scanDeployment(r rowScanner) (Deployment, error) {
 	var d Deployment
 	var started int64
 	var finished sql.NullInt64
 	if err := r.Scan(&d.ID, &d.AccountID, &d.Org, &d.Project, &d.Service, &d.Environment, &d.Version, &d.Pipeline,
-		&d.RunID, &d.Stage, &d.PrincipalKind, &d.PrincipalName, &d.Status, &started, &finished, &d.Records, &d.RollbackOf); err != nil {
+		&d.RunID, &d.Stage, &d.PrincipalKind, &d.PrincipalName, &d.Status, &started, &finished, &d.Records, &d.RollbackOf,
+		&d.Verifications, &d.Reason); err != nil {
 		return Deployment{}, err
 	}
 	d.StartedAt, d.FinishedAt = fromMicros(started), fromNullMicros(finished)
@@ -299,7 +309,7 @@ func (s *Store) SetDeploymentLimits(ctx context.Context, acct string, perHour, p
 func (s *Store) BeginDeployment(ctx context.Context, d Deployment, defaults DeploymentLimits) (Deployment, error) {
 	d.Status = DeploymentRunning
 	d.StartedAt = fromMicros(micros(d.StartedAt))
-	d.FinishedAt, d.Records = nil, ""
+	d.FinishedAt, d.Records, d.Verifications, d.Reason = nil, "", "", ""
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		h := s.w(tx)
 		var id string
@@ -319,10 +329,10 @@ func (s *Store) BeginDeployment(ctx context.Context, d Deployment, defaults Depl
 				return &LimitError{Usage: w}
 			}
 		}
-		res, err := h.exec(ctx, `INSERT INTO deployments (`+deploymentCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		res, err := h.exec(ctx, `INSERT INTO deployments (`+deploymentCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING`,
 			d.ID, d.AccountID, d.Org, d.Project, d.Service, d.Environment, d.Version, d.Pipeline, d.RunID, d.Stage,
-			d.PrincipalKind, d.PrincipalName, d.Status, micros(d.StartedAt), nil, "", d.RollbackOf)
+			d.PrincipalKind, d.PrincipalName, d.Status, micros(d.StartedAt), nil, "", d.RollbackOf, "", "")
 		if err != nil {
 			return err
 		}
@@ -366,8 +376,9 @@ func (s *Store) EndDeployment(ctx context.Context, acct, id string, end Deployme
 		ended = false
 		if d.FinishedAt == nil {
 			d.Status, d.FinishedAt, d.Records = end.Status, timePtr(now), end.Records
-			if _, err := h.exec(ctx, `UPDATE deployments SET status = ?, finished_at = ?, records = ? WHERE id = ?`,
-				d.Status, micros(*d.FinishedAt), d.Records, d.ID); err != nil {
+			d.Verifications, d.Reason = end.Verifications, end.Reason
+			if _, err := h.exec(ctx, `UPDATE deployments SET status = ?, finished_at = ?, records = ?, verifications = ?, reason = ? WHERE id = ?`,
+				d.Status, micros(*d.FinishedAt), d.Records, d.Verifications, d.Reason, d.ID); err != nil {
 				return err
 			}
 			ended = true

@@ -133,11 +133,15 @@ func TestDeployments(t *testing.T) {
 
 		// End: once; a second end changes nothing.
 		end := t0.Add(5 * time.Minute)
-		d, ended, err := s.EndDeployment(ctx, "acc1", "d01", DeploymentEnd{Status: DeploymentSucceeded, Records: `[{"type":"kubernetes"}]`}, end)
+		// The verifications and the reason are kept with it.
+		verifs := `[{"step":"verify","verdict":"failed","reason":"error_rate: 0.2 is not < 0.01"}]`
+		d, ended, err := s.EndDeployment(ctx, "acc1", "d01", DeploymentEnd{Status: DeploymentRolledBack, Records: `[{"type":"kubernetes"}]`,
+			Verifications: verifs, Reason: "verification failed: error_rate"}, end)
 		if err != nil || !ended {
 			t.Fatalf("end: ended %v, %v", ended, err)
 		}
-		want.Status, want.FinishedAt, want.Records = DeploymentSucceeded, &end, `[{"type":"kubernetes"}]`
+		want.Status, want.FinishedAt, want.Records = DeploymentRolledBack, &end, `[{"type":"kubernetes"}]`
+		want.Verifications, want.Reason = verifs, "verification failed: error_rate"
 		if diff := cmp.Diff(want, d); diff != "" {
 			t.Errorf("EndDeployment (-want +got):\n%s", diff)
 		}

@@ -41,6 +41,12 @@ type Connector struct {
 	// token (the token itself is never stored here).
 	CAPEM       string
 	TokenSecret string
+	// Username and PasswordSecret are a verification provider's basic
+	// auth (protocol.ProviderPrometheus, whose TokenSecret names the
+	// secret of its bearer token instead): the name of the stored secret,
+	// never the password.
+	Username       string
+	PasswordSecret string
 	// LastSuccessInstance is the instance that last succeeded for it.
 	LastSuccessInstance string
 	CreatedAt           time.Time
@@ -233,8 +239,9 @@ func (s *Store) DeleteProject(ctx context.Context, accountID, org, name string) 
 
 // CreateConnector creates a connector; ErrConflict if the name is taken.
 func (s *Store) CreateConnector(ctx context.Context, c Connector) error {
-	err := s.insert(ctx, `INSERT INTO connectors (`+connectorCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		c.AccountID, c.Name, c.URL, c.Type, encodeStrings(c.Selectors), c.LastSuccessInstance, micros(c.CreatedAt), c.CAPEM, c.TokenSecret)
+	err := s.insert(ctx, `INSERT INTO connectors (`+connectorCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		c.AccountID, c.Name, c.URL, c.Type, encodeStrings(c.Selectors), c.LastSuccessInstance, micros(c.CreatedAt), c.CAPEM, c.TokenSecret,
+		c.Username, c.PasswordSecret)
 	if err != nil {
 		return fmt.Errorf("create connector %q: %w", c.Name, err)
 	}
@@ -447,13 +454,14 @@ func scanProject(r rowScanner) (Project, error) {
 	return p, nil
 }
 
-const connectorCols = `account_id, name, url, type, selectors, last_success_instance, created_at, ca_pem, token_secret`
+const connectorCols = `account_id, name, url, type, selectors, last_success_instance, created_at, ca_pem, token_secret, username, password_secret`
 
 func scanConnector(r rowScanner) (Connector, error) {
 	var c Connector
 	var selectors string
 	var created int64
-	if err := r.Scan(&c.AccountID, &c.Name, &c.URL, &c.Type, &selectors, &c.LastSuccessInstance, &created, &c.CAPEM, &c.TokenSecret); err != nil {
+	if err := r.Scan(&c.AccountID, &c.Name, &c.URL, &c.Type, &selectors, &c.LastSuccessInstance, &created, &c.CAPEM, &c.TokenSecret,
+		&c.Username, &c.PasswordSecret); err != nil {
 		return Connector{}, err
 	}
 	var err error

@@ -83,17 +83,19 @@ type deploymentView struct {
 	protocol.Deployment
 	Scope    string
 	Duration string
+	// Verifs are its verifications, each metric with its chart.
+	Verifs []verificationView
 }
 
-// handleDeployment shows one deployment: who deployed what, and the
-// records of its deploy steps.
+// handleDeployment shows one deployment: who deployed what, the records
+// of its deploy steps, and what its verifications saw (a chart a metric).
 func (u *UI) handleDeployment(w http.ResponseWriter, r *http.Request, s *user) {
 	d, err := s.api.GetDeployment(r.Context(), r.PathValue("id"))
 	if err != nil {
 		u.apiError(w, r, s, err)
 		return
 	}
-	v := deploymentView{Deployment: d, Scope: protocol.ScopeLabel(d.Org, d.Project)}
+	v := deploymentView{Deployment: d, Scope: protocol.ScopeLabel(d.Org, d.Project), Verifs: verificationViews(d.Verifications)}
 	if d.FinishedAt != nil {
 		v.Duration = took(d.FinishedAt.Sub(d.StartedAt))
 	}

@@ -116,7 +116,8 @@ func deploymentView(d store.Deployment) protocol.Deployment {
 	}
 	return protocol.Deployment{ID: d.ID, Org: d.Org, Project: d.Project, Service: d.Service, Environment: d.Environment,
 		Version: d.Version, Pipeline: d.Pipeline, RunID: d.RunID, Stage: d.Stage, TriggeredBy: by, Status: d.Status,
-		StartedAt: d.StartedAt, FinishedAt: d.FinishedAt, Records: viewRecords(d.Records), RollbackOf: d.RollbackOf}
+		StartedAt: d.StartedAt, FinishedAt: d.FinishedAt, Records: viewRecords(d.Records), RollbackOf: d.RollbackOf,
+		Reason: d.Reason}
 }
 
 // A page cursor is the last deployment of the previous page:

@@ -34,7 +34,22 @@ func (svc *Service) handleGetDeployment(w http.ResponseWriter, r *http.Request, 
 		api.StoreError(w, err, "deployment "+r.PathValue("id"))
 		return
 	}
-	api.WriteJSON(w, http.StatusOK, deploymentView(d))
+	v := deploymentView(d)
+	v.Verifications = viewVerifications(d.Verifications)
+	api.WriteJSON(w, http.StatusOK, v)
+}
+
+// viewVerifications decodes a deployment's verifications (none when they
+// do not decode: they were checked when kept).
+func viewVerifications(s string) []protocol.DeploymentVerification {
+	if s == "" {
+		return nil
+	}
+	var out []protocol.DeploymentVerification
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		return nil
+	}
+	return out
 }
 
 // viewRecords decodes a deployment's records (none when they do not

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"strings"
 
 	"github.com/legate-dev/legate/internal/pipeline"
 	"github.com/legate-dev/legate/internal/protocol"
@@ -20,7 +21,9 @@ import (
 //     rollback script writing it to $LEGATE_OUTPUT);
 //   - else a deploy step that failed, that never ran because a step
 //     failed (in this stage or an earlier one), or any step that reports
-//     deploy_status=failed (a verification), makes it failed;
+//     deploy_status=failed (a verification), or a verify step that
+//     failed or reported a verification that did not pass, makes it
+//     failed;
 //   - else a deploy step that was cancelled or never ran because the run
 //     was cancelled makes it cancelled;
 //   - else it succeeded.
@@ -86,6 +89,7 @@ func stageOutcome(run store.Run, st *pipeline.Stage) (status string, decided boo
 			failed = failed || r.Status != protocol.StatusCancelled
 		}
 	}
+	failed = failed || verifyFailed(rows, st)
 	for name := range deployStepNames(st) {
 		r, ok := rows[name]
 		switch {
@@ -146,6 +150,109 @@ func stageRecords(run store.Run, st *pipeline.Stage) (string, []badRecord) {
 	return string(b), bad
 }
 
+// verifyFailed reports whether a verify step of the stage failed (with
+// or without a record: a provider it could not reach fails it too) or a
+// step reported a verification that did not pass.
+func verifyFailed(rows map[string]store.RunStep, st *pipeline.Stage) bool {
+	for _, it := range st.Items {
+		for _, s := range it.Steps {
+			r, ok := rows[s.Name]
+			if ok && s.Type == protocol.TaskVerify && stepStatus(r.Status) == pipeline.StepFailed && r.Status != protocol.StatusCancelled {
+				return true
+			}
+		}
+	}
+	for _, r := range rows {
+		if v, ok := r.Outputs[protocol.OutputVerifyRecord]; ok {
+			if rec, err := protocol.ParseVerifyRecord(v); err == nil && rec.Verdict != protocol.VerifyPassed {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// stageVerifications returns the verifications the steps of stage st
+// reported, in the order the steps ran (the latest
+// MaxDeploymentVerifications), as the JSON array a deployment keeps (""
+// for none), the reason of the first that did not pass ("" when all
+// passed), and those that do not parse (left out).
+func stageVerifications(run store.Run, st *pipeline.Stage) (string, string, []badRecord) {
+	var vs []protocol.DeploymentVerification
+	var bad []badRecord
+	reason := ""
+	for _, s := range run.Steps {
+		v, ok := s.Outputs[protocol.OutputVerifyRecord]
+		if s.Stage != st.Name || !ok {
+			continue
+		}
+		r, err := protocol.ParseVerifyRecord(v)
+		if err != nil {
+			bad = append(bad, badRecord{step: s.Stage + "." + s.Step, err: err})
+			continue
+		}
+		if reason == "" && r.Verdict != protocol.VerifyPassed {
+			reason = verificationReason(s.Step, r)
+		}
+		vs = append(vs, protocol.DeploymentVerification{Step: s.Step, VerifyRecord: r})
+	}
+	if len(vs) > protocol.MaxDeploymentVerifications {
+		vs = vs[len(vs)-protocol.MaxDeploymentVerifications:]
+	}
+	if len(vs) == 0 {
+		return "", reason, bad
+	}
+	b, err := json.Marshal(vs)
+	if err != nil { // cannot happen: the records came from JSON
+		return "", reason, append(bad, badRecord{step: st.Name, err: err})
+	}
+	return string(b), reason, bad
+}
+
+// verificationReason is the reason of a deployment whose verification r
+// by step did not pass: the record's reason, or else the metrics that did
+// not pass.
+func verificationReason(step string, r protocol.VerifyRecord) string {
+	why := r.Reason
+	if why == "" {
+		var names []string
+		for _, m := range r.Metrics {
+			if m.Verdict != protocol.VerifyPassed {
+				names = append(names, m.Name+" "+m.Verdict)
+			}
+		}
+		why = strings.Join(names, ", ")
+	}
+	out := "verification " + step + " " + r.Verdict
+	if why != "" {
+		out += ": " + why
+	}
+	if len(out) > protocol.MaxDeploymentReasonBytes {
+		out = strings.ToValidUTF8(out[:protocol.MaxDeploymentReasonBytes-len("…")], "") + "…"
+	}
+	return out
+}
+
+// stageFailedStep is the reason of a failed deployment none of whose
+// verifications failed: the first step of the stage that failed, with
+// its error ("" when none did).
+func stageFailedStep(run store.Run, st *pipeline.Stage) string {
+	for _, s := range run.Steps {
+		if s.Stage != st.Name || stepStatus(s.Status) != pipeline.StepFailed || s.Status == protocol.StatusCancelled {
+			continue
+		}
+		out := "step " + s.Step + " " + s.Status
+		if s.Error != "" {
+			out += ": " + s.Error
+		}
+		if len(out) > protocol.MaxDeploymentReasonBytes {
+			out = strings.ToValidUTF8(out[:protocol.MaxDeploymentReasonBytes-len("…")], "") + "…"
+		}
+		return out
+	}
+	return ""
+}
+
 // endStage ends the deployment of stage number i of run with its status
 // and records, once its status is decided. A record that does not parse
 // is logged, once, when the deployment ends, and left out: it never
@@ -157,13 +264,24 @@ func (svc *Service) endStage(ctx context.Context, run store.Run, p *pipeline.Pip
 		return nil
 	}
 	records, bad := stageRecords(run, st)
-	_, ended, err := svc.st.EndDeployment(ctx, run.AccountID, deploymentID(run.ID, i), store.DeploymentEnd{Status: status, Records: records}, svc.now())
+	verifs, reason, badVerifs := stageVerifications(run, st)
+	switch {
+	case status == protocol.DeploymentSucceeded || status == protocol.DeploymentCancelled:
+		reason = ""
+	case reason == "":
+		reason = stageFailedStep(run, st)
+	}
+	_, ended, err := svc.st.EndDeployment(ctx, run.AccountID, deploymentID(run.ID, i),
+		store.DeploymentEnd{Status: status, Records: records, Verifications: verifs, Reason: reason}, svc.now())
 	if err != nil {
 		return err
 	}
 	if ended {
 		for _, b := range bad {
 			svc.log.Warn("deploy record ignored", "run", run.ID, "step", b.step, "err", b.err)
+		}
+		for _, b := range badVerifs {
+			svc.log.Warn("verify record ignored", "run", run.ID, "step", b.step, "err", b.err)
 		}
 	}
 	return nil

@@ -80,6 +80,26 @@ func TestStageOutcome(t *testing.T) {
 	}
 }
 
+// TestStageOutcomeOfVerification: a verify step of the stage that
+// failed (even with no record: its provider was unreachable) fails the
+// deployment, though its deploy step succeeded; a cancelled one does not.
+func TestStageOutcomeOfVerification(t *testing.T) {
+	stage := &pipeline.Stage{Name: "deploy", Items: []pipeline.Item{
+		{Steps: []pipeline.Step{{Name: "web", Type: protocol.TaskKubernetes}}},
+		{Steps: []pipeline.Step{{Name: "verify", Type: protocol.TaskVerify}}},
+	}}
+	for _, c := range []struct{ status, want string }{
+		{protocol.StatusFailed, protocol.DeploymentFailed},
+		{protocol.StatusSucceeded, protocol.DeploymentSucceeded},
+	} {
+		run := store.Run{Status: store.RunFailed, Steps: []store.RunStep{
+			{Stage: "deploy", Step: "web", Status: protocol.StatusSucceeded}, {Stage: "deploy", Step: "verify", Status: c.status}}}
+		if got, _ := stageOutcome(run, stage); got != c.want {
+			t.Errorf("verify step %s: %q, want %q", c.status, got, c.want)
+		}
+	}
+}
+
 // TestStageRecords: the records of a stage's steps in the order they ran,
 // a bad one left out and reported.
 func TestStageRecords(t *testing.T) {
