@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/protocol"
 )
@@ -169,5 +171,21 @@ func TestPrometheusConnectorGivesVerifyTasksTheProvider(t *testing.T) {
 	if _, err := tm.m.dispatch.PrepareTask(ctx, tm.admin.AccountID, &step, policy(access.KindUser, "rita", "runner")); err == nil ||
 		!strings.Contains(err.Error(), "secret:access") {
 		t.Errorf("a pipeline step's verify task for who lacks secret:access: %v, want a refusal naming secret:access", err)
+	}
+
+	// A pipeline's verify step that names the connector, end to end from
+	// its YAML: its task gets the provider with the secret's reference.
+	tm.applyPipeline(t, "name: check\nstages:\n  - name: s\n    steps:\n      - name: v\n        connector: prom-basic\n        verify:\n          duration: 1m\n          interval: 10s\n          metrics:\n            - {name: error_rate, query: 'sum(rate(errors_total[1m]))', threshold: '< 0.01'}\n")
+	var run protocol.Run
+	if err := json.Unmarshal([]byte(tm.mustAPI(t, admin, "POST", protocol.PathPipelines+"/check/runs", `{}`, 201)), &run); err != nil {
+		t.Fatal(err)
+	}
+
+	var stepTask protocol.Task // fresh: decoding into a used one keeps what the JSON leaves out
+	if err := json.Unmarshal([]byte(tm.mustAPI(t, admin, "GET", protocol.PathTasks+"/"+run.Steps[0].TaskID, "", 200)), &stepTask); err != nil {
+		t.Fatal(err)
+	}
+	if task := stepTask; task.Verify == nil || task.Verify.Provider == nil || *task.Verify.Provider != wantBasic {
+		t.Errorf("the pipeline verify step's task's provider (connector %q): %s", task.Connector, cmp.Diff(&wantBasic, task.Verify.Provider))
 	}
 }
