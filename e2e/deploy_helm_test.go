@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,21 +68,7 @@ func TestHelmStepOnARealCluster(t *testing.T) {
 		}
 		c.mustCLI("pipeline", "apply", "-f", file)
 	}
-	image := func() string {
-		var d struct {
-			Spec struct {
-				Template struct {
-					Spec struct {
-						Containers []struct {
-							Image string `json:"image"`
-						} `json:"containers"`
-					} `json:"spec"`
-				} `json:"template"`
-			} `json:"spec"`
-		}
-		k.Do(t, http.MethodGet, "/apis/apps/v1/namespaces/"+ns+"/deployments/web", nil, &d)
-		return d.Spec.Template.Spec.Containers[0].Image
-	}
+	image := func() string { return k.Image(t, ns, "deployments/web") }
 
 	for _, v := range []struct{ image, version string }{{"web:1", "0.1.0"}, {"web:2", "0.2.0"}} {
 		r := c.cli("pipeline", "run", "ship-helm", "--input", "namespace="+ns, "--input", "image="+v.image, "--input", "version="+v.version)

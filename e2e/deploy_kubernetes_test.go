@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,21 +66,7 @@ func TestKubernetesStepOnARealCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.mustCLI("pipeline", "apply", "-f", file)
-	image := func() string {
-		var d struct {
-			Spec struct {
-				Template struct {
-					Spec struct {
-						Containers []struct {
-							Image string `json:"image"`
-						} `json:"containers"`
-					} `json:"spec"`
-				} `json:"template"`
-			} `json:"spec"`
-		}
-		k.Do(t, http.MethodGet, "/apis/apps/v1/namespaces/"+ns+"/deployments/web", nil, &d)
-		return d.Spec.Template.Spec.Containers[0].Image
-	}
+	image := func() string { return k.Image(t, ns, "deployments/web") }
 
 	for _, img := range []string{"web:1", "web:2"} {
 		r := c.cli("pipeline", "run", "ship-k8s", "--input", "namespace="+ns, "--input", "image="+img)
@@ -176,25 +161,11 @@ func TestKubernetesCanaryOnARealCluster(t *testing.T) {
 	}
 	c.mustCLI("pipeline", "apply", "-f", file)
 	deployment := func(name string) (image string, found bool) {
-		code, body, err := k.Request(t.Context(), "", http.MethodGet, "/apis/apps/v1/namespaces/"+ns+"/deployments/"+name, "", nil)
-		if err != nil || code == http.StatusNotFound {
+		images, found := k.Images(t, ns, "deployments/"+name)
+		if !found || len(images) == 0 {
 			return "", false
 		}
-		var d struct {
-			Spec struct {
-				Template struct {
-					Spec struct {
-						Containers []struct {
-							Image string `json:"image"`
-						} `json:"containers"`
-					} `json:"spec"`
-				} `json:"template"`
-			} `json:"spec"`
-		}
-		if err := json.Unmarshal(body, &d); err != nil {
-			t.Fatal(err)
-		}
-		return d.Spec.Template.Spec.Containers[0].Image, true
+		return images[0], true
 	}
 	lastRun := func() protocol.Run {
 		var runs protocol.RunList

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -211,21 +210,7 @@ func TestDeploymentRollbackOnARealCluster(t *testing.T) {
 	c := startCluster(t)
 	c.delegate("k8s", "k8s-rollback", append(c.seed004Env(c.token("k8s"), "k8s", "k8s"), "KUBECONFIG="+cr.Kubeconfig)...)
 	c.applyPipeline(kubeVersionPipeline)
-	image := func() string {
-		var d struct {
-			Spec struct {
-				Template struct {
-					Spec struct {
-						Containers []struct {
-							Image string `json:"image"`
-						} `json:"containers"`
-					} `json:"spec"`
-				} `json:"template"`
-			} `json:"spec"`
-		}
-		k.Do(t, http.MethodGet, "/apis/apps/v1/namespaces/"+ns+"/deployments/web", nil, &d)
-		return d.Spec.Template.Spec.Containers[0].Image
-	}
+	image := func() string { return k.Image(t, ns, "deployments/web") }
 	for _, v := range []string{"1", "2"} {
 		c.mustCLI("pipeline", "run", "ship-web", "--input", "namespace="+ns, "--input", "version="+v)
 	}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -79,20 +78,8 @@ func TestKubernetesConnectorOnARealCluster(t *testing.T) {
 		!strings.Contains(logs, "deployment/web: rolled out") {
 		t.Fatalf("the deploy through the connector: %+v\n%s", tk, logs)
 	}
-	var d struct {
-		Spec struct {
-			Template struct {
-				Spec struct {
-					Containers []struct {
-						Image string `json:"image"`
-					} `json:"containers"`
-				} `json:"spec"`
-			} `json:"template"`
-		} `json:"spec"`
-	}
-	k.Do(t, http.MethodGet, "/apis/apps/v1/namespaces/"+ns+"/deployments/web", nil, &d)
-	if len(d.Spec.Template.Spec.Containers) != 1 || d.Spec.Template.Spec.Containers[0].Image != "web:1" {
-		t.Fatalf("the cluster's Deployment: %+v", d)
+	if images, _ := k.Images(t, ns, "deployments/web"); len(images) != 1 || images[0] != "web:1" {
+		t.Fatalf("the cluster's Deployment's images: %v", images)
 	}
 	for what, text := range map[string]string{
 		"output": logs, "task get": c.mustCLI("task", "get", id, "-o", "json"), "task list": c.mustCLI("task", "list", "-o", "json"),

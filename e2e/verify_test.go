@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,25 +90,11 @@ func TestVerifyStepRollsBackOnARealCluster(t *testing.T) {
 	}
 	c.mustCLI("pipeline", "apply", "-f", file)
 	deployment := func(name string) (image string, found bool) {
-		code, body, err := k.Request(t.Context(), "", http.MethodGet, "/apis/apps/v1/namespaces/"+ns+"/deployments/"+name, "", nil)
-		if err != nil || code == http.StatusNotFound {
+		images, found := k.Images(t, ns, "deployments/"+name)
+		if !found || len(images) == 0 {
 			return "", false
 		}
-		var d struct {
-			Spec struct {
-				Template struct {
-					Spec struct {
-						Containers []struct {
-							Image string `json:"image"`
-						} `json:"containers"`
-					} `json:"spec"`
-				} `json:"template"`
-			} `json:"spec"`
-		}
-		if err := json.Unmarshal(body, &d); err != nil {
-			t.Fatal(err)
-		}
-		return d.Spec.Template.Spec.Containers[0].Image, true
+		return images[0], true
 	}
 	lastRun := func() protocol.Run {
 		var runs protocol.RunList

@@ -236,6 +236,43 @@ func (c *Cluster) Do(tb testing.TB, method, path string, in, out any, okAlso ...
 	return code
 }
 
+// Images returns the images of the containers of a workload's pod
+// template, in order: resource is "deployments/NAME", "statefulsets/NAME"
+// or "daemonsets/NAME" in namespace; found is false when it does not
+// exist.
+func (c *Cluster) Images(tb testing.TB, namespace, resource string) (images []string, found bool) {
+	tb.Helper()
+	var w struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Image string `json:"image"`
+					} `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if c.Do(tb, http.MethodGet, "/apis/apps/v1/namespaces/"+namespace+"/"+resource, nil, &w, http.StatusNotFound) == http.StatusNotFound {
+		return nil, false
+	}
+	for _, ct := range w.Spec.Template.Spec.Containers {
+		images = append(images, ct.Image)
+	}
+	return images, true
+}
+
+// Image is the image of the first container of a workload (see Images)
+// that must exist.
+func (c *Cluster) Image(tb testing.TB, namespace, resource string) string {
+	tb.Helper()
+	images, found := c.Images(tb, namespace, resource)
+	if !found || len(images) == 0 {
+		tb.Fatalf("%s in namespace %s: not there, or without containers", resource, namespace)
+	}
+	return images[0]
+}
+
 // KubectlCommand is the cluster's kubectl with that kubeconfig ("" = the
 // admin's) and arguments, to run as the caller likes.
 func (c *Cluster) KubectlCommand(kubeconfig string, args ...string) *exec.Cmd {
