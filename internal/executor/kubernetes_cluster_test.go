@@ -61,23 +61,7 @@ func TestKubernetesTaskOnACluster(t *testing.T) {
 	if diff := cmp.Diff(wantRec, outputRecord(t, o)); diff != "" {
 		t.Fatalf("the rollback's record (-want +got):\n%s", diff)
 	}
-	var d struct {
-		Spec struct {
-			Template struct {
-				Spec struct {
-					Containers []struct {
-						Image string `json:"image"`
-					} `json:"containers"`
-				} `json:"spec"`
-			} `json:"template"`
-		} `json:"spec"`
-		Status struct {
-			AvailableReplicas int `json:"availableReplicas"`
-			UpdatedReplicas   int `json:"updatedReplicas"`
-		} `json:"status"`
-	}
-	k.Do(t, http.MethodGet, "/apis/apps/v1/namespaces/"+ns+"/deployments/api", nil, &d)
-	if d.Spec.Template.Spec.Containers[0].Image != "api:1" || d.Status.AvailableReplicas != 2 || d.Status.UpdatedReplicas != 2 {
+	if d := deploymentOf(t, k, ns, "api"); d.image != "api:1" || d.available != 2 || d.updated != 2 {
 		t.Fatalf("the cluster's Deployment after the rollback: %+v", d)
 	}
 
