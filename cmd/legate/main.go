@@ -21,6 +21,9 @@ var version = ""
 // manager reports and delegates register with.
 func buildVersion() string { return buildinfo.Read(version).Version }
 
+// watcherSlotEnv is set by legate watcher for the delegates it starts.
+const watcherSlotEnv = "LEGATE_WATCHER_SLOT"
+
 // stopper turns signals into a graceful stop (first SIGINT/SIGTERM cancels
 // the context) and a forced stop (the second closes Force).
 type stopper struct {
@@ -38,7 +41,20 @@ func main() {
 	ctx, cancel := context.WithCancel(context.Background())
 	force := make(chan struct{})
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGTERM)
+	if os.Getenv(watcherSlotEnv) == "" {
+		signal.Notify(sigs, syscall.SIGINT)
+	} else {
+		// A delegate under legate watcher: Ctrl-C in a terminal reaches
+		// the whole process group, and the watcher decides (its first
+		// signal drains, its second cancels) and tells its delegate with
+		// SIGTERM. Had the delegate taken the terminal's SIGINT too, the
+		// watcher's SIGTERM would have been its second stop request and
+		// cancelled its tasks at the first Ctrl-C. Caught and dropped,
+		// not ignored: an ignored signal would stay ignored in the
+		// processes of the tasks it starts.
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGINT)
+	}
 	go func() {
 		<-sigs
 		cancel()

@@ -57,7 +57,8 @@ again until the manager wants another.
   DELEGATE_HTTP_PORT          the health port: the running delegate has it,
                               a new version beside it the next port
 
-SIGTERM or Ctrl-C stops the watcher: its delegate drains first.`
+SIGTERM or Ctrl-C stops the watcher: its delegate drains first (no new
+tasks; running tasks finish); a second SIGTERM or Ctrl-C cancels them.`
 
 type watcherFlags struct {
 	dir            string
@@ -66,7 +67,7 @@ type watcherFlags struct {
 	logLevel       string
 }
 
-func newWatcherCmd(su *startup) *cobra.Command {
+func newWatcherCmd(st *stopper, su *startup) *cobra.Command {
 	var f watcherFlags
 	cmd := &cobra.Command{
 		Use:   "watcher",
@@ -76,7 +77,7 @@ func newWatcherCmd(su *startup) *cobra.Command {
     DELEGATE_NAME=build LEGATE_UPGRADE_PUBLIC_KEY=/etc/legate/release.pub \
     legate watcher --dir /var/lib/legate-delegate`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runWatcher(cmd, &f, su) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runWatcher(cmd, &f, st, su) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dir, "dir", "", "the watcher's directory: versions/, work/VERSION (the delegates' working directories) (default: current directory)")
@@ -86,7 +87,7 @@ func newWatcherCmd(su *startup) *cobra.Command {
 	return cmd
 }
 
-func runWatcher(cmd *cobra.Command, f *watcherFlags, su *startup) error {
+func runWatcher(cmd *cobra.Command, f *watcherFlags, st *stopper, su *startup) error {
 	exposed := su.guard("")
 	cfg, err := config.ReadEnv(su.lookupEnv)
 	if err != nil {
@@ -141,7 +142,7 @@ func runWatcher(cmd *cobra.Command, f *watcherFlags, su *startup) error {
 		Binary: self, Version: buildVersion(), Dir: dir, Env: su.environ(),
 		AccountID: cfg.AccountID, Token: cfg.Token, Name: cfg.Name, Hostname: hostname,
 		Manager: watcher.Failover(managers...), PublicKey: key, AutoUpgrade: cfg.AutoUpgrade, HTTPPort: cfg.HTTPPort,
-		ConnectTimeout: f.connectTimeout, PollInterval: f.pollInterval, Logger: log,
+		ConnectTimeout: f.connectTimeout, PollInterval: f.pollInterval, Force: st.Force, Logger: log,
 	})
 	if err != nil {
 		return err

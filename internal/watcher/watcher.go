@@ -82,6 +82,10 @@ type Options struct {
 	SwitchPoll time.Duration
 	// MaxBinarySize bounds a download; 0 = 512 MiB.
 	MaxBinarySize int64
+	// Force is closed at the watcher's second stop request (a second
+	// Ctrl-C or SIGTERM): the delegates, draining since the first, are
+	// told again (SIGTERM), which cancels their running tasks. nil: never.
+	Force <-chan struct{}
 	// Logger; nil = slog.Default().
 	Logger *slog.Logger
 	// Stdout and Stderr receive the delegates' output; nil = os.Stdout
@@ -265,12 +269,25 @@ type supervisor struct {
 }
 
 // stopAll sends SIGTERM to every delegate (each drains) and waits for
-// their exits.
+// their exits; at the second stop request (Options.Force) it sends each
+// one left a second SIGTERM, which cancels its running tasks.
 func (r *supervisor) stopAll() {
-	for _, c := range append(r.retiring, r.cur) {
+	all := append(r.retiring, r.cur)
+	for _, c := range all {
 		c.signal(syscall.SIGTERM)
 	}
-	for _, c := range append(r.retiring, r.cur) {
+	force := r.opts.Force
+	for _, c := range all {
+		select {
+		case <-c.done:
+			continue
+		case <-force:
+			force = nil
+			r.log.Warn("second stop request: the delegates cancel their running tasks")
+			for _, c := range all {
+				c.signal(syscall.SIGTERM)
+			}
+		}
 		<-c.done
 	}
 }
