@@ -61,6 +61,38 @@ func TestE2EInitScriptFailure(t *testing.T) {
 	}
 }
 
+// INIT, seed 001's name for INIT_SCRIPT, runs the same way; both set to
+// different scripts stop the delegate at start with a message naming both.
+func TestE2EInitAlias(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	tok := c.token("init")
+	env := replaceEnv(c.seed004Env(tok, "init-alias", "linux"), "INIT", "echo installing; echo alias > init.txt")
+	p := c.delegate("init-alias", "init-alias-host", env...)
+	task, r := c.runJSON("--selector", "init-alias", "--script", "cat ../../init.txt")
+	if task.Status != protocol.StatusSucceeded {
+		t.Fatalf("task %+v\nstderr %s", task, r.stderr)
+	}
+	if out := c.mustCLI("task", "logs", task.ID); out != "alias\n" {
+		t.Errorf("task output %q, want the file INIT wrote", out)
+	}
+	if log := p.out.String(); !strings.Contains(log, `msg=INIT_SCRIPT line=installing`) {
+		t.Errorf("INIT's output is not in the delegate's log:\n%s", log)
+	}
+
+	both := replaceEnv(replaceEnv(c.seed004Env(tok, "init-both", ""), "INIT_SCRIPT", "echo a > a.txt"), "INIT", "echo b > b.txt")
+	q := start(t, "delegate init-both", append(both, "DELEGATE_HOSTNAME=init-both-host"), "delegate")
+	if code := q.wait(60 * time.Second); code == 0 {
+		t.Fatalf("delegate exited 0 with INIT_SCRIPT and INIT set to different scripts:\n%s", q.out.String())
+	}
+	if out := q.out.String(); !strings.Contains(out, "INIT_SCRIPT and INIT are both set, to different scripts; set only one") {
+		t.Errorf("output does not name both settings:\n%s", out)
+	}
+	if _, ok := c.findDelegate("init-both-host"); ok {
+		t.Error("the delegate registered although INIT_SCRIPT and INIT conflict")
+	}
+}
+
 func replaceEnv(env []string, key, value string) []string {
 	out := make([]string, 0, len(env)+1)
 	for _, kv := range env {

@@ -27,7 +27,7 @@ documents, unchanged:
   DELEGATE_NAME / HARNESS_NAME              delegate (group) name, default legate-delegate
   DELEGATE_TAGS / HARNESS_TAGS              comma-separated tags (selectors)
   DELEGATE_TYPE, DEPLOY_MODE, NEXT_GEN, LOG_STREAMING_SERVICE_URL
-  INIT_SCRIPT                               script text run with bash in the working
+  INIT_SCRIPT / INIT                        script text run with bash in the working
                                             directory before connecting (10m limit);
                                             its output goes to the log; a failure stops
                                             the delegate

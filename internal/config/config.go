@@ -72,7 +72,7 @@ type Delegate struct {
 	ContainerHostPaths []string
 	// Description is DELEGATE_DESCRIPTION.
 	Description string
-	// InitScript is INIT_SCRIPT: script text that the delegate runs with
+	// InitScript is INIT_SCRIPT (or INIT): script text that the delegate runs with
 	// bash in its working directory before it connects.
 	InitScript string
 	// IP is DELEGATE_IP: overrides the detected IP address the delegate
@@ -293,7 +293,9 @@ func (e vars) readWork(d *Delegate) error {
 	// Not used by legate, so never a reason to refuse to start.
 	d.LogStreamingURL = e.get("LOG_STREAMING_SERVICE_URL")
 	d.Description = e.get("DELEGATE_DESCRIPTION")
-	d.InitScript = e.get("INIT_SCRIPT")
+	if d.InitScript, err = e.initScript(); err != nil {
+		return err
+	}
 	auto := e.get("AUTO_UPGRADE")
 	if auto == "" {
 		auto = "true"
@@ -306,6 +308,21 @@ func (e vars) readWork(d *Delegate) error {
 		return fmt.Errorf("LEGATE_WATCHER_SLOT: at most 64 characters")
 	}
 	return nil
+}
+
+// initScript reads INIT_SCRIPT or INIT, seed 001's name for it: both
+// run the same way. Both set to different scripts is refused rather than
+// one of them being dropped without a word; the scripts themselves are
+// left out of the message (they may be long).
+func (e vars) initScript() (string, error) {
+	script, init := e.get("INIT_SCRIPT"), e.get("INIT")
+	switch {
+	case script == "":
+		return init, nil
+	case init != "" && init != script:
+		return "", fmt.Errorf("INIT_SCRIPT and INIT are both set, to different scripts; set only one (INIT is another name for INIT_SCRIPT)")
+	}
+	return script, nil
 }
 
 // UpgradeMode is what the delegate registers as its upgrade mode:

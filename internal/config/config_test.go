@@ -108,6 +108,8 @@ func TestFromEnv(t *testing.T) {
 		{"capacity zero", with(gen1, "DELEGATE_TASK_CAPACITY", "0"), minimal},
 		{"description", with(gen1, "DELEGATE_DESCRIPTION", "builds for team <blue>"), modified(func(d *Delegate) { d.Description = "builds for team <blue>" })},
 		{"init script", with(gen1, "INIT_SCRIPT", "apt-get update\napt-get install -y jq\n"), modified(func(d *Delegate) { d.InitScript = "apt-get update\napt-get install -y jq" })},
+		{"init alias", with(gen1, "INIT", "apt-get install -y jq\n"), modified(func(d *Delegate) { d.InitScript = "apt-get install -y jq" })},
+		{"init alias same as INIT_SCRIPT", with(gen1, "INIT", "echo hi", "INIT_SCRIPT", " echo hi "), modified(func(d *Delegate) { d.InitScript = "echo hi" })},
 		{"log streaming accepted", with(gen1, "LOG_STREAMING_SERVICE_URL", "https://app.harness.io/log-service/"), modified(func(d *Delegate) { d.LogStreamingURL = "https://app.harness.io/log-service/" })},
 	}
 	for _, tt := range tests {
@@ -146,6 +148,7 @@ func TestFromEnvErrors(t *testing.T) {
 		{"URL conflict", with(gen1, "HARNESS_URL", "https://app3.harness.io"), `MANAGER_HOST_AND_PORT="https://app.harness.io" and HARNESS_URL="https://app3.harness.io" are both set, to different values; set only one`},
 		{"name conflict", with(gen1, "DELEGATE_NAME", "a", "HARNESS_NAME", "b"), `DELEGATE_NAME="a" and HARNESS_NAME="b" are both set, to different values; set only one`},
 		{"tags conflict", with(gen1, "DELEGATE_TAGS", "a", "HARNESS_TAGS", "b"), `DELEGATE_TAGS="a" and HARNESS_TAGS="b" are both set, to different values; set only one`},
+		{"init conflict", with(gen1, "INIT_SCRIPT", "echo a", "INIT", "echo b"), "INIT_SCRIPT and INIT are both set, to different scripts; set only one (INIT is another name for INIT_SCRIPT)"},
 
 		{"account placeholder", with(gen1, "ACCOUNT_ID", "<ACCOUNT_ID>"), `ACCOUNT_ID is still the placeholder "<ACCOUNT_ID>" from the example; set it to your account ID`},
 		{"account placeholder gen2", with(gen2, "HARNESS_ACCOUNT_ID", "PUT_YOUR_ACCOUNT_ID"), `HARNESS_ACCOUNT_ID is still the placeholder "PUT_YOUR_ACCOUNT_ID" from the example; set it to your account ID`},
