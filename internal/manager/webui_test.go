@@ -473,6 +473,11 @@ func TestUITaskPageExplainsAQueuedTask(t *testing.T) {
 func TestUINewDelegate(t *testing.T) {
 	tm := startTestManager(t, Config{})
 	b := newBrowserSignedIn(t, tm)
+	// The Kubernetes spec is a StatefulSet (one per delegate, its pods
+	// the delegate's instances): the form must not call it a Deployment.
+	if _, page := b.get("/delegates/new"); !strings.Contains(page, "a StatefulSet with its namespace") || strings.Contains(page, "a Deployment") {
+		t.Errorf("the form's Kubernetes choice does not name the StatefulSet:\n%s", page)
+	}
 	csrf := b.csrf("/delegates/new")
 	form := url.Values{"csrf": {csrf}, "kind": {"docker"}, "name": {"edge"}, "tags": {"arm64, lab"}, "manager_url": {"http://manager.example:7460"}}
 	resp, page := b.do("POST", "/delegates/new", form, nil)

@@ -21,7 +21,7 @@ type delegateKind struct {
 }
 
 var delegateKinds = []delegateKind{
-	{"kubernetes", "Kubernetes", "a Deployment with its namespace, RBAC and Secret: kubectl apply -f"},
+	{"kubernetes", "Kubernetes", "a StatefulSet with its namespace, RBAC and Secret: kubectl apply -f"},
 	{"helm", "Helm", "a values file for the legate-delegate chart: helm install -f"},
 	{"docker", "Docker", "a docker run command"},
 	{"ecs", "ECS", "an ECS task definition (EC2): needs the AWS region"},
