@@ -211,6 +211,11 @@ func (m *Service) instanceView(in store.Instance, tokenNames map[string]string, 
 		// its liveness every half heartbeat interval.
 		v.Status = protocol.DelegateConnected
 	}
+	if in.Approval == protocol.ApprovalRejected || v.Approval == protocol.ApprovalRejected {
+		// Refused at every call from the decision on, on every manager:
+		// its last heartbeat, still within the window, says nothing.
+		v.Approval, v.Status = protocol.ApprovalRejected, protocol.DelegateDisconnected
+	}
 	if in.DeregisteredAt != nil {
 		v.Status = protocol.DelegateDeregistered
 	}

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -176,5 +177,72 @@ func TestApprovalReachesTheOtherManager(t *testing.T) {
 	eventually(t, 10*time.Second, "manager B refusing the rejected delegate", func() bool {
 		_, err := edge.Heartbeat(ctx, protocol.Heartbeat{Seq: 2, Capacity: -1})
 		return err != nil && strings.Contains(err.Error(), string(protocol.CodeDelegateRejected))
+	})
+}
+
+// statusOf is the listed status of the instance on hostname.
+func (tm *testManager) statusOf(t *testing.T, hostname string) string {
+	t.Helper()
+	var list protocol.DelegateList
+	if err := json.Unmarshal([]byte(tm.mustAPI(t, tm.admin.APIKey, "GET", protocol.PathDelegates, "", 200)), &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range list.Delegates {
+		if d.Hostname == hostname {
+			return d.Status
+		}
+	}
+	return "absent"
+}
+
+// TestRejectedDelegateListedDisconnected: a rejected delegate is refused at
+// every call, so it is listed as not connected as soon as the decision is
+// made, on the manager it was connected to and on the others of its
+// database — not for the rest of its heartbeat window.
+func TestRejectedDelegateListedDisconnected(t *testing.T) {
+	check := func(t *testing.T, decider, holder *testManager) {
+		ctx := context.Background()
+		var gated protocol.Token
+		if err := json.Unmarshal([]byte(decider.mustAPI(t, decider.admin.APIKey, "POST", protocol.PathTokens, `{"name":"gated","require_approval":true}`, 201)), &gated); err != nil {
+			t.Fatal(err)
+		}
+		rogue, _ := holder.registerFake(t, holder.admin.AccountID, gated.Value, "rogue", "rogue-1")
+		if holder != decider {
+			eventually(t, 10*time.Second, "the holding manager listening", func() bool { return holder.m.bus.Listening() })
+		}
+		if _, err := rogue.Heartbeat(ctx, protocol.Heartbeat{Seq: 1, Capacity: -1}); err != nil {
+			t.Fatal(err)
+		}
+		for _, tm := range []*testManager{decider, holder} {
+			if got := tm.statusOf(t, "rogue-1"); got != protocol.DelegateConnected {
+				t.Fatalf("a pending delegate that heartbeats is listed %q", got)
+			}
+		}
+		decider.mustAPI(t, decider.admin.APIKey, "POST", protocol.PathDelegates+"/rogue/reject", "", 200)
+		if got := decider.statusOf(t, "rogue-1"); got != protocol.DelegateDisconnected {
+			t.Errorf("right after the rejection, the deciding manager lists it %q", got)
+		}
+		// The holding manager learns of the decision from the database's
+		// notification, or reads it again at a heartbeat.
+		seq := int64(1)
+		eventually(t, 10*time.Second, "the rejected delegate refused", func() bool {
+			seq++
+			_, err := rogue.Heartbeat(ctx, protocol.Heartbeat{Seq: seq, Capacity: -1})
+			var pe *protocol.Error
+			return errors.As(err, &pe) && pe.Code == protocol.CodeDelegateRejected
+		})
+		for i, tm := range []*testManager{decider, holder} {
+			if got := tm.statusOf(t, "rogue-1"); got != protocol.DelegateDisconnected {
+				t.Errorf("manager %d lists the refused delegate %q", i, got)
+			}
+		}
+	}
+	t.Run("one manager", func(t *testing.T) {
+		tm := startTestManager(t, Config{})
+		check(t, tm, tm)
+	})
+	t.Run("two managers", func(t *testing.T) {
+		tms := startTestManagers(t, pgtest.NewDatabase(t), Config{}, Config{})
+		check(t, tms[0], tms[1])
 	})
 }
