@@ -290,11 +290,11 @@ func (m *Service) recordInstance(w http.ResponseWriter, r *http.Request, req pro
 		Org:              tok.Org,
 		Project:          tok.Project,
 		Description:      strings.TrimSpace(req.Description),
-		ContainerRuntime: containerRuntimeName(req.ContainerRuntime),
-		TaskTypes:        taskTypeNames(req.TaskTypes),
+		ContainerRuntime: protocol.RegisteredContainerRuntime(req.ContainerRuntime),
+		TaskTypes:        protocol.RegisteredTaskTypes(req.TaskTypes),
 		Approval:         approvalRequest(tok),
 		UpgradeMode:      req.Upgrade,
-		TaskIsolation:    boundIsolation(req.TaskIsolation),
+		TaskIsolation:    protocol.BoundIsolation(req.TaskIsolation),
 	})
 	var conflict *store.IdentityConflictError
 	if errors.As(err, &conflict) {

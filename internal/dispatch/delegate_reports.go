@@ -543,32 +543,3 @@ func (m *Service) reconcileRestart(ctx context.Context, d *live, running []proto
 		}
 	}
 }
-
-// taskTypeNames bounds the task types a delegate registered: at most
-// protocol.MaxTaskTypes, each a short printable name (what is not cannot
-// be a task's type). nil stays nil: a delegate that did not say.
-func taskTypeNames(types []string) []string {
-	if types == nil {
-		return nil
-	}
-	out := []string{}
-	for _, t := range types {
-		if len(out) == protocol.MaxTaskTypes {
-			break
-		}
-		if t != "" && len(t) <= protocol.MaxLabelLen && !strings.ContainsFunc(t, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-// containerRuntimeName keeps a registered container runtime's name short
-// and printable: it is shown and stored, and only its presence matters.
-func containerRuntimeName(s string) string {
-	s = strings.TrimSpace(s)
-	if len(s) > 32 || strings.ContainsFunc(s, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
-		return "unknown"
-	}
-	return s
-}
