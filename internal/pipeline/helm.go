@@ -151,28 +151,10 @@ func (ps *parser) helmValues(n *yaml.Node, path string) *yaml.Node {
 }
 
 // valuesNodes says what is wrong in the nodes of a helm step's values (""
-// when nothing is).
+// when nothing is): as for manifests, and a key must be text.
 func valuesNodes(n *yaml.Node) string {
-	if n.Kind == yaml.AliasNode || n.Anchor != "" {
-		return "YAML anchors and aliases (& and *) are not supported in values"
-	}
-	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${secrets.") {
-		return "stored secrets (${secrets.NAME}) are not resolved in helm values: keep secret values in the cluster's Secrets and give the chart their names"
-	}
-	for i, c := range n.Content {
-		if n.Kind == yaml.MappingNode && i%2 == 0 {
-			if c.Kind != yaml.ScalarNode || c.ShortTag() != "!!str" {
-				return fmt.Sprintf("line %d: a key of values is text (%q): quote it", c.Line, c.Value)
-			}
-			if strings.Contains(c.Value, exprOpen) {
-				return fmt.Sprintf("line %d: an expression in a key (%q): expressions go in values only", c.Line, c.Value)
-			}
-		}
-		if msg := valuesNodes(c); msg != "" {
-			return msg
-		}
-	}
-	return ""
+	return docNodes(n, docRules{what: "values", textKeys: true,
+		secrets: "stored secrets (${secrets.NAME}) are not resolved in helm values: keep secret values in the cluster's Secrets and give the chart their names"})
 }
 
 // helmTexts lists the texts of a helm step that may hold expressions:

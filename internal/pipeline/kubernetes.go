@@ -237,17 +237,38 @@ func (ps *parser) manifest(at, d *yaml.Node, path string) bool {
 // manifestNodes says what is wrong in the nodes of a document ("" when
 // nothing is).
 func manifestNodes(n *yaml.Node) string {
+	return docNodes(n, docRules{what: "manifests",
+		secrets: "stored secrets (${secrets.NAME}) are not resolved in manifests: the manager does not put secret values into objects it cannot mask; create the Secret in the cluster and reference it"})
+}
+
+// docRules are what docNodes refuses in a deploy step's YAML: what names
+// it ("manifests"), why stored secrets are refused there, and whether
+// every key must be text.
+type docRules struct {
+	what, secrets string
+	textKeys      bool
+}
+
+// docNodes says what is wrong in the nodes of YAML a deploy step sends
+// to a cluster ("" when nothing is): anchors and aliases, stored secrets,
+// expressions in keys, and (textKeys) keys that are not text.
+func docNodes(n *yaml.Node, r docRules) string {
 	if n.Kind == yaml.AliasNode || n.Anchor != "" {
-		return "YAML anchors and aliases (& and *) are not supported in manifests"
+		return "YAML anchors and aliases (& and *) are not supported in " + r.what
 	}
 	if n.Kind == yaml.ScalarNode && strings.Contains(n.Value, "${secrets.") {
-		return "stored secrets (${secrets.NAME}) are not resolved in manifests: the manager does not put secret values into objects it cannot mask; create the Secret in the cluster and reference it"
+		return r.secrets
 	}
 	for i, c := range n.Content {
-		if n.Kind == yaml.MappingNode && i%2 == 0 && strings.Contains(c.Value, exprOpen) {
-			return fmt.Sprintf("line %d: an expression in a key (%q): expressions go in values only", c.Line, c.Value)
+		if n.Kind == yaml.MappingNode && i%2 == 0 {
+			if r.textKeys && (c.Kind != yaml.ScalarNode || c.ShortTag() != "!!str") {
+				return fmt.Sprintf("line %d: a key of %s is text (%q): quote it", c.Line, r.what, c.Value)
+			}
+			if strings.Contains(c.Value, exprOpen) {
+				return fmt.Sprintf("line %d: an expression in a key (%q): expressions go in values only", c.Line, c.Value)
+			}
 		}
-		if msg := manifestNodes(c); msg != "" {
+		if msg := docNodes(c, r); msg != "" {
 			return msg
 		}
 	}
