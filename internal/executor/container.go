@@ -76,6 +76,9 @@ type Containers struct {
 	// (LEGATE_CONTAINER_HOST_PATHS). By default neither: see checkHost.
 	AllowPrivileged bool
 	HostPaths       []string
+	// Pods, when set, runs container tasks as Kubernetes pods instead
+	// (Name is RuntimeKubernetes; see pod.go).
+	Pods *Pods
 }
 
 // FindContainers returns the delegate's container configuration from its
@@ -85,6 +88,9 @@ func FindContainers(getenv func(string) string, owner, platform string) (*Contai
 	want := strings.TrimSpace(getenv(EnvContainerRuntime))
 	if strings.EqualFold(want, "none") {
 		return nil, fmt.Errorf("%s=none", EnvContainerRuntime)
+	}
+	if strings.EqualFold(want, RuntimeKubernetes) {
+		return findPods(getenv, owner, platform)
 	}
 	var candidates []string
 	switch want {
@@ -102,6 +108,10 @@ func FindContainers(getenv func(string) string, owner, platform string) (*Contai
 			break
 		}
 		errs = append(errs, err.Error())
+	}
+	if path == "" && want == "" && getenv("KUBERNETES_SERVICE_HOST") != "" {
+		// A delegate installed in Kubernetes: its tasks' containers are pods.
+		return findPods(getenv, owner, platform)
 	}
 	if path == "" {
 		return nil, fmt.Errorf("no container runtime: %s", strings.Join(errs, "; "))
@@ -343,6 +353,9 @@ func noSuch(out string) bool {
 // at start, before the delegate takes a task. It returns how many
 // containers and volumes it removed.
 func (c *Containers) Sweep(ctx context.Context) (containers, volumes int, err error) {
+	if c.Pods != nil {
+		return c.Pods.sweep(ctx, c.Owner)
+	}
 	filter := "label=" + LabelOwner + "=" + c.Owner
 	out, err := c.runtimeCmd(ctx, "ps", "--all", "--quiet", "--filter", filter)
 	if err != nil {
@@ -391,6 +404,9 @@ func (containerType) New(spec protocol.TaskSpec, opts Options) (Execution, error
 	}
 	if err := c.checkHost(cs); err != nil {
 		return nil, err
+	}
+	if c.Pods != nil {
+		return c.newPodExec(spec, opts)
 	}
 	return &containerExec{c: c, spec: spec, opts: opts}, nil
 }

@@ -44,6 +44,9 @@ func openWorkspace(ctx context.Context, c *Containers, ws *protocol.DeployWorksp
 	if c == nil {
 		return nil, fmt.Errorf("the stage workspace %q (volume %s) is not on this delegate: it has no container runtime, and %s of the stage wrote it on a delegate that has one", ws.Name, vol, writers(ws))
 	}
+	if c.Pods != nil {
+		return nil, fmt.Errorf("the stage workspace %q is not on this delegate: it runs container tasks as Kubernetes pods, which keep no stage workspace (run the stage on a delegate with podman or docker)", ws.Name)
+	}
 	out, err := c.runtimeCmd(ctx, "volume", "inspect", "--format", "{{.Mountpoint}}", vol)
 	if err != nil {
 		return nil, fmt.Errorf("the stage workspace %q (volume %s) is not on this delegate: %s of the stage, which made it, ran on another delegate, or this delegate restarted since and removed it", ws.Name, vol, writers(ws))
@@ -271,7 +274,7 @@ func (c *chartCopy) file(f *os.File, name, out string) error {
 // removeWorkspace removes the volume of ws when its step is the stage's
 // last to use it (a fresh context: after a cancellation too).
 func removeWorkspace(c *Containers, ws *protocol.DeployWorkspace, out io.Writer) {
-	if ws == nil || !ws.Remove || c == nil || ws.Key == "" {
+	if ws == nil || !ws.Remove || c == nil || c.Pods != nil || ws.Key == "" {
 		return
 	}
 	if out == nil {

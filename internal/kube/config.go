@@ -38,6 +38,10 @@ type Config struct {
 	Token     string
 	// CertPEM and KeyPEM are a client certificate and its key.
 	CertPEM, KeyPEM []byte
+	// Namespace is the credentials' own namespace: the ServiceAccount's
+	// (its namespace file) in a pod, the current context's in a
+	// kubeconfig; empty when neither says.
+	Namespace string
 }
 
 // Load finds the configuration as kubectl does, with the pod first: the
@@ -79,8 +83,12 @@ func InCluster(getenv func(string) string, saDir string) (Config, error) {
 	if _, err := os.Stat(tokenFile); err != nil {
 		return Config{}, fmt.Errorf("the ServiceAccount's token: %w (is automountServiceAccountToken off?)", err)
 	}
-	return Config{Server: "https://" + net.JoinHostPort(host, port), Source: "in-cluster ServiceAccount",
-		CA: ca, TokenFile: tokenFile}, nil
+	cfg := Config{Server: "https://" + net.JoinHostPort(host, port), Source: "in-cluster ServiceAccount",
+		CA: ca, TokenFile: tokenFile}
+	if ns, err := readFileMax(filepath.Join(saDir, "namespace"), 1<<10); err == nil {
+		cfg.Namespace = strings.TrimSpace(string(ns))
+	}
+	return cfg, nil
 }
 
 // kubeconfig is the part of a kubeconfig file that Config uses.
@@ -89,8 +97,9 @@ type kubeconfig struct {
 	Contexts       []struct {
 		Name    string `yaml:"name"`
 		Context struct {
-			Cluster string `yaml:"cluster"`
-			User    string `yaml:"user"`
+			Cluster   string `yaml:"cluster"`
+			User      string `yaml:"user"`
+			Namespace string `yaml:"namespace"`
 		} `yaml:"context"`
 	} `yaml:"contexts"`
 	Clusters []struct {
@@ -140,6 +149,7 @@ func FromKubeconfig(path string) (Config, error) {
 	for _, c := range kc.Contexts {
 		if c.Name == kc.CurrentContext {
 			clusterName, userName, found = c.Context.Cluster, c.Context.User, true
+			cfg.Namespace = c.Context.Namespace
 		}
 	}
 	if !found {

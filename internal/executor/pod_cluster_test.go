@@ -1,0 +1,264 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/legate-dev/legate/internal/k8stest"
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// The tests of this file run container tasks as pods on the real control
+// plane of scripts/k8s-ensure, as a ServiceAccount that has only the Role
+// of docs/task-containers.md in its namespace. The limit: kwok stands in
+// for the kubelet, so no container runs (no log, no exit of its own).
+// Where a container would end, the test patches the pod's status as a
+// kubelet would (the admin's credentials, the status subresource); the
+// rest (the pod and Secret created, read back from the API, followed,
+// deleted) is the cluster's own behaviour.
+
+// podTaskRole are the rules of the Role a delegate needs to run container
+// tasks as pods (as in the manifest and docs/task-containers.md).
+var podTaskRole = []map[string]any{
+	{"apiGroups": []string{""}, "resources": []string{"pods"}, "verbs": []string{"create", "get", "list", "watch", "delete"}},
+	{"apiGroups": []string{""}, "resources": []string{"pods/log"}, "verbs": []string{"get"}},
+	{"apiGroups": []string{""}, "resources": []string{"events"}, "verbs": []string{"get", "list", "watch"}},
+	{"apiGroups": []string{""}, "resources": []string{"secrets"}, "verbs": []string{"create", "get", "list", "delete"}},
+}
+
+// podCluster is a namespace of the cluster and a Containers that runs
+// pods there as a ServiceAccount with podTaskRole only.
+func podCluster(t *testing.T, owner string) (*k8stest.Cluster, string, *Containers) {
+	t.Helper()
+	k := k8stest.Require(t)
+	ns := k.Namespace(t)
+	rbac := "/apis/rbac.authorization.k8s.io/v1/namespaces/" + ns
+	meta := map[string]any{"name": "delegate", "namespace": ns}
+	k.Do(t, http.MethodPost, "/api/v1/namespaces/"+ns+"/serviceaccounts", map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}, nil)
+	k.Do(t, http.MethodPost, rbac+"/roles", map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": podTaskRole}, nil)
+	k.Do(t, http.MethodPost, rbac+"/rolebindings", map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "delegate"},
+		"subjects": []map[string]any{{"kind": "ServiceAccount", "name": "delegate", "namespace": ns}},
+	}, nil)
+	kubeconfig := t.TempDir() + "/kubeconfig"
+	if err := os.WriteFile(kubeconfig, k.TokenKubeconfig(k.Token(t, ns, "delegate"), ns), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{EnvContainerRuntime: "kubernetes", "KUBECONFIG": kubeconfig}
+	c, err := FindContainers(func(k string) string { return env[k] }, owner, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Name != RuntimeKubernetes || c.Pods.Namespace != ns {
+		t.Fatalf("FindContainers: %+v", c)
+	}
+	return k, ns, c
+}
+
+// apiPod is what the tests read of a pod.
+type apiPod struct {
+	Metadata struct {
+		Name   string            `json:"name"`
+		UID    string            `json:"uid"`
+		Labels map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Spec   json.RawMessage `json:"spec"`
+	Status struct {
+		Phase string `json:"phase"`
+	} `json:"status"`
+}
+
+// taskPods lists the pods of a task.
+func taskPods(t *testing.T, k *k8stest.Cluster, ns, taskID string) []apiPod {
+	t.Helper()
+	var list struct {
+		Items []apiPod `json:"items"`
+	}
+	k.Do(t, http.MethodGet, "/api/v1/namespaces/"+ns+"/pods?labelSelector="+LabelTask+"%3D"+taskID, nil, &list)
+	return list.Items
+}
+
+// waitPod waits until the task's pod exists and kwok made it Running.
+func waitPod(t *testing.T, k *k8stest.Cluster, ns, taskID string) apiPod {
+	t.Helper()
+	var p apiPod
+	k8stest.Eventually(t, time.Minute, "the task's pod running", func() (bool, string) {
+		pods := taskPods(t, k, ns, taskID)
+		if len(pods) != 1 {
+			return false, fmt.Sprintf("%d pods", len(pods))
+		}
+		p = pods[0]
+		return p.Status.Phase == "Running", p.Status.Phase
+	})
+	return p
+}
+
+// waitNoPod waits until the task has no pod left (reaped).
+func waitNoPod(t *testing.T, k *k8stest.Cluster, ns, taskID string) {
+	t.Helper()
+	k8stest.Eventually(t, time.Minute, "the task's pod deleted", func() (bool, string) {
+		n := len(taskPods(t, k, ns, taskID))
+		return n == 0, fmt.Sprintf("%d pods", n)
+	})
+}
+
+// patchStatus patches a pod's status as a kubelet would (strategic merge
+// of the container statuses by name).
+func patchStatus(t *testing.T, k *k8stest.Cluster, ns, pod string, status map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"status": status})
+	code, body, err := k.Request(context.Background(), "", http.MethodPatch, "/api/v1/namespaces/"+ns+"/pods/"+pod+"/status", "application/strategic-merge-patch+json", b)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("patch the pod's status: %d %v %s", code, err, body)
+	}
+}
+
+// exitStatus is the status of a container that exited with code.
+func exitStatus(code int) map[string]any {
+	return map[string]any{"containerStatuses": []map[string]any{{"name": "task",
+		"state": map[string]any{"running": nil, "terminated": map[string]any{"exitCode": code, "reason": "Error"}}}}}
+}
+
+type runResult struct {
+	o   Outcome
+	out *buffer
+}
+
+// runAsync runs spec and returns where its outcome comes.
+func runAsync(ctx context.Context, spec protocol.TaskSpec, opts Options) (<-chan runResult, *buffer) {
+	out := &buffer{}
+	ch := make(chan runResult, 1)
+	go func() { ch <- runResult{Run(ctx, spec, opts, out), out} }()
+	return ch, out
+}
+
+// TestPodTaskOnACluster: a container task becomes a pod with the task's
+// image, command, working dir, environment, resources, the seed's
+// security context and its volumes (read back from the API); its secret
+// values are in a Secret owned by the pod, never in the pod's spec; the
+// pod runs without a ServiceAccount token; the pod's events are in the
+// task's output; the container's exit code (patched in as a kubelet would)
+// decides the result; the pod and its Secret are deleted at the end.
+func TestPodTaskOnACluster(t *testing.T) {
+	t.Parallel()
+	k, ns, c := podCluster(t, "owner1")
+	c.AllowPrivileged, c.HostPaths = true, []string{"/data"}
+	uid, gid := int64(1000), int64(2000)
+	spec := protocol.TaskSpec{Type: protocol.TaskContainer,
+		Env:       map[string]string{"MODE": "fast"},
+		SecretEnv: map[string]string{"API_TOKEN": "s3cr3t-value"},
+		Container: &protocol.ContainerSpec{
+			Image: "registry.example/tool:1.2", Command: []string{"tool", "--check", "all"}, WorkingDir: "/work",
+			Resources: &protocol.ContainerResources{CPU: 0.5, MemoryMiB: 256},
+			SecurityContext: &protocol.SecurityContext{Privileged: true, ReadOnlyRootFilesystem: true, RunAsUser: &uid, RunAsGroup: &gid,
+				AddCapability: []string{"NET_ADMIN"}, DropCapability: []string{"ALL"}},
+			Volumes: []protocol.Volume{
+				{Name: "scratch_1", MountPath: "/scratch", EmptyDir: &protocol.EmptyDirVolume{SizeMiB: 64}},
+				{Name: "data", MountPath: "/data", HostPath: &protocol.HostPathVolume{Path: "/data/in", ReadOnly: true}},
+			},
+		}}
+	ch, out := runAsync(t.Context(), spec, Options{Containers: c, TaskID: "task-1", KillGrace: 3 * time.Second})
+	p := waitPod(t, k, ns, "task-1")
+	if p.Metadata.Labels[LabelOwner] != "owner1" || p.Metadata.Labels[LabelRun] == "" {
+		t.Fatalf("labels: %v", p.Metadata.Labels)
+	}
+	var got struct {
+		RestartPolicy                 string           `json:"restartPolicy"`
+		AutomountServiceAccountToken  *bool            `json:"automountServiceAccountToken"`
+		TerminationGracePeriodSeconds int64            `json:"terminationGracePeriodSeconds"`
+		Volumes                       []map[string]any `json:"volumes"`
+		Containers                    []map[string]any `json:"containers"`
+	}
+	if err := json.Unmarshal(p.Spec, &got); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(p.Spec), "s3cr3t-value") {
+		t.Fatal("the secret value is in the pod's spec")
+	}
+	if got.RestartPolicy != "Never" || got.AutomountServiceAccountToken == nil || *got.AutomountServiceAccountToken || got.TerminationGracePeriodSeconds != 3 {
+		t.Fatalf("pod spec: %+v", got)
+	}
+	wantVolumes := []map[string]any{
+		{"name": "v0", "emptyDir": map[string]any{"sizeLimit": "64Mi"}},
+		{"name": "v1", "hostPath": map[string]any{"path": "/data/in", "type": ""}},
+	}
+	if diff := cmp.Diff(wantVolumes, got.Volumes); diff != "" {
+		t.Fatalf("volumes (-want +got):\n%s", diff)
+	}
+	ct := got.Containers[0]
+	for _, f := range []string{"terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy"} {
+		delete(ct, f) // the API's defaults
+	}
+	wantContainer := map[string]any{
+		"name": "task", "image": "registry.example/tool:1.2", "command": []any{"tool", "--check", "all"}, "workingDir": "/work",
+		"env": []any{
+			map[string]any{"name": "LEGATE_TASK_ID", "value": "task-1"},
+			map[string]any{"name": "MODE", "value": "fast"},
+			map[string]any{"name": "API_TOKEN", "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": p.Metadata.Name, "key": "env0"}}},
+		},
+		"resources": map[string]any{"limits": map[string]any{"cpu": "500m", "memory": "256Mi"}, "requests": map[string]any{"cpu": "500m", "memory": "256Mi"}},
+		"securityContext": map[string]any{"privileged": true, "readOnlyRootFilesystem": true, "runAsUser": float64(1000), "runAsGroup": float64(2000),
+			"capabilities": map[string]any{"add": []any{"NET_ADMIN"}, "drop": []any{"ALL"}}},
+		"volumeMounts": []any{
+			map[string]any{"name": "v0", "mountPath": "/scratch"},
+			map[string]any{"name": "v1", "mountPath": "/data", "readOnly": true},
+		},
+	}
+	if diff := cmp.Diff(wantContainer, ct); diff != "" {
+		t.Fatalf("container (-want +got):\n%s", diff)
+	}
+	var secret struct {
+		Metadata struct {
+			OwnerReferences []struct {
+				Kind, Name, UID string
+			} `json:"ownerReferences"`
+		} `json:"metadata"`
+		Data map[string][]byte `json:"data"`
+	}
+	k.Do(t, http.MethodGet, "/api/v1/namespaces/"+ns+"/secrets/"+p.Metadata.Name, nil, &secret)
+	if string(secret.Data["env0"]) != "s3cr3t-value" || len(secret.Metadata.OwnerReferences) != 1 || secret.Metadata.OwnerReferences[0].UID != p.Metadata.UID {
+		t.Fatalf("the pod's Secret: %+v", secret)
+	}
+
+	// The scheduler records its event asynchronously: wait until it is
+	// in the API, so that the output surely has it.
+	k8stest.Eventually(t, time.Minute, "the Scheduled event", func() (bool, string) {
+		var evs struct{ Items []struct{ Reason string } }
+		k.Do(t, http.MethodGet, "/api/v1/namespaces/"+ns+"/events?fieldSelector=involvedObject.name%3D"+p.Metadata.Name, nil, &evs)
+		return len(evs.Items) > 0, fmt.Sprint(evs.Items)
+	})
+	patchStatus(t, k, ns, p.Metadata.Name, exitStatus(3))
+	r := <-ch
+	if r.o.Status != protocol.StatusFailed || r.o.ExitCode == nil || *r.o.ExitCode != 3 || r.o.Error != "exit status 3" || r.o.DelegateFault {
+		t.Fatalf("outcome: %+v\n%s", r.o, out.String())
+	}
+	if !strings.Contains(out.String(), "[pod] Normal Scheduled: Successfully assigned "+ns+"/"+p.Metadata.Name) {
+		t.Fatalf("no scheduling event in the output:\n%s", out.String())
+	}
+	waitNoPod(t, k, ns, "task-1")
+	if code := k.Do(t, http.MethodGet, "/api/v1/namespaces/"+ns+"/secrets/"+p.Metadata.Name, nil, nil, http.StatusNotFound); code != http.StatusNotFound {
+		t.Fatalf("the Secret is still there: %d", code)
+	}
+
+	// Exit 0 with a script: succeeded; the script is in the Secret too.
+	ch, out = runAsync(t.Context(), protocol.TaskSpec{Type: protocol.TaskContainer,
+		Container: &protocol.ContainerSpec{Image: "alpine:3", Script: "echo $TOKEN"}}, Options{Containers: c, TaskID: "task-2"})
+	p = waitPod(t, k, ns, "task-2")
+	if !strings.Contains(string(p.Spec), `"command":["/bin/sh","-c","eval \"$LEGATE_SCRIPT\""]`) || strings.Contains(string(p.Spec), "echo $TOKEN") {
+		t.Fatalf("script pod spec: %s", p.Spec)
+	}
+	patchStatus(t, k, ns, p.Metadata.Name, exitStatus(0))
+	if r := <-ch; r.o.Status != protocol.StatusSucceeded || r.o.ExitCode == nil || *r.o.ExitCode != 0 {
+		t.Fatalf("outcome: %+v\n%s", r.o, out.String())
+	}
+	waitNoPod(t, k, ns, "task-2")
+}
