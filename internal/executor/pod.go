@@ -53,6 +53,9 @@ type Pods struct {
 	Namespace string
 	// StartDeadline bounds a pod's start (EnvPodStartDeadline).
 	StartDeadline time.Duration
+	// startDeadline, when set, replaces the timer of StartDeadline (tests
+	// decide when it passes).
+	startDeadline func() <-chan time.Time
 }
 
 // findPods is the Containers of a delegate that runs container tasks as

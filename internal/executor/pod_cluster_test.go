@@ -262,3 +262,134 @@ func TestPodTaskOnACluster(t *testing.T) {
 	}
 	waitNoPod(t, k, ns, "task-2")
 }
+
+// TestPodTaskTimeoutAndCancel: a pod that runs on (kwok never ends it) is
+// deleted when the task times out, and when it is cancelled; both end with
+// the task's status and a notice that the pod was deleted, and the pod
+// is gone from the cluster.
+func TestPodTaskTimeoutAndCancel(t *testing.T) {
+	t.Parallel()
+	k, ns, c := podCluster(t, "owner2")
+	spec := protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "alpine:3", Command: []string{"sleep", "infinity"}}}
+
+	ch, _ := runAsync(t.Context(), spec, Options{Containers: c, TaskID: "slow", Timeout: 3 * time.Second, KillGrace: time.Second})
+	r := <-ch
+	if r.o.Status != protocol.StatusTimedOut || !strings.Contains(r.out.String(), "task timed out after 3s; deleted the pod legate-") {
+		t.Fatalf("timeout: %+v\n%s", r.o, r.out.String())
+	}
+	if n := len(taskPods(t, k, ns, "slow")); n != 0 {
+		t.Fatalf("%d pods left after the timeout", n)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	ch, _ = runAsync(ctx, spec, Options{Containers: c, TaskID: "cancelled", KillGrace: time.Second})
+	waitPod(t, k, ns, "cancelled")
+	cancel()
+	r = <-ch
+	if r.o.Status != protocol.StatusCancelled || !strings.Contains(r.out.String(), "task cancelled; deleted the pod legate-") {
+		t.Fatalf("cancel: %+v\n%s", r.o, r.out.String())
+	}
+	if n := len(taskPods(t, k, ns, "cancelled")); n != 0 {
+		t.Fatalf("%d pods left after the cancel", n)
+	}
+}
+
+// TestPodTaskStartDeadline: a pod no node can take (more memory than the
+// kwok node has) stays Pending; its FailedScheduling event is in the
+// task's output, and the task fails at the start deadline with that
+// reason, its pod deleted. A pod whose image cannot be pulled (the
+// kubelet's waiting status, patched in as a kubelet would) fails with the
+// pull's message. The test passes the deadline itself once the cluster
+// said what it says (no race with a timer); the timer's own passing is
+// TestPodTaskStartDeadlineTimer's.
+func TestPodTaskStartDeadline(t *testing.T) {
+	t.Parallel()
+	k, ns, c := podCluster(t, "owner3")
+	spec := protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "alpine:3",
+		Resources: &protocol.ContainerResources{MemoryMiB: 1 << 24}}}
+	for _, tc := range []struct {
+		task, want string
+		status     map[string]any // patched in once the pod is pending
+	}{
+		{task: "unschedulable", want: "Unschedulable: 0/1 nodes are available: 1 Insufficient memory"},
+		{task: "pull", want: "ErrImagePull: pull access denied for alpine", status: map[string]any{"containerStatuses": []map[string]any{{
+			"name": "task", "image": "alpine:3", "imageID": "", "ready": false, "restartCount": 0,
+			"state": map[string]any{"waiting": map[string]any{"reason": "ErrImagePull", "message": "pull access denied for alpine"}}}}}},
+	} {
+		pass := make(chan time.Time)
+		c.Pods.startDeadline = func() <-chan time.Time { return pass }
+		ch, out := runAsync(t.Context(), spec, Options{Containers: c, TaskID: tc.task})
+		k8stest.Eventually(t, time.Minute, tc.task+": the FailedScheduling event in the output", func() (bool, string) {
+			return strings.Contains(out.String(), "[pod] Warning FailedScheduling: 0/1 nodes are available: 1 Insufficient memory"), out.String()
+		})
+		if tc.status != nil {
+			pods := taskPods(t, k, ns, tc.task)
+			patchStatus(t, k, ns, pods[0].Metadata.Name, tc.status)
+			k8stest.Eventually(t, time.Minute, "the waiting status in the output", func() (bool, string) {
+				return strings.Contains(out.String(), "[pod] container waiting: "+tc.want), out.String()
+			})
+		}
+		close(pass)
+		r := <-ch
+		if r.o.Status != protocol.StatusFailed || r.o.DelegateFault || !strings.Contains(r.o.Error, "did not start within 5m0s (LEGATE_POD_START_DEADLINE): "+tc.want) {
+			t.Fatalf("%s: %+v\n%s", tc.task, r.o, out.String())
+		}
+		if n := len(taskPods(t, k, ns, tc.task)); n != 0 {
+			t.Fatalf("%s: %d pods left", tc.task, n)
+		}
+	}
+}
+
+// TestPodTaskStartDeadlineTimer: the start deadline's own timer fails a
+// pod that stays Pending.
+func TestPodTaskStartDeadlineTimer(t *testing.T) {
+	t.Parallel()
+	k, ns, c := podCluster(t, "owner4")
+	c.Pods.StartDeadline = 2 * time.Second
+	spec := protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "alpine:3",
+		Resources: &protocol.ContainerResources{MemoryMiB: 1 << 24}}}
+	o := Run(t.Context(), spec, Options{Containers: c, TaskID: "pending"}, &buffer{})
+	if o.Status != protocol.StatusFailed || !strings.Contains(o.Error, "did not start within 2s (LEGATE_POD_START_DEADLINE)") {
+		t.Fatalf("%+v", o)
+	}
+	if n := len(taskPods(t, k, ns, "pending")); n != 0 {
+		t.Fatalf("%d pods left", n)
+	}
+}
+
+// TestPodSweep: Containers.Sweep, as a delegate runs it at start, deletes
+// the pods and Secrets an earlier run of the same delegate (its owner
+// label) left, and nothing of another delegate's.
+func TestPodSweep(t *testing.T) {
+	t.Parallel()
+	k, ns, mine := podCluster(t, "sweeper")
+	other := *mine
+	other.Owner = "someone-else"
+	spec := protocol.TaskSpec{Type: protocol.TaskContainer, SecretEnv: map[string]string{"K": "v"},
+		Container: &protocol.ContainerSpec{Image: "alpine:3", Command: []string{"sleep", "infinity"}}}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	chOther, _ := runAsync(ctx, spec, Options{Containers: &other, TaskID: "theirs"})
+	// A run of this delegate that "crashed": its pod and Secret are made
+	// as a run makes them, and nothing ends it.
+	ex, err := containerType{}.New(spec, Options{Containers: mine, TaskID: "left"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ex.Start(t.Context(), &buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	ex.(*podExec).stopFollow()
+	waitPod(t, k, ns, "left")
+	waitPod(t, k, ns, "theirs")
+	pods, secrets, err := mine.Sweep(t.Context())
+	if err != nil || pods != 1 || secrets != 1 {
+		t.Fatalf("sweep: %d pods, %d secrets, %v", pods, secrets, err)
+	}
+	waitNoPod(t, k, ns, "left")
+	if n := len(taskPods(t, k, ns, "theirs")); n != 1 {
+		t.Fatalf("the other delegate's pod: %d", n)
+	}
+	cancel()
+	<-chOther
+}

@@ -221,6 +221,10 @@ func (f *podFollower) follow(ctx context.Context) Outcome {
 	defer cancel()
 	deadline := time.NewTimer(e.p.StartDeadline)
 	defer deadline.Stop()
+	deadlineC := deadline.C
+	if e.p.startDeadline != nil {
+		deadlineC = e.p.startDeadline()
+	}
 	type result struct {
 		o    Outcome
 		done bool
@@ -250,7 +254,8 @@ func (f *podFollower) follow(ctx context.Context) Outcome {
 		var r result
 		select {
 		case r = <-results:
-		case <-deadline.C:
+		case <-deadlineC:
+			deadlineC = nil
 			if f.hasStarted() {
 				r = <-results
 				break
