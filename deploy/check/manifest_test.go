@@ -234,17 +234,22 @@ func TestKubernetesShape(t *testing.T) {
 						sts = s
 					}
 				}
-				wantRBAC := map[string][]string{"cluster": {"ClusterRole", "ClusterRoleBinding"}, "namespace": {"Role", "RoleBinding"}}[rbac]
-				for _, k := range append([]string{"Secret", "ServiceAccount", "StatefulSet"}, wantRBAC...) {
-					if kinds[k] != 1 {
-						t.Errorf("%d %s objects, want 1 (%v)", kinds[k], k, kinds)
+				// Beside the deployer's rights, a Role of its own namespace
+				// for container tasks as pods (podTaskRole), but with rbac none.
+				want := map[string]map[string]int{
+					"cluster":   {"ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1},
+					"namespace": {"Role": 2, "RoleBinding": 2},
+					"none":      {},
+				}[rbac]
+				for _, k := range []string{"Secret", "ServiceAccount", "StatefulSet"} {
+					want[k] = 1
+				}
+				for _, k := range []string{"Secret", "ServiceAccount", "StatefulSet", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} {
+					if kinds[k] != want[k] {
+						t.Errorf("%d %s objects, want %d (%v)", kinds[k], k, want[k], kinds)
 					}
 				}
-				for _, k := range []string{"ClusterRole", "Role"} {
-					if kinds[k] > 0 && (len(wantRBAC) == 0 || wantRBAC[0] != k) {
-						t.Errorf("rbac %s: a %s is there", rbac, k)
-					}
-				}
+				checkPodTaskRole(t, objs, rbac)
 				if sts.Name != "prod-east-gcwwxt" || *sts.Spec.Replicas != 2 {
 					t.Errorf("StatefulSet %s with %d replicas, want prod-east-gcwwxt with 2", sts.Name, *sts.Spec.Replicas)
 				}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/legate-dev/legate/internal/k8stest"
 	"github.com/legate-dev/legate/internal/protocol"
@@ -25,13 +26,27 @@ import (
 // rest (the pod and Secret created, read back from the API, followed,
 // deleted) is the cluster's own behaviour.
 
-// podTaskRole are the rules of the Role a delegate needs to run container
-// tasks as pods (as in the manifest and docs/task-containers.md).
-var podTaskRole = []map[string]any{
-	{"apiGroups": []string{""}, "resources": []string{"pods"}, "verbs": []string{"create", "get", "list", "watch", "delete"}},
-	{"apiGroups": []string{""}, "resources": []string{"pods/log"}, "verbs": []string{"get"}},
-	{"apiGroups": []string{""}, "resources": []string{"events"}, "verbs": []string{"get", "list", "watch"}},
-	{"apiGroups": []string{""}, "resources": []string{"secrets"}, "verbs": []string{"create", "get", "list", "delete"}},
+// documentedPodRole is the rules of the Role docs/task-containers.md
+// documents for container tasks as pods (the YAML block after the
+// pod-tasks-role marker): the tests' ServiceAccount has those alone.
+func documentedPodRole(t *testing.T) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/task-containers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "<!-- pod-tasks-role -->\n```yaml\n")
+	block, _, ok2 := strings.Cut(after, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/task-containers.md: no pod-tasks-role block")
+	}
+	var role struct {
+		Rules []map[string]any `yaml:"rules"`
+	}
+	if err := yaml.Unmarshal([]byte(block), &role); err != nil || len(role.Rules) == 0 {
+		t.Fatalf("docs/task-containers.md: the Role: %v", err)
+	}
+	return role.Rules
 }
 
 // podCluster is a namespace of the cluster and a Containers that runs
@@ -43,7 +58,7 @@ func podCluster(t *testing.T, owner string) (*k8stest.Cluster, string, *Containe
 	rbac := "/apis/rbac.authorization.k8s.io/v1/namespaces/" + ns
 	meta := map[string]any{"name": "delegate", "namespace": ns}
 	k.Do(t, http.MethodPost, "/api/v1/namespaces/"+ns+"/serviceaccounts", map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}, nil)
-	k.Do(t, http.MethodPost, rbac+"/roles", map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": podTaskRole}, nil)
+	k.Do(t, http.MethodPost, rbac+"/roles", map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": documentedPodRole(t)}, nil)
 	k.Do(t, http.MethodPost, rbac+"/rolebindings", map[string]any{
 		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
 		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "delegate"},

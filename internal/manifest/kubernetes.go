@@ -41,6 +41,7 @@ func kubernetes(p Params) string {
 		{"automountServiceAccountToken", p.RBAC != rbacNone},
 	})
 	docs = append(docs, k8sRBAC(p, full, meta)...)
+	docs = append(docs, podTaskRBAC(p, full, meta)...)
 
 	env := seq{}
 	for i, e := range delegateEnv(p, "KUBERNETES") {
