@@ -289,8 +289,14 @@ func (a *Agent) startContainers(ctx context.Context) (wait func()) {
 		return func() {}
 	}
 	c.AllowPrivileged, c.HostPaths = a.cfg.ContainerPrivileged, a.cfg.ContainerHostPaths
-	a.log.Info("container tasks", "runtime", c.Runtime, "platform", platform, "owner", c.Owner,
-		"privileged", c.AllowPrivileged, "host_paths", strings.Join(c.HostPaths, ","))
+	if c.Pods != nil {
+		a.log.Info("container tasks run as Kubernetes pods", "namespace", c.Pods.Namespace, "api", c.Pods.Config.Server,
+			"credentials", c.Pods.Config.Source, "start_deadline", c.Pods.StartDeadline.String(), "owner", c.Owner,
+			"privileged", c.AllowPrivileged, "host_paths", strings.Join(c.HostPaths, ","))
+	} else {
+		a.log.Info("container tasks", "runtime", c.Runtime, "platform", platform, "owner", c.Owner,
+			"privileged", c.AllowPrivileged, "host_paths", strings.Join(c.HostPaths, ","))
+	}
 	a.containers = c
 	go func() {
 		defer close(a.swept)
