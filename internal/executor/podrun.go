@@ -245,6 +245,10 @@ func (f *podFollower) follow(ctx context.Context) Outcome {
 			if errors.Is(err, kube.ErrWatchExpired) {
 				f.rv = "" // from now: the current pod comes as ADDED
 				err = nil
+				// A pod deleted meanwhile would not come at all.
+				if gerr := e.kc.Get(ctx, e.podPath(), nil); kube.IsNotFound(gerr) {
+					r.o, r.done = f.observe(ctx, kube.WatchEvent{Type: "DELETED", Object: []byte("{}")})
+				}
 			}
 			if err != nil && !errors.Is(err, errStopWatch) && ctx.Err() == nil {
 				r.o = faulted(fmt.Sprintf("watch the task's pod %s: %v", e.run.Name, err))
