@@ -321,7 +321,7 @@ func (p *Pods) sweep(ctx context.Context, owner string) (pods, secrets int, err 
 	for _, coll := range []struct {
 		path string
 		n    *int
-	}{{podsPath(p.Namespace), &pods}, {secretsPath(p.Namespace), &secrets}} {
+	}{{secretsPath(p.Namespace), &secrets}, {podsPath(p.Namespace), &pods}} { // Secrets first: a pod's deletion takes its own with it
 		var list struct {
 			Items []struct {
 				Metadata struct {
