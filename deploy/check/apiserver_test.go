@@ -60,7 +60,12 @@ func TestArtifactsAcceptedByTheRealAPIServer(t *testing.T) {
 					"passwordSecret": map[string]any{"name": "proxy-pass"}, "noProxy": "10.0.0.0/8", "manager": "false"}
 				v["caBundle"] = map[string]any{"secret": "corp-ca", "key": "root.pem"}
 			},
-			"replicas 3": func(v map[string]any) { v["replicas"] = 3 },
+			"replicas 3":           func(v map[string]any) { v["replicas"] = 3 },
+			"upgrade self-managed": func(v map[string]any) { v["upgrade"] = "self-managed" },
+			"run as root, limits": func(v map[string]any) {
+				v["runAsRoot"] = true
+				v["resources"] = map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "128Mi"}, "limits": map[string]any{"cpu": "500m", "memory": "512Mi"}}
+			},
 		} {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
