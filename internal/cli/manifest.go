@@ -302,7 +302,7 @@ func manifestOptionFlags(cmd *cobra.Command, kind string, f *manifestFlags) {
 	if kind == manifest.KindKubernetes || kind == manifest.KindHelm {
 		how = "an hourly upgrader CronJob patches the StatefulSet's image to the version the manager wants, with a ServiceAccount that may only get and patch it"
 	}
-	fl.StringVar(&f.upgrade, "upgrade", "", "auto (default: "+how+"; docs/upgrades.md) or self-managed (you upgrade: today's spec, the delegate alone)")
+	fl.StringVar(&f.upgrade, "upgrade", "", "auto (default: "+how+"; docs/upgrades.md) or self-managed (the delegate alone: you upgrade it by changing its image or binary)")
 	fl.StringVar(&f.size, "size", "", "a size preset: "+strings.Join(manifest.Sizes(), ", ")+
 		" (requests, limits and task capacity measured for legate; docs/install.md has the table; not with --cpu/--memory)")
 	fl.BoolVar(&f.runAsRoot, "run-as-root", false, "run the delegate as root (uid 0), for INIT_SCRIPTs that install packages: its tasks run as root too (docs/install.md says the risk)")

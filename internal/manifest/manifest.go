@@ -221,6 +221,9 @@ func checkApplies(p Params, k8s, aws bool) error {
 		{p.Memory != "", "memory", k8s || aws},
 	} {
 		if s.set && !s.applies {
+			if p.Service && aws && strings.Contains(" upgrade size run-as-root hostname ", " "+s.name+" ") {
+				return fmt.Errorf("%s does not apply to the service JSON (service): give it to the task definition", s.name)
+			}
 			return fmt.Errorf("%s does not apply to a %s manifest", s.name, p.Kind)
 		}
 	}
