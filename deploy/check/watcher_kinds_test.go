@@ -2,9 +2,12 @@ package check
 
 import (
 	"encoding/json"
+	"os"
+	osexec "os/exec"
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,14 +67,14 @@ func dockerSpec(t *testing.T, artifact string) containerSpec {
 	return containerSpec{}
 }
 
-// TestDockerKindsRunUnderTheWatcher runs the default docker run command
-// and compose file (automatic upgrades) in legate's image with podman, as
-// they are written: their command (legate watcher with the image's
+// TestContainerKindsRunUnderTheWatcher runs the default docker run
+// command, compose file and ECS and Fargate task definitions (automatic
+// upgrades) in legate's image with podman, as they are written: their command (legate watcher with the image's
 // directory), their user and their size's limits. The delegate connects
 // to a real manager under the watcher (the manager lists it with
 // automatic upgrades on, from the watcher's slot) and runs a task as the
 // artifact's user: uid 1000, or 0 with --run-as-root.
-func TestDockerKindsRunUnderTheWatcher(t *testing.T) {
+func TestContainerKindsRunUnderTheWatcher(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the image is not built and run")
 	}
@@ -79,37 +82,35 @@ func TestDockerKindsRunUnderTheWatcher(t *testing.T) {
 	m := startHostManager(t)
 	token := strings.TrimSpace(m.cli(t, "token", "create", "watched", "--value-only"))
 	for _, tc := range []struct {
-		name    string
-		flags   []string
-		wantUID string
+		name, kind string
+		flags      []string
+		wantUID    string
 	}{
-		{"docker", []string{"--size", "laptop"}, "1000"},
-		{"compose-root", []string{"--compose", "--run-as-root", "--size", "small"}, "0"},
+		{"docker", manifest.KindDocker, []string{"--size", "laptop"}, "1000"},
+		{"compose-root", manifest.KindDocker, []string{"--compose", "--run-as-root", "--size", "small"}, "0"},
+		// ECS on EC2 runs as root (the instance's Docker socket; not
+		// mounted here).
+		{"ecs", manifest.KindECS, []string{"--region", "eu-west-1"}, "0"},
+		{"fargate", manifest.KindFargate, []string{"--region", "eu-west-1", "--execution-role-arn", testRole, "--size", "laptop"}, "1000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			name := "watched-" + tc.name
-			artifact := m.cli(t, append([]string{"manifest", "docker", "--token", token, "--manager-url", m.url,
+			artifact := m.cli(t, append([]string{"manifest", tc.kind, "--token", token, "--manager-url", m.url,
 				"--name", name, "--tags", name, "--image", image}, tc.flags...)...)
-			spec := dockerSpec(t, artifact)
+			var spec containerSpec
+			if tc.kind == manifest.KindDocker {
+				spec = dockerSpec(t, artifact)
+			} else {
+				spec = taskDefinitionSpec(t, artifact)
+			}
 			if want := []string{"watcher", "--dir", manifest.ImageWorkDir}; !slices.Equal(spec.args, want) {
 				t.Fatalf("the container's command is %q, want %q:\n%s", spec.args, want, artifact)
 			}
 
 			hostname := uniqueName("specs-options-" + tc.name)
 			container := runSpecContainer(t, image, hostname, spec)
-			var got protocol.Delegate
-			eventually(t, 2*time.Minute, "the delegate of "+tc.name+" connected", func() bool {
-				d, ok := m.delegate(t, hostname)
-				if ok && d.Status == protocol.DelegateConnected {
-					got = d
-					return true
-				}
-				if containerStopped(container) {
-					t.Fatalf("the container stopped")
-				}
-				return false
-			})
+			got := m.waitConnected(t, hostname, func() bool { return containerStopped(container) })
 			if got.Upgrade != protocol.UpgradeAuto {
 				t.Errorf("the delegate's upgrade is %q, want %q (a watcher runs it and upgrades it)", got.Upgrade, protocol.UpgradeAuto)
 			}
@@ -128,6 +129,117 @@ func TestDockerKindsRunUnderTheWatcher(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// waitConnected waits until the manager lists the delegate of hostname
+// connected, and fails the test when stopped says its process stopped.
+func (m hostManager) waitConnected(t *testing.T, hostname string, stopped func() bool) protocol.Delegate {
+	t.Helper()
+	var got protocol.Delegate
+	eventually(t, 2*time.Minute, "the delegate on "+hostname+" connected", func() bool {
+		d, ok := m.delegate(t, hostname)
+		if ok && d.Status == protocol.DelegateConnected {
+			got = d
+			return true
+		}
+		if stopped() {
+			t.Fatalf("the delegate's process stopped")
+		}
+		return false
+	})
+	return got
+}
+
+// taskDefinitionSpec reads an ECS or Fargate task definition's
+// container: its command, user, environment.
+func taskDefinitionSpec(t *testing.T, artifact string) containerSpec {
+	t.Helper()
+	td, err := decodeTaskDefinition(artifact)
+	if err != nil {
+		t.Fatalf("decode the task definition: %v\n%s", err, artifact)
+	}
+	c := td.ContainerDefinitions[0]
+	s := containerSpec{env: map[string]string{}, args: c.Command}
+	for _, kv := range c.Environment {
+		s.env[deref(kv.Name)] = deref(kv.Value)
+	}
+	if c.User != nil {
+		s.flags = append(s.flags, "--user", *c.User)
+	}
+	return s
+}
+
+// TestSystemdUnitRunsTheWatcher runs the systemd spec's ExecStart as it is
+// written (legate watcher in the unit's state directory, here a
+// temporary one, with the unit's environment file) on this host: the
+// delegate connects to a real manager under the watcher and runs a task
+// whose parent is the watcher's delegate.
+func TestSystemdUnitRunsTheWatcher(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: no processes")
+	}
+	if err := buildLegate(); err != nil {
+		t.Fatal(err)
+	}
+	m := startHostManager(t)
+	token := strings.TrimSpace(m.cli(t, "token", "create", "watched-host", "--value-only"))
+	artifact := m.cli(t, "manifest", "systemd", "--token", token, "--manager-url", m.url, "--name", "watched-host", "--tags", "watched-host", "--size", "laptop")
+	inst, err := parseSystemd(artifact)
+	if err != nil {
+		t.Fatalf("parse the systemd script: %v\n%s", err, artifact)
+	}
+	svc := inst.Unit["Service"]
+	execStart := strings.Fields(svc["ExecStart"])
+	want := []string{"/usr/local/bin/legate", "watcher", "--dir", svc["WorkingDirectory"]}
+	if !slices.Equal(execStart, want) || svc["MemoryMax"] != "512M" || svc["CPUQuota"] != "50%" {
+		t.Fatalf("ExecStart=%q MemoryMax=%q CPUQuota=%q, want %q with the laptop size's limits", svc["ExecStart"], svc["MemoryMax"], svc["CPUQuota"], want)
+	}
+	dir := t.TempDir()
+	hostname := uniqueName("specs-options-host")
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "DELEGATE_HOSTNAME=" + hostname, "DELEGATE_HTTP_PORT=" + freePort(t)}
+	for k, v := range inst.EnvFile {
+		env = append(env, k+"="+v)
+	}
+	cmd := osexec.Command(legateBinary, "watcher", "--dir", dir)
+	cmd.Env, cmd.Dir = env, dir
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("--- output of the watcher ---\n%s", out.String())
+		}
+	})
+	got := m.waitConnected(t, hostname, func() bool {
+		select {
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if got.Upgrade != protocol.UpgradeAuto {
+		t.Errorf("the delegate's upgrade is %q, want %q (a watcher runs it)", got.Upgrade, protocol.UpgradeAuto)
+	}
+	res := m.cli(t, "task", "run", "-o", "json", "--selector", "watched-host", "--script", `echo "capacity=$DELEGATE_TASK_CAPACITY slot=$LEGATE_WATCHER_SLOT"`)
+	var task protocol.Task
+	if err := json.Unmarshal([]byte(res), &task); err != nil || task.Status != protocol.StatusSucceeded {
+		t.Fatalf("task run: %v\n%s", err, res)
+	}
+	if logs := m.cli(t, "task", "logs", task.ID); !strings.Contains(logs, "capacity=2 slot=") || strings.Contains(logs, "slot=\n") {
+		t.Errorf("the task's environment: want the laptop size's capacity and the watcher's slot:\n%s", logs)
 	}
 }
 
