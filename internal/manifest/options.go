@@ -175,6 +175,15 @@ func containerCommand(p Params) []string {
 	return []string{"delegate"}
 }
 
+// commandSeq is containerCommand as a YAML or JSON sequence.
+func commandSeq(p Params) seq {
+	s := seq{}
+	for _, a := range containerCommand(p) {
+		s = append(s, a)
+	}
+	return s
+}
+
 // sizeEnv is the environment a size adds: the task capacity.
 func sizeEnv(p Params) []protocol.EnvVar {
 	sz, ok := SizeOf(p.Size)

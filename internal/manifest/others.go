@@ -80,13 +80,9 @@ func compose(p Params) string {
 			env = append(env, field{TokenKey, composeEscape(p.Token)})
 		}
 	}
-	command := seq{}
-	for _, a := range containerCommand(p) {
-		command = append(command, a)
-	}
 	svc := mapping{
 		{"image", p.Image},
-		{"command", command},
+		{"command", commandSeq(p)},
 		{"restart", "unless-stopped"},
 		{"stop_grace_period", strconv.Itoa(DrainSeconds) + "s"},
 		{"environment", env},
@@ -112,15 +108,11 @@ func ecsTaskDefinition(p Params) string {
 			envs = append(envs, mapping{{"name", TokenKey}, {"value", p.Token}})
 		}
 	}
-	command := seq{}
-	for _, a := range containerCommand(p) {
-		command = append(command, a)
-	}
 	c := mapping{
 		{"name", p.Name},
 		{"image", p.Image},
 		{"essential", true},
-		{"command", command},
+		{"command", commandSeq(p)},
 		{"environment", envs},
 	}
 	if p.Kind == KindECS && p.Hostname != "" {
