@@ -114,6 +114,14 @@ func TestContainerKindsRunUnderTheWatcher(t *testing.T) {
 			if got.Upgrade != protocol.UpgradeAuto {
 				t.Errorf("the delegate's upgrade is %q, want %q (a watcher runs it and upgrades it)", got.Upgrade, protocol.UpgradeAuto)
 			}
+			// The image's health check asks the watcher's delegate: healthy
+			// on its port, unhealthy when neither of the two ports answers.
+			if out, err := podman("exec", container, "/usr/local/bin/legate-healthcheck"); err != nil {
+				t.Errorf("the image's health check under the watcher: %v\n%s", err, out)
+			}
+			if out, err := podman("exec", "--env", "DELEGATE_HTTP_PORT="+freePort(t), container, "/usr/local/bin/legate-healthcheck"); err == nil {
+				t.Errorf("the image's health check passed with no delegate on the port it asks:\n%s", out)
+			}
 			out := m.cli(t, "task", "run", "-o", "json", "--selector", name, "--script", `echo "uid=$(id -u) parent=$(cat /proc/$PPID/comm)"; cat /proc/1/cmdline | tr '\0' ' '`)
 			var task protocol.Task
 			if err := json.Unmarshal([]byte(out), &task); err != nil {
