@@ -1,6 +1,8 @@
 package manifest
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -234,5 +236,22 @@ func TestECSHostname(t *testing.T) {
 	fg := generate(t, KindFargate, func(p *Params) { p.Hostname = "fargate-1" })
 	if strings.Contains(fg, `"hostname"`) || !strings.Contains(fg, `"name": "DELEGATE_HOSTNAME",`+"\n"+`          "value": "fargate-1"`) {
 		t.Errorf("fargate:\n%s", fg)
+	}
+}
+
+// TestSizesDocumented: docs/install.md's table of sizes says what the
+// code gives, row by row.
+func TestSizesDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../docs/install.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range Sizes() {
+		sz, _ := SizeOf(name)
+		row := fmt.Sprintf("| %s | %d | %s | %s | %s | %s | %s / %s | %s / %s | %s / %s |", name, sz.Capacity, sz.CPURequest, sz.MemRequest,
+			sz.CPULimit, sz.MemLimit, sz.ECSCPU, sz.ECSMemory, sz.DockerCPUs, sz.DockerMem, sz.SystemdCPU, sz.SystemdMem)
+		if !strings.Contains(string(b), row+"\n") {
+			t.Errorf("docs/install.md lacks the row of size %s:\n%s", name, row)
+		}
 	}
 }
