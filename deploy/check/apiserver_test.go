@@ -1,8 +1,12 @@
 package check
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/legate-dev/legate/internal/k8stest"
 	"github.com/legate-dev/legate/internal/manifest"
@@ -56,7 +60,12 @@ func TestArtifactsAcceptedByTheRealAPIServer(t *testing.T) {
 					"passwordSecret": map[string]any{"name": "proxy-pass"}, "noProxy": "10.0.0.0/8", "manager": "false"}
 				v["caBundle"] = map[string]any{"secret": "corp-ca", "key": "root.pem"}
 			},
-			"replicas 3": func(v map[string]any) { v["replicas"] = 3 },
+			"replicas 3":           func(v map[string]any) { v["replicas"] = 3 },
+			"upgrade self-managed": func(v map[string]any) { v["upgrade"] = "self-managed" },
+			"run as root, limits": func(v map[string]any) {
+				v["runAsRoot"] = true
+				v["resources"] = map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "128Mi"}, "limits": map[string]any{"cpu": "500m", "memory": "512Mi"}}
+			},
 		} {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
@@ -88,4 +97,86 @@ func TestArtifactsAcceptedByTheRealAPIServer(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestDefaultSpecsInstallTheUpgrader applies, for real, the default spec
+// of legate manifest kubernetes and the delegate chart's default render
+// (automatic upgrades) to the API server of scripts/k8s-ensure, and checks
+// the cluster: the StatefulSet rolls out (kwok makes its pods Ready), the
+// hourly upgrader CronJob is there (never two at once), and its
+// ServiceAccount may get and patch that StatefulSet and nothing else.
+func TestDefaultSpecsInstallTheUpgrader(t *testing.T) {
+	k := k8stest.Require(t)
+	for _, tc := range []struct {
+		name   string
+		render func(t *testing.T, ns string) string
+	}{
+		{"kubernetes", func(t *testing.T, ns string) string {
+			p := params(manifest.KindKubernetes)
+			// A Role in its namespace: nothing cluster-wide outlives the test.
+			p.Namespace, p.RBAC = ns, "namespace"
+			out, err := manifest.Generate(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}},
+		{"chart", func(t *testing.T, ns string) string {
+			out, err := renderChart(delegateChart, map[string]any{"accountId": testAccount, "managerUrl": testURL,
+				"token": testToken, "name": "prod-east", "rbac": "namespace"}, ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ns := k.Namespace(t)
+			k.Kubectl(t, tc.render(t, ns), "apply", "-f", "-")
+			const sts = "prod-east-gcwwxt"
+			const upgrader = sts + "-upgrader"
+			k.WaitRolledOut(t, 2*time.Minute, ns, sts)
+
+			var cj batchv1.CronJob
+			if err := json.Unmarshal([]byte(k.Kubectl(t, "", "get", "cronjob", upgrader, "-n", ns, "-o", "json")), &cj); err != nil {
+				t.Fatal(err)
+			}
+			pod := cj.Spec.JobTemplate.Spec.Template.Spec
+			if cj.Spec.Schedule != manifest.UpgraderSchedule || cj.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent ||
+				pod.ServiceAccountName != upgrader || len(pod.Containers) != 1 || pod.Containers[0].Args[0] != "upgrader" {
+				t.Errorf("CronJob %s: schedule %q, concurrency %q, ServiceAccount %q, containers %+v", upgrader,
+					cj.Spec.Schedule, cj.Spec.ConcurrencyPolicy, pod.ServiceAccountName, pod.Containers)
+			}
+			env := map[string]string{}
+			for _, e := range pod.Containers[0].Env {
+				env[e.Name] = e.Value
+			}
+			if env["UPGRADER_NAMESPACE"] != ns || env["UPGRADER_STATEFULSET"] != sts || env["MANAGER_HOST_AND_PORT"] != testURL {
+				t.Errorf("the upgrader's environment: %v", env)
+			}
+
+			// What the cluster lets the upgrader's ServiceAccount do.
+			as := "system:serviceaccount:" + ns + ":" + upgrader
+			for _, c := range []struct {
+				verb, resource string
+				want           bool
+			}{
+				{"get", "statefulsets/" + sts, true},
+				{"patch", "statefulsets/" + sts, true},
+				{"delete", "statefulsets/" + sts, false},
+				{"update", "statefulsets/" + sts, false},
+				{"patch", "statefulsets/other", false},
+				{"create", "statefulsets", false},
+				{"get", "secrets", false},
+				{"create", "pods", false},
+			} {
+				cmd := k.KubectlCommand("", "auth", "can-i", c.verb, c.resource, "-n", ns, "--as", as)
+				out, _ := cmd.Output() // exit 1 for "no"
+				if got := strings.TrimSpace(string(out)) == "yes"; got != c.want {
+					t.Errorf("%s may %s %s: %q, want %v", as, c.verb, c.resource, strings.TrimSpace(string(out)), c.want)
+				}
+			}
+		})
+	}
 }

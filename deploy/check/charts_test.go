@@ -78,6 +78,7 @@ func TestDelegateChartRefuses(t *testing.T) {
 		"short acct":   {"accountId": "ab", "managerUrl": testURL, "token": "t"},
 		"bad name":     {"accountId": testAccount, "managerUrl": testURL, "token": "t", "name": "Prod_1"},
 		"two CA kinds": {"accountId": testAccount, "managerUrl": testURL, "token": "t", "caBundle": map[string]any{"configMap": "a", "secret": "b"}},
+		"bad upgrade":  {"accountId": testAccount, "managerUrl": testURL, "token": "t", "upgrade": "nightly"},
 	} {
 		if _, err := renderChart(delegateChart, v, "ns"); err == nil {
 			t.Errorf("%s: rendered", name)

@@ -166,6 +166,9 @@ type composeService struct {
 	Restart         string            `json:"restart"`
 	StopGracePeriod string            `json:"stop_grace_period"`
 	Environment     map[string]string `json:"environment"`
+	User            string            `json:"user,omitempty"`
+	CPUs            string            `json:"cpus,omitempty"`
+	MemLimit        string            `json:"mem_limit,omitempty"`
 	Deploy          *struct {
 		Replicas int `json:"replicas"`
 	} `json:"deploy,omitempty"`
@@ -201,6 +204,8 @@ type dockerRun struct {
 	Env   map[string]string
 	Image string
 	Args  []string
+	// Flags are the values of --user, --cpus and --memory.
+	Flags map[string]string
 }
 
 // parseDockerRuns reads the docker run commands legate prints: words split
@@ -216,13 +221,13 @@ func parseDockerRuns(text string) ([]dockerRun, error) {
 		if len(cmd) < 3 || cmd[0] != "docker" || cmd[1] != "run" {
 			return nil, fmt.Errorf("not a docker run command: %q", cmd)
 		}
-		r := dockerRun{Env: map[string]string{}}
+		r := dockerRun{Env: map[string]string{}, Flags: map[string]string{}}
 		i := 2
 	flags:
 		for ; i < len(cmd); i++ {
 			switch cmd[i] {
 			case "--detach":
-			case "--name", "--restart", "--stop-timeout", "--env":
+			case "--name", "--restart", "--stop-timeout", "--env", "--user", "--cpus", "--memory":
 				if i+1 >= len(cmd) {
 					return nil, fmt.Errorf("%s without a value", cmd[i])
 				}
@@ -230,6 +235,11 @@ func parseDockerRuns(text string) ([]dockerRun, error) {
 				switch cmd[i] {
 				case "--name":
 					r.Name = v
+				case "--user", "--cpus", "--memory":
+					if _, dup := r.Flags[cmd[i]]; dup {
+						return nil, fmt.Errorf("%s twice", cmd[i])
+					}
+					r.Flags[cmd[i]] = v
 				case "--env":
 					k, val, ok := strings.Cut(v, "=")
 					if !ok {
@@ -329,7 +339,7 @@ type systemdInstall struct {
 // unitKeys are the keys legate's unit may use, per section.
 var unitKeys = map[string][]string{
 	"Unit":    {"Description", "Wants", "After", "Documentation"},
-	"Service": {"Type", "User", "EnvironmentFile", "StateDirectory", "WorkingDirectory", "ExecStart", "Restart", "RestartSec", "KillMode", "KillSignal", "TimeoutStopSec", "LimitNOFILE"},
+	"Service": {"Type", "User", "EnvironmentFile", "StateDirectory", "WorkingDirectory", "ExecStart", "Restart", "RestartSec", "KillMode", "KillSignal", "TimeoutStopSec", "LimitNOFILE", "CPUQuota", "MemoryMax"},
 	"Install": {"WantedBy"},
 }
 

@@ -20,6 +20,9 @@ func FuzzManifestDecodes(f *testing.F) {
 	f.Add(2, "a.b_c", "\u00e9,\u2603", "", "X", "$$ ${X} '")
 	f.Add(3, "ecs_1", "", "x", "Y", "\"}]")
 	f.Add(5, "host-1", "t", "\\", "Z", "%s %q")
+	f.Add(10, "ecs-host.1", "t", "", "Z", "v")
+	f.Add(11, "Fargate-Host", "", "", "Z", "v")
+	f.Add(7, "k8s", "a", "", "Z", "v")
 	f.Fuzz(func(t *testing.T, kind int, name, tags, desc, envName, envValue string) {
 		kinds := manifest.Kinds()
 		p := params(kinds[(kind%len(kinds)+len(kinds))%len(kinds)])
@@ -29,6 +32,14 @@ func FuzzManifestDecodes(f *testing.F) {
 			p.Tags = strings.Split(tags, ",")
 		}
 		p.Env = []protocol.EnvVar{{Name: envName, Value: envValue}}
+		// Past the kinds, the same kinds with the options: the name as
+		// the ECS hostname, a size, root.
+		if (kind/len(kinds))%2 != 0 {
+			p.RunAsRoot, p.Size = true, manifest.Sizes()[(len(name)+len(tags))%len(manifest.Sizes())]
+			if p.Kind == manifest.KindECS || p.Kind == manifest.KindFargate {
+				p.Hostname = name
+			}
+		}
 		out, err := manifest.Generate(p)
 		if err != nil {
 			return // refused with an error: nothing to decode

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -64,19 +65,26 @@ func matrix(kind string) map[string]func(*manifest.Params) {
 			p.Compose = p.Kind == manifest.KindDocker
 		}
 	}
+	if kind != manifest.KindKubernetes && kind != manifest.KindHelm {
+		m["upgrade self-managed"] = func(p *manifest.Params) { p.Upgrade = "self-managed" }
+	}
+	// Every size, and the root variant (with the smallest size).
+	for _, size := range manifest.Sizes() {
+		m["size "+size] = func(p *manifest.Params) { p.Size = size }
+	}
+	m["run as root"] = func(p *manifest.Params) { p.RunAsRoot, p.Size = true, manifest.SizeLaptop }
 	switch kind {
 	case manifest.KindKubernetes, manifest.KindHelm:
 		m["rbac namespace"] = func(p *manifest.Params) { p.RBAC, p.Namespace = "namespace", "team-a" }
 		m["rbac none"] = func(p *manifest.Params) { p.RBAC = "none" }
 		m["existing secret"] = func(p *manifest.Params) { p.Token, p.TokenSecret = "", "legate-token" }
 		m["sizes"] = func(p *manifest.Params) { p.CPU, p.Memory = "0.25", "128Mi" }
-		if kind == manifest.KindKubernetes {
-			m["upgrade auto"] = func(p *manifest.Params) { p.Upgrade = "auto" }
-			m["upgrade auto, existing secret"] = func(p *manifest.Params) { p.Upgrade, p.Token, p.TokenSecret = "auto", "", "legate-token" }
-		}
+		m["upgrade self-managed"] = func(p *manifest.Params) { p.Upgrade = "self-managed" }
+		m["upgrade auto, existing secret"] = func(p *manifest.Params) { p.Upgrade, p.Token, p.TokenSecret = "auto", "", "legate-token" }
 	case manifest.KindDocker:
 		m["compose"] = func(p *manifest.Params) { p.Compose = true }
 		m["compose replicas"] = func(p *manifest.Params) { p.Compose, p.Replicas = true, 2 }
+		m["compose root, size"] = func(p *manifest.Params) { p.Compose, p.RunAsRoot, p.Size = true, true, manifest.SizeMedium }
 	case manifest.KindECS, manifest.KindFargate:
 		m["secret ARN"] = func(p *manifest.Params) { p.Token, p.TokenSecretARN = "", testARN }
 		m["service"] = func(p *manifest.Params) { p.Service, p.Cluster = true, "delegates" }
@@ -87,6 +95,7 @@ func matrix(kind string) map[string]func(*manifest.Params) {
 			m["service public"] = func(p *manifest.Params) { p.Service, p.Subnets, p.AssignPublicIP = true, []string{"subnet-0abc"}, true }
 		}
 		m["sizes"] = func(p *manifest.Params) { p.CPU, p.Memory = "1024", "3072" }
+		m["hostname"] = func(p *manifest.Params) { p.Hostname = "ecs-delegate-1" }
 	}
 	return m
 }
@@ -164,6 +173,12 @@ func wantEnv(p manifest.Params, typ string) map[string]string {
 	if p.Description != "" {
 		env["DELEGATE_DESCRIPTION"] = p.Description
 	}
+	if sz, ok := manifest.SizeOf(p.Size); ok {
+		env["DELEGATE_TASK_CAPACITY"] = strconv.Itoa(sz.Capacity)
+	}
+	if p.Kind == manifest.KindFargate && p.Hostname != "" {
+		env["DELEGATE_HOSTNAME"] = p.Hostname
+	}
 	for _, e := range p.Env {
 		env[e.Name] = e.Value
 	}
@@ -226,13 +241,23 @@ func TestKubernetesShape(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				kinds := map[string]int{}
+				// The upgrader's objects (automatic upgrades, the default)
+				// are counted apart: a CronJob, its ServiceAccount, Role
+				// and RoleBinding.
+				kinds, upgrader := map[string]int{}, map[string]int{}
 				var sts *appsv1.StatefulSet
 				for _, o := range objs {
+					if name := objectName(o.Obj); strings.HasSuffix(name, "-upgrader") {
+						upgrader[o.Kind]++
+						continue
+					}
 					kinds[o.Kind]++
 					if s, ok := o.Obj.(*appsv1.StatefulSet); ok {
 						sts = s
 					}
+				}
+				if d := cmp.Diff(map[string]int{"CronJob": 1, "ServiceAccount": 1, "Role": 1, "RoleBinding": 1}, upgrader); d != "" {
+					t.Errorf("the upgrader's objects (-want +got):\n%s", d)
 				}
 				// Beside the deployer's rights, a Role of its own namespace
 				// for container tasks as pods (podTaskRole), but with rbac none.
@@ -425,4 +450,12 @@ func TestECSShape(t *testing.T) {
 		deref(c.MountPoints[0].ContainerPath) != manifest.DockerSocket || deref(c.User) != "0" {
 		t.Errorf("ECS on EC2 without the Docker socket for task containers: %s", out)
 	}
+}
+
+// objectName is the metadata.name of a decoded object.
+func objectName(obj any) string {
+	if o, ok := obj.(interface{ GetName() string }); ok {
+		return o.GetName()
+	}
+	return ""
 }

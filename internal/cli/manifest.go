@@ -31,6 +31,8 @@ type manifestFlags struct {
 	subnets, securityGroups       []string
 	assignPublicIP                bool
 	cpu, memory                   string
+	size, hostname                string
+	runAsRoot                     bool
 }
 
 // manifestKind describes one subcommand of legate manifest.
@@ -50,27 +52,36 @@ CODE being the first six letters of the account ID, so that two clusters'
 delegates never collide. For high availability raise --replicas: the
 replicas of one delegate share its name; do not install a second delegate.
 
---upgrade self-managed (the default) leaves upgrades to you: change the
-image tag, and the StatefulSet's rolling update with the delegates' drain
-fails no task. --upgrade auto adds an hourly upgrader CronJob (never two
+--upgrade auto (the default) adds an hourly upgrader CronJob (never two
 at once) that asks the manager which version the delegate should run and
 patches the StatefulSet's image, with a ServiceAccount that may only get
-and patch that StatefulSet (docs/upgrades.md).
+and patch that StatefulSet (docs/upgrades.md). --upgrade self-managed
+leaves upgrades to you: change the image tag, and the StatefulSet's
+rolling update with the delegates' drain fails no task.
+
+--size laptop|small|medium|large sets requests, limits and the task
+capacity; --run-as-root runs the delegate as uid 0 (docs/install.md).
 
 Apply it with kubectl apply -f FILE.`,
 			`  legate manifest kubernetes --new-token k8s-prod --name prod --tags k8s,prod > delegate.yaml
   kubectl apply -f delegate.yaml
   legate manifest kubernetes --token-secret legate-token --rbac namespace --namespace team-a --replicas 2
-  legate manifest kubernetes --new-token k8s-auto --name prod --upgrade auto > delegate.yaml`},
+  legate manifest kubernetes --new-token k8s-manual --name prod --upgrade self-managed --size small > delegate.yaml`},
 		{manifest.KindHelm, "Helm values for deploy/helm/legate-delegate, and the helm install command",
 			`Print a values file for the chart deploy/helm/legate-delegate; its first
 lines say the helm install command. --token-secret NAME uses an existing
-Secret (key DELEGATE_TOKEN) instead of the token's value.`,
+Secret (key DELEGATE_TOKEN) instead of the token's value. upgrade: auto
+(the default) installs the upgrader CronJob, as for legate manifest
+kubernetes; --size and --run-as-root set resources and runAsRoot.`,
 			`  legate manifest helm --new-token k8s --name prod > values.yaml
   helm install prod deploy/helm/legate-delegate --namespace legate-delegate --create-namespace --values values.yaml`},
 		{manifest.KindDocker, "A docker run command (--compose: a compose file)",
 			`Print a docker run command that starts the delegate (one per --replicas,
-named NAME-1, NAME-2, ...), or with --compose a compose file.`,
+named NAME-1, NAME-2, ...), or with --compose a compose file. The container
+runs legate watcher, which runs the delegate and upgrades it with no
+downtime from the manager's signed releases (--upgrade self-managed: the
+delegate alone, you change the image). --size sets --cpus, --memory and the
+task capacity; --run-as-root runs it as uid 0 (docs/install.md).`,
 			`  legate manifest docker --new-token laptop --name laptop | sh
   legate manifest docker --token "$TOKEN" --compose --replicas 2 > compose.yaml && docker compose up -d`},
 		{manifest.KindECS, "An ECS (EC2) task definition (--service: its service JSON)",
@@ -78,7 +89,12 @@ named NAME-1, NAME-2, ...), or with --compose a compose file.`,
 for aws ecs register-task-definition --cli-input-json), or with --service the
 service that runs it (for aws ecs create-service --cli-input-json). Logs go to
 awslogs in --region (default: AWS_REGION). --token-secret-arn reads the token
-from Secrets Manager (with --execution-role-arn) instead of embedding it.`,
+from Secrets Manager (with --execution-role-arn) instead of embedding it.
+The container runs legate watcher, which upgrades the delegate with no
+downtime (--upgrade self-managed: the delegate alone). --hostname gives the
+container its host name, the delegate's identity: a replaced task stays one
+instance (one task per hostname). --size sets the task's CPU and memory and
+the task capacity (docs/install.md).`,
 			`  legate manifest ecs --new-token ecs --name ecs-delegate --region us-east-1 > task-spec.json
   aws ecs register-task-definition --cli-input-json file://task-spec.json
   legate manifest ecs --service --name ecs-delegate --cluster my-cluster --replicas 2 > service.json
@@ -86,7 +102,11 @@ from Secrets Manager (with --execution-role-arn) instead of embedding it.`,
 		{manifest.KindFargate, "A Fargate task definition (--service: its service JSON)",
 			`Print a Fargate task definition (awsvpc network, task --cpu and --memory,
 --execution-role-arn), or with --service its service, which needs --subnet
-(and usually --security-group).`,
+(and usually --security-group). The container runs legate watcher, which
+upgrades the delegate with no downtime (--upgrade self-managed: the delegate
+alone). Fargate takes no container hostname: --hostname sets the delegate's
+DELEGATE_HOSTNAME, its identity. --size picks a Fargate task size
+(docs/install.md).`,
 			`  legate manifest fargate --new-token fargate --name fargate-delegate \
     --execution-role-arn arn:aws:iam::123456789012:role/ecsTaskExecutionRole > task-spec.json
   legate manifest fargate --service --name fargate-delegate --cluster my-cluster \
@@ -94,7 +114,10 @@ from Secrets Manager (with --execution-role-arn) instead of embedding it.`,
 		{manifest.KindSystemd, "A systemd unit and its environment file for a Linux host",
 			`Print a shell script that writes the delegate's environment file (mode
 0600: it holds the token) and its systemd unit, then starts it. Run it as
-root on a host with the legate binary at /usr/local/bin/legate.`,
+root on a host with the legate binary at /usr/local/bin/legate. The unit
+runs legate watcher, which upgrades the delegate with no downtime
+(--upgrade self-managed: legate delegate). --size sets CPUQuota, MemoryMax
+and the task capacity; --run-as-root sets User=root (docs/install.md).`,
 			`  legate manifest systemd --new-token host1 --name build-hosts --tags linux > install.sh
   sudo sh install.sh`},
 	}
@@ -157,6 +180,7 @@ func (a *app) manifestKindCmd(k manifestKind) *cobra.Command {
 	if k.kind != manifest.KindSystemd {
 		fl.StringVar(&f.image, "image", "", "the container image (default: "+manifest.DefaultImage(a.build.Version)+", this CLI's version)")
 	}
+	manifestOptionFlags(cmd, k.kind, &f)
 	switch k.kind {
 	case manifest.KindKubernetes, manifest.KindHelm:
 		fl.StringVar(&f.tokenSecret, "token-secret", "", "an existing Secret holding the token under the key "+manifest.TokenKey+", instead of --token")
@@ -164,9 +188,6 @@ func (a *app) manifestKindCmd(k manifestKind) *cobra.Command {
 		fl.StringVar(&f.rbac, "rbac", "", "cluster (a ClusterRole over every namespace; default), namespace (a Role in --namespace only) or none")
 		fl.StringVar(&f.cpu, "cpu", "", "CPU request (default 50m)")
 		fl.StringVar(&f.memory, "memory", "", "memory request (default 64Mi)")
-		if k.kind == manifest.KindKubernetes {
-			fl.StringVar(&f.upgrade, "upgrade", "", "self-managed (default: you change the image) or auto (an hourly upgrader CronJob patches the StatefulSet's image to the version the manager wants; docs/upgrades.md)")
-		}
 	case manifest.KindDocker:
 		fl.BoolVar(&f.compose, "compose", false, "print a compose file instead of docker run")
 	case manifest.KindECS, manifest.KindFargate:
@@ -204,6 +225,7 @@ func (a *app) runManifest(cmd *cobra.Command, kind string, f *manifestFlags) err
 		Subnets: f.subnets, SecurityGroups: f.securityGroups, AssignPublicIP: f.assignPublicIP,
 		CPU: f.cpu, Memory: f.memory, Org: f.org, Project: f.project,
 	}
+	req.Size, req.RunAsRoot, req.Hostname = f.size, f.runAsRoot, f.hostname
 	if f.tags != "" {
 		req.Tags = strings.Split(f.tags, ",")
 	}
@@ -270,4 +292,21 @@ func (a *app) runManifest(cmd *cobra.Command, kind string, f *manifestFlags) err
 	}
 	_, err = fmt.Fprint(cmd.OutOrStdout(), out)
 	return err
+}
+
+// manifestOptionFlags are the flags of upgrades, the root variant, sizes
+// and the ECS hostname (docs/install.md).
+func manifestOptionFlags(cmd *cobra.Command, kind string, f *manifestFlags) {
+	fl := cmd.Flags()
+	how := "legate watcher runs the delegate and upgrades it with no downtime from the manager's signed releases"
+	if kind == manifest.KindKubernetes || kind == manifest.KindHelm {
+		how = "an hourly upgrader CronJob patches the StatefulSet's image to the version the manager wants, with a ServiceAccount that may only get and patch it"
+	}
+	fl.StringVar(&f.upgrade, "upgrade", "", "auto (default: "+how+"; docs/upgrades.md) or self-managed (the delegate alone: you upgrade it by changing its image or binary)")
+	fl.StringVar(&f.size, "size", "", "a size preset: "+strings.Join(manifest.Sizes(), ", ")+
+		" (requests, limits and task capacity measured for legate; docs/install.md has the table; not with --cpu/--memory)")
+	fl.BoolVar(&f.runAsRoot, "run-as-root", false, "run the delegate as root (uid 0), for INIT_SCRIPTs that install packages: its tasks run as root too (docs/install.md says the risk)")
+	if kind == manifest.KindECS || kind == manifest.KindFargate {
+		fl.StringVar(&f.hostname, "hostname", "", "the delegate's host name, its identity: replacements of the task stay one instance (ECS: the container's hostname; Fargate: DELEGATE_HOSTNAME); one task per hostname")
+	}
 }

@@ -80,8 +80,10 @@ type Delegate struct {
 	// documented set; for hosts with several addresses and for tests.
 	IP string
 	// IdentityByHostname is true when DELEGATE_TYPE is KUBERNETES or
-	// HELM_DELEGATE or KUBERNETES_SERVICE_HOST is set: the instance is
-	// identified by hostname alone.
+	// HELM_DELEGATE or KUBERNETES_SERVICE_HOST is set, or the delegate
+	// runs in an ECS task (EC2 or Fargate: ECS sets
+	// ECS_CONTAINER_METADATA_URI_V4): the instance is identified by
+	// hostname alone.
 	IdentityByHostname bool
 
 	// Upgrades (docs/upgrades.md).
@@ -257,7 +259,7 @@ func (e vars) readIdentity(d *Delegate) error {
 		return fmt.Errorf("DELEGATE_IP=%q: not an IP address", d.IP)
 	}
 	d.IdentityByHostname = d.Type == "KUBERNETES" || d.Type == "HELM_DELEGATE" ||
-		e.get("KUBERNETES_SERVICE_HOST") != ""
+		e.get("KUBERNETES_SERVICE_HOST") != "" || onECS(e)
 	return nil
 }
 
@@ -659,4 +661,13 @@ func parseCapacity(name, v string) (int, error) {
 		return 0, bad
 	}
 	return n, nil
+}
+
+// onECS reports whether the delegate runs in an ECS task: the ECS agent
+// (EC2) and Fargate give every container its task metadata endpoint. An
+// ECS delegate is identified by the hostname chosen for its task
+// definition (its IP changes when the task is replaced), as a Kubernetes
+// delegate is by its pod's.
+func onECS(e vars) bool {
+	return e.get("ECS_CONTAINER_METADATA_URI_V4") != "" || e.get("ECS_CONTAINER_METADATA_URI") != ""
 }

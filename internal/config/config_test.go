@@ -95,6 +95,8 @@ func TestFromEnv(t *testing.T) {
 		{"kubernetes type", with(gen1, "DELEGATE_TYPE", "KUBERNETES"), modified(func(d *Delegate) { d.Type = "KUBERNETES"; d.IdentityByHostname = true })},
 		{"helm type", with(gen1, "DELEGATE_TYPE", "helm_delegate"), modified(func(d *Delegate) { d.Type = "HELM_DELEGATE"; d.IdentityByHostname = true })},
 		{"in a kubernetes pod", with(gen1, "KUBERNETES_SERVICE_HOST", "10.96.0.1"), modified(func(d *Delegate) { d.IdentityByHostname = true })},
+		{"in an ECS task", with(gen1, "ECS_CONTAINER_METADATA_URI_V4", "http://169.254.170.2/v4/x"), modified(func(d *Delegate) { d.IdentityByHostname = true })},
+		{"in an older ECS agent's task", with(gen1, "ECS_CONTAINER_METADATA_URI", "http://169.254.170.2/v3/x"), modified(func(d *Delegate) { d.IdentityByHostname = true })},
 		{"hostname", with(gen1, "DELEGATE_HOSTNAME", "ip-10-0-1-23.ec2.internal"), modified(func(d *Delegate) { d.Hostname = "ip-10-0-1-23.ec2.internal" })},
 		{"deploy mode", with(gen1, "DEPLOY_MODE", "KUBERNETES"), modified(func(d *Delegate) { d.DeployMode = "KUBERNETES" })},
 		{"next gen TRUE", with(gen1, "NEXT_GEN", "TRUE"), modified(func(d *Delegate) { d.NextGen = true })},

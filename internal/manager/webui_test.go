@@ -521,6 +521,53 @@ func TestUINewDelegate(t *testing.T) {
 	}
 }
 
+// TestUINewDelegateOptions: the New delegate page asks for the spec's
+// options as legate manifest does: automatic upgrades by default (the
+// watcher runs the delegate), self-managed, a size, root, and the ECS
+// hostname; an unknown size is refused with the list.
+func TestUINewDelegateOptions(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	b := newBrowserSignedIn(t, tm)
+	if _, page := b.get("/delegates/new"); !strings.Contains(page, `<option value="auto" selected>`) || !strings.Contains(page, `<option value="large">`) ||
+		!strings.Contains(page, `id="run_as_root"`) || !strings.Contains(page, `id="hostname"`) {
+		t.Fatalf("the form lacks the options:\n%s", page)
+	}
+	for _, tc := range []struct {
+		name      string
+		form      url.Values
+		status    int
+		want, not []string
+	}{
+		{"default", url.Values{"kind": {"docker"}}, 200, []string{" watcher --dir /var/lib/legate\n"}, []string{"--user 0"}},
+		{"self-managed, root, size", url.Values{"kind": {"docker"}, "upgrade": {"self-managed"}, "run_as_root": {"on"}, "size": {"small"}}, 200,
+			[]string{"--user 0 \\", "--cpus 1 \\", "--memory 1024m \\", "DELEGATE_TASK_CAPACITY=4", " delegate\n"}, []string{"watcher"}},
+		{"ecs hostname", url.Values{"kind": {"ecs"}, "region": {"eu-west-1"}, "hostname": {"ecs-host-1"}}, 200, []string{`&#34;hostname&#34;: &#34;ecs-host-1&#34;`}, nil},
+		{"docker ignores the hostname", url.Values{"kind": {"docker"}, "hostname": {"h"}}, 200, []string{"watcher"}, []string{"DELEGATE_HOSTNAME"}},
+		{"unknown size", url.Values{"kind": {"docker"}, "size": {"huge"}}, 400, []string{"size &#34;huge&#34;: use one of laptop, small, medium, large"}, []string{`id="manifest"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			form := tc.form
+			form.Set("csrf", b.csrf("/delegates/new"))
+			form.Set("name", "opt")
+			form.Set("manager_url", "http://manager.example:7460")
+			resp, page := b.do("POST", "/delegates/new", form, nil)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d:\n%s", resp.StatusCode, tc.status, page)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(page, w) {
+					t.Errorf("the page lacks %q:\n%s", w, page)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(page, n) {
+					t.Errorf("the page has %q:\n%s", n, page)
+				}
+			}
+		})
+	}
+}
+
 // TestUITaskOutputStream: the task page's output stream carries the
 // output as the API serves it, the head/tail cap's marker flagged, and
 // ends with the task's final status.

@@ -2,8 +2,6 @@ package manifest
 
 import (
 	"strings"
-
-	"github.com/legate-dev/legate/internal/protocol"
 )
 
 // kubernetes prints the Namespace, the token's Secret (unless it exists),
@@ -50,7 +48,7 @@ func kubernetes(p Params) string {
 			env = append(env, mapping{{"name", TokenKey}, {"valueFrom", mapping{{"secretKeyRef", mapping{{"name", secret}, {"key", TokenKey}}}}}})
 		}
 	}
-	container := k8sContainer(p, env)
+	container := k8sOptions(p, k8sContainer(p, env))
 	stsMeta := meta(full, true)
 	stsMeta = append(stsMeta, field{"annotations", mapping{{LabelPrefix + "upgrade", p.Upgrade}}})
 	selector := mapping{{LabelPrefix + "app", "legate-delegate"}, {LabelPrefix + "account", AccountCode(p.AccountID)}, {LabelPrefix + "name", p.Name}}
@@ -73,7 +71,7 @@ func kubernetes(p Params) string {
 			}},
 		}},
 	})
-	if p.Upgrade == protocol.UpgradeAutomatic {
+	if automatic(p) {
 		docs = append(docs, upgraderDocs(p, env, meta)...)
 	}
 	return yamlDocs("", docs...)

@@ -161,14 +161,8 @@ func normalize(p Params) (Params, error) {
 	if err := checkApplies(p, k8s, aws); err != nil {
 		return p, err
 	}
-	switch p.Upgrade {
-	case "":
-		if p.Kind == KindKubernetes {
-			p.Upgrade = protocol.UpgradeSelfManaged
-		}
-	case protocol.UpgradeSelfManaged, protocol.UpgradeAutomatic:
-	default:
-		return p, fmt.Errorf("upgrade %q: use %s or %s", p.Upgrade, protocol.UpgradeAutomatic, protocol.UpgradeSelfManaged)
+	if err := normalizeOptions(&p); err != nil {
+		return p, err
 	}
 	if err := checkAccountID(p.AccountID, k8s); err != nil {
 		return p, err
@@ -209,7 +203,10 @@ func checkApplies(p Params, k8s, aws bool) error {
 		{p.Image != "", "image", p.Kind != KindSystemd},
 		{p.Namespace != "", "namespace", k8s},
 		{p.RBAC != "", "rbac", k8s},
-		{p.Upgrade != "", "upgrade", p.Kind == KindKubernetes},
+		{p.Upgrade != "", "upgrade", !p.Service},
+		{p.Size != "", "size", !p.Service},
+		{p.RunAsRoot, "run-as-root", !p.Service},
+		{p.Hostname != "", "hostname", aws && !p.Service},
 		{p.TokenSecret != "", "token-secret", k8s},
 		{p.Compose, "compose", p.Kind == KindDocker},
 		{p.Service, "service", aws},
@@ -224,6 +221,9 @@ func checkApplies(p Params, k8s, aws bool) error {
 		{p.Memory != "", "memory", k8s || aws},
 	} {
 		if s.set && !s.applies {
+			if p.Service && aws && strings.Contains(" upgrade size run-as-root hostname ", " "+s.name+" ") {
+				return fmt.Errorf("%s does not apply to the service JSON (service): give it to the task definition", s.name)
+			}
 			return fmt.Errorf("%s does not apply to a %s manifest", s.name, p.Kind)
 		}
 	}
@@ -697,5 +697,10 @@ func delegateEnv(p Params, typ string) []protocol.EnvVar {
 	if p.Description != "" {
 		env = append(env, protocol.EnvVar{Name: "DELEGATE_DESCRIPTION", Value: p.Description})
 	}
+	if p.Kind == KindFargate && p.Hostname != "" {
+		// awsvpc takes no container hostname: the delegate's own override.
+		env = append(env, protocol.EnvVar{Name: "DELEGATE_HOSTNAME", Value: p.Hostname})
+	}
+	env = append(env, sizeEnv(p)...)
 	return append(env, p.Env...)
 }

@@ -49,8 +49,7 @@ func TestGenerateRefuses(t *testing.T) {
 		{"cpu", func(p *Params) { p.CPU = "lots" }, `cpu "lots" is not a Kubernetes quantity`},
 		{"not for kubernetes", func(p *Params) { p.Compose = true }, "compose does not apply to a kubernetes manifest"},
 		{"image", func(p *Params) { p.Image = "not an image" }, `image "not an image"`},
-		{"upgrade", func(p *Params) { p.Upgrade = "nightly" }, `upgrade "nightly": use auto or self-managed`},
-		{"upgrade for helm", func(p *Params) { p.Kind = KindHelm; p.Upgrade = "auto" }, "upgrade does not apply to a helm manifest"},
+		{"upgrade", func(p *Params) { p.Upgrade = "nightly" }, `upgrade "nightly": use auto (the default: upgrades with no downtime) or self-managed`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := base(KindKubernetes)
@@ -256,16 +255,16 @@ func TestTaskContainersOnECS(t *testing.T) {
 }
 
 // TestKubernetesUpgradeModes: self-managed adds nothing but its
-// annotation; auto adds the hourly upgrader CronJob (never two at once)
+// annotation; auto (the default) adds the hourly upgrader CronJob (never two at once)
 // with a ServiceAccount that may only get and patch the StatefulSet.
 func TestKubernetesUpgradeModes(t *testing.T) {
-	self, err := Generate(base(KindKubernetes))
+	p := base(KindKubernetes)
+	p.Upgrade = protocol.UpgradeSelfManaged
+	self, err := Generate(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := base(KindKubernetes)
-	p.Upgrade = protocol.UpgradeAutomatic
-	auto, err := Generate(p)
+	auto, err := Generate(base(KindKubernetes))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func helmValues(p Params) string {
 		tags = append(tags, t)
 	}
 	env := seq{}
-	for _, e := range p.Env {
+	for _, e := range append(sizeEnv(p), p.Env...) {
 		env = append(env, mapping{{"name", e.Name}, {"value", e.Value}})
 	}
 	v = append(v,
@@ -42,8 +42,9 @@ func helmValues(p Params) string {
 		field{"rbac", p.RBAC},
 		field{"image", p.Image},
 		field{"extraEnv", env},
-		field{"resources", mapping{{"requests", mapping{{"cpu", p.CPU}, {"memory", p.Memory}}}}},
+		field{"resources", helmResources(p)},
 	)
+	v = append(v, helmOptions(p)...)
 	return yamlDocs(comment, v)
 }
 
@@ -58,10 +59,13 @@ func dockerRun(p Params) string {
 			name += "-" + strconv.Itoa(i)
 		}
 		fmt.Fprintf(&b, "docker run --detach --name %s --restart unless-stopped --stop-timeout %d \\\n", shellQuote(name), DrainSeconds)
+		for _, f := range dockerOptions(p) {
+			fmt.Fprintf(&b, "  %s \\\n", f)
+		}
 		for _, e := range env {
 			fmt.Fprintf(&b, "  --env %s \\\n", shellQuote(e.Name+"="+e.Value))
 		}
-		fmt.Fprintf(&b, "  %s delegate\n", shellQuote(p.Image))
+		fmt.Fprintf(&b, "  %s %s\n", shellQuote(p.Image), strings.Join(containerCommand(p), " "))
 	}
 	return b.String()
 }
@@ -78,11 +82,12 @@ func compose(p Params) string {
 	}
 	svc := mapping{
 		{"image", p.Image},
-		{"command", seq{"delegate"}},
+		{"command", commandSeq(p)},
 		{"restart", "unless-stopped"},
 		{"stop_grace_period", strconv.Itoa(DrainSeconds) + "s"},
 		{"environment", env},
 	}
+	svc = composeOptions(p, svc)
 	if p.Replicas > 1 {
 		svc = append(svc, field{"deploy", mapping{{"replicas", p.Replicas}}})
 	}
@@ -107,8 +112,15 @@ func ecsTaskDefinition(p Params) string {
 		{"name", p.Name},
 		{"image", p.Image},
 		{"essential", true},
-		{"command", seq{"delegate"}},
+		{"command", commandSeq(p)},
 		{"environment", envs},
+	}
+	if p.Kind == KindECS && p.Hostname != "" {
+		// Bridge mode: the container's host name, the delegate's identity.
+		c = append(c, field{"hostname", p.Hostname})
+	}
+	if p.Kind == KindFargate && p.RunAsRoot {
+		c = append(c, field{"user", "0"})
 	}
 	if p.TokenSecretARN != "" {
 		c = append(c, field{"secrets", seq{mapping{{"name", TokenKey}, {"valueFrom", p.TokenSecretARN}}}})
@@ -123,7 +135,7 @@ func ecsTaskDefinition(p Params) string {
 	}
 	c = append(c,
 		field{"healthCheck", mapping{
-			{"command", seq{"CMD-SHELL", "curl -fsS http://127.0.0.1:" + strconv.Itoa(HTTPPort) + "/healthz || exit 1"}},
+			{"command", ecsHealthCommand(p)},
 			{"interval", 30}, {"timeout", 5}, {"retries", 3}, {"startPeriod", 10},
 		}},
 		field{"stopTimeout", ecsStopTimeout},
@@ -250,6 +262,7 @@ func systemd(p Params) string {
 		env.WriteString(e.Name + "=" + systemdQuote(e.Value) + "\n")
 	}
 	workdir := "/var/lib/legate-delegate/" + p.Name
+	user, execStart, limits := systemdOptions(p, workdir)
 	unitText := `[Unit]
 Description=legate delegate ` + p.Name + `
 Wants=network-online.target
@@ -257,12 +270,12 @@ After=network-online.target
 
 [Service]
 Type=simple
-User=` + systemdUser + `
+User=` + user + `
 EnvironmentFile=` + envFile + `
 StateDirectory=legate-delegate/` + p.Name + `
 WorkingDirectory=` + workdir + `
-ExecStart=` + systemdBinary + ` delegate
-Restart=always
+ExecStart=` + execStart + `
+` + limits + `Restart=always
 RestartSec=5
 KillMode=mixed
 KillSignal=SIGTERM

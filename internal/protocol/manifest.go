@@ -58,11 +58,15 @@ type ManifestRequest struct {
 	// RBAC is cluster (the default: a ClusterRole over every namespace),
 	// namespace (a Role limited to Namespace) or none.
 	RBAC string `json:"rbac,omitempty"`
-	// Upgrade (kind kubernetes) is UpgradeSelfManaged (the default: you
-	// change the image) or UpgradeAutomatic: an hourly upgrader CronJob
-	// asks the manager which version the delegate should run and patches
-	// the StatefulSet's image, with a ServiceAccount that may only get and
-	// patch that StatefulSet. Since v4.
+	// Upgrade (every kind) is UpgradeAutomatic (the default) or
+	// UpgradeSelfManaged (you change the image or binary). Automatic on
+	// kubernetes and helm: an hourly upgrader CronJob asks the manager
+	// which version the delegate should run and patches the StatefulSet's
+	// image, with a ServiceAccount that may only get and patch that
+	// StatefulSet; on docker, ecs, fargate and systemd: legate watcher
+	// runs the delegate and upgrades its binary with no downtime. Since
+	// v4 (kubernetes only, self-managed by default until the default
+	// became automatic in every kind).
 	Upgrade string `json:"upgrade,omitempty"`
 
 	// Docker: Compose asks for a compose file instead of docker run.
@@ -93,6 +97,25 @@ type ManifestRequest struct {
 	// pair). Not for docker and systemd.
 	CPU    string `json:"cpu,omitempty"`
 	Memory string `json:"memory,omitempty"`
+
+	// Size is a preset of the delegate's resources: laptop, small,
+	// medium or large (docs/install.md has the table and where each
+	// number comes from): Kubernetes and Helm requests and limits, ECS
+	// and Fargate task CPU and memory, docker --cpus and --memory,
+	// systemd CPUQuota and MemoryMax, and the delegate's task capacity.
+	// Not with CPU or Memory. Since v4.
+	Size string `json:"size,omitempty"`
+	// RunAsRoot runs the delegate as root (uid 0) instead of the image's
+	// uid 1000, for INIT_SCRIPTs that install packages: Kubernetes and
+	// Helm runAsUser 0, docker and compose user 0, ECS and Fargate user
+	// "0", systemd User=root. Since v4.
+	RunAsRoot bool `json:"run_as_root,omitempty"`
+	// Hostname (ecs, fargate task definitions) is the delegate's host
+	// name, its identity with the account and name: restarts keep one
+	// instance. ECS (bridge) sets the container's hostname; Fargate
+	// (awsvpc, where ECS takes no hostname) sets DELEGATE_HOSTNAME.
+	// Since v4.
+	Hostname string `json:"hostname,omitempty"`
 }
 
 // EnvVar is one environment variable of a manifest.

@@ -37,10 +37,15 @@ type newDelegateForm struct {
 	// TokenSecretARN a Secrets Manager secret (ecs, fargate) the spec
 	// reads the token from instead of holding it.
 	TokenSecret, TokenSecretARN string
+	// Upgrade, Size, RunAsRoot and Hostname are the spec's options
+	// (docs/install.md); empty means the defaults.
+	Upgrade, Size, Hostname string
+	RunAsRoot               bool
 }
 
 type newDelegateView struct {
 	Kinds []delegateKind
+	Sizes []string
 	Form  newDelegateForm
 	// PageURL is the URL the browser reached the manager at (the default
 	// of Form.ManagerURL).
@@ -69,6 +74,7 @@ func pageURL(r *http.Request) string {
 
 func (u *UI) handleNewDelegatePage(w http.ResponseWriter, r *http.Request, s *user) {
 	v := newDelegateView{Kinds: delegateKinds, Form: newDelegateForm{Kind: "kubernetes", ManagerURL: pageURL(r)}, PageURL: pageURL(r)}
+	v.Sizes = manifest.Sizes()
 	p := page{Title: "New delegate", Nav: "new", Data: v}
 	if !s.policy.AllowsBelow(access.DelegateEdit, access.Account) {
 		p.Error = "You may not add delegates: that needs the permission delegate:edit (the role delegate-admin, for one) at some scope."
@@ -87,7 +93,9 @@ func (u *UI) handleNewDelegate(w http.ResponseWriter, r *http.Request, s *user) 
 		ManagerURL: strings.TrimSpace(r.PostFormValue("manager_url")), Region: strings.TrimSpace(r.PostFormValue("region")),
 		ExecutionRole: strings.TrimSpace(r.PostFormValue("execution_role")), Subnets: r.PostFormValue("subnets"),
 		TokenSecret: strings.TrimSpace(r.PostFormValue("token_secret")), TokenSecretARN: strings.TrimSpace(r.PostFormValue("token_secret_arn"))}
-	v := newDelegateView{Kinds: delegateKinds, Form: f, PageURL: pageURL(r)}
+	f.Upgrade, f.Size, f.Hostname = r.PostFormValue("upgrade"), r.PostFormValue("size"), strings.TrimSpace(r.PostFormValue("hostname"))
+	f.RunAsRoot = r.PostFormValue("run_as_root") == "on"
+	v := newDelegateView{Kinds: delegateKinds, Form: f, PageURL: pageURL(r), Sizes: manifest.Sizes()}
 	fail := func(status int, msg string) {
 		u.render(w, r, s, status, "newdelegate", page{Title: "New delegate", Nav: "new", Error: msg, Data: v})
 	}
@@ -117,6 +125,10 @@ func (u *UI) handleNewDelegate(w http.ResponseWriter, r *http.Request, s *user) 
 	}
 	req := protocol.ManifestRequest{Kind: f.Kind, Name: f.Name, Tags: splitList(f.Tags), Org: f.Org, Project: f.Project,
 		ManagerURL: f.ManagerURL, Region: f.Region, ExecutionRoleARN: f.ExecutionRole, Subnets: splitList(f.Subnets)}
+	req.Upgrade, req.Size, req.RunAsRoot = f.Upgrade, f.Size, f.RunAsRoot
+	if f.Kind == "ecs" || f.Kind == "fargate" {
+		req.Hostname = f.Hostname // an AWS field: other kinds leave it out, as the secrets
+	}
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	tokenName := cut(f.Name, 55) + "-" + hex.EncodeToString(b)
