@@ -61,7 +61,7 @@ func TestArtifactsAcceptedByTheRealAPIServer(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				ns := k.Namespace(t)
-				v := map[string]any{"accountId": testAccount, "managerUrl": testURL, "token": testToken, "name": "prod", "tags": []any{"a", "b"}}
+				v := map[string]any{"accountId": testAccount, "managerUrl": testURL, "token": testToken, "name": "prod", "tags": []any{"a", "b"}, "image": testImage}
 				edit(v)
 				out, err := renderChart(delegateChart, v, ns)
 				if err != nil {
@@ -80,6 +80,7 @@ func TestArtifactsAcceptedByTheRealAPIServer(t *testing.T) {
 		} {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
+				v["image"] = testImage
 				out, err := renderChart(managerChart, v, k.Namespace(t))
 				if err != nil {
 					t.Fatal(err)

@@ -166,7 +166,9 @@ type composeService struct {
 	Restart         string            `json:"restart"`
 	StopGracePeriod string            `json:"stop_grace_period"`
 	Environment     map[string]string `json:"environment"`
-	Deploy          *struct {
+	// NetworkMode is "host" for a same-host trial (--allow-loopback).
+	NetworkMode string `json:"network_mode,omitempty"`
+	Deploy      *struct {
 		Replicas int `json:"replicas"`
 	} `json:"deploy,omitempty"`
 }
@@ -197,10 +199,11 @@ func composeValue(s string) string { return strings.ReplaceAll(s, "$$", "$") }
 
 // dockerRun is one parsed docker run command.
 type dockerRun struct {
-	Name  string
-	Env   map[string]string
-	Image string
-	Args  []string
+	Name    string
+	Env     map[string]string
+	Image   string
+	Args    []string
+	Network string
 }
 
 // parseDockerRuns reads the docker run commands legate prints: words split
@@ -222,14 +225,19 @@ func parseDockerRuns(text string) ([]dockerRun, error) {
 		for ; i < len(cmd); i++ {
 			switch cmd[i] {
 			case "--detach":
-			case "--name", "--restart", "--stop-timeout", "--env":
+			case "--name", "--restart", "--stop-timeout", "--env", "--network":
 				if i+1 >= len(cmd) {
 					return nil, fmt.Errorf("%s without a value", cmd[i])
+				}
+				if cmd[i] == "--network" && cmd[i+1] != "host" {
+					return nil, fmt.Errorf("--network %q: legate writes only host", cmd[i+1])
 				}
 				v := cmd[i+1]
 				switch cmd[i] {
 				case "--name":
 					r.Name = v
+				case "--network":
+					r.Network = v
 				case "--env":
 					k, val, ok := strings.Cut(v, "=")
 					if !ok {
