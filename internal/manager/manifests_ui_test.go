@@ -124,4 +124,27 @@ func TestSpecsRefuseLoopbackAndNoImage(t *testing.T) {
 			}
 		})
 	}
+	// --new-token checks the spec with the manager's defaults first: a
+	// refused spec leaves no token behind.
+	before, err := tm.client(t, tm.admin.APIKey).ListTokens(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, err := runLegate(t.Context(), tm, "manifest", "docker", "--new-token", "refused", "--image", image); err == nil || !strings.Contains(stderr, "--public-url") {
+		t.Errorf("--new-token with the manager's loopback URL: %v\n%s", err, stderr)
+	}
+	if after, err := tm.client(t, tm.admin.APIKey).ListTokens(t.Context()); err != nil || len(after.Tokens) != len(before.Tokens) {
+		t.Errorf("a refused spec left a token: %d tokens before, %+v after (%v)", len(before.Tokens), after, err)
+	}
+}
+
+// TestVersionSaysTheManagerHasNoImage: legate version says a manager
+// without --delegate-image has none, and what to do.
+func TestVersionSaysTheManagerHasNoImage(t *testing.T) {
+	tm := startTestManager(t, Config{Version: "v1.4.0", PublicURL: "http://legate.example.com:7460"})
+	out, stderr, err := runLegate(t.Context(), tm, "version")
+	if err != nil || !strings.Contains(out, "public URL: http://legate.example.com:7460\n") ||
+		!strings.Contains(out, "delegate image: none (legate manifest needs --image: publish the image and start the manager with --delegate-image") {
+		t.Errorf("legate version: %v\n%s%s", err, out, stderr)
+	}
 }
