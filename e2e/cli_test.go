@@ -80,10 +80,11 @@ func TestVersion(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
 		}
 	}
-	c := startCluster(t)
+	c := startCluster(t, "--delegate-image", "registry.example.com/legate:v1")
 	out := c.mustCLI("version")
 	version := strings.TrimPrefix(strings.SplitN(out, "\n", 2)[0], "legate ")
-	if want := "manager: " + version + " at " + c.url + "\n"; !strings.HasSuffix(out, want) {
+	// The manager's URL for delegates and their image: those of its specs.
+	if want := "manager: " + version + " at " + c.url + "\n  public URL: " + c.url + "\n  delegate image: registry.example.com/legate:v1\n"; !strings.HasSuffix(out, want) {
 		t.Errorf("legate version with a manager:\n%s\nwant it to end with %q", out, want)
 	}
 }

@@ -21,16 +21,29 @@ import (
 
 const k8sImage = "registry.invalid/legate"
 
+// k8sPublicURL is the manager's --public-url in these tests: the URL its
+// install specs give delegates (never reached: no pod runs here).
+const k8sPublicURL = "http://legate-manager.legate.test:7460"
+
+// startSpecCluster starts a manager that knows what its install specs
+// need, as docs/install.md says to start it: its public URL and the image
+// published for delegates.
+func startSpecCluster(t *testing.T) *cluster {
+	t.Helper()
+	return startCluster(t, "--public-url", k8sPublicURL, "--delegate-image", k8sImage+":v1.90.0")
+}
+
 // installKubernetesDelegate prints `legate manifest kubernetes` for a
 // delegate named k8s in a fresh namespace of the cluster (RBAC limited to
-// it, automatic upgrades), applies it with server-side apply and strict
+// it, automatic upgrades; the manager's URL and image, as c was started
+// by startSpecCluster), applies it with server-side apply and strict
 // validation, and waits until its StatefulSet has rolled out. It returns
 // the namespace and the StatefulSet's name.
 func installKubernetesDelegate(t *testing.T, k *k8stest.Cluster, c *cluster, replicas string) (ns, sts string) {
 	t.Helper()
 	ns = k.Namespace(t)
 	out := c.mustCLI("manifest", "kubernetes", "--token", c.token("k8s"), "--name", "k8s", "--namespace", ns,
-		"--rbac", "namespace", "--replicas", replicas, "--upgrade", "auto", "--image", k8sImage+":v1.90.0")
+		"--rbac", "namespace", "--replicas", replicas, "--upgrade", "auto")
 	k.Kubectl(t, out, "apply", "--server-side", "--field-manager", "legate-e2e", "--validate=strict", "-f", "-")
 	// NAME-CODE, CODE the account's first six letters: the one StatefulSet.
 	sts = strings.TrimPrefix(strings.TrimSpace(k.Kubectl(t, "", "get", "statefulset", "-n", ns, "-o", "name")), "statefulset.apps/")
@@ -42,17 +55,30 @@ func installKubernetesDelegate(t *testing.T, k *k8stest.Cluster, c *cluster, rep
 }
 
 // TestManifestKubernetesOnARealCluster applies legate manifest
-// kubernetes to the real API server: every object is accepted under
-// strict validation, and the delegate's StatefulSet's pods are scheduled
-// and become Ready (through kwok: the limit above).
+// kubernetes, as printed with the manager's public URL and delegate image,
+// to the real API server: every object is accepted under strict
+// validation, and the delegate's StatefulSet's pods are scheduled and
+// become Ready (through kwok: the limit above). A loopback manager URL is
+// refused, and printed only for a same-host trial.
 func TestManifestKubernetesOnARealCluster(t *testing.T) {
 	k := k8stest.Require(t)
-	c := startCluster(t)
+	c := startSpecCluster(t)
 	ns, sts := installKubernetesDelegate(t, k, c, "2")
 
 	s := k.GetStatefulSet(t, ns, sts)
 	if s.Status.ReadyReplicas != 2 || s.Image("delegate") != k8sImage+":v1.90.0" {
 		t.Fatalf("StatefulSet %s: image %s, status %+v", sts, s.Image("delegate"), s.Status)
+	}
+	if got := k.Kubectl(t, "", "get", "statefulset", sts, "-n", ns, "-o",
+		`jsonpath={.spec.template.spec.containers[0].env[?(@.name=="MANAGER_HOST_AND_PORT")].value}`); got != k8sPublicURL {
+		t.Errorf("the StatefulSet's MANAGER_HOST_AND_PORT = %q, want the manager's public URL %s", got, k8sPublicURL)
+	}
+	loopback := []string{"manifest", "kubernetes", "--token", "t", "--manager-url", c.url}
+	if r := c.cli(loopback...); r.code == 0 || !strings.Contains(r.stderr, "--public-url") || !strings.Contains(r.stderr, "--allow-loopback") {
+		t.Errorf("a loopback manager URL: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := c.cli(append(loopback, "--allow-loopback")...); r.code != 0 || !strings.Contains(r.stdout, c.url) {
+		t.Errorf("a loopback manager URL with --allow-loopback: exit %d\n%s", r.code, r.stderr)
 	}
 	pods := k.Pods(t, ns, "legate.dev/name=k8s")
 	if len(pods) != 2 {
@@ -95,7 +121,7 @@ func TestManifestKubernetesOnARealCluster(t *testing.T) {
 // other StatefulSet.
 func TestUpgraderPatchesARealStatefulSet(t *testing.T) {
 	k := k8stest.Require(t)
-	c := startCluster(t)
+	c := startSpecCluster(t)
 	ns, sts := installKubernetesDelegate(t, k, c, "2")
 	before := k.Kubectl(t, "", "get", "statefulset", sts, "-n", ns, "-o", "jsonpath={.spec.template.spec.containers[0]}")
 
@@ -147,15 +173,16 @@ func TestUpgraderPatchesARealStatefulSet(t *testing.T) {
 
 // TestHelmChartOnARealCluster installs the delegate's chart
 // (deploy/helm/legate-delegate) with the values legate manifest helm
-// prints, with the cluster's helm: helm install --wait returns once the
-// StatefulSet's pods are Ready (kwok), and helm uninstall removes it.
+// prints (the manager's public URL and delegate image), with the
+// cluster's helm: helm install --wait returns once the StatefulSet's pods
+// are Ready (kwok), and helm uninstall removes it.
 func TestHelmChartOnARealCluster(t *testing.T) {
 	k := k8stest.Require(t)
-	c := startCluster(t)
+	c := startSpecCluster(t)
 	ns := k.Namespace(t)
 	values := filepath.Join(t.TempDir(), "values.yaml")
 	out := c.mustCLI("manifest", "helm", "--token", c.token("k8s"), "--name", "k8s", "--namespace", ns,
-		"--rbac", "namespace", "--replicas", "2", "--image", k8sImage+":v1.90.0")
+		"--rbac", "namespace", "--replicas", "2")
 	if err := os.WriteFile(values, []byte(out), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +192,10 @@ func TestHelmChartOnARealCluster(t *testing.T) {
 	s := k.GetStatefulSet(t, ns, sts)
 	if !s.RolledOut() || s.Status.ReadyReplicas != 2 || s.Image("delegate") != k8sImage+":v1.90.0" {
 		t.Fatalf("after helm install --wait: StatefulSet %q, image %s, status %+v", sts, s.Image("delegate"), s.Status)
+	}
+	if got := k.Kubectl(t, "", "get", "statefulset", sts, "-n", ns, "-o",
+		`jsonpath={.spec.template.spec.containers[0].env[?(@.name=="MANAGER_HOST_AND_PORT")].value}`); got != k8sPublicURL {
+		t.Errorf("the chart's MANAGER_HOST_AND_PORT = %q, want the manager's public URL %s", got, k8sPublicURL)
 	}
 	if got := k.Helm(t, "list", "--namespace", ns, "--short"); strings.TrimSpace(got) != "k8s" {
 		t.Errorf("helm list: %q", got)

@@ -21,6 +21,7 @@ import (
 	"github.com/legate-dev/legate/internal/dispatch"
 	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/logfile"
+	"github.com/legate-dev/legate/internal/manifest"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -55,6 +56,8 @@ certificates, run legate manager --tls-cert … and legate delegate.`,
 	}
 	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:7460", "address to listen on (without it: a free port when 127.0.0.1:7460 is taken)")
 	cmd.Flags().StringVar(&f.data, "data", ".legate-dev", "data directory")
+	cmd.Flags().StringVar(&f.publicURL, "public-url", "", "URL that clients and delegates use to reach this manager, written to admin.env and to install specs (default: from --listen)")
+	cmd.Flags().StringVar(&f.delegateImage, "delegate-image", "", "the image of legate you published for delegates, named by install specs (env "+manifest.EnvDelegateImage+")")
 	cmd.Flags().DurationVar(&f.heartbeat, "heartbeat-interval", 10*time.Second, "how often delegates heartbeat")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	cmd.Flags().DurationVar(&f.pruneAfter, "prune-delegates-after", defaultPruneAfter, "remove delegate instances out of contact (stopped, or silent) for longer than this; 0 = never")

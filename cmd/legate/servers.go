@@ -19,6 +19,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/manager"
+	"github.com/legate-dev/legate/internal/manifest"
 	"github.com/legate-dev/legate/internal/release"
 	"github.com/legate-dev/legate/internal/seal"
 	"github.com/legate-dev/legate/internal/store"
@@ -67,6 +68,9 @@ func plainHTTPWarning(addr net.Addr, tls bool, publicURL string) string {
 
 type managerFlags struct {
 	listen, data, db, publicURL, logLevel string
+	// delegateImage is the image install specs name (--delegate-image,
+	// else LEGATE_DELEGATE_IMAGE); "" = none.
+	delegateImage string
 	// masterKeyFile is the key file; "" means DATA/master.key.
 	masterKeyFile string
 	// lookupEnv reads LEGATE_MASTER_KEY; nil means os.LookupEnv. legate dev
@@ -123,6 +127,10 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	lookup := f.lookupEnv
 	if lookup == nil {
 		lookup = os.LookupEnv
+	}
+	image, err := delegateImage(f.delegateImage, lookup)
+	if err != nil {
+		return nil, identity.Admin{}, nil, nil, err
 	}
 	dsn := f.db
 	if v, ok := lookup(envDB); ok && dsn == "" {
@@ -192,7 +200,7 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 		return *v
 	}
 	m, err := manager.New(ctx, st, manager.Config{
-		HeartbeatInterval: f.heartbeat, APIKeyCacheTTL: f.apiKeyTTL, Version: buildVersion(), Logger: log, TLS: tlsConf, PublicURL: url,
+		HeartbeatInterval: f.heartbeat, APIKeyCacheTTL: f.apiKeyTTL, Version: buildVersion(), Logger: log, TLS: tlsConf, PublicURL: url, DelegateImage: image,
 		ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxConnections: f.maxConnections,
 		PruneDelegatesAfter: prune, AuditRetention: retention, TaskRetention: taskRetention,
 		DeploymentsPerHour: limit(f.perHour), DeploymentsPerDay: limit(f.perDay),
@@ -298,7 +306,8 @@ func (f *managerFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.listen, "listen", ":7460", "address to listen on")
 	fs.StringVar(&f.data, "data", "legate-data", "data directory (SQLite database, admin.env)")
 	fs.StringVar(&f.db, "db", "", "database URL (default: $LEGATE_DB, else SQLite at DATA/legate.db); a postgres:// DSN is better given as LEGATE_DB, out of the process list")
-	fs.StringVar(&f.publicURL, "public-url", "", "URL that clients use to reach this manager, written to admin.env (default: from --listen)")
+	fs.StringVar(&f.publicURL, "public-url", "", "URL that clients and delegates use to reach this manager, written to admin.env and to install specs (default: from --listen)")
+	fs.StringVar(&f.delegateImage, "delegate-image", "", "the image of legate you published for delegates (scripts/image --push), named by install specs (legate manifest, the web UI) (env "+manifest.EnvDelegateImage+")")
 	fs.DurationVar(&f.heartbeat, "heartbeat-interval", 10*time.Second, "how often delegates heartbeat; 3 missed heartbeats disconnect a delegate")
 	fs.DurationVar(&f.uiHintAfter, "ui-new-delegate-hint-after", 0, "how long the web UI's New delegate page waits for the delegate before it says what to check (default 2m)")
 	_ = fs.MarkHidden("ui-new-delegate-hint-after")
@@ -373,6 +382,22 @@ func listen(addr string, fallback bool, log *slog.Logger) (net.Listener, error) 
 		}
 	}
 	return nil, fmt.Errorf("listen on %s: %w", addr, err)
+}
+
+// delegateImage is the manager's delegate image: the flag, else the
+// environment, checked.
+func delegateImage(flag string, lookup func(string) (string, bool)) (string, error) {
+	image, from := strings.TrimSpace(flag), "--delegate-image"
+	if v, ok := lookup(manifest.EnvDelegateImage); ok && image == "" {
+		image, from = strings.TrimSpace(v), manifest.EnvDelegateImage
+	}
+	if image == "" {
+		return "", nil
+	}
+	if err := manifest.CheckImage(image); err != nil {
+		return "", fmt.Errorf("%s: %w", from, err)
+	}
+	return image, nil
 }
 
 // envDB is the database URL when --db is not given.

@@ -85,3 +85,31 @@ func TestCheckLiveness(t *testing.T) {
 		}
 	}
 }
+
+// TestDelegateImageFlagAndEnv: --delegate-image wins over
+// LEGATE_DELEGATE_IMAGE; neither means none; a value that is not an image
+// reference stops the manager, naming where it came from.
+func TestDelegateImageFlagAndEnv(t *testing.T) {
+	for _, tc := range []struct {
+		flag, env string
+		envSet    bool
+		want, err string
+	}{
+		{"", "", false, "", ""},
+		{"registry.example.com/legate:v1", "other/legate:v2", true, "registry.example.com/legate:v1", ""},
+		{"", " registry.example.com/legate:v2 ", true, "registry.example.com/legate:v2", ""},
+		{"not an image", "", false, "", `--delegate-image: image "not an image"`},
+		{"", "-x", true, "", `LEGATE_DELEGATE_IMAGE: image "-x"`},
+	} {
+		lookup := func(k string) (string, bool) {
+			if k == "LEGATE_DELEGATE_IMAGE" && tc.envSet {
+				return tc.env, true
+			}
+			return "", false
+		}
+		got, err := delegateImage(tc.flag, lookup)
+		if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("delegateImage(%q, env %q): %q, %v; want %q, error with %q", tc.flag, tc.env, got, err, tc.want, tc.err)
+		}
+	}
+}

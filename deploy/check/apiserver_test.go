@@ -70,7 +70,7 @@ func TestArtifactsAcceptedByTheRealAPIServer(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				ns := k.Namespace(t)
-				v := map[string]any{"accountId": testAccount, "managerUrl": testURL, "token": testToken, "name": "prod", "tags": []any{"a", "b"}}
+				v := map[string]any{"accountId": testAccount, "managerUrl": testURL, "token": testToken, "name": "prod", "tags": []any{"a", "b"}, "image": testImage}
 				edit(v)
 				out, err := renderChart(delegateChart, v, ns)
 				if err != nil {
@@ -89,6 +89,7 @@ func TestArtifactsAcceptedByTheRealAPIServer(t *testing.T) {
 		} {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
+				v["image"] = testImage
 				out, err := renderChart(managerChart, v, k.Namespace(t))
 				if err != nil {
 					t.Fatal(err)
@@ -123,7 +124,7 @@ func TestDefaultSpecsInstallTheUpgrader(t *testing.T) {
 		}},
 		{"chart", func(t *testing.T, ns string) string {
 			out, err := renderChart(delegateChart, map[string]any{"accountId": testAccount, "managerUrl": testURL,
-				"token": testToken, "name": "prod-east", "rbac": "namespace"}, ns)
+				"token": testToken, "name": "prod-east", "rbac": "namespace", "image": testImage}, ns)
 			if err != nil {
 				t.Fatal(err)
 			}

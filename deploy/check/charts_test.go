@@ -14,7 +14,7 @@ import (
 func TestDelegateChartRenders(t *testing.T) {
 	t.Parallel()
 	base := func() map[string]any {
-		return map[string]any{"accountId": testAccount, "managerUrl": testURL, "token": testToken, "name": "prod", "tags": []any{"a", "b"}}
+		return map[string]any{"accountId": testAccount, "managerUrl": testURL, "token": testToken, "name": "prod", "tags": []any{"a", "b"}, "image": testImage}
 	}
 	for name, edit := range map[string]func(map[string]any){
 		"defaults":        func(map[string]any) {},
@@ -79,9 +79,17 @@ func TestDelegateChartRefuses(t *testing.T) {
 		"bad name":     {"accountId": testAccount, "managerUrl": testURL, "token": "t", "name": "Prod_1"},
 		"two CA kinds": {"accountId": testAccount, "managerUrl": testURL, "token": "t", "caBundle": map[string]any{"configMap": "a", "secret": "b"}},
 		"bad upgrade":  {"accountId": testAccount, "managerUrl": testURL, "token": "t", "upgrade": "nightly"},
+		"no image":     {"accountId": testAccount, "managerUrl": testURL, "token": "t"},
 	} {
-		if _, err := renderChart(delegateChart, v, "ns"); err == nil {
+		if name != "no image" {
+			v["image"] = testImage
+		}
+		_, err := renderChart(delegateChart, v, "ns")
+		if err == nil {
 			t.Errorf("%s: rendered", name)
+		}
+		if name == "no image" && (err == nil || !strings.Contains(err.Error(), "scripts/image --push")) {
+			t.Errorf("no image: %v, want the fix", err)
 		}
 	}
 }
@@ -97,9 +105,11 @@ func TestManagerChartRenders(t *testing.T) {
 		"ingress TLS": {"database": map[string]any{"existingSecret": "pg"}, "ingress": map[string]any{"enabled": true, "host": "legate.example.com", "tlsSecret": "legate-tls", "className": "nginx", "annotations": map[string]any{"a": "b"}}},
 		"master key":  {"database": map[string]any{"existingSecret": "pg"}, "masterKey": map[string]any{"existingSecret": "mk"}},
 		"admin key":   {"database": map[string]any{"existingSecret": "pg"}, "adminKey": map[string]any{"existingSecret": "ak"}},
+		"delegates":   {"database": map[string]any{"existingSecret": "pg"}, "delegateImage": "registry.example.com/legate-delegate:v1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			v["image"] = testImage
 			out, err := renderChart(managerChart, v, "legate")
 			if err != nil {
 				t.Fatal(err)
@@ -126,6 +136,14 @@ func TestManagerChartRenders(t *testing.T) {
 			c := dep.Spec.Template.Spec.Containers[0]
 			if strings.Contains(strings.Join(c.Args, " "), "--db") {
 				t.Errorf("args %v carry the DSN", c.Args)
+			}
+			// Install specs name the chart's image unless told another.
+			wantImage := testImage
+			if name == "delegates" {
+				wantImage = "registry.example.com/legate-delegate:v1"
+			}
+			if !strings.Contains(strings.Join(c.Args, " "), "--delegate-image="+wantImage) || c.Image != testImage {
+				t.Errorf("image %s, args %v: want %s and --delegate-image=%s", c.Image, c.Args, testImage, wantImage)
 			}
 			wantAdmin := "test-legate-manager-admin-key"
 			if name == "admin key" {
@@ -161,7 +179,10 @@ func TestManagerChartRenders(t *testing.T) {
 			}
 		})
 	}
-	if _, err := renderChart(managerChart, map[string]any{}, "legate"); err == nil {
+	if _, err := renderChart(managerChart, map[string]any{"image": testImage}, "legate"); err == nil {
 		t.Error("rendered without a database secret")
+	}
+	if _, err := renderChart(managerChart, map[string]any{"database": map[string]any{"existingSecret": "pg"}}, "legate"); err == nil || !strings.Contains(err.Error(), "scripts/image --push") {
+		t.Errorf("without an image: %v, want the fix", err)
 	}
 }

@@ -169,7 +169,9 @@ type composeService struct {
 	User            string            `json:"user,omitempty"`
 	CPUs            string            `json:"cpus,omitempty"`
 	MemLimit        string            `json:"mem_limit,omitempty"`
-	Deploy          *struct {
+	// NetworkMode is "host" for a same-host trial (--allow-loopback).
+	NetworkMode string `json:"network_mode,omitempty"`
+	Deploy      *struct {
 		Replicas int `json:"replicas"`
 	} `json:"deploy,omitempty"`
 }
@@ -200,10 +202,11 @@ func composeValue(s string) string { return strings.ReplaceAll(s, "$$", "$") }
 
 // dockerRun is one parsed docker run command.
 type dockerRun struct {
-	Name  string
-	Env   map[string]string
-	Image string
-	Args  []string
+	Name    string
+	Env     map[string]string
+	Image   string
+	Args    []string
+	Network string
 	// Flags are the values of --user, --cpus and --memory.
 	Flags map[string]string
 }
@@ -227,9 +230,12 @@ func parseDockerRuns(text string) ([]dockerRun, error) {
 		for ; i < len(cmd); i++ {
 			switch cmd[i] {
 			case "--detach":
-			case "--name", "--restart", "--stop-timeout", "--env", "--user", "--cpus", "--memory":
+			case "--name", "--restart", "--stop-timeout", "--env", "--network", "--user", "--cpus", "--memory":
 				if i+1 >= len(cmd) {
 					return nil, fmt.Errorf("%s without a value", cmd[i])
+				}
+				if cmd[i] == "--network" && cmd[i+1] != "host" {
+					return nil, fmt.Errorf("--network %q: legate writes only host", cmd[i+1])
 				}
 				v := cmd[i+1]
 				switch cmd[i] {
@@ -240,6 +246,8 @@ func parseDockerRuns(text string) ([]dockerRun, error) {
 						return nil, fmt.Errorf("%s twice", cmd[i])
 					}
 					r.Flags[cmd[i]] = v
+				case "--network":
+					r.Network = v
 				case "--env":
 					k, val, ok := strings.Cut(v, "=")
 					if !ok {

@@ -186,6 +186,8 @@ func uniqueName(prefix string) string {
 // credentials of its admin.env.
 type hostManager struct {
 	url, account, apiKey string
+	// public is its --public-url.
+	public string
 }
 
 // syncBuffer collects a process's output safely.
@@ -208,12 +210,31 @@ func (s *syncBuffer) String() string {
 
 // startHostManager starts the manager on a free port with a data directory
 // of the test's own and waits for its admin.env and its /readyz; it is
-// stopped when the test ends.
-func startHostManager(t *testing.T) hostManager {
+// stopped when the test ends. Its public URL is its own address on
+// 127.0.0.1 (as --public-url), and image, when not "", is its
+// --delegate-image: the defaults of its install specs.
+func startHostManager(t *testing.T, image string) hostManager {
+	t.Helper()
+	return startHostManagerOn(t, image, "127.0.0.1", "")
+}
+
+// startHostManagerOn is startHostManager listening on listenHost (the CLI
+// still reaches it on 127.0.0.1) with the public URL http://publicHost:PORT
+// ("" = its own address).
+func startHostManagerOn(t *testing.T, image, listenHost, publicHost string) hostManager {
 	t.Helper()
 	data := t.TempDir()
-	addr := "127.0.0.1:" + freePort(t)
-	cmd := exec.Command(legateBinary, "manager", "--listen", addr, "--data", data, "--heartbeat-interval", "500ms")
+	port := freePort(t)
+	addr := "127.0.0.1:" + port
+	public := "http://" + addr
+	if publicHost != "" {
+		public = "http://" + net.JoinHostPort(publicHost, port)
+	}
+	args := []string{"manager", "--listen", net.JoinHostPort(listenHost, port), "--data", data, "--heartbeat-interval", "500ms", "--public-url", public}
+	if image != "" {
+		args = append(args, "--delegate-image", image)
+	}
+	cmd := exec.Command(legateBinary, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	cmd.Dir = t.TempDir()
 	out := &syncBuffer{}
@@ -235,7 +256,7 @@ func startHostManager(t *testing.T) hostManager {
 			t.Logf("--- output of the manager ---\n%s", out.String())
 		}
 	})
-	m := hostManager{url: "http://" + addr}
+	m := hostManager{url: "http://" + addr, public: public}
 	eventually(t, 60*time.Second, "the manager's admin.env", func() bool {
 		select {
 		case <-done:
@@ -277,17 +298,24 @@ func readEnvFile(path string) (map[string]string, error) {
 // returns its stdout; a non-zero exit fails the test.
 func (m hostManager) cli(t testing.TB, args ...string) string {
 	t.Helper()
+	stdout, stderr, err := m.tryCLI(args...)
+	if err != nil {
+		t.Fatalf("legate %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, stdout, stderr)
+	}
+	return stdout
+}
+
+// tryCLI is cli that returns the error (a non-zero exit) and stderr.
+func (m hostManager) tryCLI(args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, legateBinary, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 		"LEGATE_URL=" + m.url, "LEGATE_API_KEY=" + m.apiKey}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("legate %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, stdout.String(), stderr.String())
-	}
-	return stdout.String()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
 }
 
 // delegate is the delegate of the manager's list with this hostname.
@@ -379,14 +407,16 @@ func tagsOf(s string) []string {
 }
 
 // TestEveryKindRunsInTheImage generates every kind's artifact with the
-// real CLI and runs the image's delegate with the environment read back
-// from it. The kinds run in parallel, against one manager.
+// real CLI, with the manager's public URL and delegate image (its
+// --public-url and --delegate-image; on loopback here, so
+// --allow-loopback), and runs the image's delegate with the environment
+// read back from it. The kinds run in parallel, against one manager.
 func TestEveryKindRunsInTheImage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the image is not built and run")
 	}
 	image := needImage(t)
-	m := startHostManager(t)
+	m := startHostManager(t, image)
 	token := strings.TrimSpace(m.cli(t, "token", "create", "kinds", "--value-only"))
 
 	for _, tc := range []struct {
@@ -407,18 +437,23 @@ func TestEveryKindRunsInTheImage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			name := "kind-" + tc.name
-			args := append([]string{"manifest", tc.kind, "--token", token, "--manager-url", m.url,
+			args := append([]string{"manifest", tc.kind, "--token", token,
 				"--name", name, "--tags", name + ",Image Kinds"}, tc.flags...)
-			if tc.kind != manifest.KindSystemd {
-				args = append(args, "--image", image)
+			// The manager's URL is on loopback: refused, with the flags
+			// that fix it, unless this is a trial on its host.
+			if _, stderr, err := m.tryCLI(args...); err == nil || !strings.Contains(stderr, "--public-url") || !strings.Contains(stderr, "--allow-loopback") {
+				t.Errorf("a spec with the manager's loopback URL: %v, stderr %q; want a refusal naming --public-url and --allow-loopback", err, stderr)
 			}
-			artifact := m.cli(t, args...)
+			artifact := m.cli(t, append(args, "--allow-loopback")...)
 			if tc.kind != manifest.KindSystemd && !strings.Contains(artifact, image) {
-				t.Fatalf("the artifact does not name the image %s:\n%s", image, artifact)
+				t.Fatalf("the artifact does not name the manager's delegate image %s:\n%s", image, artifact)
 			}
 			env, err := envOf(tc.kind, artifact)
 			if err != nil {
 				t.Fatalf("read the environment of the artifact: %v\n%s", err, artifact)
+			}
+			if env["MANAGER_HOST_AND_PORT"] != m.url {
+				t.Errorf("the artifact's MANAGER_HOST_AND_PORT = %q, want the manager's public URL %s", env["MANAGER_HOST_AND_PORT"], m.url)
 			}
 			for k, v := range env {
 				if strings.HasPrefix(v, "valueFrom:") {

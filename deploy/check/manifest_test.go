@@ -19,6 +19,7 @@ import (
 const (
 	testAccount = "GCWWXTQ2ABCDEFGHIJKLMN"
 	testURL     = "https://legate.example.com:7460"
+	testImage   = "registry.example.com/legate:v1.2.3"
 	testToken   = "0123456789abcdef0123456789abcdef"
 	testARN     = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:legate/token-AbCdEf"
 	testRole    = "arn:aws:iam::123456789012:role/ecsTaskExecutionRole"

@@ -79,7 +79,7 @@ func TestContainerKindsRunUnderTheWatcher(t *testing.T) {
 		t.Skip("-short: the image is not built and run")
 	}
 	image := needImage(t)
-	m := startHostManager(t)
+	m := startHostManager(t, image)
 	token := strings.TrimSpace(m.cli(t, "token", "create", "watched", "--value-only"))
 	for _, tc := range []struct {
 		name, kind string
@@ -96,7 +96,7 @@ func TestContainerKindsRunUnderTheWatcher(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			name := "watched-" + tc.name
-			artifact := m.cli(t, append([]string{"manifest", tc.kind, "--token", token, "--manager-url", m.url,
+			artifact := m.cli(t, append([]string{"manifest", tc.kind, "--token", token, "--manager-url", m.url, "--allow-loopback",
 				"--name", name, "--tags", name, "--image", image}, tc.flags...)...)
 			var spec containerSpec
 			if tc.kind == manifest.KindDocker {
@@ -190,9 +190,9 @@ func TestSystemdUnitRunsTheWatcher(t *testing.T) {
 	if err := buildLegate(); err != nil {
 		t.Fatal(err)
 	}
-	m := startHostManager(t)
+	m := startHostManager(t, "")
 	token := strings.TrimSpace(m.cli(t, "token", "create", "watched-host", "--value-only"))
-	artifact := m.cli(t, "manifest", "systemd", "--token", token, "--manager-url", m.url, "--name", "watched-host", "--tags", "watched-host", "--size", "laptop")
+	artifact := m.cli(t, "manifest", "systemd", "--token", token, "--manager-url", m.url, "--allow-loopback", "--name", "watched-host", "--tags", "watched-host", "--size", "laptop")
 	inst, err := parseSystemd(artifact)
 	if err != nil {
 		t.Fatalf("parse the systemd script: %v\n%s", err, artifact)
@@ -321,14 +321,14 @@ func TestECSHostnameKeepsOneInstance(t *testing.T) {
 		t.Skip("-short: the image is not built and run")
 	}
 	image := needImage(t)
-	m := startHostManager(t)
+	m := startHostManager(t, image)
 	token := strings.TrimSpace(m.cli(t, "token", "create", "ecs-identity", "--value-only"))
 	for _, tc := range []struct{ kind string }{{manifest.KindECS}, {manifest.KindFargate}} {
 		t.Run(tc.kind, func(t *testing.T) {
 			t.Parallel()
 			name := "identity-" + tc.kind
 			chosen := uniqueName("specs-options-" + tc.kind)
-			args := []string{"manifest", tc.kind, "--token", token, "--manager-url", m.url, "--name", name,
+			args := []string{"manifest", tc.kind, "--token", token, "--manager-url", m.url, "--allow-loopback", "--name", name,
 				"--image", image, "--region", "eu-west-1", "--hostname", chosen}
 			if tc.kind == manifest.KindFargate {
 				args = append(args, "--execution-role-arn", testRole)

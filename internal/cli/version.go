@@ -55,8 +55,7 @@ Go version that built it. When a manager is configured (` + EnvURL + ` and
 			}
 			switch {
 			case v.Manager != nil:
-				_, err := fmt.Fprintf(w, "manager: %s at %s\n", escape(v.Manager.Version), escape(v.Manager.URL))
-				return err
+				return printManagerVersion(w, v.Manager)
 			case mgrErr != nil:
 				fmt.Fprintln(cmd.ErrOrStderr(), "legate: the manager's version is unknown: "+escapeLines(mgrErr.Error()))
 			}
@@ -77,6 +76,29 @@ type versionView struct {
 type managerVersion struct {
 	URL     string `json:"url"`
 	Version string `json:"version"`
+	// PublicURL and DelegateImage are what the manager's install specs
+	// use (legate manifest); empty when the manager does not say.
+	PublicURL     string `json:"public_url,omitempty"`
+	DelegateImage string `json:"delegate_image,omitempty"`
+}
+
+// printManagerVersion prints the manager's lines of legate version: its
+// version, and the URL and image its install specs use (or the fix when
+// it has no image).
+func printManagerVersion(w io.Writer, m *managerVersion) error {
+	s := fmt.Sprintf("manager: %s at %s\n", escape(m.Version), escape(m.URL))
+	if m.PublicURL != "" {
+		s += "  public URL: " + escape(m.PublicURL) + "\n"
+		img := "none (legate manifest needs --image: publish the image and start the manager with --delegate-image, docs/install.md)"
+		if m.DelegateImage != "" {
+			img = escape(m.DelegateImage)
+		}
+		s += "  delegate image: " + img + "\n"
+	}
+	if _, err := io.WriteString(w, s); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
 }
 
 // configured reports whether a manager URL and an API key are set.
@@ -100,5 +122,5 @@ func (a *app) managerVersion(ctx context.Context) (*managerVersion, error) {
 	if err != nil {
 		return nil, errors.New(managerProblem(c.BaseURL(), err))
 	}
-	return &managerVersion{URL: c.BaseURL(), Version: who.Version}, nil
+	return &managerVersion{URL: c.BaseURL(), Version: who.Version, PublicURL: who.PublicURL, DelegateImage: who.DelegateImage}, nil
 }

@@ -59,21 +59,19 @@ func decodeManifestRequest(body []byte) (protocol.ManifestRequest, error) {
 	return req, nil
 }
 
-// manifest fills in what the manager knows (the caller's account, the URL
-// the request came in at, the release image of its version) and
+// manifest fills in what the manager knows (the caller's account, its
+// public URL, else the URL the request came in at, its delegate image) and
 // generates the manifest.
 func (m *Service) manifest(req protocol.ManifestRequest, acct, baseURL string) (string, error) {
 	if req.AccountID != "" && req.AccountID != acct {
 		return "", fmt.Errorf("account_id %q is not the account of this API key: leave it out", req.AccountID)
 	}
 	req.AccountID = acct
-	if req.ManagerURL == "" {
-		req.ManagerURL = baseURL
+	d := manifest.Defaults{ManagerURL: m.cfg.PublicURL, Image: m.cfg.DelegateImage}
+	if d.ManagerURL == "" {
+		d.ManagerURL = baseURL
 	}
-	if req.Image == "" && req.Kind != manifest.KindSystemd {
-		req.Image = manifest.DefaultImage(m.cfg.Version)
-	}
-	return manifest.Generate(req)
+	return manifest.Generate(d.Fill(req))
 }
 
 // requestBaseURL is the URL a request came in at: scheme and host.

@@ -177,6 +177,8 @@ type Config struct {
 	FollowPollInterval  time.Duration
 	AuditRetention      time.Duration
 	Version             string
+	// PublicURL and DelegateImage are the defaults of install specs.
+	PublicURL, DelegateImage string
 
 	Log *slog.Logger
 	Now func() time.Time

@@ -96,8 +96,9 @@ type Config struct {
 	// hash takes 19 MiB while it runs); 0 = hashesPerCPU per CPU
 	// (passwords.go).
 	PasswordHashes int
-	// Version is what whoami reports.
-	Version string
+	// Version, PublicURL and DelegateImage are what whoami reports of
+	// the manager.
+	Version, PublicURL, DelegateImage string
 	// Log; nil = slog.Default().
 	Log *slog.Logger
 	// Now is the clock; nil = time.Now.

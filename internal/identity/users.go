@@ -578,7 +578,8 @@ func (s *Service) handleListBindings(w http.ResponseWriter, r *http.Request, acc
 func (s *Service) handleWhoAmI(w http.ResponseWriter, r *http.Request, acct string) {
 	c := api.CallerOf(r.Context())
 	out := protocol.WhoAmI{AccountID: acct, Version: s.cfg.Version, PrincipalKind: c.Policy.Principal.Kind,
-		Principal: c.Policy.Principal.Name, APIKey: c.Key.Name, Session: c.Session.ID != ""}
+		Principal: c.Policy.Principal.Name, APIKey: c.Key.Name, Session: c.Session.ID != "",
+		PublicURL: s.cfg.PublicURL, DelegateImage: s.cfg.DelegateImage}
 	if id := c.PrincipalID(); id != "" {
 		names, err := s.names(r.Context(), acct)
 		if err != nil {

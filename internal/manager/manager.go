@@ -144,6 +144,10 @@ type Config struct {
 	// the manager serves TLS, the web UI's cookies are Secure and every
 	// answer carries Strict-Transport-Security (api.HSTSMaxAge).
 	PublicURL string
+	// DelegateImage is the image operators published for delegates
+	// (--delegate-image): install specs name it unless they ask for
+	// another; "" = none, and a container spec must name its image.
+	DelegateImage string
 	// Version is reported to clients.
 	Version string
 	// Logger; nil = slog.Default().
@@ -312,7 +316,8 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 		DefaultTaskTimeout: cfg.DefaultTaskTimeout, DefaultQueueTimeout: cfg.DefaultQueueTimeout, LongPollWait: cfg.LongPollWait,
 		LogCap: cfg.LogCap, SweepInterval: cfg.SweepInterval, OfferFanout: cfg.OfferFanout,
 		PruneDelegatesAfter: cfg.PruneDelegatesAfter, FollowPollInterval: cfg.FollowPollInterval,
-		AuditRetention: cfg.AuditRetention, Version: cfg.Version, Log: cfg.Logger, Now: cfg.Now})
+		AuditRetention: cfg.AuditRetention, Version: cfg.Version, Log: cfg.Logger, Now: cfg.Now,
+		PublicURL: cfg.PublicURL, DelegateImage: cfg.DelegateImage})
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +326,8 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	m.engine = m.newEngine()
 	m.auditor = &api.Auditor{Store: st, Now: cfg.Now, Log: cfg.Logger}
 	m.identity = identity.New(identity.Config{Store: st, Bus: m.bus, Auditor: m.auditor, CheckScope: m.scopes.CheckScope,
-		APIKeyCacheTTL: cfg.APIKeyCacheTTL, AuditRetention: cfg.AuditRetention, Version: cfg.Version, Log: cfg.Logger, Now: cfg.Now})
+		APIKeyCacheTTL: cfg.APIKeyCacheTTL, AuditRetention: cfg.AuditRetention, Version: cfg.Version,
+		PublicURL: cfg.PublicURL, DelegateImage: cfg.DelegateImage, Log: cfg.Logger, Now: cfg.Now})
 	m.secrets = secrets.New(secrets.Config{Store: st, Scopes: m.scopes, Log: cfg.Logger, Now: cfg.Now})
 	m.upgrades = upgrades.New(upgrades.Config{Store: st, Tokens: m.dispatch, Delegates: m.dispatch, Scopes: m.scopes,
 		ReleaseDir: cfg.ReleaseDir, UpgradePollInterval: cfg.UpgradePollInterval, UpgradeSoak: cfg.UpgradeSoak,

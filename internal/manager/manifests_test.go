@@ -13,11 +13,12 @@ import (
 )
 
 // TestManifestRouteIsTheGenerator: the route answers exactly what the
-// generator prints for the caller's account, the URL the request came in
-// at and the release image of the manager's version (the CLI uses this
-// route, so CLI and API output are the same by construction).
+// generator prints for the caller's account, the manager's public URL and
+// its delegate image (the CLI uses this route, so CLI and API output are
+// the same by construction).
 func TestManifestRouteIsTheGenerator(t *testing.T) {
-	tm := startTestManager(t, Config{Version: "v1.4.0"})
+	const public, image = "https://legate.example.com", "registry.example.com/legate:v1.4.0"
+	tm := startTestManager(t, Config{Version: "v1.4.0", PublicURL: public, DelegateImage: image})
 	c := tm.client(t, tm.admin.APIKey)
 	for _, kind := range manifest.Kinds() {
 		t.Run(kind, func(t *testing.T) {
@@ -34,9 +35,9 @@ func TestManifestRouteIsTheGenerator(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := req
-			want.AccountID, want.ManagerURL = tm.admin.AccountID, tm.url
+			want.AccountID, want.ManagerURL = tm.admin.AccountID, public
 			if kind != manifest.KindSystemd {
-				want.Image = manifest.DefaultImage("v1.4.0")
+				want.Image = image
 			}
 			wantText, err := manifest.Generate(want)
 			if err != nil {
@@ -46,6 +47,47 @@ func TestManifestRouteIsTheGenerator(t *testing.T) {
 				t.Errorf("route vs generator (-generator +route):\n%s", d)
 			}
 		})
+	}
+	who, err := c.WhoAmI(t.Context())
+	if err != nil || who.PublicURL != public || who.DelegateImage != image {
+		t.Errorf("whoami: %+v, %v; want the public URL %s and the delegate image %s", who, err, public, image)
+	}
+}
+
+// TestManifestRouteLoopbackAndNoImage: a manager without a delegate image
+// refuses a container spec with the fix instead of naming an image no
+// registry serves; a manager whose public URL is loopback (no
+// --public-url) refuses every kind with the flags to set, unless the
+// request allows loopback or gives its own manager URL.
+func TestManifestRouteLoopbackAndNoImage(t *testing.T) {
+	tm := startTestManager(t, Config{Version: "v1.4.0"})
+	c := tm.client(t, tm.admin.APIKey)
+	_, err := c.Manifest(t.Context(), protocol.ManifestRequest{Kind: "docker", Token: "t", ManagerURL: "https://legate.example.com"})
+	wantCode(t, "no image", err, protocol.CodeBadRequest)
+	if err == nil || !strings.Contains(err.Error(), "--delegate-image") || !strings.Contains(err.Error(), "scripts/image --push") {
+		t.Errorf("no image: %v, want the fix", err)
+	}
+	for _, kind := range manifest.Kinds() {
+		req := protocol.ManifestRequest{Kind: kind, Token: "t", Image: "registry.example.com/legate:v1"}
+		switch kind {
+		case manifest.KindSystemd:
+			req.Image = ""
+		case manifest.KindECS, manifest.KindFargate:
+			req.Region, req.ExecutionRoleARN = "us-east-1", "arn:aws:iam::123456789012:role/r"
+		}
+		_, err := c.Manifest(t.Context(), req)
+		wantCode(t, kind+" on loopback", err, protocol.CodeBadRequest)
+		if err == nil || !strings.Contains(err.Error(), "--public-url") || !strings.Contains(err.Error(), "--allow-loopback") {
+			t.Errorf("%s on loopback: %v, want the flags to set", kind, err)
+		}
+		req.AllowLoopback = true
+		if out, err := c.Manifest(t.Context(), req); err != nil || !strings.Contains(out, tm.url) {
+			t.Errorf("%s with allow_loopback: %v\n%s", kind, err, out)
+		}
+		req.AllowLoopback, req.ManagerURL = false, "http://10.1.2.3:7460"
+		if out, err := c.Manifest(t.Context(), req); err != nil || !strings.Contains(out, req.ManagerURL) {
+			t.Errorf("%s with its own manager URL: %v\n%s", kind, err, out)
+		}
 	}
 }
 

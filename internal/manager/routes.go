@@ -50,7 +50,7 @@ func (m *Manager) Handler() http.Handler {
 	mux.Handle("/", webui.New(webui.Config{API: h, Backend: uiBackend{m}, Stopping: m.dispatch.Stopping(),
 		WriteTimeout: m.cfg.WriteTimeout, Liveness: m.window(), Version: m.cfg.Version, Logger: m.log, Now: m.cfg.Now,
 		DelegateUpdateEvery: m.cfg.UIDelegateUpdateEvery, NewDelegateHintAfter: m.cfg.UINewDelegateHintAfter,
-		SecureCookies: m.httpsClients()}))
+		SecureCookies: m.httpsClients(), PublicURL: m.cfg.PublicURL, DelegateImage: m.cfg.DelegateImage}))
 	if m.httpsClients() {
 		return api.StrictTransport(h)
 	}

@@ -197,7 +197,7 @@ func TestUIFilteredDelegatesPageUpdatesLive(t *testing.T) {
 // and can put the token in a Kubernetes Secret or a Secrets Manager
 // secret instead of the spec.
 func TestUINewDelegateHintAndTokenSecret(t *testing.T) {
-	tm := startTestManager(t, Config{UINewDelegateHintAfter: 1500 * time.Millisecond})
+	tm := startTestManager(t, Config{UINewDelegateHintAfter: 1500 * time.Millisecond, DelegateImage: "registry.example.com/legate:v1"})
 	b := newBrowserSignedIn(t, tm)
 	_, page := b.get("/delegates/new")
 	mustContain(t, "the form", page, `id="manager_url" name="manager_url" type="url" value="`+tm.url+`"`,
@@ -227,7 +227,7 @@ func TestUINewDelegateHintAndTokenSecret(t *testing.T) {
 		`data-hint-after="1500"`, `id="wait-hint" class="card" hidden`, "<code>https://legate.example.com</code>, the manager URL in the spec",
 		"the token <code>"+tl.Tokens[0].Name+"</code> is not revoked", `id="spec-manager-url">https://legate.example.com<`)
 
-	form = url.Values{"csrf": {b.csrf("/delegates/new")}, "kind": {"fargate"}, "name": {"fg"}, "region": {"eu-west-1"},
+	form = url.Values{"csrf": {b.csrf("/delegates/new")}, "kind": {"fargate"}, "name": {"fg"}, "region": {"eu-west-1"}, "manager_url": {"https://legate.example.com"},
 		"execution_role": {"arn:aws:iam::123456789012:role/exec"}, "token_secret_arn": {"arn:aws:secretsmanager:eu-west-1:123456789012:secret:legate"}}
 	resp, page = b.do("POST", "/delegates/new", form, nil)
 	if resp.StatusCode != 200 {

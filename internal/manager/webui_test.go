@@ -471,7 +471,7 @@ func TestUITaskPageExplainsAQueuedTask(t *testing.T) {
 }
 
 func TestUINewDelegate(t *testing.T) {
-	tm := startTestManager(t, Config{})
+	tm := startTestManager(t, Config{DelegateImage: "registry.example.com/legate:v1"})
 	b := newBrowserSignedIn(t, tm)
 	// The Kubernetes spec is a StatefulSet (one per delegate, its pods
 	// the delegate's instances): the form must not call it a Deployment.

@@ -9,6 +9,7 @@ package manifest
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -43,8 +44,6 @@ const (
 	DefaultName      = "legate-delegate"
 	DefaultNamespace = "legate-delegate"
 	DefaultCluster   = "legate-delegate"
-	// ImageRepository is the release image; its tag is the version.
-	ImageRepository = "ghcr.io/legate-dev/legate"
 	// HTTPPort is the delegate's health server port (/healthz, /readyz).
 	HTTPPort = 3460
 	// TokenKey is the key of the token in a Kubernetes Secret.
@@ -72,28 +71,33 @@ const (
 	accountCodeSize = 6
 )
 
-// DefaultImage is the release image of version ("v1.2.3"); a version that
-// is not a valid image tag (a development build) gives the "latest" tag.
-func DefaultImage(version string) string {
-	if !validTag(version) {
-		version = "latest"
-	}
-	return ImageRepository + ":" + version
+// Defaults are what the manager knows of every install: the URL
+// delegates reach it at (its --public-url) and the image its operators
+// published (its --delegate-image, "" when none is set).
+type Defaults struct {
+	ManagerURL string
+	Image      string
 }
 
-func validTag(t string) bool {
-	if t == "" || len(t) > 128 {
-		return false
+// Fill gives p the defaults it leaves out.
+func (d Defaults) Fill(p Params) Params {
+	if p.ManagerURL == "" {
+		p.ManagerURL = d.ManagerURL
 	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		ok := isAlnum(c) || c == '_' || (i > 0 && (c == '.' || c == '-'))
-		if !ok {
-			return false
-		}
+	if p.Image == "" && strings.ToLower(strings.TrimSpace(p.Kind)) != KindSystemd {
+		p.Image = d.Image
 	}
-	return true
+	return p
 }
+
+// NoImageFix is what to do when no delegate image is known: there is no
+// image of legate on a public registry to fall back on.
+const NoImageFix = "publish legate's image to a registry your delegates pull from (scripts/image --push REGISTRY/legate:TAG, docs/install.md), " +
+	"then start the manager with --delegate-image REGISTRY/legate:TAG (or " + EnvDelegateImage + "), or pass --image"
+
+// EnvDelegateImage is the manager's --delegate-image when the flag is not
+// given.
+const EnvDelegateImage = "LEGATE_DELEGATE_IMAGE"
 
 // TokenEmbedded reports whether the output of p carries the token's value,
 // so that whoever saves it treats the file as a secret.
@@ -161,6 +165,9 @@ func normalize(p Params) (Params, error) {
 	if err := checkApplies(p, k8s, aws); err != nil {
 		return p, err
 	}
+	if p.Image == "" && p.Kind != KindSystemd {
+		return p, fmt.Errorf("no delegate image: %s", NoImageFix)
+	}
 	if err := normalizeOptions(&p); err != nil {
 		return p, err
 	}
@@ -172,6 +179,9 @@ func normalize(p Params) (Params, error) {
 		return p, err
 	}
 	p.ManagerURL = u
+	if err := checkReachable(u, p.AllowLoopback); err != nil {
+		return p, err
+	}
 	if err := checkTokenRef(p); err != nil {
 		return p, err
 	}
@@ -293,11 +303,10 @@ func normalizeDelegate(p *Params) error {
 	case p.Replicas < 0 || p.Replicas > maxReplicas:
 		return fmt.Errorf("replicas %d: use 1 to %d (replicas with one name are one delegate: that is how it is highly available)", p.Replicas, maxReplicas)
 	}
-	if p.Image != "" && !validImage(p.Image) {
-		return fmt.Errorf("image %q is not an image reference such as %s:v1.2.3", p.Image, ImageRepository)
-	}
-	if p.Image == "" && p.Kind != KindSystemd {
-		p.Image = DefaultImage("")
+	if p.Image != "" {
+		if err := CheckImage(p.Image); err != nil {
+			return err
+		}
 	}
 	if len(p.Description) > maxDescription || !utf8.ValidString(p.Description) || hasControl(p.Description) {
 		return fmt.Errorf("description: use at most %d characters, without control characters or line breaks", maxDescription)
@@ -539,6 +548,35 @@ func checkManagerURL(raw string) (string, error) {
 	return strings.TrimRight(raw, "/"), nil
 }
 
+// checkReachable refuses a manager URL that, seen from a delegate in a
+// container or on another host, names the delegate itself or nothing:
+// loopback, unspecified or link-local, unless allowed for a trial on the
+// manager's own host.
+func checkReachable(managerURL string, allow bool) error {
+	u, err := url.Parse(managerURL)
+	if err != nil || allow || !LoopbackHost(u.Hostname()) {
+		return nil
+	}
+	return fmt.Errorf("manager URL %s is on loopback (or unspecified, or link-local): in a container or on another host it is the delegate itself, not the manager; "+
+		"start the manager with --public-url set to the URL delegates reach it at (such as https://legate.example.com), or pass --manager-url; "+
+		"for a trial on the manager's own host, pass --allow-loopback", managerURL)
+}
+
+// LoopbackHost reports whether host (a URL's hostname) is localhost (or a
+// name under it), a loopback, unspecified or link-local address.
+func LoopbackHost(host string) bool {
+	h := strings.TrimSuffix(strings.ToLower(host), ".")
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	if err != nil {
+		return false
+	}
+	ip = ip.Unmap()
+	return ip.IsLoopback() || ip.IsUnspecified() || ip.IsLinkLocalUnicast()
+}
+
 func checkToken(t string) error {
 	if len(t) > 512 || strings.IndexFunc(t, func(r rune) bool {
 		return r > 126 || r <= ' ' || r == '"' || r == '\'' || r == '\\' || r == '$' || r == '`'
@@ -649,6 +687,15 @@ func quantity(s string) bool {
 		}
 	}
 	return true
+}
+
+// CheckImage checks an image reference's characters (the registry decides
+// the rest).
+func CheckImage(s string) error {
+	if !validImage(s) {
+		return fmt.Errorf("image %q is not an image reference such as registry.example.com/legate:v1.2.3", s)
+	}
+	return nil
 }
 
 // validImage: an image reference's characters, starting with a letter or

@@ -13,6 +13,9 @@ import (
 // base is a valid request of kind; the cases change one thing.
 func base(kind string) Params {
 	p := Params{Kind: kind, AccountID: "ABCDEFGH2345", ManagerURL: "https://legate.example.com", Token: "tok_abc"}
+	if kind != KindSystemd {
+		p.Image = "registry.example.com/legate:v1.2.3"
+	}
 	switch kind {
 	case KindECS:
 		p.Region = "us-east-1"
@@ -115,10 +118,121 @@ func TestAccountCode(t *testing.T) {
 	}
 }
 
-func TestDefaultImage(t *testing.T) {
-	for in, want := range map[string]string{"v1.2.3": ImageRepository + ":v1.2.3", "(devel)": ImageRepository + ":latest", "": ImageRepository + ":latest", "v1.0.0+dirty": ImageRepository + ":latest"} {
-		if got := DefaultImage(in); got != want {
-			t.Errorf("DefaultImage(%q) = %q, want %q", in, got, want)
+// TestLoopbackManagerURL: a manager URL that names the delegate's own
+// host (loopback, unspecified, link-local) is refused in every kind, with
+// the flags that fix it, unless AllowLoopback asks for a same-host trial.
+func TestLoopbackManagerURL(t *testing.T) {
+	for _, tc := range []struct {
+		url      string
+		loopback bool
+	}{
+		{"http://127.0.0.1:7460", true},
+		{"http://127.8.9.10", true},
+		{"http://localhost:7460", true},
+		{"http://LOCALHOST.:7460", true},
+		{"https://api.localhost", true},
+		{"http://[::1]:7460", true},
+		{"http://[::ffff:127.0.0.1]:7460", true},
+		{"http://0.0.0.0:7460", true},
+		{"http://[::]:7460", true},
+		{"http://169.254.169.254", true},
+		{"http://[fe80::1]:7460", true},
+		{"https://legate.example.com", false},
+		{"http://10.0.0.5:7460", false},
+		{"http://192.168.1.20:7460", false},
+		{"http://[2001:db8::1]:7460", false},
+		{"http://localhost.example.com", false},
+		{"http://legate-manager.legate.svc:7460", false},
+	} {
+		for _, k := range Kinds() {
+			p := base(k)
+			p.ManagerURL = tc.url
+			_, err := Generate(p)
+			switch {
+			case !tc.loopback && err != nil:
+				t.Errorf("%s %s: %v, want it accepted", k, tc.url, err)
+			case tc.loopback && err == nil:
+				t.Errorf("%s %s: accepted, want it refused", k, tc.url)
+			case tc.loopback:
+				for _, want := range []string{tc.url, "--public-url", "--manager-url", "--allow-loopback"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("%s %s: error %q does not say %q", k, tc.url, err, want)
+					}
+				}
+			}
+			if !tc.loopback {
+				continue
+			}
+			p.AllowLoopback = true
+			if out, err := Generate(p); err != nil || !strings.Contains(out, strings.TrimRight(tc.url, "/")) {
+				t.Errorf("%s %s with AllowLoopback: err %v, output:\n%s", k, tc.url, err, out)
+			}
+		}
+	}
+}
+
+// TestNoImage: a container kind without an image is refused with the
+// fix (publish the image, set the manager's --delegate-image, or --image),
+// rather than given an image no registry serves; systemd needs none.
+func TestNoImage(t *testing.T) {
+	for _, k := range Kinds() {
+		p := base(k)
+		p.Image = ""
+		_, err := Generate(p)
+		if k == KindSystemd {
+			if err != nil {
+				t.Errorf("systemd without an image: %v", err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%s without an image: accepted", k)
+			continue
+		}
+		for _, want := range []string{"scripts/image --push", "--delegate-image", "--image", "docs/install.md"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s without an image: error %q does not say %q", k, err, want)
+			}
+		}
+	}
+}
+
+// TestDefaultsFill: what the manager knows fills what a request leaves
+// out, and never what it sets.
+func TestDefaultsFill(t *testing.T) {
+	d := Defaults{ManagerURL: "https://legate.example.com", Image: "registry.example.com/legate:v1"}
+	for _, tc := range []struct {
+		in, want Params
+	}{
+		{Params{Kind: KindDocker}, Params{Kind: KindDocker, ManagerURL: d.ManagerURL, Image: d.Image}},
+		{Params{Kind: KindSystemd}, Params{Kind: KindSystemd, ManagerURL: d.ManagerURL}},
+		{Params{Kind: KindHelm, ManagerURL: "https://other.example.com", Image: "x/y:z"}, Params{Kind: KindHelm, ManagerURL: "https://other.example.com", Image: "x/y:z"}},
+	} {
+		if diff := cmp.Diff(tc.want, d.Fill(tc.in)); diff != "" {
+			t.Errorf("Fill(%+v) (-want +got):\n%s", tc.in, diff)
+		}
+	}
+}
+
+// TestLoopbackDockerOnHostNetwork: a same-host trial of the docker kinds
+// runs on the host's network, where the manager's loopback address is
+// the manager's; without a loopback URL the spec keeps its own network.
+func TestLoopbackDockerOnHostNetwork(t *testing.T) {
+	for _, compose := range []bool{false, true} {
+		p := base(KindDocker)
+		p.Compose = compose
+		p.ManagerURL, p.AllowLoopback = "http://127.0.0.1:7460", true
+		out, err := Generate(p)
+		want := "--network host"
+		if compose {
+			want = `network_mode: "host"`
+		}
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("compose %v, loopback: err %v, want %q in:\n%s", compose, err, want, out)
+		}
+		p.ManagerURL = "https://legate.example.com"
+		if out, err := Generate(p); err != nil || strings.Contains(out, "host") {
+			t.Errorf("compose %v, public URL: err %v, want no host network in:\n%s", compose, err, out)
 		}
 	}
 }

@@ -62,7 +62,7 @@ func TestUpgradesAutomaticByDefault(t *testing.T) {
 	auto := map[string][]string{
 		"kubernetes": {`kind: "CronJob"`, `- "upgrader"`, `legate.dev/upgrade: "auto"`, `resourceNames:`},
 		"helm":       {`upgrade: "auto"`},
-		"docker":     {"  ghcr.io/legate-dev/legate:latest watcher --dir /var/lib/legate\n"},
+		"docker":     {"  registry.example.com/legate:v1.2.3 watcher --dir /var/lib/legate\n"},
 		"compose":    {"command:\n      - \"watcher\"\n      - \"--dir\"\n      - \"/var/lib/legate\"\n"},
 		"ecs":        {`"command": [` + "\n" + `        "watcher",` + "\n" + `        "--dir",` + "\n" + `        "/var/lib/legate"`, `curl -fsS http://127.0.0.1:3461/healthz`},
 		"fargate":    {`"command": [` + "\n" + `        "watcher",` + "\n" + `        "--dir",` + "\n" + `        "/var/lib/legate"`, `curl -fsS http://127.0.0.1:3461/healthz`},
@@ -71,7 +71,7 @@ func TestUpgradesAutomaticByDefault(t *testing.T) {
 	self := map[string][]string{
 		"kubernetes": {`legate.dev/upgrade: "self-managed"`, `- "delegate"`},
 		"helm":       {`upgrade: "self-managed"`},
-		"docker":     {"  ghcr.io/legate-dev/legate:latest delegate\n"},
+		"docker":     {"  registry.example.com/legate:v1.2.3 delegate\n"},
 		"compose":    {"command:\n      - \"delegate\"\n"},
 		"ecs":        {`"command": [` + "\n" + `        "delegate"` + "\n"},
 		"fargate":    {`"command": [` + "\n" + `        "delegate"` + "\n"},

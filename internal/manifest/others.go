@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -59,6 +60,9 @@ func dockerRun(p Params) string {
 			name += "-" + strconv.Itoa(i)
 		}
 		fmt.Fprintf(&b, "docker run --detach --name %s --restart unless-stopped --stop-timeout %d \\\n", shellQuote(name), DrainSeconds)
+		if hostNetwork(p) {
+			b.WriteString("  --network host \\\n")
+		}
 		for _, f := range dockerOptions(p) {
 			fmt.Fprintf(&b, "  %s \\\n", f)
 		}
@@ -91,8 +95,19 @@ func compose(p Params) string {
 	if p.Replicas > 1 {
 		svc = append(svc, field{"deploy", mapping{{"replicas", p.Replicas}}})
 	}
+	if hostNetwork(p) {
+		svc = append(svc, field{"network_mode", "host"})
+	}
 	comment := fmt.Sprintf("# legate delegate %q: docker compose up -d (this file holds the delegate token)", p.Name)
 	return yamlDocs(comment, mapping{{"services", mapping{{p.Name, svc}}}})
+}
+
+// hostNetwork: a same-host trial (a loopback manager URL, allowed) runs
+// the container on the host's network, where that address is the
+// manager's.
+func hostNetwork(p Params) bool {
+	u, err := url.Parse(p.ManagerURL)
+	return err == nil && p.AllowLoopback && LoopbackHost(u.Hostname())
 }
 
 func composeEscape(s string) string { return strings.ReplaceAll(s, "$", "$$") }

@@ -23,9 +23,15 @@ type ManifestRequest struct {
 	// it to the caller's account; a different value is refused.
 	AccountID string `json:"account_id,omitempty"`
 	// ManagerURL is the URL delegates reach the manager at
-	// (MANAGER_HOST_AND_PORT). Over the API, empty means the URL the
-	// request came in at.
+	// (MANAGER_HOST_AND_PORT). Over the API, empty means the manager's
+	// public URL (its --public-url).
 	ManagerURL string `json:"manager_url"`
+	// AllowLoopback accepts a ManagerURL on loopback (localhost,
+	// 127.0.0.0/8, ::1), unspecified (0.0.0.0, ::) or link-local: in a
+	// container or on another host that address is the delegate's own,
+	// so such a URL is refused unless this asks for a trial on the
+	// manager's host (the docker kinds then use the host's network).
+	AllowLoopback bool `json:"allow_loopback,omitempty"`
 
 	// The token: its value (Token, embedded in the output: treat the
 	// output as a secret), or where it lives: TokenSecret names an
@@ -44,7 +50,8 @@ type ManifestRequest struct {
 	// Replicas is the number of delegate processes; 0 means 1.
 	Replicas int `json:"replicas,omitempty"`
 	// Image is the container image (not for systemd); empty means the
-	// release image of the manager's version.
+	// manager's delegate image (its --delegate-image). With neither, the
+	// request is refused: the image must be published first.
 	Image string `json:"image,omitempty"`
 	// Env is extra environment, after the variables the manifest sets
 	// itself (proxy settings, INIT_SCRIPT, thresholds...).

@@ -1371,6 +1371,12 @@ type WhoAmI struct {
 	APIKey   string    `json:"api_key,omitempty"`
 	Session  bool      `json:"session,omitempty"`
 	Bindings []Binding `json:"bindings,omitempty"`
+	// PublicURL is the URL the manager says delegates reach it at (its
+	// --public-url) and DelegateImage the image its install specs name
+	// (its --delegate-image, empty when none is set): the defaults of
+	// PathManifests.
+	PublicURL     string `json:"public_url,omitempty"`
+	DelegateImage string `json:"delegate_image,omitempty"`
 }
 
 // Principal kinds: users sign in with a password; service accounts are

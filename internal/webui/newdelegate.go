@@ -33,6 +33,10 @@ var delegateKinds = []delegateKind{
 type newDelegateForm struct {
 	Kind, Name, Tags, Org, Project, ManagerURL string
 	Region, ExecutionRole, Subnets             string
+	// Image is the container image; AllowLoopback accepts a manager URL
+	// on loopback for a trial on the manager's host.
+	Image         string
+	AllowLoopback bool
 	// TokenSecret names a Kubernetes Secret (kubernetes, helm) and
 	// TokenSecretARN a Secrets Manager secret (ecs, fargate) the spec
 	// reads the token from instead of holding it.
@@ -48,8 +52,11 @@ type newDelegateView struct {
 	Sizes []string
 	Form  newDelegateForm
 	// PageURL is the URL the browser reached the manager at (the default
-	// of Form.ManagerURL).
+	// of Form.ManagerURL when the manager has no public URL).
 	PageURL string
+	// PublicURL is the manager's --public-url; NoImage, when the manager
+	// has no --delegate-image, says how to publish one.
+	PublicURL, NoImage string
 	// After a submission:
 	Spec      string
 	FileName  string
@@ -72,9 +79,28 @@ func pageURL(r *http.Request) string {
 	return "http://" + r.Host
 }
 
+// newDelegateView is the page's view of form f: the manager's defaults
+// (its public URL, else the page's; its delegate image) fill what f
+// leaves empty.
+func (u *UI) newDelegateView(r *http.Request, f newDelegateForm) newDelegateView {
+	v := newDelegateView{Kinds: delegateKinds, Sizes: manifest.Sizes(), Form: f, PageURL: pageURL(r), PublicURL: u.cfg.PublicURL}
+	if v.Form.ManagerURL == "" {
+		v.Form.ManagerURL = u.cfg.PublicURL
+	}
+	if v.Form.ManagerURL == "" {
+		v.Form.ManagerURL = v.PageURL
+	}
+	if v.Form.Image == "" && f.Kind != "systemd" {
+		v.Form.Image = u.cfg.DelegateImage
+	}
+	if u.cfg.DelegateImage == "" {
+		v.NoImage = "The manager names no image for delegates: " + manifest.NoImageFix + " below. A plain host needs no image."
+	}
+	return v
+}
+
 func (u *UI) handleNewDelegatePage(w http.ResponseWriter, r *http.Request, s *user) {
-	v := newDelegateView{Kinds: delegateKinds, Form: newDelegateForm{Kind: "kubernetes", ManagerURL: pageURL(r)}, PageURL: pageURL(r)}
-	v.Sizes = manifest.Sizes()
+	v := u.newDelegateView(r, newDelegateForm{Kind: "kubernetes"})
 	p := page{Title: "New delegate", Nav: "new", Data: v}
 	if !s.policy.AllowsBelow(access.DelegateEdit, access.Account) {
 		p.Error = "You may not add delegates: that needs the permission delegate:edit (the role delegate-admin, for one) at some scope."
@@ -92,10 +118,12 @@ func (u *UI) handleNewDelegate(w http.ResponseWriter, r *http.Request, s *user) 
 		Tags: r.PostFormValue("tags"), Org: strings.TrimSpace(r.PostFormValue("org")), Project: strings.TrimSpace(r.PostFormValue("project")),
 		ManagerURL: strings.TrimSpace(r.PostFormValue("manager_url")), Region: strings.TrimSpace(r.PostFormValue("region")),
 		ExecutionRole: strings.TrimSpace(r.PostFormValue("execution_role")), Subnets: r.PostFormValue("subnets"),
-		TokenSecret: strings.TrimSpace(r.PostFormValue("token_secret")), TokenSecretARN: strings.TrimSpace(r.PostFormValue("token_secret_arn"))}
+		TokenSecret: strings.TrimSpace(r.PostFormValue("token_secret")), TokenSecretARN: strings.TrimSpace(r.PostFormValue("token_secret_arn")),
+		Image: strings.TrimSpace(r.PostFormValue("image")), AllowLoopback: r.PostFormValue("allow_loopback") != ""}
 	f.Upgrade, f.Size, f.Hostname = r.PostFormValue("upgrade"), r.PostFormValue("size"), strings.TrimSpace(r.PostFormValue("hostname"))
 	f.RunAsRoot = r.PostFormValue("run_as_root") == "on"
-	v := newDelegateView{Kinds: delegateKinds, Form: f, PageURL: pageURL(r), Sizes: manifest.Sizes()}
+	v := u.newDelegateView(r, f)
+	f = v.Form
 	fail := func(status int, msg string) {
 		u.render(w, r, s, status, "newdelegate", page{Title: "New delegate", Nav: "new", Error: msg, Data: v})
 	}
@@ -110,9 +138,6 @@ func (u *UI) handleNewDelegate(w http.ResponseWriter, r *http.Request, s *user) 
 	case f.Name == "":
 		fail(http.StatusBadRequest, "Give the delegate a name.")
 		return
-	case f.ManagerURL == "":
-		f.ManagerURL = pageURL(r)
-		v.Form.ManagerURL = f.ManagerURL
 	}
 	// A secret field of another kind is left out (the form shows both).
 	switch f.Kind {
@@ -123,8 +148,12 @@ func (u *UI) handleNewDelegate(w http.ResponseWriter, r *http.Request, s *user) 
 	default:
 		f.TokenSecret, f.TokenSecretARN = "", ""
 	}
+	if f.Kind == "systemd" {
+		f.Image = ""
+	}
 	req := protocol.ManifestRequest{Kind: f.Kind, Name: f.Name, Tags: splitList(f.Tags), Org: f.Org, Project: f.Project,
-		ManagerURL: f.ManagerURL, Region: f.Region, ExecutionRoleARN: f.ExecutionRole, Subnets: splitList(f.Subnets)}
+		ManagerURL: f.ManagerURL, Region: f.Region, ExecutionRoleARN: f.ExecutionRole, Subnets: splitList(f.Subnets),
+		Image: f.Image, AllowLoopback: f.AllowLoopback}
 	req.Upgrade, req.Size, req.RunAsRoot = f.Upgrade, f.Size, f.RunAsRoot
 	if f.Kind == "ecs" || f.Kind == "fargate" {
 		req.Hostname = f.Hostname // an AWS field: other kinds leave it out, as the secrets

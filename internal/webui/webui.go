@@ -97,9 +97,12 @@ type Config struct {
 	// come in plain HTTP); a request that came over TLS gets Secure
 	// cookies anyway.
 	SecureCookies bool
-	Version       string
-	Logger        *slog.Logger
-	Now           func() time.Time
+	// PublicURL and DelegateImage are the manager's defaults of the New
+	// delegate page's spec (its --public-url and --delegate-image).
+	PublicURL, DelegateImage string
+	Version                  string
+	Logger                   *slog.Logger
+	Now                      func() time.Time
 }
 
 // UI serves the web UI.
