@@ -63,6 +63,10 @@ func TestUIDelegatesFilterAndNewDelegateHint(t *testing.T) {
 		chromedp.Navigate(c.url+"/delegates/new"),
 		visible("#kind-docker"),
 		chromedp.Click(chromedp.CSS("#kind-docker")),
+		// A trial on the manager's own host, with an image the manager
+		// does not name (it has no --delegate-image here).
+		chromedp.Click(chromedp.CSS("#allow_loopback")),
+		chromedp.SendKeys(chromedp.CSS("#image"), "registry.example.com/legate:v1.2.3"),
 		chromedp.SendKeys(chromedp.CSS("#name"), "ghost"),
 		chromedp.Click(chromedp.CSS("#create-delegate")),
 		visible("#manifest"))
