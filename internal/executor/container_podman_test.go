@@ -65,6 +65,9 @@ func containerTask(c protocol.ContainerSpec) protocol.TaskSpec {
 // leftovers lists the containers and volumes labelled with c's owner.
 func leftovers(t *testing.T, c *Containers) string {
 	t.Helper()
+	if c.api != nil {
+		return apiLeftovers(t, c)
+	}
 	f := "label=" + LabelOwner + "=" + c.Owner
 	a, err := c.runtimeCmd(context.Background(), "ps", "--all", "--quiet", "--filter", f)
 	if err != nil {
@@ -77,8 +80,11 @@ func leftovers(t *testing.T, c *Containers) string {
 	return strings.TrimSpace(a + b)
 }
 
-func TestContainerSecurityContext(t *testing.T) {
-	c := podmanForTest(t)
+func TestContainerSecurityContext(t *testing.T) { testContainerSecurityContext(t, podmanForTest(t)) }
+
+// testContainerSecurityContext runs the table of container tasks against
+// a backend (the CLI's and the Engine API's).
+func testContainerSecurityContext(t *testing.T, c *Containers) {
 	uid, gid := int64(1234), int64(4321)
 	host := t.TempDir()
 	c.HostPaths = []string{host}
@@ -139,8 +145,9 @@ func TestContainerSecurityContext(t *testing.T) {
 
 // TestContainerStopped: a timed-out and a cancelled container are gone
 // (container and empty_dir volume) when Run returns.
-func TestContainerStopped(t *testing.T) {
-	c := podmanForTest(t)
+func TestContainerStopped(t *testing.T) { testContainerStopped(t, podmanForTest(t)) }
+
+func testContainerStopped(t *testing.T, c *Containers) {
 	spec := containerTask(protocol.ContainerSpec{Script: "echo started; sleep 600",
 		Volumes: []protocol.Volume{{Name: "w", MountPath: "/w", EmptyDir: &protocol.EmptyDirVolume{}}}})
 	t.Run("timeout", func(t *testing.T) {
@@ -169,12 +176,17 @@ func TestContainerStopped(t *testing.T) {
 // TestContainerSweep: what a crashed delegate left (a running container
 // and a volume with its owner label) is removed by Sweep; another owner's
 // are not.
-func TestContainerSweep(t *testing.T) {
-	c := podmanForTest(t)
+func TestContainerSweep(t *testing.T) { testContainerSweep(t, podmanForTest(t)) }
+
+func testContainerSweep(t *testing.T, c *Containers) {
 	other := *c
 	other.Owner = c.Owner + "-other"
 	ctx := context.Background()
 	for _, rt := range []*Containers{c, &other} {
+		if rt.api != nil {
+			apiCrashLeftover(t, rt)
+			continue
+		}
 		run := newContainerRun(rt, "t_crash", &protocol.ContainerSpec{Image: testImage, Volumes: []protocol.Volume{{Name: "w", MountPath: "/w", EmptyDir: &protocol.EmptyDirVolume{}}}}, nil)
 		args, err := runArgs(rt, &protocol.ContainerSpec{Image: testImage, Command: []string{"sleep", "600"}}, run)
 		if err != nil {
@@ -236,8 +248,9 @@ func (w *notifyWriter) Write(p []byte) (int, error) {
 // what it wrote for the next, whose run as another user reads it; the last
 // step removes it; a later step that finds no workspace fails saying so
 // instead of running on an empty one.
-func TestContainerWorkspace(t *testing.T) {
-	c := podmanForTest(t)
+func TestContainerWorkspace(t *testing.T) { testContainerWorkspace(t, podmanForTest(t)) }
+
+func testContainerWorkspace(t *testing.T, c *Containers) {
 	t.Cleanup(func() { _, _, _ = c.Sweep(context.Background()) })
 	ws := func(w protocol.Workspace, script string) protocol.TaskSpec {
 		return containerTask(protocol.ContainerSpec{Script: script,
