@@ -156,7 +156,7 @@ func socketError(socket string, err error) error {
 				owner = fmt.Sprintf(" (the socket is uid %d gid %d mode %v)", st.Uid, st.Gid, fi.Mode().Perm())
 			}
 		}
-		return fmt.Errorf("permission denied on the Docker API socket %s%s: the delegate runs as uid %d gid %d; run it with the socket's group as a supplementary group (docker run --group-add GID; Kubernetes supplementalGroups) or, in an ECS task definition, as root (\"user\": \"0\", as legate manifest ecs prints)",
+		return fmt.Errorf("permission denied on the Docker API socket %s%s: the delegate runs as uid %d gid %d; give it the socket's group (in an ECS task definition \"user\": \"1000:GID\"; docker run --group-add GID; Kubernetes supplementalGroups) or run it as root (\"user\": \"0\", as legate manifest ecs prints)",
 			socket, owner, os.Getuid(), os.Getgid())
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return fmt.Errorf("nothing listens on the Docker API socket %s: is the Docker daemon (or podman system service) running?", socket)
