@@ -197,7 +197,7 @@ type Agent struct {
 	// containerReason is why it has none (registered, shown by task
 	// explain).
 	containerReason string
-	platform   string
+	platform        string
 	// swept is closed once the containers an earlier run left are
 	// removed: container tasks wait for it (the sweep would remove theirs
 	// too), the delegate's registration does not. Set by Run.

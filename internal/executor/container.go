@@ -107,8 +107,16 @@ func FindContainers(getenv func(string) string, owner, platform string) (*Contai
 			socket = DefaultDockerSocket
 		}
 		return findDockerAPI(getenv, socket, owner, platform)
-	case want == "" && socket != "":
-		return findDockerAPI(getenv, socket, owner, platform)
+	}
+	var errs []string
+	if want == "" && socket != "" {
+		c, err := findDockerAPI(getenv, socket, owner, platform)
+		if err == nil || platform == protocol.PlatformFargate {
+			return c, err
+		}
+		// podman's CLI does not read DOCKER_HOST: one left set on a host
+		// that has podman keeps working as before.
+		errs = append(errs, "DOCKER_HOST: "+err.Error())
 	}
 	var candidates []string
 	switch want {
@@ -118,7 +126,6 @@ func FindContainers(getenv func(string) string, owner, platform string) (*Contai
 		candidates = []string{want}
 	}
 	var path string
-	var errs []string
 	for _, c := range candidates {
 		p, err := exec.LookPath(c)
 		if err == nil {

@@ -105,7 +105,14 @@ func (e *apiExec) Start(ctx context.Context, out io.Writer) error {
 	if err := e.volumes(ctx); err != nil {
 		return err
 	}
-	if err := d.ensureImage(ctx, cs.Image, out); err != nil {
+	// The CLI pulls within the task's time; so does this.
+	pctx := ctx
+	if e.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		pctx, cancel = context.WithTimeout(ctx, e.opts.Timeout)
+		defer cancel()
+	}
+	if err := d.ensureImage(pctx, cs.Image, out); err != nil {
 		return err
 	}
 	var created struct {

@@ -265,16 +265,20 @@ func TestFindDockerAPI(t *testing.T) {
 	}{
 		{name: "DOCKER_HOST unix", env: map[string]string{"DOCKER_HOST": "unix://" + current}, want: RuntimeDockerAPI},
 		{name: "chosen by name", env: map[string]string{EnvContainerRuntime: "docker-api", "DOCKER_HOST": "unix://" + current}, want: RuntimeDockerAPI},
-		{name: "socket missing", env: map[string]string{"DOCKER_HOST": "unix://" + missing},
+		{name: "socket missing", env: map[string]string{EnvContainerRuntime: "docker-api", "DOCKER_HOST": "unix://" + missing},
 			wantErr: "no Docker API socket at " + missing + ": mount the host's /var/run/docker.sock into the delegate's container"},
-		{name: "API too old", env: map[string]string{"DOCKER_HOST": "unix://" + old},
+		{name: "API too old", env: map[string]string{EnvContainerRuntime: "docker-api", "DOCKER_HOST": "unix://" + old},
 			wantErr: `speaks API version "1.39" (Docker 18.09.1); legate needs 1.40 or newer`},
 		{name: "tcp DOCKER_HOST", env: map[string]string{EnvContainerRuntime: "docker-api", "DOCKER_HOST": "tcp://10.0.0.1:2375"},
 			wantErr: "the Engine API backend speaks to a unix socket only"},
-		{name: "CLI flags", env: map[string]string{"DOCKER_HOST": "unix://" + current, EnvRunFlags: "--network host"},
+		{name: "CLI flags", env: map[string]string{EnvContainerRuntime: "docker-api", "DOCKER_HOST": "unix://" + current, EnvRunFlags: "--network host"},
 			wantErr: "are flags of a runtime's CLI; the docker-api backend has none"},
 		{name: "Fargate", env: map[string]string{}, platform: protocol.PlatformFargate, wantErr: NoRuntimeOnFargate},
 		{name: "Fargate with a socket named", env: map[string]string{"DOCKER_HOST": "unix://" + current}, platform: protocol.PlatformFargate, want: RuntimeDockerAPI},
+		{name: "Fargate with a socket that is not there", env: map[string]string{"DOCKER_HOST": "unix://" + missing}, platform: protocol.PlatformFargate,
+			wantErr: "no Docker API socket at " + missing},
+		{name: "the default socket, chosen by name", env: map[string]string{EnvContainerRuntime: "docker-api"},
+			wantErr: "no Docker API socket at /var/run/docker.sock"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -303,5 +307,27 @@ func TestDockerAPISocketPermission(t *testing.T) {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("%v: lacks %q", err, w)
 		}
+	}
+}
+
+// TestDockerHostLeftOnAPodmanHost: a DOCKER_HOST whose socket is not
+// there does not take podman's CLI away (podman does not read it); with
+// no CLI either, the reason names both.
+func TestDockerHostLeftOnAPodmanHost(t *testing.T) {
+	bin := t.TempDir()
+	t.Setenv("PATH", bin)
+	env := map[string]string{"DOCKER_HOST": "unix://" + filepath.Join(bin, "gone.sock")}
+	getenv := func(k string) string { return env[k] }
+	_, err := FindContainers(getenv, "o1", "")
+	if err == nil || !strings.Contains(err.Error(), "DOCKER_HOST: no Docker API socket at "+env["DOCKER_HOST"][len("unix://"):]) ||
+		!strings.Contains(err.Error(), `"podman": executable file not found`) {
+		t.Fatalf("without a CLI: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "podman"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, err := FindContainers(getenv, "o1", "")
+	if err != nil || c.Name != "podman" {
+		t.Fatalf("with podman on PATH: %+v, %v", c, err)
 	}
 }

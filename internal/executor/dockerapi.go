@@ -302,6 +302,11 @@ func splitImage(ref string) (image, tag string) {
 // pull's progress to out: one line per layer and status, at most
 // maxPullLines.
 func (d *dockerAPI) ensureImage(ctx context.Context, ref string, out io.Writer) error {
+	for _, seg := range strings.Split(ref, "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Errorf("container.image %q: not an image reference", ref)
+		}
+	}
 	if d.call(ctx, http.MethodGet, "/images/"+ref+"/json", nil, nil, nil) == nil {
 		return nil
 	}
