@@ -256,6 +256,11 @@ func testContainerWorkspace(t *testing.T, c *Containers) {
 		return containerTask(protocol.ContainerSpec{Script: script,
 			Volumes: []protocol.Volume{{Name: "ws", MountPath: "/ws", EmptyDir: &protocol.EmptyDirVolume{Workspace: &w}}}})
 	}
+	// A key of the run's own: volume names are global to the runtime's
+	// storage, which other runs of these tests (and both backends) share.
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	k1 := "k1" + hex.EncodeToString(b[:])
 	steps := []struct {
 		name       string
 		spec       protocol.TaskSpec
@@ -263,10 +268,10 @@ func testContainerWorkspace(t *testing.T, c *Containers) {
 		wantOut    string
 		wantLeft   bool
 	}{
-		{"first writes", ws(protocol.Workspace{Key: "k1", Create: true}, "echo built > /ws/artifact && chmod -R a+rwX /ws"), protocol.StatusSucceeded, "", true},
-		{"second reads", ws(protocol.Workspace{Key: "k1"}, "cat /ws/artifact"), protocol.StatusSucceeded, "built", true},
-		{"last reads and removes", ws(protocol.Workspace{Key: "k1", Remove: true}, "cat /ws/artifact"), protocol.StatusSucceeded, "built", false},
-		{"gone", ws(protocol.Workspace{Key: "k1"}, "cat /ws/artifact"), protocol.StatusFailed, "", false},
+		{"first writes", ws(protocol.Workspace{Key: k1, Create: true}, "echo built > /ws/artifact && chmod -R a+rwX /ws"), protocol.StatusSucceeded, "", true},
+		{"second reads", ws(protocol.Workspace{Key: k1}, "cat /ws/artifact"), protocol.StatusSucceeded, "built", true},
+		{"last reads and removes", ws(protocol.Workspace{Key: k1, Remove: true}, "cat /ws/artifact"), protocol.StatusSucceeded, "built", false},
+		{"gone", ws(protocol.Workspace{Key: k1}, "cat /ws/artifact"), protocol.StatusFailed, "", false},
 	}
 	for _, s := range steps {
 		var out bytes.Buffer
@@ -274,7 +279,7 @@ func testContainerWorkspace(t *testing.T, c *Containers) {
 		if o.Status != s.wantStatus || !strings.Contains(out.String(), s.wantOut) {
 			t.Fatalf("%s: status %s (%s), want %s with %q; output:\n%s", s.name, o.Status, o.Error, s.wantStatus, s.wantOut, out.String())
 		}
-		if s.name == "gone" && !strings.Contains(o.Error, `the stage workspace "ws" (volume legate-ws-k1) is not on this delegate`) {
+		if s.name == "gone" && !strings.Contains(o.Error, `the stage workspace "ws" (volume legate-ws-`+k1+`) is not on this delegate`) {
 			t.Errorf("gone: error %q", o.Error)
 		}
 		if l := leftovers(t, c); (l != "") != s.wantLeft {
