@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -329,5 +330,61 @@ func TestDockerHostLeftOnAPodmanHost(t *testing.T) {
 	c, err := FindContainers(getenv, "o1", "")
 	if err != nil || c.Name != "podman" {
 		t.Fatalf("with podman on PATH: %+v, %v", c, err)
+	}
+}
+
+// TestDockerAPIPullProgress: a missing image is pulled (with a tag: the
+// API pulls every tag of a repository without one); the pull's progress
+// goes to the output one line per layer and step, at most maxPullLines,
+// then a count of what was left out; an error line fails the pull.
+func TestDockerAPIPullProgress(t *testing.T) {
+	var mu sync.Mutex // the daemon's handler runs on its own goroutines
+	var pulled []string
+	have := false
+	sock := fakeDaemon(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/json"):
+			if !have {
+				w.WriteHeader(http.StatusNotFound)
+				io.WriteString(w, `{"message":"no such image"}`)
+			}
+		case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/images/create"):
+			pulled = append(pulled, r.URL.Query().Get("fromImage")+" "+r.URL.Query().Get("tag"))
+			if r.URL.Query().Get("tag") == "bad" {
+				io.WriteString(w, `{"status":"Pulling"}`+"\n"+`{"error":"manifest unknown"}`+"\n")
+				return
+			}
+			for i := range 60 {
+				for _, st := range []string{"Downloading", "Downloading", "Pull complete"} {
+					fmt.Fprintf(w, `{"status":%q,"id":"layer%02d","progressDetail":{"current":%d}}`+"\n", st, i, i)
+				}
+			}
+			have = true
+		}
+	})
+	d := newDockerAPI(sock)
+	var out bytes.Buffer
+	if err := d.ensureImage(context.Background(), "registry.example/app", &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 1+maxPullLines+1 || lines[0] != "[legate: pulling registry.example/app]" ||
+		lines[1] != "Downloading layer00" || lines[2] != "Pull complete layer00" ||
+		lines[len(lines)-1] != "[legate: 70 more pull lines not shown]" {
+		t.Errorf("output:\n%s", out.String())
+	}
+	mu.Lock()
+	have = false
+	mu.Unlock()
+	err := d.ensureImage(context.Background(), "registry.example/app:bad", io.Discard)
+	if err == nil || err.Error() != "pull registry.example/app:bad: manifest unknown" {
+		t.Errorf("failed pull: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"registry.example/app latest", "registry.example/app bad"}; !slices.Equal(pulled, want) {
+		t.Errorf("pulled %q, want %q", pulled, want)
 	}
 }
