@@ -51,6 +51,9 @@ type Delegate struct {
 	// ContainerRuntime is the container runtime the delegate has ("": none;
 	// it is not offered container tasks).
 	ContainerRuntime string
+	// ContainerReason is why it has none, as it registered it ("": it did
+	// not say).
+	ContainerReason string
 	// TaskTypes are the task types the delegate runs; nil: it did not say
 	// (see protocol.RunsTaskType).
 	TaskTypes []string
@@ -246,7 +249,7 @@ func (p Policy) evaluate(d *Delegate, tv *taskView, now time.Time) []protocol.Re
 		add(protocol.RuleSelectors, "missing selectors: "+strings.Join(missing, ", "))
 	}
 	if tv.t.Container && d.ContainerRuntime == "" {
-		add(protocol.RuleNoContainerRuntime, "no container runtime (a container task; install podman or docker on the delegate, or set DELEGATE_CONTAINER_RUNTIME)")
+		add(protocol.RuleNoContainerRuntime, noRuntimeMessage(d))
 	}
 	if !runsType(d, tv.t) {
 		add(protocol.RuleTaskType, typeMessage(d, tv.t.Type))
@@ -362,4 +365,15 @@ func ExcludedForGood(reasons []protocol.Reason) bool {
 		}
 	}
 	return false
+}
+
+// noRuntimeMessage says why a delegate without a container runtime does
+// not get a container task: with the reason it registered, when it gave
+// one (a delegate on Fargate says it can have none).
+func noRuntimeMessage(d *Delegate) string {
+	m := "no container runtime (a container task; install podman or docker on the delegate, mount a Docker API socket, or set DELEGATE_CONTAINER_RUNTIME)"
+	if d.ContainerReason != "" {
+		m = "no container runtime (a container task): " + d.ContainerReason
+	}
+	return m
 }

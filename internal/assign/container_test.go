@@ -21,9 +21,16 @@ func TestContainerRuntimeRule(t *testing.T) {
 		t.Errorf("with a runtime: %v", got)
 	}
 	want := []protocol.Reason{reason(protocol.RuleNoContainerRuntime,
-		"no container runtime (a container task; install podman or docker on the delegate, or set DELEGATE_CONTAINER_RUNTIME)")}
+		"no container runtime (a container task; install podman or docker on the delegate, mount a Docker API socket, or set DELEGATE_CONTAINER_RUNTIME)")}
 	if diff := cmp.Diff(want, p.Evaluate(without, ct, caps, t0)); diff != "" {
 		t.Errorf("without a runtime (-want +got):\n%s", diff)
+	}
+	// The reason the delegate registered, when it gave one.
+	fargate := without
+	fargate.ContainerReason = "Fargate has no container runtime: run container tasks from an ECS-on-EC2 or Kubernetes delegate, and select it with a tag"
+	want = []protocol.Reason{reason(protocol.RuleNoContainerRuntime, "no container runtime (a container task): "+fargate.ContainerReason)}
+	if diff := cmp.Diff(want, p.Evaluate(fargate, ct, caps, t0)); diff != "" {
+		t.Errorf("on Fargate (-want +got):\n%s", diff)
 	}
 	if got := p.Evaluate(without, Task{ID: "s"}, caps, t0); len(got) != 0 {
 		t.Errorf("a shell task on a delegate without a runtime: %v", got)

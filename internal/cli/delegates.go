@@ -483,6 +483,11 @@ func (a *app) printDelegateDetails(w io.Writer, d protocol.DelegateDetails) erro
 		if inst.TaskTypes != nil { // an older delegate does not say
 			t.row("  Task types:", strings.Join(inst.TaskTypes, ", "))
 		}
+		if inst.ContainerRuntime != "" {
+			t.row("  Containers:", inst.ContainerRuntime)
+		} else if inst.ContainerReason != "" {
+			t.row("  Containers:", "none: "+inst.ContainerReason)
+		}
 		if inst.Perf != nil {
 			t.row("  Performance:", inst.Perf.Summary())
 		}

@@ -194,7 +194,10 @@ type Agent struct {
 	// containers runs container tasks (nil: no runtime); platform is
 	// where the delegate runs ("fargate", "ec2" or ""). Set by Run.
 	containers *executor.Containers
-	platform   string
+	// containerReason is why it has none (registered, shown by task
+	// explain).
+	containerReason string
+	platform        string
 	// swept is closed once the containers an earlier run left are
 	// removed: container tasks wait for it (the sweep would remove theirs
 	// too), the delegate's registration does not. Set by Run.
@@ -538,6 +541,8 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 		}
 		if a.containers != nil {
 			req.ContainerRuntime = a.containers.Name
+		} else {
+			req.ContainerReason = a.containerReason
 		}
 		req.TaskTypes = executor.TaskTypes(executor.Options{HTTPClient: a.opts.TaskHTTPClient, Isolator: a.iso, Containers: a.containers})
 		if req.FreshStart {

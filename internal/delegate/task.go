@@ -285,6 +285,7 @@ func (a *Agent) startContainers(ctx context.Context) (wait func()) {
 	c, err := executor.FindContainers(getenv, hex.EncodeToString(sum[:8]), platform)
 	if err != nil {
 		a.log.Info("container tasks: no container runtime", "reason", err.Error(), "platform", platform)
+		a.containerReason = err.Error()
 		close(a.swept)
 		return func() {}
 	}

@@ -180,6 +180,7 @@ func (m *Service) instanceView(in store.Instance, tokenNames map[string]string, 
 		RegisteredAt: in.RegisteredAt.UTC(), Org: in.Org, Project: in.Project,
 		Description: in.Description, Approval: in.Approval, Upgrade: in.UpgradeMode,
 		TaskIsolation: in.TaskIsolation, TaskTypes: in.TaskTypes,
+		ContainerRuntime: in.ContainerRuntime, ContainerReason: in.ContainerReason,
 	}
 	d := m.hub.get(in.ID)
 	if d != nil && !d.isGone() {

@@ -24,7 +24,7 @@ func delegateView(l *live) assign.Delegate {
 		Org: l.org, Project: l.project, LastSeen: time.Unix(0, l.lastSeen.Load()),
 		Deregistered: l.gone, Draining: l.draining, Running: len(l.running) + len(l.pending), Capacity: l.capacity,
 		OverThreshold: l.overThreshold, Configuring: l.configuring, Pending: l.approval != "" && l.approval != protocol.ApprovalApproved,
-		ContainerRuntime: l.containerRuntime, TaskTypes: l.taskTypes,
+		ContainerRuntime: l.containerRuntime, ContainerReason: l.containerReason, TaskTypes: l.taskTypes,
 	}
 }
 
@@ -35,7 +35,7 @@ func instanceView(in store.Instance) assign.Delegate {
 		InstanceID: in.ID, Name: in.Name, Hostname: in.Hostname, Tags: in.Tags,
 		Org: in.Org, Project: in.Project, Deregistered: in.DeregisteredAt != nil,
 		Draining: in.Draining, Capacity: in.Capacity, Pending: in.Approval != "" && in.Approval != protocol.ApprovalApproved,
-		ContainerRuntime: in.ContainerRuntime, TaskTypes: in.TaskTypes,
+		ContainerRuntime: in.ContainerRuntime, ContainerReason: in.ContainerReason, TaskTypes: in.TaskTypes,
 	}
 	if in.LastHeartbeat != nil {
 		d.LastSeen = *in.LastHeartbeat

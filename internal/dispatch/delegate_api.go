@@ -291,6 +291,7 @@ func (m *Service) recordInstance(w http.ResponseWriter, r *http.Request, req pro
 		Project:          tok.Project,
 		Description:      strings.TrimSpace(req.Description),
 		ContainerRuntime: protocol.RegisteredContainerRuntime(req.ContainerRuntime),
+		ContainerReason:  protocol.RegisteredContainerReason(req.ContainerRuntime, req.ContainerReason),
 		TaskTypes:        protocol.RegisteredTaskTypes(req.TaskTypes),
 		Approval:         approvalRequest(tok),
 		UpgradeMode:      req.Upgrade,

@@ -51,6 +51,7 @@ type live struct {
 	capacity int
 	// containerRuntime is the runtime it registered with ("": none).
 	containerRuntime string
+	containerReason  string // why it has none, as it said
 	// taskTypes are the task types it registered that it runs (nil: an
 	// older delegate; see protocol.RunsTaskType).
 	taskTypes  []string
@@ -114,6 +115,7 @@ func newLive(in store.Instance) *live {
 		project:          in.Project,
 		capacity:         in.Capacity,
 		containerRuntime: in.ContainerRuntime,
+		containerReason:  in.ContainerReason,
 		taskTypes:        in.TaskTypes,
 		approval:         in.Approval,
 		running:          map[string]int64{},

@@ -38,8 +38,11 @@ const (
 // Environment variables that configure task containers on the delegate.
 const (
 	// EnvContainerRuntime chooses the runtime: "podman", "docker", a path
-	// to either, or "none" (no container tasks). Empty: podman, else docker,
-	// whichever is on PATH first.
+	// to either, RuntimeDockerAPI (the Engine API on DOCKER_HOST's unix
+	// socket, else DefaultDockerSocket), or "none" (no container tasks).
+	// Empty: the Engine API when DOCKER_HOST names a unix socket, else
+	// podman, else docker, whichever is on PATH first, else the Engine API
+	// when DefaultDockerSocket is a socket.
 	EnvContainerRuntime = "DELEGATE_CONTAINER_RUNTIME"
 	// EnvRuntimeFlags are flags given to the runtime before every
 	// subcommand, space-separated (such as "--runtime /usr/sbin/runc").
@@ -56,9 +59,11 @@ const (
 // in Options) means the delegate has no runtime: container tasks fail as a
 // delegate fault.
 type Containers struct {
-	// Runtime is the path of the runtime's CLI.
+	// Runtime is the path of the runtime's CLI (of its socket, for the
+	// Engine API backend).
 	Runtime string
-	// Name is "podman" or "docker" (the CLI's base name).
+	// Name is "podman" or "docker" (the CLI's base name), or
+	// RuntimeDockerAPI.
 	Name string
 	// GlobalFlags come before every subcommand; RunFlags after `run`.
 	GlobalFlags, RunFlags []string
@@ -79,6 +84,10 @@ type Containers struct {
 	// Pods, when set, runs container tasks as Kubernetes pods instead
 	// (Name is RuntimeKubernetes; see pod.go).
 	Pods *Pods
+
+	// api, when set, is the Docker Engine API the delegate speaks over a
+	// socket instead of a CLI (Name RuntimeDockerAPI, Runtime the socket).
+	api *dockerAPI
 }
 
 // FindContainers returns the delegate's container configuration from its
@@ -92,6 +101,29 @@ func FindContainers(getenv func(string) string, owner, platform string) (*Contai
 	if strings.EqualFold(want, RuntimeKubernetes) {
 		return findPods(getenv, owner, platform)
 	}
+	socket, hostErr := dockerHostSocket(getenv("DOCKER_HOST"))
+	if want == "" && platform == protocol.PlatformFargate && socket == "" {
+		return nil, errors.New(NoRuntimeOnFargate)
+	}
+	switch {
+	case strings.EqualFold(want, RuntimeDockerAPI) && hostErr != nil:
+		return nil, fmt.Errorf("%s=%s: %w", EnvContainerRuntime, RuntimeDockerAPI, hostErr)
+	case strings.EqualFold(want, RuntimeDockerAPI):
+		if socket == "" {
+			socket = DefaultDockerSocket
+		}
+		return findDockerAPI(getenv, socket, owner, platform)
+	}
+	var errs []string
+	if want == "" && socket != "" {
+		c, err := findDockerAPI(getenv, socket, owner, platform)
+		if err == nil || platform == protocol.PlatformFargate {
+			return c, err
+		}
+		// podman's CLI does not read DOCKER_HOST: one left set on a host
+		// that has podman keeps working as before.
+		errs = append(errs, "DOCKER_HOST: "+err.Error())
+	}
 	var candidates []string
 	switch want {
 	case "":
@@ -100,7 +132,6 @@ func FindContainers(getenv func(string) string, owner, platform string) (*Contai
 		candidates = []string{want}
 	}
 	var path string
-	var errs []string
 	for _, c := range candidates {
 		p, err := exec.LookPath(c)
 		if err == nil {
@@ -108,6 +139,12 @@ func FindContainers(getenv func(string) string, owner, platform string) (*Contai
 			break
 		}
 		errs = append(errs, err.Error())
+	}
+	if path == "" && want == "" {
+		if fi, err := os.Stat(DefaultDockerSocket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return findDockerAPI(getenv, DefaultDockerSocket, owner, platform)
+		}
+		errs = append(errs, "no Docker API socket at "+DefaultDockerSocket)
 	}
 	if path == "" && want == "" && getenv("KUBERNETES_SERVICE_HOST") != "" {
 		// A delegate installed in Kubernetes: its tasks' containers are pods.
@@ -118,7 +155,7 @@ func FindContainers(getenv func(string) string, owner, platform string) (*Contai
 	}
 	name := filepath.Base(path)
 	if name != "podman" && name != "docker" {
-		return nil, fmt.Errorf("%s=%s: use podman or docker", EnvContainerRuntime, want)
+		return nil, fmt.Errorf("%s=%s: use podman, docker, %s or %s", EnvContainerRuntime, want, RuntimeDockerAPI, RuntimeKubernetes)
 	}
 	return &Containers{
 		Runtime: path, Name: name, Owner: owner, Platform: platform,
@@ -126,6 +163,25 @@ func FindContainers(getenv func(string) string, owner, platform string) (*Contai
 		RunFlags:    strings.Fields(getenv(EnvRunFlags)),
 		EFSRoot:     strings.TrimSpace(getenv(EnvEFSRoot)),
 	}, nil
+}
+
+// NoRuntimeOnFargate is why a delegate on Fargate has no container
+// runtime (unless its operator names one): what it registers and what
+// task explain shows.
+const NoRuntimeOnFargate = "Fargate has no container runtime: run container tasks from an ECS-on-EC2 or Kubernetes delegate, and select it with a tag"
+
+// dockerHostSocket is the socket path of DOCKER_HOST when it names a unix
+// socket ("" when unset or another scheme, with an error for the latter).
+func dockerHostSocket(host string) (string, error) {
+	host = strings.TrimSpace(host)
+	if host == "" {
+		return "", nil
+	}
+	p, ok := strings.CutPrefix(host, "unix://")
+	if !ok || p == "" {
+		return "", fmt.Errorf("DOCKER_HOST=%s: the Engine API backend speaks to a unix socket only (DOCKER_HOST=unix:///path/to/socket)", host)
+	}
+	return p, nil
 }
 
 // DetectPlatform says where the delegate runs: DELEGATE_PLATFORM when set
@@ -224,15 +280,8 @@ func runArgs(c *Containers, spec *protocol.ContainerSpec, run containerRun) ([]s
 		if sc.ReadOnlyRootFilesystem {
 			a = append(a, "--read-only")
 		}
-		switch {
-		case sc.RunAsUser != nil && sc.RunAsGroup != nil:
-			a = append(a, "--user", fmt.Sprintf("%d:%d", *sc.RunAsUser, *sc.RunAsGroup))
-		case sc.RunAsUser != nil:
-			a = append(a, "--user", strconv.FormatInt(*sc.RunAsUser, 10))
-		case sc.RunAsGroup != nil:
-			// No runtime sets the group alone: the image's user is not
-			// known here. Root's UID keeps the image's usual default.
-			a = append(a, "--user", fmt.Sprintf("0:%d", *sc.RunAsGroup))
+		if u := userSpec(sc); u != "" {
+			a = append(a, "--user", u)
 		}
 		// Drops first: "drop ALL, add NET_BIND_SERVICE" means just that.
 		for _, cp := range sc.DropCapability {
@@ -242,24 +291,12 @@ func runArgs(c *Containers, spec *protocol.ContainerSpec, run containerRun) ([]s
 			a = append(a, "--cap-add", cp)
 		}
 	}
-	for i, v := range spec.Volumes {
-		mp := path.Clean(v.MountPath)
-		switch {
-		case v.EmptyDir != nil:
-			a = append(a, "--volume", run.Volumes[v.Name]+":"+mp)
-		case v.HostPath != nil:
-			opt := ""
-			if v.HostPath.ReadOnly {
-				opt = ":ro"
-			}
-			a = append(a, "--volume", path.Clean(v.HostPath.Path)+":"+mp+opt)
-		case v.EFS != nil:
-			if c.EFSRoot == "" {
-				return nil, fmt.Errorf("container.volumes[%d].efs: this delegate has no EFS mount root (set %s to the directory where EFS file systems are mounted)", i, EnvEFSRoot)
-			}
-			src := filepath.Join(c.EFSRoot, v.EFS.FilesystemID, path.Clean("/"+v.EFS.RootDirectory))
-			a = append(a, "--volume", src+":"+mp)
-		}
+	binds, err := volumeBinds(c, spec, run)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range binds {
+		a = append(a, "--volume", b)
 	}
 	switch {
 	case len(spec.Command) > 0:
@@ -274,6 +311,48 @@ func runArgs(c *Containers, spec *protocol.ContainerSpec, run containerRun) ([]s
 		a = append(a, "--", spec.Image)
 	}
 	return a, nil
+}
+
+// userSpec is the --user value ("UID", "UID:GID") of a security context,
+// "" for the image's user.
+func userSpec(sc *protocol.SecurityContext) string {
+	switch {
+	case sc.RunAsUser != nil && sc.RunAsGroup != nil:
+		return fmt.Sprintf("%d:%d", *sc.RunAsUser, *sc.RunAsGroup)
+	case sc.RunAsUser != nil:
+		return strconv.FormatInt(*sc.RunAsUser, 10)
+	case sc.RunAsGroup != nil:
+		// No runtime sets the group alone: the image's user is not
+		// known here. Root's UID keeps the image's usual default.
+		return fmt.Sprintf("0:%d", *sc.RunAsGroup)
+	}
+	return ""
+}
+
+// volumeBinds are the spec's volumes as SOURCE:TARGET[:ro], the form of
+// both the CLI's --volume and the Engine API's HostConfig.Binds.
+func volumeBinds(c *Containers, spec *protocol.ContainerSpec, run containerRun) ([]string, error) {
+	var binds []string
+	for i, v := range spec.Volumes {
+		mp := path.Clean(v.MountPath)
+		switch {
+		case v.EmptyDir != nil:
+			binds = append(binds, run.Volumes[v.Name]+":"+mp)
+		case v.HostPath != nil:
+			opt := ""
+			if v.HostPath.ReadOnly {
+				opt = ":ro"
+			}
+			binds = append(binds, path.Clean(v.HostPath.Path)+":"+mp+opt)
+		case v.EFS != nil:
+			if c.EFSRoot == "" {
+				return nil, fmt.Errorf("container.volumes[%d].efs: this delegate has no EFS mount root (set %s to the directory where EFS file systems are mounted)", i, EnvEFSRoot)
+			}
+			src := filepath.Join(c.EFSRoot, v.EFS.FilesystemID, path.Clean("/"+v.EFS.RootDirectory))
+			binds = append(binds, src+":"+mp)
+		}
+	}
+	return binds, nil
 }
 
 func sortedKeys(m map[string]string) []string {
@@ -303,6 +382,9 @@ func (c *Containers) runtimeCmd(ctx context.Context, args ...string) (string, er
 // its ephemeral volumes. It uses a fresh context: it must happen after a
 // cancellation too.
 func (c *Containers) remove(run containerRun, grace time.Duration) error {
+	if c.api != nil {
+		return c.removeAPI(run, grace)
+	}
 	ctx := context.Background()
 	var errs []error
 	if grace > 0 {
@@ -356,6 +438,9 @@ func (c *Containers) Sweep(ctx context.Context) (containers, volumes int, err er
 	if c.Pods != nil {
 		return c.Pods.sweep(ctx, c.Owner)
 	}
+	if c.api != nil {
+		return c.api.sweep(ctx, LabelOwner+"="+c.Owner)
+	}
 	filter := "label=" + LabelOwner + "=" + c.Owner
 	out, err := c.runtimeCmd(ctx, "ps", "--all", "--quiet", "--filter", filter)
 	if err != nil {
@@ -393,7 +478,7 @@ func (containerType) usesContainers() {}
 func (containerType) New(spec protocol.TaskSpec, opts Options) (Execution, error) {
 	c := opts.Containers
 	if c == nil {
-		return nil, faultf("no container runtime on this delegate (install podman or docker, or set %s)", EnvContainerRuntime)
+		return nil, faultf("no container runtime on this delegate (install podman or docker, mount a Docker API socket, or set %s)", EnvContainerRuntime)
 	}
 	cs := spec.Container
 	if err := cs.Validate(); err != nil {
@@ -407,6 +492,9 @@ func (containerType) New(spec protocol.TaskSpec, opts Options) (Execution, error
 	}
 	if c.Pods != nil {
 		return c.newPodExec(spec, opts)
+	}
+	if c.api != nil {
+		return &apiExec{c: c, d: c.api, spec: spec, opts: opts}, nil
 	}
 	return &containerExec{c: c, spec: spec, opts: opts}, nil
 }

@@ -65,6 +65,9 @@ func containerTask(c protocol.ContainerSpec) protocol.TaskSpec {
 // leftovers lists the containers and volumes labelled with c's owner.
 func leftovers(t *testing.T, c *Containers) string {
 	t.Helper()
+	if c.api != nil {
+		return apiLeftovers(t, c)
+	}
 	f := "label=" + LabelOwner + "=" + c.Owner
 	a, err := c.runtimeCmd(context.Background(), "ps", "--all", "--quiet", "--filter", f)
 	if err != nil {
@@ -77,8 +80,11 @@ func leftovers(t *testing.T, c *Containers) string {
 	return strings.TrimSpace(a + b)
 }
 
-func TestContainerSecurityContext(t *testing.T) {
-	c := podmanForTest(t)
+func TestContainerSecurityContext(t *testing.T) { testContainerSecurityContext(t, podmanForTest(t)) }
+
+// testContainerSecurityContext runs the table of container tasks against
+// a backend (the CLI's and the Engine API's).
+func testContainerSecurityContext(t *testing.T, c *Containers) {
 	uid, gid := int64(1234), int64(4321)
 	host := t.TempDir()
 	c.HostPaths = []string{host}
@@ -139,8 +145,9 @@ func TestContainerSecurityContext(t *testing.T) {
 
 // TestContainerStopped: a timed-out and a cancelled container are gone
 // (container and empty_dir volume) when Run returns.
-func TestContainerStopped(t *testing.T) {
-	c := podmanForTest(t)
+func TestContainerStopped(t *testing.T) { testContainerStopped(t, podmanForTest(t)) }
+
+func testContainerStopped(t *testing.T, c *Containers) {
 	spec := containerTask(protocol.ContainerSpec{Script: "echo started; sleep 600",
 		Volumes: []protocol.Volume{{Name: "w", MountPath: "/w", EmptyDir: &protocol.EmptyDirVolume{}}}})
 	t.Run("timeout", func(t *testing.T) {
@@ -169,12 +176,17 @@ func TestContainerStopped(t *testing.T) {
 // TestContainerSweep: what a crashed delegate left (a running container
 // and a volume with its owner label) is removed by Sweep; another owner's
 // are not.
-func TestContainerSweep(t *testing.T) {
-	c := podmanForTest(t)
+func TestContainerSweep(t *testing.T) { testContainerSweep(t, podmanForTest(t)) }
+
+func testContainerSweep(t *testing.T, c *Containers) {
 	other := *c
 	other.Owner = c.Owner + "-other"
 	ctx := context.Background()
 	for _, rt := range []*Containers{c, &other} {
+		if rt.api != nil {
+			apiCrashLeftover(t, rt)
+			continue
+		}
 		run := newContainerRun(rt, "t_crash", &protocol.ContainerSpec{Image: testImage, Volumes: []protocol.Volume{{Name: "w", MountPath: "/w", EmptyDir: &protocol.EmptyDirVolume{}}}}, nil)
 		args, err := runArgs(rt, &protocol.ContainerSpec{Image: testImage, Command: []string{"sleep", "600"}}, run)
 		if err != nil {
@@ -236,13 +248,19 @@ func (w *notifyWriter) Write(p []byte) (int, error) {
 // what it wrote for the next, whose run as another user reads it; the last
 // step removes it; a later step that finds no workspace fails saying so
 // instead of running on an empty one.
-func TestContainerWorkspace(t *testing.T) {
-	c := podmanForTest(t)
+func TestContainerWorkspace(t *testing.T) { testContainerWorkspace(t, podmanForTest(t)) }
+
+func testContainerWorkspace(t *testing.T, c *Containers) {
 	t.Cleanup(func() { _, _, _ = c.Sweep(context.Background()) })
 	ws := func(w protocol.Workspace, script string) protocol.TaskSpec {
 		return containerTask(protocol.ContainerSpec{Script: script,
 			Volumes: []protocol.Volume{{Name: "ws", MountPath: "/ws", EmptyDir: &protocol.EmptyDirVolume{Workspace: &w}}}})
 	}
+	// A key of the run's own: volume names are global to the runtime's
+	// storage, which other runs of these tests (and both backends) share.
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	k1 := "k1" + hex.EncodeToString(b[:])
 	steps := []struct {
 		name       string
 		spec       protocol.TaskSpec
@@ -250,10 +268,10 @@ func TestContainerWorkspace(t *testing.T) {
 		wantOut    string
 		wantLeft   bool
 	}{
-		{"first writes", ws(protocol.Workspace{Key: "k1", Create: true}, "echo built > /ws/artifact && chmod -R a+rwX /ws"), protocol.StatusSucceeded, "", true},
-		{"second reads", ws(protocol.Workspace{Key: "k1"}, "cat /ws/artifact"), protocol.StatusSucceeded, "built", true},
-		{"last reads and removes", ws(protocol.Workspace{Key: "k1", Remove: true}, "cat /ws/artifact"), protocol.StatusSucceeded, "built", false},
-		{"gone", ws(protocol.Workspace{Key: "k1"}, "cat /ws/artifact"), protocol.StatusFailed, "", false},
+		{"first writes", ws(protocol.Workspace{Key: k1, Create: true}, "echo built > /ws/artifact && chmod -R a+rwX /ws"), protocol.StatusSucceeded, "", true},
+		{"second reads", ws(protocol.Workspace{Key: k1}, "cat /ws/artifact"), protocol.StatusSucceeded, "built", true},
+		{"last reads and removes", ws(protocol.Workspace{Key: k1, Remove: true}, "cat /ws/artifact"), protocol.StatusSucceeded, "built", false},
+		{"gone", ws(protocol.Workspace{Key: k1}, "cat /ws/artifact"), protocol.StatusFailed, "", false},
 	}
 	for _, s := range steps {
 		var out bytes.Buffer
@@ -261,7 +279,7 @@ func TestContainerWorkspace(t *testing.T) {
 		if o.Status != s.wantStatus || !strings.Contains(out.String(), s.wantOut) {
 			t.Fatalf("%s: status %s (%s), want %s with %q; output:\n%s", s.name, o.Status, o.Error, s.wantStatus, s.wantOut, out.String())
 		}
-		if s.name == "gone" && !strings.Contains(o.Error, `the stage workspace "ws" (volume legate-ws-k1) is not on this delegate`) {
+		if s.name == "gone" && !strings.Contains(o.Error, `the stage workspace "ws" (volume legate-ws-`+k1+`) is not on this delegate`) {
 			t.Errorf("gone: error %q", o.Error)
 		}
 		if l := leftovers(t, c); (l != "") != s.wantLeft {

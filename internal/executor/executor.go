@@ -1,5 +1,6 @@
 // Package executor runs tasks on the delegate: shell scripts (bash, in their
-// own process group), HTTP requests, containers (podman or docker; see
+// own process group), HTTP requests, containers (podman or docker, or a
+// Docker Engine API socket; see
 // Containers) and Kubernetes deploys (in a child process: the delegate's
 // binary re-executed, see kubernetesArg). Each task type is a Type (one file each, listed in types)
 // whose Executions Run drives through one lifecycle and one wait loop:

@@ -294,10 +294,10 @@ func secretManifest(ns, podUID string, run podRun) obj {
 func podsPath(ns string) string    { return "/api/v1/namespaces/" + ns + "/pods" }
 func secretsPath(ns string) string { return "/api/v1/namespaces/" + ns + "/secrets" }
 
-// apiError says what an answer of the API means for a task: refused by
+// podAPIError says what an answer of the API means for a task: refused by
 // RBAC or unreachable is the delegate's fault (another delegate may run
 // the task), invalid is the task's.
-func apiError(what string, err error) error {
+func podAPIError(what string, err error) error {
 	var se *kube.StatusError
 	if errors.As(err, &se) && (se.Code == 400 || se.Code == 422) {
 		return fmt.Errorf("%s: the cluster refused it: %w", what, err)

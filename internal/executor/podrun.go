@@ -65,14 +65,14 @@ func (e *podExec) Start(ctx context.Context, out io.Writer) error {
 		} `json:"metadata"`
 	}
 	if err := kc.Create(ctx, podsPath(ns), mustJSON(podManifest(ns, e.spec.Container, e.run)), &pod); err != nil {
-		return apiError(fmt.Sprintf("create the task's pod in namespace %s", ns), err)
+		return podAPIError(fmt.Sprintf("create the task's pod in namespace %s", ns), err)
 	}
 	e.made = true
 	if len(e.run.Secret) > 0 {
 		// After the pod, to be owned by it; the kubelet waits for a
 		// Secret a pod names.
 		if err := kc.Create(ctx, secretsPath(ns), mustJSON(secretManifest(ns, pod.Metadata.UID, e.run)), nil); err != nil {
-			return apiError(fmt.Sprintf("create the Secret of the task's pod in namespace %s", ns), err)
+			return podAPIError(fmt.Sprintf("create the Secret of the task's pod in namespace %s", ns), err)
 		}
 	}
 	fmt.Fprintf(out, "[legate: pod %s/%s created; it must start within %s]\n", ns, e.run.Name, e.p.StartDeadline)

@@ -346,7 +346,7 @@ func TestTaskContainersOnECS(t *testing.T) {
 				len(c.MountPoints) != 1 || c.MountPoints[0] != (mount{got.Volumes[0].Name, DockerSocket, false}) {
 				t.Errorf("ecs: no Docker socket mount:\n%s", out)
 			}
-			for _, want := range []string{DockerSocket, "docker CLI", "controls the instance's Docker", "privileged"} {
+			for _, want := range []string{DockerSocket, "Docker Engine API", `"1000:GID"`, "controls the instance's Docker", "privileged"} {
 				if !strings.Contains(notes, want) {
 					t.Errorf("ecs notes lack %q: %s", want, notes)
 				}

@@ -195,8 +195,9 @@ func TaskContainerNotes(p Params) string {
 	switch p.Kind {
 	case KindECS:
 		return "task containers: the task definition mounts the instance's Docker socket (" + DockerSocket +
-			") and runs the delegate as root to open it, so container tasks and pipeline steps run with the instance's Docker " +
-			"(the image needs the docker CLI: legate's own image has none, so build one FROM it that adds it). " +
+			") and runs the delegate as root to open it, so container tasks and pipeline steps run with the instance's Docker: " +
+			"the delegate speaks the Docker Engine API over the socket itself (no docker CLI in the image; it registers the docker-api runtime). " +
+			"To run it as the image's user (uid 1000) instead, set \"user\" to \"1000:GID\" with GID the socket's group on the instance. " +
 			"Whoever can run a task there controls the instance's Docker, and so the instance: keep such delegates on " +
 			"instances of their own, and scope who may run tasks on them. On EC2 privileged containers and host_path volumes " +
 			"(such as the socket itself, for Docker-in-Docker builds) run only where the delegate allows them " +
@@ -205,7 +206,7 @@ func TaskContainerNotes(p Params) string {
 	case KindFargate:
 		return "task containers: Fargate has no Docker socket and no privileged containers, so this delegate has no " +
 			"container runtime and is offered no container tasks or steps (legate task explain says no container runtime); " +
-			"run those on ECS on EC2 (legate manifest ecs). A delegate on Fargate that has a runtime refuses privileged " +
+			"run those from an ECS-on-EC2 (legate manifest ecs) or Kubernetes delegate and select it with a tag. A delegate on Fargate that has a runtime refuses privileged " +
 			"containers and host_path volumes, and empty_dir size_mib outside 21504-204800 (the task's ephemeral storage, 21 to 200 GiB)."
 	}
 	return ""

@@ -362,6 +362,10 @@ type RegisterRequest struct {
 	// container tasks with ("podman", "docker"); empty: it has none and is
 	// not offered container tasks. Since v4.
 	ContainerRuntime string `json:"container_runtime,omitempty"`
+	// ContainerReason says why the delegate has no container runtime
+	// (when it has none), such as "Fargate has no container runtime";
+	// task explain shows it. Since v4; empty from older delegates.
+	ContainerReason string `json:"container_reason,omitempty"`
 	// Platform is where the delegate runs: PlatformFargate, PlatformEC2 or
 	// empty (a plain host). Since v4.
 	Platform string `json:"platform,omitempty"`
@@ -898,6 +902,11 @@ type Delegate struct {
 	// nil: an older delegate, which runs shell, http and container tasks
 	// (RunsTaskType). Since v5.
 	TaskTypes []string `json:"task_types,omitempty"`
+	// ContainerRuntime is the container runtime the instance registered
+	// ("podman", "docker", "docker-api"; empty: none, and
+	// ContainerReason says why when it said).
+	ContainerRuntime string `json:"container_runtime,omitempty"`
+	ContainerReason  string `json:"container_reason,omitempty"`
 }
 
 // Approval states of a delegate registered with a token that requires

@@ -53,6 +53,24 @@ func RegisteredContainerRuntime(s string) string {
 	return s
 }
 
+// MaxContainerReason bounds the reason a delegate gives for having no
+// container runtime (RegisterRequest.ContainerReason), as stored and shown.
+const MaxContainerReason = 500
+
+// RegisteredContainerReason is a registered reason for having no container
+// runtime, on one line and cut to MaxContainerReason; "" when the delegate
+// has a runtime (runtime not empty).
+func RegisteredContainerReason(runtime, reason string) string {
+	if strings.TrimSpace(runtime) != "" {
+		return ""
+	}
+	reason = strings.Join(strings.FieldsFunc(reason, func(r rune) bool { return r < 0x20 || r == 0x7f || r == ' ' }), " ")
+	if len(reason) > MaxContainerReason {
+		reason = strings.ToValidUTF8(reason[:MaxContainerReason], "")
+	}
+	return reason
+}
+
 func printableASCII(s string) bool {
 	return !strings.ContainsFunc(s, func(r rune) bool { return r < 0x21 || r > 0x7e })
 }

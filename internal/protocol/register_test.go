@@ -3,6 +3,7 @@ package protocol
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // A delegate's reason for having no sandbox is stored and shown cut to
@@ -39,5 +40,20 @@ func TestRegisteredTaskTypesAndRuntime(t *testing.T) {
 		if got := RegisteredContainerRuntime(in); got != want {
 			t.Errorf("RegisteredContainerRuntime(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A delegate's reason for having no container runtime is stored and
+// shown on one line, cut to MaxContainerReason; one that has a runtime
+// keeps none.
+func TestRegisteredContainerReason(t *testing.T) {
+	if got := RegisteredContainerReason("podman", "anything"); got != "" {
+		t.Errorf("with a runtime: %q", got)
+	}
+	if got := RegisteredContainerReason("", "no runtime:\n\x1b[31mred\x1b[0m\ttab"); got != "no runtime: [31mred [0m tab" {
+		t.Errorf("control characters: %q", got)
+	}
+	if got := RegisteredContainerReason("", strings.Repeat("é", MaxContainerReason)); len(got) > MaxContainerReason || !utf8.ValidString(got) {
+		t.Errorf("bounded: %d bytes, valid %v", len(got), utf8.ValidString(got))
 	}
 }

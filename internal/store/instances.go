@@ -57,10 +57,10 @@ func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, erro
 		err := lookup()
 		if errors.Is(err, sql.ErrNoRows) {
 			res, err := s.w(tx).exec(ctx, `INSERT INTO instances (`+instanceCols+`)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 				in.ID, in.AccountID, in.IdentityKey, in.Name, in.Hostname, in.IP, encodeStrings(in.Tags),
 				in.Version, in.Type, in.TokenID, in.Capacity, int64(1), in.Connection, boolInt(in.Draining),
-				micros(in.RegisteredAt), nullMicros(in.LastHeartbeat), nil, in.Org, in.Project, cleanText(in.Description), in.Approval, in.ContainerRuntime, in.UpgradeMode, encodeIsolation(in.TaskIsolation), encodeTaskTypes(in.TaskTypes))
+				micros(in.RegisteredAt), nullMicros(in.LastHeartbeat), nil, in.Org, in.Project, cleanText(in.Description), in.Approval, in.ContainerRuntime, in.UpgradeMode, encodeIsolation(in.TaskIsolation), encodeTaskTypes(in.TaskTypes), in.ContainerReason)
 			if err != nil {
 				return err
 			}
@@ -123,10 +123,10 @@ func (s *Store) checkRebind(ctx context.Context, tx *sql.Tx, id, boundToken stri
 func (s *Store) updateInstance(ctx context.Context, tx *sql.Tx, id string, generation int64, in Instance) error {
 	_, err := s.w(tx).exec(ctx, `UPDATE instances SET name = ?, hostname = ?, ip = ?, tags = ?,
 	version = ?, type = ?, token_id = ?, capacity = ?, generation = ?, connection = ?, draining = ?,
-	last_heartbeat = ?, deregistered_at = NULL, org = ?, project = ?, description = ?, approval = ?, container_runtime = ?, upgrade_mode = ?, task_isolation = ?, task_types = ? WHERE id = ?`,
+	last_heartbeat = ?, deregistered_at = NULL, org = ?, project = ?, description = ?, approval = ?, container_runtime = ?, upgrade_mode = ?, task_isolation = ?, task_types = ?, container_reason = ? WHERE id = ?`,
 		in.Name, in.Hostname, in.IP, encodeStrings(in.Tags), in.Version, in.Type, in.TokenID,
 		in.Capacity, generation+1, in.Connection, boolInt(in.Draining), nullMicros(in.LastHeartbeat),
-		in.Org, in.Project, cleanText(in.Description), in.Approval, in.ContainerRuntime, in.UpgradeMode, encodeIsolation(in.TaskIsolation), encodeTaskTypes(in.TaskTypes), id)
+		in.Org, in.Project, cleanText(in.Description), in.Approval, in.ContainerRuntime, in.UpgradeMode, encodeIsolation(in.TaskIsolation), encodeTaskTypes(in.TaskTypes), in.ContainerReason, id)
 	return err
 }
 

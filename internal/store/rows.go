@@ -42,7 +42,7 @@ func scanToken(r rowScanner) (Token, error) {
 
 const instanceCols = `id, account_id, identity_key, name, hostname, ip, tags, version, type,
 	token_id, capacity, generation, connection, draining, registered_at, last_heartbeat, deregistered_at,
-	org, project, description, approval, container_runtime, upgrade_mode, task_isolation, task_types`
+	org, project, description, approval, container_runtime, upgrade_mode, task_isolation, task_types, container_reason`
 
 func scanInstance(r rowScanner) (Instance, error) {
 	var in Instance
@@ -53,7 +53,7 @@ func scanInstance(r rowScanner) (Instance, error) {
 	var isolation, taskTypes string
 	if err := r.Scan(&in.ID, &in.AccountID, &in.IdentityKey, &in.Name, &in.Hostname, &in.IP, &tags,
 		&in.Version, &in.Type, &in.TokenID, &in.Capacity, &in.Generation, &in.Connection, &draining,
-		&registered, &heartbeat, &deregistered, &in.Org, &in.Project, &in.Description, &in.Approval, &in.ContainerRuntime, &in.UpgradeMode, &isolation, &taskTypes); err != nil {
+		&registered, &heartbeat, &deregistered, &in.Org, &in.Project, &in.Description, &in.Approval, &in.ContainerRuntime, &in.UpgradeMode, &isolation, &taskTypes, &in.ContainerReason); err != nil {
 		return Instance{}, err
 	}
 	in.TaskIsolation = decodeIsolation(isolation)

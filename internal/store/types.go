@@ -72,6 +72,9 @@ type Instance struct {
 	// ContainerRuntime is the container runtime the instance registered
 	// with ("podman", "docker"); empty: none.
 	ContainerRuntime string
+	// ContainerReason is why it has none, as it registered it (bounded:
+	// protocol.RegisteredContainerReason).
+	ContainerReason string
 	// TaskIsolation is what the instance reported about how it keeps its
 	// tasks apart (nil: nothing, an older delegate).
 	TaskIsolation *protocol.TaskIsolation
