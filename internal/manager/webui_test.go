@@ -526,7 +526,7 @@ func TestUINewDelegate(t *testing.T) {
 // watcher runs the delegate), self-managed, a size, root, and the ECS
 // hostname; an unknown size is refused with the list.
 func TestUINewDelegateOptions(t *testing.T) {
-	tm := startTestManager(t, Config{})
+	tm := startTestManager(t, Config{DelegateImage: "registry.example.com/legate:v1.2.3"})
 	b := newBrowserSignedIn(t, tm)
 	if _, page := b.get("/delegates/new"); !strings.Contains(page, `<option value="auto" selected>`) || !strings.Contains(page, `<option value="large">`) ||
 		!strings.Contains(page, `id="run_as_root"`) || !strings.Contains(page, `id="hostname"`) {
