@@ -23,6 +23,7 @@ import (
 	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/cluster"
 	"github.com/legate-dev/legate/internal/events"
+	"github.com/legate-dev/legate/internal/logbus"
 	"github.com/legate-dev/legate/internal/metrics"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
@@ -190,7 +191,7 @@ type Service struct {
 	log        *slog.Logger
 	sessionKey []byte
 	hub        *hub
-	logs       *logBus
+	logs       *logbus.Bus
 	started    time.Time
 
 	// stopping is closed when shutdown begins; long polls and WebSockets
@@ -247,7 +248,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		log:        cfg.Log,
 		sessionKey: cfg.SessionKey,
 		hub:        newHub(),
-		logs:       newLogBus(),
+		logs:       logbus.New(),
 		started:    cfg.Now(),
 		stopping:   make(chan struct{}),
 		sweepWake:  make(chan struct{}, 1),
