@@ -192,7 +192,9 @@ type Service struct {
 	sessionKey []byte
 	hub        *hub
 	logs       *logbus.Bus
-	started    time.Time
+	// procs tells restarts from two live processes of one identity.
+	procs   processes
+	started time.Time
 
 	// stopping is closed when shutdown begins; long polls and WebSockets
 	// end on it so the HTTP server can drain.

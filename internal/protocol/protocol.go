@@ -382,7 +382,15 @@ type RegisterRequest struct {
 	// run the types there were before kubernetes (RunsTaskType); an older
 	// manager ignores the field.
 	TaskTypes []string `json:"task_types,omitempty"`
+	// ProcessID is random and the same for every registration of one
+	// delegate process (at most MaxProcessID bytes): it tells a restart
+	// (a new process) from two live processes that share one identity.
+	// Empty from an older delegate. Since v5.
+	ProcessID string `json:"process_id,omitempty"`
 }
+
+// MaxProcessID bounds RegisterRequest.ProcessID.
+const MaxProcessID = 64
 
 // MaxTaskTypes bounds RegisterRequest.TaskTypes; a manager keeps the
 // first that many.
@@ -898,6 +906,11 @@ type Delegate struct {
 	// nil: an older delegate, which runs shell, http and container tasks
 	// (RunsTaskType). Since v5.
 	TaskTypes []string `json:"task_types,omitempty"`
+	// DuplicateIdentity, when not empty, says that two live processes
+	// registered with this instance's identity (name and hostname, as in
+	// two clusters with the same spec), which one keeps it and which one
+	// is refused; shown while the refused one still tries. Since v5.
+	DuplicateIdentity string `json:"duplicate_identity,omitempty"`
 }
 
 // Approval states of a delegate registered with a token that requires
@@ -1621,6 +1634,11 @@ const (
 	// WebSocket frame (the delegate is newer): the delegate makes the
 	// HTTP call instead. Since v5.
 	CodeUnknownFrame Code = "unknown_frame"
+	// CodeDuplicateIdentity: another live delegate process holds the
+	// identity (name, hostname) this one registers with, and registered
+	// first; the message names both. The process may retry (it takes
+	// over when the other one stops) but should say so loudly. Since v5.
+	CodeDuplicateIdentity Code = "duplicate_identity"
 )
 
 // Recoverable reports whether an error with this code may succeed if
