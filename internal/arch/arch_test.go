@@ -35,6 +35,7 @@ var layout = map[string][]string{
 	"internal/release":    nil,
 	"internal/retention":  nil, // the store it needs is an interface of its own
 	"internal/logbus":     {"internal/store"},
+	"internal/duplicate":  nil,
 	"internal/cluster":    nil, // the store it needs is an interface of its own
 	"internal/seal":       {"internal/atomicfile"},
 	"internal/secretref":  {"internal/protocol"},
@@ -60,7 +61,7 @@ var layout = map[string][]string{
 	"internal/events":          {"internal/store"},
 	"internal/manager":         {"internal/access", "internal/api", "internal/cluster", "internal/dispatch", "internal/events", "internal/identity", "internal/metrics", "internal/pipeline/engine", "internal/protocol", "internal/retention", "internal/scopes", "internal/secrets", "internal/store", "internal/upgrades", "internal/webui"},
 	"internal/scopes":          {"internal/access", "internal/api", "internal/protocol", "internal/secretref", "internal/store"},
-	"internal/dispatch":        {"internal/access", "internal/api", "internal/assign", "internal/cluster", "internal/events", "internal/logbus", "internal/manifest", "internal/metrics", "internal/protocol", "internal/secretref", "internal/store"},
+	"internal/dispatch":        {"internal/access", "internal/api", "internal/assign", "internal/cluster", "internal/duplicate", "internal/events", "internal/logbus", "internal/manifest", "internal/metrics", "internal/protocol", "internal/secretref", "internal/store"},
 	"internal/secrets":         {"internal/access", "internal/api", "internal/protocol", "internal/seal", "internal/secretref", "internal/store"},
 	"internal/upgrades":        {"internal/access", "internal/api", "internal/protocol", "internal/release", "internal/store"},
 	"internal/identity":        {"internal/access", "internal/api", "internal/atomicfile", "internal/cluster", "internal/protocol", "internal/store"},

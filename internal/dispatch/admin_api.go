@@ -219,7 +219,7 @@ func (m *Service) instanceView(in store.Instance, tokenNames map[string]string, 
 	if in.DeregisteredAt != nil {
 		v.Status = protocol.DelegateDeregistered
 	}
-	v.DuplicateIdentity = m.procs.duplicate(in.AccountID+"\x00"+in.IdentityKey, now)
+	v.DuplicateIdentity = m.procs.Duplicate(in.AccountID+"\x00"+in.IdentityKey, now)
 	if v.Status != protocol.DelegateConnected {
 		v.Connection, v.Perf = "", nil
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/api"
+	"github.com/legate-dev/legate/internal/duplicate"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -198,7 +199,7 @@ func (m *Service) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	m.procs.registered(key, in.ID)
+	m.procs.Registered(key, in.ID)
 	if in.Approval == protocol.ApprovalRejected {
 		m.log.Info("registration refused: the delegate was rejected", "account", in.AccountID, "instance", in.ID,
 			"name", in.Name, "hostname", in.Hostname, "token", tok.Name)
@@ -233,17 +234,17 @@ func (m *Service) handleRegister(w http.ResponseWriter, r *http.Request) {
 
 // admitProcess refuses (answers and returns false) a registration of a
 // second live process with an identity another live process registered
-// with first (see processes).
+// with first (package duplicate).
 func (m *Service) admitProcess(w http.ResponseWriter, key string, req protocol.RegisterRequest) bool {
 	now := m.cfg.Now()
-	p := procRecord{id: req.ProcessID, hostname: req.Hostname, ip: strings.TrimSpace(req.IP), at: now}
-	refusal, found := m.procs.admit(key, req.Name, p, now, func(instance string) bool {
+	p := duplicate.Process{ID: req.ProcessID, Hostname: req.Hostname, IP: strings.TrimSpace(req.IP), At: now}
+	refusal, found := m.procs.Admit(key, req.Name, p, now, func(instance string) bool {
 		d := m.hub.get(instance)
 		return d != nil && !d.isGone() && now.Sub(time.Unix(0, d.lastSeen.Load())) <= m.window()
 	})
 	if found {
 		m.log.Error("two live delegate processes registered with one identity; the first keeps it", "account", req.AccountID,
-			"name", req.Name, "hostname", req.Hostname, "duplicate", m.procs.duplicate(key, now))
+			"name", req.Name, "hostname", req.Hostname, "duplicate", m.procs.Duplicate(key, now))
 	}
 	if refusal == "" {
 		return true

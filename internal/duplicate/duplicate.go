@@ -1,4 +1,6 @@
-package dispatch
+// Package duplicate tells a restart of a delegate from two live delegate
+// processes that share one identity, and decides which one keeps it.
+package duplicate
 
 import (
 	"fmt"
@@ -22,46 +24,47 @@ import (
 // What is known of processes is this manager's: delegates that share an
 // identity across managers of one database are told apart as before.
 
-// maxSupersededProcs bounds the superseded processes remembered per
+// MaxSuperseded bounds the superseded processes remembered per
 // identity: a duplicate comes back within seconds, so the last few do.
-const maxSupersededProcs = 4
+const MaxSuperseded = 4
 
-// duplicateShownFor is how long after the refused process last tried the
+// ShownFor is how long after the refused process last tried the
 // duplicate is shown with the instance.
-const duplicateShownFor = 5 * time.Minute
+const ShownFor = 5 * time.Minute
 
-// procRecord is one delegate process that registered with an identity.
-type procRecord struct {
-	id, hostname, ip string
-	at               time.Time // its first registration
+// Process is one delegate process that registered with an identity.
+type Process struct {
+	// ID is the process ID it registers with ("" from an older delegate).
+	ID, Hostname, IP string
+	At               time.Time // its first registration
 }
 
-func (p procRecord) String() string {
-	return fmt.Sprintf("hostname %s, IP %s, registered at %s", p.hostname, p.ip, p.at.UTC().Format(time.RFC3339))
+func (p Process) String() string {
+	return fmt.Sprintf("hostname %s, IP %s, registered at %s", p.Hostname, p.IP, p.At.UTC().Format(time.RFC3339))
 }
 
 // identityProcs is what is known of the processes of one identity.
 type identityProcs struct {
 	instance   string // the instance the current process registered as
-	current    procRecord
-	superseded []procRecord
-	refused    *procRecord
+	current    Process
+	superseded []Process
+	refused    *Process
 	notice     string    // the duplicate, as shown and answered
 	triedAt    time.Time // when the refused process last tried
 }
 
-// processes holds identityProcs by account and identity key.
-type processes struct {
+// Tracker holds identityProcs by account and identity key.
+type Tracker struct {
 	mu sync.Mutex
 	by map[string]*identityProcs
 }
 
-// admit decides on the registration of process p with identity key (of
+// Admit decides on the registration of process p with identity key (of
 // an instance named name); live reports whether the instance's current
 // process is live. It returns the refusal ("" to admit), and whether this
 // registration found the duplicate.
-func (ps *processes) admit(key, name string, p procRecord, now time.Time, live func(instance string) bool) (refusal string, found bool) {
-	if p.id == "" {
+func (ps *Tracker) Admit(key, name string, p Process, now time.Time, live func(instance string) bool) (refusal string, found bool) {
+	if p.ID == "" {
 		return "", false // an older delegate sends no process ID
 	}
 	ps.mu.Lock()
@@ -74,16 +77,16 @@ func (ps *processes) admit(key, name string, p procRecord, now time.Time, live f
 		t = &identityProcs{}
 		ps.by[key] = t
 	}
-	switch i := slices.IndexFunc(t.superseded, func(s procRecord) bool { return s.id == p.id }); {
-	case t.refused != nil && t.refused.id == p.id:
+	switch i := slices.IndexFunc(t.superseded, func(s Process) bool { return s.ID == p.ID }); {
+	case t.refused != nil && t.refused.ID == p.ID:
 		if live(t.instance) {
 			t.triedAt = now
 			return t.notice, false
 		}
 		t.refused, t.notice = nil, "" // the first one stopped: take over
 		t.supersede(p)
-	case t.current.id == "" || t.current.id == p.id:
-		if t.current.id == "" {
+	case t.current.ID == "" || t.current.ID == p.ID:
+		if t.current.ID == "" {
 			t.current = p
 		}
 	case i >= 0 && live(t.instance):
@@ -94,7 +97,7 @@ func (ps *processes) admit(key, name string, p procRecord, now time.Time, live f
 		t.notice = fmt.Sprintf("two delegate processes use one identity (name %s, hostname %s): the first (%s) keeps it; "+
 			"the second (%s) is refused while the first runs. Two delegates in different clusters or hosts need different names: "+
 			"set another DELEGATE_NAME for one of them (a refused process retries and takes over if the first one stops)",
-			name, p.hostname, first, second)
+			name, p.Hostname, first, second)
 		return "", true
 	default:
 		// A new process (a restart), or one coming back after the other
@@ -105,16 +108,16 @@ func (ps *processes) admit(key, name string, p procRecord, now time.Time, live f
 }
 
 // supersede makes p the current process and remembers the one before.
-func (t *identityProcs) supersede(p procRecord) {
-	if len(t.superseded) == maxSupersededProcs {
+func (t *identityProcs) supersede(p Process) {
+	if len(t.superseded) == MaxSuperseded {
 		t.superseded = t.superseded[1:]
 	}
 	t.superseded = append(t.superseded, t.current)
 	t.current = p
 }
 
-// registered records the instance the admitted registration of key made.
-func (ps *processes) registered(key, instance string) {
+// Registered records the instance the admitted registration of key made.
+func (ps *Tracker) Registered(key, instance string) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	if t := ps.by[key]; t != nil {
@@ -122,12 +125,12 @@ func (ps *processes) registered(key, instance string) {
 	}
 }
 
-// duplicate returns the duplicate of key to show, "" when none is.
-func (ps *processes) duplicate(key string, now time.Time) string {
+// Duplicate returns the duplicate of key to show, "" when none is.
+func (ps *Tracker) Duplicate(key string, now time.Time) string {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	t := ps.by[key]
-	if t == nil || t.refused == nil || now.Sub(t.triedAt) > duplicateShownFor {
+	if t == nil || t.refused == nil || now.Sub(t.triedAt) > ShownFor {
 		return ""
 	}
 	return t.notice
