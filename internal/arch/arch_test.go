@@ -72,7 +72,7 @@ var layout = map[string][]string{
 	"internal/client":   {"internal/backoff", "internal/protocol"},
 	"internal/executor": {"internal/kube", "internal/protocol"},
 	"internal/kube":     nil, // stdlib and YAML only: no client-go in the delegate
-	"internal/delegate": {"internal/atomicfile", "internal/backoff", "internal/client", "internal/config", "internal/executor", "internal/mask", "internal/metrics", "internal/protocol", "internal/transport"},
+	"internal/delegate": {"internal/atomicfile", "internal/backoff", "internal/client", "internal/config", "internal/executor", "internal/mask", "internal/metrics", "internal/protocol", "internal/secretref", "internal/transport"},
 	"internal/watcher":  {"internal/atomicfile", "internal/backoff", "internal/protocol", "internal/release"},
 	"internal/upgrader": {"internal/protocol", "internal/release"},
 	"internal/cli":      {"internal/atomicfile", "internal/buildinfo", "internal/client", "internal/manifest", "internal/protocol", "internal/release", "internal/secretref", "internal/transport"},

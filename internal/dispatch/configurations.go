@@ -14,6 +14,7 @@ import (
 	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/cluster"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/secretref"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -100,7 +101,25 @@ func (m *Service) configurationFor(ctx context.Context, acct string, d configTar
 	if err != nil {
 		return nil, err
 	}
-	return appliedView(applicableConfiguration(cs, d)), nil
+	c := applicableConfiguration(cs, d)
+	out := appliedView(c)
+	if c == nil {
+		return nil, nil
+	}
+	if names, _ := secretref.Names(c.Script); len(names) > 0 {
+		// Resolved at each delivery, at the configuration's scope; the
+		// write checked the writer's secret:access. A name found nowhere
+		// is left out: the delegate fails the run naming it.
+		values, _, err := m.st.SecretValues(ctx, acct, c.Org, c.Project, names)
+		if err != nil {
+			if kerr := m.secrets.SealError(err); kerr != nil {
+				err = kerr
+			}
+			m.log.Error("cannot give a configuration its stored secrets", "configuration", c.Name, "err", err)
+		}
+		out.Secrets = values
+	}
+	return out, nil
 }
 
 func appliedView(c *store.Configuration) *protocol.AppliedConfiguration {
@@ -318,6 +337,9 @@ func (m *Service) handleCreateConfiguration(w http.ResponseWriter, r *http.Reque
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
+	if !m.checkScriptSecrets(w, r, acct, req.Org, req.Project, req.Script) {
+		return
+	}
 	c, err := m.st.CreateConfiguration(r.Context(), store.Configuration{AccountID: acct, Name: req.Name, Script: req.Script,
 		Selectors: sel, Org: req.Org, Project: req.Project, CreatedAt: m.cfg.Now()})
 	if err != nil {
@@ -330,6 +352,24 @@ func (m *Service) handleCreateConfiguration(w http.ResponseWriter, r *http.Reque
 	v := configurationView(c)
 	v.Notice = m.reachNotice(r.Context(), acct, c)
 	api.WriteJSON(w, http.StatusCreated, v)
+}
+
+// checkScriptSecrets checks the stored secrets a configuration script
+// references as a task's are checked (secrets.Bind): each must resolve at
+// the configuration's scope and the caller must hold secret:access on it.
+// It answers and returns false when they do not.
+func (m *Service) checkScriptSecrets(w http.ResponseWriter, r *http.Request, acct, org, project, script string) bool {
+	if !secretref.Has(script) {
+		return true
+	}
+	spec := protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: script}, Org: org, Project: project}
+	caller := api.CallerOf(r.Context()).Policy
+	_, err := m.secrets.Bind(r.Context(), acct, spec, func(context.Context) (*access.Policy, error) { return caller, nil })
+	if err != nil {
+		m.refuseSecrets(w, r, acct, caller, err)
+		return false
+	}
+	return true
 }
 
 func (m *Service) handleListConfigurations(w http.ResponseWriter, r *http.Request, acct string) {
@@ -385,6 +425,16 @@ func (m *Service) handleUpdateConfiguration(w http.ResponseWriter, r *http.Reque
 	}
 	if req.Selectors != nil {
 		u.Selectors = &norm
+	}
+	if req.Script != nil && secretref.Has(script) {
+		old, err := m.st.GetConfiguration(r.Context(), acct, name)
+		if err != nil {
+			api.StoreError(w, err, "configuration "+strconv.Quote(name))
+			return
+		}
+		if !m.checkScriptSecrets(w, r, acct, old.Org, old.Project, script) {
+			return
+		}
 	}
 	c, err := m.st.UpdateConfiguration(r.Context(), acct, name, u, m.cfg.Now())
 	if err != nil {

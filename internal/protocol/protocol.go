@@ -169,6 +169,11 @@ const (
 	PathDelegateConfiguration       = "/api/v1/delegate/configuration"
 	PathDelegateConfigurationResult = "/api/v1/delegate/configuration/result"
 
+	// PathDelegateInitSecrets answers (POST, with the delegate token as
+	// at registration) the stored secrets a delegate's INIT_SCRIPT uses,
+	// among those its token gives (InitSecretsRequest). Since v5.
+	PathDelegateInitSecrets = "/api/v1/delegate/init-secrets"
+
 	// PathConfigurations is the admin API of delegate configurations
 	// (+ "/{name}"). Since v3.
 	PathConfigurations = "/api/v1/configurations"
@@ -827,6 +832,29 @@ type CreateTokenRequest struct {
 	// RequireApproval: delegates that register with the token wait,
 	// listed as pending, until an administrator approves them. Since v4.
 	RequireApproval bool `json:"require_approval,omitempty"`
+	// InitSecrets names the stored secrets (at the token's scope) the
+	// INIT_SCRIPT of its delegates may use as ${secrets.NAME}; who
+	// creates the token needs secret:access on each. At most
+	// MaxInitSecrets. Since v5.
+	InitSecrets []string `json:"init_secrets,omitempty"`
+}
+
+// MaxInitSecrets bounds CreateTokenRequest.InitSecrets and
+// InitSecretsRequest.Names.
+const MaxInitSecrets = 32
+
+// InitSecretsRequest asks for the values of the stored secrets a
+// delegate's INIT_SCRIPT references, before it registers: the account and
+// token are checked as at registration.
+type InitSecretsRequest struct {
+	AccountID string   `json:"account_id"`
+	Token     string   `json:"token"`
+	Names     []string `json:"names"`
+}
+
+// InitSecretsResponse carries the values, by name.
+type InitSecretsResponse struct {
+	Secrets map[string]string `json:"secrets"`
 }
 
 // Token describes a delegate token. Value is set only when it is created.
@@ -840,6 +868,8 @@ type Token struct {
 	Project   string     `json:"project,omitempty"`
 	// RequireApproval: see CreateTokenRequest. Since v4.
 	RequireApproval bool `json:"require_approval,omitempty"`
+	// InitSecrets: see CreateTokenRequest. Since v5.
+	InitSecrets []string `json:"init_secrets,omitempty"`
 }
 
 // Token statuses.
@@ -1278,6 +1308,12 @@ type AppliedConfiguration struct {
 	Name    string `json:"name"`
 	Version int64  `json:"version"`
 	Script  string `json:"script"`
+	// Secrets are the values of the stored secrets the script references
+	// as ${secrets.NAME}, resolved at the configuration's scope (a name
+	// found nowhere is left out). The delegate gives them to the script
+	// in its environment, never in the script file, and masks them in
+	// its output. Since v5.
+	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
 // DelegateConfigurationResponse answers GET PathDelegateConfiguration.
