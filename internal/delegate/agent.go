@@ -25,6 +25,7 @@ import (
 	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/config"
 	"github.com/legate-dev/legate/internal/executor"
+	"github.com/legate-dev/legate/internal/metrics"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/transport"
 )
@@ -321,6 +322,11 @@ func New(opts Options) (*Agent, error) {
 	a.config = newConfigState()
 	a.caps = newCapabilityChecker(opts.TaskHTTPClient)
 	a.caps.validating = &a.perf.validating
+	a.metrics.reg.NewGaugeFunc(metrics.Opts{
+		Name:        "legate_delegate_tasks_validating",
+		Help:        "Capability checks of offered tasks in progress on this delegate now (the performance line's max_validating is their most at once).",
+		ConstLabels: metrics.Labels{"delegate": opts.Config.Name},
+	}, func() float64 { return float64(a.perf.validating.cur.Load()) })
 	a.spool = spool{dir: filepath.Join(opts.WorkDir, "spool")}
 	a.gatherSlot = make(chan struct{}, 1)
 	a.stopDelivery = make(chan struct{})
