@@ -29,15 +29,15 @@ type scriptSecrets struct {
 
 // withSecrets rewrites script's references to stored secrets; values
 // holds what the manager sent. A name it lacks is an error (missing
-// explains why it can be missing); so is a malformed reference. A script
-// without references is returned as is.
+// explains why it can be missing); so is a malformed reference. The
+// escape $${secrets. becomes the literal text ${secrets., as in tasks.
 func withSecrets(script string, values map[string]string, missing func(name string) error) (scriptSecrets, error) {
+	if !secretref.Has(script) {
+		return scriptSecrets{script: script}, nil
+	}
 	names, err := secretref.Names(script)
 	if err != nil {
 		return scriptSecrets{}, err
-	}
-	if len(names) == 0 {
-		return scriptSecrets{script: script}, nil
 	}
 	out := scriptSecrets{}
 	for _, n := range names {
@@ -66,8 +66,8 @@ func (a *Agent) initSecrets(ctx context.Context, script string) (scriptSecrets, 
 	if err != nil {
 		return scriptSecrets{}, fmt.Errorf("INIT_SCRIPT: %w; the delegate does not start", err)
 	}
-	if len(names) == 0 {
-		return scriptSecrets{script: script}, nil
+	if len(names) == 0 { // none, or only the escape $${secrets.
+		return withSecrets(script, nil, nil)
 	}
 	b := backoff.Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second}
 	for {
