@@ -25,7 +25,6 @@ import (
 	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/config"
 	"github.com/legate-dev/legate/internal/executor"
-	"github.com/legate-dev/legate/internal/metrics"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/transport"
 )
@@ -322,11 +321,7 @@ func New(opts Options) (*Agent, error) {
 	a.config = newConfigState()
 	a.caps = newCapabilityChecker(opts.TaskHTTPClient)
 	a.caps.validating = &a.perf.validating
-	a.metrics.reg.NewGaugeFunc(metrics.Opts{
-		Name:        "legate_delegate_tasks_validating",
-		Help:        "Capability checks of offered tasks in progress on this delegate now (the performance line's max_validating is their most at once).",
-		ConstLabels: metrics.Labels{"delegate": opts.Config.Name},
-	}, func() float64 { return float64(a.perf.validating.cur.Load()) })
+	a.metrics.addValidating(opts.Config.Name, &a.perf.validating)
 	a.spool = spool{dir: filepath.Join(opts.WorkDir, "spool")}
 	a.gatherSlot = make(chan struct{}, 1)
 	a.stopDelivery = make(chan struct{})
