@@ -251,7 +251,7 @@ func (m *Service) handleConfigurationResult(w http.ResponseWriter, r *http.Reque
 	}
 	res := store.ConfigurationResult{
 		InstanceID: d.id, Configuration: req.Name, Version: req.Version, ExitCode: req.ExitCode,
-		Error: truncate(req.Error, 1024), Output: truncate(req.Output, maxConfigurationOutput),
+		Error: protocol.Truncate(req.Error, 1024), Output: protocol.Truncate(req.Output, maxConfigurationOutput),
 		OutputBytes: max(req.OutputBytes, int64(len(req.Output))), StartedAt: req.StartedAt, FinishedAt: req.FinishedAt,
 		Org: c.Org, Project: c.Project,
 	}
@@ -269,21 +269,6 @@ func (m *Service) handleConfigurationResult(w http.ResponseWriter, r *http.Reque
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// truncate cuts s to at most n bytes, on a UTF-8 boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && s[len(s)-1]&0xC0 == 0x80 {
-		s = s[:len(s)-1]
-	}
-	if len(s) > 0 && s[len(s)-1] >= 0xC0 {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
 // --- admin API -------------------------------------------------------------------
 
 func configurationView(c store.Configuration) protocol.Configuration {
@@ -293,28 +278,6 @@ func configurationView(c store.Configuration) protocol.Configuration {
 	}
 	return protocol.Configuration{Name: c.Name, Script: c.Script, Selectors: sel, Version: c.Version,
 		Org: c.Org, Project: c.Project, CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC()}
-}
-
-// checkConfiguration validates a script and selectors and returns the
-// selectors normalized.
-func checkConfiguration(script string, selectors []string) ([]string, string) {
-	if strings.TrimSpace(script) == "" {
-		return nil, "the configuration script is empty"
-	}
-	if len(script) > protocol.MaxConfigurationScript {
-		return nil, "the configuration script is " + strconv.Itoa(len(script)) + " bytes; at most " +
-			strconv.Itoa(protocol.MaxConfigurationScript) + " are allowed (install from a file the script downloads instead)"
-	}
-	sel := protocol.NormalizeSelectors(selectors)
-	if len(sel) > protocol.MaxConfigurationSelectors {
-		return nil, "too many selectors (at most " + strconv.Itoa(protocol.MaxConfigurationSelectors) + ")"
-	}
-	for _, s := range sel {
-		if len(s) > protocol.MaxSelectorLen || strings.ContainsRune(s, ',') || protocol.HasControl(s) {
-			return nil, "selector " + strconv.Quote(s) + " is invalid: at most 253 characters, no commas or control characters"
-		}
-	}
-	return sel, ""
 }
 
 func (m *Service) handleCreateConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
@@ -327,7 +290,7 @@ func (m *Service) handleCreateConfiguration(w http.ResponseWriter, r *http.Reque
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	sel, msg := checkConfiguration(req.Script, req.Selectors)
+	sel, msg := protocol.CheckConfiguration(req.Script, req.Selectors)
 	if msg != "" {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", msg)
 		return
@@ -418,7 +381,7 @@ func (m *Service) handleUpdateConfiguration(w http.ResponseWriter, r *http.Reque
 	if req.Selectors != nil {
 		sel = *req.Selectors
 	}
-	norm, msg := checkConfiguration(script, sel)
+	norm, msg := protocol.CheckConfiguration(script, sel)
 	if msg != "" {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", msg)
 		return
