@@ -156,4 +156,15 @@ func TestE2EInitScriptSecrets(t *testing.T) {
 	if _, ok := c.findDelegate("init-plain-host"); ok {
 		t.Error("the delegate registered although INIT_SCRIPT's secret was refused")
 	}
+
+	// A secret the token gives but that was deleted since: unknown.
+	c.mustCLI("secret", "delete", "INIT_PW")
+	env = replaceEnv(c.seed004Env(granted, "init-gone", ""), "INIT_SCRIPT", "echo ${secrets.INIT_PW}")
+	g := start(t, "delegate init-gone", append(env, "DELEGATE_HOSTNAME=init-gone-host"), "delegate")
+	if code := g.wait(60 * time.Second); code == 0 {
+		t.Fatalf("delegate exited 0 although INIT_PW was deleted:\n%s", g.out.String())
+	}
+	if out := g.out.String(); !strings.Contains(out, "unknown secret INIT_PW") {
+		t.Errorf("the refusal does not name the unknown secret:\n%s", out)
+	}
 }
