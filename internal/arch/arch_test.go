@@ -34,6 +34,8 @@ var layout = map[string][]string{
 	"internal/plot":       nil,
 	"internal/release":    nil,
 	"internal/retention":  nil, // the store it needs is an interface of its own
+	"internal/logbus":     {"internal/store"},
+	"internal/duplicate":  nil,
 	"internal/cluster":    nil, // the store it needs is an interface of its own
 	"internal/seal":       {"internal/atomicfile"},
 	"internal/secretref":  {"internal/protocol"},
@@ -59,7 +61,7 @@ var layout = map[string][]string{
 	"internal/events":          {"internal/store"},
 	"internal/manager":         {"internal/access", "internal/api", "internal/cluster", "internal/dispatch", "internal/events", "internal/identity", "internal/metrics", "internal/pipeline/engine", "internal/protocol", "internal/retention", "internal/scopes", "internal/secrets", "internal/store", "internal/upgrades", "internal/webui"},
 	"internal/scopes":          {"internal/access", "internal/api", "internal/protocol", "internal/secretref", "internal/store"},
-	"internal/dispatch":        {"internal/access", "internal/api", "internal/assign", "internal/cluster", "internal/events", "internal/manifest", "internal/metrics", "internal/protocol", "internal/secretref", "internal/store"},
+	"internal/dispatch":        {"internal/access", "internal/api", "internal/assign", "internal/cluster", "internal/duplicate", "internal/events", "internal/logbus", "internal/manifest", "internal/metrics", "internal/protocol", "internal/secretref", "internal/store"},
 	"internal/secrets":         {"internal/access", "internal/api", "internal/protocol", "internal/seal", "internal/secretref", "internal/store"},
 	"internal/upgrades":        {"internal/access", "internal/api", "internal/protocol", "internal/release", "internal/store"},
 	"internal/identity":        {"internal/access", "internal/api", "internal/atomicfile", "internal/cluster", "internal/protocol", "internal/store"},
@@ -70,7 +72,7 @@ var layout = map[string][]string{
 	"internal/client":   {"internal/backoff", "internal/protocol"},
 	"internal/executor": {"internal/kube", "internal/protocol"},
 	"internal/kube":     nil, // stdlib and YAML only: no client-go in the delegate
-	"internal/delegate": {"internal/atomicfile", "internal/backoff", "internal/client", "internal/config", "internal/executor", "internal/mask", "internal/metrics", "internal/protocol", "internal/transport"},
+	"internal/delegate": {"internal/atomicfile", "internal/backoff", "internal/client", "internal/config", "internal/executor", "internal/mask", "internal/metrics", "internal/protocol", "internal/secretref", "internal/transport"},
 	"internal/watcher":  {"internal/atomicfile", "internal/backoff", "internal/protocol", "internal/release"},
 	"internal/upgrader": {"internal/protocol", "internal/release"},
 	"internal/cli":      {"internal/atomicfile", "internal/buildinfo", "internal/client", "internal/manifest", "internal/protocol", "internal/release", "internal/secretref", "internal/transport"},

@@ -494,6 +494,9 @@ func (a *app) printDelegateDetails(w io.Writer, d protocol.DelegateDetails) erro
 		if inst.OverThreshold != "" {
 			t.row("  Over threshold:", inst.OverThreshold+" (takes no new tasks)")
 		}
+		if inst.DuplicateIdentity != "" {
+			t.row("  Duplicate:", inst.DuplicateIdentity)
+		}
 		t.row("  Version:", inst.Version)
 		if inst.UpgradeState != "" {
 			ring := ""

@@ -32,6 +32,7 @@ func (a *app) tokenCreateCmd() *cobra.Command {
 		valueOnly    bool
 		org, project string
 		approval     bool
+		initSecrets  []string
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME [--org ORG [--project PROJECT]]",
@@ -58,7 +59,8 @@ approve NAME) or rejects them (legate delegates reject NAME: they stop).`,
   TOKEN=$(legate token create ci --value-only) && echo "token created"
   legate token create eng-ci --org eng
   legate token create web-ci --org eng --project web
-  legate token create untrusted --require-approval`,
+  legate token create untrusted --require-approval
+  legate token create builders --init-secret REGISTRY_PASSWORD`,
 		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			if err := checkScopeFlags(org, project); err != nil {
@@ -71,7 +73,8 @@ approve NAME) or rejects them (legate delegates reject NAME: they stop).`,
 			if err != nil {
 				return err
 			}
-			tok, err := c.CreateScopedToken(cmd.Context(), protocol.CreateTokenRequest{Name: args[0], Org: org, Project: project, RequireApproval: approval})
+			tok, err := c.CreateScopedToken(cmd.Context(), protocol.CreateTokenRequest{Name: args[0], Org: org, Project: project, RequireApproval: approval,
+				InitSecrets: initSecrets})
 			if err != nil {
 				return err
 			}
@@ -101,6 +104,7 @@ approve NAME) or rejects them (legate delegates reject NAME: they stop).`,
 	cmd.Flags().StringVar(&project, "project", "", "create the token at the level of this project of --org")
 	out.add(cmd, formatJSON, formatYAML)
 	cmd.Flags().BoolVar(&approval, "require-approval", false, "delegates that register with the token wait for an administrator's approval")
+	cmd.Flags().StringArrayVar(&initSecrets, "init-secret", nil, "a stored secret the INIT_SCRIPT of the token's delegates may use as ${secrets.NAME} (repeatable; needs secret:access on it)")
 	cmd.Flags().BoolVar(&valueOnly, "value-only", false, "print only the token's value (for TOKEN=$(legate token create NAME --value-only))")
 	return cmd
 }

@@ -784,6 +784,14 @@ func (c *Client) ExplainTask(ctx context.Context, id string) (protocol.Explanati
 // ---------------------------------------------------------------------------
 // Delegate API (secret = session; Register sends the token in its body)
 
+// InitSecrets asks for the values of the stored secrets a delegate's
+// INIT_SCRIPT uses, with the delegate token (before it registers).
+func (c *Client) InitSecrets(ctx context.Context, req protocol.InitSecretsRequest) (protocol.InitSecretsResponse, error) {
+	var out protocol.InitSecretsResponse
+	err := c.do(ctx, &call{op: "get INIT_SCRIPT's secrets", method: http.MethodPost, path: protocol.PathDelegateInitSecrets, in: req, out: &out, noAuth: true})
+	return out, err
+}
+
 // Register registers a delegate instance. A zero req.ProtocolVersion is
 // sent as protocol.Version. It sends no Authorization header and does not
 // change the client's secret: the caller passes the answer's Session to

@@ -6,6 +6,7 @@ package delegate
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -124,6 +125,9 @@ type Agent struct {
 	cur      atomic.Int32 // index of the manager URL in use
 	hostname string
 	ip       string
+	// processID is sent with every registration of this process: the
+	// manager tells a restart from a second live process by it.
+	processID string
 
 	mu         sync.Mutex
 	instanceID string
@@ -169,6 +173,10 @@ type Agent struct {
 	// stopDelivery ends result delivery loops when the delegate stops;
 	// undelivered results stay in the spool for the next start.
 	stopDelivery chan struct{}
+	// stopping is closed when the delegate starts to stop: a process
+	// refused its identity stops waiting for it.
+	stopping     chan struct{}
+	stoppingOnce sync.Once
 	// spooled are the results an earlier run of this delegate kept on disk;
 	// their tasks count as running at the first registration.
 	spooled []spooledResult
@@ -258,6 +266,7 @@ func New(opts Options) (*Agent, error) {
 		tasks:    map[string]*runningTask{},
 		deferred: map[string][]string{},
 		fatal:    make(chan error, 1),
+		stopping: make(chan struct{}),
 		metrics:  newMetrics(opts.Config.Name, time.Now()),
 
 		isolation: isolation,
@@ -287,6 +296,7 @@ func New(opts Options) (*Agent, error) {
 		}
 		a.clients = append(a.clients, c)
 	}
+	a.processID = rand.Text()
 	a.hostname = opts.Config.Hostname
 	if a.hostname == "" {
 		h, err := os.Hostname()
@@ -314,6 +324,7 @@ func New(opts Options) (*Agent, error) {
 	a.config = newConfigState()
 	a.caps = newCapabilityChecker(opts.TaskHTTPClient)
 	a.caps.validating = &a.perf.validating
+	a.metrics.addValidating(opts.Config.Name, &a.perf.validating)
 	a.spool = spool{dir: filepath.Join(opts.WorkDir, "spool")}
 	a.gatherSlot = make(chan struct{}, 1)
 	a.stopDelivery = make(chan struct{})
@@ -450,6 +461,7 @@ func (a *Agent) drain(now bool) {
 	a.mu.Lock()
 	a.draining = true // from now on no task starts: taskWG only goes down
 	a.mu.Unlock()
+	a.stoppingOnce.Do(func() { close(a.stopping) })
 	a.metrics.setDraining()
 	a.sendHeartbeat(context.Background())
 	done := make(chan struct{})
@@ -517,39 +529,9 @@ func (a *Agent) register(ctx context.Context) error {
 // registerLocked is register with regMu held.
 func (a *Agent) registerLocked(ctx context.Context) error {
 	b := backoff.Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second}
+	dup := backoff.Backoff{Min: 5 * time.Second, Max: time.Minute}
 	for {
-		req := protocol.RegisterRequest{
-			ProtocolVersion:    protocol.Version,
-			AccountID:          a.cfg.AccountID,
-			Token:              a.cfg.Token,
-			Name:               a.cfg.Name,
-			Hostname:           a.hostname,
-			IP:                 a.ip,
-			Tags:               a.cfg.Tags,
-			Version:            a.opts.Version,
-			Type:               a.cfg.Type,
-			DeployMode:         a.cfg.DeployMode,
-			Capacity:           a.cfg.Capacity,
-			IdentityByHostname: a.cfg.IdentityByHostname,
-			Running:            a.runningList(),
-			FreshStart:         a.regGen.Load() == 0,
-			Description:        a.cfg.Description,
-			Platform:           a.platform,
-			Upgrade:            a.cfg.UpgradeMode(),
-			Slot:               a.cfg.WatcherSlot,
-			TaskIsolation:      a.isoReport,
-		}
-		if a.containers != nil {
-			req.ContainerRuntime = a.containers.Name
-		} else {
-			req.ContainerReason = a.containerReason
-		}
-		req.TaskTypes = executor.TaskTypes(executor.Options{HTTPClient: a.opts.TaskHTTPClient, Isolator: a.iso, Containers: a.containers})
-		if req.FreshStart {
-			for _, r := range a.spooled {
-				req.Running = append(req.Running, protocol.RunningTask{ID: r.TaskID, Epoch: r.Result.Epoch})
-			}
-		}
+		req := a.registerRequest()
 		resp, err := a.client().Register(ctx, req)
 		if err == nil {
 			a.session.Store(resp.Session)
@@ -579,6 +561,26 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 		if errors.As(err, &pe) && !pe.Code.Recoverable() {
 			return fmt.Errorf("registration refused by %s: %s", a.client().BaseURL(), pe.Message)
 		}
+		if errors.As(err, &pe) && pe.Code == protocol.CodeDuplicateIdentity {
+			// Another live process holds this identity: wait, refused,
+			// and take over if it stops; never fight it for the identity.
+			d := dup.Next()
+			select {
+			case <-a.stopping:
+				return fmt.Errorf("stopping: another delegate process holds this identity: %s", pe.Message)
+			default:
+			}
+			a.log.Error("registration refused: another delegate process runs with this identity", "manager", a.client().BaseURL(),
+				"err", pe.Message, "retry_in", d.Round(time.Millisecond))
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-a.stopping:
+				return fmt.Errorf("stopping: another delegate process holds this identity: %s", pe.Message)
+			case <-time.After(d):
+			}
+			continue
+		}
 		if req.FreshStart && transport.NeedsOperator(err) {
 			// A certificate or proxy credential problem at start is a
 			// setting to fix, not a manager to wait for.
@@ -593,6 +595,45 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 		case <-time.After(d):
 		}
 	}
+}
+
+// registerRequest is what the delegate tells the manager at registration:
+// who it is, what it runs and, on a fresh start, what it still holds.
+func (a *Agent) registerRequest() protocol.RegisterRequest {
+	req := protocol.RegisterRequest{
+		ProtocolVersion:    protocol.Version,
+		AccountID:          a.cfg.AccountID,
+		Token:              a.cfg.Token,
+		Name:               a.cfg.Name,
+		Hostname:           a.hostname,
+		IP:                 a.ip,
+		Tags:               a.cfg.Tags,
+		Version:            a.opts.Version,
+		Type:               a.cfg.Type,
+		DeployMode:         a.cfg.DeployMode,
+		Capacity:           a.cfg.Capacity,
+		IdentityByHostname: a.cfg.IdentityByHostname,
+		Running:            a.runningList(),
+		FreshStart:         a.regGen.Load() == 0,
+		Description:        a.cfg.Description,
+		Platform:           a.platform,
+		Upgrade:            a.cfg.UpgradeMode(),
+		Slot:               a.cfg.WatcherSlot,
+		TaskIsolation:      a.isoReport,
+		ProcessID:          a.processID,
+	}
+	if a.containers != nil {
+		req.ContainerRuntime = a.containers.Name
+	} else {
+		req.ContainerReason = a.containerReason
+	}
+	req.TaskTypes = executor.TaskTypes(executor.Options{HTTPClient: a.opts.TaskHTTPClient, Isolator: a.iso, Containers: a.containers})
+	if req.FreshStart {
+		for _, r := range a.spooled {
+			req.Running = append(req.Running, protocol.RunningTask{ID: r.TaskID, Epoch: r.Result.Epoch})
+		}
+	}
+	return req
 }
 
 // reauth re-registers after the session was lost, once for all callers

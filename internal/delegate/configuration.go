@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -177,7 +178,15 @@ func (a *Agent) runConfiguration(ctx context.Context, c *protocol.AppliedConfigu
 	// Killed when the delegate stops (its loops end) or kills its tasks.
 	sctx, release := a.kill.context(ctx)
 	defer release()
-	r := a.runScript(sctx, "configuration.sh", "configuration "+label, c.Script, []string{
+	sc, err := withSecrets(c.Script, c.Secrets, func(name string) error {
+		return fmt.Errorf("the configuration uses the stored secret %s, which the manager did not give: there is none of that name at the configuration's scope, or its value does not open (see the manager's log); create it (legate secret create %s) or change the script", name, name)
+	})
+	if err != nil {
+		now := time.Now().UTC()
+		a.log.Warn("delegate configuration failed", "configuration", c.Name, "version", c.Version, "err", err)
+		return protocol.ConfigurationResult{Name: c.Name, Version: c.Version, Error: err.Error(), StartedAt: now, FinishedAt: now}
+	}
+	r := a.runScript(sctx, "configuration.sh", "configuration "+label, sc, []string{
 		"LEGATE_CONFIGURATION=" + c.Name,
 		"LEGATE_CONFIGURATION_VERSION=" + strconv.FormatInt(c.Version, 10),
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -41,13 +42,15 @@ type scriptRun struct {
 // cancellation. Every output line is logged (msg, with attribute "line")
 // and an excerpt of the head and tail is returned, with the delegate's
 // credentials masked in both.
-func (a *Agent) runScript(ctx context.Context, file, msg, script string, extraEnv []string) scriptRun {
+func (a *Agent) runScript(ctx context.Context, file, msg string, sc scriptSecrets, extraEnv []string) scriptRun {
 	lw := &lineLogger{log: a.log, msg: msg}
 	ex := &excerpt{limit: protocol.ConfigurationOutputExcerpt}
-	// The delegate's credentials are masked in the log and the excerpt
-	// (which goes to the manager) as in task output.
-	w := mask.New(&teeWriter{a: lw, b: ex}, a.ownSecrets)
-	env := append(append([]string{}, a.opts.TaskEnv...), extraEnv...)
+	// The delegate's credentials and the script's stored secrets are
+	// masked in the log and the excerpt (which goes to the manager) as in
+	// task output.
+	w := mask.New(&teeWriter{a: lw, b: ex}, slices.Concat(a.ownSecrets, sc.mask))
+	env := slices.Concat(a.opts.TaskEnv, extraEnv, sc.env)
+	script := sc.script
 	r := scriptRun{started: time.Now()}
 	r.outcome = executor.Run(ctx, protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: script}},
 		executor.Options{
@@ -80,8 +83,16 @@ func (a *Agent) runInitScript(ctx context.Context) error {
 	if script == "" {
 		return nil
 	}
+	sc, err := a.initSecrets(ctx, script)
+	if err != nil {
+		if ctx.Err() != nil {
+			a.log.Info("stop requested while INIT_SCRIPT's stored secrets were fetched; not starting")
+			return nil
+		}
+		return err
+	}
 	a.log.Info("running INIT_SCRIPT", "dir", a.opts.WorkDir, "timeout", a.scriptTimeout())
-	r := a.runScript(ctx, "init.sh", "INIT_SCRIPT", script, nil)
+	r := a.runScript(ctx, "init.sh", "INIT_SCRIPT", sc, nil)
 	o := r.outcome
 	switch {
 	case o.Status == protocol.StatusSucceeded:

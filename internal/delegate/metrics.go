@@ -143,6 +143,16 @@ func newMetrics(name string, now time.Time) *agentMetrics {
 	return m
 }
 
+// addValidating adds the gauge of capability checks in progress, read
+// from the performance line's counter g.
+func (m *agentMetrics) addValidating(name string, g *gauge) {
+	m.reg.NewGaugeFunc(metrics.Opts{
+		Name:        "legate_delegate_tasks_validating",
+		Help:        "Capability checks of offered tasks in progress on this delegate now (the performance line's max_validating is their most at once).",
+		ConstLabels: metrics.Labels{"delegate": name},
+	}, func() float64 { return float64(g.cur.Load()) })
+}
+
 // addProcessCollectors adds the Go runtime and process metrics; only an
 // agent that serves /metrics pays for them.
 func (m *agentMetrics) addProcessCollectors() { m.procOnce.Do(m.reg.AddProcessMetrics) }

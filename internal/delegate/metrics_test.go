@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -218,4 +219,30 @@ func TestDelegateHTTPPortInUse(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "DELEGATE_HTTP_PORT") {
 		t.Fatalf("Run with the port taken: %v, want an error naming DELEGATE_HTTP_PORT", err)
 	}
+}
+
+// TestDelegateMetricsCountValidating: /metrics shows the capability checks
+// in progress (the performance line's max_validating counts the same), as
+// it shows the tasks executing.
+func TestDelegateMetricsCountValidating(t *testing.T) {
+	t.Parallel()
+	tm := startManager(t, testConfig())
+	ag := startAgent(t, tm, agentOpts{httpAddr: "127.0.0.1:0", grace: waitLong})
+	base := ag.httpBase(t)
+	waitReady(t, base, http.StatusOK)
+	waitMetric(t, base, "legate_delegate_tasks_validating", 0, "delegate", "test-delegate")
+
+	release := make(chan struct{})
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(endpoint.Close)
+	task := tm.submit(t, protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "echo ok"}, Capabilities: []string{endpoint.URL}})
+	waitMetric(t, base, "legate_delegate_tasks_validating", 1, "delegate", "test-delegate")
+	close(release)
+	tm.waitTask(t, task.ID, protocol.StatusSucceeded)
+	waitMetric(t, base, "legate_delegate_tasks_validating", 0, "delegate", "test-delegate")
 }

@@ -21,7 +21,7 @@ func isTokenName(s string) bool { return protocol.ValidName(s) }
 
 func tokenView(t store.Token) protocol.Token {
 	v := protocol.Token{Name: t.Name, CreatedAt: t.CreatedAt.UTC(), RevokedAt: api.UTC(t.RevokedAt), Status: protocol.TokenActive, Org: t.Org, Project: t.Project,
-		RequireApproval: t.RequireApproval}
+		RequireApproval: t.RequireApproval, InitSecrets: t.InitSecrets}
 	if t.RevokedAt != nil {
 		v.Status = protocol.TokenRevoked
 	}
@@ -42,9 +42,13 @@ func (m *Service) handleCreateToken(w http.ResponseWriter, r *http.Request, acct
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
+	names, ok := m.checkInitSecrets(w, r, acct, req)
+	if !ok {
+		return
+	}
 	value := api.NewSecret("", 24)
 	t := store.Token{ID: api.NewID("k_"), AccountID: acct, Name: req.Name, Hash: api.HashSecret(value), CreatedAt: m.cfg.Now(),
-		Org: req.Org, Project: req.Project, RequireApproval: req.RequireApproval}
+		Org: req.Org, Project: req.Project, RequireApproval: req.RequireApproval, InitSecrets: names}
 	if err := m.st.CreateToken(r.Context(), t); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "a token named %q already exists (its value is shown only when it is created, and a revoked token keeps its name): choose another name", req.Name)
@@ -220,6 +224,7 @@ func (m *Service) instanceView(in store.Instance, tokenNames map[string]string, 
 	if in.DeregisteredAt != nil {
 		v.Status = protocol.DelegateDeregistered
 	}
+	v.DuplicateIdentity = m.procs.Duplicate(in.AccountID+"\x00"+in.IdentityKey, now)
 	if v.Status != protocol.DelegateConnected {
 		v.Connection, v.Perf = "", nil
 	}

@@ -33,7 +33,7 @@ func (m *Service) handleClusterEvents() {
 			d.dropRunning(ev.Task)
 			d.push(protocol.Event{Kind: protocol.EventAbort, TaskID: ev.Task, Reason: "stopped by another manager"})
 		}
-		m.logs.finish(ev.Task)
+		m.logs.Finish(ev.Task)
 	})
 	m.bus.Handle(cluster.Config, func(ctx context.Context, ev cluster.Event) {
 		m.reconfigure(ctx, ev.Account)

@@ -14,6 +14,7 @@ import (
 	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/cluster"
 	"github.com/legate-dev/legate/internal/protocol"
+	"github.com/legate-dev/legate/internal/secretref"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -100,7 +101,25 @@ func (m *Service) configurationFor(ctx context.Context, acct string, d configTar
 	if err != nil {
 		return nil, err
 	}
-	return appliedView(applicableConfiguration(cs, d)), nil
+	c := applicableConfiguration(cs, d)
+	out := appliedView(c)
+	if c == nil {
+		return nil, nil
+	}
+	if names, _ := secretref.Names(c.Script); len(names) > 0 {
+		// Resolved at each delivery, at the configuration's scope; the
+		// write checked the writer's secret:access. A name found nowhere
+		// is left out: the delegate fails the run naming it.
+		values, _, err := m.st.SecretValues(ctx, acct, c.Org, c.Project, names)
+		if err != nil {
+			if kerr := m.secrets.SealError(err); kerr != nil {
+				err = kerr
+			}
+			m.log.Error("cannot give a configuration its stored secrets", "configuration", c.Name, "err", err)
+		}
+		out.Secrets = values
+	}
+	return out, nil
 }
 
 func appliedView(c *store.Configuration) *protocol.AppliedConfiguration {
@@ -232,7 +251,7 @@ func (m *Service) handleConfigurationResult(w http.ResponseWriter, r *http.Reque
 	}
 	res := store.ConfigurationResult{
 		InstanceID: d.id, Configuration: req.Name, Version: req.Version, ExitCode: req.ExitCode,
-		Error: truncate(req.Error, 1024), Output: truncate(req.Output, maxConfigurationOutput),
+		Error: protocol.Truncate(req.Error, 1024), Output: protocol.Truncate(req.Output, maxConfigurationOutput),
 		OutputBytes: max(req.OutputBytes, int64(len(req.Output))), StartedAt: req.StartedAt, FinishedAt: req.FinishedAt,
 		Org: c.Org, Project: c.Project,
 	}
@@ -250,21 +269,6 @@ func (m *Service) handleConfigurationResult(w http.ResponseWriter, r *http.Reque
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// truncate cuts s to at most n bytes, on a UTF-8 boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && s[len(s)-1]&0xC0 == 0x80 {
-		s = s[:len(s)-1]
-	}
-	if len(s) > 0 && s[len(s)-1] >= 0xC0 {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
 // --- admin API -------------------------------------------------------------------
 
 func configurationView(c store.Configuration) protocol.Configuration {
@@ -274,28 +278,6 @@ func configurationView(c store.Configuration) protocol.Configuration {
 	}
 	return protocol.Configuration{Name: c.Name, Script: c.Script, Selectors: sel, Version: c.Version,
 		Org: c.Org, Project: c.Project, CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC()}
-}
-
-// checkConfiguration validates a script and selectors and returns the
-// selectors normalized.
-func checkConfiguration(script string, selectors []string) ([]string, string) {
-	if strings.TrimSpace(script) == "" {
-		return nil, "the configuration script is empty"
-	}
-	if len(script) > protocol.MaxConfigurationScript {
-		return nil, "the configuration script is " + strconv.Itoa(len(script)) + " bytes; at most " +
-			strconv.Itoa(protocol.MaxConfigurationScript) + " are allowed (install from a file the script downloads instead)"
-	}
-	sel := protocol.NormalizeSelectors(selectors)
-	if len(sel) > protocol.MaxConfigurationSelectors {
-		return nil, "too many selectors (at most " + strconv.Itoa(protocol.MaxConfigurationSelectors) + ")"
-	}
-	for _, s := range sel {
-		if len(s) > protocol.MaxSelectorLen || strings.ContainsRune(s, ',') || protocol.HasControl(s) {
-			return nil, "selector " + strconv.Quote(s) + " is invalid: at most 253 characters, no commas or control characters"
-		}
-	}
-	return sel, ""
 }
 
 func (m *Service) handleCreateConfiguration(w http.ResponseWriter, r *http.Request, acct string) {
@@ -308,7 +290,7 @@ func (m *Service) handleCreateConfiguration(w http.ResponseWriter, r *http.Reque
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	sel, msg := checkConfiguration(req.Script, req.Selectors)
+	sel, msg := protocol.CheckConfiguration(req.Script, req.Selectors)
 	if msg != "" {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", msg)
 		return
@@ -316,6 +298,9 @@ func (m *Service) handleCreateConfiguration(w http.ResponseWriter, r *http.Reque
 	req.Org, req.Project = strings.TrimSpace(req.Org), strings.TrimSpace(req.Project)
 	if err := m.scopes.CheckScope(r.Context(), acct, req.Org, req.Project); err != nil {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		return
+	}
+	if !m.checkScriptSecrets(w, r, acct, req.Org, req.Project, req.Script) {
 		return
 	}
 	c, err := m.st.CreateConfiguration(r.Context(), store.Configuration{AccountID: acct, Name: req.Name, Script: req.Script,
@@ -330,6 +315,24 @@ func (m *Service) handleCreateConfiguration(w http.ResponseWriter, r *http.Reque
 	v := configurationView(c)
 	v.Notice = m.reachNotice(r.Context(), acct, c)
 	api.WriteJSON(w, http.StatusCreated, v)
+}
+
+// checkScriptSecrets checks the stored secrets a configuration script
+// references as a task's are checked (secrets.Bind): each must resolve at
+// the configuration's scope and the caller must hold secret:access on it.
+// It answers and returns false when they do not.
+func (m *Service) checkScriptSecrets(w http.ResponseWriter, r *http.Request, acct, org, project, script string) bool {
+	if !secretref.Has(script) {
+		return true
+	}
+	spec := protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: script}, Org: org, Project: project}
+	caller := api.CallerOf(r.Context()).Policy
+	_, err := m.secrets.Bind(r.Context(), acct, spec, func(context.Context) (*access.Policy, error) { return caller, nil })
+	if err != nil {
+		m.refuseSecrets(w, r, acct, caller, err)
+		return false
+	}
+	return true
 }
 
 func (m *Service) handleListConfigurations(w http.ResponseWriter, r *http.Request, acct string) {
@@ -378,13 +381,23 @@ func (m *Service) handleUpdateConfiguration(w http.ResponseWriter, r *http.Reque
 	if req.Selectors != nil {
 		sel = *req.Selectors
 	}
-	norm, msg := checkConfiguration(script, sel)
+	norm, msg := protocol.CheckConfiguration(script, sel)
 	if msg != "" {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", msg)
 		return
 	}
 	if req.Selectors != nil {
 		u.Selectors = &norm
+	}
+	if req.Script != nil && secretref.Has(script) {
+		old, err := m.st.GetConfiguration(r.Context(), acct, name)
+		if err != nil {
+			api.StoreError(w, err, "configuration "+strconv.Quote(name))
+			return
+		}
+		if !m.checkScriptSecrets(w, r, acct, old.Org, old.Project, script) {
+			return
+		}
 	}
 	c, err := m.st.UpdateConfiguration(r.Context(), acct, name, u, m.cfg.Now())
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/api"
+	"github.com/legate-dev/legate/internal/duplicate"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -190,10 +191,15 @@ func (m *Service) handleRegister(w http.ResponseWriter, r *http.Request) {
 			"listed", cut, "looked_at", len(req.Running), "capacity", req.Capacity,
 			"account", req.AccountID, "token", tok.Name, "name", req.Name, "hostname", req.Hostname)
 	}
+	key := req.AccountID + "\x00" + identityKey(req)
+	if !m.admitProcess(w, key, req) {
+		return
+	}
 	in, ok := m.recordInstance(w, r, req, tok)
 	if !ok {
 		return
 	}
+	m.procs.Registered(key, in.ID)
 	if in.Approval == protocol.ApprovalRejected {
 		m.log.Info("registration refused: the delegate was rejected", "account", in.AccountID, "instance", in.ID,
 			"name", in.Name, "hostname", in.Hostname, "token", tok.Name)
@@ -226,6 +232,28 @@ func (m *Service) handleRegister(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// admitProcess refuses (answers and returns false) a registration of a
+// second live process with an identity another live process registered
+// with first (package duplicate).
+func (m *Service) admitProcess(w http.ResponseWriter, key string, req protocol.RegisterRequest) bool {
+	now := m.cfg.Now()
+	p := duplicate.Process{ID: req.ProcessID, Hostname: req.Hostname, IP: strings.TrimSpace(req.IP), At: now}
+	refusal, found := m.procs.Admit(key, req.Name, p, now, func(instance string) bool {
+		d := m.hub.get(instance)
+		return d != nil && !d.isGone() && now.Sub(time.Unix(0, d.lastSeen.Load())) <= m.window()
+	})
+	if found {
+		m.log.Error("two live delegate processes registered with one identity; the first keeps it", "account", req.AccountID,
+			"name", req.Name, "hostname", req.Hostname, "duplicate", m.procs.Duplicate(key, now))
+	}
+	if refusal == "" {
+		return true
+	}
+	m.log.Debug("registration refused: another live process holds the identity", "name", req.Name, "hostname", req.Hostname, "ip", req.IP)
+	api.WriteError(w, http.StatusConflict, protocol.CodeDuplicateIdentity, "%s", refusal)
+	return false
+}
+
 // checkRegisterRequest trims and checks a registration's fields. A list
 // of running tasks longer than the delegate may run is not refused (an
 // honest delegate never sends one, and must always be able to register):
@@ -251,6 +279,8 @@ func checkRegisterRequest(req *protocol.RegisterRequest) (cut int, err error) {
 		return 0, errors.New("description too long (at most 1024 bytes)")
 	case len(req.Slot) > 64:
 		return 0, errors.New("slot too long (at most 64 bytes)")
+	case len(req.ProcessID) > protocol.MaxProcessID:
+		return 0, fmt.Errorf("process_id too long (at most %d bytes)", protocol.MaxProcessID)
 	case req.Upgrade != protocol.UpgradeManual && req.Upgrade != protocol.UpgradeAuto && req.Upgrade != protocol.UpgradeOff:
 		return 0, fmt.Errorf("upgrade %q: want %q, %q or empty", req.Upgrade, protocol.UpgradeAuto, protocol.UpgradeOff)
 	}

@@ -305,7 +305,7 @@ func (m *Service) handleLogs(w http.ResponseWriter, r *http.Request, d *live) {
 		c.Attempt = int(req.Epoch)
 		out[i] = store.StoredChunk{Attempt: int(req.Epoch), Chunk: c}
 	}
-	m.logs.publish(id, out)
+	m.logs.Publish(id, out)
 	m.events.Publish(r.Context(), events.Event{Kind: events.TaskOutput, TaskID: id})
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -40,9 +40,9 @@ func (m *Service) subscribe() {
 	m.events.Subscribe(func(_ context.Context, e events.Event) {
 		switch {
 		case e.Kind == events.TaskEnded:
-			m.logs.finish(e.TaskID)
+			m.logs.Finish(e.TaskID)
 		case e.Kind == events.TaskOutput && e.Remote:
-			m.logs.stored(e.TaskID)
+			m.logs.Stored(e.TaskID)
 		}
 	}, events.TaskEnded, events.TaskOutput)
 }

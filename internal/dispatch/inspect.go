@@ -25,41 +25,14 @@ func (m *Service) Live(instanceID string) (d assign.Delegate, connection string,
 
 // Followers returns how many followers of a task's log this manager
 // holds, and how many of them lagged.
-func (m *Service) Followers(taskID string) (n, lagged int) {
-	m.logs.mu.Lock()
-	defer m.logs.mu.Unlock()
-	for f := range m.logs.subs[taskID] {
-		n++
-		select {
-		case <-f.lagged:
-			lagged++
-		default:
-		}
-	}
-	return n, lagged
-}
+func (m *Service) Followers(taskID string) (n, lagged int) { return m.logs.Followers(taskID) }
 
 // FollowedTasks returns how many tasks have a follower of their log here.
-func (m *Service) FollowedTasks() int {
-	m.logs.mu.Lock()
-	defer m.logs.mu.Unlock()
-	return len(m.logs.subs)
-}
+func (m *Service) FollowedTasks() int { return m.logs.Tasks() }
 
 // LagFollowers marks every follower of a task's log lagged, as the log
 // bus does to one that falls behind, and returns how many it marked.
-func (m *Service) LagFollowers(taskID string) int {
-	m.logs.mu.Lock()
-	fs := make([]*follower, 0, len(m.logs.subs[taskID]))
-	for f := range m.logs.subs[taskID] {
-		fs = append(fs, f)
-	}
-	m.logs.mu.Unlock()
-	for _, f := range fs {
-		f.markLagged()
-	}
-	return len(fs)
-}
+func (m *Service) LagFollowers(taskID string) int { return m.logs.LagAll(taskID) }
 
 // QueuedTask returns the task the queue index holds for id.
 func (m *Service) QueuedTask(id string) (store.Task, bool) {

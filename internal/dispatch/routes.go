@@ -27,6 +27,7 @@ func (m *Service) Routes() []api.Route {
 		{Method: "POST", Pattern: protocol.PathCapabilities, Body: api.BodyReport, Delegate: m.delegateAuth(m.handleCapabilities)},
 		{Method: "GET", Pattern: protocol.PathDelegateConfiguration, Delegate: m.delegateAuth(m.handleDelegateConfiguration)},
 		{Method: "POST", Pattern: protocol.PathDelegateConfigurationResult, Body: api.BodyReport, Delegate: m.delegateAuth(m.handleConfigurationResult)},
+		{Method: "POST", Pattern: protocol.PathDelegateInitSecrets, Body: api.BodySmall, Public: m.handleInitSecrets},
 
 		// Admin API. Each route's rule: the permission and where its scope
 		// comes from (access.go).

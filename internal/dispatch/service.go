@@ -22,7 +22,9 @@ import (
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/assign"
 	"github.com/legate-dev/legate/internal/cluster"
+	"github.com/legate-dev/legate/internal/duplicate"
 	"github.com/legate-dev/legate/internal/events"
+	"github.com/legate-dev/legate/internal/logbus"
 	"github.com/legate-dev/legate/internal/metrics"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
@@ -60,6 +62,9 @@ type Store interface {
 	GetTask(ctx context.Context, accountID, id string) (store.Task, error)
 	InstanceApproval(ctx context.Context, id string) (string, error)
 	ListConfigurations(ctx context.Context, accountID string) ([]store.Configuration, error)
+	// SecretValues returns the values of names at org/project (closest
+	// scope first) and the names found nowhere.
+	SecretValues(ctx context.Context, acct, org, project string, names []string) (map[string]string, []string, error)
 	ListConnectors(ctx context.Context, accountID string) ([]store.Connector, error)
 	ListInstancePage(ctx context.Context, q store.InstanceQuery) ([]store.Instance, error)
 	ListInstances(ctx context.Context, accountID string) ([]store.Instance, error)
@@ -192,8 +197,10 @@ type Service struct {
 	log        *slog.Logger
 	sessionKey []byte
 	hub        *hub
-	logs       *logBus
-	started    time.Time
+	logs       *logbus.Bus
+	// procs tells restarts from two live processes of one identity.
+	procs   duplicate.Tracker
+	started time.Time
 
 	// stopping is closed when shutdown begins; long polls and WebSockets
 	// end on it so the HTTP server can drain.
@@ -249,7 +256,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		log:        cfg.Log,
 		sessionKey: cfg.SessionKey,
 		hub:        newHub(),
-		logs:       newLogBus(),
+		logs:       logbus.New(),
 		started:    cfg.Now(),
 		stopping:   make(chan struct{}),
 		sweepWake:  make(chan struct{}, 1),

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/api"
+	"github.com/legate-dev/legate/internal/logbus"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -38,9 +39,9 @@ func (m *Service) handleTaskLogs(w http.ResponseWriter, r *http.Request, acct st
 	if follow {
 		// Subscribed before the stored output is read, so that nothing
 		// falls between the two.
-		s.sub = m.logs.subscribe(id)
+		s.sub = m.logs.Subscribe(id)
 		// s.sub changes when a lagged follow subscribes again.
-		defer func() { m.logs.unsubscribe(id, s.sub) }()
+		defer func() { m.logs.Unsubscribe(id, s.sub) }()
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	if s.frames {
@@ -88,8 +89,8 @@ type logStream struct {
 	cur     store.LogCursor // the last chunk sent
 	w       http.ResponseWriter
 	enc     *json.Encoder
-	flusher http.Flusher // nil when the writer cannot flush
-	sub     *follower    // nil unless following
+	flusher http.Flusher     // nil when the writer cannot flush
+	sub     *logbus.Follower // nil unless following
 	// frames: the answer is log frames, not NDJSON; buf holds the header
 	// of the frame being written.
 	frames bool
@@ -169,7 +170,7 @@ func (s *logStream) end(ctx context.Context) {
 // upload that carries more than the tail never writes them).
 func (s *logStream) sendQueued() bool {
 	select {
-	case c := <-s.sub.ch:
+	case c := <-s.sub.C():
 		return s.sendLive(c)
 	default:
 		return true
@@ -180,12 +181,12 @@ func (s *logStream) sendQueued() bool {
 // skipping those already sent from the store.
 func (s *logStream) sendLive(c store.StoredChunk) bool {
 	for {
-		s.sub.took(c)
+		s.sub.Took(c)
 		if s.after(c) && !s.send(c) {
 			return false
 		}
 		select {
-		case c = <-s.sub.ch:
+		case c = <-s.sub.C():
 			continue
 		default:
 		}
@@ -231,27 +232,27 @@ func (s *logStream) follow(ctx context.Context) {
 		// Output does not end a task: only the other paths check.
 		check = true
 		select {
-		case c := <-s.sub.ch:
+		case c := <-s.sub.C():
 			if !s.sendLive(c) {
 				return
 			}
 			check, live = false, true
-		case <-s.sub.stored:
+		case <-s.sub.StoredC():
 			if !s.sendQueued() || !s.drain(ctx) {
 				return
 			}
 			check = false
-		case <-s.sub.lagged:
+		case <-s.sub.Lagged():
 			// Fell behind: send what the bus holds, read the rest from the
 			// store, and subscribe again.
 			if !s.sendQueued() {
 				return
 			}
-			s.sub = s.m.logs.resubscribe(s.id, s.sub)
+			s.sub = s.m.logs.Resubscribe(s.id, s.sub)
 			if !s.drain(ctx) {
 				return
 			}
-		case <-s.sub.done:
+		case <-s.sub.Done():
 			if !s.sendQueued() {
 				return
 			}

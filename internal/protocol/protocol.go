@@ -169,6 +169,11 @@ const (
 	PathDelegateConfiguration       = "/api/v1/delegate/configuration"
 	PathDelegateConfigurationResult = "/api/v1/delegate/configuration/result"
 
+	// PathDelegateInitSecrets answers (POST, with the delegate token as
+	// at registration) the stored secrets a delegate's INIT_SCRIPT uses,
+	// among those its token gives (InitSecretsRequest). Since v5.
+	PathDelegateInitSecrets = "/api/v1/delegate/init-secrets"
+
 	// PathConfigurations is the admin API of delegate configurations
 	// (+ "/{name}"). Since v3.
 	PathConfigurations = "/api/v1/configurations"
@@ -386,7 +391,15 @@ type RegisterRequest struct {
 	// run the types there were before kubernetes (RunsTaskType); an older
 	// manager ignores the field.
 	TaskTypes []string `json:"task_types,omitempty"`
+	// ProcessID is random and the same for every registration of one
+	// delegate process (at most MaxProcessID bytes): it tells a restart
+	// (a new process) from two live processes that share one identity.
+	// Empty from an older delegate. Since v5.
+	ProcessID string `json:"process_id,omitempty"`
 }
+
+// MaxProcessID bounds RegisterRequest.ProcessID.
+const MaxProcessID = 64
 
 // MaxTaskTypes bounds RegisterRequest.TaskTypes; a manager keeps the
 // first that many.
@@ -823,6 +836,29 @@ type CreateTokenRequest struct {
 	// RequireApproval: delegates that register with the token wait,
 	// listed as pending, until an administrator approves them. Since v4.
 	RequireApproval bool `json:"require_approval,omitempty"`
+	// InitSecrets names the stored secrets (at the token's scope) the
+	// INIT_SCRIPT of its delegates may use as ${secrets.NAME}; who
+	// creates the token needs secret:access on each. At most
+	// MaxInitSecrets. Since v5.
+	InitSecrets []string `json:"init_secrets,omitempty"`
+}
+
+// MaxInitSecrets bounds CreateTokenRequest.InitSecrets and
+// InitSecretsRequest.Names.
+const MaxInitSecrets = 32
+
+// InitSecretsRequest asks for the values of the stored secrets a
+// delegate's INIT_SCRIPT references, before it registers: the account and
+// token are checked as at registration.
+type InitSecretsRequest struct {
+	AccountID string   `json:"account_id"`
+	Token     string   `json:"token"`
+	Names     []string `json:"names"`
+}
+
+// InitSecretsResponse carries the values, by name.
+type InitSecretsResponse struct {
+	Secrets map[string]string `json:"secrets"`
 }
 
 // Token describes a delegate token. Value is set only when it is created.
@@ -836,6 +872,8 @@ type Token struct {
 	Project   string     `json:"project,omitempty"`
 	// RequireApproval: see CreateTokenRequest. Since v4.
 	RequireApproval bool `json:"require_approval,omitempty"`
+	// InitSecrets: see CreateTokenRequest. Since v5.
+	InitSecrets []string `json:"init_secrets,omitempty"`
 }
 
 // Token statuses.
@@ -903,10 +941,15 @@ type Delegate struct {
 	// (RunsTaskType). Since v5.
 	TaskTypes []string `json:"task_types,omitempty"`
 	// ContainerRuntime is the container runtime the instance registered
-	// ("podman", "docker", "docker-api"; empty: none, and
+	// ("podman", "docker", "docker-api", "kubernetes"; empty: none, and
 	// ContainerReason says why when it said).
 	ContainerRuntime string `json:"container_runtime,omitempty"`
 	ContainerReason  string `json:"container_reason,omitempty"`
+	// DuplicateIdentity, when not empty, says that two live processes
+	// registered with this instance's identity (name and hostname, as in
+	// two clusters with the same spec), which one keeps it and which one
+	// is refused; shown while the refused one still tries. Since v5.
+	DuplicateIdentity string `json:"duplicate_identity,omitempty"`
 }
 
 // Approval states of a delegate registered with a token that requires
@@ -1274,6 +1317,12 @@ type AppliedConfiguration struct {
 	Name    string `json:"name"`
 	Version int64  `json:"version"`
 	Script  string `json:"script"`
+	// Secrets are the values of the stored secrets the script references
+	// as ${secrets.NAME}, resolved at the configuration's scope (a name
+	// found nowhere is left out). The delegate gives them to the script
+	// in its environment, never in the script file, and masks them in
+	// its output. Since v5.
+	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
 // DelegateConfigurationResponse answers GET PathDelegateConfiguration.
@@ -1636,6 +1685,11 @@ const (
 	// WebSocket frame (the delegate is newer): the delegate makes the
 	// HTTP call instead. Since v5.
 	CodeUnknownFrame Code = "unknown_frame"
+	// CodeDuplicateIdentity: another live delegate process holds the
+	// identity (name, hostname) this one registers with, and registered
+	// first; the message names both. The process may retry (it takes
+	// over when the other one stops) but should say so loudly. Since v5.
+	CodeDuplicateIdentity Code = "duplicate_identity"
 )
 
 // Recoverable reports whether an error with this code may succeed if

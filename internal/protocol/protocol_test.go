@@ -70,7 +70,7 @@ func TestTerminalAndValid(t *testing.T) {
 func TestRecoverableTable(t *testing.T) {
 	for code, want := range map[Code]bool{
 		CodeUnauthenticated: false, CodeTokenRevoked: false, CodeStaleLease: false, CodeAPIKeyRevoked: false, CodeIdentityConflict: false, CodeDelegateRejected: false, CodeDeploymentLimit: false, CodeDelegateExpired: false, CodeUnknownFrame: false,
-		CodeInternal: true, CodeUnavailable: true, CodeSessionExpired: true, CodeNoCapacity: true, CodeRateLimited: true,
+		CodeInternal: true, CodeUnavailable: true, CodeSessionExpired: true, CodeNoCapacity: true, CodeRateLimited: true, CodeDuplicateIdentity: true,
 		Code("some_future_code"): true,
 	} {
 		if got := code.Recoverable(); got != want {

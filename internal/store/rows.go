@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/legate-dev/legate/internal/protocol"
@@ -22,15 +23,19 @@ var errRowChanged = errors.New("task changed concurrently")
 
 // --- tokens ------------------------------------------------------------------------
 
-const tokenCols = `id, account_id, name, hash, created_at, revoked_at, org, project, require_approval`
+const tokenCols = `id, account_id, name, hash, created_at, revoked_at, org, project, require_approval, init_secrets`
 
 func scanToken(r rowScanner) (Token, error) {
 	var t Token
 	var created int64
 	var revoked sql.NullInt64
 	var approval int
-	if err := r.Scan(&t.ID, &t.AccountID, &t.Name, &t.Hash, &created, &revoked, &t.Org, &t.Project, &approval); err != nil {
+	var initSecrets string
+	if err := r.Scan(&t.ID, &t.AccountID, &t.Name, &t.Hash, &created, &revoked, &t.Org, &t.Project, &approval, &initSecrets); err != nil {
 		return Token{}, err
+	}
+	if initSecrets != "" {
+		t.InitSecrets = strings.Split(initSecrets, ",")
 	}
 	t.RequireApproval = approval != 0
 	t.CreatedAt = fromMicros(created)

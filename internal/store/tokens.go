@@ -5,14 +5,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
 // CreateToken stores a token. ErrConflict if the account already has a token
 // with that name (revoked tokens keep their name).
 func (s *Store) CreateToken(ctx context.Context, t Token) error {
-	err := s.insert(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		t.ID, t.AccountID, t.Name, t.Hash, micros(t.CreatedAt), nullMicros(t.RevokedAt), t.Org, t.Project, boolInt(t.RequireApproval))
+	err := s.insert(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		t.ID, t.AccountID, t.Name, t.Hash, micros(t.CreatedAt), nullMicros(t.RevokedAt), t.Org, t.Project, boolInt(t.RequireApproval),
+		strings.Join(t.InitSecrets, ","))
 	if err != nil {
 		return fmt.Errorf("create token %q: %w", t.Name, err)
 	}

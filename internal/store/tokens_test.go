@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -90,6 +91,30 @@ func TestTokens(t *testing.T) {
 		other, err := s.TokenByID(ctx, "t3")
 		if err != nil || other.RevokedAt != nil {
 			t.Errorf("revoking acc1/prod touched acc2/prod: %+v, %v", other, err)
+		}
+	})
+}
+
+// TestTokenInitSecrets: the secrets a token gives INIT_SCRIPT are kept
+// with it, in order, on every read; a token that gives none reads nil.
+func TestTokenInitSecrets(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		if err := s.CreateToken(ctx, Token{ID: "t1", AccountID: "acc1", Name: "init", Hash: "h1", CreatedAt: t0, InitSecrets: []string{"REG_PW", "NPM_TOKEN"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateToken(ctx, Token{ID: "t2", AccountID: "acc1", Name: "plain", Hash: "h2", CreatedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.TokenByHash(ctx, "acc1", "h1")
+		if err != nil || !slices.Equal(got.InitSecrets, []string{"REG_PW", "NPM_TOKEN"}) {
+			t.Fatalf("TokenByHash: %+v, %v", got, err)
+		}
+		plain, err := s.TokenByID(ctx, "t2")
+		if err != nil || plain.InitSecrets != nil {
+			t.Fatalf("a token that gives none: %+v, %v", plain, err)
 		}
 	})
 }

@@ -46,6 +46,9 @@ type Token struct {
 	// RequireApproval: delegates that register with the token wait for an
 	// administrator's approval (Instance.Approval).
 	RequireApproval bool
+	// InitSecrets are the stored secrets (names, at the token's scope)
+	// its delegates' INIT_SCRIPT may use.
+	InitSecrets []string
 }
 
 // Instance is one delegate process, identified within its account by

@@ -1,4 +1,4 @@
-package dispatch
+package logbus
 
 import (
 	"fmt"
@@ -14,13 +14,13 @@ import (
 // hold at most busQueueBytes, and what they take or leave behind leaves
 // the account.
 func TestLogBusBoundsQueuedBytes(t *testing.T) {
-	b := newLogBus()
+	b := New()
 	chunk := func(seq int64) store.StoredChunk {
 		// 512 KiB, twice a delegate's chunk: the queue's bytes, not its
 		// 256 places, bound it.
 		return store.StoredChunk{Attempt: 1, Chunk: protocol.LogChunk{Seq: seq, Data: strings.Repeat("x", 512<<10)}}
 	}
-	lagged := func(f *follower) bool {
+	lagged := func(f *Follower) bool {
 		select {
 		case <-f.lagged:
 			return true
@@ -29,49 +29,49 @@ func TestLogBusBoundsQueuedBytes(t *testing.T) {
 		}
 	}
 	perFollower := followerQueueBytes / (512 << 10)
-	slow := b.subscribe("t1")
+	slow := b.Subscribe("t1")
 	for i := range perFollower {
-		b.publish("t1", []store.StoredChunk{chunk(int64(i + 1))})
+		b.Publish("t1", []store.StoredChunk{chunk(int64(i + 1))})
 	}
 	if lagged(slow) || len(slow.ch) != perFollower {
 		t.Fatalf("after %d chunks (%d MiB): lagged %v, queued %d; want not lagged, all queued", perFollower, followerQueueBytes>>20, lagged(slow), len(slow.ch))
 	}
-	b.publish("t1", []store.StoredChunk{chunk(int64(perFollower + 1))})
+	b.Publish("t1", []store.StoredChunk{chunk(int64(perFollower + 1))})
 	if !lagged(slow) || len(slow.ch) != perFollower {
 		t.Fatalf("one chunk past %d MiB: lagged %v, queued %d; want lagged, %d queued", followerQueueBytes>>20, lagged(slow), len(slow.ch), perFollower)
 	}
 	// Taking a chunk makes room again.
-	slow.took(<-slow.ch)
-	b.publish("t1", []store.StoredChunk{chunk(int64(perFollower + 2))})
+	slow.Took(<-slow.ch)
+	b.Publish("t1", []store.StoredChunk{chunk(int64(perFollower + 2))})
 	if len(slow.ch) != perFollower {
 		t.Fatalf("after taking one: %d queued, want %d", len(slow.ch), perFollower)
 	}
 
 	// Followers of other tasks fill the bus up to busQueueBytes.
-	var others []*follower
+	var others []*Follower
 	for n := 2; b.queued.Load()+followerQueueBytes <= busQueueBytes; n++ {
 		id := fmt.Sprint("t", n)
-		f := b.subscribe(id)
+		f := b.Subscribe(id)
 		others = append(others, f)
 		for i := range perFollower {
-			b.publish(id, []store.StoredChunk{chunk(int64(i + 1))})
+			b.Publish(id, []store.StoredChunk{chunk(int64(i + 1))})
 		}
 		if lagged(f) {
 			t.Fatalf("follower %s lagged with the bus at %d MiB", id, b.queued.Load()>>20)
 		}
 	}
-	last := b.subscribe("tlast")
-	b.publish("tlast", []store.StoredChunk{chunk(1)})
+	last := b.Subscribe("tlast")
+	b.Publish("tlast", []store.StoredChunk{chunk(1)})
 	if !lagged(last) || len(last.ch) != 0 {
 		t.Fatalf("with the bus full (%d MiB): lagged %v, queued %d; want lagged, none queued", b.queued.Load()>>20, lagged(last), len(last.ch))
 	}
 	if got := b.queued.Load(); got > busQueueBytes {
 		t.Fatalf("bus holds %d bytes, more than %d", got, busQueueBytes)
 	}
-	b.unsubscribe("t1", slow)
-	b.unsubscribe("tlast", last)
+	b.Unsubscribe("t1", slow)
+	b.Unsubscribe("tlast", last)
 	for i, f := range others {
-		b.unsubscribe(fmt.Sprint("t", i+2), f)
+		b.Unsubscribe(fmt.Sprint("t", i+2), f)
 	}
 	if got := b.queued.Load(); got != 0 {
 		t.Fatalf("bus account %d bytes after every follower left, want 0", got)
