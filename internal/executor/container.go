@@ -103,6 +103,7 @@ func FindContainers(getenv func(string) string, owner, platform string) (*Contai
 	}
 	socket, hostErr := dockerHostSocket(getenv("DOCKER_HOST"))
 	if want == "" && platform == protocol.PlatformFargate && socket == "" {
+		//lint:ignore ST1005 it starts with a name (Fargate)
 		return nil, errors.New(NoRuntimeOnFargate)
 	}
 	switch {

@@ -161,7 +161,7 @@ func socketError(socket string, err error) error {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return fmt.Errorf("nothing listens on the Docker API socket %s: is the Docker daemon (or podman system service) running?", socket)
 	}
-	return fmt.Errorf("Docker API socket %s: %w", socket, err)
+	return fmt.Errorf("the Docker API socket %s: %w", socket, err)
 }
 
 // probe checks that the daemon answers and speaks minDockerAPI or newer.
@@ -182,10 +182,10 @@ func (d *dockerAPI) probe(ctx context.Context) error {
 		APIVersion string `json:"ApiVersion"`
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("Docker API socket %s: GET /version: HTTP %d: is it a Docker Engine API?", d.socket, resp.StatusCode)
+		return fmt.Errorf("the Docker API socket %s: GET /version: HTTP %d: is it a Docker Engine API?", d.socket, resp.StatusCode)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&v); err != nil {
-		return fmt.Errorf("Docker API socket %s: GET /version: %w", d.socket, err)
+		return fmt.Errorf("the Docker API socket %s: GET /version: %w", d.socket, err)
 	}
 	if !apiVersionAtLeast(v.APIVersion, minDockerAPI) {
 		return fmt.Errorf("the Docker daemon on %s speaks API version %q (Docker %s); legate needs %s or newer (Docker 19.03 or newer, podman 3 or newer): upgrade the daemon",
