@@ -663,6 +663,9 @@ type TaskSpec struct {
 	// Connector names a connector whose selectors (unless the task has its
 	// own) and URL (as a capability) the task inherits. Since v2.
 	Connector string `json:"connector,omitempty"`
+	// Priority orders the queue (PriorityMin to PriorityMax; 0 means
+	// PriorityNormal): see PriorityAgingStep.
+	Priority int `json:"priority,omitempty"`
 }
 
 // Limits of a TaskSpec: the manager refuses values outside them (400,
@@ -708,6 +711,7 @@ type Task struct {
 	Project          string            `json:"project,omitempty"`
 	Capabilities     []string          `json:"capabilities,omitempty"`
 	Connector        string            `json:"connector,omitempty"`
+	Priority         int               `json:"priority"`
 	DelegateName     string            `json:"delegate_name"`
 	DelegateHostname string            `json:"delegate_hostname"`
 	InstanceID       string            `json:"instance_id,omitempty"`
