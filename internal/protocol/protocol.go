@@ -1841,6 +1841,9 @@ type PipelineList struct {
 // (the rest take their defaults).
 type RunPipelineRequest struct {
 	Inputs map[string]string `json:"inputs,omitempty"`
+	// Priority is the priority of the run's step tasks (PriorityMin to
+	// PriorityMax); 0: the pipeline's, else normal.
+	Priority int `json:"priority,omitempty"`
 }
 
 // Run statuses. A step has these and, for a step whose task ended
@@ -1863,6 +1866,8 @@ type Run struct {
 	Version  int64             `json:"version"`
 	Inputs   map[string]string `json:"inputs,omitempty"`
 	Status   string            `json:"status"`
+	// Priority is the priority of the run's step tasks.
+	Priority int `json:"priority,omitempty"`
 	// CancelRequested: a cancel was asked for; the run ends once its
 	// running steps have.
 	CancelRequested bool `json:"cancel_requested,omitempty"`

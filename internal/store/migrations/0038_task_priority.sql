@@ -9,3 +9,6 @@ ALTER TABLE tasks ADD COLUMN queue_rank BIGINT NOT NULL DEFAULT 0;
 UPDATE tasks SET queue_rank = created_at - 300000000;
 DROP INDEX tasks_queued_order;
 CREATE INDEX tasks_queued_rank ON tasks (queue_rank, id) WHERE status = 'queued';
+-- A pipeline run's own priority, which its step tasks take (0: the
+-- pipeline definition's, or normal).
+ALTER TABLE pipeline_runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
