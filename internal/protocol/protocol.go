@@ -499,6 +499,10 @@ type Event struct {
 	// Capabilities of the available task, which the delegate validates
 	// before acquiring it (criteria only; never payloads). Since v2.
 	Capabilities []string `json:"capabilities,omitempty"`
+	// Rank is the available task's place in the queue (QueueRank: the
+	// smaller goes first): a delegate that holds several offers it had no
+	// free slot for takes them in this order. 0 from older managers.
+	Rank int64 `json:"rank,omitempty"`
 	// Req, Error and Acquired make up an EventAck (since v5): the number
 	// of the frame it answers, the error the HTTP call would have answered
 	// (nil: ok), and one answer per task of a FrameAcquire, in the frame's
