@@ -546,9 +546,9 @@ func TestTaskGetListLogsCancel(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	want := "ID   STATUS  TYPE   EXIT  DELEGATE  CREATED  DURATION\n" +
-		"t_2  queued  shell  -     -         0s ago   -\n" +
-		"t_1  failed  shell  3     d1        0s ago   1.5s\n"
+	want := "ID   STATUS  PRIORITY  TYPE   EXIT  DELEGATE  CREATED  DURATION\n" +
+		"t_2  queued  normal    shell  -     -         0s ago   -\n" +
+		"t_1  failed  normal    shell  3     d1        0s ago   1.5s\n"
 	if d := cmp.Diff(want, r.stdout); d != "" {
 		t.Errorf("task list (-want +got):\n%s", d)
 	}

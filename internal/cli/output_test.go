@@ -70,8 +70,8 @@ func TestOutputWide(t *testing.T) {
 	t.Parallel()
 	m := outputManager(t)
 	r := runCLI(t.Context(), m.env(), "", "task", "list", "-o", "wide")
-	want := "ID   STATUS  TYPE   EXIT  DELEGATE  CREATED  DURATION  HOSTNAME  SCOPE    SELECTORS  ATTEMPTS  CREATED-BY  ERROR\n" +
-		"t_1  failed  shell  3     d1        0s ago   1.5s      host1     account  linux      0         -           exit status 3\n"
+	want := "ID   STATUS  PRIORITY  TYPE   EXIT  DELEGATE  CREATED  DURATION  HOSTNAME  SCOPE    SELECTORS  ATTEMPTS  CREATED-BY  ERROR\n" +
+		"t_1  failed  normal    shell  3     d1        0s ago   1.5s      host1     account  linux      0         -           exit status 3\n"
 	if d := cmp.Diff(want, r.stdout); r.err != nil || d != "" {
 		t.Errorf("task list -o wide: err %v (-want +got):\n%s", r.err, d)
 	}

@@ -236,9 +236,10 @@ func (a *app) pipelineRunCmd() *cobra.Command {
 		org, project string
 		inputs       []string
 		detach       bool
+		priority     string
 	)
 	cmd := &cobra.Command{
-		Use:   "run NAME [--input KEY=VALUE]... [--detach]",
+		Use:   "run NAME [--input KEY=VALUE]... [--priority LEVEL] [--detach]",
 		Short: "Run a pipeline and show each step's start, output and end",
 		Long: `Start a run of pipeline NAME with the given inputs (the others take their
 defaults), then print on stderr each step as it starts and ends, stream
@@ -261,11 +262,17 @@ has no free deployment slot (legate limits).`,
 			if err != nil {
 				return err
 			}
+			req := protocol.RunPipelineRequest{Inputs: in}
+			if priority != "" {
+				if req.Priority, err = protocol.ParsePriority(priority); err != nil {
+					return usagef("--priority: %v", err)
+				}
+			}
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			run, err := c.RunPipeline(cmd.Context(), args[0], org, project, protocol.RunPipelineRequest{Inputs: in})
+			run, err := c.RunPipeline(cmd.Context(), args[0], org, project, req)
 			if err != nil {
 				return err
 			}
@@ -283,6 +290,8 @@ has no free deployment slot (legate limits).`,
 	scopeFlags(cmd, &org, &project, "pipeline")
 	cmd.Flags().StringArrayVar(&inputs, "input", nil, "an input of the run, KEY=VALUE (repeatable)")
 	cmd.Flags().BoolVar(&detach, "detach", false, "print the run's ID (with -o: the run) and exit at once")
+	cmd.Flags().StringVar(&priority, "priority", "", "priority of the run's step tasks: low, normal, high, urgent or 1-10 (default: the pipeline's, else normal)")
+	_ = cmd.RegisterFlagCompletionFunc("priority", fixed("low", "normal", "high", "urgent"))
 	out.add(cmd, formatJSON, formatYAML)
 	return cmd
 }

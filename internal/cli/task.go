@@ -106,6 +106,7 @@ func (a *app) printTask(w io.Writer, t protocol.Task, wide bool) error {
 	if t.Connector != "" {
 		tb.row("Connector:", t.Connector)
 	}
+	tb.row("Priority:", priorityText(t.Priority))
 	tb.row("Attempts:", fmt.Sprintf("%d (retries allowed: %d)", t.Attempts, t.Retries))
 	tb.row("Created:", a.timestamp(&t.CreatedAt))
 	if t.CreatedBy != "" {
@@ -324,17 +325,26 @@ delegate's hostname and the error; -o name prints only the IDs.`,
 	return cmd
 }
 
+// priorityText is a priority as task get shows it: its name and number.
+func priorityText(p int) string {
+	p = protocol.PriorityOrNormal(p)
+	if n := protocol.PriorityName(p); n != strconv.Itoa(p) {
+		return fmt.Sprintf("%s (%d)", n, p)
+	}
+	return strconv.Itoa(p)
+}
+
 // taskTable writes tasks as a table; wide adds scope, selectors, attempts,
 // the delegate's hostname and the first line of the error.
 func (a *app) taskTable(w io.Writer, tasks []protocol.Task, wide bool) error {
 	now := a.now()
-	header := []string{"ID", "STATUS", "TYPE", "EXIT", "DELEGATE", "CREATED", "DURATION"}
+	header := []string{"ID", "STATUS", "PRIORITY", "TYPE", "EXIT", "DELEGATE", "CREATED", "DURATION"}
 	if wide {
 		header = append(header, "HOSTNAME", "SCOPE", "SELECTORS", "ATTEMPTS", "CREATED-BY", "ERROR")
 	}
 	t := newTable(w, header...)
 	for _, task := range tasks {
-		row := []string{task.ID, task.Status, task.Type, exitCode(task), task.DelegateName, age(now, task.CreatedAt), taskDuration(now, task)}
+		row := []string{task.ID, task.Status, protocol.PriorityName(task.Priority), task.Type, exitCode(task), task.DelegateName, age(now, task.CreatedAt), taskDuration(now, task)}
 		if wide {
 			errLine, _, _ := strings.Cut(strings.TrimSpace(task.Error), "\n")
 			row = append(row, task.DelegateHostname, scope(task.Org, task.Project), strings.Join(task.Selectors, ","),

@@ -21,6 +21,7 @@ type runFlags struct {
 	timeout      time.Duration
 	queueTimeout time.Duration
 	retries      int
+	priority     string
 	env          []string
 	secretEnv    []string
 	typ          string
@@ -137,6 +138,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.timeout, "timeout", 0, "stop the task after this long, e.g. 90s or 10m (0 = the manager's default)")
 	fl.DurationVar(&f.queueTimeout, "queue-timeout", 0, "give up (not_assigned) if no delegate takes the task within this long (0 = the manager's default)")
 	fl.IntVar(&f.retries, "retries", 0, "run again on another delegate this many times if the delegate is lost")
+	fl.StringVar(&f.priority, "priority", "", "queue priority: low, normal (the default), high, urgent, or 1 (lowest) to 10 (highest); a task that waits gains one level a minute")
+	_ = cmd.RegisterFlagCompletionFunc("priority", fixed("low", "normal", "high", "urgent"))
 	fl.StringArrayVar(&f.env, "env", nil, "set an environment variable of the task, KEY=VALUE (repeatable)")
 	fl.StringArrayVar(&f.secretEnv, "secret-env", nil, "set a secret environment variable, KEY=VALUE, or KEY to take the value from your environment; masked in the output (repeatable)")
 	fl.StringVar(&f.typ, "type", "", "task type: shell, http, container or kubernetes (default: http with --http-url, container with --image, kubernetes with -f, else shell)")
@@ -211,6 +214,11 @@ func (a *app) commonSpec(fl *pflag.FlagSet, f *runFlags) (protocol.TaskSpec, err
 		return spec, usagef("--retries %d is out of range: use 0 to %d", f.retries, protocol.MaxTaskRetries)
 	}
 	spec.Retries = f.retries
+	if f.priority != "" {
+		if spec.Priority, err = protocol.ParsePriority(f.priority); err != nil {
+			return spec, usagef("--priority: %v", err)
+		}
+	}
 	if err := checkScopeFlags(f.org, f.project); err != nil {
 		return spec, err
 	}

@@ -136,8 +136,9 @@ type Agent struct {
 	tasks      map[string]*runningTask
 	// deferred holds offers refused for want of a free slot; they are
 	// tried again as soon as a slot frees (the manager may offer the next
-	// task while the previous one's result is still in flight).
-	deferred map[string][]string
+	// task while the previous one's result is still in flight), those
+	// first the manager's queue would take first.
+	deferred map[string]deferredOffer
 	draining bool
 
 	session atomic.Value // string: the current session credential
@@ -264,7 +265,7 @@ func New(opts Options) (*Agent, error) {
 		cfg:      opts.Config,
 		log:      opts.Logger,
 		tasks:    map[string]*runningTask{},
-		deferred: map[string][]string{},
+		deferred: map[string]deferredOffer{},
 		fatal:    make(chan error, 1),
 		stopping: make(chan struct{}),
 		metrics:  newMetrics(opts.Config.Name, time.Now()),
@@ -795,7 +796,7 @@ func (a *Agent) abort(ids []string) {
 func (a *Agent) handleEvent(ctx context.Context, ev protocol.Event) {
 	switch ev.Kind {
 	case protocol.EventTaskAvailable:
-		a.offeredWith(ctx, ev.TaskID, ev.Capabilities)
+		a.offeredWith(ctx, ev.TaskID, deferredOffer{caps: ev.Capabilities, rank: ev.Rank})
 	case protocol.EventAbort:
 		a.abort([]string{ev.TaskID})
 	case protocol.EventHeartbeatAck:
@@ -816,13 +817,38 @@ func (a *Agent) handleEvent(ctx context.Context, ev protocol.Event) {
 }
 
 // offered tries to acquire a task the manager announced, if there is room.
-func (a *Agent) offered(ctx context.Context, id string) { a.offeredWith(ctx, id, nil) }
+func (a *Agent) offered(ctx context.Context, id string) { a.offeredWith(ctx, id, deferredOffer{}) }
+
+// deferredOffer is what an offer says besides the task's ID: the
+// capabilities to validate first and the task's place in the queue.
+type deferredOffer struct {
+	caps []string
+	rank int64
+}
+
+// nextDeferred removes and returns the deferred offer the manager's queue
+// would take first (smallest rank, then ID); "" when there is none. The
+// caller holds a.mu.
+func (a *Agent) nextDeferred() (string, deferredOffer) {
+	var id string
+	var best deferredOffer
+	for did, o := range a.deferred {
+		if id == "" || o.rank < best.rank || (o.rank == best.rank && did < id) {
+			id, best = did, o
+		}
+	}
+	if id != "" {
+		delete(a.deferred, id)
+	}
+	return id, best
+}
 
 // offeredWith is offered for a task that needs capabilities: they are
 // validated (unless validated recently) before the task is acquired. The
 // task runs in a context derived from ctx, which must outlive it (the
 // agent's loop context does: drain waits for every task).
-func (a *Agent) offeredWith(ctx context.Context, id string, capabilities []string) {
+func (a *Agent) offeredWith(ctx context.Context, id string, o deferredOffer) {
+	capabilities := o.caps
 	if id == "" {
 		return
 	}
@@ -845,7 +871,7 @@ func (a *Agent) offeredWith(ctx context.Context, id string, capabilities []strin
 	if a.config.busy() != "" || (a.cfg.Capacity > 0 && len(a.tasks) >= a.cfg.Capacity) {
 		// Tried again when the configuration ran or a slot frees.
 		if len(a.deferred) < 256 {
-			a.deferred[id] = capabilities
+			a.deferred[id] = o
 		}
 		a.mu.Unlock()
 		a.metrics.rejectedOffer(rejectCapacity)

@@ -236,13 +236,16 @@ func (a *Agent) reportConfiguration(ctx context.Context, res protocol.Configurat
 // or while no slot was free; ctx is the agent's loop context.
 func (a *Agent) retryDeferred(ctx context.Context) {
 	a.mu.Lock()
-	pending := make(map[string][]string, len(a.deferred))
-	for id, caps := range a.deferred {
-		pending[id] = caps
-		delete(a.deferred, id)
+	type offer struct {
+		id string
+		deferredOffer
+	}
+	var pending []offer
+	for id, o := a.nextDeferred(); id != ""; id, o = a.nextDeferred() {
+		pending = append(pending, offer{id, o})
 	}
 	a.mu.Unlock()
-	for id, caps := range pending {
-		a.offeredWith(ctx, id, caps)
+	for _, o := range pending {
+		a.offeredWith(ctx, o.id, o.deferredOffer)
 	}
 }

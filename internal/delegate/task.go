@@ -94,16 +94,10 @@ func logRefusal(log logger, t *runningTask, output, result error) {
 func (a *Agent) freeSlot(ctx context.Context, id string) {
 	a.mu.Lock()
 	delete(a.tasks, id)
-	var nextID string
-	var nextCaps []string
-	for did, caps := range a.deferred {
-		nextID, nextCaps = did, caps
-		delete(a.deferred, did)
-		break
-	}
+	nextID, next := a.nextDeferred()
 	a.mu.Unlock()
 	if nextID != "" {
-		a.offeredWith(ctx, nextID, nextCaps)
+		a.offeredWith(ctx, nextID, next)
 	}
 }
 

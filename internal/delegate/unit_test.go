@@ -455,3 +455,26 @@ func (h *recordHandler) lines() []string {
 	defer h.mu.Unlock()
 	return h.got
 }
+
+// TestDeferredOffersTakenInQueueOrder: offers that found no free slot are
+// taken, when one frees, in the manager's queue order (the events' rank:
+// priority with aging), not in the map's order.
+func TestDeferredOffersTakenInQueueOrder(t *testing.T) {
+	t.Parallel()
+	for _, order := range [][]string{{"low", "urgent", "mid"}, {"mid", "low", "urgent"}, {"urgent", "mid", "low"}, {"low", "mid", "urgent"}, {"mid", "urgent", "low"}} {
+		a, srv := newOfferAgent(t, 1)
+		ctx := context.Background()
+		a.mu.Lock()
+		a.tasks["busy"] = &runningTask{}
+		a.mu.Unlock()
+		rank := map[string]int64{"urgent": 100, "mid": 200, "low": 300}
+		for _, id := range order {
+			a.handleEvent(ctx, protocol.Event{Kind: protocol.EventTaskAvailable, TaskID: id, Rank: rank[id]})
+		}
+		a.freeSlot(ctx, "busy")
+		if got := a.taskIDs(); !slices.Equal(got, []string{"urgent"}) {
+			t.Fatalf("offers %v deferred, then a slot freed: took %v; want urgent (smallest rank)", order, got)
+		}
+		waitAcquired(t, srv, []string{"urgent"})
+	}
+}

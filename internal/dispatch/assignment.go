@@ -90,7 +90,7 @@ func (m *Service) offerTask(ctx context.Context, t store.Task, widen bool) {
 	if len(targets) == 0 {
 		return
 	}
-	ev := protocol.Event{Kind: protocol.EventTaskAvailable, TaskID: t.ID, Capabilities: t.Spec.Capabilities}
+	ev := protocol.Event{Kind: protocol.EventTaskAvailable, TaskID: t.ID, Capabilities: t.Spec.Capabilities, Rank: t.QueueRank()}
 	if !widen {
 		l := targets[0]
 		l.mu.Lock()
@@ -163,7 +163,7 @@ func (m *Service) offerQueued(ctx context.Context, d *live) {
 			verdict[e.sig] = ok
 		}
 		if ok {
-			offers = append(offers, protocol.Event{Kind: protocol.EventTaskAvailable, TaskID: e.task.ID, Capabilities: e.task.Spec.Capabilities})
+			offers = append(offers, protocol.Event{Kind: protocol.EventTaskAvailable, TaskID: e.task.ID, Capabilities: e.task.Spec.Capabilities, Rank: e.task.QueueRank()})
 		}
 		return len(offers) < free
 	})

@@ -26,7 +26,8 @@ import (
 type queue struct {
 	mu    sync.Mutex
 	tasks map[string]*queued
-	// order lists each account's entries in the order they were queued;
+	// order lists each account's entries in queue order (priority with
+	// aging: store.CompareQueued, fixed per task, the store's order too);
 	// dropped entries stay as tombstones until they are half the list.
 	order map[string][]*queued
 	dead  map[string]int
@@ -107,7 +108,9 @@ func (q *queue) put(t store.Task, now time.Time) {
 		return
 	}
 	q.tasks[t.ID] = e
-	q.order[t.AccountID] = append(q.order[t.AccountID], e)
+	l := q.order[t.AccountID] // a new task usually goes last: a search, no copy
+	i, _ := slices.BinarySearchFunc(l, e, func(a, b *queued) int { return store.CompareQueued(&a.task, &b.task) })
+	q.order[t.AccountID] = slices.Insert(l, i, e)
 }
 
 // drop removes a task that is no longer queued.

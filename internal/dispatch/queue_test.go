@@ -77,11 +77,12 @@ func TestQueueIndex(t *testing.T) {
 	}
 
 	// A resync keeps what the store holds and what was queued since the
-	// store was read, and drops the rest.
+	// store was read, and drops the rest; a task the resync adds takes
+	// its place in queue order (e was queued before new).
 	read := t0.Add(time.Minute)
 	q.put(newQueuedTask("new", "acc", read), read.Add(time.Millisecond))
-	q.replace([]store.Task{newQueuedTask("d", "acc", t0), newQueuedTask("e", "acc", t0)}, read, read.Add(time.Second))
-	if diff := cmp.Diff([]string{"d", "new", "e"}, queueIDs(q, "acc")); diff != "" {
+	q.replace([]store.Task{newQueuedTask("d", "acc", t0.Add(3*time.Second)), newQueuedTask("e", "acc", t0.Add(4*time.Second))}, read, read.Add(time.Second))
+	if diff := cmp.Diff([]string{"d", "e", "new"}, queueIDs(q, "acc")); diff != "" {
 		t.Errorf("after a resync (-want +got):\n%s", diff)
 	}
 	if ids := queueIDs(q, "other"); len(ids) != 0 {
@@ -135,5 +136,45 @@ func TestSweepWakesWhenTheEarliestLeaseEnds(t *testing.T) {
 	clock.Add(time.Second)
 	if got := m.nextSweep(ctx, clock.Now()); got != minSweepPause {
 		t.Errorf("lease past: %v, want the minimum pause %v", got, minSweepPause)
+	}
+}
+
+// TestQueueIndexPriority: the index keeps each account's tasks in the
+// store's queue order (priority with aging, store.CompareQueued) whatever
+// the order they arrive in (a resync, a broadcast from another manager),
+// tombstones included, so offers and re-offers take the higher first.
+func TestQueueIndexPriority(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	step := protocol.PriorityAgingStep
+	task := func(id string, created time.Duration, p int) store.Task {
+		tk := newQueuedTask(id, "acc", t0.Add(created))
+		tk.Spec.Priority = p
+		return tk
+	}
+	q := newQueue()
+	for _, tk := range []store.Task{
+		task("n1", 0, protocol.PriorityNormal),
+		task("n2", time.Second, 0),
+		task("gone", 2*time.Second, protocol.PriorityNormal),
+		task("low-old", -10*step, protocol.PriorityLow),
+		task("urgent", 3*time.Second, protocol.PriorityUrgent),
+		task("n3", 4*time.Second, protocol.PriorityNormal),
+		task("high", 5*time.Second, protocol.PriorityHigh),
+	} {
+		q.put(tk, t0)
+		if tk.ID == "gone" {
+			q.drop("gone")
+		}
+	}
+	want := []string{"low-old", "urgent", "high", "n1", "n2", "n3"}
+	if diff := cmp.Diff(want, queueIDs(q, "acc")); diff != "" {
+		t.Errorf("queue order (-want +got):\n%s", diff)
+	}
+	var due []string
+	for _, tk := range q.due("acc", t0.Add(time.Hour), 10) {
+		due = append(due, tk.ID)
+	}
+	if diff := cmp.Diff(want, due); diff != "" {
+		t.Errorf("re-offer order (-want +got):\n%s", diff)
 	}
 }

@@ -26,7 +26,7 @@ func (m *Service) taskView(t store.Task) protocol.Task {
 		HTTP: t.Spec.HTTP, Container: t.Spec.Container, Kubernetes: t.Spec.Kubernetes, Helm: t.Spec.Helm, Verify: t.Spec.Verify, HTTPResult: t.HTTPResult, TimeoutMS: t.TimeoutMS,
 		QueueTimeoutMS: t.QueueTimeoutMS, Retries: t.Retries, Attempts: t.Attempts,
 		Org: t.Spec.Org, Project: t.Spec.Project, Capabilities: t.Spec.Capabilities, Connector: t.Spec.Connector,
-		DelegateName: t.DelegateName, DelegateHostname: t.DelegateHostname, InstanceID: t.InstanceID,
+		Priority: protocol.PriorityOrNormal(t.Spec.Priority), DelegateName: t.DelegateName, DelegateHostname: t.DelegateHostname, InstanceID: t.InstanceID,
 		CreatedAt: t.CreatedAt.UTC(), AcquiredAt: api.UTC(t.AcquiredAt), StartedAt: api.UTC(t.StartedAt),
 		FinishedAt: api.UTC(t.FinishedAt), CreatedBy: t.CreatedBy,
 	}
@@ -97,7 +97,9 @@ func (m *Service) validateSpec(s *protocol.TaskSpec) error {
 	if s.Retries < 0 || s.Retries > protocol.MaxTaskRetries {
 		return fmt.Errorf("retries %d is out of range: use 0 to %d", s.Retries, protocol.MaxTaskRetries)
 	}
-	return nil
+	var err error
+	s.Priority, err = protocol.ResolvePriority(s.Priority)
+	return err
 }
 
 func (m *Service) handleSubmitTask(w http.ResponseWriter, r *http.Request, acct string) {

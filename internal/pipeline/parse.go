@@ -320,6 +320,16 @@ func (ps *parser) pipeline(n *yaml.Node) *Pipeline {
 		"description": func(v *yaml.Node) { p.Description = ps.str(v, "description") },
 		"inputs":      func(v *yaml.Node) { p.Inputs = ps.inputs(v) },
 		"triggers":    func(v *yaml.Node) { ps.triggers(v, p) },
+		"priority": func(v *yaml.Node) {
+			if v.Kind != yaml.ScalarNode {
+				ps.add(v, "priority", "expected low, normal, high, urgent or a number, found %s", kindName(v))
+				return
+			}
+			var err error
+			if p.Priority, err = protocol.ParsePriority(v.Value); err != nil {
+				ps.add(v, "priority", "%v", err)
+			}
+		},
 		"stages": func(v *yaml.Node) {
 			stagesNode = v
 			p.Stages = ps.stages(v)

@@ -96,9 +96,12 @@ const (
 type Pipeline struct {
 	Name        string
 	Description string
-	Inputs      []Input
-	Triggers    Triggers
-	Stages      []Stage
+	// Priority is the priority of its step tasks (protocol.ParsePriority;
+	// 0: normal) unless a run gives its own.
+	Priority int
+	Inputs   []Input
+	Triggers Triggers
+	Stages   []Stage
 }
 
 // Input is a named value given when a run starts.

@@ -84,7 +84,11 @@ func TestParseErrors(t *testing.T) {
 		{"list at top", "- a\n", []string{`line 1: expected a mapping (key: value lines), found a list`}},
 		{"no name no stages", "description: x\n", []string{"line 1: name: a pipeline needs a name", "line 1: stages: a pipeline needs at least one stage"}},
 		{"unknown top field", "name: p\nstage: []\nstages:\n  - name: s\n    steps:\n      - name: a\n        shell: x\n",
-			[]string{"line 2: stage: unknown field; known fields here: description, inputs, name, stages, triggers"}},
+			[]string{"line 2: stage: unknown field; known fields here: description, inputs, name, priority, stages, triggers"}},
+		{"bad priority", "name: p\npriority: 11\nstages:\n  - name: s\n    steps:\n      - name: a\n        shell: x\n",
+			[]string{"line 2: priority: priority 11 is out of range: use 1 (lowest) to 10 (highest), or leave it out for normal (5)"}},
+		{"unknown priority", "name: p\npriority: soon\nstages:\n  - name: s\n    steps:\n      - name: a\n        shell: x\n",
+			[]string{`line 2: priority: priority "soon": use low (2), normal (5), high (8), urgent (10), or a number from 1 to 10`}},
 		{"bad pipeline name", "name: a.b\nstages: []\n", []string{
 			"line 1: name: pipeline name \"a.b\" is invalid: use 1-63 letters, digits, '_' or '-', starting with a letter or digit",
 			"line 2: stages: a pipeline needs at least one stage"}},

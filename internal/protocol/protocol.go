@@ -499,6 +499,10 @@ type Event struct {
 	// Capabilities of the available task, which the delegate validates
 	// before acquiring it (criteria only; never payloads). Since v2.
 	Capabilities []string `json:"capabilities,omitempty"`
+	// Rank is the available task's place in the queue (QueueRank: the
+	// smaller goes first): a delegate that holds several offers it had no
+	// free slot for takes them in this order. 0 from older managers.
+	Rank int64 `json:"rank,omitempty"`
 	// Req, Error and Acquired make up an EventAck (since v5): the number
 	// of the frame it answers, the error the HTTP call would have answered
 	// (nil: ok), and one answer per task of a FrameAcquire, in the frame's
@@ -663,6 +667,9 @@ type TaskSpec struct {
 	// Connector names a connector whose selectors (unless the task has its
 	// own) and URL (as a capability) the task inherits. Since v2.
 	Connector string `json:"connector,omitempty"`
+	// Priority orders the queue (PriorityMin to PriorityMax; 0 means
+	// PriorityNormal): see PriorityAgingStep.
+	Priority int `json:"priority,omitempty"`
 }
 
 // Limits of a TaskSpec: the manager refuses values outside them (400,
@@ -708,6 +715,7 @@ type Task struct {
 	Project          string            `json:"project,omitempty"`
 	Capabilities     []string          `json:"capabilities,omitempty"`
 	Connector        string            `json:"connector,omitempty"`
+	Priority         int               `json:"priority"`
 	DelegateName     string            `json:"delegate_name"`
 	DelegateHostname string            `json:"delegate_hostname"`
 	InstanceID       string            `json:"instance_id,omitempty"`
@@ -1837,6 +1845,9 @@ type PipelineList struct {
 // (the rest take their defaults).
 type RunPipelineRequest struct {
 	Inputs map[string]string `json:"inputs,omitempty"`
+	// Priority is the priority of the run's step tasks (PriorityMin to
+	// PriorityMax); 0: the pipeline's, else normal.
+	Priority int `json:"priority,omitempty"`
 }
 
 // Run statuses. A step has these and, for a step whose task ended
@@ -1859,6 +1870,8 @@ type Run struct {
 	Version  int64             `json:"version"`
 	Inputs   map[string]string `json:"inputs,omitempty"`
 	Status   string            `json:"status"`
+	// Priority is the priority of the run's step tasks.
+	Priority int `json:"priority,omitempty"`
 	// CancelRequested: a cancel was asked for; the run ends once its
 	// running steps have.
 	CancelRequested bool `json:"cancel_requested,omitempty"`

@@ -202,9 +202,12 @@ type Run struct {
 	// against that principal's permissions when they are created. Empty
 	// for runs from before migration 0021.
 	ActsKind, ActsID string
-	Error            string
-	CreatedAt        time.Time
-	FinishedAt       *time.Time
+	// Priority is the run's own priority for its step tasks (run start
+	// --priority); 0: the pipeline's, or normal.
+	Priority   int
+	Error      string
+	CreatedAt  time.Time
+	FinishedAt *time.Time
 	// RollbackOf is the deployment a rollback run re-deploys over ("" for
 	// other runs); its deployments carry it too.
 	RollbackOf string
@@ -227,7 +230,7 @@ type RunStep struct {
 }
 
 const runCols = `id, account_id, org, project, pipeline, version, source, inputs, status, cancel_requested,
-	trigger_kind, triggered_by, error, created_at, finished_at, webhook_id, delivery, acts_kind, acts_id, rollback_of`
+	trigger_kind, triggered_by, error, created_at, finished_at, webhook_id, delivery, acts_kind, acts_id, rollback_of, priority`
 
 func scanRun(r rowScanner) (Run, error) {
 	var run Run
@@ -237,7 +240,7 @@ func scanRun(r rowScanner) (Run, error) {
 	var finished sql.NullInt64
 	if err := r.Scan(&run.ID, &run.AccountID, &run.Org, &run.Project, &run.Pipeline, &run.Version, &run.Source, &inputs,
 		&run.Status, &cancel, &run.Trigger, &run.TriggeredBy, &run.Error, &created, &finished, &run.WebhookID, &run.Delivery,
-		&run.ActsKind, &run.ActsID, &run.RollbackOf); err != nil {
+		&run.ActsKind, &run.ActsID, &run.RollbackOf, &run.Priority); err != nil {
 		return Run{}, err
 	}
 	if err := json.Unmarshal([]byte(inputs), &run.Inputs); err != nil {
@@ -285,10 +288,10 @@ func encodeMap(m map[string]string) string {
 func (s *Store) CreateRun(ctx context.Context, r Run) (Run, error) {
 	r.CreatedAt = fromMicros(micros(r.CreatedAt))
 	r.Inputs = decodedMap(r.Inputs)
-	err := s.insert(ctx, `INSERT INTO pipeline_runs (`+runCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	err := s.insert(ctx, `INSERT INTO pipeline_runs (`+runCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		r.ID, r.AccountID, r.Org, r.Project, r.Pipeline, r.Version, r.Source, encodeMap(r.Inputs), r.Status,
 		boolInt(r.CancelRequested), r.Trigger, r.TriggeredBy, cleanText(r.Error), micros(r.CreatedAt), r.WebhookID, r.Delivery,
-		r.ActsKind, r.ActsID, r.RollbackOf)
+		r.ActsKind, r.ActsID, r.RollbackOf, r.Priority)
 	if err != nil {
 		return Run{}, fmt.Errorf("create run %s: %w", r.ID, err)
 	}

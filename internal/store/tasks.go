@@ -35,12 +35,12 @@ func (s *Store) CreateTask(ctx context.Context, t Task) error {
 	http_result, timeout_ms, queue_timeout_ms, retries, attempts, epoch, instance_id, delegate_name,
 	delegate_hostname, denied_instances, created_at, acquired_at, started_at, finished_at,
 	queue_deadline, lease_expires_at, log_bytes, log_omitted, org, project, secret_names, secrets, created_by,
-	secret_bindings)
-	VALUES (?, ?, ?, ?, ?, NULL, '', NULL, ?, ?, ?, 0, 0, '', '', '', '[]', ?, NULL, NULL, NULL, ?, NULL, 0, 0, ?, ?, ?, ?, ?, ?)
+	secret_bindings, queue_rank)
+	VALUES (?, ?, ?, ?, ?, NULL, '', NULL, ?, ?, ?, 0, 0, '', '', '', '[]', ?, NULL, NULL, NULL, ?, NULL, 0, 0, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING`,
 		t.ID, t.AccountID, t.Spec.Type, specText, protocol.StatusQueued, t.TimeoutMS, t.QueueTimeoutMS,
 		t.Retries, micros(t.CreatedAt), micros(t.QueueDeadline), t.Spec.Org, t.Spec.Project,
-		encodeStrings(names), sealed, t.CreatedBy, encodeBindings(t.SecretBindings))
+		encodeStrings(names), sealed, t.CreatedBy, encodeBindings(t.SecretBindings), t.QueueRank())
 	if err != nil {
 		return fmt.Errorf("create task %s: %w", t.ID, err)
 	}
@@ -186,18 +186,20 @@ func scopeWhere(scopes []ScopeFilter) (string, []any) {
 	return "(" + strings.Join(or, " OR ") + ")", args
 }
 
-// QueuedPage lists queued tasks of every account in queue order (created
-// first, then ID), at most limit (limit <= 0 means 100), starting after
-// the task after (nil = from the start): a caller reads the whole queue
-// page by page.
+// QueuedPage lists queued tasks of every account in queue order (by
+// Task.QueueRank: effective priority, highest first; then ID), at most
+// limit (limit <= 0 means 100), starting after the task after (nil = from
+// the start): a caller reads the whole queue page by page. It reads the
+// index of queued tasks by rank.
 func (s *Store) QueuedPage(ctx context.Context, after *Task, limit int) ([]Task, error) {
 	q := `SELECT ` + taskCols + ` FROM tasks WHERE ` + isQueued
 	var args []any
 	if after != nil {
-		q += ` AND (created_at > ? OR (created_at = ? AND id > ?))`
-		args = append(args, micros(after.CreatedAt), micros(after.CreatedAt), after.ID)
+		r := after.QueueRank()
+		q += ` AND (queue_rank > ? OR (queue_rank = ? AND id > ?))`
+		args = append(args, r, r, after.ID)
 	}
-	q += ` ORDER BY created_at, id LIMIT ?`
+	q += ` ORDER BY queue_rank, id LIMIT ?`
 	args = append(args, listLimit(limit))
 	tasks, err := queryTasks(ctx, s.r(nil), q, args...)
 	if err != nil {

@@ -585,3 +585,69 @@ func TestReportsFromAnotherInstanceAreRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestQueuedPagePriorityAndAging: the queue is read by effective priority
+// (priority + one level per protocol.PriorityAgingStep waited), computed
+// from the injected creation times: a higher task queued shortly after a
+// low one goes first, and a low task that waited longer than the distance
+// between their levels (in aging steps; protocol.StarvationBound at most)
+// goes before newer high and urgent ones. Page by page gives the same
+// order (the keyset cursor is the rank).
+func TestQueuedPagePriorityAndAging(t *testing.T) {
+	t.Parallel()
+	step := protocol.PriorityAgingStep
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		task := func(id string, created time.Duration, p int) Task {
+			tk := newTask(id, "acc1", at(created))
+			tk.Spec.Priority = p
+			return tk
+		}
+		mustCreate(t, s,
+			task("low", 0, protocol.PriorityLow),
+			task("high-soon", time.Second, protocol.PriorityHigh),
+			// 3 levels above low, queued 2 steps later: still ahead.
+			task("normal-2steps", 2*step, protocol.PriorityNormal),
+			// The default (0) is normal: 3 levels above low, queued
+			// 3 steps and a second later: behind it.
+			task("default-late", 3*step+time.Second, 0),
+			// Queued more than the distance of their levels after low.
+			task("high-late", time.Duration(protocol.PriorityHigh-protocol.PriorityLow)*step+time.Second, protocol.PriorityHigh),
+			task("urgent-late", time.Duration(protocol.PriorityUrgent-protocol.PriorityLow)*step+time.Second, protocol.PriorityUrgent),
+			// The lowest priority waits at most StarvationBound behind
+			// the highest.
+			task("min", 10*time.Second, protocol.PriorityMin),
+			task("max-after-bound", 10*time.Second+protocol.StarvationBound+time.Second, protocol.PriorityMax),
+		)
+		ctx := context.Background()
+		all, err := s.QueuedPage(ctx, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"high-soon", "normal-2steps", "low", "default-late", "high-late", "urgent-late", "min", "max-after-bound"}
+		if diff := cmp.Diff(want, ids(all)); diff != "" {
+			t.Errorf("QueuedPage (-want +got):\n%s", diff)
+		}
+		var paged []string
+		var after *Task
+		for range 10 {
+			page, err := s.QueuedPage(ctx, after, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			paged = append(paged, ids(page)...)
+			if len(page) < 3 {
+				break
+			}
+			after = &page[len(page)-1]
+		}
+		if diff := cmp.Diff(want, paged); diff != "" {
+			t.Errorf("page by page, 3 at a time (-want +got):\n%s", diff)
+		}
+		for i := 1; i < len(all); i++ {
+			if CompareQueued(&all[i-1], &all[i]) >= 0 {
+				t.Errorf("CompareQueued disagrees with the store: %s before %s", all[i-1].ID, all[i].ID)
+			}
+		}
+	})
+}

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/legate-dev/legate/internal/protocol"
@@ -158,6 +160,19 @@ type Task struct {
 	// resolved to when the task was created: what ClaimTask hands out
 	// (CreateTask stores them; no read returns them).
 	SecretBindings []SecretBinding
+}
+
+// QueueRank is the task's place in the queue (protocol.QueueRank): the
+// smaller goes first.
+func (t Task) QueueRank() int64 { return protocol.QueueRank(t.CreatedAt, t.Spec.Priority) }
+
+// CompareQueued orders queued tasks as the queue takes them (QueuedPage's
+// order): by QueueRank, then ID.
+func CompareQueued(a, b *Task) int {
+	if ra, rb := a.QueueRank(), b.QueueRank(); ra != rb {
+		return cmp.Compare(ra, rb)
+	}
+	return strings.Compare(a.ID, b.ID)
 }
 
 // WithoutSecretValues returns t with its secret names in SecretNames and

@@ -14,6 +14,8 @@ var funcs = template.FuncMap{
 	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"clock":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"join":    strings.Join,
+	// priority names a task's priority level ("high") or gives its number.
+	"priority": protocol.PriorityName,
 	"connKind": func(c string) string {
 		switch c {
 		case "websocket":

@@ -354,3 +354,32 @@ func TestStartRunRunsTheCheckedVersion(t *testing.T) {
 		t.Errorf("run of version %d, first step %+v; want version 1's make", run.Version, task.Spec.Shell)
 	}
 }
+
+// TestStepTasksTakeTheRunsPriority: a pipeline's `priority:` is its step
+// tasks' priority unless the run gives its own (run start --priority);
+// the run records the one its steps take.
+func TestStepTasksTakeTheRunsPriority(t *testing.T) {
+	f := newFixture(t, Config{})
+	ctx := context.Background()
+	src := strings.Replace(testPipeline, "name: ship\n", "name: ship\npriority: high\n", 1)
+	if _, _, err := f.st.ApplyPipeline(ctx, store.Pipeline{AccountID: f.acct, Name: "ship", Source: src, UpdatedBy: "test"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		priority int
+		want     int
+	}{{"the pipeline's", 0, protocol.PriorityHigh}, {"the run's own", protocol.PriorityLow, protocol.PriorityLow}} {
+		run, err := f.svc.StartRun(ctx, RunStart{AccountID: f.acct, Pipeline: "ship", Trigger: "manual", TriggeredBy: "user admin", Priority: tc.priority})
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, err := f.st.GetTask(ctx, f.acct, StepTaskID(run.ID, 0))
+		if err != nil || task.Spec.Priority != tc.want {
+			t.Errorf("%s: step task priority %d (%v), want %d", tc.name, task.Spec.Priority, err, tc.want)
+		}
+		if got, err := f.st.GetRun(ctx, f.acct, run.ID); err != nil || got.Priority != tc.want {
+			t.Errorf("%s: run priority %d (%v), want %d", tc.name, got.Priority, err, tc.want)
+		}
+	}
+}

@@ -52,7 +52,8 @@ func pipelineView(p store.Pipeline, withSource bool) protocol.Pipeline {
 func runView(r store.Run) protocol.Run {
 	v := protocol.Run{ID: r.ID, Org: r.Org, Project: r.Project, Pipeline: r.Pipeline, Version: r.Version, Inputs: r.Inputs,
 		Status: r.Status, CancelRequested: r.CancelRequested, Trigger: r.Trigger, TriggeredBy: r.TriggeredBy, Error: r.Error,
-		Delivery: r.Delivery, CreatedAt: r.CreatedAt, FinishedAt: api.UTC(r.FinishedAt), RollbackOf: r.RollbackOf}
+		Delivery: r.Delivery, CreatedAt: r.CreatedAt, FinishedAt: api.UTC(r.FinishedAt), RollbackOf: r.RollbackOf,
+		Priority: protocol.PriorityOrNormal(r.Priority)}
 	for _, s := range r.Steps {
 		v.Steps = append(v.Steps, protocol.RunStep{Stage: s.Stage, Step: s.Step, TaskID: s.TaskID, Status: s.Status,
 			Outputs: s.Outputs, Error: s.Error, StartedAt: s.StartedAt, FinishedAt: api.UTC(s.FinishedAt)})
@@ -174,6 +175,12 @@ func (svc *Service) handleRunPipeline(w http.ResponseWriter, r *http.Request, ac
 	if !api.DecodeBody(w, r, &req) {
 		return
 	}
+	if req.Priority != 0 {
+		if _, err := protocol.ResolvePriority(req.Priority); err != nil {
+			api.BadRequest(w, "%v", err)
+			return
+		}
+	}
 	// The route's rule checked what the version it read uses; an edit may
 	// have stored another since, so the version that runs is checked here
 	// again and passed on.
@@ -196,7 +203,7 @@ func (svc *Service) handleRunPipeline(w http.ResponseWriter, r *http.Request, ac
 	}
 	pr := caller.Principal
 	rs := RunStart{AccountID: acct, Org: org, Project: project, Pipeline: name, Inputs: req.Inputs,
-		Trigger: "manual", TriggeredBy: api.PrincipalLabel(pr), ActsKind: pr.Kind, ActsID: pr.ID, Stored: &stored}
+		Trigger: "manual", TriggeredBy: api.PrincipalLabel(pr), ActsKind: pr.Kind, ActsID: pr.ID, Stored: &stored, Priority: req.Priority}
 	if pr.Kind == protocol.OwnerAccount {
 		rs.ActsID = acct
 	}

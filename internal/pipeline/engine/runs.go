@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -158,6 +159,9 @@ type RunStart struct {
 	Stored *store.Pipeline
 	// RollbackOf is the deployment a rollback run re-deploys over.
 	RollbackOf string
+	// Priority is the run's priority for its step tasks (checked by the
+	// caller); 0: the pipeline's.
+	Priority int
 }
 
 // errRunRefused wraps what refuses a run before it starts that is the
@@ -197,7 +201,8 @@ func (svc *Service) StartRun(ctx context.Context, rs RunStart) (store.Run, error
 	run, err := svc.st.CreateRun(ctx, store.Run{ID: api.NewID("r_"), AccountID: rs.AccountID, Org: rs.Org, Project: rs.Project,
 		Pipeline: stored.Name, Version: stored.Version, Source: stored.Source, Inputs: inputs, Status: store.RunRunning,
 		Trigger: rs.Trigger, TriggeredBy: rs.TriggeredBy, WebhookID: rs.WebhookID, Delivery: rs.Delivery,
-		ActsKind: rs.ActsKind, ActsID: rs.ActsID, RollbackOf: rs.RollbackOf, CreatedAt: svc.now()})
+		ActsKind: rs.ActsKind, ActsID: rs.ActsID, RollbackOf: rs.RollbackOf, CreatedAt: svc.now(),
+		Priority: cmp.Or(rs.Priority, p.Priority)})
 	if err != nil {
 		return store.Run{}, err
 	}
@@ -629,6 +634,7 @@ func (svc *Service) createStepTask(ctx context.Context, run store.Run, p *pipeli
 	var bindings []store.SecretBinding
 	if err == nil {
 		spec.Org, spec.Project = run.Org, run.Project
+		spec.Priority = run.Priority // the run's, else its pipeline's (0: normal)
 		// The step's final spec: inputs and outputs are in it, so a
 		// reference they complete is checked as one written out.
 		bindings, err = svc.tasks.PrepareTask(ctx, run.AccountID, &spec, svc.actorOf(run))
