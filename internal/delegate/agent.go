@@ -206,6 +206,8 @@ type Agent struct {
 	// explain).
 	containerReason string
 	platform        string
+	// once is the one-shot delegate's progress (Config.Once).
+	once *onceState
 	// swept is closed once the containers an earlier run left are
 	// removed: container tasks wait for it (the sweep would remove theirs
 	// too), the delegate's registration does not. Set by Run.
@@ -272,6 +274,10 @@ func New(opts Options) (*Agent, error) {
 		isolation: isolation,
 		sandbox:   sandbox,
 		uids:      uids,
+		once:      newOnceState(opts.Config.Once),
+	}
+	if a.cfg.Once {
+		a.cfg.Capacity = 1 // one claim at a time: a burst of offers waits
 	}
 	if opts.HTTPClient == nil || opts.TaskHTTPClient == nil {
 		cl, err := transport.ForDelegate(transport.Options{
@@ -433,17 +439,20 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.wg.Go(func() { a.sessionLoop(loopCtx) })
 	a.wg.Go(func() { a.perfLoop(loopCtx) })
 
-	var runErr error
-	select {
-	case <-ctx.Done():
+	outcome, runErr, stop := a.waitOnce(ctx)
+	switch {
+	case stop:
 		a.log.Info("stop requested: draining (no new tasks; running tasks may finish)", "grace", a.opts.Grace, "running", a.runningCount())
-	case runErr = <-a.fatal:
+	case runErr != nil:
 		a.log.Error("delegate cannot continue", "err", runErr)
+	case outcome == nil:
+		a.log.Info("one-shot: the task ran and was reported; deregistering and exiting")
 	}
 	a.drain(runErr != nil)
 	stopLoops()
 	a.wg.Wait()
 	if runErr == nil {
+		runErr = a.onceResult(outcome)
 		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := a.client().Deregister(dctx); err != nil {
 			a.log.Warn("deregister", "err", err)
@@ -832,7 +841,7 @@ func (a *Agent) offeredWith(ctx context.Context, id string, capabilities []strin
 		return
 	}
 	a.mu.Lock()
-	if a.draining || a.tasks[id] != nil {
+	if a.draining || a.tasks[id] != nil || a.once.closed.Load() {
 		draining := a.draining
 		a.mu.Unlock()
 		if draining {

@@ -38,14 +38,19 @@ func (e *IdentityConflictError) Is(target error) bool { return target == ErrIden
 // transaction (the row is locked on PostgreSQL), so of two registrations
 // that race for one identity with different tokens, one wins and the
 // other is refused.
+//
+// The registration of a new process (in.ProcessID other than the one the
+// live instance was registered by) takes a use of a token created with a
+// number of uses, in the same transaction: ErrTokenUsedUp when none is left.
 func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, error) {
 	var out Instance
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		var id, tokenID string
+		var id, tokenID, processID string
 		var generation int64
+		var deregistered sql.NullInt64
 		lookup := func() error {
-			return s.w(tx).queryRow(ctx, `SELECT id, generation, token_id FROM instances WHERE account_id = ? AND identity_key = ?`+
-				s.lockClause("FOR UPDATE"), in.AccountID, in.IdentityKey).Scan(&id, &generation, &tokenID)
+			return s.w(tx).queryRow(ctx, `SELECT id, generation, token_id, process_id, deregistered_at FROM instances WHERE account_id = ? AND identity_key = ?`+
+				s.lockClause("FOR UPDATE"), in.AccountID, in.IdentityKey).Scan(&id, &generation, &tokenID, &processID, &deregistered)
 		}
 		if in.Approval != "" {
 			state, err := s.approvalOf(ctx, tx, in.AccountID, in.TokenID, in.Name, in.RegisteredAt)
@@ -55,6 +60,17 @@ func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, erro
 			in.Approval = state
 		}
 		err := lookup()
+		if err == nil || errors.Is(err, sql.ErrNoRows) {
+			// A new process takes a use of its token; the live process
+			// that holds the instance registering again (a new session, a
+			// reconnect, a manager restart) does not.
+			again := err == nil && in.ProcessID != "" && in.ProcessID == processID && in.TokenID == tokenID && !deregistered.Valid
+			if !again {
+				if err := s.takeTokenUse(ctx, tx, in.TokenID); err != nil {
+					return err
+				}
+			}
+		}
 		if errors.Is(err, sql.ErrNoRows) {
 			res, err := s.w(tx).exec(ctx, `INSERT INTO instances (`+instanceCols+`)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
@@ -69,7 +85,7 @@ func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, erro
 				return err
 			}
 			if n > 0 {
-				out, err = getInstance(ctx, s.w(tx), in.ID)
+				out, err = s.recordProcess(ctx, tx, in.ID, in.ProcessID)
 				return err
 			}
 			// Nothing inserted: the ID is taken by another identity, or
@@ -91,13 +107,24 @@ func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, erro
 		if err := s.updateInstance(ctx, tx, id, generation, in); err != nil {
 			return err
 		}
-		out, err = getInstance(ctx, s.w(tx), id)
+		out, err = s.recordProcess(ctx, tx, id, in.ProcessID)
 		return err
 	})
 	if err != nil {
 		return Instance{}, fmt.Errorf("upsert instance %q: %w", in.IdentityKey, err)
 	}
 	return out, nil
+}
+
+// recordProcess records the process that registered instance id and
+// returns the instance.
+func (s *Store) recordProcess(ctx context.Context, tx *sql.Tx, id, processID string) (Instance, error) {
+	if _, err := s.w(tx).exec(ctx, `UPDATE instances SET process_id = ? WHERE id = ?`, processID, id); err != nil {
+		return Instance{}, err
+	}
+	in, err := getInstance(ctx, s.w(tx), id)
+	in.ProcessID = processID
+	return in, err
 }
 
 // checkRebind allows instance id, bound to boundToken, to be registered
