@@ -44,27 +44,29 @@ func (c *cluster) notListed(hostname string) {
 }
 
 // TestOneShotDelegatesRunTwentyTasks: 20 tasks run by 20 one-shot
-// delegate processes, started four at a time, each exiting 0 after its one
+// delegate processes, at most four at a time, each exiting 0 after its one
 // task; every task succeeded, and ran exactly once. Each task selects its
 // delegate by hostname, so no two one-shot delegates race for one task
-// (that race is TestOneShotDelegateLostClaimExits).
+// (that race is TestOneShotDelegateLostClaimExits), and is submitted once
+// its delegate is connected: a task no live delegate could run ends
+// not_assigned after one liveness window.
 func TestOneShotDelegatesRunTwentyTasks(t *testing.T) {
 	c := startCluster(t)
 	tok := c.token("oneshot")
 	ran := filepath.Join(t.TempDir(), "ran")
 	const n, atOnce = 20, 4
 	ids := make([]string, n)
-	for i := range n {
-		ids[i] = strings.TrimSpace(c.mustCLI("task", "run", "--detach", "--selector", fmt.Sprintf("os-%02d", i),
-			"--script", `echo "$LEGATE_TASK_ID" >> `+ran))
-	}
 	slots := make(chan struct{}, atOnce)
 	var wg sync.WaitGroup
 	codes := make([]int, n)
 	outs := make([]string, n)
 	for i := range n {
 		slots <- struct{}{}
-		p := c.oneShot(tok, fmt.Sprintf("os-%02d", i), "oneshot")
+		host := fmt.Sprintf("os-%02d", i)
+		p := c.oneShot(tok, host, "oneshot")
+		c.waitConnected(host, "")
+		ids[i] = strings.TrimSpace(c.mustCLI("task", "run", "--detach", "--selector", host,
+			"--script", `echo "$LEGATE_TASK_ID" >> `+ran))
 		wg.Go(func() {
 			defer func() { <-slots }()
 			codes[i] = p.waitCode(2 * time.Minute)
@@ -101,32 +103,34 @@ func TestOneShotDelegatesRunTwentyTasks(t *testing.T) {
 	}
 }
 
-// TestOneShotDelegateTakesOneTaskOfABurst: offered three tasks at once, a
-// one-shot delegate runs one, exits 0, and leaves the others queued.
+// TestOneShotDelegateTakesOneTaskOfABurst: offered four tasks at once, a
+// one-shot delegate runs one, exits 0, and leaves the others to other
+// delegates (queued, or not_assigned once no delegate could run them).
 func TestOneShotDelegateTakesOneTaskOfABurst(t *testing.T) {
 	c := startCluster(t)
 	tok := c.token("oneshot")
+	p := c.oneShot(tok, "os-burst", "burst")
+	c.waitConnected("os-burst", "")
 	var ids []string
-	for range 3 {
+	for range 4 {
 		ids = append(ids, strings.TrimSpace(c.mustCLI("task", "run", "--detach", "--selector", "burst", "--script", "true")))
 	}
-	p := c.oneShot(tok, "os-burst", "burst")
 	if code := p.waitCode(2 * time.Minute); code != 0 {
 		t.Fatalf("one-shot delegate exited %d, want 0; output:\n%s", code, p.out.String())
 	}
-	var succeeded, queued int
+	var succeeded, left int
 	for _, id := range ids {
-		switch st := c.task(id).Status; st {
-		case protocol.StatusSucceeded:
+		switch tk := c.task(id); {
+		case tk.Status == protocol.StatusSucceeded:
 			succeeded++
-		case protocol.StatusQueued:
-			queued++
+		case (tk.Status == protocol.StatusQueued || tk.Status == protocol.StatusNotAssigned) && tk.Attempts == 0:
+			left++
 		default:
-			t.Errorf("task %s: status %s", id, st)
+			t.Errorf("task %s: status %s, attempts %d", id, tk.Status, tk.Attempts)
 		}
 	}
-	if succeeded != 1 || queued != 2 {
-		t.Errorf("%d tasks succeeded and %d stay queued, want 1 and 2; delegate output:\n%s", succeeded, queued, p.out.String())
+	if succeeded != 1 || left != 3 {
+		t.Errorf("%d tasks succeeded and %d were left, want 1 and 3; delegate output:\n%s", succeeded, left, p.out.String())
 	}
 	c.notListed("os-burst")
 }
@@ -200,8 +204,9 @@ func TestSingleUseTokenRefusedOnSecondRegistration(t *testing.T) {
 	out := strings.TrimSpace(c.mustCLI("token", "create", "single", "--uses", "1"))
 	lines := strings.Split(out, "\n")
 	tok := strings.TrimSpace(lines[len(lines)-1])
-	id := strings.TrimSpace(c.mustCLI("task", "run", "--detach", "--selector", "single", "--script", "true"))
 	first := c.oneShot(tok, "os-single-1", "single")
+	c.waitConnected("os-single-1", "")
+	id := strings.TrimSpace(c.mustCLI("task", "run", "--detach", "--selector", "single", "--script", "true"))
 	if code := first.waitCode(2 * time.Minute); code != 0 {
 		t.Fatalf("first one-shot delegate exited %d, want 0; output:\n%s", code, first.out.String())
 	}

@@ -62,3 +62,13 @@ func (d Delegate) OnceWait() time.Duration {
 	}
 	return DefaultOnceTimeout
 }
+
+// Effective is the configuration a delegate runs with: a one-shot
+// delegate has a capacity of 1, so that it claims one task at a time and
+// a burst of offers waits while its claim is in flight.
+func (d Delegate) Effective() Delegate {
+	if d.Once {
+		d.Capacity = 1
+	}
+	return d
+}

@@ -263,7 +263,7 @@ func New(opts Options) (*Agent, error) {
 	}
 	a := &Agent{
 		opts:     opts,
-		cfg:      opts.Config,
+		cfg:      opts.Config.Effective(),
 		log:      opts.Logger,
 		tasks:    map[string]*runningTask{},
 		deferred: map[string][]string{},
@@ -275,9 +275,6 @@ func New(opts Options) (*Agent, error) {
 		sandbox:   sandbox,
 		uids:      uids,
 		once:      newOnceState(opts.Config.Once),
-	}
-	if a.cfg.Once {
-		a.cfg.Capacity = 1 // one claim at a time: a burst of offers waits
 	}
 	if opts.HTTPClient == nil || opts.TaskHTTPClient == nil {
 		cl, err := transport.ForDelegate(transport.Options{
@@ -568,7 +565,7 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			return fmt.Errorf("rejected by %s: %s", a.client().BaseURL(), pe.Message)
 		}
 		if errors.As(err, &pe) && !pe.Code.Recoverable() {
-			return fmt.Errorf("registration refused by %s: %s", a.client().BaseURL(), pe.Message)
+			return fmt.Errorf("registration refused by %s: %s (%s)", a.client().BaseURL(), pe.Message, pe.Code)
 		}
 		if errors.As(err, &pe) && pe.Code == protocol.CodeDuplicateIdentity {
 			// Another live process holds this identity: wait, refused,
