@@ -422,7 +422,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	})
 	if err := a.register(ctx); err != nil {
 		if ctx.Err() != nil {
-			return nil
+			return a.onceResult(nil) // stopped before registering: no task ran
 		}
 		return err
 	}
