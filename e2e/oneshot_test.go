@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -275,6 +276,94 @@ func (p *proc) waitCode(d time.Duration) int {
 	}
 	if p.err != nil {
 		return -1
+	}
+	return 0
+}
+
+// TestOneShotDelegateDefersABurstAndClaimsNoSecondTask: offers that reach
+// a one-shot delegate while its claim is in flight wait (capacity 1), and
+// none is claimed after its task: it runs one task and exits 0. The claim
+// is held in flight by the task's capability check (an HTTP URL served
+// here), answered only once the delegate's metrics show that it deferred
+// another offer.
+func TestOneShotDelegateDefersABurstAndClaimsNoSecondTask(t *testing.T) {
+	c := startCluster(t)
+	tok := c.token("oneshot")
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	port := strings.TrimPrefix(freePort(t), "127.0.0.1:")
+	p := c.oneShot(tok, "os-defer", "defer", "DELEGATE_HTTP_PORT="+port)
+	c.waitConnected("os-defer", "")
+	first := strings.TrimSpace(c.mustCLI("task", "run", "--detach", "--selector", "defer", "--capability", srv.URL+"/first", "--script", "true"))
+	var others []string
+	for i := range 3 {
+		others = append(others, strings.TrimSpace(c.mustCLI("task", "run", "--detach", "--selector", "defer",
+			"--capability", fmt.Sprintf("%s/other-%d", srv.URL, i), "--script", "true")))
+	}
+	eventually(t, time.Minute, "an offer deferred while the claim is in flight", func() bool {
+		return deferredOffers(t, "http://127.0.0.1:"+port+"/metrics") > 0
+	})
+	close(release)
+	if code := p.waitCode(2 * time.Minute); code != 0 {
+		t.Fatalf("one-shot delegate exited %d, want 0; output:\n%s", code, p.out.String())
+	}
+	if st := c.task(first).Status; st != protocol.StatusSucceeded {
+		t.Errorf("first task: status %s, want succeeded", st)
+	}
+	for _, id := range others {
+		if tk := c.task(id); tk.Attempts != 0 || tk.Status == protocol.StatusSucceeded {
+			t.Errorf("task %s offered in the burst: status %s, attempts %d; want never acquired", id, tk.Status, tk.Attempts)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(paths, []string{"/first"}) {
+		t.Errorf("capability checks %v, want only the first task's: no other task was tried", paths)
+	}
+	if n := strings.Count(p.out.String(), "task acquired"); n != 1 {
+		t.Errorf("%d tasks acquired, want 1", n)
+	}
+}
+
+// deferredOffers is the delegate's count of offers it put off for want of
+// a free slot (legate_delegate_tasks_rejected_total{reason="capacity"}),
+// 0 when its metrics cannot be read yet.
+func deferredOffers(t *testing.T, url string) int {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "legate_delegate_tasks_rejected_total{") && strings.Contains(line, `reason="capacity"`) {
+			var n float64
+			if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &n); err == nil {
+				return int(n)
+			}
+		}
 	}
 	return 0
 }
