@@ -107,7 +107,8 @@ func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, erro
 		if err := s.updateInstance(ctx, tx, id, generation, in); err != nil {
 			return err
 		}
-		out, err = s.recordProcess(ctx, tx, id, in.ProcessID)
+		out, err = getInstance(ctx, s.w(tx), id)
+		out.ProcessID = in.ProcessID
 		return err
 	})
 	if err != nil {
@@ -116,11 +117,14 @@ func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, erro
 	return out, nil
 }
 
-// recordProcess records the process that registered instance id and
-// returns the instance.
+// recordProcess records the process that registered the new instance id
+// (a re-registration records it in updateInstance) and returns the
+// instance.
 func (s *Store) recordProcess(ctx context.Context, tx *sql.Tx, id, processID string) (Instance, error) {
-	if _, err := s.w(tx).exec(ctx, `UPDATE instances SET process_id = ? WHERE id = ?`, processID, id); err != nil {
-		return Instance{}, err
+	if processID != "" {
+		if _, err := s.w(tx).exec(ctx, `UPDATE instances SET process_id = ? WHERE id = ?`, processID, id); err != nil {
+			return Instance{}, err
+		}
 	}
 	in, err := getInstance(ctx, s.w(tx), id)
 	in.ProcessID = processID
@@ -150,10 +154,10 @@ func (s *Store) checkRebind(ctx context.Context, tx *sql.Tx, id, boundToken stri
 func (s *Store) updateInstance(ctx context.Context, tx *sql.Tx, id string, generation int64, in Instance) error {
 	_, err := s.w(tx).exec(ctx, `UPDATE instances SET name = ?, hostname = ?, ip = ?, tags = ?,
 	version = ?, type = ?, token_id = ?, capacity = ?, generation = ?, connection = ?, draining = ?,
-	last_heartbeat = ?, deregistered_at = NULL, org = ?, project = ?, description = ?, approval = ?, container_runtime = ?, upgrade_mode = ?, task_isolation = ?, task_types = ?, container_reason = ? WHERE id = ?`,
+	last_heartbeat = ?, deregistered_at = NULL, org = ?, project = ?, description = ?, approval = ?, container_runtime = ?, upgrade_mode = ?, task_isolation = ?, task_types = ?, container_reason = ?, process_id = ? WHERE id = ?`,
 		in.Name, in.Hostname, in.IP, encodeStrings(in.Tags), in.Version, in.Type, in.TokenID,
 		in.Capacity, generation+1, in.Connection, boolInt(in.Draining), nullMicros(in.LastHeartbeat),
-		in.Org, in.Project, cleanText(in.Description), in.Approval, in.ContainerRuntime, in.UpgradeMode, encodeIsolation(in.TaskIsolation), encodeTaskTypes(in.TaskTypes), in.ContainerReason, id)
+		in.Org, in.Project, cleanText(in.Description), in.Approval, in.ContainerRuntime, in.UpgradeMode, encodeIsolation(in.TaskIsolation), encodeTaskTypes(in.TaskTypes), in.ContainerReason, in.ProcessID, id)
 	return err
 }
 
