@@ -37,6 +37,10 @@ documents, unchanged:
   DELEGATE_HOSTNAME                         overrides the detected hostname (identity)
   POLL_FOR_TASKS=true                       poll instead of using the WebSocket
   DELEGATE_TASK_CAPACITY                    tasks run at once (0 = unlimited)
+  DELEGATE_ONCE=true                        one-shot: register, run exactly one task,
+                                            report it, deregister and exit (--once)
+  DELEGATE_ONCE_TIMEOUT                     one-shot: exit when no task came within this
+                                            long (default 5m; --once-timeout)
   LOGGING_LEVEL                             debug, info, warn or error (default info)
   DELEGATE_HTTP_PORT                        port of /healthz, /readyz and /metrics
                                             (Prometheus), default 3460, 0 = off
@@ -95,11 +99,18 @@ its environment and command line, and masks them in task output
 
 Flags override the environment. SIGTERM drains: no new tasks, running tasks
 finish within --grace, then the delegate deregisters and exits 0; a second
-signal cancels running tasks at once.`
+signal cancels running tasks at once.
+
+One-shot (--once): exit 0 when the task ran and its result was delivered,
+whatever the task's status; 3 when no task came within --once-timeout (or
+a stop came first), 4 when the claim of the offered task failed (another
+delegate took it), 5 when the result could not be delivered (kept in
+WORKDIR/spool); see docs/elastic.md.`
 
 type delegateFlags struct {
 	accountID, token, managerURL, name, tags, hostname, workDir, logLevel string
-	poll                                                                  bool
+	poll, once                                                            bool
+	onceTimeout                                                           time.Duration
 	capacity                                                              int
 	grace                                                                 time.Duration
 	perfInterval                                                          time.Duration
@@ -125,6 +136,8 @@ func newDelegateCmd(st *stopper, su *startup) *cobra.Command {
 	fl.StringVar(&f.hostname, "hostname", "", "hostname to register with (DELEGATE_HOSTNAME)")
 	fl.BoolVar(&f.poll, "poll", false, "poll for tasks instead of using the WebSocket (POLL_FOR_TASKS)")
 	fl.IntVar(&f.capacity, "capacity", 0, "tasks run at once, 0 = unlimited (DELEGATE_TASK_CAPACITY)")
+	fl.BoolVar(&f.once, "once", false, "one-shot: run exactly one task, report it, deregister and exit (DELEGATE_ONCE)")
+	fl.DurationVar(&f.onceTimeout, "once-timeout", 0, "with --once: exit non-zero when no task came within this long, default 5m (DELEGATE_ONCE_TIMEOUT)")
 	fl.StringVar(&f.workDir, "workdir", "", "working directory for task files (default: current directory)")
 	fl.DurationVar(&f.grace, "grace", 5*time.Minute, "how long running tasks may finish after SIGTERM")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error (overrides LOGGING_LEVEL)")
@@ -241,6 +254,12 @@ func delegateConfig(cmd *cobra.Command, f delegateFlags, lookup func(string) (st
 	}
 	if fl.Changed("poll") {
 		cfg.PollForTasks = f.poll
+	}
+	if fl.Changed("once") {
+		cfg.Once = f.once
+	}
+	if fl.Changed("once-timeout") {
+		cfg.OnceTimeout = f.onceTimeout
 	}
 	if fl.Changed("capacity") {
 		if f.capacity < 0 {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -88,6 +89,12 @@ LEGATE_API_KEY (a manager writes both to DATA/admin.env).`,
 	err = root.ExecuteContext(ctx)
 	if err == nil {
 		return
+	}
+	// A one-shot delegate's exit code says why it ran no task.
+	var coded interface{ ExitCode() int }
+	if errors.As(err, &coded) {
+		fmt.Fprintln(os.Stderr, "legate:", err)
+		os.Exit(coded.ExitCode())
 	}
 	if code, msg, ok := exitError(err); ok {
 		if msg != "" {

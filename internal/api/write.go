@@ -163,6 +163,9 @@ func StoreAPIError(err error, what string) *Error {
 		return NewError(http.StatusConflict, protocol.CodeNoCapacity, "delegate is at capacity")
 	case errors.Is(err, store.ErrStaleLease):
 		return NewError(http.StatusConflict, protocol.CodeStaleLease, "%s: lease is stale (the task was reassigned or finished)", what)
+	case errors.Is(err, store.ErrTokenUsedUp):
+		return NewError(http.StatusForbidden, protocol.CodeTokenUsedUp,
+			"the delegate token was created with a number of uses and every one is taken: create another token (legate token create NAME --uses N) for this delegate")
 	case errors.Is(err, store.ErrTaskTerminal):
 		return NewError(http.StatusConflict, protocol.CodeTaskTerminal, "%s already finished", what)
 	default:

@@ -33,6 +33,7 @@ func (a *app) tokenCreateCmd() *cobra.Command {
 		org, project string
 		approval     bool
 		initSecrets  []string
+		uses         int
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME [--org ORG [--project PROJECT]]",
@@ -54,17 +55,27 @@ to create another token.
 --require-approval makes the delegates that register with the token wait,
 listed as pending (legate delegates list --pending), offered no task and no
 configuration, until an administrator approves them (legate delegates
-approve NAME) or rejects them (legate delegates reject NAME: they stop).`,
+approve NAME) or rejects them (legate delegates reject NAME: they stop).
+
+--uses N lets at most N delegate processes register with the token (one
+each time a process starts; a delegate re-registering, for a new session
+or after a reconnect, takes none): then it is refused (token_used_up).
+With one-shot delegates (legate delegate --once), --uses 1 gives each
+machine a token that is worth nothing once it ran (docs/elastic.md).`,
 		Example: `  legate token create ci
   TOKEN=$(legate token create ci --value-only) && echo "token created"
   legate token create eng-ci --org eng
   legate token create web-ci --org eng --project web
   legate token create untrusted --require-approval
-  legate token create builders --init-secret REGISTRY_PASSWORD`,
+  legate token create builders --init-secret REGISTRY_PASSWORD
+  legate token create runner-42 --uses 1`,
 		Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			if err := checkScopeFlags(org, project); err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("uses") && (uses < 1 || uses > protocol.MaxTokenUses) {
+				return usagef("--uses %d: give 1 to %d (leave --uses out for a token without a limit)", uses, protocol.MaxTokenUses)
 			}
 			if out.format != "" && valueOnly {
 				return usagef("-o/--json and --value-only: choose one")
@@ -74,7 +85,7 @@ approve NAME) or rejects them (legate delegates reject NAME: they stop).`,
 				return err
 			}
 			tok, err := c.CreateScopedToken(cmd.Context(), protocol.CreateTokenRequest{Name: args[0], Org: org, Project: project, RequireApproval: approval,
-				InitSecrets: initSecrets})
+				InitSecrets: initSecrets, Uses: uses})
 			if err != nil {
 				return err
 			}
@@ -96,6 +107,9 @@ approve NAME) or rejects them (legate delegates reject NAME: they stop).`,
 			if tok.RequireApproval {
 				where += ", requiring approval"
 			}
+			if tok.Uses > 0 {
+				where += fmt.Sprintf(", for %d registration(s)", tok.Uses)
+			}
 			_, err = fmt.Fprintf(w, "Created delegate token %q%s. Start delegates with DELEGATE_TOKEN set to this value; it is not shown again:\n%s\n", tok.Name, where, tok.Value)
 			return err
 		}),
@@ -105,6 +119,7 @@ approve NAME) or rejects them (legate delegates reject NAME: they stop).`,
 	out.add(cmd, formatJSON, formatYAML)
 	cmd.Flags().BoolVar(&approval, "require-approval", false, "delegates that register with the token wait for an administrator's approval")
 	cmd.Flags().StringArrayVar(&initSecrets, "init-secret", nil, "a stored secret the INIT_SCRIPT of the token's delegates may use as ${secrets.NAME} (repeatable; needs secret:access on it)")
+	cmd.Flags().IntVar(&uses, "uses", 0, "at most this many delegate processes may register with the token (default: no limit)")
 	cmd.Flags().BoolVar(&valueOnly, "value-only", false, "print only the token's value (for TOKEN=$(legate token create NAME --value-only))")
 	return cmd
 }
@@ -162,6 +177,9 @@ func (a *app) tokenListCmd() *cobra.Command {
 				status := tok.Status
 				if tok.RequireApproval {
 					status += ",requires-approval"
+				}
+				if tok.UsesLeft != nil {
+					status += fmt.Sprintf(",uses-left=%d/%d", *tok.UsesLeft, tok.Uses)
 				}
 				row := []string{tok.Name, scope(tok.Org, tok.Project), status, age(now, tok.CreatedAt), revoked}
 				if wide {

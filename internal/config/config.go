@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/legate-dev/legate/internal/protocol"
@@ -55,6 +56,12 @@ type Delegate struct {
 	HTTPReports bool
 	// Capacity is DELEGATE_TASK_CAPACITY; 0 means unlimited.
 	Capacity int
+	// Once is DELEGATE_ONCE: register, run exactly one task, report it,
+	// deregister and exit (a one-shot delegate; docs/elastic.md).
+	Once bool
+	// OnceTimeout is DELEGATE_ONCE_TIMEOUT: how long a one-shot delegate
+	// waits for its task; 0 = DefaultOnceTimeout (see OnceWait).
+	OnceTimeout time.Duration
 	// CPUThreshold and MemoryThreshold are DELEGATE_CPU_THRESHOLD and
 	// DELEGATE_MEMORY_THRESHOLD in percent of the machine; above them the
 	// delegate takes no new tasks. 0 turns the check off.
@@ -174,6 +181,7 @@ func ReadEnv(lookup func(string) (string, bool)) (Delegate, error) {
 		e.readWork,
 		func(d *Delegate) error { return readLogging(d, e.get) },
 		func(d *Delegate) error { return readHTTP(e.get, d) },
+		func(d *Delegate) error { return readOnce(e.get, d) },
 		func(d *Delegate) (err error) { d.Proxy, err = readProxy(lookup); return err },
 		func(d *Delegate) (err error) { d.TLS, err = readTLS(lookup); return err },
 	} {
@@ -388,6 +396,9 @@ func (d Delegate) Validate() error {
 	}
 	if d.MemoryThreshold < 0 || d.MemoryThreshold > 100 {
 		return fmt.Errorf("DELEGATE_MEMORY_THRESHOLD=%d: must be a percentage from 0 (off) to 100", d.MemoryThreshold)
+	}
+	if err := d.validateOnce(); err != nil {
+		return err
 	}
 	if err := d.TLS.Validate(); err != nil {
 		return err

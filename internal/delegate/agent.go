@@ -207,6 +207,8 @@ type Agent struct {
 	// explain).
 	containerReason string
 	platform        string
+	// once is the one-shot delegate's progress (Config.Once).
+	once *onceState
 	// swept is closed once the containers an earlier run left are
 	// removed: container tasks wait for it (the sweep would remove theirs
 	// too), the delegate's registration does not. Set by Run.
@@ -262,7 +264,7 @@ func New(opts Options) (*Agent, error) {
 	}
 	a := &Agent{
 		opts:     opts,
-		cfg:      opts.Config,
+		cfg:      opts.Config.Effective(),
 		log:      opts.Logger,
 		tasks:    map[string]*runningTask{},
 		deferred: map[string]deferredOffer{},
@@ -273,6 +275,7 @@ func New(opts Options) (*Agent, error) {
 		isolation: isolation,
 		sandbox:   sandbox,
 		uids:      uids,
+		once:      newOnceState(opts.Config.Once),
 	}
 	if opts.HTTPClient == nil || opts.TaskHTTPClient == nil {
 		cl, err := transport.ForDelegate(transport.Options{
@@ -420,7 +423,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	})
 	if err := a.register(ctx); err != nil {
 		if ctx.Err() != nil {
-			return nil
+			return a.onceResult(nil) // stopped before registering: no task ran
 		}
 		return err
 	}
@@ -434,17 +437,20 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.wg.Go(func() { a.sessionLoop(loopCtx) })
 	a.wg.Go(func() { a.perfLoop(loopCtx) })
 
-	var runErr error
-	select {
-	case <-ctx.Done():
+	outcome, runErr, stop := a.waitOnce(ctx)
+	switch {
+	case stop:
 		a.log.Info("stop requested: draining (no new tasks; running tasks may finish)", "grace", a.opts.Grace, "running", a.runningCount())
-	case runErr = <-a.fatal:
+	case runErr != nil:
 		a.log.Error("delegate cannot continue", "err", runErr)
+	case outcome == nil:
+		a.log.Info("one-shot: the task ran and was reported; deregistering and exiting")
 	}
 	a.drain(runErr != nil)
 	stopLoops()
 	a.wg.Wait()
 	if runErr == nil {
+		runErr = a.onceResult(outcome)
 		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := a.client().Deregister(dctx); err != nil {
 			a.log.Warn("deregister", "err", err)
@@ -560,7 +566,7 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			return fmt.Errorf("rejected by %s: %s", a.client().BaseURL(), pe.Message)
 		}
 		if errors.As(err, &pe) && !pe.Code.Recoverable() {
-			return fmt.Errorf("registration refused by %s: %s", a.client().BaseURL(), pe.Message)
+			return fmt.Errorf("registration refused by %s: %s (%s)", a.client().BaseURL(), pe.Message, pe.Code)
 		}
 		if errors.As(err, &pe) && pe.Code == protocol.CodeDuplicateIdentity {
 			// Another live process holds this identity: wait, refused,
@@ -858,7 +864,7 @@ func (a *Agent) offeredWith(ctx context.Context, id string, o deferredOffer) {
 		return
 	}
 	a.mu.Lock()
-	if a.draining || a.tasks[id] != nil {
+	if a.draining || a.tasks[id] != nil || a.once.closed.Load() {
 		draining := a.draining
 		a.mu.Unlock()
 		if draining {

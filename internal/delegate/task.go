@@ -42,10 +42,15 @@ func (a *Agent) runTask(parent context.Context, id string, capabilities []string
 		a.metrics.rejectedOffer(rejectDraining)
 		return
 	}
+	if a.once.closed.Load() {
+		return // a one-shot delegate claims one task only
+	}
 	acq, ok := a.claim(ctx, id, gen)
 	if !ok {
+		a.once.lost(a, id)
 		return
 	}
+	a.once.claimed()
 	taskCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	t := &runningTask{epoch: acq.Epoch, cancel: cancel}
@@ -67,6 +72,7 @@ func (a *Agent) runTask(parent context.Context, id string, capabilities []string
 	resultRefused := a.deliverResult(log, id, res)
 	logRefusal(log, t, outputRefused, resultRefused)
 	log.Info("task finished", "status", res.Status, "exit_code", derefInt(res.ExitCode))
+	a.once.finish(nil)
 }
 
 // logRefusal logs, once per task, that the manager refused its output or

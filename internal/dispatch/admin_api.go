@@ -21,7 +21,7 @@ func isTokenName(s string) bool { return protocol.ValidName(s) }
 
 func tokenView(t store.Token) protocol.Token {
 	v := protocol.Token{Name: t.Name, CreatedAt: t.CreatedAt.UTC(), RevokedAt: api.UTC(t.RevokedAt), Status: protocol.TokenActive, Org: t.Org, Project: t.Project,
-		RequireApproval: t.RequireApproval, InitSecrets: t.InitSecrets}
+		RequireApproval: t.RequireApproval, InitSecrets: t.InitSecrets, Uses: t.Uses, UsesLeft: t.Remaining()}
 	if t.RevokedAt != nil {
 		v.Status = protocol.TokenRevoked
 	}
@@ -38,7 +38,7 @@ func (m *Service) handleCreateToken(w http.ResponseWriter, r *http.Request, acct
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "token name %q is invalid: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", req.Name)
 		return
 	}
-	if err := m.scopes.CheckScope(r.Context(), acct, req.Org, req.Project); err != nil {
+	if err := errors.Join(m.scopes.CheckScope(r.Context(), acct, req.Org, req.Project), protocol.CheckTokenUses(req.Uses)); err != nil {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
@@ -48,7 +48,7 @@ func (m *Service) handleCreateToken(w http.ResponseWriter, r *http.Request, acct
 	}
 	value := api.NewSecret("", 24)
 	t := store.Token{ID: api.NewID("k_"), AccountID: acct, Name: req.Name, Hash: api.HashSecret(value), CreatedAt: m.cfg.Now(),
-		Org: req.Org, Project: req.Project, RequireApproval: req.RequireApproval, InitSecrets: names}
+		Org: req.Org, Project: req.Project, RequireApproval: req.RequireApproval, InitSecrets: names, Uses: req.Uses, UsesLeft: req.Uses}
 	if err := m.st.CreateToken(r.Context(), t); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "a token named %q already exists (its value is shown only when it is created, and a revoked token keeps its name): choose another name", req.Name)

@@ -326,6 +326,7 @@ func (m *Service) recordInstance(w http.ResponseWriter, r *http.Request, req pro
 		Approval:         approvalRequest(tok),
 		UpgradeMode:      req.Upgrade,
 		TaskIsolation:    protocol.BoundIsolation(req.TaskIsolation),
+		ProcessID:        req.ProcessID,
 	})
 	var conflict *store.IdentityConflictError
 	if errors.As(err, &conflict) {
@@ -335,8 +336,12 @@ func (m *Service) recordInstance(w http.ResponseWriter, r *http.Request, req pro
 		identityConflict(w, req, conflict)
 		return store.Instance{}, false
 	}
-	if err != nil {
+	if errors.Is(err, store.ErrTokenUsedUp) {
+		m.log.Warn("registration refused: the token has no use left", "account", req.AccountID, "token", tok.Name, "name", req.Name, "hostname", req.Hostname)
+	} else if err != nil {
 		m.log.Error("register delegate", "err", err)
+	}
+	if err != nil {
 		api.StoreError(w, err, "delegate instance")
 		return store.Instance{}, false
 	}

@@ -849,6 +849,21 @@ type CreateTokenRequest struct {
 	// creates the token needs secret:access on each. At most
 	// MaxInitSecrets. Since v5.
 	InitSecrets []string `json:"init_secrets,omitempty"`
+	// Uses is how many delegate processes may register with the token,
+	// 1 to MaxTokenUses; 0 = unlimited. A re-registration of a process
+	// (a new session, a reconnect) takes none. Since v5.
+	Uses int `json:"uses,omitempty"`
+}
+
+// MaxTokenUses bounds CreateTokenRequest.Uses.
+const MaxTokenUses = 1_000_000
+
+// CheckTokenUses checks CreateTokenRequest.Uses.
+func CheckTokenUses(n int) error {
+	if n < 0 || n > MaxTokenUses {
+		return fmt.Errorf("uses %d: give 1 to %d uses, or none for a token without a limit", n, MaxTokenUses)
+	}
+	return nil
 }
 
 // MaxInitSecrets bounds CreateTokenRequest.InitSecrets and
@@ -882,6 +897,10 @@ type Token struct {
 	RequireApproval bool `json:"require_approval,omitempty"`
 	// InitSecrets: see CreateTokenRequest. Since v5.
 	InitSecrets []string `json:"init_secrets,omitempty"`
+	// Uses: see CreateTokenRequest; UsesLeft is how many remain (nil: a
+	// token without a limit). Since v5.
+	Uses     int  `json:"uses,omitempty"`
+	UsesLeft *int `json:"uses_left,omitempty"`
 }
 
 // Token statuses.
@@ -1698,6 +1717,10 @@ const (
 	// first; the message names both. The process may retry (it takes
 	// over when the other one stops) but should say so loudly. Since v5.
 	CodeDuplicateIdentity Code = "duplicate_identity"
+	// CodeTokenUsedUp: the delegate token was created with a number of
+	// uses (token create --uses N) and every one was taken: it registers
+	// no new delegate process. Create another token. Since v5.
+	CodeTokenUsedUp Code = "token_used_up"
 )
 
 // Recoverable reports whether an error with this code may succeed if
@@ -1708,7 +1731,7 @@ func (c Code) Recoverable() bool {
 	case CodeBadRequest, CodeUnauthenticated, CodeTokenRevoked, CodeForbidden,
 		CodeNotFound, CodeConflict, CodeAlreadyClaimed, CodeStaleLease,
 		CodeNotEligible, CodeVersion, CodeTaskTerminal, CodeAPIKeyRevoked, CodeIdentityConflict,
-		CodeDelegateRejected, CodeDeploymentLimit, CodeDelegateExpired, CodeUnknownFrame:
+		CodeDelegateRejected, CodeDeploymentLimit, CodeDelegateExpired, CodeUnknownFrame, CodeTokenUsedUp:
 		return false
 	case CodeSessionExpired: // re-register, then retry
 		return true

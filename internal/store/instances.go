@@ -38,14 +38,19 @@ func (e *IdentityConflictError) Is(target error) bool { return target == ErrIden
 // transaction (the row is locked on PostgreSQL), so of two registrations
 // that race for one identity with different tokens, one wins and the
 // other is refused.
+//
+// The registration of a new process (in.ProcessID other than the one the
+// live instance was registered by) takes a use of a token created with a
+// number of uses, in the same transaction: ErrTokenUsedUp when none is left.
 func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, error) {
 	var out Instance
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		var id, tokenID string
+		var id, tokenID, processID string
 		var generation int64
+		var deregistered sql.NullInt64
 		lookup := func() error {
-			return s.w(tx).queryRow(ctx, `SELECT id, generation, token_id FROM instances WHERE account_id = ? AND identity_key = ?`+
-				s.lockClause("FOR UPDATE"), in.AccountID, in.IdentityKey).Scan(&id, &generation, &tokenID)
+			return s.w(tx).queryRow(ctx, `SELECT id, generation, token_id, process_id, deregistered_at FROM instances WHERE account_id = ? AND identity_key = ?`+
+				s.lockClause("FOR UPDATE"), in.AccountID, in.IdentityKey).Scan(&id, &generation, &tokenID, &processID, &deregistered)
 		}
 		if in.Approval != "" {
 			state, err := s.approvalOf(ctx, tx, in.AccountID, in.TokenID, in.Name, in.RegisteredAt)
@@ -55,6 +60,17 @@ func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, erro
 			in.Approval = state
 		}
 		err := lookup()
+		if err == nil || errors.Is(err, sql.ErrNoRows) {
+			// A new process takes a use of its token; the live process
+			// that holds the instance registering again (a new session, a
+			// reconnect, a manager restart) does not.
+			again := err == nil && in.ProcessID != "" && in.ProcessID == processID && in.TokenID == tokenID && !deregistered.Valid
+			if !again {
+				if err := s.takeTokenUse(ctx, tx, in.TokenID); err != nil {
+					return err
+				}
+			}
+		}
 		if errors.Is(err, sql.ErrNoRows) {
 			res, err := s.w(tx).exec(ctx, `INSERT INTO instances (`+instanceCols+`)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
@@ -69,7 +85,7 @@ func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, erro
 				return err
 			}
 			if n > 0 {
-				out, err = getInstance(ctx, s.w(tx), in.ID)
+				out, err = s.recordProcess(ctx, tx, in.ID, in.ProcessID)
 				return err
 			}
 			// Nothing inserted: the ID is taken by another identity, or
@@ -92,12 +108,27 @@ func (s *Store) UpsertInstance(ctx context.Context, in Instance) (Instance, erro
 			return err
 		}
 		out, err = getInstance(ctx, s.w(tx), id)
+		out.ProcessID = in.ProcessID
 		return err
 	})
 	if err != nil {
 		return Instance{}, fmt.Errorf("upsert instance %q: %w", in.IdentityKey, err)
 	}
 	return out, nil
+}
+
+// recordProcess records the process that registered the new instance id
+// (a re-registration records it in updateInstance) and returns the
+// instance.
+func (s *Store) recordProcess(ctx context.Context, tx *sql.Tx, id, processID string) (Instance, error) {
+	if processID != "" {
+		if _, err := s.w(tx).exec(ctx, `UPDATE instances SET process_id = ? WHERE id = ?`, processID, id); err != nil {
+			return Instance{}, err
+		}
+	}
+	in, err := getInstance(ctx, s.w(tx), id)
+	in.ProcessID = processID
+	return in, err
 }
 
 // checkRebind allows instance id, bound to boundToken, to be registered
@@ -123,10 +154,10 @@ func (s *Store) checkRebind(ctx context.Context, tx *sql.Tx, id, boundToken stri
 func (s *Store) updateInstance(ctx context.Context, tx *sql.Tx, id string, generation int64, in Instance) error {
 	_, err := s.w(tx).exec(ctx, `UPDATE instances SET name = ?, hostname = ?, ip = ?, tags = ?,
 	version = ?, type = ?, token_id = ?, capacity = ?, generation = ?, connection = ?, draining = ?,
-	last_heartbeat = ?, deregistered_at = NULL, org = ?, project = ?, description = ?, approval = ?, container_runtime = ?, upgrade_mode = ?, task_isolation = ?, task_types = ?, container_reason = ? WHERE id = ?`,
+	last_heartbeat = ?, deregistered_at = NULL, org = ?, project = ?, description = ?, approval = ?, container_runtime = ?, upgrade_mode = ?, task_isolation = ?, task_types = ?, container_reason = ?, process_id = ? WHERE id = ?`,
 		in.Name, in.Hostname, in.IP, encodeStrings(in.Tags), in.Version, in.Type, in.TokenID,
 		in.Capacity, generation+1, in.Connection, boolInt(in.Draining), nullMicros(in.LastHeartbeat),
-		in.Org, in.Project, cleanText(in.Description), in.Approval, in.ContainerRuntime, in.UpgradeMode, encodeIsolation(in.TaskIsolation), encodeTaskTypes(in.TaskTypes), in.ContainerReason, id)
+		in.Org, in.Project, cleanText(in.Description), in.Approval, in.ContainerRuntime, in.UpgradeMode, encodeIsolation(in.TaskIsolation), encodeTaskTypes(in.TaskTypes), in.ContainerReason, in.ProcessID, id)
 	return err
 }
 

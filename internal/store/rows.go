@@ -23,7 +23,7 @@ var errRowChanged = errors.New("task changed concurrently")
 
 // --- tokens ------------------------------------------------------------------------
 
-const tokenCols = `id, account_id, name, hash, created_at, revoked_at, org, project, require_approval, init_secrets`
+const tokenCols = `id, account_id, name, hash, created_at, revoked_at, org, project, require_approval, init_secrets, uses, uses_left`
 
 func scanToken(r rowScanner) (Token, error) {
 	var t Token
@@ -31,7 +31,7 @@ func scanToken(r rowScanner) (Token, error) {
 	var revoked sql.NullInt64
 	var approval int
 	var initSecrets string
-	if err := r.Scan(&t.ID, &t.AccountID, &t.Name, &t.Hash, &created, &revoked, &t.Org, &t.Project, &approval, &initSecrets); err != nil {
+	if err := r.Scan(&t.ID, &t.AccountID, &t.Name, &t.Hash, &created, &revoked, &t.Org, &t.Project, &approval, &initSecrets, &t.Uses, &t.UsesLeft); err != nil {
 		return Token{}, err
 	}
 	if initSecrets != "" {

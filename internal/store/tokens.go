@@ -12,9 +12,9 @@ import (
 // CreateToken stores a token. ErrConflict if the account already has a token
 // with that name (revoked tokens keep their name).
 func (s *Store) CreateToken(ctx context.Context, t Token) error {
-	err := s.insert(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	err := s.insert(ctx, `INSERT INTO tokens (`+tokenCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		t.ID, t.AccountID, t.Name, t.Hash, micros(t.CreatedAt), nullMicros(t.RevokedAt), t.Org, t.Project, boolInt(t.RequireApproval),
-		strings.Join(t.InitSecrets, ","))
+		strings.Join(t.InitSecrets, ","), max(t.Uses, 0), max(t.Uses, 0))
 	if err != nil {
 		return fmt.Errorf("create token %q: %w", t.Name, err)
 	}
@@ -86,4 +86,25 @@ func (s *Store) RevokeToken(ctx context.Context, accountID, name string, now tim
 		return Token{}, fmt.Errorf("revoke token %q: %w", name, err)
 	}
 	return t, nil
+}
+
+// takeTokenUse takes one use of token id, when it was created with a
+// number of uses; ErrTokenUsedUp when none is left. The row is locked
+// (PostgreSQL) or the write transaction is alone (SQLite), so two
+// registrations never take the last use both.
+func (s *Store) takeTokenUse(ctx context.Context, tx *sql.Tx, id string) error {
+	var uses, left int
+	err := s.w(tx).queryRow(ctx, `SELECT uses, uses_left FROM tokens WHERE id = ?`+s.lockClause("FOR UPDATE"), id).Scan(&uses, &left)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil // deleted meanwhile: the caller's check of the token stands
+	case err != nil:
+		return err
+	case uses <= 0:
+		return nil
+	case left <= 0:
+		return ErrTokenUsedUp
+	}
+	_, err = s.w(tx).exec(ctx, `UPDATE tokens SET uses_left = uses_left - 1 WHERE id = ?`, id)
+	return err
 }

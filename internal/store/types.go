@@ -25,6 +25,9 @@ var (
 	// ErrLogClosed: a log chunk is numbered past the last chunk the
 	// task's result named. It also matches ErrTaskTerminal.
 	ErrLogClosed = fmt.Errorf("%w: log chunk past the last one its result named", ErrTaskTerminal)
+	// ErrTokenUsedUp: a registration of a new process with a token
+	// created with a number of uses, every one of them taken.
+	ErrTokenUsedUp = errors.New("the delegate token has no use left")
 )
 
 // Account is a tenant. Everything else belongs to exactly one account.
@@ -51,6 +54,18 @@ type Token struct {
 	// InitSecrets are the stored secrets (names, at the token's scope)
 	// its delegates' INIT_SCRIPT may use.
 	InitSecrets []string
+	// Uses is how many delegate processes may register with the token (0:
+	// unlimited); UsesLeft how many more may.
+	Uses, UsesLeft int
+}
+
+// Remaining is the number of uses left, nil for a token without a limit.
+func (t Token) Remaining() *int {
+	if t.Uses <= 0 {
+		return nil
+	}
+	n := t.UsesLeft
+	return &n
 }
 
 // Instance is one delegate process, identified within its account by
@@ -96,6 +111,10 @@ type Instance struct {
 	RegisteredAt   time.Time
 	LastHeartbeat  *time.Time
 	DeregisteredAt *time.Time
+	// ProcessID is the delegate process that registers (RegisterRequest's
+	// ProcessID): a re-registration by the same process takes no use of a
+	// token with a number of uses. Written by UpsertInstance only.
+	ProcessID string
 	// Approval is the decision about the instance's delegate
 	// (protocol.ApprovalPending, ApprovalApproved, ApprovalRejected), or
 	// "" when its token requires none. On UpsertInstance, any non-empty
