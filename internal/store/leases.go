@@ -11,13 +11,15 @@ import (
 )
 
 // ExtendLeases sets LeaseExpiresAt for tasks still running at the given
-// epochs, in one transaction; others are ignored.
+// epochs, in one transaction; others are ignored, and so are those whose
+// lease LoseUnstarted ended (their acquired_at cleared): a heartbeat that
+// still lists such a task must not win it back before the lease expiry.
 func (s *Store) ExtendLeases(ctx context.Context, ext []LeaseExtension) error {
 	if len(ext) == 0 {
 		return nil
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		stmt, err := s.w(tx).stmt(ctx, `UPDATE tasks SET lease_expires_at = ? WHERE id = ? AND epoch = ? AND status = ?`)
+		stmt, err := s.w(tx).stmt(ctx, `UPDATE tasks SET lease_expires_at = ? WHERE id = ? AND epoch = ? AND status = ? AND acquired_at IS NOT NULL`)
 		if err != nil {
 			return err
 		}
@@ -188,9 +190,9 @@ func (s *Store) LoseUnstarted(ctx context.Context, instanceID string, taskIDs []
 	var out []string
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		out = nil
-		// The attempt is given back once: the first cut clears acquired_at
-		// (requeue clears it anyway), so a cut repeated because a flush
-		// extended the lease meanwhile only ends the lease again.
+		// The attempt is given back once: the cut clears acquired_at
+		// (requeue clears it anyway), which also keeps ExtendLeases off
+		// the lease until the lease expiry requeues the task.
 		give, err := s.w(tx).stmt(ctx, `UPDATE tasks SET attempts = attempts - 1, acquired_at = NULL
 	WHERE id = ? AND instance_id = ? AND `+isRunning+` AND started_at IS NULL AND attempts > 0 AND acquired_at IS NOT NULL`)
 		if err != nil {

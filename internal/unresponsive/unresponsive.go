@@ -219,8 +219,8 @@ func (t *Tracker) Heartbeat(ctx context.Context, instanceID string, hb protocol.
 func (t *Tracker) heartbeat(instanceID string, hb protocol.Heartbeat, now time.Time, queued func(string) bool) (candidate, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.scan(now)
 	in := t.get(instanceID, now)
+	t.scan(now)
 	if hb.Seq > 0 && hb.Seq < in.seq {
 		// Another process took the identity: what the last one did is moot.
 		t.recover(instanceID, in, "a new delegate process registered")
