@@ -114,7 +114,7 @@ func (m *Service) offerTask(ctx context.Context, t store.Task, widen bool) {
 	// At most k of the preferred group, then at most k of the others.
 	for _, l := range targets {
 		l.push(ev)
-		m.cfg.Wedged.Offered(l.id, t.ID, m.cfg.Now())
+		m.cfg.Wedged.Offered(l.id, ev, m.cfg.Now())
 	}
 }
 

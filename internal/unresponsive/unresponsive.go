@@ -7,8 +7,9 @@
 // clock — and the one effect, ending the lease of a task claimed and never
 // started, goes through a function the caller gives.
 //
-// An offer is ignored when, one offer timeout after it was made, the task
-// is still queued (nobody claimed it), the delegate has claimed nothing
+// An offer (of a task that needs no capabilities: validating them may take
+// long, or fail) is ignored when, one offer timeout after it was made, the
+// task is still queued (nobody claimed it), the delegate has claimed nothing
 // since, and a heartbeat received after that timeout still reported free
 // capacity (not full, not draining, not over a threshold, not running a
 // configuration script). A delegate that is full, busy or lost the task to
@@ -176,11 +177,15 @@ func (t *Tracker) get(id string, now time.Time) *instance {
 	return in
 }
 
-// Offered records that task was offered to instanceID.
-func (t *Tracker) Offered(instanceID, task string, now time.Time) {
-	if t == nil {
+// Offered records that the task of ev (a task_available event) was
+// offered to instanceID. An offer of a task that needs capabilities does
+// not count: the delegate validates them first, which may take long or
+// fail (it reports that, and is denied the task), and neither is ignoring.
+func (t *Tracker) Offered(instanceID string, ev protocol.Event, now time.Time) {
+	if t == nil || len(ev.Capabilities) > 0 {
 		return
 	}
+	task := ev.TaskID
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	in := t.get(instanceID, now)

@@ -50,6 +50,7 @@ func TestDecisions(t *testing.T) {
 		{name: "claims another task", steps: []step{{at: 0, hb: true}, {at: 0.1, offer: "a"}, {at: 0.2, offer: "b"}, {at: 1, hb: true, running: []string{"b"}}, {at: 4, hb: true, running: []string{"b"}}}},
 		{name: "another delegate took the task", steps: []step{{at: 0, hb: true}, {at: 0.1, offer: "a"}, {at: 0.5, taken: "a"}, {at: 4, hb: true}}},
 		{name: "full", steps: []step{{at: 0, hb: true, cap: 1, running: []string{"x"}}, {at: 0.1, offer: "a"}, {at: 0.2, start: "x"}, {at: 4, hb: true, cap: 1, running: []string{"x"}}}},
+		{name: "validates capabilities", steps: []step{{at: 0, hb: true}, {at: 0.1, offer: "caps:a"}, {at: 4, hb: true}}},
 		{name: "over a threshold", steps: []step{{at: 0, hb: true}, {at: 0.1, offer: "a"}, {at: 4, hb: true, full: true}}},
 		{name: "draining", steps: []step{{at: 0, hb: true}, {at: 0.1, offer: "a"}, {at: 4, hb: true, drain: true}}},
 		{name: "a new process took the identity", steps: []step{{at: 0, hb: true, seq: 50}, {at: 0.1, offer: "a"}, {at: 4, hb: true, seq: 51}, {at: 5, hb: true, seq: 1}}},
@@ -82,7 +83,7 @@ func TestDecisions(t *testing.T) {
 				now := start.Add(time.Duration(s.at * float64(iv)))
 				switch {
 				case s.offer != "":
-					tr.Offered("d1", s.offer, now)
+					tr.Offered("d1", offer(s.offer), now)
 				case s.start != "":
 					tr.Started("d1", s.start, now)
 				case s.taken != "":
@@ -128,7 +129,7 @@ func TestShownAndCounted(t *testing.T) {
 	tr.Heartbeat(context.Background(), "d1", protocol.Heartbeat{Seq: 1}, at, queued)
 	tr.Heartbeat(context.Background(), "idle", protocol.Heartbeat{Seq: 1}, at, queued)
 	for i, id := range []string{"a", "b", "c"} {
-		tr.Offered("d1", id, at.Add(time.Duration(i)*time.Millisecond))
+		tr.Offered("d1", offer(id), at.Add(time.Duration(i)*time.Millisecond))
 	}
 	tr.Heartbeat(context.Background(), "d1", protocol.Heartbeat{Seq: 2}, at.Add(4*time.Second), queued)
 	tr.Heartbeat(context.Background(), "idle", protocol.Heartbeat{Seq: 2}, at.Add(4*time.Second), queued)
@@ -157,10 +158,20 @@ func TestShownAndCounted(t *testing.T) {
 // TestNilTracker: a manager without one finds nothing and fails nothing.
 func TestNilTracker(t *testing.T) {
 	var tr *Tracker
-	tr.Offered("d", "a", time.Now())
+	tr.Offered("d", offer("a"), time.Now())
 	tr.Started("d", "a", time.Now())
 	tr.Heartbeat(context.Background(), "d", protocol.Heartbeat{}, time.Now(), nil)
 	if tr.Unresponsive("d") != "" {
 		t.Error("a nil tracker marks")
 	}
+}
+
+// offer is the task_available event of task id; "caps:" makes it need a
+// capability.
+func offer(id string) protocol.Event {
+	ev := protocol.Event{Kind: protocol.EventTaskAvailable, TaskID: id}
+	if rest, ok := strings.CutPrefix(id, "caps:"); ok {
+		ev.TaskID, ev.Capabilities = rest, []string{"binary:kubectl"}
+	}
+	return ev
 }
