@@ -22,6 +22,8 @@ const module = "github.com/legate-dev/legate/"
 var layout = map[string][]string{
 	// Wire and rules: the standard library only.
 	"internal/protocol": nil,
+	// A wedged delegate told from an idle one (pure, and its metric).
+	"internal/unresponsive": {"internal/metrics", "internal/protocol"},
 	// Leaves: one job each, nothing of the project (or another leaf).
 	"internal/access":     nil, // permission decisions: no HTTP, no SQL
 	"internal/atomicfile": nil,
@@ -59,9 +61,9 @@ var layout = map[string][]string{
 	// The manager's shared parts and its services.
 	"internal/api":             {"internal/access", "internal/protocol", "internal/store"},
 	"internal/events":          {"internal/store"},
-	"internal/manager":         {"internal/access", "internal/api", "internal/cluster", "internal/dispatch", "internal/events", "internal/identity", "internal/metrics", "internal/pipeline/engine", "internal/protocol", "internal/retention", "internal/scopes", "internal/secrets", "internal/store", "internal/upgrades", "internal/webui"},
+	"internal/manager":         {"internal/access", "internal/api", "internal/cluster", "internal/dispatch", "internal/events", "internal/identity", "internal/metrics", "internal/pipeline/engine", "internal/protocol", "internal/retention", "internal/scopes", "internal/secrets", "internal/store", "internal/unresponsive", "internal/upgrades", "internal/webui"},
 	"internal/scopes":          {"internal/access", "internal/api", "internal/protocol", "internal/secretref", "internal/store"},
-	"internal/dispatch":        {"internal/access", "internal/api", "internal/assign", "internal/cluster", "internal/duplicate", "internal/events", "internal/logbus", "internal/manifest", "internal/metrics", "internal/protocol", "internal/secretref", "internal/store"},
+	"internal/dispatch":        {"internal/access", "internal/api", "internal/assign", "internal/cluster", "internal/duplicate", "internal/events", "internal/logbus", "internal/manifest", "internal/metrics", "internal/protocol", "internal/secretref", "internal/store", "internal/unresponsive"},
 	"internal/secrets":         {"internal/access", "internal/api", "internal/protocol", "internal/seal", "internal/secretref", "internal/store"},
 	"internal/upgrades":        {"internal/access", "internal/api", "internal/protocol", "internal/release", "internal/store"},
 	"internal/identity":        {"internal/access", "internal/api", "internal/atomicfile", "internal/cluster", "internal/protocol", "internal/store"},

@@ -89,6 +89,19 @@ const DefaultWindow = 30 * time.Second
 // still counts as connected. Window <= 0 means DefaultWindow.
 type Policy struct {
 	Window time.Duration
+	// Unresponsive, when set, says why an instance is marked unresponsive
+	// ("" when it is not): it keeps its heartbeat but ignores offers
+	// (internal/unresponsive). It is called on the offer path: it must be
+	// cheap and must not block.
+	Unresponsive func(instanceID string) string
+}
+
+// unresponsive is why d is marked unresponsive, "" when it is not.
+func (p Policy) unresponsive(d *Delegate) string {
+	if p.Unresponsive == nil {
+		return ""
+	}
+	return p.Unresponsive(d.InstanceID)
 }
 
 func (p Policy) window() time.Duration {
@@ -196,7 +209,7 @@ func atCapacity(d *Delegate) bool { return d.Capacity > 0 && d.Running >= d.Capa
 func (p Policy) eligible(d *Delegate, tv *taskView, now time.Time) (ok, allowlisted bool) {
 	if !p.connected(d, now) || d.Draining || atCapacity(d) || d.OverThreshold != "" || d.Configuring != "" || d.Pending ||
 		!protocol.Covers(d.Org, d.Project, tv.t.Org, tv.t.Project) || !hasSelectors(tv.sel, d) || tv.denied(d) ||
-		(tv.t.Container && d.ContainerRuntime == "") || !runsType(d, tv.t) {
+		(tv.t.Container && d.ContainerRuntime == "") || !runsType(d, tv.t) || p.unresponsive(d) != "" {
 		return false, false
 	}
 	allowlisted = len(tv.caps) > 0
@@ -285,6 +298,9 @@ func (p Policy) evaluate(d *Delegate, tv *taskView, now time.Time) []protocol.Re
 	if d.Pending {
 		add(protocol.RulePendingApproval, "pending approval (legate delegates approve "+d.Name+")")
 	}
+	if why := p.unresponsive(d); why != "" {
+		add(protocol.RuleUnresponsive, why)
+	}
 	return rs
 }
 
@@ -349,7 +365,8 @@ func staticRule(rule string) bool {
 }
 
 // ExcludedForGood reports whether reasons include at least one static rule:
-// scope, selectors, task_denied or capability_denied. Nothing about the
+// scope, selectors, task_denied or capability_denied (unresponsive is
+// dynamic: the mark lifts by itself). Nothing about the
 // delegate will lift such an exclusion by itself (a capability deny entry
 // does expire, after DenyTTL at most, but the seeds count it as "will not
 // be tried again"), so when every delegate is excluded for good the task

@@ -297,9 +297,13 @@ func delegateNames(ds []protocol.Delegate) []string {
 }
 
 // delegateStatus is the status with ",draining" when the delegate drains
-// and ",configuring" while it runs its configuration script.
+// and ",configuring" while it runs its configuration script; a connected
+// delegate the manager marked unresponsive (offered no task) shows so.
 func delegateStatus(d protocol.Delegate) string {
 	s := d.Status
+	if d.Unresponsive != nil && s == protocol.DelegateConnected {
+		s = "unresponsive"
+	}
 	if d.Draining {
 		s += ",draining"
 	}
@@ -496,6 +500,9 @@ func (a *app) printDelegateDetails(w io.Writer, d protocol.DelegateDetails) erro
 		}
 		if inst.DuplicateIdentity != "" {
 			t.row("  Duplicate:", inst.DuplicateIdentity)
+		}
+		if u := inst.Unresponsive; u != nil {
+			t.row("  Unresponsive:", u.Reason+" (offered no task since "+age(now, u.Since)+")")
 		}
 		t.row("  Version:", inst.Version)
 		if inst.UpgradeState != "" {

@@ -119,3 +119,27 @@ func TestDelegatesListFiltersAndPages(t *testing.T) {
 		}
 	}
 }
+
+// TestDelegatesUnresponsive: a connected delegate the manager marked
+// unresponsive shows so in the STATUS column, and describe says what it
+// ignored and when it is offered work again.
+func TestDelegatesUnresponsive(t *testing.T) {
+	t.Parallel()
+	m := newFakeManager(t, outcomeSpec{})
+	hb := testNow.Add(-3 * time.Second)
+	since := testNow.Add(-90 * time.Second)
+	u := &protocol.DelegateUnresponsive{Since: testNow.Add(-time.Minute), RetryAt: testNow.Add(4 * time.Minute),
+		Reason: "ignored 3 task offers since 2026-11-28T15:04:05Z", IgnoredOffers: 3, IgnoredSince: &since}
+	d := protocol.Delegate{Name: "east", Hostname: "host-a", Version: "0.1.0", Status: protocol.DelegateConnected,
+		Connection: protocol.ConnWebSocket, LastHeartbeat: &hb, Unresponsive: u}
+	m.delegates = []protocol.Delegate{d}
+	m.details = map[string]protocol.DelegateDetails{"east": {Name: "east", Instances: []protocol.DelegateDetail{{Delegate: d}}}}
+	r := ok(t, runCLI(t.Context(), m.env(), "", "delegates", "list"), "delegates", "list")
+	if !strings.Contains(r.stdout, "unresponsive  websocket") {
+		t.Errorf("list does not show the status:\n%s", r.stdout)
+	}
+	r = ok(t, runCLI(t.Context(), m.env(), "", "delegates", "describe", "east"), "delegates", "describe")
+	if !strings.Contains(r.stdout, "ignored 3 task offers since 2026-11-28T15:04:05Z (offered no task since 1m ago)") {
+		t.Errorf("describe does not say what it ignored:\n%s", r.stdout)
+	}
+}

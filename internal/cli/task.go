@@ -363,7 +363,8 @@ func (a *app) taskExplainCmd() *cobra.Command {
 		Short:             "Explain why a task runs where it runs, or waits",
 		Long: `Explain, per delegate, whether it may run the task and which rules exclude it:
 disconnected, draining, scope, selectors, task_denied, capability_denied,
-capacity or threshold (checked in that order). "allowlisted" marks a
+capacity or threshold (checked in that order), and unresponsive (a delegate
+that heartbeats but ignores its offers). "allowlisted" marks a
 delegate that validated the task's capabilities recently; it is preferred.
 A task that ended not_assigned is explained the same way. -o wide adds each
 delegate's instance ID.`,

@@ -225,6 +225,7 @@ func (m *Service) instanceView(in store.Instance, tokenNames map[string]string, 
 		v.Status = protocol.DelegateDeregistered
 	}
 	v.DuplicateIdentity = m.procs.Duplicate(in.AccountID+"\x00"+in.IdentityKey, now)
+	m.cfg.Wedged.Show(in.ID, &v)
 	if v.Status != protocol.DelegateConnected {
 		v.Connection, v.Perf = "", nil
 	}

@@ -12,8 +12,10 @@ import (
 	"github.com/legate-dev/legate/internal/store"
 )
 
-// policy is the assignment policy with this manager's liveness window.
-func (m *Service) policy() assign.Policy { return assign.Policy{Window: m.window()} }
+// policy is the assignment policy with this manager's liveness window and marks.
+func (m *Service) policy() assign.Policy {
+	return assign.Policy{Window: m.window(), Unresponsive: m.cfg.Wedged.Unresponsive}
+}
 
 // delegateView is what assignment needs to know about a live instance.
 func delegateView(l *live) assign.Delegate {
@@ -112,6 +114,7 @@ func (m *Service) offerTask(ctx context.Context, t store.Task, widen bool) {
 	// At most k of the preferred group, then at most k of the others.
 	for _, l := range targets {
 		l.push(ev)
+		m.cfg.Wedged.Offered(l.id, ev, m.cfg.Now())
 	}
 }
 

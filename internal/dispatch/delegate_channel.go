@@ -22,6 +22,7 @@ func (m *Service) heartbeat(ctx context.Context, d *live, hb protocol.Heartbeat)
 	now := m.cfg.Now()
 	d.touch(now)
 	m.metrics.heartbeats.Inc()
+	m.cfg.Wedged.Heartbeat(ctx, d.id, hb, now, m.queue.has) // may end the leases of unstarted claims
 	d.mu.Lock()
 	if hb.Capacity >= 0 && hb.Capacity != d.capacity && hb.Capacity != 0 {
 		d.capacity = hb.Capacity

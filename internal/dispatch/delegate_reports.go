@@ -209,6 +209,7 @@ func (m *Service) startTask(ctx context.Context, d *live, id string, req protoco
 		return api.StoreAPIError(err, "task "+id)
 	}
 	m.metrics.taskStarted(queued, now)
+	m.cfg.Wedged.Started(d.id, id, now)
 	m.events.Publish(ctx, events.Event{Kind: events.TaskStarted, Account: d.accountID, TaskID: id})
 	return nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/legate-dev/legate/internal/metrics"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
+	"github.com/legate-dev/legate/internal/unresponsive"
 )
 
 // Store is what dispatch needs of the store (*store.Store satisfies it).
@@ -165,6 +166,7 @@ type Config struct {
 	Upgrades     Upgrades
 	Housekeeping Housekeeping
 	Watchers     Watchers
+	Wedged       *unresponsive.Tracker // the delegates that ignore offers (nil: none found)
 	// SessionKey signs delegate session credentials.
 	SessionKey []byte
 

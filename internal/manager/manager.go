@@ -27,6 +27,7 @@ import (
 	"github.com/legate-dev/legate/internal/scopes"
 	"github.com/legate-dev/legate/internal/secrets"
 	"github.com/legate-dev/legate/internal/store"
+	"github.com/legate-dev/legate/internal/unresponsive"
 	"github.com/legate-dev/legate/internal/upgrades"
 )
 
@@ -312,6 +313,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	// upgrades.go, identity.go).
 	m.dispatch, err = dispatch.New(ctx, dispatch.Config{Store: st, Bus: m.bus, Events: &m.events, Metrics: m.metrics.reg,
 		APIErrors: m.metrics.apiErrors, Scopes: m.scopes, Secrets: secretsOf{m}, Upgrades: upgradesOf{m}, Housekeeping: identityOf{m}, Watchers: &m.watch, SessionKey: kb,
+		Wedged:            unresponsive.New(cfg.Logger, m.metrics.reg, cfg.HeartbeatInterval, st.LoseUnstarted),
 		HeartbeatInterval: cfg.HeartbeatInterval, MissedHeartbeats: cfg.MissedHeartbeats, SessionTTL: cfg.SessionTTL,
 		DefaultTaskTimeout: cfg.DefaultTaskTimeout, DefaultQueueTimeout: cfg.DefaultQueueTimeout, LongPollWait: cfg.LongPollWait,
 		LogCap: cfg.LogCap, SweepInterval: cfg.SweepInterval, OfferFanout: cfg.OfferFanout,

@@ -977,6 +977,30 @@ type Delegate struct {
 	// two clusters with the same spec), which one keeps it and which one
 	// is refused; shown while the refused one still tries. Since v5.
 	DuplicateIdentity string `json:"duplicate_identity,omitempty"`
+	// Unresponsive, when set, says that the manager holding the instance's
+	// event channel offers it no task: it keeps its heartbeat but ignored
+	// the offers it was sent, or claimed a task and never started it. Its
+	// Status stays connected (it is). Since v5.
+	Unresponsive *DelegateUnresponsive `json:"unresponsive,omitempty"`
+}
+
+// DelegateUnresponsive is what a delegate marked unresponsive ignored.
+type DelegateUnresponsive struct {
+	// Since is when it was marked; RetryAt when it is offered work again
+	// (on probation) if nothing clears the mark before.
+	Since   time.Time `json:"since"`
+	RetryAt time.Time `json:"retry_at"`
+	// Reason says it in one sentence.
+	Reason string `json:"reason"`
+	// IgnoredOffers is how many offers of tasks that stayed queued it left
+	// unclaimed, the oldest at IgnoredSince, while its heartbeats reported
+	// free capacity.
+	IgnoredOffers int        `json:"ignored_offers,omitempty"`
+	IgnoredSince  *time.Time `json:"ignored_since,omitempty"`
+	// UnstartedTask is a task it claimed at ClaimedAt and never started
+	// (offered elsewhere since).
+	UnstartedTask string     `json:"unstarted_task,omitempty"`
+	ClaimedAt     *time.Time `json:"claimed_at,omitempty"`
 }
 
 // Approval states of a delegate registered with a token that requires
@@ -1402,6 +1426,10 @@ const (
 	// RuleTaskType: the delegate does not run tasks of the task's type
 	// (RegisterRequest.TaskTypes). Since v5.
 	RuleTaskType = "task_type"
+	// RuleUnresponsive: the delegate keeps its heartbeat but ignored the
+	// offers it was sent, or claimed a task and never started it
+	// (Delegate.Unresponsive says which). Since v5.
+	RuleUnresponsive = "unresponsive"
 )
 
 // Reason is one rule that excludes a delegate from a task.

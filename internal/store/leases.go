@@ -11,13 +11,15 @@ import (
 )
 
 // ExtendLeases sets LeaseExpiresAt for tasks still running at the given
-// epochs, in one transaction; others are ignored.
+// epochs, in one transaction; others are ignored, and so are those whose
+// lease LoseUnstarted ended (their acquired_at cleared): a heartbeat that
+// still lists such a task must not win it back before the lease expiry.
 func (s *Store) ExtendLeases(ctx context.Context, ext []LeaseExtension) error {
 	if len(ext) == 0 {
 		return nil
 	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		stmt, err := s.w(tx).stmt(ctx, `UPDATE tasks SET lease_expires_at = ? WHERE id = ? AND epoch = ? AND status = ?`)
+		stmt, err := s.w(tx).stmt(ctx, `UPDATE tasks SET lease_expires_at = ? WHERE id = ? AND epoch = ? AND status = ? AND acquired_at IS NOT NULL`)
 		if err != nil {
 			return err
 		}
@@ -170,6 +172,54 @@ func (s *Store) TimeoutRunning(ctx context.Context, now time.Time, grace time.Du
 	})
 	if err != nil {
 		return nil, fmt.Errorf("time out running tasks: %w", err)
+	}
+	return out, nil
+}
+
+// LoseUnstarted ends, at to, the leases of those of taskIDs that instance
+// holds and has not started (no started report reached any manager), and
+// returns them: their delegate claimed them and went quiet, so the next
+// ExpireLeases requeues them with the instance denied, as for a lost
+// delegate. The claim gives its attempt back (nothing ran), so a task
+// without retries left is requeued too rather than failed. A task that
+// started, ended or moved on is left alone and not returned.
+func (s *Store) LoseUnstarted(ctx context.Context, instanceID string, taskIDs []string, to time.Time) ([]string, error) {
+	if len(taskIDs) == 0 {
+		return nil, nil
+	}
+	var out []string
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		out = nil
+		// The attempt is given back once: the cut clears acquired_at
+		// (requeue clears it anyway), which also keeps ExtendLeases off
+		// the lease until the lease expiry requeues the task.
+		give, err := s.w(tx).stmt(ctx, `UPDATE tasks SET attempts = attempts - 1, acquired_at = NULL
+	WHERE id = ? AND instance_id = ? AND `+isRunning+` AND started_at IS NULL AND attempts > 0 AND acquired_at IS NOT NULL`)
+		if err != nil {
+			return err
+		}
+		cut, err := s.w(tx).stmt(ctx, `UPDATE tasks SET lease_expires_at = ?
+	WHERE id = ? AND instance_id = ? AND `+isRunning+` AND started_at IS NULL AND lease_expires_at > ?`)
+		if err != nil {
+			return err
+		}
+		for _, id := range taskIDs {
+			res, err := cut.ExecContext(ctx, micros(to), id, instanceID, micros(to))
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 0 {
+				continue
+			}
+			if _, err := give.ExecContext(ctx, id, instanceID); err != nil {
+				return err
+			}
+			out = append(out, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("end the leases of %d unstarted tasks: %w", len(taskIDs), err)
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -252,6 +253,60 @@ func TestTimeoutRunning(t *testing.T) {
 		}
 		if diff := cmp.Diff([]string{"in-grace"}, ids(out)); diff != "" {
 			t.Errorf("second TimeoutRunning (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestLoseUnstarted: only a task the instance holds and has not started
+// loses its lease, once its attempt given back; a flush that extends the
+// leases of what the delegate still lists does not win it back, and the
+// lease expiry requeues it (no retries left) with the instance denied.
+func TestLoseUnstarted(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		unstarted := newTask("unstarted", "acc1", t0)
+		unstarted.Retries = 0
+		mustCreate(t, s, unstarted, newTask("started", "acc1", t0), newTask("other", "acc1", t0), newTask("queued", "acc1", t0))
+		for id, inst := range map[string]string{"unstarted": "i1", "started": "i1", "other": "i2"} {
+			mustClaim(t, s, id, inst, at(time.Minute))
+		}
+		if err := s.MarkStarted(ctx, "started", 1, at(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		to := at(time.Minute).Add(lease / 2)
+		lost, err := s.LoseUnstarted(ctx, "i1", []string{"unstarted", "started", "other", "queued", "ghost"}, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]string{"unstarted"}, lost); diff != "" {
+			t.Errorf("lost (-want +got):\n%s", diff)
+		}
+		// Again: the lease already ends at to, nothing is given back twice.
+		if again, err := s.LoseUnstarted(ctx, "i1", []string{"unstarted"}, to); err != nil || len(again) != 0 {
+			t.Errorf("a second cut: %v, %v", again, err)
+		}
+		if err := s.ExtendLeases(ctx, []LeaseExtension{{TaskID: "unstarted", Epoch: 1, ExpiresAt: at(time.Hour)},
+			{TaskID: "started", Epoch: 1, ExpiresAt: at(time.Hour)}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustGet(t, s, "acc1", "unstarted"); got.LeaseExpiresAt == nil || !got.LeaseExpiresAt.Equal(to) || got.Attempts != 0 {
+			t.Errorf("unstarted after a flush: lease %v, attempts %d", got.LeaseExpiresAt, got.Attempts)
+		}
+		if got := mustGet(t, s, "acc1", "started"); got.LeaseExpiresAt == nil || !got.LeaseExpiresAt.Equal(at(time.Hour)) {
+			t.Errorf("started task's lease %v, want extended", got.LeaseExpiresAt)
+		}
+		out, err := s.ExpireLeases(ctx, at(time.Minute).Add(lease*3/4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out) != 1 || out[0].Task.ID != "unstarted" || !out[0].Requeued || out[0].LostInstanceID != "i1" ||
+			!slices.Contains(out[0].Task.DeniedInstances, "i1") {
+			t.Errorf("expired %+v, want unstarted requeued without i1", out)
+		}
+		if got, err := s.LoseUnstarted(ctx, "i1", nil, to); err != nil || got != nil {
+			t.Errorf("no tasks: %v, %v", got, err)
 		}
 	})
 }

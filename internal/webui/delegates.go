@@ -100,6 +100,8 @@ type instanceRow struct {
 	Configuring   string
 	Draining      bool
 	OverThreshold string
+	// Unresponsive is why the manager offers it no task ("": it does).
+	Unresponsive string
 }
 
 // delegatesView is the live part of the Delegates page.
@@ -140,6 +142,9 @@ func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegate
 			Tags: d.Tags, Running: d.RunningTasks, Capacity: d.Capacity, LastHeartbeat: d.LastHeartbeat,
 			Approval: d.Approval, Configuration: d.Configuration, Configuring: d.Configuring,
 			Draining: d.Draining, OverThreshold: d.OverThreshold}
+		if d.Unresponsive != nil {
+			row.Unresponsive = d.Unresponsive.Reason
+		}
 		if row.Connected {
 			g.Connected++
 		}
