@@ -528,7 +528,7 @@ func (a *Agent) register(ctx context.Context) error {
 
 // registerLocked is register with regMu held.
 func (a *Agent) registerLocked(ctx context.Context) error {
-	b := backoff.Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second}
+	b := backoff.Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second, Full: true}
 	dup := backoff.Backoff{Min: 5 * time.Second, Max: time.Minute}
 	for {
 		req := a.registerRequest()
@@ -586,7 +586,7 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			// setting to fix, not a manager to wait for.
 			return fmt.Errorf("cannot connect to %s: %w", a.client().BaseURL(), err)
 		}
-		d := b.Next()
+		d := b.After(retryAfter(err))
 		a.log.Warn("cannot register yet; retrying", "manager", a.client().BaseURL(), "err", err, "retry_in", d.Round(time.Millisecond))
 		a.rotateManager()
 		select {
@@ -651,6 +651,17 @@ func (a *Agent) reauth(ctx context.Context, seenGen int64) {
 
 // handleCallError decides what a failed manager call means for the agent.
 // It returns true when the call may be retried.
+// retryAfter is the Retry-After of a manager's answer in err (0: none):
+// a manager that turns registrations and WebSocket openings away under
+// load says when to come back.
+func retryAfter(err error) time.Duration {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe.RetryAfter
+	}
+	return 0
+}
+
 func (a *Agent) handleCallError(ctx context.Context, err error, gen int64) bool {
 	var pe *protocol.Error
 	if errors.As(err, &pe) {

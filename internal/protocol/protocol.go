@@ -120,6 +120,8 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -1690,6 +1692,12 @@ const (
 	// first; the message names both. The process may retry (it takes
 	// over when the other one stops) but should say so loudly. Since v5.
 	CodeDuplicateIdentity Code = "duplicate_identity"
+	// CodeOverloaded: the manager serves as many registrations and
+	// event-channel openings at once as it admits; the answer (503)
+	// carries Retry-After, spread over the clients already waiting: the
+	// client waits that long (plus a little jitter) before it tries
+	// again. Since v5.
+	CodeOverloaded Code = "overloaded"
 )
 
 // Recoverable reports whether an error with this code may succeed if
@@ -1716,6 +1724,19 @@ type Error struct {
 	Message string `json:"message"`
 	// Status is the HTTP status; filled in by the client, not sent.
 	Status int `json:"-"`
+	// RetryAfter is the answer's Retry-After (0: none); filled in by the
+	// client, not sent.
+	RetryAfter time.Duration `json:"-"`
+}
+
+// ParseRetryAfter reads a Retry-After header given in seconds (the form
+// legate's managers send); 0 when absent or not a number of seconds.
+func ParseRetryAfter(v string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return time.Duration(min(n, 3600)) * time.Second
 }
 
 func (e *Error) Error() string {
