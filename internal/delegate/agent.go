@@ -552,6 +552,10 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			a.metrics.registered()
 			a.log.Info("registered with the manager", "manager", a.client().BaseURL(), "instance", resp.InstanceID,
 				"name", a.cfg.Name, "hostname", a.hostname, "heartbeat_interval", a.interval)
+			if resp.RefusedFrom != "" {
+				a.log.Warn("this delegate's version will be refused by the manager's next minor version: upgrade the delegate before the manager",
+					"version", a.opts.Version, "refused_from", resp.RefusedFrom, "manager", a.client().BaseURL())
+			}
 			return nil
 		}
 		var pe *protocol.Error

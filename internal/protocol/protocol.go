@@ -444,6 +444,11 @@ type RegisterResponse struct {
 	// may carry; nil from an older manager (which takes at most 1 MiB of
 	// output per upload).
 	Logs *LogLimits `json:"logs,omitempty"`
+	// RefusedFrom, when set, is the manager version (vMAJOR.MINOR) from
+	// which the delegate's version will be refused at registration: it
+	// is one minor version from expiry, and logs a warning that says so.
+	// Since v5.
+	RefusedFrom string `json:"refused_from,omitempty"`
 }
 
 // LogLimits is how a manager stores task output: the first HeadBytes and
@@ -952,6 +957,10 @@ type Delegate struct {
 	// two clusters with the same spec), which one keeps it and which one
 	// is refused; shown while the refused one still tries. Since v5.
 	DuplicateIdentity string `json:"duplicate_identity,omitempty"`
+	// RefusedFrom is the manager version (vMAJOR.MINOR) from which the
+	// instance's version will be refused at registration, when that is
+	// the next minor version ("": not that close to expiry). Since v5.
+	RefusedFrom string `json:"refused_from,omitempty"`
 }
 
 // Approval states of a delegate registered with a token that requires
