@@ -77,7 +77,7 @@ var layout = map[string][]string{
 	"internal/watcher":  {"internal/atomicfile", "internal/backoff", "internal/protocol", "internal/release"},
 	"internal/upgrader": {"internal/protocol", "internal/release"},
 	"internal/cli":      {"internal/atomicfile", "internal/buildinfo", "internal/client", "internal/manifest", "internal/protocol", "internal/release", "internal/secretref", "internal/transport"},
-	"internal/bench":    {"internal/client", "internal/plot", "internal/protocol"},
+	"internal/bench":    {"internal/backoff", "internal/client", "internal/plot", "internal/protocol"},
 	// The binary wires everything.
 	"cmd/legate": {"*"},
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -256,6 +257,10 @@ type managerOpts struct {
 	db         string // empty = SQLite in the data directory
 	cpuProfile string
 	logLevel   string
+	// listen is the address ("": a free loopback port); args are more
+	// flags of the manager.
+	listen string
+	args   []string
 }
 
 // startManager runs `legate manager` on a free loopback port with a fresh
@@ -265,8 +270,9 @@ func startManager(ctx context.Context, exe, dir string, o managerOpts) (*manager
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, fmt.Errorf("manager data directory: %w", err)
 	}
-	args := []string{"manager", "--listen", "127.0.0.1:0", "--data", data,
+	args := []string{"manager", "--listen", cmp.Or(o.listen, "127.0.0.1:0"), "--data", data,
 		"--heartbeat-interval", o.heartbeat.String(), "--log-level", o.logLevel}
+	args = append(args, o.args...)
 	if o.db != "" {
 		args = append(args, "--db", o.db)
 	}
