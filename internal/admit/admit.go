@@ -60,6 +60,10 @@ type Limiter struct {
 	back, done           [window]int64
 	backStamp, doneStamp [window]int64
 	turned               int64
+	// born is the second the limiter was made: a manager that just
+	// started measures its rate over the seconds it has run, not as if
+	// it had admitted nothing before.
+	born int64
 }
 
 // New returns a Limiter.
@@ -76,7 +80,7 @@ func New(cfg Config) *Limiter {
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Int64N
 	}
-	return &Limiter{slots: make(chan struct{}, cfg.Slots), wait: cfg.Wait, now: cfg.Now, rand: cfg.Rand}
+	return &Limiter{slots: make(chan struct{}, cfg.Slots), wait: cfg.Wait, now: cfg.Now, rand: cfg.Rand, born: cfg.Now().Unix()}
 }
 
 // Slots is how many requests are admitted at once.
@@ -134,7 +138,8 @@ func (l *Limiter) releaser() func() {
 // Hint counts one client turned away and says when it should come back:
 // one second, plus a time drawn at random over the spread the clients
 // already told to come back need at the rate requests were admitted
-// over the last seconds (at least Slots a second), capped at
+// over the last seconds (at most 5, at most since the limiter was made;
+// at least Slots a second), capped at
 // MaxRetryAfter. The hint is in whole seconds, as Retry-After carries
 // it.
 func (l *Limiter) Hint() time.Duration {
@@ -148,20 +153,20 @@ func (l *Limiter) Hint() time.Duration {
 			backlog += l.back[i]
 		}
 	}
-	for s := now - rateSeconds; s < now; s++ {
+	secs := min(max(now-l.born, 1), rateSeconds)
+	for s := now - secs; s < now; s++ {
 		if i := s % window; l.doneStamp[i] == s {
 			admitted += l.done[i]
 		}
 	}
-	rate := max(admitted/rateSeconds, int64(cap(l.slots)))
+	rate := max(admitted/secs, int64(cap(l.slots)))
 	spread := backlog / rate
-	secs := 1 + l.rand(spread+1)
-	secs = min(secs, int64(MaxRetryAfter/time.Second))
-	s := now + secs
+	after := min(1+l.rand(spread+1), int64(MaxRetryAfter/time.Second))
+	s := now + after
 	i := s % window
 	if l.backStamp[i] != s {
 		l.backStamp[i], l.back[i] = s, 0
 	}
 	l.back[i]++
-	return time.Duration(secs) * time.Second
+	return time.Duration(after) * time.Second
 }

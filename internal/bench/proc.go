@@ -261,6 +261,11 @@ type managerOpts struct {
 	// flags of the manager.
 	listen string
 	args   []string
+	// started, when set, is given the process's ID as soon as it runs,
+	// before it answers.
+	started chan<- int
+	// readyWithin bounds the wait for its first answer (0: 30 s).
+	readyWithin time.Duration
 }
 
 // startManager runs `legate manager` on a free loopback port with a fresh
@@ -284,8 +289,11 @@ func startManager(ctx context.Context, exe, dir string, o managerOpts) (*manager
 	if err != nil {
 		return nil, err
 	}
+	if o.started != nil {
+		o.started <- p.pid()
+	}
 	m := &manager{process: p, heartbeat: o.heartbeat}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(cmp.Or(o.readyWithin, 30*time.Second))
 	for {
 		if err := m.ready(ctx, filepath.Join(data, "admin.env")); err == nil {
 			return m, nil

@@ -27,16 +27,18 @@ type StormLine struct {
 	Runs        int    `json:"runs"`
 	// ConnectS is how long connecting the fleet took at first.
 	ConnectS Stat `json:"connect_s"`
-	// RestartS is from the kill to the new manager answering.
-	RestartS Stat `json:"restart_s"`
-	// BackS is from the new manager answering until every delegate has
-	// its WebSocket again; Back how many had (all, unless the bound of
-	// --storm-timeout passed).
+	// ReadyS is from the kill until the new manager answers the bench's
+	// health check (GET /healthz, 2 s timeout, retried): how long the
+	// storm keeps it from answering anything else.
+	ReadyS Stat `json:"ready_s"`
+	// BackS is from the kill until every delegate has its WebSocket
+	// again (the new manager starts at once); Back how many had (all,
+	// unless the bound of --storm-timeout passed).
 	BackS Stat `json:"back_s"`
 	Back  Stat `json:"back"`
-	// PeakRSSMB is the new manager's largest RSS until all were back
-	// (read every 200 ms); CPUPct its CPU over that time, PeakCPUPct over
-	// its busiest second (percent of one core).
+	// PeakRSSMB is the new manager process's largest RSS from its start
+	// until all were back (read every 200 ms); CPUPct its CPU over that
+	// time, PeakCPUPct over its busiest second (percent of one core).
 	PeakRSSMB  Stat `json:"peak_rss_mb"`
 	CPUPct     Stat `json:"cpu_pct"`
 	PeakCPUPct Stat `json:"peak_cpu_pct"`
@@ -67,7 +69,7 @@ func (r *runner) storm(ctx context.Context) error {
 			}
 		}
 		if err := emit(r.out, StormLine{Scenario: ScenarioStorm, Hints: hints, Delegates: c.Delegates, Store: c.Store,
-			HeartbeatMS: c.Heartbeat.Milliseconds(), Runs: c.Runs, ConnectS: s.stat("connect"), RestartS: s.stat("restart"),
+			HeartbeatMS: c.Heartbeat.Milliseconds(), Runs: c.Runs, ConnectS: s.stat("connect"), ReadyS: s.stat("ready"),
 			BackS: s.stat("back_s"), Back: s.stat("back"), PeakRSSMB: s.stat("rss"), CPUPct: s.stat("cpu"),
 			PeakCPUPct: s.stat("peak_cpu"), RetryAfter: s.stat("retry_after"), Failed: s.stat("failed"), FileLimit: r.fileLimit}); err != nil {
 			return err
@@ -133,53 +135,71 @@ func (r *runner) stormRun(ctx context.Context, run int, hints bool, s series) er
 
 	killed := time.Now()
 	m.kill()
-	m, err = startManager(ctx, c.Exe, dir, o)
-	if err != nil {
-		return fmt.Errorf("start the manager again: %w", err)
+	started := make(chan int, 1)
+	o.started, o.readyWithin = started, c.StormTimeout
+	type startResult struct {
+		m     *manager
+		err   error
+		ready time.Duration
 	}
-	restart := time.Since(killed)
-	s.add("restart", restart.Seconds())
-	return r.stormWatch(ctx, run, hints, m, &st, s)
+	res := make(chan startResult, 1)
+	go func() {
+		m, err := startManager(ctx, c.Exe, dir, o)
+		res <- startResult{m, err, time.Since(killed)}
+	}()
+	var pid int
+	select {
+	case pid = <-started:
+	case sr := <-res:
+		return fmt.Errorf("start the manager again: %w", sr.err)
+	}
+	watchErr := r.stormWatch(ctx, run, hints, pid, killed, &st, s)
+	sr := <-res
+	if sr.err != nil {
+		return fmt.Errorf("start the manager again: %w", sr.err)
+	}
+	m = sr.m
+	s.add("ready", sr.ready.Seconds())
+	r.progress(run, "manager answered again", "hints", hints, "ready_s", round3(sr.ready.Seconds()))
+	return watchErr
 }
 
-// stormWatch samples the new manager until every delegate is back or
-// --storm-timeout passes.
-func (r *runner) stormWatch(ctx context.Context, run int, hints bool, m *manager, st *stormCounters, s series) error {
+// stormWatch samples the new manager process from its start until every
+// delegate is back or --storm-timeout passes; times count from the kill.
+func (r *runner) stormWatch(ctx context.Context, run int, hints bool, pid int, killed time.Time, st *stormCounters, s series) error {
 	c := r.cfg
-	start := time.Now()
-	u0, err := m.usage()
+	u0, err := readUsage(pid)
 	if err != nil {
 		return err
 	}
 	peakRSS, peakCPU := u0.rssMB(), 0.0
-	last, lastAt := u0, start
-	for st.back.Load() < int64(c.Delegates) && time.Since(start) < c.StormTimeout && ctx.Err() == nil {
+	last, lastAt, start := u0, time.Now(), time.Now()
+	u1 := u0
+	for st.back.Load() < int64(c.Delegates) && time.Since(killed) < c.StormTimeout && ctx.Err() == nil {
 		sleepCtx(ctx, 200*time.Millisecond)
-		u, err := m.usage()
-		if err != nil {
+		if u1, err = readUsage(pid); err != nil {
 			return err
 		}
-		peakRSS = max(peakRSS, u.rssMB())
+		peakRSS = max(peakRSS, u1.rssMB())
 		if dt := time.Since(lastAt); dt >= time.Second {
-			peakCPU = max(peakCPU, 100*(u.cpu-last.cpu).Seconds()/dt.Seconds())
-			last, lastAt = u, time.Now()
+			peakCPU = max(peakCPU, 100*(u1.cpu-last.cpu).Seconds()/dt.Seconds())
+			last, lastAt = u1, time.Now()
 		}
 	}
-	took := time.Since(start)
-	u1, err := m.usage()
-	if err != nil {
-		return err
-	}
+	took := time.Since(killed)
+	avgCPU := 100 * (u1.cpu - u0.cpu).Seconds() / max(time.Since(start).Seconds(), 0.001)
+	peakCPU = max(peakCPU, avgCPU) // back within a second: the one second
 	back := st.back.Load()
 	s.add("back_s", took.Seconds())
 	s.add("back", float64(back))
-	s.add("rss", max(peakRSS, u1.rssMB()))
-	s.add("cpu", 100*(u1.cpu-u0.cpu).Seconds()/took.Seconds())
+	s.add("rss", peakRSS)
+	s.add("cpu", avgCPU)
 	s.add("peak_cpu", peakCPU)
 	s.add("retry_after", float64(st.retryAfter.Load()))
 	s.add("failed", float64(st.failed.Load()))
 	r.progress(run, "fleet back", "hints", hints, "back", back, "of", c.Delegates, "back_s", round3(took.Seconds()),
-		"peak_rss_mb", round3(peakRSS), "retry_after_answers", st.retryAfter.Load(), "failed_attempts", st.failed.Load())
+		"peak_rss_mb", round3(peakRSS), "cpu_pct", round3(avgCPU),
+		"peak_cpu_pct", round3(peakCPU), "retry_after_answers", st.retryAfter.Load(), "failed_attempts", st.failed.Load())
 	if back < int64(c.Delegates) {
 		r.log.Warn("not every delegate was back within --storm-timeout", "back", back, "of", c.Delegates, "timeout", c.StormTimeout)
 	}
