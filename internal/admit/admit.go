@@ -64,6 +64,12 @@ type Limiter struct {
 	// started measures its rate over the seconds it has run, not as if
 	// it had admitted nothing before.
 	born int64
+	// hold is the mean time a slot is held (an exponentially weighted
+	// average; 0: none given back yet): Slots ÷ hold is how many requests
+	// the limit lets through a second when they keep coming, which the
+	// admissions counted cannot show while few have arrived yet (just
+	// after a restart, when the storm is largest).
+	hold time.Duration
 }
 
 // New returns a Limiter.
@@ -120,11 +126,18 @@ func (l *Limiter) Acquire(ctx context.Context) (release func(), retryAfter time.
 
 func (l *Limiter) releaser() func() {
 	var once sync.Once
+	taken := l.now()
 	return func() {
 		once.Do(func() {
 			<-l.slots
 			l.mu.Lock()
-			s := l.now().Unix()
+			now := l.now()
+			if d := now.Sub(taken); l.hold == 0 {
+				l.hold = d
+			} else {
+				l.hold += (d - l.hold) / 16
+			}
+			s := now.Unix()
 			i := s % window
 			if l.doneStamp[i] != s {
 				l.doneStamp[i], l.done[i] = s, 0
@@ -137,9 +150,10 @@ func (l *Limiter) releaser() func() {
 
 // Hint counts one client turned away and says when it should come back:
 // one second, plus a time drawn at random over the spread the clients
-// already told to come back need at the rate requests were admitted
-// over the last seconds (at most 5, at most since the limiter was made;
-// at least Slots a second), capped at
+// already told to come back need at the rate requests are admitted: the
+// larger of the admissions over the last seconds (at most 5, at most
+// since the limiter was made) and Slots ÷ the mean time a slot is held,
+// at least Slots a second; capped at
 // MaxRetryAfter. The hint is in whole seconds, as Retry-After carries
 // it.
 func (l *Limiter) Hint() time.Duration {
@@ -160,6 +174,9 @@ func (l *Limiter) Hint() time.Duration {
 		}
 	}
 	rate := max(admitted/secs, int64(cap(l.slots)))
+	if l.hold > 0 {
+		rate = max(rate, int64(cap(l.slots))*int64(time.Second/l.hold))
+	}
 	spread := backlog / rate
 	after := min(1+l.rand(spread+1), int64(MaxRetryAfter/time.Second))
 	s := now + after

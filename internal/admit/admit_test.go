@@ -86,3 +86,26 @@ func TestAcquireTurnsAwayPastTheSlots(t *testing.T) {
 		t.Fatal("Acquire after release was refused")
 	}
 }
+
+// TestHintFollowsTheHoldTime: requests that hold their slot briefly let
+// many through a second, so the same backlog gets a narrower spread
+// than with requests that hold it long, before any second of admissions
+// was counted.
+func TestHintFollowsTheHoldTime(t *testing.T) {
+	spread := func(hold time.Duration) int64 {
+		now := time.Unix(1_800_000_000, 0)
+		var n int64
+		l := New(Config{Slots: 10, Wait: time.Nanosecond, Now: func() time.Time { return now },
+			Rand: func(m int64) int64 { n = m; return 0 }})
+		release, _ := l.Acquire(context.Background())
+		now = now.Add(hold)
+		release()
+		for range 1000 {
+			l.Hint()
+		}
+		return n
+	}
+	if short, long := spread(10*time.Millisecond), spread(time.Second); !(short < long) {
+		t.Fatalf("spread with 10ms holds %d, with 1s holds %d: want narrower when shorter", short, long)
+	}
+}
