@@ -151,6 +151,11 @@ type Agent struct {
 	conn   connState
 	regMu  sync.Mutex
 	regGen atomic.Int64
+	// notBefore (Unix nanoseconds) is when a manager that turned the
+	// WebSocket away with Retry-After may be asked again: the long poll
+	// that stands in for the WebSocket waits for it too, or a fleet
+	// turned away would poll all at once instead.
+	notBefore atomic.Int64
 	// logLimits is how the manager stores output and how much one upload
 	// may carry, nil when it did not say (an older manager).
 	logLimits atomic.Pointer[protocol.LogLimits]

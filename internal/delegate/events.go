@@ -147,6 +147,11 @@ func (a *Agent) runWebSocket(ctx context.Context) (bool, error) {
 	c, resp, err := websocket.Dial(dctx, wsURL(cl.BaseURL()), &websocket.DialOptions{HTTPClient: a.opts.HTTPClient, HTTPHeader: h})
 	cancel()
 	if err != nil {
+		if resp != nil {
+			if after := protocol.ParseRetryAfter(resp.Header.Get("Retry-After")); after > 0 {
+				a.notBefore.Store(time.Now().Add(after).UnixNano()) // before the poller wakes
+			}
+		}
 		a.conn.set(false)
 		if resp != nil && resp.StatusCode >= 400 {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
@@ -226,6 +231,15 @@ func (a *Agent) pollLoop(ctx context.Context) {
 			a.metrics.fellBackToPolling()
 		}
 		polling = true
+		if wait := time.Until(time.Unix(0, a.notBefore.Load())); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			case <-time.After(wait):
+			}
+			continue
+		}
 		gen := a.regGen.Load()
 		evs, err := a.poll(ctx, changed)
 		if err != nil {

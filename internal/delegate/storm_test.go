@@ -19,7 +19,7 @@ import (
 // overloadProxy forwards to a manager over a real socket, and answers the
 // first turnAway requests of path as a saturated manager does: 503
 // overloaded with Retry-After.
-func overloadProxy(t *testing.T, target, path string, turnAway int, retryAfter time.Duration) string {
+func overloadProxy(t *testing.T, target, path string, turnAway int, retryAfter time.Duration) (string, *proxyTimes) {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
@@ -27,12 +27,17 @@ func overloadProxy(t *testing.T, target, path string, turnAway int, retryAfter t
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ErrorLog = log.New(io.Discard, "", 0)
-	var mu sync.Mutex
+	times := &proxyTimes{}
+	mu := &times.mu
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		refuse := r.URL.Path == path && turnAway > 0
 		if refuse {
 			turnAway--
+			times.refused = time.Now()
+		}
+		if r.URL.Path == protocol.PathEvents && times.firstPoll.IsZero() {
+			times.firstPoll = time.Now()
 		}
 		mu.Unlock()
 		if refuse {
@@ -45,7 +50,25 @@ func overloadProxy(t *testing.T, target, path string, turnAway int, retryAfter t
 		rp.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return srv.URL, times
+}
+
+// proxyTimes is when the proxy turned a request away, and when the first
+// long poll reached it (zero: none). Read them once the delegate is in.
+type proxyTimes struct {
+	mu                 sync.Mutex
+	refused, firstPoll time.Time
+}
+
+// pollAfterRefusal is how long after the refusal the first poll came (ok
+// false: no poll, or no refusal).
+func (p *proxyTimes) pollAfterRefusal() (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.firstPoll.IsZero() || p.refused.IsZero() {
+		return 0, false
+	}
+	return p.firstPoll.Sub(p.refused), true
 }
 
 var retryInRE = regexp.MustCompile(`retry_in=([0-9.a-zµ]+)`)
@@ -70,14 +93,14 @@ func loggedRetries(t *testing.T, buf *logBuffer, msg string) []time.Duration {
 
 // TestDelegateHonoursRetryAfter: a manager that turns a registration, then
 // a WebSocket opening, away with Retry-After is not asked again before
-// that time (the backoff alone would come back within a second), and the
-// delegate gets in once it is let in.
+// that time (the backoff alone would come back within a second), not by
+// a long poll either, and the delegate gets in once it is let in.
 func TestDelegateHonoursRetryAfter(t *testing.T) {
 	const hint = 3 * time.Second
 	for _, path := range []string{protocol.PathRegister, protocol.PathWebSocket} {
 		t.Run(path, func(t *testing.T) {
 			tm := startManager(t, testConfig())
-			proxy := overloadProxy(t, tm.url, path, 1, hint)
+			proxy, times := overloadProxy(t, tm.url, path, 1, hint)
 			ag := startAgent(t, tm, agentOpts{urls: []string{proxy}})
 			tm.waitConnected(t, ag.hostname, protocol.ConnWebSocket)
 			msg := "cannot register yet; retrying"
@@ -87,6 +110,12 @@ func TestDelegateHonoursRetryAfter(t *testing.T) {
 			retries := loggedRetries(t, ag.logs, msg)
 			if len(retries) != 1 || retries[0] < hint {
 				t.Fatalf("retries after the 503 with Retry-After %s: %v; want one, not before the hint", hint, retries)
+			}
+			// The long poll that stands in for a WebSocket turned away
+			// waits for the hint too. (The delegate reads the hint after
+			// the proxy sent it: a poll before refused+hint came early.)
+			if d, ok := times.pollAfterRefusal(); path == protocol.PathWebSocket && ok && d < hint {
+				t.Fatalf("a long poll %s after the WebSocket was turned away with Retry-After %s", d, hint)
 			}
 		})
 	}
