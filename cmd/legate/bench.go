@@ -99,6 +99,7 @@ draws them from saved summary lines, e.g. several throughput lines.`,
 	f.IntVar(&cfg.Rate, "rate", 0, "soak: tasks submitted per second, steadily (default 200)")
 	f.DurationVar(&cfg.Duration, "duration", 0, "soak: how long (default 1h; a CI-size run: 5m)")
 	f.DurationVar(&cfg.Sample, "sample", 0, "soak: how often RSS, goroutines, open files and the database size are read (default 10s)")
+	f.IntVar(&cfg.Admissions, "admissions", 0, "storm: the manager's --admissions with hints on (default its own, 64)")
 	f.DurationVar(&cfg.StormTimeout, "storm-timeout", 0, "storm: how long to wait for every delegate to be back after the restart (default 10m)")
 	f.StringVar(&cfg.CPUProfile, "cpuprofile", "", "throughput: write the manager's pprof CPU profile of the last run here")
 	f.StringVar(&cfg.LogLevel, "manager-log-level", "warn", "the manager process's log level")

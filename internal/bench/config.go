@@ -125,6 +125,9 @@ type Config struct {
 	// StormTimeout bounds how long the storm waits for the fleet to be
 	// back after the manager started again.
 	StormTimeout time.Duration
+	// Admissions is the manager's --admissions with hints on (0: its
+	// default).
+	Admissions int
 
 	// CPUProfile, when set, is where the manager process writes a pprof
 	// CPU profile of the last run (throughput).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,9 @@ type StormLine struct {
 	Store       string `json:"store"`
 	HeartbeatMS int64  `json:"heartbeat_ms"`
 	Runs        int    `json:"runs"`
+	// Admissions is the manager's --admissions with hints on (0: its
+	// default, 64).
+	Admissions int `json:"admissions,omitempty"`
 	// ConnectS is how long connecting the fleet took at first.
 	ConnectS Stat `json:"connect_s"`
 	// ReadyS is from the kill until the new manager answers the bench's
@@ -69,7 +73,7 @@ func (r *runner) storm(ctx context.Context) error {
 			}
 		}
 		if err := emit(r.out, StormLine{Scenario: ScenarioStorm, Hints: hints, Delegates: c.Delegates, Store: c.Store,
-			HeartbeatMS: c.Heartbeat.Milliseconds(), Runs: c.Runs, ConnectS: s.stat("connect"), ReadyS: s.stat("ready"),
+			HeartbeatMS: c.Heartbeat.Milliseconds(), Runs: c.Runs, Admissions: admissionsOf(hints, c.Admissions), ConnectS: s.stat("connect"), ReadyS: s.stat("ready"),
 			BackS: s.stat("back_s"), Back: s.stat("back"), PeakRSSMB: s.stat("rss"), CPUPct: s.stat("cpu"),
 			PeakCPUPct: s.stat("peak_cpu"), RetryAfter: s.stat("retry_after"), Failed: s.stat("failed"), FileLimit: r.fileLimit}); err != nil {
 			return err
@@ -88,8 +92,11 @@ func (r *runner) stormRun(ctx context.Context, run int, hints bool, s series) er
 	}
 	defer rm()
 	o := managerOpts{heartbeat: c.Heartbeat, logLevel: c.LogLevel}
-	if !hints {
+	switch {
+	case !hints:
 		o.args = []string{"--admissions", "-1"}
+	case c.Admissions > 0:
+		o.args = []string{"--admissions", strconv.Itoa(c.Admissions)}
 	}
 	if c.Store == StorePostgres {
 		dsn, drop, err := throwawayDB(ctx, c.PostgresDSN)
@@ -268,4 +275,12 @@ func (s *swarm) reregister(ctx context.Context, d *sim, st *stormCounters) time.
 	}
 	st.failed.Add(1)
 	return 0
+}
+
+// admissionsOf is the --admissions a storm line ran with (-1: none).
+func admissionsOf(hints bool, n int) int {
+	if !hints {
+		return -1
+	}
+	return n
 }
