@@ -56,16 +56,16 @@ func (b *Backoff) Next() time.Duration {
 }
 
 // After is the delay before the next attempt when the server said when
-// to come back (a Retry-After of hint): the later of Next() and hint plus
-// a draw from [0, a second) — the hint is whole seconds, and the clients
-// given the same one must not return within the same instant. A hint of
-// 0 is Next().
+// to come back (a Retry-After of hint): the hint plus a draw from [0, a
+// second) — the hint is whole seconds, and the clients given the same one
+// must not return within the same instant. The server spreads the clients
+// it turns away over the time it needs to take them, so its hint replaces
+// the backoff (which does not grow for it); a hint of 0 is Next().
 func (b *Backoff) After(hint time.Duration) time.Duration {
-	d := b.Next()
 	if hint <= 0 {
-		return d
+		return b.Next()
 	}
-	return max(d, hint+rand.N(time.Second))
+	return hint + rand.N(time.Second)
 }
 
 // Reset starts again from Min: call it after an attempt succeeded.
