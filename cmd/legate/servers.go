@@ -86,6 +86,7 @@ type managerFlags struct {
 	// HTTP server limits; zero values mean manager.Config's defaults.
 	readTimeout, writeTimeout, idleTimeout time.Duration
 	maxConnections                         int
+	admissions                             int
 	// TLS (legate manager only).
 	tls transport.ServerFiles
 	// pruneAfter: instances out of contact for longer are removed; 0 =
@@ -201,7 +202,7 @@ func startManager(ctx context.Context, f managerFlags, log *slog.Logger) (*manag
 	}
 	m, err := manager.New(ctx, st, manager.Config{
 		HeartbeatInterval: f.heartbeat, APIKeyCacheTTL: f.apiKeyTTL, Version: buildVersion(), Logger: log, TLS: tlsConf, PublicURL: url, DelegateImage: image,
-		ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxConnections: f.maxConnections,
+		ReadTimeout: f.readTimeout, WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxConnections: f.maxConnections, Admissions: f.admissions,
 		PruneDelegatesAfter: prune, AuditRetention: retention, TaskRetention: taskRetention,
 		DeploymentsPerHour: limit(f.perHour), DeploymentsPerDay: limit(f.perDay),
 		ReleaseDir: releaseDir(ctx, f, log), UpgradeSoak: f.upgradeSoak, UINewDelegateHintAfter: f.uiHintAfter,
@@ -320,6 +321,7 @@ func (f *managerFlags) register(cmd *cobra.Command) {
 	fs.DurationVar(&f.readTimeout, "read-timeout", 30*time.Second, "a request body must arrive within this long after its headers, or the connection is closed")
 	fs.DurationVar(&f.writeTimeout, "write-timeout", 60*time.Second, "a request must be answered within this long after its headers, plus --read-timeout when it has a body (streams: each write), or the connection is closed")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", 120*time.Second, "close a keep-alive connection that carries no request for this long")
+	fs.IntVar(&f.admissions, "admissions", 0, "registrations and WebSocket openings served at once; past it they are answered 503 with a Retry-After spread over the clients waiting (0 = 64; -1 = no limit, no hints)")
 	fs.IntVar(&f.maxConnections, "max-connections", 0, "connections served at once; past it new ones wait and idle ones are closed (0 = from the descriptor limit, ulimit -n)")
 	fs.DurationVar(&f.retention, "retention", 30*24*time.Hour, "delete finished tasks, their logs and finished pipeline runs older than this, in small batches; 0 = keep everything")
 	fs.DurationVar(&f.auditRetention, "audit-retention", 90*24*time.Hour, "remove audit records older than this (legate audit list); 0 = keep them forever")
@@ -419,6 +421,9 @@ func (f managerFlags) check() error {
 		if d.v <= 0 {
 			return fmt.Errorf("%s %s: want a positive duration such as 30s", d.name, d.v)
 		}
+	}
+	if f.admissions < -1 {
+		return fmt.Errorf("--admissions %d: want a positive number, 0 (the default, 64) or -1 (no limit)", f.admissions)
 	}
 	if f.maxConnections < 0 {
 		return fmt.Errorf("--max-connections %d: want 0 (from the descriptor limit) or a positive number", f.maxConnections)

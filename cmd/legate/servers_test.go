@@ -53,6 +53,7 @@ func TestManagerFlagsCheck(t *testing.T) {
 		"negative write timeout":   {func(f *managerFlags) { f.writeTimeout = -time.Second }, "--write-timeout -1s"},
 		"zero idle timeout":        {func(f *managerFlags) { f.idleTimeout = 0 }, "--idle-timeout"},
 		"negative connections":     {func(f *managerFlags) { f.maxConnections = -1 }, "--max-connections -1"},
+		"admissions below -1":      {func(f *managerFlags) { f.admissions = -2 }, "--admissions -2: want a positive number, 0 (the default, 64) or -1 (no limit)"},
 		"prune before the window":  {func(f *managerFlags) { f.pruneAfter = 30 * time.Second }, "--prune-delegates-after 30s: use 0 (never) or at least 1m0s"},
 		"negative retention":       {func(f *managerFlags) { f.retention = -time.Hour }, "--retention -1h0m0s: use 0 (keep everything)"},
 	} {

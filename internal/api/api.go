@@ -35,6 +35,11 @@ type Route struct {
 	// WebSocket, the long poll, a followed log): they get WriteTimeout
 	// for each write instead of for the whole answer.
 	Stream bool
+	// Admit puts the route behind the server's admission limit (a
+	// registration, the opening of an event channel): past it, a request
+	// is answered 503 CodeOverloaded with a Retry-After spread over the
+	// clients already waiting (package admit).
+	Admit bool
 	// Exactly one handler is set, and which one says who may call:
 	// Public (no credentials), Delegate (a delegate session, which the
 	// handler's service checks itself) or Admin (an API key or sign-in

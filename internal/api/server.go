@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/admit"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/store"
 )
@@ -25,6 +26,8 @@ type Config struct {
 	// UnauthenticatedBodies bounds how many request bodies without
 	// credentials are read at once.
 	UnauthenticatedBodies int
+	// Admission is the limit of the routes marked Admit; nil = none.
+	Admission *admit.Limiter
 	// Authenticate resolves the caller of an admin request and its
 	// account, or answers the request and returns false.
 	Authenticate func(w http.ResponseWriter, r *http.Request) (Caller, string, bool)
@@ -71,6 +74,9 @@ func (s *Server) Route(rt Route) http.Handler {
 		if rt.Body > 0 {
 			h = s.readUnauthenticated(h)
 		}
+	}
+	if rt.Admit && s.cfg.Admission != nil {
+		h = s.admitted(h)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
@@ -250,7 +256,7 @@ func (s *Server) readUnauthenticated(next http.Handler) http.Handler {
 			if r.Context().Err() != nil {
 				return
 			}
-			w.Header().Set("Retry-After", "1")
+			setRetryAfter(w, s.hint())
 			WriteError(w, http.StatusServiceUnavailable, protocol.CodeUnavailable,
 				"the manager is reading %d requests without credentials already; retry in a second", cap(s.bodySlots))
 			return

@@ -38,6 +38,7 @@ var layout = map[string][]string{
 	"internal/retention":  nil, // the store it needs is an interface of its own
 	"internal/logbus":     {"internal/store"},
 	"internal/duplicate":  nil,
+	"internal/admit":      nil,
 	"internal/cluster":    nil, // the store it needs is an interface of its own
 	"internal/seal":       {"internal/atomicfile"},
 	"internal/secretref":  {"internal/protocol"},
@@ -59,9 +60,9 @@ var layout = map[string][]string{
 	// Durable state.
 	"internal/store": {"internal/backoff", "internal/protocol", "internal/seal", "internal/secretref"},
 	// The manager's shared parts and its services.
-	"internal/api":             {"internal/access", "internal/protocol", "internal/store"},
+	"internal/api":             {"internal/access", "internal/admit", "internal/protocol", "internal/store"},
 	"internal/events":          {"internal/store"},
-	"internal/manager":         {"internal/access", "internal/api", "internal/cluster", "internal/dispatch", "internal/events", "internal/identity", "internal/metrics", "internal/pipeline/engine", "internal/protocol", "internal/retention", "internal/scopes", "internal/secrets", "internal/store", "internal/unresponsive", "internal/upgrades", "internal/webui"},
+	"internal/manager":         {"internal/access", "internal/admit", "internal/api", "internal/cluster", "internal/dispatch", "internal/events", "internal/identity", "internal/metrics", "internal/pipeline/engine", "internal/protocol", "internal/retention", "internal/scopes", "internal/secrets", "internal/store", "internal/unresponsive", "internal/upgrades", "internal/webui"},
 	"internal/scopes":          {"internal/access", "internal/api", "internal/protocol", "internal/secretref", "internal/store"},
 	"internal/dispatch":        {"internal/access", "internal/api", "internal/assign", "internal/cluster", "internal/duplicate", "internal/events", "internal/logbus", "internal/manifest", "internal/metrics", "internal/protocol", "internal/secretref", "internal/store", "internal/unresponsive"},
 	"internal/secrets":         {"internal/access", "internal/api", "internal/protocol", "internal/seal", "internal/secretref", "internal/store"},
@@ -78,7 +79,7 @@ var layout = map[string][]string{
 	"internal/watcher":  {"internal/atomicfile", "internal/backoff", "internal/protocol", "internal/release"},
 	"internal/upgrader": {"internal/protocol", "internal/release"},
 	"internal/cli":      {"internal/atomicfile", "internal/buildinfo", "internal/client", "internal/manifest", "internal/protocol", "internal/release", "internal/secretref", "internal/transport"},
-	"internal/bench":    {"internal/client", "internal/plot", "internal/protocol"},
+	"internal/bench":    {"internal/backoff", "internal/client", "internal/plot", "internal/protocol"},
 	// The binary wires everything.
 	"cmd/legate": {"*"},
 }

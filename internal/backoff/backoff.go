@@ -28,6 +28,11 @@ type Backoff struct {
 	Min time.Duration
 	// Max caps every delay; 0 = DefaultMax, and a Max below Min is Min.
 	Max time.Duration
+	// Full draws each delay from [0, d] instead of [d/2, d] ("full
+	// jitter"): for the loops that a whole fleet runs at once after the
+	// same failure (reconnecting to a manager that restarted), whose
+	// retries it spreads twice as wide.
+	Full bool
 
 	n int // delays handed out since the last Reset
 }
@@ -44,7 +49,23 @@ func (b *Backoff) Next() time.Duration {
 	if b.n < maxDoublings {
 		b.n++
 	}
+	if b.Full {
+		return rand.N(d + 1)
+	}
 	return d/2 + rand.N(d-d/2+1)
+}
+
+// After is the delay before the next attempt when the server said when
+// to come back (a Retry-After of hint): the hint plus a draw from [0, a
+// second) — the hint is whole seconds, and the clients given the same one
+// must not return within the same instant. The server spreads the clients
+// it turns away over the time it needs to take them, so its hint replaces
+// the backoff (which does not grow for it); a hint of 0 is Next().
+func (b *Backoff) After(hint time.Duration) time.Duration {
+	if hint <= 0 {
+		return b.Next()
+	}
+	return hint + rand.N(time.Second)
 }
 
 // Reset starts again from Min: call it after an attempt succeeded.

@@ -101,3 +101,34 @@ func TestWaitEndsWithTheContext(t *testing.T) {
 		t.Fatal("Wait of 1ns reported a cancelled context")
 	}
 }
+
+// TestFullJitter draws from [0, d]: below the upper half's floor too.
+func TestFullJitter(t *testing.T) {
+	b := Backoff{Min: time.Second, Max: time.Second, Full: true}
+	low := false
+	for range 1000 {
+		d := b.Next()
+		if d < 0 || d > time.Second {
+			t.Fatalf("full jitter delay %s outside [0, 1s]", d)
+		}
+		low = low || d < time.Second/2
+	}
+	if !low {
+		t.Fatal("1,000 full-jitter delays, none below half: not full jitter")
+	}
+}
+
+// TestAfterHonoursTheHint: a hint replaces the backoff, with less than a
+// second of jitter on top, shorter or longer than the backoff, and does
+// not make it grow; without a hint it is Next.
+func TestAfterHonoursTheHint(t *testing.T) {
+	b := Backoff{Min: 10 * time.Second, Max: 20 * time.Second}
+	for range 100 {
+		if d := b.After(3 * time.Second); d < 3*time.Second || d >= 4*time.Second {
+			t.Fatalf("After(3s) = %s, want [3s, 4s)", d)
+		}
+	}
+	if d := b.After(0); d < 5*time.Second || d > 10*time.Second {
+		t.Fatalf("After(0) after 100 hints = %s, want the backoff's first delay", d)
+	}
+}

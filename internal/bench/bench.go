@@ -44,6 +44,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error
 		return r.failover(ctx)
 	case ScenarioSoak:
 		return r.soak(ctx)
+	case ScenarioStorm:
+		return r.storm(ctx)
 	}
 	return fmt.Errorf("unknown scenario %q", cfg.Scenario)
 }

@@ -510,3 +510,24 @@ func TestValidate(t *testing.T) {
 		t.Errorf("smoke defaults are not small: %+v", c)
 	}
 }
+
+// TestSmokeStorm: the storm prints a line with hints off, then one with
+// hints on, each with every delegate back after the manager's restart.
+// It asserts shape and that they came back, never timings.
+func TestSmokeStorm(t *testing.T) {
+	t.Parallel()
+	lines := decodeLines(t, runSmokeRaw(t, Config{Scenario: ScenarioStorm}))
+	if len(lines) != 2 || lines[0]["hints"] != false || lines[1]["hints"] != true {
+		t.Fatalf("storm lines: %v; want hints off, then on", lines)
+	}
+	for _, v := range lines {
+		if v["scenario"] != ScenarioStorm {
+			t.Fatalf("scenario %v", v["scenario"])
+		}
+		positive(t, v, "back_s", "peak_rss_mb")
+		back := v["back"].(map[string]any)
+		if num(t, back, "min") != num(t, v, "delegates") {
+			t.Errorf("hints %v: %v of %v delegates back", v["hints"], back, v["delegates"])
+		}
+	}
+}

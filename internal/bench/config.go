@@ -17,6 +17,7 @@ const (
 	ScenarioFootprint  = "footprint"
 	ScenarioFailover   = "failover"
 	ScenarioSoak       = "soak"
+	ScenarioStorm      = "storm"
 )
 
 // ScenarioInfo names a scenario and says what it measures.
@@ -31,6 +32,7 @@ func Scenarios() []ScenarioInfo {
 		{ScenarioScaling, "the swarm's steps, one line per step (the scaling curve)"},
 		{ScenarioFootprint, "a real delegate process: start → connected, idle RSS, RSS while running tasks"},
 		{ScenarioFailover, "kill -9 of a real delegate running a retryable task → running again on another"},
+		{ScenarioStorm, "N simulated delegates dropped at once by a manager killed and started again: time until all are back, peak RSS and CPU, Retry-After answers; hints off, then on"},
 		{ScenarioSoak, "a steady task rate with N delegates for a duration: RSS, goroutines, open files, database size and their slopes"},
 	}
 }
@@ -120,6 +122,12 @@ type Config struct {
 	Rate     int
 	Duration time.Duration
 	Sample   time.Duration
+	// StormTimeout bounds how long the storm waits for the fleet to be
+	// back after the manager started again.
+	StormTimeout time.Duration
+	// Admissions is the manager's --admissions with hints on (0: its
+	// default).
+	Admissions int
 
 	// CPUProfile, when set, is where the manager process writes a pprof
 	// CPU profile of the last run (throughput).
@@ -146,8 +154,8 @@ func (c *Config) applyDefaults() {
 			}
 		}
 	}
-	if c.Scenario == ScenarioSoak {
-		def(&c.Runs, 1, 1) // an hour each
+	if c.Scenario == ScenarioSoak || c.Scenario == ScenarioStorm {
+		def(&c.Runs, 1, 1) // an hour each; a storm takes minutes per mode
 	}
 	def(&c.Runs, 5, 1)
 	if c.Store == "" {
@@ -205,6 +213,10 @@ func (c *Config) applyDefaults() {
 		}
 	case ScenarioFailover:
 		defD(&c.Heartbeat, time.Second, 250*time.Millisecond)
+	case ScenarioStorm:
+		defD(&c.Heartbeat, 10*time.Second, time.Second)
+		def(&c.Delegates, 10000, 20)
+		defD(&c.StormTimeout, 10*time.Minute, time.Minute)
 	case ScenarioSoak:
 		defD(&c.Heartbeat, 10*time.Second, time.Second)
 		def(&c.Delegates, 100, 3)

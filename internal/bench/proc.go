@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -256,6 +257,15 @@ type managerOpts struct {
 	db         string // empty = SQLite in the data directory
 	cpuProfile string
 	logLevel   string
+	// listen is the address ("": a free loopback port); args are more
+	// flags of the manager.
+	listen string
+	args   []string
+	// started, when set, is given the process's ID as soon as it runs,
+	// before it answers.
+	started chan<- int
+	// readyWithin bounds the wait for its first answer (0: 30 s).
+	readyWithin time.Duration
 }
 
 // startManager runs `legate manager` on a free loopback port with a fresh
@@ -265,8 +275,9 @@ func startManager(ctx context.Context, exe, dir string, o managerOpts) (*manager
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, fmt.Errorf("manager data directory: %w", err)
 	}
-	args := []string{"manager", "--listen", "127.0.0.1:0", "--data", data,
+	args := []string{"manager", "--listen", cmp.Or(o.listen, "127.0.0.1:0"), "--data", data,
 		"--heartbeat-interval", o.heartbeat.String(), "--log-level", o.logLevel}
+	args = append(args, o.args...)
 	if o.db != "" {
 		args = append(args, "--db", o.db)
 	}
@@ -278,8 +289,11 @@ func startManager(ctx context.Context, exe, dir string, o managerOpts) (*manager
 	if err != nil {
 		return nil, err
 	}
+	if o.started != nil {
+		o.started <- p.pid()
+	}
 	m := &manager{process: p, heartbeat: o.heartbeat}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(cmp.Or(o.readyWithin, 30*time.Second))
 	for {
 		if err := m.ready(ctx, filepath.Join(data, "admin.env")); err == nil {
 			return m, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -46,6 +47,7 @@ type simSpec struct {
 type sim struct {
 	spec     simSpec
 	hostname string
+	session  string
 	c        *client.Client
 	hc       *http.Client
 	interval time.Duration
@@ -109,6 +111,10 @@ type swarm struct {
 	// httpCalls counts the delegates' HTTP requests (WebSocket upgrades
 	// included).
 	httpCalls atomic.Int64
+	// onDrop, when set, is called (on the delegate's reader goroutine,
+	// counted in wg) when a delegate loses its WebSocket: the storm
+	// scenario reconnects it.
+	onDrop func(ctx context.Context, d *sim)
 }
 
 // countingTransport counts the requests it carries.
@@ -259,6 +265,7 @@ func (s *swarm) connect(ctx context.Context, spec simSpec, i int) (err error) {
 		return fmt.Errorf("register simulated delegate %s: %w", d.hostname, err)
 	}
 	c.SetSecret(reg.Session)
+	d.session = reg.Session
 	ctx, d.cancel = context.WithCancel(ctx)
 	defer func() {
 		if err != nil {
@@ -313,6 +320,13 @@ func (s *swarm) dial(ctx context.Context, d *sim, session string) error {
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	c, resp, err := websocket.Dial(dctx, wsURL(s.url), &websocket.DialOptions{HTTPClient: d.hc, HTTPHeader: h})
+	if err != nil && resp != nil && resp.StatusCode >= 400 {
+		// The manager's answer: its code and Retry-After matter.
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		pe := protocol.DecodeError(resp.StatusCode, body)
+		pe.RetryAfter = protocol.ParseRetryAfter(resp.Header.Get("Retry-After"))
+		err = pe
+	}
 	if err != nil {
 		return fmt.Errorf("open WebSocket of simulated delegate %s: %w", d.hostname, err)
 	}
@@ -335,7 +349,9 @@ func (s *swarm) read(ctx context.Context, d *sim, c *websocket.Conn) {
 		if err := wsjson.Read(ctx, c, &ev); err != nil {
 			if ctx.Err() == nil {
 				s.drops.Add(1)
-				s.log.Warn("simulated delegate lost its WebSocket", "delegate", d.hostname, "err", err)
+				if s.onDrop == nil { // the storm drops them all on purpose
+					s.log.Warn("simulated delegate lost its WebSocket", "delegate", d.hostname, "err", err)
+				}
 			}
 			d.mu.Lock()
 			d.ws = nil
@@ -345,6 +361,9 @@ func (s *swarm) read(ctx context.Context, d *sim, c *websocket.Conn) {
 			}
 			d.mu.Unlock()
 			_ = c.CloseNow()
+			if s.onDrop != nil && ctx.Err() == nil {
+				s.onDrop(ctx, d)
+			}
 			return
 		}
 		s.handle(ctx, d, ev)

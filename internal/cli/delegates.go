@@ -237,7 +237,7 @@ func (a *app) delegateTable(w io.Writer, ds []protocol.Delegate, wide bool) erro
 		if !wide {
 			desc = shorten(desc, 40)
 		}
-		row := []string{d.Name, d.Hostname, d.IP, scope(d.Org, d.Project), strings.Join(d.Tags, ","), d.Version, upgradeState(d, wide),
+		row := []string{d.Name, d.Hostname, d.IP, scope(d.Org, d.Project), strings.Join(d.Tags, ","), versionColumn(d), upgradeState(d, wide),
 			autoUpgrade(d), delegateStatus(d), d.Connection, agePtr(now, d.LastHeartbeat), running(d), d.Configuration, desc}
 		if wide {
 			row = append(row, d.InstanceID, d.Type, d.TokenName, age(now, d.RegisteredAt), d.OverThreshold, wantedVersion(d))
@@ -245,6 +245,15 @@ func (a *app) delegateTable(w io.Writer, ds []protocol.Delegate, wide bool) erro
 		t.row(row...)
 	}
 	return t.flush()
+}
+
+// versionColumn is the instance's version, marked when the next minor
+// version of the manager will refuse it.
+func versionColumn(d protocol.Delegate) string {
+	if d.RefusedFrom == "" {
+		return d.Version
+	}
+	return d.Version + " (refused from " + d.RefusedFrom + ")"
 }
 
 // upgradeState is where the instance stands with upgrades; a failure's
@@ -505,6 +514,9 @@ func (a *app) printDelegateDetails(w io.Writer, d protocol.DelegateDetails) erro
 			t.row("  Unresponsive:", u.Reason+" (offered no task since "+age(now, u.Since)+")")
 		}
 		t.row("  Version:", inst.Version)
+		if inst.RefusedFrom != "" {
+			t.row("  Version expiry:", "a manager of "+inst.RefusedFrom+" or later refuses this version: upgrade the delegate before the manager")
+		}
 		if inst.UpgradeState != "" {
 			ring := ""
 			if inst.UpgradeRing != "" {

@@ -234,7 +234,9 @@ func checkStatus(resp *http.Response) error {
 		return nil
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	return protocol.DecodeError(resp.StatusCode, bytes.TrimSpace(b))
+	pe := protocol.DecodeError(resp.StatusCode, bytes.TrimSpace(b))
+	pe.RetryAfter = protocol.ParseRetryAfter(resp.Header.Get("Retry-After"))
+	return pe
 }
 
 // closeBody drains a little of the body so the connection can be reused,

@@ -152,6 +152,11 @@ type Agent struct {
 	conn   connState
 	regMu  sync.Mutex
 	regGen atomic.Int64
+	// notBefore (Unix nanoseconds) is when a manager that turned the
+	// WebSocket away with Retry-After may be asked again: the long poll
+	// that stands in for the WebSocket waits for it too, or a fleet
+	// turned away would poll all at once instead.
+	notBefore atomic.Int64
 	// logLimits is how the manager stores output and how much one upload
 	// may carry, nil when it did not say (an older manager).
 	logLimits atomic.Pointer[protocol.LogLimits]
@@ -535,7 +540,7 @@ func (a *Agent) register(ctx context.Context) error {
 
 // registerLocked is register with regMu held.
 func (a *Agent) registerLocked(ctx context.Context) error {
-	b := backoff.Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second}
+	b := backoff.Backoff{Min: 250 * time.Millisecond, Max: 30 * time.Second, Full: true}
 	dup := backoff.Backoff{Min: 5 * time.Second, Max: time.Minute}
 	for {
 		req := a.registerRequest()
@@ -559,6 +564,10 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			a.metrics.registered()
 			a.log.Info("registered with the manager", "manager", a.client().BaseURL(), "instance", resp.InstanceID,
 				"name", a.cfg.Name, "hostname", a.hostname, "heartbeat_interval", a.interval)
+			if resp.RefusedFrom != "" {
+				a.log.Warn("this delegate's version will be refused by the manager's next minor version: upgrade the delegate before the manager",
+					"version", a.opts.Version, "refused_from", resp.RefusedFrom, "manager", a.client().BaseURL())
+			}
 			return nil
 		}
 		var pe *protocol.Error
@@ -593,7 +602,7 @@ func (a *Agent) registerLocked(ctx context.Context) error {
 			// setting to fix, not a manager to wait for.
 			return fmt.Errorf("cannot connect to %s: %w", a.client().BaseURL(), err)
 		}
-		d := b.Next()
+		d := b.After(retryAfter(err))
 		a.log.Warn("cannot register yet; retrying", "manager", a.client().BaseURL(), "err", err, "retry_in", d.Round(time.Millisecond))
 		a.rotateManager()
 		select {
@@ -658,6 +667,17 @@ func (a *Agent) reauth(ctx context.Context, seenGen int64) {
 
 // handleCallError decides what a failed manager call means for the agent.
 // It returns true when the call may be retried.
+// retryAfter is the Retry-After of a manager's answer in err (0: none):
+// a manager that turns registrations and WebSocket openings away under
+// load says when to come back.
+func retryAfter(err error) time.Duration {
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		return pe.RetryAfter
+	}
+	return 0
+}
+
 func (a *Agent) handleCallError(ctx context.Context, err error, gen int64) bool {
 	var pe *protocol.Error
 	if errors.As(err, &pe) {

@@ -105,7 +105,7 @@ func (a *Agent) eventLoop(ctx context.Context) {
 	var poller sync.WaitGroup
 	poller.Go(func() { a.pollLoop(ctx) })
 	defer poller.Wait()
-	b := backoff.Backoff{Min: 500 * time.Millisecond, Max: 30 * time.Second}
+	b := backoff.Backoff{Min: 500 * time.Millisecond, Max: 30 * time.Second, Full: true}
 	for {
 		connected, err := a.runWebSocket(ctx)
 		if ctx.Err() != nil {
@@ -114,7 +114,7 @@ func (a *Agent) eventLoop(ctx context.Context) {
 		if connected {
 			b.Reset()
 		}
-		d := b.Next()
+		d := b.After(retryAfter(err))
 		a.log.Warn("websocket unavailable; polling meanwhile", "err", err, "retry_in", d.Round(time.Millisecond))
 		select {
 		case <-ctx.Done():
@@ -147,10 +147,16 @@ func (a *Agent) runWebSocket(ctx context.Context) (bool, error) {
 	c, resp, err := websocket.Dial(dctx, wsURL(cl.BaseURL()), &websocket.DialOptions{HTTPClient: a.opts.HTTPClient, HTTPHeader: h})
 	cancel()
 	if err != nil {
+		if resp != nil {
+			if after := protocol.ParseRetryAfter(resp.Header.Get("Retry-After")); after > 0 {
+				a.notBefore.Store(time.Now().Add(after).UnixNano()) // before the poller wakes
+			}
+		}
 		a.conn.set(false)
 		if resp != nil && resp.StatusCode >= 400 {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 			pe := protocol.DecodeError(resp.StatusCode, body)
+			pe.RetryAfter = protocol.ParseRetryAfter(resp.Header.Get("Retry-After"))
 			a.handleCallError(ctx, pe, gen)
 			return false, pe
 		}
@@ -225,6 +231,15 @@ func (a *Agent) pollLoop(ctx context.Context) {
 			a.metrics.fellBackToPolling()
 		}
 		polling = true
+		if wait := time.Until(time.Unix(0, a.notBefore.Load())); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			case <-time.After(wait):
+			}
+			continue
+		}
 		gen := a.regGen.Load()
 		evs, err := a.poll(ctx, changed)
 		if err != nil {
@@ -242,7 +257,7 @@ func (a *Agent) pollLoop(ctx context.Context) {
 					return
 				}
 			}
-			d := b.Next()
+			d := b.After(retryAfter(err))
 			a.log.Warn("poll failed", "err", err, "retry_in", d.Round(time.Millisecond))
 			var pe *protocol.Error
 			if !errors.As(err, &pe) {

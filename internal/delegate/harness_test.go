@@ -386,6 +386,8 @@ type agentOpts struct {
 	// tests allow mixed scopes).
 	sandbox  string
 	oneScope bool
+	// version is the delegate's build version ("": "test").
+	version string
 }
 
 var hostSeq struct {
@@ -446,7 +448,7 @@ func startAgent(t *testing.T, tm *testManager, o agentOpts) *testAgent {
 		Config:           cfg,
 		WorkDir:          ag.workDir,
 		Grace:            o.grace,
-		Version:          "test",
+		Version:          cmp.Or(o.version, "test"),
 		Logger:           logger,
 		ForceStop:        ag.forceStop,
 		HTTPAddr:         o.httpAddr,

@@ -229,6 +229,7 @@ func (m *Service) handleRegister(w http.ResponseWriter, r *http.Request) {
 		Configuration:       applied,
 		Logs: &protocol.LogLimits{HeadBytes: m.cfg.LogCap.Head, TailBytes: m.cfg.LogCap.Tail,
 			MaxUploadBytes: protocol.MaxLogUpload},
+		RefusedFrom: m.upgrades.RefusedFrom(req.Version),
 	})
 }
 

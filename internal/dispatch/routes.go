@@ -14,9 +14,9 @@ func (m *Service) Routes() []api.Route {
 	dtask := protocol.PathDelegateTask + "/{id}"
 	return []api.Route{
 		// Delegate API.
-		{Method: "POST", Pattern: protocol.PathRegister, Body: api.BodyRegister, CredBody: api.BodyDelegateState, CredCheck: m.registrationHeaders, Public: m.handleRegister},
+		{Method: "POST", Pattern: protocol.PathRegister, Body: api.BodyRegister, CredBody: api.BodyDelegateState, CredCheck: m.registrationHeaders, Public: m.handleRegister, Admit: true},
 		{Method: "POST", Pattern: protocol.PathSession, Delegate: m.delegateAuth(m.handleSession)},
-		{Method: "GET", Pattern: protocol.PathWebSocket, Stream: true, Delegate: m.delegateAuth(m.handleWebSocket)},
+		{Method: "GET", Pattern: protocol.PathWebSocket, Stream: true, Admit: true, Delegate: m.delegateAuth(m.handleWebSocket)},
 		{Method: "GET", Pattern: protocol.PathEvents, Stream: true, Delegate: m.delegateAuth(m.handleEvents)},
 		{Method: "POST", Pattern: protocol.PathHeartbeat, Body: api.BodyDelegateState, Delegate: m.delegateAuth(m.handleHeartbeat)},
 		{Method: "POST", Pattern: protocol.PathDeregister, Delegate: m.delegateAuth(m.handleDeregister)},

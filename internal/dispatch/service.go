@@ -130,6 +130,8 @@ type Upgrades interface {
 	// RefuseExpired answers a registration of a version past its support
 	// and returns true; org and project are its token's scope.
 	RefuseExpired(w http.ResponseWriter, r *http.Request, req protocol.RegisterRequest, org, project string) bool
+	// RefusedFrom is the manager version that will refuse version v when it is the next minor ("": none).
+	RefusedFrom(v string) string
 	// View fills in the upgrade fields of an account's delegates.
 	View(ctx context.Context, acct string, ds, plan []protocol.Delegate) error
 	// PageView does it for one page of a listing.

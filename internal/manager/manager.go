@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/legate-dev/legate/internal/admit"
 	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/cluster"
 	"github.com/legate-dev/legate/internal/dispatch"
@@ -127,6 +128,13 @@ type Config struct {
 	// once; a request that finds no slot within a second is answered 503
 	// with Retry-After. 0 = 32.
 	UnauthenticatedBodies int
+	// Admissions bounds how many registrations and event-channel
+	// openings (WebSocket handshakes) are served at once; past it a
+	// request waits a moment, then is answered 503 with a Retry-After
+	// spread over the clients already waiting (package admit), so that a
+	// fleet reconnecting at once comes back spread out. 0 =
+	// admit.DefaultSlots; negative = no limit (for comparisons).
+	Admissions int
 	// ReleaseDir holds the release binaries the manager serves to
 	// watchers: DIR/VERSION/legate-OS-ARCH with its signature next to it
 	// (+ ".sig", legate release sign); "" = none (docs/upgrades.md).
@@ -335,7 +343,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 		ReleaseDir: cfg.ReleaseDir, UpgradePollInterval: cfg.UpgradePollInterval, UpgradeSoak: cfg.UpgradeSoak,
 		Version: cfg.Version, Log: cfg.Logger, Now: cfg.Now})
 	m.server = api.NewServer(api.Config{ReadTimeout: cfg.ReadTimeout, WriteTimeout: cfg.WriteTimeout,
-		UnauthenticatedBodies: cfg.UnauthenticatedBodies, Authenticate: m.identity.Authenticate, Audit: m.auditor, Log: cfg.Logger})
+		UnauthenticatedBodies: cfg.UnauthenticatedBodies, Admission: admission(cfg.Admissions), Authenticate: m.identity.Authenticate, Audit: m.auditor, Log: cfg.Logger})
 	return m, nil
 }
 
@@ -432,4 +440,12 @@ func (m *Manager) Run(ctx context.Context, ln net.Listener) error {
 	}
 	m.log.Info("manager stopped")
 	return nil
+}
+
+// admission is the admission limit of Config.Admissions (nil: none).
+func admission(n int) *admit.Limiter {
+	if n < 0 {
+		return nil
+	}
+	return admit.New(admit.Config{Slots: n})
 }

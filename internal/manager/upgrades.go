@@ -17,6 +17,8 @@ type upgradesOf struct{ m *Manager }
 
 var _ dispatch.Upgrades = upgradesOf{}
 
+func (u upgradesOf) RefusedFrom(v string) string { return u.m.upgrades.RefusedFrom(v) }
+
 func (u upgradesOf) RefuseExpired(w http.ResponseWriter, r *http.Request, req protocol.RegisterRequest, org, project string) bool {
 	return u.m.upgrades.RefuseExpired(w, r, req, org, project)
 }

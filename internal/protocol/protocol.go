@@ -120,6 +120,8 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -442,6 +444,11 @@ type RegisterResponse struct {
 	// may carry; nil from an older manager (which takes at most 1 MiB of
 	// output per upload).
 	Logs *LogLimits `json:"logs,omitempty"`
+	// RefusedFrom, when set, is the manager version (vMAJOR.MINOR) from
+	// which the delegate's version will be refused at registration: it
+	// is one minor version from expiry, and logs a warning that says so.
+	// Since v5.
+	RefusedFrom string `json:"refused_from,omitempty"`
 }
 
 // LogLimits is how a manager stores task output: the first HeadBytes and
@@ -977,6 +984,10 @@ type Delegate struct {
 	// two clusters with the same spec), which one keeps it and which one
 	// is refused; shown while the refused one still tries. Since v5.
 	DuplicateIdentity string `json:"duplicate_identity,omitempty"`
+	// RefusedFrom is the manager version (vMAJOR.MINOR) from which the
+	// instance's version will be refused at registration, when that is
+	// the next minor version ("": not that close to expiry). Since v5.
+	RefusedFrom string `json:"refused_from,omitempty"`
 	// Unresponsive, when set, says that the manager holding the instance's
 	// event channel offers it no task: it keeps its heartbeat but ignored
 	// the offers it was sent, or claimed a task and never started it. Its
@@ -1749,6 +1760,12 @@ const (
 	// uses (token create --uses N) and every one was taken: it registers
 	// no new delegate process. Create another token. Since v5.
 	CodeTokenUsedUp Code = "token_used_up"
+	// CodeOverloaded: the manager serves as many registrations and
+	// event-channel openings at once as it admits; the answer (503)
+	// carries Retry-After, spread over the clients already waiting: the
+	// client waits that long (plus a little jitter) before it tries
+	// again. Since v5.
+	CodeOverloaded Code = "overloaded"
 )
 
 // Recoverable reports whether an error with this code may succeed if
@@ -1775,6 +1792,19 @@ type Error struct {
 	Message string `json:"message"`
 	// Status is the HTTP status; filled in by the client, not sent.
 	Status int `json:"-"`
+	// RetryAfter is the answer's Retry-After (0: none); filled in by the
+	// client, not sent.
+	RetryAfter time.Duration `json:"-"`
+}
+
+// ParseRetryAfter reads a Retry-After header given in seconds (the form
+// legate's managers send); 0 when absent or not a number of seconds.
+func ParseRetryAfter(v string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return time.Duration(min(n, 3600)) * time.Second
 }
 
 func (e *Error) Error() string {

@@ -71,6 +71,7 @@ func TestRecoverableTable(t *testing.T) {
 	for code, want := range map[Code]bool{
 		CodeUnauthenticated: false, CodeTokenRevoked: false, CodeStaleLease: false, CodeAPIKeyRevoked: false, CodeIdentityConflict: false, CodeDelegateRejected: false, CodeDeploymentLimit: false, CodeDelegateExpired: false, CodeUnknownFrame: false,
 		CodeInternal: true, CodeUnavailable: true, CodeSessionExpired: true, CodeNoCapacity: true, CodeRateLimited: true, CodeDuplicateIdentity: true,
+		CodeOverloaded:           true,
 		Code("some_future_code"): true,
 	} {
 		if got := code.Recoverable(); got != want {
@@ -262,6 +263,16 @@ func TestHasControl(t *testing.T) {
 	for _, tt := range tests {
 		if got := HasControl(tt.s); got != tt.want {
 			t.Errorf("HasControl(%q) = %v, want %v", tt.s, got, tt.want)
+		}
+	}
+}
+
+// TestParseRetryAfter: whole seconds are read, anything else is no hint.
+func TestParseRetryAfter(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": 0, "3": 3 * time.Second, " 12 ": 12 * time.Second, "0": 0, "-1": 0,
+		"Wed, 21 Oct 2026 07:28:00 GMT": 0, "99999": time.Hour} {
+		if got := ParseRetryAfter(in); got != want {
+			t.Errorf("ParseRetryAfter(%q) = %s, want %s", in, got, want)
 		}
 	}
 }

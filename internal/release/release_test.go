@@ -253,3 +253,27 @@ func TestDowngrade(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedFrom: a delegate the manager's next minor version refuses is
+// told which; one it still accepts, one refused already and a development
+// build are not.
+func TestRefusedFrom(t *testing.T) {
+	for _, tc := range []struct {
+		manager, delegate, want string
+	}{
+		{"v1.3.2", "v1.2.0", "v1.4"},
+		{"v1.3.2", "v1.2.9-rc.1", "v1.4"},
+		{"v1.3.2", "v1.3.0", ""},
+		{"v1.3.2", "v1.4.0", ""},
+		{"v1.3.2", "v1.1.9", ""}, // refused already
+		{"v2.0.0", "v1.7.0", "v2.1"},
+		{"v2.0.0", "v2.0.0", ""},
+		{"dev", "v1.2.0", ""},
+		{"v1.3.2", "dev", ""},
+	} {
+		got, ok := RefusedFrom(tc.manager, tc.delegate)
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("RefusedFrom(%s, %s) = %q, %v; want %q", tc.manager, tc.delegate, got, ok, tc.want)
+		}
+	}
+}

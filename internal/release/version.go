@@ -125,6 +125,23 @@ func Accepted(manager, delegate string) bool {
 	return d.Compare(oldest) >= 0
 }
 
+// RefusedFrom says when a delegate of version delegate, accepted by a
+// manager of version manager, will be refused: the manager's next minor
+// version (vMAJOR.MINOR+1), when that one no longer accepts it. ok is
+// false when it will still be accepted then, when it is refused already,
+// and when either is not a release version (no rule applies).
+func RefusedFrom(manager, delegate string) (string, bool) {
+	m, ok := releaseVersion(manager)
+	if !ok || !Accepted(manager, delegate) {
+		return "", false
+	}
+	next := fmt.Sprintf("v%d.%d", m.Major, m.Minor+1)
+	if Accepted(next+".0", delegate) {
+		return "", false
+	}
+	return next, true
+}
+
 // Downgrade reports whether moving a delegate from running to wanted goes
 // back: running is a release version and wanted is older, or is not a
 // release version at all (a development build or a Go pseudo-version

@@ -353,8 +353,18 @@ func (s *Service) View(ctx context.Context, acct string, ds, plan []protocol.Del
 		}
 		d.WantedVersion, d.UpgradeWaiting, d.UpgradeRing = g.wanted, g.waiting, g.ring
 		d.UpgradeState = s.upgradeState(d.Version, g.wanted, g.held, rep)
+		d.RefusedFrom = s.RefusedFrom(d.Version)
 	}
 	return nil
+}
+
+// RefusedFrom is the manager version from which a delegate of version v
+// will be refused, when it is the next minor version ("": not that
+// close): the registration answer tells the delegate, the listings show
+// it.
+func (s *Service) RefusedFrom(v string) string {
+	next, _ := release.RefusedFrom(s.cfg.Version, v)
+	return next
 }
 
 // PageView fills in the upgrade fields of a page of delegates.
