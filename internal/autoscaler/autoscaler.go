@@ -26,6 +26,8 @@ const (
 	// DefaultTasksPerReplica is the tasks one replica is sized for (its
 	// DELEGATE_CAPACITY).
 	DefaultTasksPerReplica = 1
+	// MaxReplicas bounds MAX: the signal names every pod up to it.
+	MaxReplicas = 200
 )
 
 // Manager is what the autoscaler asks the manager.
@@ -71,8 +73,8 @@ func New(cfg Config) (*Autoscaler, error) {
 	switch {
 	case cfg.Namespace == "" || cfg.StatefulSet == "" || cfg.Delegate == "":
 		return nil, errors.New("autoscaler: the namespace, the StatefulSet and the delegate name are required")
-	case cfg.Min < 0 || cfg.Max < 1 || cfg.Min > cfg.Max:
-		return nil, fmt.Errorf("autoscaler: bounds %d:%d: MIN:MAX with 0 <= MIN <= MAX and MAX >= 1", cfg.Min, cfg.Max)
+	case cfg.Min < 0 || cfg.Max < 1 || cfg.Min > cfg.Max || cfg.Max > MaxReplicas:
+		return nil, fmt.Errorf("autoscaler: bounds %d:%d: MIN:MAX with 0 <= MIN <= MAX and 1 <= MAX <= %d", cfg.Min, cfg.Max, MaxReplicas)
 	case cfg.Manager == nil || cfg.Cluster == nil:
 		return nil, errors.New("autoscaler: a manager client and a cluster client are required")
 	}
@@ -114,11 +116,13 @@ func (a *Autoscaler) Run(ctx context.Context) error {
 
 // Step reads the signal and the replicas once and changes the replicas
 // if they should: out at once to what the queue and the running tasks
-// need (at most Max), in by one replica at a time after the cool-down,
-// and only when the replica that goes (the highest ordinal) runs nothing.
+// need (at most Max); in by one replica at a time after the cool-down,
+// only when no task the delegates could take waits (a queued task goes
+// to a replica that is there, never to one on its way out) and the
+// replica that goes (the highest ordinal) runs nothing.
 func (a *Autoscaler) Step(ctx context.Context) error {
 	c := a.cfg
-	sig, err := c.Manager.QueueSignal(ctx, c.Selectors)
+	sig, err := c.Manager.QueueSignal(ctx, a.selectors())
 	if err != nil {
 		return fmt.Errorf("read the queue signal: %w", err)
 	}
@@ -135,7 +139,7 @@ func (a *Autoscaler) Step(ctx context.Context) error {
 	switch {
 	case want > cur:
 		return a.set(ctx, cur, want, now, "queued", sig.Eligible, "running", running)
-	case want < cur && now.Sub(a.lastChange) >= c.CoolDown:
+	case want < cur && sig.Eligible == 0 && now.Sub(a.lastChange) >= c.CoolDown:
 		last := c.StatefulSet + "-" + strconv.Itoa(cur-1)
 		if n := byHost[last]; n > 0 {
 			if a.waitingFor != last {
@@ -147,6 +151,12 @@ func (a *Autoscaler) Step(ctx context.Context) error {
 		return a.set(ctx, cur, cur-1, now, "queued", sig.Eligible, "running", running)
 	}
 	return nil
+}
+
+// selectors is the set whose queue sizes the StatefulSet
+// (protocol.PoolSelectors): a task pinned to one replica counts too.
+func (a *Autoscaler) selectors() []string {
+	return protocol.PoolSelectors(a.cfg.Delegate, a.cfg.StatefulSet, a.cfg.Selectors, a.cfg.Max)
 }
 
 func (a *Autoscaler) set(ctx context.Context, from, to int, now time.Time, why ...any) error {

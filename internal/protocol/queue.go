@@ -1,5 +1,7 @@
 package protocol
 
+import "strconv"
+
 // PathQueue is the queue signals of the caller's account: the tasks that
 // wait, per selector set (GET; ?selectors=a,b answers for one set, in
 // the shape KEDA's metrics-api scaler and an HPA external metric read).
@@ -39,4 +41,17 @@ type QueueSummary struct {
 	Queued        int           `json:"queued"`
 	OldestSeconds int64         `json:"oldest_seconds"`
 	Sets          []QueueSignal `json:"sets"`
+}
+
+// PoolSelectors is the selector set whose queue sizes a StatefulSet of
+// delegates named name with tags: what its delegates match (their tags
+// and, implicitly, their name and hostnames, the pods' names
+// STATEFULSET-0 to STATEFULSET-(maxReplicas-1)), so that a task pinned to
+// one replica counts as waiting too.
+func PoolSelectors(name, statefulSet string, tags []string, maxReplicas int) []string {
+	s := append([]string{name}, tags...)
+	for i := range maxReplicas {
+		s = append(s, statefulSet+"-"+strconv.Itoa(i))
+	}
+	return NormalizeSelectors(s)
 }

@@ -29,8 +29,10 @@ const MaxSelectorSets = 20
 // smallest groups.
 const MaxGroupsRead = 1000
 
-// MaxQuerySelectors bounds the selectors of one ?selectors= question.
-const MaxQuerySelectors = 32
+// MaxQuerySelectors bounds the selectors of one ?selectors= question (an
+// autoscaler sends its delegates' tags, name and every pod name up to its
+// maximum replicas).
+const MaxQuerySelectors = 256
 
 // set is one normalized selector set's queue.
 type set struct {
