@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/legate-dev/legate/internal/access"
@@ -24,6 +25,34 @@ type Store interface {
 type Service struct {
 	st  Store
 	now func() time.Time
+
+	// The last read, reused for ReadInterval: scrapers, scalers and
+	// autoscalers polling at once cost one aggregate, not one each.
+	mu             sync.Mutex
+	readAt         time.Time
+	groups, totals []store.QueueGroup
+}
+
+// ReadInterval is how long one read of the store answers for: the signals
+// are at most this old, and a manager aggregates the queue at most once
+// per interval however many callers poll it.
+const ReadInterval = time.Second
+
+// read returns the groups and totals, from the store when the last read is
+// older than ReadInterval. Callers meanwhile wait for that one read.
+func (s *Service) read(ctx context.Context) (groups, totals []store.QueueGroup, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if !s.readAt.IsZero() && now.Sub(s.readAt) < ReadInterval && !now.Before(s.readAt) {
+		return s.groups, s.totals, nil
+	}
+	groups, totals, err = s.st.QueueGroups(ctx, MaxGroupsRead)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.readAt, s.groups, s.totals = now, groups, totals
+	return groups, totals, nil
 }
 
 // Metric names of the queue signals (docs/elastic.md).
@@ -70,7 +99,7 @@ func (s *Service) handleQueue(w http.ResponseWriter, r *http.Request, acct strin
 			return
 		}
 	}
-	groups, totals, err := s.st.QueueGroups(r.Context(), MaxGroupsRead)
+	groups, totals, err := s.read(r.Context())
 	if err != nil {
 		api.WriteError(w, http.StatusInternalServerError, protocol.CodeInternal, "read the queue: %v", err)
 		return
@@ -85,7 +114,7 @@ func (s *Service) handleQueue(w http.ResponseWriter, r *http.Request, acct strin
 // collect adds each account's queue per selector set, read at scrape
 // time.
 func (s *Service) collect(ctx context.Context, sc *metrics.Scrape) error {
-	groups, totals, err := s.st.QueueGroups(ctx, MaxGroupsRead)
+	groups, totals, err := s.read(ctx)
 	if err != nil {
 		return fmt.Errorf("read the queue signals: %w", err)
 	}

@@ -1,9 +1,11 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -23,25 +25,61 @@ type QueueGroup struct {
 // selectors, the largest groups first, at most limit groups (limit <= 0
 // means 100), and per account the totals of every group (Selectors ""),
 // so that a caller that reads only limit groups still knows how many tasks
-// the rest hold. It is one aggregate over the queued tasks (their partial
-// index), never over finished ones.
+// the rest hold. It aggregates the index of queued tasks by selectors
+// (never the finished tasks, nor the queued tasks' rows); the totals take
+// a second aggregate only when the groups were more than limit.
 func (s *Store) QueueGroups(ctx context.Context, limit int) (groups, totals []QueueGroup, err error) {
 	const since = `MIN(queue_deadline - queue_timeout_ms * 1000)`
-	// A task created before the selectors column has '' there: its group
-	// is its spec, whose selectors the caller reads (such tasks leave the
-	// queue within their queue timeout).
-	groups, err = s.queueGroups(ctx, `SELECT account_id, CASE WHEN selectors = '' THEN spec ELSE selectors END AS sels, COUNT(*), `+since+`
-	FROM tasks WHERE `+isQueued+` GROUP BY account_id, sels ORDER BY COUNT(*) DESC, account_id, sels LIMIT ?`,
-		listLimit(limit))
+	limit = listLimit(limit)
+	groups, err = s.queueGroups(ctx, `SELECT account_id, selectors, COUNT(*), `+since+`
+	FROM tasks WHERE `+isQueued+` AND selectors <> '' GROUP BY selectors, account_id
+	ORDER BY COUNT(*) DESC, account_id, selectors LIMIT ?`, limit+1)
 	if err != nil {
 		return nil, nil, fmt.Errorf("queued tasks by selectors: %w", err)
 	}
+	// A task created before the selectors column has '' there: its group
+	// is its spec, whose selectors the caller reads (such tasks leave the
+	// queue within their queue timeout).
+	legacy, err := s.queueGroups(ctx, `SELECT account_id, spec, COUNT(*), `+since+`
+	FROM tasks WHERE `+isQueued+` AND selectors = '' GROUP BY account_id, spec
+	ORDER BY COUNT(*) DESC, account_id, spec LIMIT ?`, limit+1)
+	if err != nil {
+		return nil, nil, fmt.Errorf("queued tasks stored without selectors: %w", err)
+	}
+	groups = append(groups, legacy...)
+	slices.SortFunc(groups, func(a, b QueueGroup) int {
+		return cmp.Or(cmp.Compare(b.Queued, a.Queued), cmp.Compare(a.AccountID, b.AccountID), cmp.Compare(a.Selectors, b.Selectors))
+	})
+	if len(groups) <= limit {
+		return groups, totalsOf(groups), nil
+	}
+	groups = groups[:limit]
 	totals, err = s.queueGroups(ctx, `SELECT account_id, '', COUNT(*), `+since+`
 	FROM tasks WHERE `+isQueued+` GROUP BY account_id ORDER BY account_id`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("queued tasks by account: %w", err)
 	}
 	return groups, totals, nil
+}
+
+// totalsOf sums every group of each account, by account.
+func totalsOf(groups []QueueGroup) []QueueGroup {
+	at := map[string]int{} // account -> index in out
+	var out []QueueGroup
+	for _, g := range groups {
+		i, ok := at[g.AccountID]
+		if !ok {
+			i = len(out)
+			at[g.AccountID] = i
+			out = append(out, QueueGroup{AccountID: g.AccountID})
+		}
+		out[i].Queued += g.Queued
+		if out[i].Oldest.IsZero() || (!g.Oldest.IsZero() && g.Oldest.Before(out[i].Oldest)) {
+			out[i].Oldest = g.Oldest
+		}
+	}
+	slices.SortFunc(out, func(a, b QueueGroup) int { return cmp.Compare(a.AccountID, b.AccountID) })
+	return out
 }
 
 func (s *Store) queueGroups(ctx context.Context, q string, args ...any) ([]QueueGroup, error) {
