@@ -28,6 +28,9 @@ const (
 	DefaultTasksPerReplica = 1
 	// MaxReplicas bounds MAX: the signal names every pod up to it.
 	MaxReplicas = 200
+	// StepTimeout bounds one step's requests: a manager or API server
+	// that does not answer costs one step, not the loop.
+	StepTimeout = 30 * time.Second
 )
 
 // Manager is what the autoscaler asks the manager.
@@ -103,7 +106,10 @@ func (a *Autoscaler) Run(ctx context.Context) error {
 	t := time.NewTicker(a.cfg.Interval)
 	defer t.Stop()
 	for {
-		if err := a.Step(ctx); err != nil && ctx.Err() == nil {
+		sctx, cancel := context.WithTimeout(ctx, StepTimeout)
+		err := a.Step(sctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			a.cfg.Log.Warn("autoscaler step failed; replicas unchanged", "statefulset", a.cfg.StatefulSet, "err", err)
 		}
 		select {
