@@ -48,7 +48,13 @@ func TestAutoscalerScalesAStatefulSetOnItsQueue(t *testing.T) {
 	if err := os.WriteFile(kubeconfig, k.TokenKubeconfig(k.Token(t, ns, sts+"-autoscaler"), ns), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	as := start(t, "autoscaler", []string{"KUBECONFIG=" + kubeconfig, "LEGATE_URL=" + c.url, "LEGATE_API_KEY=" + c.apiKey},
+	// Its API key, as docs/elastic.md says to make it: a service
+	// account's, with the viewer role.
+	c.mustCLI("user", "create", "autoscaler", "--service-account")
+	c.mustCLI("role", "bind", "viewer", "--service-account", "autoscaler")
+	lines := strings.Split(strings.TrimSpace(c.mustCLI("apikey", "create", "autoscaler", "--owner", "autoscaler")), "\n")
+	key := strings.TrimSpace(lines[len(lines)-1])
+	as := start(t, "autoscaler", []string{"KUBECONFIG=" + kubeconfig, "LEGATE_URL=" + c.url, "LEGATE_API_KEY=" + key},
 		append(args, "--interval", "200ms", "--cool-down", "1s")...)
 
 	dir := t.TempDir()
