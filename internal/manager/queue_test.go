@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legate-dev/legate/internal/client"
+	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/promtest"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/queue"
@@ -126,4 +128,45 @@ func getQueueSignal(t *testing.T, url, key string) protocol.QueueSignal {
 		t.Fatal(err)
 	}
 	return sig
+}
+
+// TestQueueSignalsAcrossManagers runs two managers on one PostgreSQL
+// database: tasks queued through one and acquired through the other are
+// counted the same by both, because the signal is the store's.
+func TestQueueSignalsAcrossManagers(t *testing.T) {
+	dsn := pgtest.NewDatabase(t) // first: dropped after the managers stop
+	clock := &fakeClock{now: time.Now().Truncate(time.Second)}
+	cfg := Config{Now: clock.Now, HeartbeatInterval: time.Hour}
+	tms := startTestManagers(t, dsn, cfg, cfg)
+	a, b := tms[0], tms[1]
+	ctx := context.Background()
+	onA, onB := a.client(t, a.admin.APIKey), b.client(t, b.admin.APIKey)
+	var ids []string
+	for range 3 {
+		task, err := onA.SubmitTask(ctx, protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "true"}, Selectors: []string{"gpu"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, task.ID)
+	}
+	clock.Add(3 * time.Second)
+	for name, c := range map[string]*client.Client{"A": onA, "B": onB} {
+		if sig, err := c.QueueSignal(ctx, []string{"gpu"}); err != nil || sig.Queued != 3 || sig.OldestSeconds != 3 {
+			t.Errorf("manager %s: %+v %v, want 3 queued, oldest 3s", name, sig, err)
+		}
+	}
+	tok, err := onB.CreateToken(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	poller, _ := b.registerFake(t, b.admin.AccountID, tok.Value, "grp", "gpu-host", "gpu")
+	if _, err := poller.Acquire(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(queue.ReadInterval)
+	for name, c := range map[string]*client.Client{"A": onA, "B": onB} {
+		if sig, err := c.QueueSignal(ctx, []string{"gpu"}); err != nil || sig.Queued != 2 {
+			t.Errorf("manager %s after an acquire through B: %+v %v, want 2 queued", name, sig, err)
+		}
+	}
 }
