@@ -16,7 +16,7 @@ const delegateOnly = false
 // addCommands adds every command: the manager, the delegate, dev mode,
 // bench, the watcher, the upgrader and the CLI.
 func addCommands(root *cobra.Command, st *stopper, su *startup) {
-	root.AddCommand(newManagerCmd(), newDelegateCmd(st, su), newDevCmd(st, su), newBenchCmd(), newWatcherCmd(st, su), newUpgraderCmd(su))
+	root.AddCommand(newManagerCmd(), newDelegateCmd(st, su), newDevCmd(st, su), newBenchCmd(), newWatcherCmd(st, su), newUpgraderCmd(su), newAutoscalerCmd())
 	cli.AddCommands(root, cli.ReadBuildInfo(version))
 	cli.Finish(root)
 }

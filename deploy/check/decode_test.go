@@ -9,6 +9,7 @@ import (
 
 	ecs "github.com/aws/aws-sdk-go-v2/service/ecs"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -57,6 +58,12 @@ func newK8sObject(apiVersion, kind string) (any, error) {
 		return &networkingv1.Ingress{}, nil
 	case gk{"policy/v1", "PodDisruptionBudget"}:
 		return &policyv1.PodDisruptionBudget{}, nil
+	case gk{"autoscaling/v2", "HorizontalPodAutoscaler"}:
+		return &autoscalingv2.HorizontalPodAutoscaler{}, nil
+	case gk{"keda.sh/v1alpha1", "ScaledObject"}:
+		return &kedaScaledObject{}, nil
+	case gk{"keda.sh/v1alpha1", "TriggerAuthentication"}:
+		return &kedaTriggerAuthentication{}, nil
 	}
 	return nil, fmt.Errorf("unexpected object %s %s", apiVersion, kind)
 }

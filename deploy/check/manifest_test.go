@@ -82,6 +82,11 @@ func matrix(kind string) map[string]func(*manifest.Params) {
 		m["sizes"] = func(p *manifest.Params) { p.CPU, p.Memory = "0.25", "128Mi" }
 		m["upgrade self-managed"] = func(p *manifest.Params) { p.Upgrade = "self-managed" }
 		m["upgrade auto, existing secret"] = func(p *manifest.Params) { p.Upgrade, p.Token, p.TokenSecret = "auto", "", "legate-token" }
+		if kind == manifest.KindKubernetes {
+			m["autoscale"] = func(p *manifest.Params) { p.Autoscale, p.Size = "1:10", manifest.SizeSmall }
+			m["autoscale keda"] = func(p *manifest.Params) { p.Autoscale, p.AutoscaleWith = "0:5", protocol.AutoscaleKEDA }
+			m["autoscale hpa"] = func(p *manifest.Params) { p.Autoscale, p.AutoscaleWith = "2:5", protocol.AutoscaleHPA }
+		}
 	case manifest.KindDocker:
 		m["compose"] = func(p *manifest.Params) { p.Compose = true }
 		m["compose replicas"] = func(p *manifest.Params) { p.Compose, p.Replicas = true, 2 }

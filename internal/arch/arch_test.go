@@ -62,7 +62,9 @@ var layout = map[string][]string{
 	// The manager's shared parts and its services.
 	"internal/api":             {"internal/access", "internal/admit", "internal/protocol", "internal/store"},
 	"internal/events":          {"internal/store"},
-	"internal/manager":         {"internal/access", "internal/admit", "internal/api", "internal/cluster", "internal/dispatch", "internal/events", "internal/identity", "internal/metrics", "internal/pipeline/engine", "internal/protocol", "internal/retention", "internal/scopes", "internal/secrets", "internal/store", "internal/unresponsive", "internal/upgrades", "internal/webui"},
+	"internal/manager":         {"internal/access", "internal/admit", "internal/api", "internal/cluster", "internal/dispatch", "internal/events", "internal/identity", "internal/metrics", "internal/pipeline/engine", "internal/protocol", "internal/queue", "internal/retention", "internal/scopes", "internal/secrets", "internal/store", "internal/unresponsive", "internal/upgrades", "internal/webui"},
+	"internal/queue":           {"internal/access", "internal/api", "internal/metrics", "internal/protocol", "internal/store"},
+	"internal/autoscaler":      {"internal/client", "internal/kube", "internal/protocol"},
 	"internal/scopes":          {"internal/access", "internal/api", "internal/protocol", "internal/secretref", "internal/store"},
 	"internal/dispatch":        {"internal/access", "internal/api", "internal/assign", "internal/cluster", "internal/duplicate", "internal/events", "internal/logbus", "internal/manifest", "internal/metrics", "internal/protocol", "internal/secretref", "internal/store", "internal/unresponsive"},
 	"internal/secrets":         {"internal/access", "internal/api", "internal/protocol", "internal/seal", "internal/secretref", "internal/store"},

@@ -34,6 +34,7 @@ type manifestFlags struct {
 	cpu, memory                   string
 	size, hostname                string
 	runAsRoot                     bool
+	autoscale, autoscaleWith      string
 }
 
 // manifestKind describes one subcommand of legate manifest.
@@ -228,6 +229,7 @@ func (a *app) runManifest(cmd *cobra.Command, kind string, f *manifestFlags) err
 		Kind: kind, Token: f.token, TokenSecret: f.tokenSecret, TokenSecretARN: f.tokenSecretARN,
 		Name: f.name, Replicas: f.replicas, Image: f.image, Description: f.desc,
 		Namespace: f.namespace, RBAC: f.rbac, Upgrade: f.upgrade, Compose: f.compose, Service: f.service,
+		Autoscale: f.autoscale, AutoscaleWith: f.autoscaleWith,
 		Region: f.region, ExecutionRoleARN: f.executionRole, Cluster: f.cluster,
 		Subnets: f.subnets, SecurityGroups: f.securityGroups, AssignPublicIP: f.assignPublicIP,
 		CPU: f.cpu, Memory: f.memory, Org: f.org, Project: f.project,
@@ -313,6 +315,10 @@ func manifestOptionFlags(cmd *cobra.Command, kind string, f *manifestFlags) {
 	fl.StringVar(&f.size, "size", "", "a size preset: "+strings.Join(manifest.Sizes(), ", ")+
 		" (requests, limits and task capacity measured for legate; docs/install.md has the table; not with --cpu/--memory)")
 	fl.BoolVar(&f.runAsRoot, "run-as-root", false, "run the delegate as root (uid 0), for INIT_SCRIPTs that install packages: its tasks run as root too (docs/install.md says the risk)")
+	if kind == manifest.KindKubernetes {
+		fl.StringVar(&f.autoscale, "autoscale", "", "MIN:MAX: size the StatefulSet on its queue signal within these replicas (legate autoscaler in a Deployment whose Role may only get and patch that StatefulSet's scale; docs/elastic.md)")
+		fl.StringVar(&f.autoscaleWith, "autoscale-with", "", "legate (the default), keda (print a KEDA ScaledObject with a metrics-api trigger instead) or hpa (a HorizontalPodAutoscaler on an external metric)")
+	}
 	if kind == manifest.KindECS || kind == manifest.KindFargate {
 		fl.StringVar(&f.hostname, "hostname", "", "the delegate's host name, its identity: replacements of the task stay one instance (ECS: the container's hostname; Fargate: DELEGATE_HOSTNAME); one task per hostname")
 	}

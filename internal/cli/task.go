@@ -36,7 +36,7 @@ func (a *app) taskCmd() *cobra.Command {
   legate task logs t_123 --follow
   legate task explain t_123`,
 	}
-	cmd.AddCommand(a.taskRunCmd(), a.taskGetCmd(), a.taskLogsCmd(), a.taskCancelCmd(), a.taskListCmd(), a.taskExplainCmd())
+	cmd.AddCommand(a.taskRunCmd(), a.taskGetCmd(), a.taskLogsCmd(), a.taskCancelCmd(), a.taskListCmd(), a.taskExplainCmd(), a.taskQueueCmd())
 	return cmd
 }
 

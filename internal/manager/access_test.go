@@ -212,6 +212,7 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 		"GET " + protocol.PathAudit:                                  {path: protocol.PathAudit},
 		"POST " + protocol.PathTasks:                                 {path: protocol.PathTasks, body: `{"type":"shell","shell":{"script":"true"},"org":"o1","project":"p1"}`, at: p1},
 		"GET " + protocol.PathTasks:                                  {path: protocol.PathTasks},
+		"GET " + protocol.PathQueue:                                  {path: protocol.PathQueue + "?selectors=gpu"},
 		"GET " + protocol.PathTasks + "/{id}":                        {path: taskP, at: p1},
 		"POST " + protocol.PathTasks + "/{id}/cancel":                {path: taskP + "/cancel", at: p1},
 		"GET " + protocol.PathTasks + "/{id}/logs":                   {path: taskP + "/logs", at: p1},

@@ -24,6 +24,7 @@ import (
 	"github.com/legate-dev/legate/internal/events"
 	"github.com/legate-dev/legate/internal/identity"
 	"github.com/legate-dev/legate/internal/pipeline/engine"
+	"github.com/legate-dev/legate/internal/queue"
 	"github.com/legate-dev/legate/internal/retention"
 	"github.com/legate-dev/legate/internal/scopes"
 	"github.com/legate-dev/legate/internal/secrets"
@@ -271,6 +272,8 @@ type Manager struct {
 	dispatch *dispatch.Service
 	// scopes holds the accounts' orgs, projects and connectors.
 	scopes *scopes.Service
+	// queue answers the queue signals per selector set.
+	queue *queue.Service
 	// identity holds users, roles, API keys and sessions, and
 	// authenticates admin requests (package identity).
 	identity *identity.Service
@@ -316,6 +319,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Manager, error) {
 	m.metrics = newMetrics()
 	m.bus = cluster.New(st, cfg.Logger)
 	m.scopes = scopes.New(scopes.Config{Store: st, Now: cfg.Now})
+	m.queue = queue.New(st, m.metrics.reg, cfg.Now)
 	// Dispatch needs the services built after it (secrets, upgrades,
 	// identity): the adapters call them at call time (secrets.go,
 	// upgrades.go, identity.go).

@@ -22,6 +22,8 @@ func (m *Manager) routes() []api.Route {
 	rs = append(rs, m.dispatch.Routes()...)
 	// Orgs, projects and connectors.
 	rs = append(rs, m.scopes.Routes()...)
+	// Queue signals per selector set.
+	rs = append(rs, m.queue.Routes()...)
 	// Whoami, API keys, sign-in sessions and links, users, groups, roles,
 	// bindings and the audit log.
 	rs = append(rs, m.identity.Routes()...)

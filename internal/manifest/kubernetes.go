@@ -71,8 +71,17 @@ func kubernetes(p Params) string {
 			}},
 		}},
 	})
+	if p.Autoscale != "" {
+		// The autoscaler owns spec.replicas: applying the manifest again
+		// must not reset it (a new StatefulSet starts at 1).
+		docs[len(docs)-1] = withoutReplicas(docs[len(docs)-1])
+	}
 	if automatic(p) {
 		docs = append(docs, upgraderDocs(p, env, meta)...)
+	}
+	if p.Autoscale != "" {
+		comment, more := autoscaleDocs(p, meta)
+		return yamlDocs("", docs...) + "---\n" + yamlDocs(comment, more...)
 	}
 	return yamlDocs("", docs...)
 }

@@ -229,6 +229,8 @@ func checkApplies(p Params, k8s, aws bool) error {
 		{p.AssignPublicIP, "assign-public-ip", p.Kind == KindFargate},
 		{p.CPU != "", "cpu", k8s || aws},
 		{p.Memory != "", "memory", k8s || aws},
+		{p.Autoscale != "", "autoscale", p.Kind == KindKubernetes},
+		{p.AutoscaleWith != "", "autoscale-with", p.Kind == KindKubernetes},
 	} {
 		if s.set && !s.applies {
 			if p.Service && aws && strings.Contains(" upgrade size run-as-root hostname ", " "+s.name+" ") {
@@ -342,7 +344,7 @@ func normalizeK8s(p *Params) error {
 	if !quantity(p.Memory) {
 		return fmt.Errorf("memory %q is not a Kubernetes quantity such as 64Mi or 1Gi", p.Memory)
 	}
-	return nil
+	return normalizeAutoscale(p)
 }
 
 func normalizeAWS(p *Params) error {

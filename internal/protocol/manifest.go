@@ -123,7 +123,24 @@ type ManifestRequest struct {
 	// (awsvpc, where ECS takes no hostname) sets DELEGATE_HOSTNAME.
 	// Since v4.
 	Hostname string `json:"hostname,omitempty"`
+
+	// Autoscale (kubernetes) is MIN:MAX: the StatefulSet's replicas follow
+	// its queue signal within those bounds (docs/elastic.md).
+	// AutoscaleWith says by what: AutoscaleLegate (the default: a
+	// Deployment running legate autoscaler, whose RBAC may only get and
+	// patch that StatefulSet's scale), AutoscaleKEDA (a KEDA ScaledObject
+	// with a metrics-api trigger) or AutoscaleHPA (a HorizontalPodAutoscaler
+	// on an external metric).
+	Autoscale     string `json:"autoscale,omitempty"`
+	AutoscaleWith string `json:"autoscale_with,omitempty"`
 }
+
+// Autoscalers of ManifestRequest.AutoscaleWith.
+const (
+	AutoscaleLegate = "legate"
+	AutoscaleKEDA   = "keda"
+	AutoscaleHPA    = "hpa"
+)
 
 // EnvVar is one environment variable of a manifest.
 type EnvVar struct {

@@ -35,12 +35,13 @@ func (s *Store) CreateTask(ctx context.Context, t Task) error {
 	http_result, timeout_ms, queue_timeout_ms, retries, attempts, epoch, instance_id, delegate_name,
 	delegate_hostname, denied_instances, created_at, acquired_at, started_at, finished_at,
 	queue_deadline, lease_expires_at, log_bytes, log_omitted, org, project, secret_names, secrets, created_by,
-	secret_bindings, queue_rank)
-	VALUES (?, ?, ?, ?, ?, NULL, '', NULL, ?, ?, ?, 0, 0, '', '', '', '[]', ?, NULL, NULL, NULL, ?, NULL, 0, 0, ?, ?, ?, ?, ?, ?, ?)
+	secret_bindings, queue_rank, selectors)
+	VALUES (?, ?, ?, ?, ?, NULL, '', NULL, ?, ?, ?, 0, 0, '', '', '', '[]', ?, NULL, NULL, NULL, ?, NULL, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING`,
 		t.ID, t.AccountID, t.Spec.Type, specText, protocol.StatusQueued, t.TimeoutMS, t.QueueTimeoutMS,
 		t.Retries, micros(t.CreatedAt), micros(t.QueueDeadline), t.Spec.Org, t.Spec.Project,
-		encodeStrings(names), sealed, t.CreatedBy, encodeBindings(t.SecretBindings), t.QueueRank())
+		encodeStrings(names), sealed, t.CreatedBy, encodeBindings(t.SecretBindings), t.QueueRank(),
+		encodeStrings(protocol.NormalizeSelectors(t.Spec.Selectors)))
 	if err != nil {
 		return fmt.Errorf("create task %s: %w", t.ID, err)
 	}
