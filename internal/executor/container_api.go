@@ -105,7 +105,12 @@ func (e *apiExec) Start(ctx context.Context, out io.Writer) error {
 	if err := e.volumes(ctx); err != nil {
 		return err
 	}
-	// The CLI pulls within the task's time; so does this.
+	// The CLI pulls within the task's time, in the run process whose
+	// start is the task's start; so does this: a long pull is a started
+	// task, not a delegate that claimed a task and never started it.
+	if e.opts.OnStart != nil {
+		e.opts.OnStart()
+	}
 	pctx := ctx
 	if e.opts.Timeout > 0 {
 		var cancel context.CancelFunc

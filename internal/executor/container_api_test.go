@@ -18,6 +18,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/legate-dev/legate/internal/protocol"
 )
@@ -386,5 +387,45 @@ func TestDockerAPIPullProgress(t *testing.T) {
 	defer mu.Unlock()
 	if want := []string{"registry.example/app latest", "registry.example/app bad"}; !slices.Equal(pulled, want) {
 		t.Errorf("pulled %q, want %q", pulled, want)
+	}
+}
+
+// TestDockerAPIStartedBeforeThePull: a container task through the Engine
+// API is started (OnStart, once) when its image pull begins, as the CLI's
+// run process is: a long pull is a running task, not a claimed task that
+// never started (which the manager takes away from its delegate).
+func TestDockerAPIStartedBeforeThePull(t *testing.T) {
+	started := make(chan struct{})
+	sock := fakeDaemon(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/json"):
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"message":"no such image"}`)
+		case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/images/create"):
+			// The pull goes on until the task is reported started (a
+			// bound, not a margin: before the fix it never was).
+			select {
+			case <-started:
+				io.WriteString(w, `{"error":"manifest unknown"}`+"\n")
+			case <-time.After(time.Minute):
+				io.WriteString(w, `{"error":"not started during the pull"}`+"\n")
+			}
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"message":"not in this fake"}`)
+		}
+	})
+	c := &Containers{Runtime: sock, Name: RuntimeDockerAPI, Owner: "pullstart", api: newDockerAPI(sock)}
+	calls := 0
+	spec := protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "registry.example/slow:v1", Script: "true"}}
+	o := Run(context.Background(), spec, Options{Containers: c, TaskID: "t1", WorkDir: t.TempDir(), OnStart: func() {
+		calls++
+		close(started)
+	}}, io.Discard)
+	if calls != 1 {
+		t.Errorf("OnStart called %d times, want once, when the pull began", calls)
+	}
+	if o.Status != protocol.StatusFailed || !strings.Contains(o.Error, "manifest unknown") {
+		t.Errorf("outcome %+v, want failed: manifest unknown", o)
 	}
 }

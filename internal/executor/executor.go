@@ -81,8 +81,9 @@ type Options struct {
 	// response-header timeouts that honors the proxy environment variables.
 	HTTPClient *http.Client
 	// OnStart, if set, is called once the task started: its process, or
-	// the sending of its request. It is not called when the task fails
-	// before.
+	// the sending of its request, or (a container through the Docker
+	// API) the pull of its image, as the CLI's run process would. It is
+	// not called when the task fails before.
 	OnStart func()
 	// Isolator, if set, ends every process a shell task started when the
 	// task ends, for any reason (the script exited, failed, timed out or
@@ -133,6 +134,11 @@ func Run(ctx context.Context, spec protocol.TaskSpec, opts Options, out io.Write
 	t, err := Lookup(spec.Type)
 	if err != nil {
 		return failed(err.Error())
+	}
+	if opts.OnStart != nil {
+		// A type may say it started before Start returns (a container
+		// whose image is pulled first): the manager hears it once.
+		opts.OnStart = sync.OnceFunc(opts.OnStart)
 	}
 	ex, err := t.New(spec, opts)
 	if err != nil {
