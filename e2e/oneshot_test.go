@@ -150,18 +150,21 @@ func TestOneShotDelegateLostClaimExits(t *testing.T) {
 	defer cancel()
 	other := registerBareDelegate(ctx, t, c, tok, "other", "race")
 
-	var taskID string
+	// The task's ID reaches the handler through a channel: the request
+	// comes from another process, which the race detector cannot see as
+	// ordering the handler after the ID was set.
+	ids := make(chan string, 1)
 	var once sync.Once
 	acquired := make(chan error, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		once.Do(func() {
-			_, err := other.Acquire(r.Context(), taskID)
+			_, err := other.Acquire(r.Context(), <-ids)
 			acquired <- err
 		})
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer srv.Close()
-	taskID = strings.TrimSpace(c.mustCLI("task", "run", "--detach", "--selector", "race", "--capability", srv.URL+"/ready", "--script", "true"))
+	ids <- strings.TrimSpace(c.mustCLI("task", "run", "--detach", "--selector", "race", "--capability", srv.URL+"/ready", "--script", "true"))
 
 	p := c.oneShot(tok, "os-race", "race")
 	code := p.waitCode(2 * time.Minute)
