@@ -237,25 +237,7 @@ func startHostManagerOn(t *testing.T, image, listenHost, publicHost string) host
 	cmd := exec.Command(legateBinary, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	cmd.Dir = t.TempDir()
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start the manager: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("--- output of the manager ---\n%s", out.String())
-		}
-	})
+	out, done := startProcess(t, cmd, "the manager", 30*time.Second)
 	m := hostManager{url: "http://" + addr, public: public}
 	eventually(t, 60*time.Second, "the manager's admin.env", func() bool {
 		select {
@@ -513,4 +495,31 @@ func TestEveryKindRunsInTheImage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startProcess starts cmd with its output in a buffer it returns, with
+// done closed when it exits; at the test's end it is sent SIGTERM (killed
+// after grace), and its output logged as what's if the test failed.
+func startProcess(t *testing.T, cmd *exec.Cmd, what string, grace time.Duration) (out *syncBuffer, done <-chan struct{}) {
+	t.Helper()
+	out = &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", what, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(grace):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("--- output of %s ---\n%s", what, out.String())
+		}
+	})
+	return out, exited
 }

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -35,25 +34,7 @@ func startRegistry(t *testing.T) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("docker-registry", "serve", conf)
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start docker-registry: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("--- output of the registry ---\n%s", out.String())
-		}
-	})
+	out, done := startProcess(t, cmd, "the registry", 30*time.Second)
 	eventually(t, time.Minute, "the registry's API", func() bool {
 		select {
 		case <-done:

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -211,25 +210,7 @@ func TestSystemdUnitRunsTheWatcher(t *testing.T) {
 	}
 	cmd := osexec.Command(legateBinary, "watcher", "--dir", dir)
 	cmd.Env, cmd.Dir = env, dir
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("--- output of the watcher ---\n%s", out.String())
-		}
-	})
+	_, done := startProcess(t, cmd, "the watcher", 60*time.Second)
 	got := m.waitConnected(t, hostname, func() bool {
 		select {
 		case <-done:
