@@ -4,14 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/legate-dev/legate/internal/k8stest"
 	"github.com/legate-dev/legate/internal/protocol"
@@ -23,32 +19,7 @@ import (
 // outside a cluster as it finds its ServiceAccount's in one).
 func podTaskCredentials(t *testing.T, k *k8stest.Cluster, ns string) string {
 	t.Helper()
-	b, err := os.ReadFile("../docs/task-containers.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, _ := strings.Cut(string(b), "<!-- pod-tasks-role -->\n```yaml\n")
-	block, _, _ := strings.Cut(after, "```")
-	var role struct {
-		Rules []map[string]any `yaml:"rules"`
-	}
-	if err := yaml.Unmarshal([]byte(block), &role); err != nil || len(role.Rules) == 0 {
-		t.Fatalf("docs/task-containers.md: the pod-tasks Role: %v", err)
-	}
-	rbac := "/apis/rbac.authorization.k8s.io/v1/namespaces/" + ns
-	meta := map[string]any{"name": "delegate", "namespace": ns}
-	k.Do(t, http.MethodPost, "/api/v1/namespaces/"+ns+"/serviceaccounts", map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}, nil)
-	k.Do(t, http.MethodPost, rbac+"/roles", map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": role.Rules}, nil)
-	k.Do(t, http.MethodPost, rbac+"/rolebindings", map[string]any{
-		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
-		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "delegate"},
-		"subjects": []map[string]any{{"kind": "ServiceAccount", "name": "delegate", "namespace": ns}},
-	}, nil)
-	p := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(p, k.TokenKubeconfig(k.Token(t, ns, "delegate"), ns), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return k.ServiceAccountWithRole(t, ns, "delegate", k8stest.DocumentedRole(t, "../docs/task-containers.md", "pod-tasks-role")).Kubeconfig
 }
 
 // taskPod is the name and phase of a task's pod ("" when it has none).

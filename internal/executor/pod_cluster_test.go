@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/legate-dev/legate/internal/k8stest"
 	"github.com/legate-dev/legate/internal/protocol"
@@ -26,49 +24,15 @@ import (
 // rest (the pod and Secret created, read back from the API, followed,
 // deleted) is the cluster's own behaviour.
 
-// documentedPodRole is the rules of the Role docs/task-containers.md
-// documents for container tasks as pods (the YAML block after the
-// pod-tasks-role marker): the tests' ServiceAccount has those alone.
-func documentedPodRole(t *testing.T) []map[string]any {
-	t.Helper()
-	b, err := os.ReadFile("../../docs/task-containers.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(b), "<!-- pod-tasks-role -->\n```yaml\n")
-	block, _, ok2 := strings.Cut(after, "```")
-	if !ok || !ok2 {
-		t.Fatal("docs/task-containers.md: no pod-tasks-role block")
-	}
-	var role struct {
-		Rules []map[string]any `yaml:"rules"`
-	}
-	if err := yaml.Unmarshal([]byte(block), &role); err != nil || len(role.Rules) == 0 {
-		t.Fatalf("docs/task-containers.md: the Role: %v", err)
-	}
-	return role.Rules
-}
-
 // podCluster is a namespace of the cluster and a Containers that runs
-// pods there as a ServiceAccount with podTaskRole only.
+// pods there as a ServiceAccount with the Role docs/task-containers.md
+// documents (pod-tasks-role) and nothing else.
 func podCluster(t *testing.T, owner string) (*k8stest.Cluster, string, *Containers) {
 	t.Helper()
 	k := k8stest.Require(t)
 	ns := k.Namespace(t)
-	rbac := "/apis/rbac.authorization.k8s.io/v1/namespaces/" + ns
-	meta := map[string]any{"name": "delegate", "namespace": ns}
-	k.Do(t, http.MethodPost, "/api/v1/namespaces/"+ns+"/serviceaccounts", map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}, nil)
-	k.Do(t, http.MethodPost, rbac+"/roles", map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": documentedPodRole(t)}, nil)
-	k.Do(t, http.MethodPost, rbac+"/rolebindings", map[string]any{
-		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
-		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "delegate"},
-		"subjects": []map[string]any{{"kind": "ServiceAccount", "name": "delegate", "namespace": ns}},
-	}, nil)
-	kubeconfig := t.TempDir() + "/kubeconfig"
-	if err := os.WriteFile(kubeconfig, k.TokenKubeconfig(k.Token(t, ns, "delegate"), ns), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{EnvContainerRuntime: "kubernetes", "KUBECONFIG": kubeconfig}
+	cr := k.ServiceAccountWithRole(t, ns, "delegate", k8stest.DocumentedRole(t, "../../docs/task-containers.md", "pod-tasks-role"))
+	env := map[string]string{EnvContainerRuntime: "kubernetes", "KUBECONFIG": cr.Kubeconfig}
 	c, err := FindContainers(func(k string) string { return env[k] }, owner, "")
 	if err != nil {
 		t.Fatal(err)

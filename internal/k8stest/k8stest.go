@@ -45,6 +45,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Cluster is the running cluster, seen with the admin's rights
@@ -406,15 +408,30 @@ func (c *Cluster) Token(tb testing.TB, namespace, serviceAccount string) string 
 // also deleted when the test ends.
 func (c *Cluster) NamespaceServiceAccount(tb testing.TB, namespace, name string) Credentials {
 	tb.Helper()
+	return c.ServiceAccountWithRole(tb, namespace, name,
+		[]map[string]any{{"apiGroups": []string{"*"}, "resources": []string{"*"}, "verbs": []string{"*"}}})
+}
+
+// ServiceAccountWithRole makes a ServiceAccount name in namespace, a Role
+// of the same name with rules and the RoleBinding between them, waits
+// until the API server's authorizer applies them, and returns the
+// ServiceAccount's credentials. The objects are deleted when the test
+// ends.
+//
+// The wait matters: the authorizer reads Roles and RoleBindings from a
+// cache that follows writes a moment later, so a request made at once
+// can be refused ("role ... not found").
+func (c *Cluster) ServiceAccountWithRole(tb testing.TB, namespace, name string, rules []map[string]any) Credentials {
+	tb.Helper()
+	if len(rules) == 0 {
+		tb.Fatal("ServiceAccountWithRole: no rules")
+	}
 	ns := "/api/v1/namespaces/" + namespace
 	rbac := "/apis/rbac.authorization.k8s.io/v1/namespaces/" + namespace
 	meta := map[string]any{"name": name, "namespace": namespace}
 	c.Do(tb, http.MethodPost, ns+"/serviceaccounts", map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}, nil)
 	c.DeleteOnCleanup(tb, ns+"/serviceaccounts/"+name)
-	c.Do(tb, http.MethodPost, rbac+"/roles", map[string]any{
-		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
-		"rules": []map[string]any{{"apiGroups": []string{"*"}, "resources": []string{"*"}, "verbs": []string{"*"}}},
-	}, nil)
+	c.Do(tb, http.MethodPost, rbac+"/roles", map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules}, nil)
 	c.DeleteOnCleanup(tb, rbac+"/roles/"+name)
 	c.Do(tb, http.MethodPost, rbac+"/rolebindings", map[string]any{
 		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
@@ -422,12 +439,74 @@ func (c *Cluster) NamespaceServiceAccount(tb testing.TB, namespace, name string)
 		"subjects": []map[string]any{{"kind": "ServiceAccount", "name": name, "namespace": namespace}},
 	}, nil)
 	c.DeleteOnCleanup(tb, rbac+"/rolebindings/"+name)
+	group, resource, verb := firstOf(rules[0]["apiGroups"], ""), firstOf(rules[0]["resources"], "pods"), firstOf(rules[0]["verbs"], "get")
+	user := "system:serviceaccount:" + namespace + ":" + name
+	Eventually(tb, time.Minute, "the Role "+name+" applied by the authorizer", func() (bool, string) {
+		var review struct {
+			Status struct {
+				Allowed bool   `json:"allowed"`
+				Reason  string `json:"reason"`
+			} `json:"status"`
+		}
+		c.Do(tb, http.MethodPost, "/apis/authorization.k8s.io/v1/subjectaccessreviews", map[string]any{
+			"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+			"spec": map[string]any{
+				"user":               user,
+				"groups":             []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+				"resourceAttributes": map[string]any{"namespace": namespace, "group": group, "resource": resource, "verb": verb},
+			},
+		}, &review)
+		return review.Status.Allowed, fmt.Sprintf("%s may not %s %s: %s", user, verb, resource, review.Status.Reason)
+	})
 	cr := Credentials{Namespace: namespace, Name: name, Token: c.Token(tb, namespace, name)}
 	cr.Kubeconfig = filepath.Join(tb.TempDir(), name+".kubeconfig")
 	if err := os.WriteFile(cr.Kubeconfig, c.TokenKubeconfig(cr.Token, namespace), 0o600); err != nil {
 		tb.Fatal(err)
 	}
 	return cr
+}
+
+// DocumentedRole is the rules of the Role a documentation page gives in
+// the YAML block after the marker comment <!-- marker --> in file: tests
+// grant exactly what the documentation tells users to grant.
+func DocumentedRole(tb testing.TB, file, marker string) []map[string]any {
+	tb.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "<!-- "+marker+" -->\n```yaml\n")
+	block, _, ok2 := strings.Cut(after, "```")
+	if !ok || !ok2 {
+		tb.Fatalf("%s: no %s block", file, marker)
+	}
+	var role struct {
+		Rules []map[string]any `yaml:"rules"`
+	}
+	if err := yaml.Unmarshal([]byte(block), &role); err != nil || len(role.Rules) == 0 {
+		tb.Fatalf("%s: the Role after %s: %v", file, marker, err)
+	}
+	return role.Rules
+}
+
+// firstOf is the first string of a rule's list ([]string, or []any as
+// YAML decodes it), or def when it is empty or "*".
+func firstOf(v any, def string) string {
+	var first string
+	switch l := v.(type) {
+	case []string:
+		if len(l) > 0 {
+			first = l[0]
+		}
+	case []any:
+		if len(l) > 0 {
+			first, _ = l[0].(string)
+		}
+	}
+	if first == "" || first == "*" {
+		return def
+	}
+	return first
 }
 
 // TokenKubeconfig is a kubeconfig for this cluster that authenticates

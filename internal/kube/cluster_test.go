@@ -211,27 +211,18 @@ func TestClusterDocumentedRole(t *testing.T) {
 	t.Parallel()
 	k := k8stest.Require(t)
 	ns := k.Namespace(t)
-	meta := map[string]any{"name": "legate-deployer", "namespace": ns}
 	rule := func(group string, resources []string, verbs ...string) map[string]any {
 		return map[string]any{"apiGroups": []string{group}, "resources": resources, "verbs": verbs}
 	}
-	k.Do(t, http.MethodPost, "/api/v1/namespaces/"+ns+"/serviceaccounts", map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta}, nil)
-	k.Do(t, http.MethodPost, "/apis/rbac.authorization.k8s.io/v1/namespaces/"+ns+"/roles", map[string]any{
-		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
-		"rules": []map[string]any{
-			rule("apps", []string{"deployments"}, "get", "create", "patch", "delete"),
-			rule("apps", []string{"statefulsets", "daemonsets"}, "get", "create", "patch"),
-			rule("apps", []string{"replicasets", "controllerrevisions"}, "list"),
-			rule("", []string{"services", "configmaps"}, "get", "create", "patch"),
-			rule("", []string{"pods"}, "list", "delete"),
-			rule("", []string{"events"}, "list"),
-		}}, nil)
-	k.Do(t, http.MethodPost, "/apis/rbac.authorization.k8s.io/v1/namespaces/"+ns+"/rolebindings", map[string]any{
-		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
-		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "legate-deployer"},
-		"subjects": []map[string]any{{"kind": "ServiceAccount", "name": "legate-deployer", "namespace": ns}},
-	}, nil)
-	c, err := NewClient(Config{Server: k.API, Source: "test", CA: k.CAPEM, Token: k.Token(t, ns, "legate-deployer")})
+	cr := k.ServiceAccountWithRole(t, ns, "legate-deployer", []map[string]any{
+		rule("apps", []string{"deployments"}, "get", "create", "patch", "delete"),
+		rule("apps", []string{"statefulsets", "daemonsets"}, "get", "create", "patch"),
+		rule("apps", []string{"replicasets", "controllerrevisions"}, "list"),
+		rule("", []string{"services", "configmaps"}, "get", "create", "patch"),
+		rule("", []string{"pods"}, "list", "delete"),
+		rule("", []string{"events"}, "list"),
+	})
+	c, err := NewClient(Config{Server: k.API, Source: "test", CA: k.CAPEM, Token: cr.Token})
 	if err != nil {
 		t.Fatal(err)
 	}
