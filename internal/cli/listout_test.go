@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/spf13/cobra"
 
 	"github.com/legate-dev/legate/internal/protocol"
@@ -39,7 +40,9 @@ func listManager(t *testing.T) map[string]string {
 			{Role: "viewer", SubjectKind: protocol.PrincipalUser, Subject: "alice", CreatedAt: created},
 			{Role: "deleter", SubjectKind: protocol.SubjectGroup, Subject: "ops", Org: "eng", Project: "web", CreatedAt: created}}},
 		protocol.PathPipelines: protocol.PipelineList{Pipelines: []protocol.Pipeline{{Name: "deploy-web", Description: "ships web", Org: "eng",
-			Version: 3, UpdatedBy: "user alice", CreatedAt: created, UpdatedAt: testNow.Add(-time.Hour)}}},
+			Version: 3, UpdatedBy: "user alice", CreatedAt: created, UpdatedAt: testNow.Add(-time.Hour)},
+			{Name: "nightly", Org: "eng", Project: "web", Version: 1, CreatedAt: created, UpdatedAt: created},
+			{Name: "nightly", Version: 1, CreatedAt: created, UpdatedAt: created}}},
 		protocol.PathRuns: protocol.RunList{Runs: []protocol.Run{
 			{ID: "r_2", Pipeline: "deploy-web", Org: "eng", Version: 3, Status: protocol.RunRunning, Trigger: "manual", TriggeredBy: "user alice", CreatedAt: testNow.Add(-time.Minute)},
 			{ID: "r_1", Pipeline: "deploy-web", Org: "eng", Version: 2, Status: protocol.RunFailed, Trigger: "webhook", TriggeredBy: "webhook:deploy-web",
@@ -64,6 +67,15 @@ func listManager(t *testing.T) map[string]string {
 		if r.Header.Get("Authorization") != "Bearer "+testKey {
 			writeError(w, 401, protocol.CodeUnauthenticated, "invalid API key")
 			return
+		}
+		if st := r.URL.Query().Get("status"); r.URL.Path == protocol.PathRuns && st != "" {
+			runs := protocol.RunList{Runs: []protocol.Run{}}
+			for _, run := range v.(protocol.RunList).Runs {
+				if run.Status == st {
+					runs.Runs = append(runs.Runs, run)
+				}
+			}
+			v = runs
 		}
 		if r.URL.Path == protocol.PathQueue && r.URL.Query().Get("selectors") != "" {
 			v = protocol.QueueSignal{Selectors: []string{"gpu"}, Queued: 2, OldestSeconds: 90, Eligible: 3, EligibleOldestSeconds: 120}
@@ -172,10 +184,12 @@ func TestListOutputs(t *testing.T) {
 			"ROLE     SUBJECT     SCOPE    CREATED-AT",
 			"viewer --user alice\ndeleter --group ops --org eng --project web\n"},
 		{[]string{"pipeline", "list"},
-			"NAME        SCOPE    VERSION  UPDATED  DESCRIPTION\n" +
-				"deploy-web  org/eng  3        1h ago   ships web\n",
-			"NAME        SCOPE    VERSION  UPDATED  DESCRIPTION  UPDATED-BY  CREATED-AT            UPDATED-AT",
-			"deploy-web\n"},
+			"NAME        SCOPE            VERSION  UPDATED  DESCRIPTION\n" +
+				"deploy-web  org/eng          3        1h ago   ships web\n" +
+				"nightly     project/eng/web  1        2h ago   -\n" +
+				"nightly     account          1        2h ago   -\n",
+			"NAME        SCOPE            VERSION  UPDATED  DESCRIPTION  UPDATED-BY  CREATED-AT            UPDATED-AT",
+			"deploy-web\nnightly\nnightly\n"},
 		{[]string{"run", "list"},
 			"ID   PIPELINE    VERSION  STATUS   STARTED  DURATION  TRIGGERED BY        SCOPE\n" +
 				"r_2  deploy-web  3        running  1m ago   1m0s      user alice          org/eng\n" +
@@ -241,6 +255,37 @@ func TestListOutputs(t *testing.T) {
 			if r.err != nil || !strings.Contains(r.stdout, w) {
 				t.Errorf("%s -o wide lacks %q: err %v\n%s", args, w, r.err, r.stdout)
 			}
+		}
+	}
+}
+
+// TestCompletionPipelinesAndRuns: pipeline names (each once, with its
+// scopes; only those of --org and --project when set) and run IDs (recent
+// ones; running ones for cancel) complete as task IDs and delegate names
+// do.
+func TestCompletionPipelinesAndRuns(t *testing.T) {
+	t.Parallel()
+	env := listManager(t)
+	runs := []string{"r_2\tdeploy-web, running, 1m ago", "r_1\tdeploy-web, failed, 2h ago"}
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"pipeline", "get", ""}, []string{"deploy-web\torg/eng", "nightly\tproject/eng/web, account"}},
+		{[]string{"pipeline", "run", "n"}, []string{"nightly\tproject/eng/web, account"}},
+		{[]string{"pipeline", "delete", "--org", "eng", ""}, []string{"deploy-web\torg/eng"}},
+		{[]string{"pipeline", "delete", "--org", "eng", "--project", "web", ""}, []string{"nightly\tproject/eng/web"}},
+		{[]string{"pipeline", "webhook", "enable", "d"}, []string{"deploy-web\torg/eng"}},
+		{[]string{"pipeline", "webhook", "disable", ""}, []string{"deploy-web\torg/eng", "nightly\tproject/eng/web, account"}},
+		{[]string{"pipeline", "run", "nightly", ""}, nil}, // one argument only
+		{[]string{"run", "list", "--pipeline", "de"}, []string{"deploy-web\torg/eng"}},
+		{[]string{"run", "get", ""}, runs},
+		{[]string{"run", "logs", "r_1"}, runs[1:]},
+		{[]string{"run", "cancel", ""}, runs[:1]},
+	}
+	for _, tt := range tests {
+		if d := cmp.Diff(tt.want, completions(t, env, tt.args...), cmpopts.EquateEmpty()); d != "" {
+			t.Errorf("__complete %v (-want +got):\n%s", tt.args, d)
 		}
 	}
 }
