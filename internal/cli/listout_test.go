@@ -289,3 +289,26 @@ func TestCompletionPipelinesAndRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryGetTakesJSONAndYAML: every get and describe command offers -o
+// json and -o yaml (the README says so).
+func TestEveryGetTakesJSONAndYAML(t *testing.T) {
+	t.Parallel()
+	root := &cobra.Command{Use: "legate"}
+	addCommands(root, &app{getenv: func(string) string { return "" }, now: func() time.Time { return testNow }, loc: time.UTC, build: testBuild})
+	Finish(root)
+	n := 0
+	walk(root, func(c *cobra.Command) {
+		if c.Name() != "get" && c.Name() != "describe" {
+			return
+		}
+		n++
+		offered := completions(t, nil, append(strings.Fields(c.CommandPath())[1:], "x", "-o", "")...)
+		if !slices.Contains(offered, formatJSON) || !slices.Contains(offered, formatYAML) {
+			t.Errorf("%s: -o offers %v, want json and yaml among them", c.CommandPath(), offered)
+		}
+	})
+	if n < 10 {
+		t.Errorf("found only %d get commands", n)
+	}
+}
