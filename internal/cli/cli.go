@@ -228,6 +228,9 @@ func (a *app) run(fn func(cmd *cobra.Command, args []string) error) func(*cobra.
 func (a *app) hint(err error) string {
 	var nm *client.NotManagerError
 	if errors.As(err, &nm) {
+		if nm.Manager {
+			return "; check the path of " + EnvURL + " or --url"
+		}
 		return ": check " + EnvURL + " or --url"
 	}
 	var pe *protocol.Error

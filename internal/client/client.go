@@ -224,7 +224,7 @@ func (c *Client) do(ctx context.Context, k *call) error {
 		return nil // an empty 2xx answer leaves out at its zero value
 	}
 	if err := json.Unmarshal(b, k.out); err != nil {
-		if !fromManager(resp) {
+		if notAPI(resp) {
 			return fmt.Errorf("%s: %w", k.op, c.notManager(resp))
 		}
 		return fmt.Errorf("%s: decode answer (HTTP %d): %w", k.op, resp.StatusCode, err)
@@ -243,7 +243,7 @@ func (c *Client) checkStatus(resp *http.Response) error {
 	pe := protocol.DecodeError(resp.StatusCode, b)
 	pe.RetryAfter = protocol.ParseRetryAfter(resp.Header.Get("Retry-After"))
 	var eb protocol.ErrorBody
-	if !fromManager(resp) && (json.Unmarshal(b, &eb) != nil || eb.Error.Code == "") {
+	if notAPI(resp) && (json.Unmarshal(b, &eb) != nil || eb.Error.Code == "") {
 		e := c.notManager(resp)
 		// The code stays what the status means (a 502 is still worth a
 		// retry: the proxy's manager may come back); the page is dropped.
@@ -254,24 +254,31 @@ func (c *Client) checkStatus(resp *http.Response) error {
 	return pe
 }
 
-// NotManagerError is an answer that did not come from a legate manager:
-// without the Legate-Protocol-Version header every manager answer carries,
-// and not the API's JSON — a web server's or a proxy's HTML page, say,
-// because the URL names something else. It says so in one line, with the
-// status and the content type, never the page itself. It wraps the
-// *protocol.Error the status maps to (nil for a 2xx answer), so codes and
-// retries work as for any error answer.
+// NotManagerError is an answer that did not come from a legate manager's
+// API: without the Legate-Protocol-Version header every manager answer
+// carries, or an HTML page (the web UI's, for a path under the manager
+// that is not the API), and not the API's JSON — a web server's or a
+// proxy's page, say, because the URL names something else. It says so in
+// one line, with the status and the content type, never the page itself.
+// It wraps the *protocol.Error the status maps to (nil for a 2xx answer),
+// so codes and retries work as for any error answer.
 type NotManagerError struct {
 	URL         string // the manager URL the client was given
 	Status      int
 	ContentType string // the media type, without parameters; "" when none
-	err         *protocol.Error
+	// Manager: the answer carried the manager's header (a manager answered,
+	// at a path that is not its API: the URL's path is wrong).
+	Manager bool
+	err     *protocol.Error
 }
 
 func (e *NotManagerError) Error() string {
 	ct := e.ContentType
 	if ct == "" {
 		ct = "no content type"
+	}
+	if e.Manager {
+		return fmt.Sprintf("%s does not look like a legate manager's API (HTTP %d, %s): a manager answered", e.URL, e.Status, ct)
 	}
 	msg := fmt.Sprintf("%s does not look like a legate manager (HTTP %d, %s)", e.URL, e.Status, ct)
 	if e.Status >= 500 {
@@ -293,12 +300,24 @@ func fromManager(resp *http.Response) bool {
 	return resp.Header.Get(protocol.HeaderProtocolVersion) != ""
 }
 
-func (c *Client) notManager(resp *http.Response) *NotManagerError {
+// mediaType is resp's content type without parameters, "" when none.
+func mediaType(resp *http.Response) string {
 	ct, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if err != nil {
-		ct = ""
+		return ""
 	}
-	return &NotManagerError{URL: c.base, Status: resp.StatusCode, ContentType: ct}
+	return ct
+}
+
+// notAPI reports whether resp may come from something other than the
+// manager's API: it lacks the manager's header, or it is an HTML page
+// (the API never answers one).
+func notAPI(resp *http.Response) bool {
+	return !fromManager(resp) || mediaType(resp) == "text/html"
+}
+
+func (c *Client) notManager(resp *http.Response) *NotManagerError {
+	return &NotManagerError{URL: c.base, Status: resp.StatusCode, ContentType: mediaType(resp), Manager: fromManager(resp)}
 }
 
 // closeBody drains a little of the body so the connection can be reused,

@@ -73,3 +73,27 @@ func TestNotAManager(t *testing.T) {
 		})
 	}
 }
+
+// TestManagerAtAWrongPath: a manager's own HTML page (its web UI's 404 for
+// a path under it that is not the API) says that a manager answered, so
+// the URL's path is what is wrong.
+func TestManagerAtAWrongPath(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(protocol.HeaderProtocolVersion, strconv.Itoa(protocol.Version))
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, "<!doctype html>\n<title>Not Found · legate</title>\n")
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(srv.URL+"/legate", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.ListTasks(t.Context(), "", 0)
+	var nm *NotManagerError
+	want := srv.URL + "/legate does not look like a legate manager's API (HTTP 404, text/html): a manager answered"
+	if !errors.As(err, &nm) || !nm.Manager || !strings.HasSuffix(err.Error(), want) || !IsCode(err, protocol.CodeBadRequest) {
+		t.Errorf("error %v, want a *NotManagerError ending %q", err, want)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -196,8 +195,8 @@ func (c *Client) streamOnce(ctx context.Context, id string, follow bool, pos *st
 		}
 		return protocol.Task{}, notConnected, err
 	}
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if !fromManager(resp) && ct != protocol.ContentTypeLogFrames && ct != "application/x-ndjson" && ct != "application/json" {
+	ct := mediaType(resp)
+	if notAPI(resp) && ct != protocol.ContentTypeLogFrames && ct != "application/x-ndjson" && ct != "application/json" {
 		return protocol.Task{}, notConnected, permanentError{c.notManager(resp)}
 	}
 	connected()
