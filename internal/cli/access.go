@@ -111,7 +111,7 @@ func (a *app) userListCmd() *cobra.Command {
 			return a.printUsers(cmd.OutOrStdout(), &listOut, l)
 		}),
 	}
-	listOut.add(list, listFormats...)
+	listOut.add(list, listFormats()...)
 	return list
 }
 
@@ -220,7 +220,7 @@ func (a *app) groupCmd() *cobra.Command {
 			return a.printGroups(cmd.OutOrStdout(), &out, l)
 		}),
 	}
-	out.add(list, listFormats...)
+	out.add(list, listFormats()...)
 	cmd.AddCommand(
 		simple("create NAME", "Create a group", "create group", http.MethodPost, 1,
 			func([]string) string { return protocol.PathGroups }, func(a []string) any { return protocol.CreateGroupRequest{Name: a[0]} }, "Created group %s"),
@@ -286,7 +286,7 @@ func (a *app) roleListCmd() *cobra.Command {
 			return a.printRoles(cmd.OutOrStdout(), &out, l)
 		}),
 	}
-	out.add(list, listFormats...)
+	out.add(list, listFormats()...)
 	return list
 }
 
@@ -384,7 +384,7 @@ was made; -o name prints each as the arguments of legate role unbind.`,
 			return a.printBindings(cmd.OutOrStdout(), &bout, l)
 		}),
 	}
-	bout.add(bindings, listFormats...)
+	bout.add(bindings, listFormats()...)
 	return bindings
 }
 

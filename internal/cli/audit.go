@@ -101,7 +101,7 @@ ending with "." or "*", of the actions that start so (token.). --limit bounds th
 			return nil
 		}),
 	}
-	out.add(cmd, listFormats...)
+	out.add(cmd, listFormats()...)
 	cmd.Flags().StringVar(&q.Since, "since", "", "only records from this time (RFC 3339) or duration back (24h, 7d)")
 	cmd.Flags().StringVar(&q.User, "user", "", "only the records of this user or service account")
 	cmd.Flags().StringVar(&q.Resource, "resource", "", "only the records of this resource type (token) or resource (token/ci)")

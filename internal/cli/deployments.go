@@ -108,7 +108,7 @@ through every one that matches.`,
 			return nil
 		}),
 	}
-	out.add(cmd, listFormats...)
+	out.add(cmd, listFormats()...)
 	cmd.Flags().StringVar(&q.Service, "service", "", "only the deployments of this service")
 	cmd.Flags().StringVar(&q.Environment, "environment", "", "only the deployments to this environment")
 	cmd.Flags().StringVar(&q.Since, "since", "", "only deployments started from this time (RFC 3339) or duration back (24h, 7d)")

@@ -166,7 +166,7 @@ Needs the permission pipeline:view (at the scopes it is granted at).`,
 			return a.currentTable(w, cur.Current, out.is(formatWide))
 		}),
 	}
-	out.add(cmd, listFormats...)
+	out.add(cmd, listFormats()...)
 	cmd.Flags().StringVar(&service, "service", "", "only this service")
 	cmd.Flags().StringVar(&environment, "environment", "", "only this environment")
 	return cmd

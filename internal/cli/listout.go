@@ -15,7 +15,7 @@ import (
 // keeps it so.
 
 // listFormats are the -o formats of every list command.
-var listFormats = []string{formatJSON, formatYAML, formatWide, formatName}
+func listFormats() []string { return []string{formatJSON, formatYAML, formatWide, formatName} }
 
 // printList prints v (the API object) as JSON or YAML, names one per line
 // for -o name, or calls table with whether -o wide was chosen.

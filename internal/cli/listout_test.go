@@ -118,7 +118,7 @@ func TestEveryListTakesEveryFormat(t *testing.T) {
 	env := listManager(t)
 	for _, args := range listCommands(t) {
 		offered := completions(t, env, append(slices.Clone(args), "-o", "")...)
-		if d := cmp.Diff(listFormats, offered); d != "" {
+		if d := cmp.Diff(listFormats(), offered); d != "" {
 			t.Errorf("%v: -o offers (-want +got):\n%s", args, d)
 			continue
 		}

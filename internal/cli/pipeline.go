@@ -139,7 +139,7 @@ scope, version, when it was last applied and its description.`,
 			return a.pipelineTable(w, list.Pipelines, out.is(formatWide))
 		}),
 	}
-	out.add(cmd, listFormats...)
+	out.add(cmd, listFormats()...)
 	return cmd
 }
 
@@ -548,7 +548,7 @@ running, succeeded, failed or cancelled. --limit bounds the runs shown
 	cmd.Flags().StringVar(&q.Status, "status", "", "only runs in this status: running, succeeded, failed or cancelled")
 	cmd.Flags().IntVar(&limit, "limit", 100, "show at most this many runs (1 to 1000)")
 	cmd.Flags().BoolVar(&all, "all", false, "page through every run that matches")
-	out.add(cmd, listFormats...)
+	out.add(cmd, listFormats()...)
 	return cmd
 }
 

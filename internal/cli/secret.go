@@ -198,7 +198,7 @@ version and when each was last changed. Values are never shown.
 			return t.flush()
 		}),
 	}
-	out.add(cmd, listFormats...)
+	out.add(cmd, listFormats()...)
 	return cmd
 }
 

@@ -85,7 +85,7 @@ selector set.`,
 			return t.flush()
 		}),
 	}
-	out.add(cmd, listFormats...)
+	out.add(cmd, listFormats()...)
 	cmd.Flags().StringVar(&selectors, "selectors", "", "one selector set, comma-separated (a delegate pool's tags)")
 	return cmd
 }
