@@ -234,7 +234,7 @@ func TestE2EIdentityAcrossIPChange(t *testing.T) {
 		if first.IP != "10.9.0.1" || first.Description != tt.name+" in rack 4" {
 			t.Fatalf("%s: listed as %+v", tt.name, first)
 		}
-		if list := c.mustCLI("delegates", "list"); !strings.Contains(list, tt.name+" in rack 4") {
+		if list := c.mustCLI("delegates", "list", "-o", "wide"); !strings.Contains(list, tt.name+" in rack 4") {
 			t.Errorf("delegates list lacks the description:\n%s", list)
 		}
 		p.signal(syscall.SIGTERM)

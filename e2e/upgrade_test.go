@@ -434,7 +434,7 @@ func TestUpgradeRefusesBadBinariesRollsBackAndRefusesExpired(t *testing.T) {
 			t.Errorf("%s registered with upgrade mode %q, want %q", d.Hostname, d.Upgrade, want)
 		}
 	}
-	if out := u.mustCLI("delegates", "list"); !regexp.MustCompile(`rb +rb-2 .* off `).MatchString(out) {
+	if out := u.mustCLI("delegates", "list", "-o", "wide"); !regexp.MustCompile(`rb +rb-2 .* off `).MatchString(out) {
 		t.Errorf("delegates list does not show rb-2's auto-upgrade off:\n%s", out)
 	}
 

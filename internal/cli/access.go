@@ -108,22 +108,10 @@ func (a *app) userListCmd() *cobra.Command {
 			if err := a.call(cmd, "list users", http.MethodGet, protocol.PathUsers, nil, &l); err != nil {
 				return err
 			}
-			if listOut.structured() {
-				return listOut.print(cmd.OutOrStdout(), l)
-			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintln(w, "NAME\tKIND\tDISABLED\tGROUPS\tBINDINGS")
-			for _, u := range l.Users {
-				var bs []string
-				for _, b := range u.Bindings {
-					bs = append(bs, b.Role+"@"+scopeText(b.Org, b.Project))
-				}
-				fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\n", escape(u.Name), u.Kind, u.Disabled, escape(strings.Join(u.Groups, ",")), escape(strings.Join(bs, ",")))
-			}
-			return nil
+			return a.printUsers(cmd.OutOrStdout(), &listOut, l)
 		}),
 	}
-	listOut.add(list, formatJSON, formatYAML)
+	listOut.add(list, listFormats()...)
 	return list
 }
 
@@ -229,17 +217,10 @@ func (a *app) groupCmd() *cobra.Command {
 			if err := a.call(cmd, "list groups", http.MethodGet, protocol.PathGroups, nil, &l); err != nil {
 				return err
 			}
-			if out.structured() {
-				return out.print(cmd.OutOrStdout(), l)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), "NAME\tMEMBERS")
-			for _, gr := range l.Groups {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", escape(gr.Name), escape(strings.Join(gr.Members, ",")))
-			}
-			return nil
+			return a.printGroups(cmd.OutOrStdout(), &out, l)
 		}),
 	}
-	out.add(list, formatJSON, formatYAML)
+	out.add(list, listFormats()...)
 	cmd.AddCommand(
 		simple("create NAME", "Create a group", "create group", http.MethodPost, 1,
 			func([]string) string { return protocol.PathGroups }, func(a []string) any { return protocol.CreateGroupRequest{Name: a[0]} }, "Created group %s"),
@@ -302,31 +283,30 @@ func (a *app) roleListCmd() *cobra.Command {
 			if err := a.call(cmd, "list roles", http.MethodGet, protocol.PathRoles, nil, &l); err != nil {
 				return err
 			}
-			if out.structured() {
-				return out.print(cmd.OutOrStdout(), l)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), "NAME\tBUILT-IN\tPERMISSIONS")
-			for _, r := range l.Roles {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%v\t%s\n", escape(r.Name), r.Builtin, strings.Join(r.Permissions, ","))
-			}
-			return nil
+			return a.printRoles(cmd.OutOrStdout(), &out, l)
 		}),
 	}
-	out.add(list, formatJSON, formatYAML)
+	out.add(list, listFormats()...)
 	return list
 }
 
 func (a *app) roleGetCmd() *cobra.Command {
-	return &cobra.Command{
+	var out outputFlags
+	get := &cobra.Command{
 		Use: "get NAME", Short: "Show a role", Args: cobra.ExactArgs(1),
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
 			var r protocol.Role
 			if err := a.call(cmd, "get role", http.MethodGet, protocol.PathRoles+"/"+url.PathEscape(args[0]), nil, &r); err != nil {
 				return err
 			}
-			return (&outputFlags{format: formatYAML}).print(cmd.OutOrStdout(), r)
+			if !out.structured() {
+				out.format = formatYAML
+			}
+			return out.print(cmd.OutOrStdout(), r)
 		}),
 	}
+	out.add(get, formatJSON, formatYAML)
+	return get
 }
 
 func (a *app) roleDeleteCmd() *cobra.Command {
@@ -392,22 +372,19 @@ func (a *app) roleBindingsCmd() *cobra.Command {
 	var bout outputFlags
 	bindings := &cobra.Command{
 		Use: "bindings", Short: "List the bindings you may see", Args: cobra.NoArgs,
+		Long: `List the bindings you may see: role, subject and scope. -o wide adds when each
+was made; -o name prints each as the arguments of legate role unbind.`,
+		Example: `  legate role bindings
+  legate role bindings -o name | grep -- '--user alice' | xargs -L1 legate role unbind`,
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
 			var l protocol.BindingList
 			if err := a.call(cmd, "list bindings", http.MethodGet, protocol.PathBindings, nil, &l); err != nil {
 				return err
 			}
-			if bout.structured() {
-				return bout.print(cmd.OutOrStdout(), l)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), "ROLE\tSUBJECT\tSCOPE")
-			for _, b := range l.Bindings {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s %s\t%s\n", escape(b.Role), b.SubjectKind, escape(b.Subject), escape(scopeText(b.Org, b.Project)))
-			}
-			return nil
+			return a.printBindings(cmd.OutOrStdout(), &bout, l)
 		}),
 	}
-	bout.add(bindings, formatJSON, formatYAML)
+	bout.add(bindings, listFormats()...)
 	return bindings
 }
 

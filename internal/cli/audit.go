@@ -78,8 +78,15 @@ ending with "." or "*", of the actions that start so (token.). --limit bounds th
 				return err
 			}
 			w := cmd.OutOrStdout()
-			if out.structured() {
+			switch {
+			case out.structured():
 				return out.print(w, list)
+			case out.is(formatName):
+				ids := make([]string, len(list.Events))
+				for i, e := range list.Events {
+					ids[i] = e.ID
+				}
+				return printNames(w, ids...)
 			}
 			if len(list.Events) == 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "No audit records match.")
@@ -94,7 +101,7 @@ ending with "." or "*", of the actions that start so (token.). --limit bounds th
 			return nil
 		}),
 	}
-	out.add(cmd, formatJSON, formatYAML, formatWide)
+	out.add(cmd, listFormats()...)
 	cmd.Flags().StringVar(&q.Since, "since", "", "only records from this time (RFC 3339) or duration back (24h, 7d)")
 	cmd.Flags().StringVar(&q.User, "user", "", "only the records of this user or service account")
 	cmd.Flags().StringVar(&q.Resource, "resource", "", "only the records of this resource type (token) or resource (token/ci)")

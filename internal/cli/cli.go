@@ -226,6 +226,13 @@ func (a *app) run(fn func(cmd *cobra.Command, args []string) error) func(*cobra.
 
 // hint suggests a fix for common runtime errors.
 func (a *app) hint(err error) string {
+	var nm *client.NotManagerError
+	if errors.As(err, &nm) {
+		if nm.Manager {
+			return "; check the path of " + EnvURL + " or --url"
+		}
+		return ": check " + EnvURL + " or --url"
+	}
 	var pe *protocol.Error
 	if errors.As(err, &pe) {
 		if pe.Code == protocol.CodeUnauthenticated || pe.Code == protocol.CodeAPIKeyRevoked {

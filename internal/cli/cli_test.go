@@ -106,12 +106,21 @@ func TestDelegatesList(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	want := "NAME  HOSTNAME  IP        SCOPE            TAGS        VERSION  UPGRADE            AUTO-UPGRADE  STATUS                 CONNECTION  LAST-HEARTBEAT  RUNNING  CONFIGURATION  DESCRIPTION\n" +
-		"east  host-a    10.0.0.1  account          linux,prod  0.1.0    upgrade available  on            connected              websocket   3s ago          2/4      tools          build box in rack 4\n" +
-		"west  host-b    10.0.0.2  org/eng          -           0.1.0    current            off           disconnected,draining  polling     never           0        -              -\n" +
-		"web   host-c    10.0.0.3  project/eng/web  -           0.2.0    -                  manual        connected,configuring  websocket   3s ago          0        -              -\n"
+	// The default is narrow: what a glance needs.
+	want := "NAME  STATUS                 CONNECTION  VERSION  TAGS        TASKS\n" +
+		"east  connected              websocket   0.1.0    linux,prod  2/4\n" +
+		"west  disconnected,draining  polling     0.1.0    -           0\n" +
+		"web   connected,configuring  websocket   0.2.0    -           0\n"
 	if d := cmp.Diff(want, r.stdout); d != "" {
 		t.Errorf("table (-want +got):\n%s", d)
+	}
+	r = runCLI(t.Context(), m.env(), "", "delegates", "list", "-o", "wide")
+	want = "NAME  HOSTNAME  IP        SCOPE            TAGS        VERSION  UPGRADE            AUTO-UPGRADE  STATUS                 CONNECTION  LAST-HEARTBEAT  TASKS  CONFIGURATION  DESCRIPTION          INSTANCE-ID  TYPE  TOKEN  REGISTERED  OVER-THRESHOLD  WANTED-VERSION\n" +
+		"east  host-a    10.0.0.1  account          linux,prod  0.1.0    upgrade available  on            connected              websocket   3s ago          2/4    tools          build box in rack 4  -            -     -      -           -               0.2.0\n" +
+		"west  host-b    10.0.0.2  org/eng          -           0.1.0    current            off           disconnected,draining  polling     never           0      -              -                    -            -     -      -           -               held\n" +
+		"web   host-c    10.0.0.3  project/eng/web  -           0.2.0    -                  manual        connected,configuring  websocket   3s ago          0      -              -                    -            -     -      -           -               -\n"
+	if d := cmp.Diff(want, r.stdout); r.err != nil || d != "" {
+		t.Errorf("-o wide: err %v (-want +got):\n%s", r.err, d)
 	}
 	r = runCLI(t.Context(), m.env(), "", "delegates", "list", "--json")
 	var list protocol.DelegateList

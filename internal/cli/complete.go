@@ -15,9 +15,9 @@ import (
 )
 
 // Shell completion (legate completion bash|zsh|fish|powershell, from
-// cobra) completes the names the manager knows — recent task IDs, delegate,
-// token, API key, org, project, connector and configuration names — by
-// asking it with the configured URL and API key. A completion must never
+// cobra) completes the names the manager knows — recent task and run IDs,
+// delegate, token, API key, org, project, connector, configuration and
+// pipeline names — by asking it with the configured URL and API key. A completion must never
 // get in the way: on any error (no configuration, manager down, refused
 // key) it quietly offers nothing, and it gives up after completionTimeout.
 
@@ -269,21 +269,107 @@ func configurationsLister(ctx context.Context, c *client.Client, _ *cobra.Comman
 	return out, nil
 }
 
+// completionRunLimit is how many recent runs are offered.
+const completionRunLimit = 50
+
+// pipelinesLister lists pipeline names, each once, with the scopes that
+// have one of that name: with --org set, only those of that org (or of
+// --project in it), as the command will look for it; else every scope's.
+func pipelinesLister(ctx context.Context, c *client.Client, cmd *cobra.Command) ([]string, error) {
+	org, project := "", ""
+	if f := cmd.Flags().Lookup("org"); f != nil {
+		org = f.Value.String()
+	}
+	if f := cmd.Flags().Lookup("project"); f != nil {
+		project = f.Value.String()
+	}
+	list, err := c.ListPipelines(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	scopes := map[string][]string{}
+	for _, p := range list.Pipelines {
+		if org != "" && (p.Org != org || p.Project != project) {
+			continue
+		}
+		if _, ok := scopes[p.Name]; !ok {
+			names = append(names, p.Name)
+		}
+		scopes[p.Name] = append(scopes[p.Name], scope(p.Org, p.Project))
+	}
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = describe(n, scopes[n]...)
+	}
+	return out, nil
+}
+
+// runsLister lists recent run IDs, newest first, with their pipeline,
+// status and age; with active, only running runs (for cancel).
+func (a *app) runsLister(active bool) lister {
+	return func(ctx context.Context, c *client.Client, _ *cobra.Command) ([]string, error) {
+		q := client.RunQuery{Limit: completionRunLimit}
+		if active {
+			q.Status = protocol.RunRunning
+		}
+		list, err := c.ListRunsPage(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		now := a.now()
+		out := make([]string, len(list.Runs))
+		for i, r := range list.Runs {
+			out[i] = describe(r.ID, r.Pipeline, r.Status, age(now, r.CreatedAt))
+		}
+		return out, nil
+	}
+}
+
+// completeRunIDs completes the run ID argument of a command: recent runs,
+// or with active the running ones.
+func (a *app) completeRunIDs(active bool) cobra.CompletionFunc {
+	return a.complete(a.runsLister(active))
+}
+
+// completePipelineNames completes the pipeline name argument of a command.
+func (a *app) completePipelineNames() cobra.CompletionFunc {
+	return a.complete(pipelinesLister)
+}
+
+// argCompletions are the argument completions registered by command path
+// (without the root's name), for commands that do not set their own:
+// pipeline names and run IDs.
+func (a *app) argCompletions() map[string]cobra.CompletionFunc {
+	pipelines, runs := a.completePipelineNames(), a.completeRunIDs(false)
+	return map[string]cobra.CompletionFunc{
+		"pipeline get": pipelines, "pipeline delete": pipelines, "pipeline run": pipelines,
+		"pipeline webhook enable": pipelines, "pipeline webhook disable": pipelines,
+		"run get": runs, "run logs": runs, "run rerun": runs, "run cancel": a.completeRunIDs(true),
+	}
+}
+
 // completeFlags registers value completion for the flags that mean the
 // same on every command: --org, --project, --connector, --selector
-// (a delegate's tag, name or hostname), --status and --type of a task.
+// (a delegate's tag, name or hostname), --pipeline, --status and --type
+// of a task; and the arguments of argCompletions.
 func (a *app) completeFlags(root *cobra.Command) {
 	flags := map[string]cobra.CompletionFunc{
 		"org":       a.completeFlag(orgsLister),
 		"project":   a.completeFlag(projectsLister),
 		"connector": a.completeFlag(connectorsLister),
 		"selector":  a.completeFlag(selectorsLister),
+		"pipeline":  a.completeFlag(pipelinesLister), // run list --pipeline
 		// apikey create --owner; role bind --user, --service-account.
 		"owner":           a.completeFlag(principalsLister("")),
 		"user":            a.completeFlag(principalsLister(protocol.PrincipalUser)),
 		"service-account": a.completeFlag(principalsLister(protocol.PrincipalServiceAccount)),
 	}
+	args := a.argCompletions()
 	walk(root, func(c *cobra.Command) {
+		if fn, ok := args[strings.TrimPrefix(c.CommandPath(), root.Name()+" ")]; ok && c.ValidArgsFunction == nil {
+			c.ValidArgsFunction = fn
+		}
 		for name, fn := range flags {
 			if c.Flags().Lookup(name) != nil {
 				_ = c.RegisterFlagCompletionFunc(name, fn)

@@ -49,13 +49,13 @@ func (a *app) delegatesListCmd() *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List delegate instances and their health",
-		Long: `List delegate instances with their scope (account, org/ORG or
-project/ORG/PROJECT, from their token), tags, version, connection
-(websocket or polling), time since the last heartbeat, running tasks
-(running/capacity), the delegate configuration it last ran and its
-description (DELEGATE_DESCRIPTION). -o wide adds the instance ID, type,
-token, registration time and resource threshold, and shows descriptions
-whole; -o name prints each delegate (group) name once.
+		Long: `List delegate instances: name, status, connection (websocket or polling),
+version, tags and tasks (running/capacity). -o wide adds the hostname, IP,
+scope (account, org/ORG or project/ORG/PROJECT, from the token), upgrade
+state, auto-upgrade, time since the last heartbeat, the delegate
+configuration it last ran, its description (DELEGATE_DESCRIPTION), the
+instance ID, type, token, registration time, resource threshold and wanted
+version; -o name prints each delegate (group) name once.
 
 Instances that stopped cleanly and deregistered are left out; --all lists
 them too, with the status deregistered, until the manager prunes them.
@@ -221,28 +221,24 @@ instances out of contact for longer than --prune-delegates-after (6h).`,
 	return cmd
 }
 
-// delegateTable writes delegate instances as a table; wide adds the
-// instance ID, type, token, registration time and threshold, and does not
-// shorten descriptions.
+// delegateTable writes delegate instances as a table: a narrow one, or
+// with wide every column.
 func (a *app) delegateTable(w io.Writer, ds []protocol.Delegate, wide bool) error {
 	now := a.now()
-	header := []string{"NAME", "HOSTNAME", "IP", "SCOPE", "TAGS", "VERSION", "UPGRADE", "AUTO-UPGRADE", "STATUS", "CONNECTION", "LAST-HEARTBEAT", "RUNNING",
-		"CONFIGURATION", "DESCRIPTION"}
-	if wide {
-		header = append(header, "INSTANCE-ID", "TYPE", "TOKEN", "REGISTERED", "OVER-THRESHOLD", "WANTED-VERSION")
+	if !wide {
+		// What a glance needs; the rest is under -o wide.
+		t := newTable(w, "NAME", "STATUS", "CONNECTION", "VERSION", "TAGS", "TASKS")
+		for _, d := range ds {
+			t.row(d.Name, delegateStatus(d), d.Connection, versionColumn(d), strings.Join(d.Tags, ","), running(d))
+		}
+		return t.flush()
 	}
-	t := newTable(w, header...)
+	t := newTable(w, "NAME", "HOSTNAME", "IP", "SCOPE", "TAGS", "VERSION", "UPGRADE", "AUTO-UPGRADE", "STATUS", "CONNECTION", "LAST-HEARTBEAT", "TASKS",
+		"CONFIGURATION", "DESCRIPTION", "INSTANCE-ID", "TYPE", "TOKEN", "REGISTERED", "OVER-THRESHOLD", "WANTED-VERSION")
 	for _, d := range ds {
-		desc := d.Description
-		if !wide {
-			desc = shorten(desc, 40)
-		}
-		row := []string{d.Name, d.Hostname, d.IP, scope(d.Org, d.Project), strings.Join(d.Tags, ","), versionColumn(d), upgradeState(d, wide),
-			autoUpgrade(d), delegateStatus(d), d.Connection, agePtr(now, d.LastHeartbeat), running(d), d.Configuration, desc}
-		if wide {
-			row = append(row, d.InstanceID, d.Type, d.TokenName, age(now, d.RegisteredAt), d.OverThreshold, wantedVersion(d))
-		}
-		t.row(row...)
+		t.row(d.Name, d.Hostname, d.IP, scope(d.Org, d.Project), strings.Join(d.Tags, ","), versionColumn(d), upgradeState(d),
+			autoUpgrade(d), delegateStatus(d), d.Connection, agePtr(now, d.LastHeartbeat), running(d), d.Configuration, d.Description,
+			d.InstanceID, d.Type, d.TokenName, age(now, d.RegisteredAt), d.OverThreshold, wantedVersion(d))
 	}
 	return t.flush()
 }
@@ -256,14 +252,10 @@ func versionColumn(d protocol.Delegate) string {
 	return d.Version + " (refused from " + d.RefusedFrom + ")"
 }
 
-// upgradeState is where the instance stands with upgrades; a failure's
-// reason is shortened unless wide (describe shows it whole).
-func upgradeState(d protocol.Delegate, wide bool) string {
+// upgradeState is where the instance stands with upgrades.
+func upgradeState(d protocol.Delegate) string {
 	if d.UpgradeState == "" {
 		return "-"
-	}
-	if !wide {
-		return shorten(d.UpgradeState, 48)
 	}
 	return d.UpgradeState
 }

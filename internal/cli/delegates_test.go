@@ -21,15 +21,15 @@ func TestDelegatesListAllShowsDeregistered(t *testing.T) {
 		{Name: "tour", Hostname: "host-a", Version: "0.1.0", Status: protocol.DelegateDeregistered, LastHeartbeat: &hb},
 	}
 	r := ok(t, runCLI(t.Context(), m.env(), "", "delegates", "list"), "delegates", "list")
-	want := "NAME  HOSTNAME  IP  SCOPE    TAGS  VERSION  UPGRADE  AUTO-UPGRADE  STATUS     CONNECTION  LAST-HEARTBEAT  RUNNING  CONFIGURATION  DESCRIPTION\n" +
-		"east  host-a    -   account  -     0.1.0    -        manual        connected  websocket   3s ago          0        -              -\n"
+	want := "NAME  STATUS     CONNECTION  VERSION  TAGS  TASKS\n" +
+		"east  connected  websocket   0.1.0    -     0\n"
 	if d := cmp.Diff(want, r.stdout); d != "" {
 		t.Errorf("list (-want +got):\n%s", d)
 	}
 	r = ok(t, runCLI(t.Context(), m.env(), "", "delegates", "list", "--all"), "delegates", "list", "--all")
-	want = "NAME  HOSTNAME  IP  SCOPE    TAGS  VERSION  UPGRADE  AUTO-UPGRADE  STATUS        CONNECTION  LAST-HEARTBEAT  RUNNING  CONFIGURATION  DESCRIPTION\n" +
-		"east  host-a    -   account  -     0.1.0    -        manual        connected     websocket   3s ago          0        -              -\n" +
-		"tour  host-a    -   account  -     0.1.0    -        manual        deregistered  -           3s ago          0        -              -\n"
+	want = "NAME  STATUS        CONNECTION  VERSION  TAGS  TASKS\n" +
+		"east  connected     websocket   0.1.0    -     0\n" +
+		"tour  deregistered  -           0.1.0    -     0\n"
 	if d := cmp.Diff(want, r.stdout); d != "" {
 		t.Errorf("list --all (-want +got):\n%s", d)
 	}

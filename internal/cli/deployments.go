@@ -50,7 +50,7 @@ func (a *app) deploymentsListCmd() *cobra.Command {
 		Short:   "List deployments, newest first",
 		Long: `List deployments, newest first: service, environment, version, status,
 when it started and how long it took; -o wide adds the pipeline, run,
-stage, who triggered it and the scope.
+stage, who triggered it and the scope; -o name prints their IDs.
 
 --service and --environment keep those of one service or environment;
 --since those from a time (2026-11-23T08:00:00Z) or a duration back (24h,
@@ -85,8 +85,15 @@ through every one that matches.`,
 				list.Deployments = []protocol.Deployment{}
 			}
 			w := cmd.OutOrStdout()
-			if out.structured() {
+			switch {
+			case out.structured():
 				return out.print(w, list)
+			case out.is(formatName):
+				ids := make([]string, len(list.Deployments))
+				for i, d := range list.Deployments {
+					ids[i] = d.ID
+				}
+				return printNames(w, ids...)
 			}
 			if len(list.Deployments) == 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "No deployments match.")
@@ -101,7 +108,7 @@ through every one that matches.`,
 			return nil
 		}),
 	}
-	out.add(cmd, formatJSON, formatYAML, formatWide)
+	out.add(cmd, listFormats()...)
 	cmd.Flags().StringVar(&q.Service, "service", "", "only the deployments of this service")
 	cmd.Flags().StringVar(&q.Environment, "environment", "", "only the deployments to this environment")
 	cmd.Flags().StringVar(&q.Since, "since", "", "only deployments started from this time (RFC 3339) or duration back (24h, 7d)")

@@ -132,7 +132,8 @@ func (a *app) deploymentsCurrentCmd() *cobra.Command {
 succeeded deployment) and the one before (the last succeeded deployment
 of another version before it: what legate deployments rollback goes back
 to). Failed, rolled back and cancelled deployments never become current.
--o wide adds the deployments' IDs, who deployed them and the scope.
+-o wide adds the deployments' IDs, who deployed them and the scope; -o name
+prints SERVICE/ENVIRONMENT.
 
 Needs the permission pipeline:view (at the scopes it is granted at).`,
 		Example: `  legate deployments current --environment prod
@@ -148,8 +149,15 @@ Needs the permission pipeline:view (at the scopes it is granted at).`,
 				return err
 			}
 			w := cmd.OutOrStdout()
-			if out.structured() {
+			switch {
+			case out.structured():
 				return out.print(w, cur)
+			case out.is(formatName):
+				names := make([]string, len(cur.Current))
+				for i, c := range cur.Current {
+					names[i] = c.Service + "/" + c.Environment
+				}
+				return printNames(w, names...)
 			}
 			if len(cur.Current) == 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "Nothing deployed matches.")
@@ -158,7 +166,7 @@ Needs the permission pipeline:view (at the scopes it is granted at).`,
 			return a.currentTable(w, cur.Current, out.is(formatWide))
 		}),
 	}
-	out.add(cmd, formatJSON, formatYAML, formatWide)
+	out.add(cmd, listFormats()...)
 	cmd.Flags().StringVar(&service, "service", "", "only this service")
 	cmd.Flags().StringVar(&environment, "environment", "", "only this environment")
 	return cmd

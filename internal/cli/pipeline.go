@@ -136,15 +136,10 @@ scope, version, when it was last applied and its description.`,
 				fmt.Fprintln(cmd.ErrOrStderr(), "No pipelines: legate pipeline apply -f FILE stores one.")
 				return nil
 			}
-			now := a.now()
-			t := newTable(w, "NAME", "SCOPE", "VERSION", "UPDATED", "DESCRIPTION")
-			for _, p := range list.Pipelines {
-				t.row(p.Name, scope(p.Org, p.Project), strconv.FormatInt(p.Version, 10), age(now, p.UpdatedAt), p.Description)
-			}
-			return t.flush()
+			return a.pipelineTable(w, list.Pipelines, out.is(formatWide))
 		}),
 	}
-	out.add(cmd, formatJSON, formatYAML, formatName)
+	out.add(cmd, listFormats()...)
 	return cmd
 }
 
@@ -522,8 +517,15 @@ running, succeeded, failed or cancelled. --limit bounds the runs shown
 				list.Runs = []protocol.Run{}
 			}
 			w := cmd.OutOrStdout()
-			if out.structured() {
+			switch {
+			case out.structured():
 				return out.print(w, list)
+			case out.is(formatName):
+				ids := make([]string, len(list.Runs))
+				for i, r := range list.Runs {
+					ids[i] = r.ID
+				}
+				return printNames(w, ids...)
 			}
 			if len(list.Runs) == 0 {
 				if q.Pipeline != "" || q.Status != "" {
@@ -533,17 +535,7 @@ running, succeeded, failed or cancelled. --limit bounds the runs shown
 				}
 				return nil
 			}
-			now := a.now()
-			t := newTable(w, "ID", "PIPELINE", "VERSION", "STATUS", "STARTED", "DURATION", "TRIGGERED BY", "SCOPE")
-			for _, r := range list.Runs {
-				end := now
-				if r.FinishedAt != nil {
-					end = *r.FinishedAt
-				}
-				t.row(r.ID, r.Pipeline, strconv.FormatInt(r.Version, 10), r.Status, age(now, r.CreatedAt), duration(max(end.Sub(r.CreatedAt), 0)),
-					r.TriggeredBy, scope(r.Org, r.Project))
-			}
-			if err := t.flush(); err != nil {
+			if err := a.runTable(w, list.Runs, out.is(formatWide)); err != nil {
 				return err
 			}
 			if list.Next != "" && !all {
@@ -556,7 +548,7 @@ running, succeeded, failed or cancelled. --limit bounds the runs shown
 	cmd.Flags().StringVar(&q.Status, "status", "", "only runs in this status: running, succeeded, failed or cancelled")
 	cmd.Flags().IntVar(&limit, "limit", 100, "show at most this many runs (1 to 1000)")
 	cmd.Flags().BoolVar(&all, "all", false, "page through every run that matches")
-	out.add(cmd, formatJSON, formatYAML)
+	out.add(cmd, listFormats()...)
 	return cmd
 }
 

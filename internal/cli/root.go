@@ -32,9 +32,9 @@ func Finish(root *cobra.Command) {
 		if c.Name() == "completion" {
 			c.Long += `
 Besides commands and flags, the scripts complete what the manager knows:
-task IDs (the ` + strconv.Itoa(completionTaskLimit) + ` most recent), delegate, token, API key, organization,
-project, connector and configuration names, users and service accounts,
-and selectors. They ask the
+task IDs (the ` + strconv.Itoa(completionTaskLimit) + ` most recent), run IDs (the ` + strconv.Itoa(completionRunLimit) + ` most recent), delegate,
+token, API key, organization, project, connector, configuration and
+pipeline names, users and service accounts, and selectors. They ask the
 manager set by ` + EnvURL + ` and ` + EnvAPIKey + ` (or --url and --api-key on
 the command line) and offer nothing when it does not answer within ` + completionTimeout.String() + `.`
 			c.Example = `  source <(legate completion bash)

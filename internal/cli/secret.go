@@ -183,14 +183,22 @@ version and when each was last changed. Values are never shown.
 				fmt.Fprintln(cmd.ErrOrStderr(), "No secrets. Create one with: legate secret create NAME --from-file F")
 				return nil
 			}
-			t := newTable(w, "NAME", "SCOPE", "VERSION", "UPDATED")
+			header := []string{"NAME", "SCOPE", "VERSION", "UPDATED"}
+			if out.is(formatWide) {
+				header = append(header, "CREATED")
+			}
+			t := newTable(w, header...)
 			for _, s := range list.Secrets {
-				t.row(s.Name, scope(s.Org, s.Project), strconv.FormatInt(s.Version, 10), a.timestamp(&s.UpdatedAt))
+				row := []string{s.Name, scope(s.Org, s.Project), strconv.FormatInt(s.Version, 10), a.timestamp(&s.UpdatedAt)}
+				if out.is(formatWide) {
+					row = append(row, a.timestamp(&s.CreatedAt))
+				}
+				t.row(row...)
 			}
 			return t.flush()
 		}),
 	}
-	out.add(cmd, formatJSON, formatYAML, formatName)
+	out.add(cmd, listFormats()...)
 	return cmd
 }
 

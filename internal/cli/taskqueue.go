@@ -22,7 +22,9 @@ func (a *app) taskQueueCmd() *cobra.Command {
 set (normalized: lower case, sorted, without duplicates), the largest
 queues first: at most 20 sets, the others in one (other) row. With
 --selectors, the queue of that one set and, as ELIGIBLE, the queued tasks a
-delegate with those tags could take (what legate autoscaler and KEDA read).`,
+delegate with those tags could take (what legate autoscaler and KEDA read).
+-o wide adds when the longest-waiting task was queued; -o name prints each
+selector set.`,
 		Example: `  legate task queue
   legate task queue --selectors gpu,linux -o json`,
 		Args: cobra.NoArgs,
@@ -37,29 +39,53 @@ delegate with those tags could take (what legate autoscaler and KEDA read).`,
 				if err != nil {
 					return err
 				}
-				if out.structured() {
+				switch {
+				case out.structured():
 					return out.print(w, sig)
+				case out.is(formatName):
+					return printNames(w, queueNames(sig)...)
 				}
-				t := newTable(w, "SELECTORS", "QUEUED", "OLDEST", "ELIGIBLE", "ELIGIBLE-OLDEST")
-				t.row(setName(sig), strconv.Itoa(sig.Queued), seconds(sig.OldestSeconds), strconv.Itoa(sig.Eligible), seconds(sig.EligibleOldestSeconds))
+				header := []string{"SELECTORS", "QUEUED", "OLDEST", "ELIGIBLE", "ELIGIBLE-OLDEST"}
+				row := []string{setName(sig), strconv.Itoa(sig.Queued), seconds(sig.OldestSeconds), strconv.Itoa(sig.Eligible), seconds(sig.EligibleOldestSeconds)}
+				if out.is(formatWide) {
+					header = append(header, "WAITING-SINCE", "ELIGIBLE-WAITING-SINCE")
+					row = append(row, a.waitingSince(sig.OldestSeconds), a.waitingSince(sig.EligibleOldestSeconds))
+				}
+				t := newTable(w, header...)
+				t.row(row...)
 				return t.flush()
 			}
 			sum, err := c.Queue(cmd.Context())
 			if err != nil {
 				return err
 			}
-			if out.structured() {
+			switch {
+			case out.structured():
 				return out.print(w, sum)
+			case out.is(formatName):
+				return printNames(w, queueNames(sum.Sets...)...)
 			}
-			t := newTable(w, "SELECTORS", "QUEUED", "OLDEST")
+			wide := out.is(formatWide)
+			header := []string{"SELECTORS", "QUEUED", "OLDEST"}
+			if wide {
+				header = append(header, "WAITING-SINCE")
+			}
+			t := newTable(w, header...)
+			row := func(name string, queued int, oldest int64) {
+				r := []string{name, strconv.Itoa(queued), seconds(oldest)}
+				if wide {
+					r = append(r, a.waitingSince(oldest))
+				}
+				t.row(r...)
+			}
 			for _, s := range sum.Sets {
-				t.row(setName(s), strconv.Itoa(s.Queued), seconds(s.OldestSeconds))
+				row(setName(s), s.Queued, s.OldestSeconds)
 			}
-			t.row("TOTAL", strconv.Itoa(sum.Queued), seconds(sum.OldestSeconds))
+			row("TOTAL", sum.Queued, sum.OldestSeconds)
 			return t.flush()
 		}),
 	}
-	out.add(cmd, formatJSON, formatYAML)
+	out.add(cmd, listFormats()...)
 	cmd.Flags().StringVar(&selectors, "selectors", "", "one selector set, comma-separated (a delegate pool's tags)")
 	return cmd
 }

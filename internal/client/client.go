@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -202,7 +203,7 @@ func (c *Client) do(ctx context.Context, k *call) error {
 		return fmt.Errorf("%s: %w", k.op, err)
 	}
 	defer closeBody(resp.Body)
-	if err := checkStatus(resp); err != nil {
+	if err := c.checkStatus(resp); err != nil {
 		return fmt.Errorf("%s: %w", k.op, err)
 	}
 	if (k.out == nil && k.text == nil) || resp.StatusCode == http.StatusNoContent {
@@ -223,20 +224,100 @@ func (c *Client) do(ctx context.Context, k *call) error {
 		return nil // an empty 2xx answer leaves out at its zero value
 	}
 	if err := json.Unmarshal(b, k.out); err != nil {
+		if notAPI(resp) {
+			return fmt.Errorf("%s: %w", k.op, c.notManager(resp))
+		}
 		return fmt.Errorf("%s: decode answer (HTTP %d): %w", k.op, resp.StatusCode, err)
 	}
 	return nil
 }
 
-// checkStatus turns a non-2xx answer into a *protocol.Error.
-func checkStatus(resp *http.Response) error {
+// checkStatus turns a non-2xx answer into a *protocol.Error, wrapped in
+// a *NotManagerError when the answer did not come from a manager.
+func (c *Client) checkStatus(resp *http.Response) error {
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	pe := protocol.DecodeError(resp.StatusCode, bytes.TrimSpace(b))
+	b = bytes.TrimSpace(b)
+	pe := protocol.DecodeError(resp.StatusCode, b)
 	pe.RetryAfter = protocol.ParseRetryAfter(resp.Header.Get("Retry-After"))
+	var eb protocol.ErrorBody
+	if notAPI(resp) && (json.Unmarshal(b, &eb) != nil || eb.Error.Code == "") {
+		e := c.notManager(resp)
+		// The code stays what the status means (a 502 is still worth a
+		// retry: the proxy's manager may come back); the page is dropped.
+		pe.Message = e.Error()
+		e.err = pe
+		return e
+	}
 	return pe
+}
+
+// NotManagerError is an answer that did not come from a legate manager's
+// API: without the Legate-Protocol-Version header every manager answer
+// carries, or an HTML page (the web UI's, for a path under the manager
+// that is not the API), and not the API's JSON — a web server's or a
+// proxy's page, say, because the URL names something else. It says so in
+// one line, with the status and the content type, never the page itself.
+// It wraps the *protocol.Error the status maps to (nil for a 2xx answer),
+// so codes and retries work as for any error answer.
+type NotManagerError struct {
+	URL         string // the manager URL the client was given
+	Status      int
+	ContentType string // the media type, without parameters; "" when none
+	// Manager: the answer carried the manager's header (a manager answered,
+	// at a path that is not its API: the URL's path is wrong).
+	Manager bool
+	err     *protocol.Error
+}
+
+func (e *NotManagerError) Error() string {
+	ct := e.ContentType
+	if ct == "" {
+		ct = "no content type"
+	}
+	if e.Manager {
+		return fmt.Sprintf("%s does not look like a legate manager's API (HTTP %d, %s): a manager answered", e.URL, e.Status, ct)
+	}
+	msg := fmt.Sprintf("%s does not look like a legate manager (HTTP %d, %s)", e.URL, e.Status, ct)
+	if e.Status >= 500 {
+		msg += "; or a proxy in front of it answered for a manager that is down"
+	}
+	return msg
+}
+
+// Unwrap returns the *protocol.Error of the status.
+func (e *NotManagerError) Unwrap() error {
+	if e.err == nil {
+		return nil
+	}
+	return e.err
+}
+
+// fromManager reports whether resp carries the manager's protocol header.
+func fromManager(resp *http.Response) bool {
+	return resp.Header.Get(protocol.HeaderProtocolVersion) != ""
+}
+
+// mediaType is resp's content type without parameters, "" when none.
+func mediaType(resp *http.Response) string {
+	ct, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if err != nil {
+		return ""
+	}
+	return ct
+}
+
+// notAPI reports whether resp may come from something other than the
+// manager's API: it lacks the manager's header, or it is an HTML page
+// (the API never answers one).
+func notAPI(resp *http.Response) bool {
+	return !fromManager(resp) || mediaType(resp) == "text/html"
+}
+
+func (c *Client) notManager(resp *http.Response) *NotManagerError {
+	return &NotManagerError{URL: c.base, Status: resp.StatusCode, ContentType: mediaType(resp), Manager: fromManager(resp)}
 }
 
 // closeBody drains a little of the body so the connection can be reused,

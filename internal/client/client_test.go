@@ -53,6 +53,7 @@ func (f *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if body != "" {
 		w.Header().Set("Content-Type", "application/json")
 	}
+	w.Header().Set(protocol.HeaderProtocolVersion, strconv.Itoa(protocol.Version)) // as every manager answer
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, body)
 }
@@ -538,7 +539,7 @@ func TestErrorAnswers(t *testing.T) {
 		{"protocol error", 409, `{"error":{"code":"conflict","message":"token ci already exists"}}`, protocol.CodeConflict, "token ci already exists"},
 		{"unauthenticated", 401, `{"error":{"code":"unauthenticated","message":"bad key"}}`, protocol.CodeUnauthenticated, "bad key"},
 		{"stale lease", 409, `{"error":{"code":"stale_lease","message":"stale"}}`, protocol.CodeStaleLease, "stale"},
-		{"HTML from a proxy", 502, `<html>bad gateway</html>`, protocol.CodeUnavailable, "<html>bad gateway</html>"},
+		{"HTML of the manager", 502, `<html>bad gateway</html>`, protocol.CodeUnavailable, "<html>bad gateway</html>"},
 		{"plain text 404", 404, "404 page not found\n", protocol.CodeBadRequest, "404 page not found"},
 		{"empty 500", 500, "", protocol.CodeUnavailable, "HTTP 500"},
 	}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -189,18 +188,22 @@ func (c *Client) streamOnce(ctx context.Context, id string, follow bool, pos *st
 		return protocol.Task{}, notConnected, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	if err := checkStatus(resp); err != nil {
+	if err := c.checkStatus(resp); err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) && !pe.Code.Recoverable() {
 			return protocol.Task{}, notConnected, permanentError{err}
 		}
 		return protocol.Task{}, notConnected, err
 	}
+	ct := mediaType(resp)
+	if notAPI(resp) && ct != protocol.ContentTypeLogFrames && ct != "application/x-ndjson" && ct != "application/json" {
+		return protocol.Task{}, notConnected, permanentError{c.notManager(resp)}
+	}
 	connected()
 	st := streamConnected
 
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
-	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == protocol.ContentTypeLogFrames {
+	if ct == protocol.ContentTypeLogFrames {
 		return c.readFrames(ctx, connCtx, br, idle, pos, fn)
 	}
 	for {

@@ -75,7 +75,7 @@ func (c *Client) DownloadRelease(ctx context.Context, accountID, token, binary, 
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
 	defer closeBody(resp.Body)
-	if err := checkStatus(resp); err != nil {
+	if err := c.checkStatus(resp); err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
 	n, err := io.Copy(w, io.LimitReader(resp.Body, limit+1))
