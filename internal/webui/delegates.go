@@ -113,9 +113,9 @@ type instanceRow struct {
 type delegatesView struct {
 	Filter    delegateFilter
 	Groups    []delegateGroup
-	Connected int // instances connected, of those shown
-	Instances int // instances shown, but for those replaced
-	Replaced  int // instances replaced by another (an upgrade)
+	Connected int    // instances connected, of those shown
+	Instances int    // instances shown, but for those replaced
+	Replaced  int    // instances replaced by another (an upgrade)
 	FirstURL  string // set past the first page
 	NextURL   string
 	EventsURL string
