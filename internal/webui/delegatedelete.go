@@ -80,7 +80,7 @@ func (u *UI) deleteDelegateView(r *http.Request, s *user, name string) (deleteDe
 	}
 	v.Busy = busyWords(d.Name, connected, running)
 	if !s.may(access.DelegateDelete, res...) {
-		v.Refusal = refusalWords(s, "delete delegate "+d.Name, access.DelegateDelete, v.Scope)
+		v.Refusal = refusalWords(s, "delete delegate "+d.Name, access.DelegateDelete, "its scope ("+v.Scope+")")
 	}
 	return v, nil
 }
@@ -104,8 +104,8 @@ func busyWords(name string, connected []string, running int) string {
 		" (a delegate still running would register again at once). To delete it, " + strings.Join(todo, "; then ") + "."
 }
 
-// refusalWords says that the user may not do what, and where an
-// administrator grants it.
+// refusalWords says that the user may not do what, which permission it
+// needs where, and where an administrator grants it.
 func refusalWords(s *user, what string, perm access.Permission, scope string) string {
 	return fmt.Sprintf("You (%s) may not %s: that needs the permission %s at %s, which no role bound to you grants there. "+
 		"An administrator can bind you a role that has it, under Settings → Role bindings.", s.name(), what, perm, scope)
@@ -152,7 +152,7 @@ func (u *UI) deleteDelegate(w http.ResponseWriter, r *http.Request, s *user, nam
 	case status == http.StatusForbidden && v.Refusal == "":
 		// The page's policy allowed it, the API did not (the roles
 		// changed meanwhile).
-		v.Refusal = refusalWords(s, "delete delegate "+v.Name, access.DelegateDelete, v.Scope)
+		v.Refusal = refusalWords(s, "delete delegate "+v.Name, access.DelegateDelete, "its scope ("+v.Scope+")")
 	case status == http.StatusConflict && v.Busy == "":
 		// Not connected now, but heard of within the liveness window.
 		v.Failed = fmt.Sprintf("Delegate %s was in contact within the last %s: the manager deletes it only after that, "+
@@ -169,8 +169,8 @@ var delegateActionRights = map[string]struct {
 	perm         access.Permission
 	scope, words string
 }{
-	"approve":         {access.DelegateEdit, "the delegate's scope", "approve delegate %s"},
-	"reject":          {access.DelegateEdit, "the delegate's scope", "reject delegate %s"},
+	"approve":         {access.DelegateEdit, "its scope", "approve delegate %s"},
+	"reject":          {access.DelegateEdit, "its scope", "reject delegate %s"},
 	"hold-upgrades":   {access.UserManage, "the account", "hold the upgrades of delegate %s"},
 	"resume-upgrades": {access.UserManage, "the account", "resume the upgrades of delegate %s"},
 }
