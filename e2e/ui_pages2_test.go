@@ -2,9 +2,18 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -252,4 +261,165 @@ func TestUIUpgradedDelegateShowsReplaced(t *testing.T) {
 		t.Errorf("the delegate page's replaced instance: %q", detail)
 	}
 	screenshot(t, ctx, shots, "delegate-replaced")
+}
+
+// shotsTaken parses e2e/*_test.go and returns, by screenshot name, the
+// test functions that take it (a screenshot(t, ctx, dir, "NAME") call),
+// and the calls that break the rules scripts/screenshots relies on: the
+// name a literal string, the call in a Test function's own body (the
+// script runs the tests whose body calls screenshot).
+func shotsTaken(t *testing.T) (map[string][]string, []string) {
+	t.Helper()
+	files, err := filepath.Glob("*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	taken := map[string][]string{}
+	var problems []string
+	for _, f := range files {
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range file.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Body == nil || fn.Name.Name == "screenshot" {
+				continue
+			}
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				if id, ok := call.Fun.(*ast.Ident); !ok || id.Name != "screenshot" || len(call.Args) != 4 {
+					return true
+				}
+				at := fset.Position(call.Pos())
+				if at.Column != firstColumn(fset, file, call.Pos()) {
+					problems = append(problems, fmt.Sprintf("%s: call screenshot as a statement of its own line (scripts/screenshots finds the tests that take pictures by such lines)", at))
+				}
+				lit, ok := call.Args[3].(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					problems = append(problems, fmt.Sprintf("%s: give screenshot its picture's name as a literal string (this check and scripts/screenshots read it from the source)", at))
+					return true
+				}
+				name, _ := strconv.Unquote(lit.Value)
+				if !strings.HasPrefix(fn.Name.Name, "Test") || fn.Recv != nil {
+					problems = append(problems, fmt.Sprintf("%s: screenshot %q is taken in %s, not in a Test function's body: scripts/screenshots runs the tests whose body calls screenshot, so call it there", at, name, fn.Name.Name))
+				}
+				if !slices.Contains(taken[name], fn.Name.Name) {
+					taken[name] = append(taken[name], fn.Name.Name)
+				}
+				return true
+			})
+		}
+	}
+	return taken, problems
+}
+
+// firstColumn is the column of the first non-blank character of pos's
+// line.
+func firstColumn(fset *token.FileSet, file *ast.File, pos token.Pos) int {
+	src, err := os.ReadFile(fset.Position(file.Pos()).Filename)
+	if err != nil {
+		return 0
+	}
+	line := strings.Split(string(src), "\n")[fset.Position(pos).Line-1]
+	return len(line) - len(strings.TrimLeft(line, " \t")) + 1
+}
+
+// TestUIScreenshotsAreTakenByTests: every picture under docs/ui/ is taken
+// by a test (scripts/screenshots refreshes it; a picture no test takes
+// goes stale), by one test only, and every image docs/ui.md shows exists.
+func TestUIScreenshotsAreTakenByTests(t *testing.T) {
+	taken, problems := shotsTaken(t)
+	for _, p := range problems {
+		t.Error(p)
+	}
+	for name, tests := range taken {
+		if len(tests) > 1 {
+			t.Errorf("screenshot %q is taken by %s: each picture needs one test (with scripts/screenshots the last one to run wins); rename one", name, strings.Join(tests, " and "))
+		}
+	}
+	docs := filepath.Join(repoRoot, "docs")
+	err := filepath.WalkDir(filepath.Join(docs, "ui"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".png") {
+			return err
+		}
+		rel, _ := filepath.Rel(repoRoot, p)
+		name := strings.TrimSuffix(d.Name(), ".png")
+		if filepath.Dir(p) != filepath.Join(docs, "ui") {
+			t.Errorf("%s: the tests write their pictures to docs/ui itself, not below it; move it there", rel)
+		} else if len(taken[name]) == 0 {
+			t.Errorf("%s is taken by no test, so scripts/screenshots never refreshes it: take it in a UI test with screenshot(t, ctx, shots, %q), or delete it (and its reference in docs/ui.md)", rel, name)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(docs, "ui.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := regexp.MustCompile(`!\[[^\]]*\]\(([^)\s]+)`).FindAllStringSubmatch(string(md), -1)
+	if len(refs) == 0 {
+		t.Fatal("docs/ui.md shows no image: the check of its references reads ![...](PATH)")
+	}
+	for _, m := range refs {
+		if strings.Contains(m[1], "://") {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(docs, filepath.FromSlash(m[1]))); err != nil {
+			t.Errorf("docs/ui.md shows %s, which does not exist: run scripts/screenshots (it writes docs/ui/NAME.png for each screenshot(t, ctx, shots, \"NAME\")) and commit it, or fix the reference", m[1])
+		}
+	}
+}
+
+// TestScreenshotsScript: scripts/screenshots has --help, refuses an
+// unknown argument, lists exactly the tests that take screenshots, and
+// fails clearly before running any when Chromium is missing.
+func TestScreenshotsScript(t *testing.T) {
+	script := filepath.Join(repoRoot, "scripts", "screenshots")
+	sh := func(env []string, args ...string) (string, int) {
+		cmd := exec.Command("bash", append([]string{script}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return string(out), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	if out, code := sh(nil, "--help"); code != 0 || !strings.Contains(out, "Usage: bash scripts/screenshots") || !strings.Contains(out, "LEGATE_UI_SCREENSHOTS=docs/ui") {
+		t.Errorf("--help: exit %d\n%s", code, out)
+	}
+	if out, code := sh(nil, "--bogus"); code != 2 || !strings.Contains(out, "unknown argument '--bogus'") {
+		t.Errorf("an unknown argument: exit %d\n%s", code, out)
+	}
+	out, code := sh(nil, "--list")
+	if code != 0 {
+		t.Fatalf("--list: exit %d\n%s", code, out)
+	}
+	taken, _ := shotsTaken(t)
+	var want []string
+	for _, tests := range taken {
+		for _, fn := range tests {
+			if !slices.Contains(want, fn) {
+				want = append(want, fn)
+			}
+		}
+	}
+	slices.Sort(want)
+	if got := strings.Fields(out); !slices.Equal(got, want) {
+		t.Errorf("--list: %q, want the tests that take screenshots %q", got, want)
+	}
+	out, code = sh([]string{"LEGATE_CHROMIUM=" + filepath.Join(t.TempDir(), "no-chromium")})
+	if code != 1 || !strings.Contains(out, "screenshots: Chromium is missing") || strings.Contains(out, "running") {
+		t.Errorf("without Chromium: exit %d\n%s", code, out)
+	}
 }
