@@ -332,7 +332,8 @@ func TestUIViewerSeesNoActionsAndForgedOnesAreRefused(t *testing.T) {
 	// Forged requests, with the viewer's valid CSRF token: the API refuses.
 	csrf := b.csrf("/delegates")
 	for _, path := range []string{"/delegates/waiting/approve", "/delegates/waiting/delete", "/tasks/" + task.ID + "/cancel"} {
-		resp, page := b.do("POST", path, url.Values{"csrf": {csrf}}, nil)
+		// confirm: the delete confirmation's field.
+		resp, page := b.do("POST", path, url.Values{"csrf": {csrf}, "confirm": {"waiting"}}, nil)
 		if resp.StatusCode != 403 || !strings.Contains(page, "vera") {
 			t.Errorf("forged %s: %d\n%s", path, resp.StatusCode, page)
 		}
@@ -724,7 +725,7 @@ func TestUIDelegateDetail(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("detail: %d\n%s", resp.StatusCode, page)
 	}
-	for _, want := range []string{`data-hostname="host-1"`, ">Connected<", "linux", `href="/tasks/` + task.ID + `"`, "gpu", `action="/delegates/builder/delete"`} {
+	for _, want := range []string{`data-hostname="host-1"`, ">Connected<", "linux", `href="/tasks/` + task.ID + `"`, "gpu", `href="/delegates/builder/delete"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("detail lacks %q:\n%s", want, page)
 		}
@@ -864,7 +865,10 @@ func TestUIDelegatesShowUpgradeState(t *testing.T) {
 	if _, page := viewer.get("/delegates/build"); !strings.Contains(page, "the group wants v1.4.0") || strings.Contains(page, "-upgrades") {
 		t.Errorf("the viewer's delegate page (no hold or resume for viewers):\n%s", page)
 	}
-	if resp, page := viewer.do("POST", "/delegates/build/hold-upgrades", url.Values{"csrf": {viewer.csrf("/delegates/build")}}, nil); resp.StatusCode != 403 {
+	// Refused in the page's words, not the CLI's.
+	if resp, page := viewer.do("POST", "/delegates/build/hold-upgrades", url.Values{"csrf": {viewer.csrf("/delegates/build")}}, nil); resp.StatusCode != 403 ||
+		!strings.Contains(page, "may not hold the upgrades of delegate build: that needs the permission user:manage at the account") ||
+		!strings.Contains(page, "Settings → Role bindings") || strings.Contains(page, "role bind") {
 		t.Errorf("a viewer's forged hold: %d\n%s", resp.StatusCode, page)
 	}
 	// The administrator holds the group from its page: the instance is

@@ -1,9 +1,12 @@
 package webui
 
 import (
+	"cmp"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/client"
@@ -40,12 +43,16 @@ type delegateDetailView struct {
 	CanHold  bool
 	CSRF     string
 	Liveness string
+	Now      time.Time
 }
 
 type instanceDetail struct {
 	protocol.DelegateDetail
 	Connected bool
 	Stopped   bool
+	// Replaced, when set, is the instance that took over from this one
+	// (an upgrade).
+	Replaced *replacement
 }
 
 // waitingTask is a queued task this delegate may not take, and why.
@@ -60,10 +67,15 @@ func (u *UI) handleDelegate(w http.ResponseWriter, r *http.Request, s *user) {
 	ctx := r.Context()
 	d, err := s.api.DescribeDelegate(ctx, name)
 	if err != nil {
-		u.apiError(w, r, s, err)
+		u.delegateError(w, r, s, name, err)
 		return
 	}
-	v := delegateDetailView{Name: d.Name, CSRF: s.csrf, Liveness: u.cfg.Liveness.String()}
+	v := delegateDetailView{Name: d.Name, CSRF: s.csrf, Liveness: u.cfg.Liveness.String(), Now: u.cfg.Now()}
+	plain := make([]protocol.Delegate, len(d.Instances))
+	for i, in := range d.Instances {
+		plain[i] = in.Delegate
+	}
+	replaced := replacements(plain)
 	var res []access.Resource
 	hosts := map[string]bool{}
 	for i, in := range d.Instances {
@@ -75,12 +87,19 @@ func (u *UI) handleDelegate(w http.ResponseWriter, r *http.Request, s *user) {
 		}
 		res = append(res, access.Resource{Kind: "delegate", Name: in.Name, Scope: access.Scope{Org: in.Org, Project: in.Project}})
 		det := instanceDetail{DelegateDetail: in, Connected: in.Status == protocol.DelegateConnected, Stopped: in.Status == protocol.DelegateDeregistered}
-		if in.Approval == protocol.ApprovalPending && !det.Stopped {
+		if rp, ok := replaced[in.InstanceID]; ok {
+			det.Replaced = &rp
+		}
+		if in.Approval == protocol.ApprovalPending && !det.Stopped && det.Replaced == nil {
 			v.Pending = true
 		}
 		hosts[in.InstanceID] = true
 		v.Instances = append(v.Instances, det)
 	}
+	// The instances that run first, those replaced by an upgrade last.
+	slices.SortStableFunc(v.Instances, func(a, b instanceDetail) int {
+		return cmp.Compare(btoi(a.Replaced != nil), btoi(b.Replaced != nil))
+	})
 	v.CanApprove = s.may(access.DelegateEdit, res...)
 	v.CanDelete = s.may(access.DelegateDelete, res...)
 	// The API says held as: no wanted version, and not because its ring
@@ -115,3 +134,10 @@ func (u *UI) handleDelegate(w http.ResponseWriter, r *http.Request, s *user) {
 
 // delegateURL is the detail page of a delegate.
 func delegateURL(name string) string { return "/delegates/" + url.PathEscape(name) }
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

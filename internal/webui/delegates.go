@@ -2,6 +2,7 @@ package webui
 
 import (
 	"cmp"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -81,6 +82,7 @@ type delegateGroup struct {
 
 // instanceRow is one instance of a delegate.
 type instanceRow struct {
+	InstanceID string
 	Hostname   string
 	Connected  bool
 	Stopped    bool
@@ -102,14 +104,18 @@ type instanceRow struct {
 	OverThreshold string
 	// Unresponsive is why the manager offers it no task ("": it does).
 	Unresponsive string
+	// Replaced, when set, is the instance that took over from this one
+	// (an upgrade): it is shown as replaced, not as missing.
+	Replaced *replacement
 }
 
 // delegatesView is the live part of the Delegates page.
 type delegatesView struct {
 	Filter    delegateFilter
 	Groups    []delegateGroup
-	Connected int // instances connected, of those shown
-	Instances int
+	Connected int    // instances connected, of those shown
+	Instances int    // instances shown, but for those replaced
+	Replaced  int    // instances replaced by another (an upgrade)
 	FirstURL  string // set past the first page
 	NextURL   string
 	EventsURL string
@@ -128,6 +134,14 @@ func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegate
 	byName := map[string]*delegateGroup{}
 	var order []string
 	resources := map[string][]access.Resource{}
+	members := map[string][]protocol.Delegate{}
+	for _, d := range list.Delegates {
+		members[strings.ToLower(d.Name)] = append(members[strings.ToLower(d.Name)], d)
+	}
+	replaced := map[string]replacement{}
+	for _, ins := range members {
+		maps.Copy(replaced, replacements(ins))
+	}
 	for _, d := range list.Delegates {
 		key := strings.ToLower(d.Name)
 		g := byName[key]
@@ -136,7 +150,7 @@ func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegate
 			byName[key] = g
 			order = append(order, key)
 		}
-		row := instanceRow{Hostname: d.Hostname, Connected: d.Status == protocol.DelegateConnected,
+		row := instanceRow{InstanceID: d.InstanceID, Hostname: d.Hostname, Connected: d.Status == protocol.DelegateConnected,
 			Stopped: d.Status == protocol.DelegateDeregistered, Connection: d.Connection, Version: d.Version,
 			UpgradeState: d.UpgradeState, AutoUpgrade: autoUpgrade(d.Upgrade),
 			Tags: d.Tags, Running: d.RunningTasks, Capacity: d.Capacity, LastHeartbeat: d.LastHeartbeat,
@@ -145,10 +159,13 @@ func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegate
 		if d.Unresponsive != nil {
 			row.Unresponsive = d.Unresponsive.Reason
 		}
+		if rp, ok := replaced[d.InstanceID]; ok {
+			row.Replaced = &rp
+		}
 		if row.Connected {
 			g.Connected++
 		}
-		if d.Approval == protocol.ApprovalPending && !row.Stopped {
+		if d.Approval == protocol.ApprovalPending && !row.Stopped && row.Replaced == nil {
 			g.Pending = true
 		}
 		if sc := protocol.ScopeLabel(d.Org, d.Project); sc != g.Scope && !strings.Contains(g.Scope, sc) {
@@ -160,7 +177,14 @@ func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegate
 	v := delegatesView{Filter: f, Now: u.cfg.Now(), CSRF: s.csrf, Liveness: u.cfg.Liveness}
 	for _, key := range order {
 		g := byName[key]
+		// Connected first, replaced ones last.
 		slices.SortStableFunc(g.Instances, func(a, b instanceRow) int {
+			if (a.Replaced == nil) != (b.Replaced == nil) {
+				if a.Replaced == nil {
+					return -1
+				}
+				return 1
+			}
 			if a.Connected != b.Connected {
 				if a.Connected {
 					return -1
@@ -175,7 +199,13 @@ func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegate
 		g.CanDelete = s.may(access.DelegateDelete, rs...)
 		v.Groups = append(v.Groups, *g)
 		v.Connected += g.Connected
-		v.Instances += len(g.Instances)
+		for _, in := range g.Instances {
+			if in.Replaced != nil {
+				v.Replaced++
+			} else {
+				v.Instances++
+			}
+		}
 	}
 	if f.Page != "" {
 		v.FirstURL = "/delegates?" + f.query("")
@@ -236,21 +266,23 @@ func (u *UI) handleDelegateAction(w http.ResponseWriter, r *http.Request, s *use
 		u.errorPage(w, r, s, http.StatusNotFound, "There is no delegate action "+action+".")
 		return
 	}
+	if action == "delete" {
+		u.deleteDelegate(w, r, s, name)
+		return
+	}
 	var err error
 	switch action {
 	case "approve":
 		_, err = s.api.ApproveDelegate(r.Context(), name)
 	case "reject":
 		_, err = s.api.RejectDelegate(r.Context(), name)
-	case "delete":
-		_, err = s.api.DeleteDelegate(r.Context(), name)
 	case "hold-upgrades":
 		err = setUpgradePolicies(r, s, name, protocol.UpgradeHold)
 	case "resume-upgrades":
 		err = setUpgradePolicies(r, s, name, protocol.UpgradeRelease)
 	}
 	if err != nil {
-		u.apiError(w, r, s, err)
+		u.delegateError(w, r, s, name, err)
 		return
 	}
 	http.Redirect(w, r, "/delegates?notice="+url.QueryEscape("Delegate "+name+" "+done+"."), http.StatusSeeOther)

@@ -182,9 +182,8 @@ func New(cfg Config) *UI {
 	u.mux.HandleFunc("POST /settings/tokens", u.signedIn(u.handleCreateToken))
 	u.mux.HandleFunc("POST /settings/tokens/{name}/revoke", u.signedIn(u.handleRevokeToken))
 	u.mux.HandleFunc("POST /settings/apikeys/{name}/revoke", u.signedIn(u.handleRevokeAPIKey))
-	u.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		u.errorPage(w, r, nil, http.StatusNotFound, "There is no page at "+r.URL.Path+".")
-	})
+	u.delegatePageRoutes()
+	u.mux.HandleFunc("/", u.handleNotFound)
 	return u
 }
 
@@ -375,7 +374,21 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, s *user, status int,
 }
 
 func (u *UI) errorPage(w http.ResponseWriter, r *http.Request, s *user, status int, msg string) {
-	u.render(w, r, s, status, "error", page{Title: http.StatusText(status), Error: msg})
+	u.render(w, r, s, status, "error", page{Title: http.StatusText(status), Error: msg, Data: errorView{Next: r.URL.RequestURI()}})
+}
+
+// errorView is what the error page gets besides the message: the address
+// to come back to after signing in.
+type errorView struct{ Next string }
+
+// handleNotFound answers a path that is no page, inside the layout: with
+// the navigation for a signed-in user, a sign-in link for others.
+func (u *UI) handleNotFound(w http.ResponseWriter, r *http.Request) {
+	s, err := u.current(r)
+	if err != nil {
+		s = nil // signed out, or the session could not be checked: no navigation
+	}
+	u.errorPage(w, r, s, http.StatusNotFound, "There is no page at "+r.URL.Path+".")
 }
 
 // apiError shows an error of the API: its message says what to do.
