@@ -1,21 +1,25 @@
 // Package containers is the delegate's container runtime: it runs one
-// container task's container on a runtime's CLI (podman or docker), on a
-// Docker Engine API socket (dockerapi.go), or as a Kubernetes pod
-// (pod.go, podrun.go); it applies the delegate's policy for what a
-// container may ask of its host (hostpolicy.go) before anything starts,
-// labels what it creates with the delegate's owner and sweeps what an
-// earlier run of the delegate left, and keeps a pipeline stage's
-// workspace volume, which the deploy steps read.
+// container task's container on a runtime's CLI, podman or docker
+// (cli.go), on a Docker Engine API socket (dockerapi.go, engineapi.go),
+// or as a Kubernetes pod (pod.go, podrun.go); it applies the delegate's
+// policy for what a container may ask of its host (hostpolicy.go) before
+// anything starts, labels what it creates with the delegate's owner and
+// sweeps what an earlier run of the delegate left, and keeps a pipeline
+// stage's workspace volume, which the deploy steps read (workspace.go).
 //
-// It is the executor's container task type's backend, and knows nothing
-// of the executor: a Run follows the lifecycle the executor's one wait
-// loop drives (Start, Done, Interrupt, Terminate, Finish, Cleanup), and
-// says how the container ended (an Exit) or what stopping it did; the
-// executor turns that into the task's outcome and notices. An error
-// that is the delegate's fault, not the task's, has a DelegateFault
-// method. Splitting the backends out of the executor gives each package
-// one job; the deploy task types stay with the executor, which they
-// share the task lifecycle with.
+// It is the backend of the executor's container task type and knows
+// nothing of the executor: a Run follows the lifecycle the executor's one
+// wait loop drives (Start, Done, Interrupt, Terminate, Finish, Cleanup)
+// and says how the container ended (an Exit) or what stopping it did; the
+// executor turns that into the task's outcome and notices, and consumes a
+// Runtime through an interface of its own. An error that is the
+// delegate's fault, not the task's, has a DelegateFault method.
+//
+// Why this seam: the backends are a third of what the executor was, and
+// depend on nothing of it but the lifecycle, which a Run mirrors. The
+// deploy task types (kubernetes, helm, verify) share the executor's Type,
+// Execution, Outcome and wait loop with its other types, so they stay
+// there; moving them out would have put those in a third package.
 package containers
 
 import (

@@ -24,7 +24,7 @@ import (
 // rest (the pod and Secret created, read back from the API, followed,
 // deleted) is the cluster's own behaviour.
 
-// podCluster is a namespace of the cluster and a Containers that runs
+// podCluster is a namespace of the cluster and a Runtime that runs
 // pods there as a ServiceAccount with the Role docs/task-containers.md
 // documents (pod-tasks-role) and nothing else.
 func podCluster(t *testing.T, owner string) (*k8stest.Cluster, string, *Runtime) {
@@ -346,7 +346,7 @@ func TestPodTaskStartDeadlineTimer(t *testing.T) {
 	}
 }
 
-// TestPodSweep: Containers.Sweep, as a delegate runs it at start, deletes
+// TestPodSweep: Runtime.Sweep, as a delegate runs it at start, deletes
 // the pods and Secrets an earlier run of the same delegate (its owner
 // label) left, and nothing of another delegate's.
 func TestPodSweep(t *testing.T) {
