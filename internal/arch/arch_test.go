@@ -75,15 +75,21 @@ var layout = map[string][]string{
 	"internal/webui": {"internal/access", "internal/client", "internal/manifest", "internal/plot", "internal/protocol"},
 	// Clients of the manager's API.
 	"internal/client":   {"internal/backoff", "internal/protocol"},
-	"internal/executor": {"internal/kube", "internal/protocol"},
+	"internal/executor": {"internal/executor/containers", "internal/executor/pipe", "internal/kube", "internal/protocol"},
 	"internal/kube":     nil, // stdlib and YAML only: no client-go in the delegate
-	"internal/delegate": {"internal/atomicfile", "internal/backoff", "internal/client", "internal/config", "internal/executor", "internal/mask", "internal/metrics", "internal/protocol", "internal/secretref", "internal/transport"},
+	"internal/delegate": {"internal/atomicfile", "internal/backoff", "internal/client", "internal/config", "internal/executor", "internal/executor/containers", "internal/mask", "internal/metrics", "internal/protocol", "internal/secretref", "internal/transport"},
 	"internal/watcher":  {"internal/atomicfile", "internal/backoff", "internal/protocol", "internal/release"},
 	"internal/upgrader": {"internal/protocol", "internal/release"},
 	"internal/cli":      {"internal/atomicfile", "internal/buildinfo", "internal/client", "internal/manifest", "internal/protocol", "internal/release", "internal/secretref", "internal/transport"},
 	"internal/bench":    {"internal/backoff", "internal/client", "internal/plot", "internal/protocol"},
 	// The binary wires everything.
 	"cmd/legate": {"*"},
+
+	// The container runtimes a container task runs on, and the output pipe
+	// of a task's process: not the executor, which drives their runs
+	// through an interface of its own.
+	"internal/executor/containers": {"internal/executor/pipe", "internal/kube", "internal/protocol"},
+	"internal/executor/pipe":       nil,
 }
 
 type pkgInfo struct {

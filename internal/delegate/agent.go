@@ -25,6 +25,7 @@ import (
 	"github.com/legate-dev/legate/internal/client"
 	"github.com/legate-dev/legate/internal/config"
 	"github.com/legate-dev/legate/internal/executor"
+	"github.com/legate-dev/legate/internal/executor/containers"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/transport"
 )
@@ -207,7 +208,7 @@ type Agent struct {
 	gate      *scopeGate
 	// containers runs container tasks (nil: no runtime); platform is
 	// where the delegate runs ("fargate", "ec2" or ""). Set by Run.
-	containers *executor.Containers
+	containers *containers.Runtime
 	// containerReason is why it has none (registered, shown by task
 	// explain).
 	containerReason string
@@ -643,7 +644,7 @@ func (a *Agent) registerRequest() protocol.RegisterRequest {
 	} else {
 		req.ContainerReason = a.containerReason
 	}
-	req.TaskTypes = executor.TaskTypes(executor.Options{HTTPClient: a.opts.TaskHTTPClient, Isolator: a.iso, Containers: a.containers})
+	req.TaskTypes = executor.TaskTypes(executor.Options{HTTPClient: a.opts.TaskHTTPClient, Isolator: a.iso, Containers: a.taskContainers()})
 	if req.FreshStart {
 		for _, r := range a.spooled {
 			req.Running = append(req.Running, protocol.RunningTask{ID: r.TaskID, Epoch: r.Result.Epoch})

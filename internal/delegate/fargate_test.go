@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/legate-dev/legate/internal/executor"
+	"github.com/legate-dev/legate/internal/executor/containers"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -22,8 +22,8 @@ func TestFargateDelegateRegistersNoContainerRuntime(t *testing.T) {
 			tm := startManager(t, testConfig())
 			ag := startAgent(t, tm, agentOpts{environ: []string{"PATH=" + os.Getenv("PATH"), env}})
 			d := tm.waitConnected(t, ag.hostname, protocol.ConnWebSocket)
-			if d.ContainerRuntime != "" || d.ContainerReason != executor.NoRuntimeOnFargate {
-				t.Fatalf("registered container runtime %q, reason %q; want none, %q", d.ContainerRuntime, d.ContainerReason, executor.NoRuntimeOnFargate)
+			if d.ContainerRuntime != "" || d.ContainerReason != containers.NoRuntimeOnFargate {
+				t.Fatalf("registered container runtime %q, reason %q; want none, %q", d.ContainerRuntime, d.ContainerReason, containers.NoRuntimeOnFargate)
 			}
 			task := tm.submit(t, protocol.TaskSpec{Type: protocol.TaskContainer,
 				Container: &protocol.ContainerSpec{Image: "localhost/none:1", Command: []string{"true"}}})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/legate-dev/legate/internal/backoff"
 	"github.com/legate-dev/legate/internal/executor"
+	"github.com/legate-dev/legate/internal/executor/containers"
 	"github.com/legate-dev/legate/internal/mask"
 	"github.com/legate-dev/legate/internal/protocol"
 )
@@ -180,7 +181,7 @@ func (a *Agent) execute(ctx context.Context, log logger, id string, acq protocol
 		Timeout:    time.Duration(acq.TimeoutMS) * time.Millisecond,
 		HTTPClient: a.opts.TaskHTTPClient,
 		Isolator:   a.iso,
-		Containers: a.containers,
+		Containers: a.taskContainers(),
 		TaskID:     id,
 		OnStart: func() {
 			started.Go(func() { a.reportStarted(ctx, log, id, acq.Epoch) })
@@ -276,13 +277,13 @@ func (a *Agent) startIsolation() (func(), error) {
 func (a *Agent) startContainers(ctx context.Context) (wait func()) {
 	a.swept = make(chan struct{})
 	getenv := envLookup(a.opts.Environ)
-	platform, err := executor.DetectPlatform(getenv)
+	platform, err := containers.DetectPlatform(getenv)
 	if err != nil {
 		a.log.Warn("platform", "err", err)
 	}
 	a.platform = platform
 	sum := sha256.Sum256([]byte(a.hostname + "\x00" + a.opts.WorkDir))
-	c, err := executor.FindContainers(getenv, hex.EncodeToString(sum[:8]), platform)
+	c, err := containers.Find(getenv, hex.EncodeToString(sum[:8]), platform)
 	if err != nil {
 		a.log.Info("container tasks: no container runtime", "reason", err.Error(), "platform", platform)
 		a.containerReason = err.Error()
@@ -295,7 +296,7 @@ func (a *Agent) startContainers(ctx context.Context) (wait func()) {
 			"credentials", c.Pods.Config.Source, "start_deadline", c.Pods.StartDeadline.String(), "owner", c.Owner,
 			"privileged", c.AllowPrivileged, "host_paths", strings.Join(c.HostPaths, ","))
 	} else {
-		a.log.Info("container tasks", "runtime", c.Runtime, "platform", platform, "owner", c.Owner,
+		a.log.Info("container tasks", "runtime", c.Path, "platform", platform, "owner", c.Owner,
 			"privileged", c.AllowPrivileged, "host_paths", strings.Join(c.HostPaths, ","))
 	}
 	a.containers = c
@@ -310,6 +311,16 @@ func (a *Agent) startContainers(ctx context.Context) (wait func()) {
 		}
 	}()
 	return func() { <-a.swept }
+}
+
+// taskContainers is the container runtime tasks run on: nil (not an
+// interface holding a nil *containers.Runtime) when the delegate has none,
+// so that a container task fails saying so.
+func (a *Agent) taskContainers() executor.ContainerRuntime {
+	if a.containers == nil {
+		return nil
+	}
+	return a.containers
 }
 
 // awaitSweep holds a container task until the sweep of what an earlier

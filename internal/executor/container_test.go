@@ -1,91 +1,161 @@
 package executor
 
 import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/legate-dev/legate/internal/executor/containers"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
-func TestRunArgs(t *testing.T) {
-	uid, gid := int64(1000), int64(2000)
-	rt := &Containers{Name: "podman", GlobalFlags: []string{"--runtime", "/usr/sbin/runc"}, RunFlags: []string{"--ulimit", "nofile=1024:1024"}, Owner: "o1", EFSRoot: "/mnt/efs"}
-	run := containerRun{
-		Name:    "legate-r1",
-		Labels:  map[string]string{LabelOwner: "o1", LabelTask: "t_1", LabelRun: "r1"},
-		Volumes: map[string]string{"ws": "legate-r1-ws"},
-		Env:     []string{"LEGATE_TASK_ID=t_1", "A=1", "TOKEN"},
+// fakeRuntime returns a runtime whose CLI is a script named podman that
+// notes each call (its arguments, on a line) and whose `run` runs run, a
+// shell snippet; `stop` sends SIGTERM to what `run` runs, and `rm` runs
+// rm. It returns the runtime and a func that returns the calls so far, the
+// random part of the run's names replaced by RUN and `run`'s arguments
+// left out.
+func fakeRuntime(t *testing.T, run, rm string) (*containers.Runtime, func() []string) {
+	t.Helper()
+	dir := t.TempDir()
+	calls, pid := filepath.Join(dir, "calls"), filepath.Join(dir, "pid")
+	script := `#!/bin/sh
+echo "$*" >> ` + shellQuote(calls) + `
+case "$1" in
+run)
+	echo $$ > ` + shellQuote(pid+".new") + ` && mv ` + shellQuote(pid+".new") + " " + shellQuote(pid) + `
+	` + run + `
+	;;
+stop)
+	while [ ! -e ` + shellQuote(pid) + ` ]; do sleep 0.01; done
+	kill -TERM "$(cat ` + shellQuote(pid) + `)"
+	;;
+rm)
+	` + rm + `
+	;;
+esac
+exit 0
+`
+	path := filepath.Join(dir, "podman")
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	head := []string{"--runtime", "/usr/sbin/runc", "run", "--name", "legate-r1",
-		"--label", "dev.legate.owner=o1", "--label", "dev.legate.run=r1", "--label", "dev.legate.task=t_1",
-		"--ulimit", "nofile=1024:1024", "--env", "LEGATE_TASK_ID=t_1", "--env", "A=1", "--env", "TOKEN"}
-	tests := []struct {
-		name    string
-		spec    protocol.ContainerSpec
-		want    []string // after head
-		wantErr string
-	}{
-		{name: "image only", spec: protocol.ContainerSpec{Image: "img"}, want: []string{"--", "img"}},
-		{name: "command", spec: protocol.ContainerSpec{Image: "img", Command: []string{"id", "-u"}, WorkingDir: "/src"},
-			want: []string{"--workdir", "/src", "--entrypoint", "id", "--", "img", "-u"}},
-		{name: "script", spec: protocol.ContainerSpec{Image: "img", Script: "echo hi; id"},
-			want: []string{"--entrypoint", "/bin/sh", "--", "img", "-c", `eval "$LEGATE_SCRIPT"`}},
-		{name: "resources", spec: protocol.ContainerSpec{Image: "img", Resources: &protocol.ContainerResources{CPU: 0.5, MemoryMiB: 512}},
-			want: []string{"--cpus", "0.5", "--memory", "512m", "--", "img"}},
-		{name: "security context", spec: protocol.ContainerSpec{Image: "img", SecurityContext: &protocol.SecurityContext{
-			Privileged: true, ReadOnlyRootFilesystem: true, RunAsUser: &uid, RunAsGroup: &gid,
-			AddCapability: []string{"NET_ADMIN"}, DropCapability: []string{"ALL"}}},
-			want: []string{"--privileged", "--read-only", "--user", "1000:2000", "--cap-drop", "ALL", "--cap-add", "NET_ADMIN", "--", "img"}},
-		{name: "user only", spec: protocol.ContainerSpec{Image: "img", SecurityContext: &protocol.SecurityContext{RunAsUser: &uid}},
-			want: []string{"--user", "1000", "--", "img"}},
-		{name: "group only", spec: protocol.ContainerSpec{Image: "img", SecurityContext: &protocol.SecurityContext{RunAsGroup: &gid}},
-			want: []string{"--user", "0:2000", "--", "img"}},
-		{name: "volumes", spec: protocol.ContainerSpec{Image: "img", Volumes: []protocol.Volume{
-			{Name: "ws", MountPath: "/ws/", EmptyDir: &protocol.EmptyDirVolume{SizeMiB: 100}},
-			{Name: "sock", MountPath: "/var/run/docker.sock", HostPath: &protocol.HostPathVolume{Path: "/var/run/docker.sock"}},
-			{Name: "ro", MountPath: "/data", HostPath: &protocol.HostPathVolume{Path: "/srv/data/", ReadOnly: true}},
-			{Name: "cache", MountPath: "/cache", EFS: &protocol.EFSVolume{FilesystemID: "fs-12345678", RootDirectory: "/builds/cache"}},
-			{Name: "ap", MountPath: "/ap", EFS: &protocol.EFSVolume{FilesystemID: "fs-12345678", AccessPointID: "fsap-0123456789abcdef0", TransitEncryption: true}},
-		}}, want: []string{"--volume", "legate-r1-ws:/ws", "--volume", "/var/run/docker.sock:/var/run/docker.sock",
-			"--volume", "/srv/data:/data:ro", "--volume", "/mnt/efs/fs-12345678/builds/cache:/cache", "--volume", "/mnt/efs/fs-12345678:/ap", "--", "img"}},
+	c, err := containers.Find(func(k string) string {
+		if k == containers.EnvContainerRuntime {
+			return path
+		}
+		return ""
+	}, "o1", "")
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := runArgs(rt, &tt.spec, run)
-			if err != nil {
-				t.Fatal(err)
+	random := regexp.MustCompile(`[0-9a-f]{16}`)
+	return c, func() []string {
+		b, err := os.ReadFile(calls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, l := range strings.Split(strings.TrimSpace(random.ReplaceAllString(string(b), "RUN")), "\n") {
+			if strings.HasPrefix(l, "run ") {
+				l = "run"
 			}
-			if diff := cmp.Diff(append(append([]string{}, head...), tt.want...), got); diff != "" {
-				t.Errorf("runArgs (-want +got):\n%s", diff)
-			}
-		})
-	}
-	noEFS := *rt
-	noEFS.EFSRoot = ""
-	_, err := runArgs(&noEFS, &protocol.ContainerSpec{Image: "img", Volumes: []protocol.Volume{{Name: "e", MountPath: "/e", EFS: &protocol.EFSVolume{FilesystemID: "fs-12345678"}}}}, run)
-	if err == nil || err.Error() != "container.volumes[0].efs: this delegate has no EFS mount root (set LEGATE_EFS_ROOT to the directory where EFS file systems are mounted)" {
-		t.Errorf("runArgs without an EFS root: %v", err)
+			out = append(out, l)
+		}
+		return out
 	}
 }
 
-func TestDetectPlatform(t *testing.T) {
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// TestContainerLifecycle runs container tasks with a fake runtime through
+// every way they end, and checks the outcomes and notices and the
+// runtime's calls: the volume made first, the container stopped (with the
+// grace) and removed when the task is stopped, and removed again with its
+// volume at the end, whatever happened.
+func TestContainerLifecycle(t *testing.T) {
+	t.Parallel()
+	volume := "volume create --label dev.legate.owner=o1 --label dev.legate.run=RUN --label dev.legate.task=t_1 legate-RUN-w"
+	removed := []string{"rm --force --time 0 legate-RUN", "volume rm --force legate-RUN-w"}
+	stopped := append([]string{"stop --time 1 legate-RUN"}, removed...)
 	tests := []struct {
-		env     map[string]string
-		want    string
-		wantErr bool
+		name     string
+		run, rm  string
+		timeout  time.Duration
+		cancel   bool // once the output says "started"
+		want     Outcome
+		outEnd   string
+		calls    []string
+		outWhole bool
 	}{
-		{env: nil, want: ""},
-		{env: map[string]string{"DELEGATE_PLATFORM": "Fargate"}, want: protocol.PlatformFargate},
-		{env: map[string]string{"DELEGATE_PLATFORM": "ec2", "AWS_EXECUTION_ENV": "AWS_ECS_FARGATE"}, want: protocol.PlatformEC2},
-		{env: map[string]string{"ECS_CONTAINER_METADATA_URI_V4": "http://169.254.170.2/v4/x", "AWS_EXECUTION_ENV": "AWS_ECS_FARGATE"}, want: protocol.PlatformFargate},
-		{env: map[string]string{"ECS_CONTAINER_METADATA_URI_V4": "http://169.254.170.2/v4/x", "AWS_EXECUTION_ENV": "AWS_ECS_EC2"}, want: protocol.PlatformEC2},
-		{env: map[string]string{"DELEGATE_PLATFORM": "lambda"}, wantErr: true},
+		{name: "exits", run: "echo hello; exit 0",
+			want: Outcome{Status: protocol.StatusSucceeded, ExitCode: intp(0)}, outEnd: "hello\n", outWhole: true,
+			calls: append([]string{volume, "run"}, removed...)},
+		{name: "exit 3", run: "exit 3",
+			want:  Outcome{Status: protocol.StatusFailed, ExitCode: intp(3), Error: "exit status 3"},
+			calls: append([]string{volume, "run"}, removed...)},
+		{name: "runtime refuses", run: "echo no such image >&2; exit 125",
+			want:   Outcome{Status: protocol.StatusFailed, ExitCode: intp(125), Error: "podman could not run the container (exit 125; see the task's output)"},
+			outEnd: "no such image\n", calls: append([]string{volume, "run"}, removed...)},
+		{name: "cancelled", run: "echo started; exec sleep 1000", cancel: true,
+			want:   Outcome{Status: protocol.StatusCancelled, Error: "task cancelled"},
+			outEnd: "started\n\n[legate: task cancelled; removed the container]\n", outWhole: true,
+			calls: append(append([]string{volume, "run"}, stopped...), removed...)},
+		{name: "timed out", run: "exec sleep 1000", timeout: 50 * time.Millisecond,
+			want:   Outcome{Status: protocol.StatusTimedOut, Error: "task timed out after 50ms"},
+			outEnd: "\n[legate: task timed out after 50ms; removed the container]\n", outWhole: true,
+			calls: append(append([]string{volume, "run"}, stopped...), removed...)},
+		{name: "removal fails", run: "echo started; exec sleep 1000", rm: "echo boom; exit 1", cancel: true,
+			want: Outcome{Status: protocol.StatusCancelled, Error: "task cancelled"},
+			outEnd: "started\n\n[legate: task cancelled; removed the container (podman rm --force --time 0 legate-RUN: exit status 1: boom)]\n" +
+				"\n[legate: remove container: podman rm --force --time 0 legate-RUN: exit status 1: boom]\n", outWhole: true,
+			calls: append(append([]string{volume, "run"}, stopped...), removed...)},
 	}
 	for _, tt := range tests {
-		got, err := DetectPlatform(func(k string) string { return tt.env[k] })
-		if (err != nil) != tt.wantErr || got != tt.want {
-			t.Errorf("DetectPlatform(%v) = %q, %v; want %q (error %v)", tt.env, got, err, tt.want, tt.wantErr)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, calls := fakeRuntime(t, tt.run, tt.rm)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			w := &watchWriter{marker: "started", seen: make(chan struct{})}
+			if tt.cancel {
+				go func() {
+					select {
+					case <-w.seen:
+						cancel()
+					case <-ctx.Done():
+					}
+				}()
+			}
+			spec := protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "alpine:3",
+				Volumes: []protocol.Volume{{Name: "w", MountPath: "/w", EmptyDir: &protocol.EmptyDirVolume{}}}}}
+			got := Run(ctx, spec, Options{Containers: c, TaskID: "t_1", Timeout: tt.timeout, KillGrace: time.Second}, w)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("outcome (-want +got):\n%s", diff)
+			}
+			out := regexp.MustCompile(`[0-9a-f]{16}`).ReplaceAllString(w.String(), "RUN")
+			if !strings.HasSuffix(out, tt.outEnd) || (tt.outWhole && out != tt.outEnd) {
+				t.Errorf("output %q, want it to end with %q", out, tt.outEnd)
+			}
+			if diff := cmp.Diff(tt.calls, calls()); diff != "" {
+				t.Errorf("runtime calls (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestContainerNoRuntime: a delegate without a container runtime fails a
+// container task as its own fault, saying what to install.
+func TestContainerNoRuntime(t *testing.T) {
+	spec := protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "img"}}
+	o := Run(context.Background(), spec, Options{}, nil)
+	if o.Status != protocol.StatusFailed || !o.DelegateFault || !strings.Contains(o.Error, "no container runtime") {
+		t.Fatalf("without a runtime: %+v", o)
 	}
 }

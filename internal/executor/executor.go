@@ -1,10 +1,11 @@
 // Package executor runs tasks on the delegate: shell scripts (bash, in their
-// own process group), HTTP requests, containers (podman or docker, or a
-// Docker Engine API socket; see
-// Containers) and Kubernetes deploys (in a child process: the delegate's
-// binary re-executed, see kubernetesArg). Each task type is a Type (one file each, listed in types)
-// whose Executions Run drives through one lifecycle and one wait loop:
-// start, wait, interrupt, terminate after the grace, finish, clean up.
+// own process group), HTTP requests, containers (on the delegate's
+// container runtime: package containers, behind ContainerRuntime),
+// Kubernetes deploys (in a child process: the delegate's binary
+// re-executed, see kubernetesArg), helm deploys and verifications. Each
+// task type is a Type (one file each, listed in types) whose Executions
+// Run drives through one lifecycle and one wait loop: start, wait,
+// interrupt, terminate after the grace, finish, clean up.
 // Run turns every way a run can end, including bad specs, timeouts and
 // cancellation, into an Outcome; it never panics and never leaves a
 // cancelled or timed-out process group behind. With an Isolator (cgroup
@@ -92,9 +93,10 @@ type Options struct {
 	// timeout: background processes of a script that exited are left
 	// running (delegate scripts such as INIT_SCRIPT may start daemons).
 	Isolator *Isolator
-	// Containers runs container tasks; nil means the delegate has none
-	// (a container task then fails as a delegate fault).
-	Containers *Containers
+	// Containers runs container tasks (a *containers.Runtime); nil means
+	// the delegate has none (a container task then fails as a delegate
+	// fault).
+	Containers ContainerRuntime
 	// TaskID labels a container task's container and volumes.
 	TaskID string
 	// KubeEnv is the environment of a kubernetes task's child process,

@@ -101,7 +101,7 @@ type helmRun struct {
 	baseEnv []string
 	// containers holds the stage workspace of spec.ChartPath; chart is
 	// the copy of that chart in dir.
-	containers *Containers
+	containers ContainerRuntime
 	chart      string
 
 	dir     string // the task's temp dir: helm's homes, values, kubeconfig

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/legate-dev/legate/internal/executor/pipe"
 	"github.com/legate-dev/legate/internal/kube"
 	"github.com/legate-dev/legate/internal/protocol"
 )
@@ -147,13 +148,13 @@ type kubeRun struct {
 	spec protocol.KubernetesSpec
 	env  []string
 	// containers holds the stage workspace of spec.Files.
-	containers *Containers
+	containers ContainerRuntime
 
 	out     io.Writer
 	pr      *os.File // the output pipe's read end
 	result  *os.File // the result pipe's read end
 	cmd     *exec.Cmd
-	reader  *outputReader
+	reader  *pipe.Reader
 	exited  chan struct{}
 	waitErr error
 }
@@ -206,7 +207,7 @@ func (k *kubeRun) Start(ctx context.Context, out io.Writer) error {
 		return faultf("start the kubernetes deploy process: %v", err)
 	}
 	k.cmd, k.out = cmd, out
-	k.reader = startOutputReader(pr, out)
+	k.reader = pipe.Start(pr, out)
 	k.exited = make(chan struct{})
 	go func() {
 		k.waitErr = cmd.Wait()
@@ -225,7 +226,7 @@ func (k *kubeRun) Interrupt() { _ = syscall.Kill(-k.cmd.Process.Pid, syscall.SIG
 func (k *kubeRun) Terminate() { _ = syscall.Kill(-k.cmd.Process.Pid, syscall.SIGKILL) }
 
 func (k *kubeRun) Finish(stop *Stop) Outcome {
-	held := k.reader.finish()
+	held := k.reader.Finish()
 	if held {
 		fmt.Fprintf(k.out, "\n[legate: stopped reading output after the deploy process ended]\n")
 	}

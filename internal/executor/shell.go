@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/legate-dev/legate/internal/executor/pipe"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -50,7 +51,7 @@ type shellRun struct {
 	sbx     *sandboxRun // with an Isolator's sandbox
 	cmd     *exec.Cmd
 	pgid    int
-	reader  *outputReader
+	reader  *pipe.Reader
 	// exited is closed once bash was waited for (waitErr set).
 	exited  chan struct{}
 	waitErr error
@@ -143,7 +144,7 @@ func (s *shellRun) Start(_ context.Context, out io.Writer) error {
 		s.run.started(s.pgid)
 	}
 	s.out = out
-	s.reader = startOutputReader(pr, out)
+	s.reader = pipe.Start(pr, out)
 	s.exited = make(chan struct{})
 	s.done = s.exited
 	go func() {
@@ -234,7 +235,7 @@ func (s *shellRun) Finish(stop *Stop) Outcome {
 		o = stop.Outcome()
 		notice = stop.Notice(s.what)
 	}
-	held := s.reader.finish()
+	held := s.reader.Finish()
 	if s.run != nil {
 		s.run.release()
 		s.run = nil

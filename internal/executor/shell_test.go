@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/legate-dev/legate/internal/executor/pipe"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -423,7 +424,7 @@ func TestShellOutputCompleteAfterExitWithSlowWriter(t *testing.T) {
 	select {
 	case o = <-res:
 		returned = true // it gave up on the output
-	case <-time.After(2 * pipeIdle):
+	case <-time.After(2 * pipe.Idle):
 	}
 	close(w.gate)
 	if !returned {

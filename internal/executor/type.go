@@ -97,7 +97,7 @@ func availableTypes(table map[string]Type, opts Options) []string {
 
 // UsesContainers reports whether tasks of type name run in the delegate's
 // container runtime (Options.Containers): a delegate holds them until
-// Containers.Sweep has removed what an earlier run of it left.
+// containers.Runtime.Sweep has removed what an earlier run of it left.
 func UsesContainers(name string) bool {
 	_, ok := types[name].(interface{ usesContainers() })
 	return ok
@@ -105,8 +105,12 @@ func UsesContainers(name string) bool {
 
 // faultError is an error of New or Start that is the delegate's fault
 // (or its position in the network's), not the task's: the outcome has
-// DelegateFault set, and the task may run elsewhere.
+// DelegateFault set, and the task may run elsewhere. An error of another
+// package (a container runtime's) says so with the same method.
 type faultError struct{ error }
+
+// DelegateFault marks the error as the delegate's fault.
+func (faultError) DelegateFault() bool { return true }
 
 // faultf returns a faultError.
 func faultf(format string, args ...any) error {
@@ -115,8 +119,8 @@ func faultf(format string, args ...any) error {
 
 // errOutcome is the outcome of a task that New or Start refused.
 func errOutcome(err error) Outcome {
-	var fe faultError
-	if errors.As(err, &fe) {
+	var fe interface{ DelegateFault() bool }
+	if errors.As(err, &fe) && fe.DelegateFault() {
 		return faulted(err.Error())
 	}
 	return failed(err.Error())

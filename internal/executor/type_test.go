@@ -172,11 +172,11 @@ func TestWaitShell(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ex.Cleanup()
-	w := &notifyWriter{want: "ready", hit: make(chan struct{})}
+	w := &watchWriter{marker: "ready", seen: make(chan struct{})}
 	if err := ex.Start(t.Context(), &syncWriter{w: io.MultiWriter(&out, w)}); err != nil {
 		t.Fatal(err)
 	}
-	<-w.hit
+	<-w.seen
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	const grace = 300 * time.Millisecond

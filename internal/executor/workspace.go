@@ -13,19 +13,18 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/legate-dev/legate/internal/executor/containers"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
 // A deploy task's workspace is the runtime volume an earlier container
-// step of its stage wrote (legate-ws-KEY). The delegate reads what the
-// task names of it through an os.Root at the volume's mount point: no
+// step of its stage wrote (legate-ws-KEY, see package containers). The
+// delegate reads what the task names of it through an os.Root at the
+// volume's mount point: no
 // path, symlink or ".." leads outside it, only regular files are read
 // (opened without blocking, checked once open), and what is read is
 // bounded. The deploy's child process or helm gets the content read,
 // nothing else of the volume.
-
-// workspaceVolume is the runtime volume of a stage workspace.
-func workspaceVolume(ws *protocol.DeployWorkspace) string { return "legate-ws-" + ws.Key }
 
 // writers names the steps that should have written ws, for errors.
 func writers(ws *protocol.DeployWorkspace) string {
@@ -39,21 +38,17 @@ func writers(ws *protocol.DeployWorkspace) string {
 }
 
 // openWorkspace opens the root of the volume of ws in c's runtime.
-func openWorkspace(ctx context.Context, c *Containers, ws *protocol.DeployWorkspace) (*os.Root, error) {
-	vol := workspaceVolume(ws)
+func openWorkspace(ctx context.Context, c ContainerRuntime, ws *protocol.DeployWorkspace) (*os.Root, error) {
+	vol := containers.WorkspaceVolume(ws.Key)
 	if c == nil {
 		return nil, fmt.Errorf("the stage workspace %q (volume %s) is not on this delegate: it has no container runtime, and %s of the stage wrote it on a delegate that has one", ws.Name, vol, writers(ws))
 	}
-	if c.Pods != nil {
-		return nil, fmt.Errorf("the stage workspace %q is not on this delegate: it runs container tasks as Kubernetes pods, which keep no stage workspace (run the stage on a delegate with podman or docker)", ws.Name)
-	}
-	out, err := c.runtimeCmd(ctx, "volume", "inspect", "--format", "{{.Mountpoint}}", vol)
-	if err != nil {
+	dir, err := c.WorkspaceDir(ctx, ws)
+	if errors.Is(err, containers.ErrNoWorkspace) {
 		return nil, fmt.Errorf("the stage workspace %q (volume %s) is not on this delegate: %s of the stage, which made it, ran on another delegate, or this delegate restarted since and removed it", ws.Name, vol, writers(ws))
 	}
-	dir := strings.TrimSpace(out)
-	if !filepath.IsAbs(dir) || strings.ContainsAny(dir, "\n") {
-		return nil, faultf("%s volume inspect %s: no mount point in its answer %q", c.Name, vol, truncateText(dir, 200))
+	if err != nil {
+		return nil, err
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
@@ -63,13 +58,6 @@ func openWorkspace(ctx context.Context, c *Containers, ws *protocol.DeployWorksp
 		return nil, faultf("read the stage workspace %q at %s: %v (the delegate's user must be able to read its container runtime's volumes: rootless podman, or root)", ws.Name, dir, err)
 	}
 	return root, nil
-}
-
-func truncateText(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
 
 // workspaceError says why what of a workspace cannot be read: missing
@@ -272,16 +260,10 @@ func (c *chartCopy) file(f *os.File, name, out string) error {
 }
 
 // removeWorkspace removes the volume of ws when its step is the stage's
-// last to use it (a fresh context: after a cancellation too).
-func removeWorkspace(c *Containers, ws *protocol.DeployWorkspace, out io.Writer) {
-	if ws == nil || !ws.Remove || c == nil || c.Pods != nil || ws.Key == "" {
-		return
-	}
-	if out == nil {
-		out = io.Discard
-	}
-	if o, err := c.runtimeCmd(context.Background(), "volume", "rm", "--force", workspaceVolume(ws)); err != nil && !noSuch(o) {
-		fmt.Fprintf(out, "\n[legate: remove the stage workspace %q: %v]\n", ws.Name, err)
+// last to use it (see containers.Runtime.RemoveWorkspace).
+func removeWorkspace(c ContainerRuntime, ws *protocol.DeployWorkspace, out io.Writer) {
+	if c != nil && ws != nil {
+		c.RemoveWorkspace(ws, out)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/legate-dev/legate/internal/executor/containers"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -163,10 +164,10 @@ func TestCopyChart(t *testing.T) {
 // on an empty workspace.
 func TestOpenWorkspaceMissing(t *testing.T) {
 	t.Parallel()
-	gone := &Containers{Runtime: "/bin/false", Name: "podman"}
-	for _, c := range []*Containers{gone, nil} {
+	gone := &containers.Runtime{Path: "/bin/false", Name: "podman"}
+	for _, c := range []ContainerRuntime{gone, nil} {
 		_, err := openWorkspace(t.Context(), c, testWS)
-		var fe faultError
+		var fe interface{ DelegateFault() bool }
 		if err == nil || !strings.Contains(err.Error(), `the stage workspace "build" (volume legate-ws-abc) is not on this delegate`) ||
 			!strings.Contains(err.Error(), "step render of the stage") || errors.As(err, &fe) {
 			t.Errorf("runtime %+v: %v", c, err)

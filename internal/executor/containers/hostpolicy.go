@@ -1,4 +1,4 @@
-package executor
+package containers
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ const (
 // defaults, runs only with AllowPrivileged, and a host_path volume only
 // under one of HostPaths (its symbolic links resolved, so that a link
 // cannot lead out). A refusal names the field and the setting.
-func (c *Containers) checkHost(cs *protocol.ContainerSpec) error {
+func (c *Runtime) checkHost(cs *protocol.ContainerSpec) error {
 	if sc := cs.SecurityContext; sc != nil && !c.AllowPrivileged {
 		for _, what := range cs.HostAccess() {
 			if strings.HasPrefix(what, "container.security_context.") {

@@ -1,4 +1,4 @@
-package executor
+package containers
 
 import (
 	"context"
@@ -24,21 +24,21 @@ import (
 // rest (the pod and Secret created, read back from the API, followed,
 // deleted) is the cluster's own behaviour.
 
-// podCluster is a namespace of the cluster and a Containers that runs
+// podCluster is a namespace of the cluster and a Runtime that runs
 // pods there as a ServiceAccount with the Role docs/task-containers.md
 // documents (pod-tasks-role) and nothing else.
-func podCluster(t *testing.T, owner string) (*k8stest.Cluster, string, *Containers) {
+func podCluster(t *testing.T, owner string) (*k8stest.Cluster, string, *Runtime) {
 	t.Helper()
 	k := k8stest.Require(t)
 	ns := k.Namespace(t)
-	cr := k.ServiceAccountWithRole(t, ns, "delegate", k8stest.DocumentedRole(t, "../../docs/task-containers.md", "pod-tasks-role"))
+	cr := k.ServiceAccountWithRole(t, ns, "delegate", k8stest.DocumentedRole(t, "../../../docs/task-containers.md", "pod-tasks-role"))
 	env := map[string]string{EnvContainerRuntime: "kubernetes", "KUBECONFIG": cr.Kubeconfig}
-	c, err := FindContainers(func(k string) string { return env[k] }, owner, "")
+	c, err := Find(func(k string) string { return env[k] }, owner, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Name != RuntimeKubernetes || c.Pods.Namespace != ns {
-		t.Fatalf("FindContainers: %+v", c)
+		t.Fatalf("Find: %+v", c)
 	}
 	return k, ns, c
 }
@@ -108,15 +108,19 @@ func exitStatus(code int) map[string]any {
 }
 
 type runResult struct {
-	o   Outcome
-	out *buffer
+	x   Exit
+	err error
+	out *notifyWriter
 }
 
-// runAsync runs spec and returns where its outcome comes.
-func runAsync(ctx context.Context, spec protocol.TaskSpec, opts Options) (<-chan runResult, *buffer) {
-	out := &buffer{}
+// runAsync runs task on c and returns where its exit comes.
+func runAsync(ctx context.Context, c *Runtime, task Task) (<-chan runResult, *notifyWriter) {
+	out := &notifyWriter{}
 	ch := make(chan runResult, 1)
-	go func() { ch <- runResult{Run(ctx, spec, opts, out), out} }()
+	go func() {
+		x, err := runTask(ctx, c, task, out)
+		ch <- runResult{x, err, out}
+	}()
 	return ch, out
 }
 
@@ -145,7 +149,9 @@ func TestPodTaskOnACluster(t *testing.T) {
 				{Name: "data", MountPath: "/data", HostPath: &protocol.HostPathVolume{Path: "/data/in", ReadOnly: true}},
 			},
 		}}
-	ch, out := runAsync(t.Context(), spec, Options{Containers: c, TaskID: "task-1", KillGrace: 3 * time.Second})
+	task := taskOf("task-1", spec)
+	task.KillGrace = 3 * time.Second
+	ch, out := runAsync(t.Context(), c, task)
 	p := waitPod(t, k, ns, "task-1")
 	if p.Metadata.Labels[LabelOwner] != "owner1" || p.Metadata.Labels[LabelRun] == "" {
 		t.Fatalf("labels: %v", p.Metadata.Labels)
@@ -217,8 +223,8 @@ func TestPodTaskOnACluster(t *testing.T) {
 	})
 	patchStatus(t, k, ns, p.Metadata.Name, exitStatus(3))
 	r := <-ch
-	if r.o.Status != protocol.StatusFailed || r.o.ExitCode == nil || *r.o.ExitCode != 3 || r.o.Error != "exit status 3" || r.o.DelegateFault {
-		t.Fatalf("outcome: %+v\n%s", r.o, out.String())
+	if r.err != nil || exitCode(r.x) != 3 || r.x.Err == nil || r.x.Err.Error() != "exit status 3" || isFault(r.x.Err) {
+		t.Fatalf("exit: %+v %v\n%s", r.x, r.err, out.String())
 	}
 	if !strings.Contains(out.String(), "[pod] Normal Scheduled: Successfully assigned "+ns+"/"+p.Metadata.Name) {
 		t.Fatalf("no scheduling event in the output:\n%s", out.String())
@@ -229,44 +235,48 @@ func TestPodTaskOnACluster(t *testing.T) {
 	}
 
 	// Exit 0 with a script: succeeded; the script is in the Secret too.
-	ch, out = runAsync(t.Context(), protocol.TaskSpec{Type: protocol.TaskContainer,
-		Container: &protocol.ContainerSpec{Image: "alpine:3", Script: "echo $TOKEN"}}, Options{Containers: c, TaskID: "task-2"})
+	ch, out = runAsync(t.Context(), c, taskOf("task-2", protocol.TaskSpec{Type: protocol.TaskContainer,
+		Container: &protocol.ContainerSpec{Image: "alpine:3", Script: "echo $TOKEN"}}))
 	p = waitPod(t, k, ns, "task-2")
 	if !strings.Contains(string(p.Spec), `"command":["/bin/sh","-c","eval \"$LEGATE_SCRIPT\""]`) || strings.Contains(string(p.Spec), "echo $TOKEN") {
 		t.Fatalf("script pod spec: %s", p.Spec)
 	}
 	patchStatus(t, k, ns, p.Metadata.Name, exitStatus(0))
-	if r := <-ch; r.o.Status != protocol.StatusSucceeded || r.o.ExitCode == nil || *r.o.ExitCode != 0 {
-		t.Fatalf("outcome: %+v\n%s", r.o, out.String())
+	if r := <-ch; r.err != nil || r.x.Err != nil || exitCode(r.x) != 0 {
+		t.Fatalf("exit: %+v %v\n%s", r.x, r.err, out.String())
 	}
 	waitNoPod(t, k, ns, "task-2")
 }
 
 // TestPodTaskTimeoutAndCancel: a pod that runs on (kwok never ends it) is
-// deleted when the task times out, and when it is cancelled; both end with
-// the task's status and a notice that the pod was deleted, and the pod
-// is gone from the cluster.
+// deleted when the task times out, and when it is cancelled; both say
+// that the pod was deleted (the executor's notice), and the pod is gone
+// from the cluster.
 func TestPodTaskTimeoutAndCancel(t *testing.T) {
 	t.Parallel()
 	k, ns, c := podCluster(t, "owner2")
 	spec := protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "alpine:3", Command: []string{"sleep", "infinity"}}}
 
-	ch, _ := runAsync(t.Context(), spec, Options{Containers: c, TaskID: "slow", Timeout: 3 * time.Second, KillGrace: time.Second})
+	task := taskOf("slow", spec)
+	task.Timeout, task.KillGrace = 3*time.Second, time.Second
+	ch, _ := runAsync(t.Context(), c, task)
 	r := <-ch
-	if r.o.Status != protocol.StatusTimedOut || !strings.Contains(r.out.String(), "task timed out after 3s; deleted the pod legate-") {
-		t.Fatalf("timeout: %+v\n%s", r.o, r.out.String())
+	if r.err != nil || !strings.HasPrefix(r.x.Stopped, "deleted the pod legate-") {
+		t.Fatalf("timeout: %+v %v\n%s", r.x, r.err, r.out.String())
 	}
 	if n := len(taskPods(t, k, ns, "slow")); n != 0 {
 		t.Fatalf("%d pods left after the timeout", n)
 	}
 
 	ctx, cancel := context.WithCancel(t.Context())
-	ch, _ = runAsync(ctx, spec, Options{Containers: c, TaskID: "cancelled", KillGrace: time.Second})
+	task = taskOf("cancelled", spec)
+	task.KillGrace = time.Second
+	ch, _ = runAsync(ctx, c, task)
 	waitPod(t, k, ns, "cancelled")
 	cancel()
 	r = <-ch
-	if r.o.Status != protocol.StatusCancelled || !strings.Contains(r.out.String(), "task cancelled; deleted the pod legate-") {
-		t.Fatalf("cancel: %+v\n%s", r.o, r.out.String())
+	if r.err != nil || !strings.HasPrefix(r.x.Stopped, "deleted the pod legate-") {
+		t.Fatalf("cancel: %+v %v\n%s", r.x, r.err, r.out.String())
 	}
 	if n := len(taskPods(t, k, ns, "cancelled")); n != 0 {
 		t.Fatalf("%d pods left after the cancel", n)
@@ -297,7 +307,7 @@ func TestPodTaskStartDeadline(t *testing.T) {
 	} {
 		pass := make(chan time.Time)
 		c.Pods.startDeadline = func() <-chan time.Time { return pass }
-		ch, out := runAsync(t.Context(), spec, Options{Containers: c, TaskID: tc.task})
+		ch, out := runAsync(t.Context(), c, taskOf(tc.task, spec))
 		k8stest.Eventually(t, time.Minute, tc.task+": the FailedScheduling event in the output", func() (bool, string) {
 			return strings.Contains(out.String(), "[pod] Warning FailedScheduling: 0/1 nodes are available: 1 Insufficient memory"), out.String()
 		})
@@ -310,8 +320,8 @@ func TestPodTaskStartDeadline(t *testing.T) {
 		}
 		close(pass)
 		r := <-ch
-		if r.o.Status != protocol.StatusFailed || r.o.DelegateFault || !strings.Contains(r.o.Error, "did not start within 5m0s (LEGATE_POD_START_DEADLINE): "+tc.want) {
-			t.Fatalf("%s: %+v\n%s", tc.task, r.o, out.String())
+		if r.err != nil || r.x.Err == nil || isFault(r.x.Err) || !strings.Contains(r.x.Err.Error(), "did not start within 5m0s (LEGATE_POD_START_DEADLINE): "+tc.want) {
+			t.Fatalf("%s: %+v %v\n%s", tc.task, r.x, r.err, out.String())
 		}
 		if n := len(taskPods(t, k, ns, tc.task)); n != 0 {
 			t.Fatalf("%s: %d pods left", tc.task, n)
@@ -327,16 +337,16 @@ func TestPodTaskStartDeadlineTimer(t *testing.T) {
 	c.Pods.StartDeadline = 2 * time.Second
 	spec := protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "alpine:3",
 		Resources: &protocol.ContainerResources{MemoryMiB: 1 << 24}}}
-	o := Run(t.Context(), spec, Options{Containers: c, TaskID: "pending"}, &buffer{})
-	if o.Status != protocol.StatusFailed || !strings.Contains(o.Error, "did not start within 2s (LEGATE_POD_START_DEADLINE)") {
-		t.Fatalf("%+v", o)
+	x, err := runTask(t.Context(), c, taskOf("pending", spec), nil)
+	if err != nil || x.Err == nil || !strings.Contains(x.Err.Error(), "did not start within 2s (LEGATE_POD_START_DEADLINE)") {
+		t.Fatalf("%+v %v", x, err)
 	}
 	if n := len(taskPods(t, k, ns, "pending")); n != 0 {
 		t.Fatalf("%d pods left", n)
 	}
 }
 
-// TestPodSweep: Containers.Sweep, as a delegate runs it at start, deletes
+// TestPodSweep: Runtime.Sweep, as a delegate runs it at start, deletes
 // the pods and Secrets an earlier run of the same delegate (its owner
 // label) left, and nothing of another delegate's.
 func TestPodSweep(t *testing.T) {
@@ -348,14 +358,14 @@ func TestPodSweep(t *testing.T) {
 		Container: &protocol.ContainerSpec{Image: "alpine:3", Command: []string{"sleep", "infinity"}}}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	chOther, _ := runAsync(ctx, spec, Options{Containers: &other, TaskID: "theirs"})
+	chOther, _ := runAsync(ctx, &other, taskOf("theirs", spec))
 	// A run of this delegate that "crashed": its pod and Secret are made
 	// as a run makes them, and nothing ends it.
-	ex, err := containerType{}.New(spec, Options{Containers: mine, TaskID: "left"})
+	ex, err := mine.NewRun(taskOf("left", spec))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ex.Start(t.Context(), &buffer{}); err != nil {
+	if err := ex.Start(t.Context(), &notifyWriter{}); err != nil {
 		t.Fatal(err)
 	}
 	ex.(*podExec).stopFollow()

@@ -1,4 +1,4 @@
-package executor
+package containers
 
 import (
 	"bytes"
@@ -90,13 +90,13 @@ func startPodmanService(t *testing.T) string {
 
 // apiForTest returns an Engine API backend on a podman service of the
 // test's own, with an owner of its own (see podmanForTest).
-func apiForTest(t *testing.T) *Containers {
+func apiForTest(t *testing.T) *Runtime {
 	t.Helper()
 	sock := startPodmanService(t)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	owner := "test-dockerapi-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-" + hex.EncodeToString(b[:])
-	c, err := FindContainers(func(k string) string {
+	c, err := Find(func(k string) string {
 		if k == "DOCKER_HOST" {
 			return "unix://" + sock
 		}
@@ -113,7 +113,7 @@ func apiForTest(t *testing.T) *Containers {
 }
 
 // apiLeftovers is leftovers for the Engine API backend.
-func apiLeftovers(t *testing.T, c *Containers) string {
+func apiLeftovers(t *testing.T, c *Runtime) string {
 	t.Helper()
 	ctx := context.Background()
 	label := labelFilter(LabelOwner + "=" + c.Owner)
@@ -139,7 +139,7 @@ func apiLeftovers(t *testing.T, c *Containers) string {
 
 // apiCrashLeftover leaves what a delegate killed mid-task leaves: a
 // running container and a volume with rt's owner label.
-func apiCrashLeftover(t *testing.T, rt *Containers) {
+func apiCrashLeftover(t *testing.T, rt *Runtime) {
 	t.Helper()
 	ctx := context.Background()
 	spec := &protocol.ContainerSpec{Image: testImage, Command: []string{"sleep", "600"},
@@ -173,22 +173,22 @@ func TestDockerAPIContainers(t *testing.T) {
 	t.Run("Sweep", func(t *testing.T) { testContainerSweep(t, c) })
 	t.Run("stdout and stderr", func(t *testing.T) {
 		var out bytes.Buffer
-		o := Run(context.Background(), containerTask(protocol.ContainerSpec{Command: []string{"/bin/sh", "-c", "echo one; echo two >&2; echo three"}, WorkingDir: "/tmp"}),
-			Options{Containers: c, TaskID: "t_out"}, &out)
+		status, why := statusOf(runTask(context.Background(), c,
+			taskOf("t_out", containerTask(protocol.ContainerSpec{Command: []string{"/bin/sh", "-c", "echo one; echo two >&2; echo three"}, WorkingDir: "/tmp"})), &out))
 		// The two streams are in order each, not with each other.
 		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 		slices.Sort(lines)
-		if o.Status != protocol.StatusSucceeded || !slices.Equal(lines, []string{"one", "three", "two"}) || strings.Index(out.String(), "one") > strings.Index(out.String(), "three") {
-			t.Fatalf("status %s (%s), output %q", o.Status, o.Error, out.String())
+		if status != protocol.StatusSucceeded || !slices.Equal(lines, []string{"one", "three", "two"}) || strings.Index(out.String(), "one") > strings.Index(out.String(), "three") {
+			t.Fatalf("status %s (%v), output %q", status, why, out.String())
 		}
 	})
 	t.Run("missing image is pulled", func(t *testing.T) {
 		// No registry is reachable here: the pull fails, saying so.
 		var out bytes.Buffer
 		spec := protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "localhost:1/dockerapi-missing:v1", Script: "true"}}
-		o := Run(context.Background(), spec, Options{Containers: c, TaskID: "t_pull"}, &out)
-		if o.Status != protocol.StatusFailed || !strings.Contains(o.Error, "pull localhost:1/dockerapi-missing:v1") {
-			t.Fatalf("status %s, error %q", o.Status, o.Error)
+		status, why := statusOf(runTask(context.Background(), c, taskOf("t_pull", spec), &out))
+		if status != protocol.StatusFailed || why == nil || !strings.Contains(why.Error(), "pull localhost:1/dockerapi-missing:v1") {
+			t.Fatalf("status %s, error %v", status, why)
 		}
 		if !strings.HasPrefix(out.String(), "[legate: pulling localhost:1/dockerapi-missing:v1]\n") {
 			t.Errorf("output %q", out.String())
@@ -284,7 +284,7 @@ func TestFindDockerAPI(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := FindContainers(func(k string) string { return tt.env[k] }, "o1", tt.platform)
+			c, err := Find(func(k string) string { return tt.env[k] }, "o1", tt.platform)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error %v, want one with %q", err, tt.wantErr)
@@ -320,7 +320,7 @@ func TestDockerHostLeftOnAPodmanHost(t *testing.T) {
 	t.Setenv("PATH", bin)
 	env := map[string]string{"DOCKER_HOST": "unix://" + filepath.Join(bin, "gone.sock")}
 	getenv := func(k string) string { return env[k] }
-	_, err := FindContainers(getenv, "o1", "")
+	_, err := Find(getenv, "o1", "")
 	if err == nil || !strings.Contains(err.Error(), "DOCKER_HOST: no Docker API socket at "+env["DOCKER_HOST"][len("unix://"):]) ||
 		!strings.Contains(err.Error(), `"podman": executable file not found`) {
 		t.Fatalf("without a CLI: %v", err)
@@ -328,7 +328,7 @@ func TestDockerHostLeftOnAPodmanHost(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, "podman"), []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c, err := FindContainers(getenv, "o1", "")
+	c, err := Find(getenv, "o1", "")
 	if err != nil || c.Name != "podman" {
 		t.Fatalf("with podman on PATH: %+v, %v", c, err)
 	}
@@ -415,17 +415,18 @@ func TestDockerAPIStartedBeforeThePull(t *testing.T) {
 			io.WriteString(w, `{"message":"not in this fake"}`)
 		}
 	})
-	c := &Containers{Runtime: sock, Name: RuntimeDockerAPI, Owner: "pullstart", api: newDockerAPI(sock)}
+	c := &Runtime{Path: sock, Name: RuntimeDockerAPI, Owner: "pullstart", api: newDockerAPI(sock)}
 	calls := 0
-	spec := protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "registry.example/slow:v1", Script: "true"}}
-	o := Run(context.Background(), spec, Options{Containers: c, TaskID: "t1", WorkDir: t.TempDir(), OnStart: func() {
+	task := taskOf("t1", protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "registry.example/slow:v1", Script: "true"}})
+	task.OnStart = func() {
 		calls++
 		close(started)
-	}}, io.Discard)
+	}
+	_, err := runTask(context.Background(), c, task, io.Discard)
 	if calls != 1 {
 		t.Errorf("OnStart called %d times, want once, when the pull began", calls)
 	}
-	if o.Status != protocol.StatusFailed || !strings.Contains(o.Error, "manifest unknown") {
-		t.Errorf("outcome %+v, want failed: manifest unknown", o)
+	if err == nil || !strings.Contains(err.Error(), "manifest unknown") {
+		t.Errorf("error %v, want the pull's: manifest unknown", err)
 	}
 }

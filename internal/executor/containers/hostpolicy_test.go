@@ -1,4 +1,4 @@
-package executor
+package containers
 
 import (
 	"context"
@@ -24,38 +24,38 @@ func TestContainerHostPolicy(t *testing.T) {
 	}
 	tests := []struct {
 		name    string
-		policy  Containers
+		policy  Runtime
 		spec    protocol.ContainerSpec
 		wantErr string // "" = passes the policy (and then fails: no runtime)
 	}{
 		{name: "privileged, the attack", spec: protocol.ContainerSpec{SecurityContext: &protocol.SecurityContext{Privileged: true}, Volumes: hostVol("/")},
 			wantErr: "container.security_context.privileged: this delegate does not run privileged containers or add capabilities beyond the runtime's defaults (its operator may allow them with LEGATE_CONTAINER_ALLOW_PRIVILEGED=true)"},
-		{name: "host path / with privileged allowed", policy: Containers{AllowPrivileged: true},
+		{name: "host path / with privileged allowed", policy: Runtime{AllowPrivileged: true},
 			spec:    protocol.ContainerSpec{SecurityContext: &protocol.SecurityContext{Privileged: true}, Volumes: hostVol("/")},
 			wantErr: "container.volumes[0].host_path /: this delegate mounts no host path (its operator may list the directories allowed in LEGATE_CONTAINER_HOST_PATHS, such as /data,/cache)"},
 		{name: "added capability", spec: protocol.ContainerSpec{SecurityContext: &protocol.SecurityContext{AddCapability: []string{"cap_sys_admin"}}},
 			wantErr: "container.security_context.add_capability SYS_ADMIN: this delegate does not run privileged"},
 		{name: "default capability", spec: protocol.ContainerSpec{SecurityContext: &protocol.SecurityContext{DropCapability: []string{"ALL"}, AddCapability: []string{"CHOWN"}}}},
-		{name: "outside the allowed paths", policy: Containers{HostPaths: []string{allowed}}, spec: protocol.ContainerSpec{Volumes: hostVol(outside)},
+		{name: "outside the allowed paths", policy: Runtime{HostPaths: []string{allowed}}, spec: protocol.ContainerSpec{Volumes: hostVol(outside)},
 			wantErr: "not under a directory this delegate allows (LEGATE_CONTAINER_HOST_PATHS=" + allowed + ")"},
-		{name: "a link out", policy: Containers{HostPaths: []string{allowed}}, spec: protocol.ContainerSpec{Volumes: hostVol(filepath.Join(allowed, "root-link"))},
+		{name: "a link out", policy: Runtime{HostPaths: []string{allowed}}, spec: protocol.ContainerSpec{Volumes: hostVol(filepath.Join(allowed, "root-link"))},
 			wantErr: "host_path / : not under"},
-		{name: "under an allowed path", policy: Containers{HostPaths: []string{allowed}}, spec: protocol.ContainerSpec{Volumes: hostVol(filepath.Join(allowed, "sub"))}},
+		{name: "under an allowed path", policy: Runtime{HostPaths: []string{allowed}}, spec: protocol.ContainerSpec{Volumes: hostVol(filepath.Join(allowed, "sub"))}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := tt.policy
-			c.Runtime, c.Name = "/nonexistent/podman", "podman"
+			c.Path, c.Name = "/nonexistent/podman", "podman"
 			tt.spec.Image = "img"
-			o := Run(context.Background(), protocol.TaskSpec{Type: protocol.TaskContainer, Container: &tt.spec}, Options{Containers: &c, TaskID: "t_1"}, nil)
+			_, err := runTask(context.Background(), &c, taskOf("t_1", protocol.TaskSpec{Type: protocol.TaskContainer, Container: &tt.spec}), nil)
 			if tt.wantErr == "" {
-				if strings.Contains(o.Error, "LEGATE_CONTAINER") || !o.DelegateFault {
-					t.Fatalf("refused by the policy, or not at the runtime: %+v", o)
+				if err == nil || strings.Contains(err.Error(), "LEGATE_CONTAINER") || !isFault(err) {
+					t.Fatalf("refused by the policy, or not at the runtime: %v", err)
 				}
 				return
 			}
-			if o.Status != protocol.StatusFailed || o.DelegateFault || !strings.Contains(o.Error, strings.ReplaceAll(tt.wantErr, "/ :", "/:")) {
-				t.Fatalf("got %s %q (fault %v), want an error with %q", o.Status, o.Error, o.DelegateFault, tt.wantErr)
+			if err == nil || isFault(err) || !strings.Contains(err.Error(), strings.ReplaceAll(tt.wantErr, "/ :", "/:")) {
+				t.Fatalf("got %v (fault %v), want an error with %q", err, isFault(err), tt.wantErr)
 			}
 		})
 	}

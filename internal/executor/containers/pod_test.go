@@ -1,4 +1,4 @@
-package executor
+package containers
 
 import (
 	"os"
@@ -32,19 +32,19 @@ func kubeEnv(t *testing.T, ns string, extra ...string) func(string) string {
 // (KUBERNETES_SERVICE_HOST) without podman or docker, that is the default;
 // a bad start deadline is refused saying what to write.
 func TestPodRuntimeChoice(t *testing.T) {
-	c, err := FindContainers(kubeEnv(t, "team-a", EnvContainerRuntime, "kubernetes", EnvPodStartDeadline, "90s"), "o", "")
+	c, err := Find(kubeEnv(t, "team-a", EnvContainerRuntime, "kubernetes", EnvPodStartDeadline, "90s"), "o", "")
 	if err != nil || c.Name != RuntimeKubernetes || c.Pods == nil || c.Pods.Namespace != "team-a" || c.Pods.StartDeadline != 90*time.Second {
 		t.Fatalf("explicit: %+v %v", c, err)
 	}
-	if c, err := FindContainers(kubeEnv(t, ""), "o", ""); err == nil && c.Pods != nil {
+	if c, err := Find(kubeEnv(t, ""), "o", ""); err == nil && c.Pods != nil {
 		t.Fatal("outside a pod, without asking, a delegate with a kubeconfig runs pods")
 	}
-	if _, err := FindContainers(kubeEnv(t, "x", EnvContainerRuntime, "kubernetes", EnvPodStartDeadline, "soon"), "o", ""); err == nil ||
+	if _, err := Find(kubeEnv(t, "x", EnvContainerRuntime, "kubernetes", EnvPodStartDeadline, "soon"), "o", ""); err == nil ||
 		!strings.Contains(err.Error(), "LEGATE_POD_START_DEADLINE=\"soon\": give a positive duration") {
 		t.Fatalf("bad deadline: %v", err)
 	}
 	t.Setenv("PATH", t.TempDir()) // no podman, no docker
-	c, err = FindContainers(kubeEnv(t, "", "KUBERNETES_SERVICE_HOST", "10.0.0.1"), "o", "")
+	c, err = Find(kubeEnv(t, "", "KUBERNETES_SERVICE_HOST", "10.0.0.1"), "o", "")
 	if err != nil || c.Name != RuntimeKubernetes || c.Pods.Namespace != "default" || c.Pods.StartDeadline != DefaultPodStartDeadline {
 		t.Fatalf("default in a pod: %+v %v", c, err)
 	}
@@ -55,7 +55,7 @@ func TestPodRuntimeChoice(t *testing.T) {
 // workspace, and (the delegate's host policy, as for podman) a host path
 // not allowed or a privileged container.
 func TestPodRefusals(t *testing.T) {
-	c := &Containers{Name: RuntimeKubernetes, Pods: &Pods{Namespace: "x"}}
+	c := &Runtime{Name: RuntimeKubernetes, Pods: &Pods{Namespace: "x"}}
 	vol := func(v protocol.Volume) protocol.TaskSpec {
 		v.Name, v.MountPath = "v", "/v"
 		return protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "a", Volumes: []protocol.Volume{v}}}
@@ -70,9 +70,9 @@ func TestPodRefusals(t *testing.T) {
 		{protocol.TaskSpec{Type: protocol.TaskContainer, Container: &protocol.ContainerSpec{Image: "a", SecurityContext: &protocol.SecurityContext{Privileged: true}}},
 			"this delegate does not run privileged containers"},
 	} {
-		o := Run(t.Context(), tc.spec, Options{Containers: c, TaskID: "t"}, nil)
-		if o.Status != protocol.StatusFailed || o.DelegateFault || !strings.Contains(o.Error, tc.want) {
-			t.Errorf("%+v, want %q", o, tc.want)
+		_, err := c.NewRun(taskOf("t", tc.spec))
+		if err == nil || isFault(err) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v, want %q", err, tc.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package executor
+package containers
 
 import (
 	"context"
@@ -40,7 +40,7 @@ type apiHostConfig struct {
 // createBody is runArgs for the Engine API: a pure function of its
 // inputs. env holds the values (secret ones too): the body goes over the
 // socket, never on a command line.
-func createBody(c *Containers, spec *protocol.ContainerSpec, run containerRun, env []string) (apiCreate, error) {
+func createBody(c *Runtime, spec *protocol.ContainerSpec, run containerRun, env []string) (apiCreate, error) {
 	b := apiCreate{Image: spec.Image, Env: env, WorkingDir: spec.WorkingDir, Labels: run.Labels}
 	if r := spec.Resources; r != nil {
 		b.HostConfig.NanoCPUs = int64(r.CPU * 1e9)
@@ -71,10 +71,9 @@ func createBody(c *Containers, spec *protocol.ContainerSpec, run containerRun, e
 // container's log stream goes to the task's output, and a wait call ends
 // when the container exited.
 type apiExec struct {
-	c    *Containers
-	d    *dockerAPI
-	spec protocol.TaskSpec
-	opts Options
+	c *Runtime
+	d *dockerAPI
+	t Task
 
 	out     io.Writer
 	run     *containerRun // set once there may be something to remove
@@ -89,14 +88,14 @@ type apiExec struct {
 }
 
 func (e *apiExec) Start(ctx context.Context, out io.Writer) error {
-	c, d, spec, cs := e.c, e.d, e.spec, e.spec.Container
+	c, d, cs := e.c, e.d, e.t.Spec
 	e.out = out
 	// The task's environment and LEGATE_TASK_ID, not the delegate's.
-	env := append([]string{"LEGATE_TASK_ID=" + e.opts.TaskID}, buildEnv(nil, spec.Env, spec.SecretEnv)...)
+	env := append([]string{"LEGATE_TASK_ID=" + e.t.ID}, e.t.Env...)
 	if cs.Script != "" {
 		env = append(env, ScriptEnv+"="+cs.Script)
 	}
-	run := newContainerRun(c, e.opts.TaskID, cs, nil)
+	run := newContainerRun(c, e.t.ID, cs, nil)
 	body, err := createBody(c, cs, run, env)
 	if err != nil {
 		return faultError{err}
@@ -108,13 +107,13 @@ func (e *apiExec) Start(ctx context.Context, out io.Writer) error {
 	// The CLI pulls within the task's time, in the run process whose
 	// start is the task's start; so does this: a long pull is a started
 	// task, not a delegate that claimed a task and never started it.
-	if e.opts.OnStart != nil {
-		e.opts.OnStart()
+	if e.t.OnStart != nil {
+		e.t.OnStart()
 	}
 	pctx := ctx
-	if e.opts.Timeout > 0 {
+	if e.t.Timeout > 0 {
 		var cancel context.CancelFunc
-		pctx, cancel = context.WithTimeout(ctx, e.opts.Timeout)
+		pctx, cancel = context.WithTimeout(ctx, e.t.Timeout)
 		defer cancel()
 	}
 	if err := d.ensureImage(pctx, cs.Image, out); err != nil {
@@ -213,7 +212,7 @@ func (e *apiExec) Done() <-chan struct{} { return e.exited }
 // Interrupt stops the container (SIGTERM, SIGKILL after the kill grace)
 // and removes it and its volumes.
 func (e *apiExec) Interrupt() {
-	e.removeErr = e.c.remove(*e.run, e.opts.killGrace())
+	e.removeErr = e.c.remove(*e.run, e.t.KillGrace)
 }
 
 // Terminate ends the calls that still wait on the daemon, which normally
@@ -229,26 +228,17 @@ func (e *apiExec) Terminate() {
 	}
 }
 
-func (e *apiExec) Finish(stop *Stop) Outcome {
-	var o Outcome
-	var notice string
-	if stop == nil {
-		switch {
-		case e.waitErr != nil:
-			o = faulted(fmt.Sprintf("wait for the container: %v", e.waitErr))
-		case e.code == 0:
-			o = Outcome{Status: protocol.StatusSucceeded, ExitCode: intPtr(0)}
-		default:
-			o = failed(fmt.Sprintf("exit status %d", e.code))
-			o.ExitCode = intPtr(e.code)
-		}
-	} else {
-		what := "removed the container"
-		if e.removeErr != nil {
-			what = fmt.Sprintf("removed the container (%v)", e.removeErr)
-		}
-		o = stop.Outcome()
-		notice = stop.Notice(what)
+func (e *apiExec) Finish(stopped bool) Exit {
+	var x Exit
+	switch {
+	case stopped:
+		x.Stopped = removedWhat(e.removeErr)
+	case e.waitErr != nil:
+		x.Err = faultf("wait for the container: %v", e.waitErr)
+	case e.code == 0:
+		x.Code = intPtr(0)
+	default:
+		x = Exit{Code: intPtr(e.code), Err: fmt.Errorf("exit status %d", e.code)}
 	}
 	// The log stream ends with the container; a daemon that keeps it open
 	// gets logDrain.
@@ -260,10 +250,7 @@ func (e *apiExec) Finish(stop *Stop) Outcome {
 		<-e.logs
 	}
 	t.Stop()
-	if notice != "" {
-		io.WriteString(e.out, notice)
-	}
-	return o
+	return x
 }
 
 // Cleanup removes the run's container and volumes.
@@ -279,10 +266,8 @@ func (e *apiExec) Cleanup() {
 	}
 }
 
-func intPtr(i int) *int { return &i }
-
 // removeAPI is remove for the Engine API backend.
-func (c *Containers) removeAPI(run containerRun, grace time.Duration) error {
+func (c *Runtime) removeAPI(run containerRun, grace time.Duration) error {
 	ctx := context.Background()
 	var errs []error
 	if grace > 0 {
@@ -309,8 +294,8 @@ func (c *Containers) removeAPI(run containerRun, grace time.Duration) error {
 	return errors.Join(errs...)
 }
 
-// findDockerAPI is FindContainers for the Engine API backend on socket.
-func findDockerAPI(getenv func(string) string, socket, owner, platform string) (*Containers, error) {
+// findDockerAPI is Find for the Engine API backend on socket.
+func findDockerAPI(getenv func(string) string, socket, owner, platform string) (*Runtime, error) {
 	if strings.TrimSpace(getenv(EnvRuntimeFlags)) != "" || strings.TrimSpace(getenv(EnvRunFlags)) != "" {
 		return nil, fmt.Errorf("%s and %s are flags of a runtime's CLI; the %s backend has none (configure the daemon instead)", EnvRuntimeFlags, EnvRunFlags, RuntimeDockerAPI)
 	}
@@ -318,8 +303,8 @@ func findDockerAPI(getenv func(string) string, socket, owner, platform string) (
 	if err := d.probe(context.Background()); err != nil {
 		return nil, err
 	}
-	return &Containers{
-		Runtime: socket, Name: RuntimeDockerAPI, Owner: owner, Platform: platform,
+	return &Runtime{
+		Path: socket, Name: RuntimeDockerAPI, Owner: owner, Platform: platform,
 		EFSRoot: strings.TrimSpace(getenv(EnvEFSRoot)), api: d,
 	}, nil
 }

@@ -1,4 +1,4 @@
-package executor
+package containers
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/kube"
-	"github.com/legate-dev/legate/internal/protocol"
 )
 
 // podExec is one run of a container task as a pod: the pod (and its
@@ -21,10 +20,9 @@ import (
 // is followed once its container started; the container's exit code ends
 // the task. Timeout and cancel delete the pod with the task's grace.
 type podExec struct {
-	c    *Containers
-	p    *Pods
-	spec protocol.TaskSpec
-	opts Options
+	c *Runtime
+	p *Pods
+	t Task
 
 	out  io.Writer
 	kc   *kube.Client
@@ -32,19 +30,19 @@ type podExec struct {
 	made bool // the pod was created: Cleanup deletes it
 
 	stopFollow context.CancelFunc
-	done       chan struct{} // closed once follow returned (outcome set)
-	outcome    Outcome
+	done       chan struct{} // closed once follow returned (exit set)
+	exit       Exit
 	deleteErr  error // what Interrupt or Terminate could not delete
 
 	mu           sync.Mutex
 	interrupting bool
 }
 
-func (c *Containers) newPodExec(spec protocol.TaskSpec, opts Options) (Execution, error) {
-	if err := checkPod(spec.Container); err != nil {
+func (c *Runtime) newPodExec(t Task) (Run, error) {
+	if err := checkPod(t.Spec); err != nil {
 		return nil, err
 	}
-	return &podExec{c: c, p: c.Pods, spec: spec, opts: opts}, nil
+	return &podExec{c: c, p: c.Pods, t: t}, nil
 }
 
 func (e *podExec) Start(ctx context.Context, out io.Writer) error {
@@ -56,7 +54,7 @@ func (e *podExec) Start(ctx context.Context, out io.Writer) error {
 	e.kc = kc
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	e.run = newPodRun(e.c.Owner, e.opts.TaskID, hex.EncodeToString(b[:]), e.spec, e.opts, e.p.StartDeadline)
+	e.run = newPodRun(e.c.Owner, hex.EncodeToString(b[:]), e.t, e.p.StartDeadline)
 	ns := e.p.Namespace
 	var pod struct {
 		Metadata struct {
@@ -64,7 +62,7 @@ func (e *podExec) Start(ctx context.Context, out io.Writer) error {
 			ResourceVersion string `json:"resourceVersion"`
 		} `json:"metadata"`
 	}
-	if err := kc.Create(ctx, podsPath(ns), mustJSON(podManifest(ns, e.spec.Container, e.run)), &pod); err != nil {
+	if err := kc.Create(ctx, podsPath(ns), mustJSON(podManifest(ns, e.t.Spec, e.run)), &pod); err != nil {
 		return podAPIError(fmt.Sprintf("create the task's pod in namespace %s", ns), err)
 	}
 	e.made = true
@@ -82,7 +80,7 @@ func (e *podExec) Start(ctx context.Context, out io.Writer) error {
 	f := &podFollower{e: e, rv: pod.Metadata.ResourceVersion}
 	go func() {
 		defer close(e.done)
-		e.outcome = f.follow(fctx)
+		e.exit = f.follow(fctx)
 	}()
 	return nil
 }
@@ -116,16 +114,15 @@ func (e *podExec) Terminate() {
 	e.stopFollow()
 }
 
-func (e *podExec) Finish(stop *Stop) Outcome {
-	if stop == nil {
-		return e.outcome
+func (e *podExec) Finish(stopped bool) Exit {
+	if !stopped {
+		return e.exit
 	}
 	what := "deleted the pod " + e.run.Name
 	if e.deleteErr != nil {
 		what = fmt.Sprintf("deleting the pod %s failed (%v)", e.run.Name, e.deleteErr)
 	}
-	io.WriteString(e.out, stop.Notice(what))
-	return stop.Outcome()
+	return Exit{Stopped: what}
 }
 
 // Cleanup deletes the pod and its Secret (the Secret goes with the pod
@@ -211,7 +208,7 @@ const maxWatchRetries = 30
 // follow watches the pod and its events until the pod ended (its
 // container's exit), cannot start within the start deadline, was deleted,
 // or ctx ends (Terminate, Cleanup), and returns the outcome.
-func (f *podFollower) follow(ctx context.Context) Outcome {
+func (f *podFollower) follow(ctx context.Context) Exit {
 	e := f.e
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -226,7 +223,7 @@ func (f *podFollower) follow(ctx context.Context) Outcome {
 		deadlineC = e.p.startDeadline()
 	}
 	type result struct {
-		o    Outcome
+		o    Exit
 		done bool
 	}
 	results := make(chan result, 1)
@@ -251,7 +248,7 @@ func (f *podFollower) follow(ctx context.Context) Outcome {
 				}
 			}
 			if err != nil && !errors.Is(err, errStopWatch) && ctx.Err() == nil {
-				r.o = faulted(fmt.Sprintf("watch the task's pod %s: %v", e.run.Name, err))
+				r.o = Exit{Err: faultf("watch the task's pod %s: %v", e.run.Name, err)}
 			}
 			results <- r
 		}()
@@ -272,7 +269,7 @@ func (f *podFollower) follow(ctx context.Context) Outcome {
 			f.waitLogs()
 			return r.o
 		}
-		if r.o.Status != "" {
+		if r.o.Err != nil {
 			if failures++; failures >= maxWatchRetries {
 				return r.o
 			}
@@ -299,26 +296,26 @@ func (f *podFollower) hasStarted() bool {
 var errStopWatch = errors.New("stop")
 
 // observe takes in one event of the pod's watch; done when the pod ended.
-func (f *podFollower) observe(ctx context.Context, ev kube.WatchEvent) (Outcome, bool) {
+func (f *podFollower) observe(ctx context.Context, ev kube.WatchEvent) (Exit, bool) {
 	e := f.e
 	var p podStatus
 	if err := json.Unmarshal(ev.Object, &p); err != nil {
-		return Outcome{}, false
+		return Exit{}, false
 	}
 	if p.Metadata.ResourceVersion != "" {
 		f.rv = p.Metadata.ResourceVersion
 	}
 	if ev.Type == "BOOKMARK" {
-		return Outcome{}, false
+		return Exit{}, false
 	}
 	e.mu.Lock()
 	interrupting := e.interrupting
 	e.mu.Unlock()
 	if ev.Type == "DELETED" {
 		if interrupting {
-			return Outcome{}, true // Finish says why
+			return Exit{}, true // Finish says why
 		}
-		return failed(fmt.Sprintf("the task's pod %s was deleted (not by this delegate) before its container ended", e.run.Name)), true
+		return Exit{Err: fmt.Errorf("the task's pod %s was deleted (not by this delegate) before its container ended", e.run.Name)}, true
 	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.Name != podContainer {
@@ -330,15 +327,13 @@ func (f *podFollower) observe(ctx context.Context, ev kube.WatchEvent) (Outcome,
 			f.startLogs(ctx)
 			code := st.Terminated.ExitCode
 			if code == 0 {
-				return Outcome{Status: protocol.StatusSucceeded, ExitCode: &code}, true
+				return Exit{Code: &code}, true
 			}
 			msg := fmt.Sprintf("exit status %d", code)
 			if st.Terminated.Reason != "" && st.Terminated.Reason != "Error" {
 				msg += " (" + st.Terminated.Reason + ")"
 			}
-			o := failed(msg)
-			o.ExitCode = &code
-			return o, true
+			return Exit{Code: &code, Err: errors.New(msg)}, true
 		case st.Running != nil:
 			f.startLogs(ctx)
 		case st.Waiting != nil:
@@ -359,7 +354,7 @@ func (f *podFollower) observe(ctx context.Context, ev kube.WatchEvent) (Outcome,
 	if p.Status.Phase == "Failed" && !interrupting {
 		// Ended without a container status to say how: evicted, past
 		// its active deadline.
-		return failed(fmt.Sprintf("the task's pod %s failed: %s %s", e.run.Name, p.Status.Reason, oneLine(p.Status.Message))), true
+		return Exit{Err: fmt.Errorf("the task's pod %s failed: %s %s", e.run.Name, p.Status.Reason, oneLine(p.Status.Message))}, true
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -368,12 +363,12 @@ func (f *podFollower) observe(ctx context.Context, ev kube.WatchEvent) (Outcome,
 			f.why = c.Reason + ": " + c.Message
 		}
 	}
-	return Outcome{}, false
+	return Exit{}, false
 }
 
 // startFailed is the outcome of a pod that did not start within the
 // start deadline; it deletes the pod at once.
-func (f *podFollower) startFailed() Outcome {
+func (f *podFollower) startFailed() Exit {
 	e := f.e
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -391,7 +386,7 @@ func (f *podFollower) startFailed() Outcome {
 	}
 	msg := fmt.Sprintf("the task's pod %s did not start within %s (%s): %s", e.run.Name, e.p.StartDeadline, EnvPodStartDeadline, oneLine(why))
 	fmt.Fprintf(e.out, "[legate: %s; deleted it]\n", msg)
-	return failed(msg)
+	return Exit{Err: errors.New(msg)}
 }
 
 // startLogs follows the container's log into the task's output, once.

@@ -1,4 +1,4 @@
-package executor
+package containers
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ const testImage = "localhost/debian-min:bookworm"
 
 // podmanForTest returns a runtime for tests that run real containers, or
 // skips (fails under CI=true) saying why none can be used.
-func podmanForTest(t *testing.T) *Containers {
+func podmanForTest(t *testing.T) *Runtime {
 	t.Helper()
 	unusable := func(why string) {
 		if os.Getenv("CI") == "true" {
@@ -35,7 +35,7 @@ func podmanForTest(t *testing.T) *Containers {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	owner := "test-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-" + hex.EncodeToString(b[:])
-	c, err := FindContainers(func(k string) string {
+	c, err := Find(func(k string) string {
 		switch k {
 		case EnvContainerRuntime:
 			return "podman"
@@ -51,7 +51,7 @@ func podmanForTest(t *testing.T) *Containers {
 	if err != nil {
 		unusable(err.Error())
 	}
-	if out, err := exec.Command(c.Runtime, append(c.GlobalFlags, "image", "exists", testImage)...).CombinedOutput(); err != nil {
+	if out, err := exec.Command(c.Path, append(c.GlobalFlags, "image", "exists", testImage)...).CombinedOutput(); err != nil {
 		unusable("image " + testImage + " missing: " + strings.TrimSpace(string(out)))
 	}
 	return c
@@ -63,7 +63,7 @@ func containerTask(c protocol.ContainerSpec) protocol.TaskSpec {
 }
 
 // leftovers lists the containers and volumes labelled with c's owner.
-func leftovers(t *testing.T, c *Containers) string {
+func leftovers(t *testing.T, c *Runtime) string {
 	t.Helper()
 	if c.api != nil {
 		return apiLeftovers(t, c)
@@ -84,7 +84,7 @@ func TestContainerSecurityContext(t *testing.T) { testContainerSecurityContext(t
 
 // testContainerSecurityContext runs the table of container tasks against
 // a backend (the CLI's and the Engine API's).
-func testContainerSecurityContext(t *testing.T, c *Containers) {
+func testContainerSecurityContext(t *testing.T, c *Runtime) {
 	uid, gid := int64(1234), int64(4321)
 	host := t.TempDir()
 	c.HostPaths = []string{host}
@@ -124,17 +124,17 @@ func testContainerSecurityContext(t *testing.T, c *Containers) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			o := Run(context.Background(), tt.spec, Options{Containers: c, TaskID: "t_sec"}, &out)
-			if o.Status != tt.wantStatus {
-				t.Fatalf("status %s (%s), want %s; output:\n%s", o.Status, o.Error, tt.wantStatus, out.String())
+			x, err := runTask(context.Background(), c, taskOf("t_sec", tt.spec), &out)
+			if status, why := statusOf(x, err); status != tt.wantStatus {
+				t.Fatalf("status %s (%v), want %s; output:\n%s", status, why, tt.wantStatus, out.String())
 			}
 			for _, w := range tt.wantOut {
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("output lacks %q:\n%s", w, out.String())
 				}
 			}
-			if tt.name == "exit code" && (o.ExitCode == nil || *o.ExitCode != 7) {
-				t.Errorf("exit code %v, want 7", o.ExitCode)
+			if tt.name == "exit code" && exitCode(x) != 7 {
+				t.Errorf("exit code %d, want 7", exitCode(x))
 			}
 			if l := leftovers(t, c); l != "" {
 				t.Errorf("left behind: %s", l)
@@ -144,16 +144,18 @@ func testContainerSecurityContext(t *testing.T, c *Containers) {
 }
 
 // TestContainerStopped: a timed-out and a cancelled container are gone
-// (container and empty_dir volume) when Run returns.
+// (container and empty_dir volume) when the run ends.
 func TestContainerStopped(t *testing.T) { testContainerStopped(t, podmanForTest(t)) }
 
-func testContainerStopped(t *testing.T, c *Containers) {
+func testContainerStopped(t *testing.T, c *Runtime) {
 	spec := containerTask(protocol.ContainerSpec{Script: "echo started; sleep 600",
 		Volumes: []protocol.Volume{{Name: "w", MountPath: "/w", EmptyDir: &protocol.EmptyDirVolume{}}}})
 	t.Run("timeout", func(t *testing.T) {
-		o := Run(context.Background(), spec, Options{Containers: c, TaskID: "t_to", Timeout: 5 * time.Second, KillGrace: time.Second}, nil)
-		if o.Status != protocol.StatusTimedOut {
-			t.Fatalf("status %s (%s), want timed_out", o.Status, o.Error)
+		task := taskOf("t_to", spec)
+		task.Timeout, task.KillGrace = 5*time.Second, time.Second
+		x, err := runTask(context.Background(), c, task, nil)
+		if err != nil || x.Stopped != "removed the container" {
+			t.Fatalf("%+v, %v; want stopped and removed", x, err)
 		}
 		if l := leftovers(t, c); l != "" {
 			t.Errorf("left behind: %s", l)
@@ -163,9 +165,11 @@ func testContainerStopped(t *testing.T, c *Containers) {
 		ctx, cancel := context.WithCancel(context.Background())
 		w := &notifyWriter{want: "started", hit: make(chan struct{})}
 		go func() { <-w.hit; cancel() }()
-		o := Run(ctx, spec, Options{Containers: c, TaskID: "t_cancel", KillGrace: time.Second}, w)
-		if o.Status != protocol.StatusCancelled {
-			t.Fatalf("status %s (%s), want cancelled", o.Status, o.Error)
+		task := taskOf("t_cancel", spec)
+		task.KillGrace = time.Second
+		x, err := runTask(ctx, c, task, w)
+		if err != nil || x.Stopped != "removed the container" {
+			t.Fatalf("%+v, %v; want stopped and removed", x, err)
 		}
 		if l := leftovers(t, c); l != "" {
 			t.Errorf("left behind: %s", l)
@@ -178,11 +182,11 @@ func testContainerStopped(t *testing.T, c *Containers) {
 // are not.
 func TestContainerSweep(t *testing.T) { testContainerSweep(t, podmanForTest(t)) }
 
-func testContainerSweep(t *testing.T, c *Containers) {
+func testContainerSweep(t *testing.T, c *Runtime) {
 	other := *c
 	other.Owner = c.Owner + "-other"
 	ctx := context.Background()
-	for _, rt := range []*Containers{c, &other} {
+	for _, rt := range []*Runtime{c, &other} {
 		if rt.api != nil {
 			apiCrashLeftover(t, rt)
 			continue
@@ -216,32 +220,11 @@ func testContainerSweep(t *testing.T, c *Containers) {
 }
 
 func TestContainerFargateRefused(t *testing.T) {
-	c := &Containers{Runtime: "/nonexistent/podman", Name: "podman", Platform: protocol.PlatformFargate}
-	o := Run(context.Background(), containerTask(protocol.ContainerSpec{SecurityContext: &protocol.SecurityContext{Privileged: true}}), Options{Containers: c}, nil)
-	if o.Status != protocol.StatusFailed || !strings.Contains(o.Error, "container.security_context.privileged: privileged containers are not supported on Fargate") {
-		t.Fatalf("got %s %q", o.Status, o.Error)
+	c := &Runtime{Path: "/nonexistent/podman", Name: "podman", Platform: protocol.PlatformFargate}
+	_, err := c.NewRun(taskOf("t", containerTask(protocol.ContainerSpec{SecurityContext: &protocol.SecurityContext{Privileged: true}})))
+	if err == nil || isFault(err) || !strings.Contains(err.Error(), "container.security_context.privileged: privileged containers are not supported on Fargate") {
+		t.Fatalf("got %v", err)
 	}
-	o = Run(context.Background(), containerTask(protocol.ContainerSpec{}), Options{}, nil)
-	if o.Status != protocol.StatusFailed || !o.DelegateFault || !strings.Contains(o.Error, "no container runtime") {
-		t.Fatalf("without a runtime: %+v", o)
-	}
-}
-
-// notifyWriter closes hit once the output contains want.
-type notifyWriter struct {
-	buf  bytes.Buffer
-	want string
-	hit  chan struct{}
-	done bool
-}
-
-func (w *notifyWriter) Write(p []byte) (int, error) {
-	w.buf.Write(p)
-	if !w.done && strings.Contains(w.buf.String(), w.want) {
-		w.done = true
-		close(w.hit)
-	}
-	return len(p), nil
 }
 
 // TestContainerWorkspace: a stage workspace made by the first step keeps
@@ -250,7 +233,7 @@ func (w *notifyWriter) Write(p []byte) (int, error) {
 // instead of running on an empty one.
 func TestContainerWorkspace(t *testing.T) { testContainerWorkspace(t, podmanForTest(t)) }
 
-func testContainerWorkspace(t *testing.T, c *Containers) {
+func testContainerWorkspace(t *testing.T, c *Runtime) {
 	t.Cleanup(func() { _, _, _ = c.Sweep(context.Background()) })
 	ws := func(w protocol.Workspace, script string) protocol.TaskSpec {
 		return containerTask(protocol.ContainerSpec{Script: script,
@@ -275,12 +258,12 @@ func testContainerWorkspace(t *testing.T, c *Containers) {
 	}
 	for _, s := range steps {
 		var out bytes.Buffer
-		o := Run(context.Background(), s.spec, Options{Containers: c, TaskID: "t_ws"}, &out)
-		if o.Status != s.wantStatus || !strings.Contains(out.String(), s.wantOut) {
-			t.Fatalf("%s: status %s (%s), want %s with %q; output:\n%s", s.name, o.Status, o.Error, s.wantStatus, s.wantOut, out.String())
+		status, why := statusOf(runTask(context.Background(), c, taskOf("t_ws", s.spec), &out))
+		if status != s.wantStatus || !strings.Contains(out.String(), s.wantOut) {
+			t.Fatalf("%s: status %s (%v), want %s with %q; output:\n%s", s.name, status, why, s.wantStatus, s.wantOut, out.String())
 		}
-		if s.name == "gone" && !strings.Contains(o.Error, `the stage workspace "ws" (volume legate-ws-`+k1+`) is not on this delegate`) {
-			t.Errorf("gone: error %q", o.Error)
+		if s.name == "gone" && (why == nil || !strings.Contains(why.Error(), `the stage workspace "ws" (volume legate-ws-`+k1+`) is not on this delegate`)) {
+			t.Errorf("gone: error %v", why)
 		}
 		if l := leftovers(t, c); (l != "") != s.wantLeft {
 			t.Errorf("%s: left behind %q, want something: %v", s.name, l, s.wantLeft)

@@ -1,4 +1,4 @@
-package executor
+package containers
 
 import (
 	"context"
@@ -58,11 +58,11 @@ type Pods struct {
 	startDeadline func() <-chan time.Time
 }
 
-// findPods is the Containers of a delegate that runs container tasks as
+// findPods is the Runtime of a delegate that runs container tasks as
 // pods: the API found as kubectl would (kube.Load), nothing connected
 // yet (the delegate's idle footprint does not grow: a client exists
 // only while a container task runs).
-func findPods(getenv func(string) string, owner, platform string) (*Containers, error) {
+func findPods(getenv func(string) string, owner, platform string) (*Runtime, error) {
 	cfg, err := kube.Load(getenv, kube.ServiceAccountDir)
 	if err != nil {
 		return nil, fmt.Errorf("%s=%s: %w", EnvContainerRuntime, RuntimeKubernetes, err)
@@ -78,7 +78,7 @@ func findPods(getenv func(string) string, owner, platform string) (*Containers, 
 		}
 		p.StartDeadline = d
 	}
-	return &Containers{Name: RuntimeKubernetes, Owner: owner, Platform: platform, Pods: p}, nil
+	return &Runtime{Name: RuntimeKubernetes, Owner: owner, Platform: platform, Pods: p}, nil
 }
 
 // checkPod refuses what a pod cannot be given: an EFS volume (the
@@ -133,38 +133,38 @@ func labelValue(s string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// newPodRun names the run of task taskID and splits its environment into
+// newPodRun names the run of task t and splits its environment into
 // what the pod's spec may show and what goes into its Secret.
-func newPodRun(owner, taskID, run string, spec protocol.TaskSpec, opts Options, startDeadline time.Duration) podRun {
+func newPodRun(owner, run string, t Task, startDeadline time.Duration) podRun {
 	r := podRun{
 		Name:   "legate-" + run,
-		Labels: map[string]string{LabelOwner: labelValue(owner), LabelTask: labelValue(taskID), LabelRun: run},
+		Labels: map[string]string{LabelOwner: labelValue(owner), LabelTask: labelValue(t.ID), LabelRun: run},
 		Secret: map[string]string{},
-		Grace:  int64((opts.killGrace() + time.Second - 1) / time.Second),
+		Grace:  int64((t.KillGrace + time.Second - 1) / time.Second),
 	}
-	r.Env = append(r.Env, [2]string{"LEGATE_TASK_ID", taskID})
-	for _, kv := range buildEnv(nil, spec.Env, nil) {
+	r.Env = append(r.Env, [2]string{"LEGATE_TASK_ID", t.ID})
+	for _, kv := range t.Env {
 		k, v, _ := strings.Cut(kv, "=")
-		if _, secret := spec.SecretEnv[k]; !secret {
+		if _, secret := t.SecretEnv[k]; !secret {
 			r.Env = append(r.Env, [2]string{k, v})
 		}
 	}
 	// Secret keys are [-._a-zA-Z0-9]+, variable names need not be.
-	for i, k := range sortedKeys(spec.SecretEnv) {
+	for i, k := range sortedKeys(t.SecretEnv) {
 		key := "env" + strconv.Itoa(i)
-		r.Secret[key] = spec.SecretEnv[k]
+		r.Secret[key] = t.SecretEnv[k]
 		r.SecretEnv = append(r.SecretEnv, [2]string{k, key})
 	}
-	if spec.Container.Script != "" {
+	if t.Spec.Script != "" {
 		// The script may hold resolved stored secrets: not in the spec.
-		r.Secret["script"] = spec.Container.Script
+		r.Secret["script"] = t.Spec.Script
 		r.SecretEnv = append(r.SecretEnv, [2]string{ScriptEnv, "script"})
 	}
-	if opts.Timeout > 0 {
+	if t.Timeout > 0 {
 		// The pod ends itself if the delegate that should end it is gone
 		// for good (no restart of it sweeps it): after the task's timeout
 		// and its start deadline.
-		r.Deadline = int64((opts.Timeout+startDeadline)/time.Second) + r.Grace + 1
+		r.Deadline = int64((t.Timeout+startDeadline)/time.Second) + r.Grace + 1
 	}
 	return r
 }
@@ -309,7 +309,7 @@ func podAPIError(what string, err error) error {
 }
 
 // sweep deletes every pod and Secret labelled with owner: what an earlier
-// run of the delegate left (Containers.Sweep). It returns how many.
+// run of the delegate left (Runtime.Sweep). It returns how many.
 func (p *Pods) sweep(ctx context.Context, owner string) (pods, secrets int, err error) {
 	kc, err := kube.NewClient(p.Config)
 	if err != nil {
