@@ -170,6 +170,7 @@ func TestDockerAPIContainers(t *testing.T) {
 	t.Run("SecurityContext", func(t *testing.T) { testContainerSecurityContext(t, c) })
 	t.Run("Stopped", func(t *testing.T) { testContainerStopped(t, c) })
 	t.Run("Workspace", func(t *testing.T) { testContainerWorkspace(t, c) })
+	t.Run("DeployWorkspace", func(t *testing.T) { testDeployWorkspace(t, c) })
 	t.Run("Sweep", func(t *testing.T) { testContainerSweep(t, c) })
 	t.Run("stdout and stderr", func(t *testing.T) {
 		var out bytes.Buffer

@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -268,5 +270,40 @@ func testContainerWorkspace(t *testing.T, c *Runtime) {
 		if l := leftovers(t, c); (l != "") != s.wantLeft {
 			t.Errorf("%s: left behind %q, want something: %v", s.name, l, s.wantLeft)
 		}
+	}
+}
+
+func TestDeployWorkspace(t *testing.T) { testDeployWorkspace(t, podmanForTest(t)) }
+
+// testDeployWorkspace: a deploy step of a stage reads, on the delegate's
+// own filesystem, what a container step wrote to the stage's workspace
+// (WorkspaceDir), and the last step removes the volume (RemoveWorkspace);
+// then the workspace is reported missing, not read as empty.
+func testDeployWorkspace(t *testing.T, c *Runtime) {
+	t.Cleanup(func() { _, _, _ = c.Sweep(context.Background()) })
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	key := "dw" + hex.EncodeToString(b[:])
+	spec := containerTask(protocol.ContainerSpec{Script: "echo built > /ws/artifact && chmod -R a+rwX /ws",
+		Volumes: []protocol.Volume{{Name: "ws", MountPath: "/ws", EmptyDir: &protocol.EmptyDirVolume{Workspace: &protocol.Workspace{Key: key, Create: true}}}}})
+	var out bytes.Buffer
+	if status, why := statusOf(runTask(context.Background(), c, taskOf("t_dw", spec), &out)); status != protocol.StatusSucceeded {
+		t.Fatalf("the container step: %s (%v)\n%s", status, why, out.String())
+	}
+	ws := &protocol.DeployWorkspace{Name: "ws", Key: key, Remove: true}
+	dir, err := c.WorkspaceDir(context.Background(), ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "artifact")); err != nil || strings.TrimSpace(string(got)) != "built" {
+		t.Fatalf("read the workspace at %s: %q %v", dir, got, err)
+	}
+	out.Reset()
+	c.RemoveWorkspace(ws, &out)
+	if out.Len() != 0 {
+		t.Fatalf("RemoveWorkspace: %s", out.String())
+	}
+	if _, err := c.WorkspaceDir(context.Background(), ws); !errors.Is(err, ErrNoWorkspace) {
+		t.Fatalf("after the removal: %v, want ErrNoWorkspace", err)
 	}
 }

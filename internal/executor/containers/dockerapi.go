@@ -233,6 +233,22 @@ func (d *dockerAPI) removeVolume(ctx context.Context, name string) error {
 	return err
 }
 
+// volumeMountpoint is a volume's mount point on the daemon's host; found
+// is false when there is no such volume.
+func (d *dockerAPI) volumeMountpoint(ctx context.Context, name string) (mountpoint string, found bool, err error) {
+	var v struct {
+		Mountpoint string
+	}
+	err = d.call(ctx, http.MethodGet, "/volumes/"+url.PathEscape(name), nil, nil, &v)
+	if isStatus(err, http.StatusNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return v.Mountpoint, true, nil
+}
+
 // createVolume creates a named volume with labels; exists reports that it
 // was there already (Docker answers 201 with the volume that exists;
 // podman 409 or 500 saying so).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -32,6 +33,9 @@ func (c *Runtime) WorkspaceDir(ctx context.Context, ws *protocol.DeployWorkspace
 		return "", fmt.Errorf("the stage workspace %q is not on this delegate: it runs container tasks as Kubernetes pods, which keep no stage workspace (run the stage on a delegate with podman or docker)", ws.Name)
 	}
 	vol := WorkspaceVolume(ws.Key)
+	if c.api != nil {
+		return c.apiWorkspaceDir(ctx, ws, vol)
+	}
 	out, err := c.runtimeCmd(ctx, "volume", "inspect", "--format", "{{.Mountpoint}}", vol)
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrNoWorkspace, err)
@@ -39,6 +43,29 @@ func (c *Runtime) WorkspaceDir(ctx context.Context, ws *protocol.DeployWorkspace
 	dir := strings.TrimSpace(out)
 	if !filepath.IsAbs(dir) || strings.ContainsAny(dir, "\n") {
 		return "", faultf("%s volume inspect %s: no mount point in its answer %q", c.Name, vol, truncateText(dir, 200))
+	}
+	return dir, nil
+}
+
+// apiWorkspaceDir is WorkspaceDir through the Docker Engine API. The
+// mount point is a path on the daemon's host: a delegate in a container
+// (the reason to speak the API over a mounted socket) reads it only when
+// that directory is mounted into it at the same path, so it is checked
+// here and refused with what to do, rather than read as an empty stage.
+func (c *Runtime) apiWorkspaceDir(ctx context.Context, ws *protocol.DeployWorkspace, vol string) (string, error) {
+	dir, found, err := c.api.volumeMountpoint(ctx, vol)
+	if err != nil {
+		return "", faultf("inspect the volume %s through the Docker API socket %s: %v", vol, c.Path, err)
+	}
+	if !found {
+		return "", fmt.Errorf("%w: no volume %s on the Docker daemon of %s", ErrNoWorkspace, vol, c.Path)
+	}
+	if !filepath.IsAbs(dir) || strings.ContainsAny(dir, "\n") {
+		return "", faultf("the Docker API's volume %s: no mount point in its answer %q", vol, truncateText(dir, 200))
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", faultf("the stage workspace %q is the volume %s at %s on the Docker daemon's host, which this delegate cannot read (it reaches the daemon through its socket): mount the host's volumes directory into the delegate's container at the same path, or run the stage's deploy steps on a delegate with the podman or docker CLI on that host",
+			ws.Name, vol, dir)
 	}
 	return dir, nil
 }
@@ -59,6 +86,12 @@ func (c *Runtime) RemoveWorkspace(ws *protocol.DeployWorkspace, out io.Writer) {
 	}
 	if out == nil {
 		out = io.Discard
+	}
+	if c.api != nil {
+		if err := c.api.removeVolume(context.Background(), WorkspaceVolume(ws.Key)); err != nil {
+			fmt.Fprintf(out, "\n[legate: remove the stage workspace %q: %v]\n", ws.Name, err)
+		}
+		return
 	}
 	if o, err := c.runtimeCmd(context.Background(), "volume", "rm", "--force", WorkspaceVolume(ws.Key)); err != nil && !noSuch(o) {
 		fmt.Fprintf(out, "\n[legate: remove the stage workspace %q: %v]\n", ws.Name, err)
