@@ -300,7 +300,7 @@ func (e *cliExec) exit() Exit {
 	x := Exit{Err: e.waitErr} // "exit status 3" or "signal: killed"
 	var ee *exec.ExitError
 	if !errors.As(e.waitErr, &ee) || st == nil {
-		x.Err = fmt.Errorf("wait for bash: %v", e.waitErr)
+		x.Err = fmt.Errorf("wait for %s run: %v", e.c.Name, e.waitErr)
 	}
 	if st != nil && st.ExitCode() >= 0 {
 		x.Code = intPtr(st.ExitCode())
