@@ -1465,6 +1465,11 @@ type Explanation struct {
 	Status    string            `json:"status"`
 	Summary   string            `json:"summary"`
 	Delegates []DelegateVerdict `json:"delegates"`
+	// Outlook says, for a queued task no delegate can run now, what
+	// becomes of it: "no known delegate can run this: it ends not_assigned
+	// within …", or "waiting up to the queue timeout (…) for delegate …,
+	// which is not connected". Empty otherwise.
+	Outlook string `json:"outlook,omitempty"`
 }
 
 // DeletedDelegate answers the deletion of a delegate group.
