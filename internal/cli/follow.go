@@ -180,7 +180,7 @@ func (a *app) explainWhileQueued(ctx context.Context, c *client.Client, task pro
 // heartbeat 12s ago") and would change at every look.
 func explanationKey(e protocol.Explanation) string {
 	var b strings.Builder
-	b.WriteString(e.Summary)
+	b.WriteString(e.Summary + "\x00" + e.Outlook)
 	for _, v := range e.Delegates {
 		fmt.Fprintf(&b, "\n%s\x00%s\x00%s\x00%t\x00%t", v.InstanceID, v.Name, v.Hostname, v.Eligible, v.Allowlisted)
 		for _, r := range v.Reasons {
@@ -221,7 +221,13 @@ func queueNotice(task protocol.Task, e protocol.Explanation, first bool) string 
 	if len(e.Delegates) == 0 {
 		b.WriteString("  no delegate is registered: start one with a token (legate token create NAME, then legate delegate)\n")
 	}
-	if first {
+	switch {
+	case e.Outlook != "":
+		// What the manager will do: end it soon, or wait for a known
+		// delegate that is not connected. Said again when it changes.
+		fmt.Fprintf(&b, "legate: %s; Ctrl-C stops waiting and leaves the task queued (legate task cancel %s)\n",
+			escape(e.Outlook), escape(task.ID))
+	case first:
 		limit := ""
 		if task.QueueTimeoutMS > 0 {
 			limit = " (at most its queue timeout, " + (time.Duration(task.QueueTimeoutMS) * time.Millisecond).String() + ")"

@@ -367,7 +367,13 @@ capacity or threshold (checked in that order), and unresponsive (a delegate
 that heartbeats but ignores its offers). "allowlisted" marks a
 delegate that validated the task's capabilities recently; it is preferred.
 A task that ended not_assigned is explained the same way. -o wide adds each
-delegate's instance ID.`,
+delegate's instance ID.
+
+For a queued task that no delegate can run now, a last line says what
+happens next: when no known delegate (one the manager has a record of,
+connected or not, until it is deleted) could ever run it, it ends
+not_assigned within one liveness window; when a known delegate that is
+not connected could, it waits for it up to its queue timeout.`,
 		Example: `  legate task explain t_123
   legate task explain t_123 --json | jq '.delegates[] | select(.eligible)'`,
 		Args: cobra.ExactArgs(1),
@@ -393,6 +399,9 @@ delegate's instance ID.`,
 			}
 			if _, err := fmt.Fprintln(w, escape(summary)); err != nil {
 				return fmt.Errorf("write output: %w", err)
+			}
+			if e.Outlook != "" {
+				fmt.Fprintln(w, escape("Next: "+e.Outlook))
 			}
 			if len(e.Delegates) == 0 {
 				fmt.Fprintln(cmd.ErrOrStderr(), "No delegates to consider. Start one with a token: legate token create NAME, then legate delegate.")
