@@ -399,6 +399,11 @@ func (a *app) showRun(cmd *cobra.Command, c *client.Client, run protocol.Run, o 
 				continue
 			}
 			err := a.showStep(ctx, c, s, out, stderr, quiet, follow)
+			if follow && ctx.Err() != nil {
+				// Ctrl-C while a step's output streamed.
+				fmt.Fprintf(stderr, "legate: stopped following run %s; it keeps running (legate run cancel %s to stop it)\n", escape(run.ID), escape(run.ID))
+				return &ExitError{Code: ExitInterrupted}
+			}
 			if errors.Is(err, errStepNotYet) {
 				if !follow {
 					continue

@@ -177,7 +177,9 @@ func (a *app) taskLogsCmd() *cobra.Command {
 		Short:             "Print a task's output",
 		Long: `Print the output of a task as the delegate captured it (secrets masked).
 With --follow, keep printing new output until the task finishes; if the
-manager cannot be reached meanwhile, say so on stderr and keep trying.
+manager cannot be reached meanwhile, say so on stderr and keep trying. A
+task cancelled elsewhere ends with a line that says when and by whom;
+Ctrl-C stops following and leaves the task running.
 
 The manager keeps the first and the last 4 MiB of each attempt's output;
 a marker in the output says how much was left out between them.`,
@@ -189,11 +191,25 @@ a marker in the output says how much was left out between them.`,
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			_, err = c.StreamLogsWith(ctx, args[0], client.StreamOptions{Follow: follow,
-				OnEvent: connectionNotices(cmd.ErrOrStderr(), c.BaseURL(), args[0])}, rawOutput(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0]))
+			ctx, id, stderr := cmd.Context(), args[0], cmd.ErrOrStderr()
+			final, err := c.StreamLogsWith(ctx, id, client.StreamOptions{Follow: follow,
+				OnEvent: connectionNotices(stderr, c.BaseURL(), id)}, rawOutput(cmd.OutOrStdout(), stderr, id))
 			if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
+				if follow {
+					fmt.Fprintf(stderr, "legate: stopped following task %s; it keeps running (legate task cancel %s to stop it)\n", escape(id), escape(id))
+				}
 				return &ExitError{Code: ExitInterrupted}
+			}
+			if err == nil && follow && final.Status == protocol.StatusCancelled {
+				// Cancelled elsewhere (another terminal, the web UI, its run).
+				msg := "legate: task " + final.ID + " was cancelled"
+				if final.FinishedAt != nil {
+					msg += " at " + final.FinishedAt.UTC().Format(time.RFC3339)
+				}
+				if final.Error != "" {
+					msg += ": " + final.Error
+				}
+				fmt.Fprintln(stderr, escapeLines(msg))
 			}
 			return err
 		}),
