@@ -102,6 +102,15 @@ permission as an apply and is audited as pipeline.dry_run.`,
 			if len(problems) > 0 {
 				return &ExitError{Code: ExitFailure, Msg: strings.Join(problems, "\n")}
 			}
+			if old := !slices.ContainsFunc(plans, func(p protocol.Pipeline) bool { return p.DryRun }); old {
+				// A manager older than dry runs applied each file as it
+				// checked it.
+				if dryRun {
+					return &ExitError{Code: ExitFailure, Msg: "legate: the manager at " + c.BaseURL() +
+						" does not know dry runs (an older version): it APPLIED the files; legate pipeline get NAME shows what it stored"}
+				}
+				return printPlans(cmd.OutOrStdout(), &out, plans)
+			}
 			if !dryRun {
 				for i, src := range srcs {
 					applied, err := c.ApplyPipeline(ctx, protocol.ApplyPipelineRequest{Source: src, Org: org, Project: project})
