@@ -218,7 +218,7 @@ func queueNotice(task protocol.Task, e protocol.Explanation, first bool) string 
 		}
 		b.WriteString("  " + escape(v.Name+" ("+v.Hostname+"): "+why) + "\n")
 	}
-	if len(e.Delegates) == 0 {
+	if len(e.Delegates) == 0 && !waitsForKnown(e) {
 		b.WriteString("  no delegate is registered: start one with a token (legate token create NAME, then legate delegate)\n")
 	}
 	switch {
@@ -236,4 +236,11 @@ func queueNotice(task protocol.Task, e protocol.Explanation, first bool) string 
 			limit, escape(task.ID))
 	}
 	return b.String()
+}
+
+// waitsForKnown reports whether the manager keeps a task queued for a
+// known delegate that is not connected now (a one-shot or scaled-to-zero
+// fleet): then "no delegate is registered" would be wrong advice.
+func waitsForKnown(e protocol.Explanation) bool {
+	return strings.HasPrefix(e.Outlook, "waiting")
 }

@@ -385,11 +385,12 @@ delegate that validated the task's capabilities recently; it is preferred.
 A task that ended not_assigned is explained the same way. -o wide adds each
 delegate's instance ID.
 
-For a queued task that no delegate can run now, a last line says what
-happens next: when no known delegate (one the manager has a record of,
-connected or not, until it is deleted) could ever run it, it ends
-not_assigned within one liveness window; when a known delegate that is
-not connected could, it waits for it up to its queue timeout.`,
+For a queued task that no delegate can run now, a Next: line after the
+summary says what happens next: when no known delegate (one the manager
+has a record of, connected or not, until it is deleted) could ever run
+it, it ends not_assigned within one liveness window; when a known
+delegate that is not connected could, it waits for it up to its queue
+timeout.`,
 		Example: `  legate task explain t_123
   legate task explain t_123 --json | jq '.delegates[] | select(.eligible)'`,
 		Args: cobra.ExactArgs(1),
@@ -420,7 +421,9 @@ not connected could, it waits for it up to its queue timeout.`,
 				fmt.Fprintln(w, escape("Next: "+e.Outlook))
 			}
 			if len(e.Delegates) == 0 {
-				fmt.Fprintln(cmd.ErrOrStderr(), "No delegates to consider. Start one with a token: legate token create NAME, then legate delegate.")
+				if !waitsForKnown(e) {
+					fmt.Fprintln(cmd.ErrOrStderr(), "No delegates to consider. Start one with a token: legate token create NAME, then legate delegate.")
+				}
 				return nil
 			}
 			return verdictTable(w, e.Delegates, out.is(formatWide))
