@@ -218,7 +218,7 @@ func explanationText(head, summary string, verdicts []protocol.DelegateVerdict) 
 		fmt.Fprintf(&b, "\n  %s (%s): %s", v.Name, v.Hostname, strings.Join(parts, "; "))
 	}
 	if len(verdicts) == 0 {
-		b.WriteString("\n  no delegate is registered in this account; start one with a token from `legate token create`")
+		b.WriteString("\n  no delegate of this account is registered now (those that stopped are not listed); start one with a token from `legate token create`")
 	}
 	return b.String()
 }
