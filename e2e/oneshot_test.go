@@ -49,8 +49,8 @@ func (c *cluster) notListed(hostname string) {
 // task; every task succeeded, and ran exactly once. Each task selects its
 // delegate by hostname, so no two one-shot delegates race for one task
 // (that race is TestOneShotDelegateLostClaimExits), and is submitted once
-// its delegate is connected: a task no live delegate could run ends
-// not_assigned after one liveness window.
+// its delegate is connected: a task no known delegate could run (a
+// hostname never registered) ends not_assigned after one liveness window.
 func TestOneShotDelegatesRunTwentyTasks(t *testing.T) {
 	c := startCluster(t)
 	tok := c.token("oneshot")

@@ -180,7 +180,7 @@ func (a *app) explainWhileQueued(ctx context.Context, c *client.Client, task pro
 // heartbeat 12s ago") and would change at every look.
 func explanationKey(e protocol.Explanation) string {
 	var b strings.Builder
-	b.WriteString(e.Summary)
+	b.WriteString(e.Summary + "\x00" + e.Outlook)
 	for _, v := range e.Delegates {
 		fmt.Fprintf(&b, "\n%s\x00%s\x00%s\x00%t\x00%t", v.InstanceID, v.Name, v.Hostname, v.Eligible, v.Allowlisted)
 		for _, r := range v.Reasons {
@@ -218,10 +218,16 @@ func queueNotice(task protocol.Task, e protocol.Explanation, first bool) string 
 		}
 		b.WriteString("  " + escape(v.Name+" ("+v.Hostname+"): "+why) + "\n")
 	}
-	if len(e.Delegates) == 0 {
+	if len(e.Delegates) == 0 && !waitsForKnown(e) {
 		b.WriteString("  no delegate is registered: start one with a token (legate token create NAME, then legate delegate)\n")
 	}
-	if first {
+	switch {
+	case e.Outlook != "":
+		// What the manager will do: end it soon, or wait for a known
+		// delegate that is not connected. Said again when it changes.
+		fmt.Fprintf(&b, "legate: %s; Ctrl-C stops waiting and leaves the task queued (legate task cancel %s)\n",
+			escape(e.Outlook), escape(task.ID))
+	case first:
 		limit := ""
 		if task.QueueTimeoutMS > 0 {
 			limit = " (at most its queue timeout, " + (time.Duration(task.QueueTimeoutMS) * time.Millisecond).String() + ")"
@@ -230,4 +236,11 @@ func queueNotice(task protocol.Task, e protocol.Explanation, first bool) string 
 			limit, escape(task.ID))
 	}
 	return b.String()
+}
+
+// waitsForKnown reports whether the manager keeps a task queued for a
+// known delegate that is not connected now (a one-shot or scaled-to-zero
+// fleet): then "no delegate is registered" would be wrong advice.
+func waitsForKnown(e protocol.Explanation) bool {
+	return strings.HasPrefix(e.Outlook, "waiting")
 }

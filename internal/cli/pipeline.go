@@ -47,58 +47,146 @@ func scopeFlags(cmd *cobra.Command, org, project *string, what string) {
 func (a *app) pipelineApplyCmd() *cobra.Command {
 	var (
 		out          outputFlags
-		file         string
+		files        []string
 		org, project string
+		dryRun       bool
 	)
 	cmd := &cobra.Command{
-		Use:   "apply -f FILE [--org ORG [--project PROJECT]]",
-		Short: "Store a pipeline from its YAML file (a new version when it changed)",
-		Long: `Store the pipeline of FILE (- for standard input) under the name it gives,
-at account level or at the level of --org (and --project). The manager
-checks it first and refuses it with the line and field of each error. An
-apply of a changed file makes the next version; runs keep the version
-they started with.`,
+		Use:   "apply -f FILE [-f FILE...] [--dry-run] [--org ORG [--project PROJECT]]",
+		Short: "Store pipelines from their YAML files (a new version when one changed)",
+		Long: `Store the pipeline of each FILE (- for standard input) under the name it
+gives, at account level or at the level of --org (and --project). The
+manager checks every file first and refuses them with every problem at
+once, as FILE:LINE: field: message; then nothing is stored (with several
+files, none is). An apply of a changed file makes the next version; runs
+keep the version they started with.
+
+--dry-run makes the same checks on the manager and prints the plan,
+storing nothing: per pipeline, created, changed (and briefly what: the
+stages, steps and fields that differ) or unchanged. It needs the same
+permission as an apply and is audited as pipeline.dry_run.`,
 		Example: `  legate pipeline apply -f deploy-web.yaml
+  legate pipeline apply --dry-run -f build.yaml -f deploy-web.yaml
   legate pipeline apply -f - --org eng --project web < pipeline.yaml`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {
-			if file == "" {
+			if len(files) == 0 {
 				return usagef("give the pipeline's file with -f FILE (- for standard input)")
 			}
 			if err := checkScopeFlags(org, project); err != nil {
 				return err
 			}
-			src, err := readScript(cmd.InOrStdin(), file)
-			if err != nil {
-				return err
+			srcs := make([]string, len(files))
+			for i, f := range files {
+				src, err := readScript(cmd.InOrStdin(), f)
+				if err != nil {
+					return err
+				}
+				srcs[i] = src
 			}
 			c, err := a.client()
 			if err != nil {
 				return err
 			}
-			p, err := c.ApplyPipeline(cmd.Context(), protocol.ApplyPipelineRequest{Source: src, Org: org, Project: project})
-			if err != nil {
-				return err
+			ctx := cmd.Context()
+			// Every file is checked (a dry run) before any is stored, so
+			// that one command reports every problem of every file.
+			plans := make([]protocol.Pipeline, len(files))
+			var problems []string
+			for i, src := range srcs {
+				plans[i], err = c.ApplyPipeline(ctx, protocol.ApplyPipelineRequest{Source: src, Org: org, Project: project, DryRun: true})
+				if err != nil {
+					problems = append(problems, fileProblems(files[i], err)...)
+				}
 			}
-			w := cmd.OutOrStdout()
-			if out.structured() {
-				return out.print(w, p)
+			if len(problems) > 0 {
+				return &ExitError{Code: ExitFailure, Msg: strings.Join(problems, "\n")}
 			}
-			what := "applied"
-			switch {
-			case !p.Changed:
-				what = "unchanged"
-			case p.Version == 1:
-				what = "created"
+			if old := !slices.ContainsFunc(plans, func(p protocol.Pipeline) bool { return p.DryRun }); old {
+				// A manager older than dry runs applied each file as it
+				// checked it.
+				if dryRun {
+					return &ExitError{Code: ExitFailure, Msg: "legate: the manager at " + c.BaseURL() +
+						" does not know dry runs (an older version): it APPLIED the files; legate pipeline get NAME shows what it stored"}
+				}
+				return printPlans(cmd.OutOrStdout(), &out, plans)
 			}
-			_, err = fmt.Fprintf(w, "pipeline %s %s (version %d, %s)\n", escape(p.Name), what, p.Version, scope(p.Org, p.Project))
-			return err
+			if !dryRun {
+				for i, src := range srcs {
+					applied, err := c.ApplyPipeline(ctx, protocol.ApplyPipelineRequest{Source: src, Org: org, Project: project})
+					if err != nil {
+						return fmt.Errorf("%s: %w", fileLabel(files[i]), err)
+					}
+					applied.Changes = plans[i].Changes
+					plans[i] = applied
+				}
+			}
+			return printPlans(cmd.OutOrStdout(), &out, plans)
 		}),
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "the pipeline's YAML file (- for standard input)")
+	cmd.Flags().StringArrayVarP(&files, "file", "f", nil, "a pipeline's YAML file (- for standard input); repeat for several")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check on the manager and print what an apply would do, storing nothing")
 	scopeFlags(cmd, &org, &project, "pipeline")
 	out.add(cmd, formatJSON, formatYAML)
 	return cmd
+}
+
+func fileLabel(f string) string {
+	if f == "-" {
+		return "<stdin>"
+	}
+	return f
+}
+
+// fileProblems turns the manager's refusal of file into one line per
+// problem, "FILE:LINE: field: message" where the line is known.
+func fileProblems(file string, err error) []string {
+	var pe *protocol.Error
+	if !errors.As(err, &pe) || pe.Code != protocol.CodeBadRequest {
+		return []string{"legate: " + fileLabel(file) + ": " + plainNetError(err)}
+	}
+	var out []string
+	for l := range strings.SplitSeq(strings.TrimSpace(pe.Message), "\n") {
+		if rest, ok := strings.CutPrefix(l, "line "); ok {
+			if n, tail, ok := strings.Cut(rest, ": "); ok {
+				out = append(out, fileLabel(file)+":"+n+": "+tail)
+				continue
+			}
+		}
+		out = append(out, fileLabel(file)+": "+l)
+	}
+	return out
+}
+
+// printPlans prints what an apply did, or a dry run would do: one line
+// per pipeline, and what changed indented under a changed one.
+func printPlans(w io.Writer, out *outputFlags, plans []protocol.Pipeline) error {
+	if out.structured() {
+		if len(plans) == 1 {
+			return out.print(w, plans[0])
+		}
+		return out.print(w, plans)
+	}
+	for _, p := range plans {
+		what := p.Plan
+		switch {
+		case what != "":
+		case !p.Changed: // a manager that names no plan
+			what = protocol.PlanUnchanged
+		case p.Version == 1:
+			what = protocol.PlanCreated
+		default:
+			what = protocol.PlanChanged
+		}
+		if p.DryRun {
+			what = "would be " + what
+		}
+		fmt.Fprintf(w, "pipeline %s %s (version %d, %s)\n", escape(p.Name), what, p.Version, scope(p.Org, p.Project))
+		for _, c := range p.Changes {
+			fmt.Fprintf(w, "  %s\n", escape(c))
+		}
+	}
+	return nil
 }
 
 func (a *app) pipelineListCmd() *cobra.Command {
@@ -315,6 +403,11 @@ func (a *app) showRun(cmd *cobra.Command, c *client.Client, run protocol.Run, o 
 				continue
 			}
 			err := a.showStep(ctx, c, s, out, stderr, quiet, follow)
+			if follow && ctx.Err() != nil {
+				// Ctrl-C while a step's output streamed.
+				fmt.Fprintf(stderr, "legate: stopped following run %s; it keeps running (legate run cancel %s to stop it)\n", escape(run.ID), escape(run.ID))
+				return &ExitError{Code: ExitInterrupted}
+			}
 			if errors.Is(err, errStepNotYet) {
 				if !follow {
 					continue

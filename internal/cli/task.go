@@ -177,7 +177,9 @@ func (a *app) taskLogsCmd() *cobra.Command {
 		Short:             "Print a task's output",
 		Long: `Print the output of a task as the delegate captured it (secrets masked).
 With --follow, keep printing new output until the task finishes; if the
-manager cannot be reached meanwhile, say so on stderr and keep trying.
+manager cannot be reached meanwhile, say so on stderr and keep trying. A
+task cancelled elsewhere ends with a line that says when and by whom;
+Ctrl-C stops following and leaves the task running.
 
 The manager keeps the first and the last 4 MiB of each attempt's output;
 a marker in the output says how much was left out between them.`,
@@ -189,11 +191,25 @@ a marker in the output says how much was left out between them.`,
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			_, err = c.StreamLogsWith(ctx, args[0], client.StreamOptions{Follow: follow,
-				OnEvent: connectionNotices(cmd.ErrOrStderr(), c.BaseURL(), args[0])}, rawOutput(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0]))
+			ctx, id, stderr := cmd.Context(), args[0], cmd.ErrOrStderr()
+			final, err := c.StreamLogsWith(ctx, id, client.StreamOptions{Follow: follow,
+				OnEvent: connectionNotices(stderr, c.BaseURL(), id)}, rawOutput(cmd.OutOrStdout(), stderr, id))
 			if err != nil && errors.Is(err, context.Canceled) && ctx.Err() != nil {
+				if follow {
+					fmt.Fprintf(stderr, "legate: stopped following task %s; it keeps running (legate task cancel %s to stop it)\n", escape(id), escape(id))
+				}
 				return &ExitError{Code: ExitInterrupted}
+			}
+			if err == nil && follow && final.Status == protocol.StatusCancelled {
+				// Cancelled elsewhere (another terminal, the web UI, its run).
+				msg := "legate: task " + final.ID + " was cancelled"
+				if final.FinishedAt != nil {
+					msg += " at " + final.FinishedAt.UTC().Format(time.RFC3339)
+				}
+				if final.Error != "" {
+					msg += ": " + final.Error
+				}
+				fmt.Fprintln(stderr, escapeLines(msg))
 			}
 			return err
 		}),
@@ -367,7 +383,14 @@ capacity or threshold (checked in that order), and unresponsive (a delegate
 that heartbeats but ignores its offers). "allowlisted" marks a
 delegate that validated the task's capabilities recently; it is preferred.
 A task that ended not_assigned is explained the same way. -o wide adds each
-delegate's instance ID.`,
+delegate's instance ID.
+
+For a queued task that no delegate can run now, a Next: line after the
+summary says what happens next: when no known delegate (one the manager
+has a record of, connected or not, until it is deleted) could ever run
+it, it ends not_assigned within one liveness window; when a known
+delegate that is not connected could, it waits for it up to its queue
+timeout.`,
 		Example: `  legate task explain t_123
   legate task explain t_123 --json | jq '.delegates[] | select(.eligible)'`,
 		Args: cobra.ExactArgs(1),
@@ -394,8 +417,13 @@ delegate's instance ID.`,
 			if _, err := fmt.Fprintln(w, escape(summary)); err != nil {
 				return fmt.Errorf("write output: %w", err)
 			}
+			if e.Outlook != "" {
+				fmt.Fprintln(w, escape("Next: "+e.Outlook))
+			}
 			if len(e.Delegates) == 0 {
-				fmt.Fprintln(cmd.ErrOrStderr(), "No delegates to consider. Start one with a token: legate token create NAME, then legate delegate.")
+				if !waitsForKnown(e) {
+					fmt.Fprintln(cmd.ErrOrStderr(), "No delegates to consider. Start one with a token: legate token create NAME, then legate delegate.")
+				}
 				return nil
 			}
 			return verdictTable(w, e.Delegates, out.is(formatWide))

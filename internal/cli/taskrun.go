@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/url"
@@ -59,8 +60,12 @@ A shell task runs a script (--script, or --file; --file - reads stdin). An
 http task (--http-url, or --type http) makes an HTTP call from the
 delegate's network. A container task (--image) runs in a container on the
 delegate (see below). --selector picks delegates that have all the given tags
-(or that name or hostname); without a match the task waits and then ends
-not_assigned.
+(or that name or hostname). A task that no known delegate could run (none
+the manager has a record of, connected or not, has its tags and scope)
+ends not_assigned after one liveness window; a task that a known delegate
+that is not connected could run (scaled to zero, one-shot, restarting)
+waits for it up to its queue timeout (--queue-timeout). task run, also
+with --detach, says which of the two happens.
 
 --capability names something the delegate must reach or have, checked by
 the delegate before it takes the task: an HTTP endpoint (http://… or
@@ -456,8 +461,11 @@ func (a *app) runTask(cmd *cobra.Command, spec protocol.TaskSpec, o *outputFlags
 		if asJSON {
 			return o.print(out, task)
 		}
-		_, err := fmt.Fprintln(out, escape(task.ID))
-		return err
+		if _, err := fmt.Fprintln(out, escape(task.ID)); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
+		detachedOutlook(ctx, c, task, stderr)
+		return nil
 	}
 	show := rawOutput(out, stderr, task.ID)
 	if asJSON {
@@ -543,4 +551,21 @@ func indentLines(s string) string {
 		}
 	}
 	return strings.Join(lines, "\n  ")
+}
+
+// detachedOutlook says on w what becomes of a detached task that no
+// delegate can run now (it ends not_assigned soon, or waits for a known
+// delegate that is not connected); nothing when one can run it, or when
+// the manager cannot say (the task is submitted either way).
+func detachedOutlook(ctx context.Context, c *client.Client, task protocol.Task, w io.Writer) {
+	if task.Status != protocol.StatusQueued {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, client.DefaultRequestTimeout)
+	defer cancel()
+	e, err := c.ExplainTask(ctx, task.ID)
+	if err != nil || e.Status != protocol.StatusQueued || e.Outlook == "" {
+		return
+	}
+	fmt.Fprintf(w, "legate: task %s: %s (legate task explain %s)\n", escape(task.ID), escape(e.Outlook), escape(task.ID))
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/legate-dev/legate/internal/api"
 	"github.com/legate-dev/legate/internal/protocol"
@@ -23,13 +24,19 @@ func (m *Service) handleExplainTask(w http.ResponseWriter, r *http.Request, acct
 	if verdicts == nil {
 		verdicts = []protocol.DelegateVerdict{}
 	}
+	outlook := ""
+	if t.Status == protocol.StatusQueued { // the fast answer or the wait
+		if known, err := m.knownDelegates(r.Context(), acct); err == nil {
+			outlook = m.policy().Outlook(verdicts, known, m.assignTask(r.Context(), t), m.caps, m.cfg.Now(), time.Duration(t.QueueTimeoutMS)*time.Millisecond)
+		}
+	}
 	switch {
 	case protocol.Terminal(t.Status):
 		summary = fmt.Sprintf("task is %s (ran on %s); as delegates stand now: %s", t.Status, orNone(t.DelegateName), summary)
 	case t.Status == protocol.StatusRunning:
 		summary = fmt.Sprintf("task is running on %s (%s); as delegates stand now: %s", t.DelegateName, t.DelegateHostname, summary)
 	}
-	api.WriteJSON(w, http.StatusOK, protocol.Explanation{TaskID: t.ID, Status: t.Status, Summary: summary, Delegates: verdicts})
+	api.WriteJSON(w, http.StatusOK, protocol.Explanation{TaskID: t.ID, Status: t.Status, Summary: summary, Delegates: verdicts, Outlook: outlook})
 }
 
 func orNone(s string) string {

@@ -218,20 +218,20 @@ func explanationText(head, summary string, verdicts []protocol.DelegateVerdict) 
 		fmt.Fprintf(&b, "\n  %s (%s): %s", v.Name, v.Hostname, strings.Join(parts, "; "))
 	}
 	if len(verdicts) == 0 {
-		b.WriteString("\n  no delegate is registered in this account; start one with a token from `legate token create`")
+		b.WriteString("\n  no delegate of this account is registered now (those that stopped are not listed); start one with a token from `legate token create`")
 	}
 	return b.String()
 }
 
-// sweepQueue ends queued tasks that cannot run: those no connected
-// delegate could ever take (static rules) after one liveness window, and
+// sweepQueue ends queued tasks that cannot run: those no known delegate
+// (assign.KnownRunner) could ever take after one liveness window, and
 // those past their queue timeout. Either way the error explains, per
 // delegate, what excluded it. Expired tasks come from the store's deadline
 // index; the "nothing can ever run it" check reads the queue index and
 // evaluates each distinct set of static requirements once per account, so
-// a deep queue of tasks that share selectors costs one evaluation. On a
-// store shared by several managers, a delegate connected to another
-// manager counts as connected, and only a task still queued in the store
+// a deep queue of tasks that share selectors costs one evaluation. A
+// delegate not live here counts as it was last recorded, and on a shared
+// store only a task still queued in the store
 // is ended (this manager's index may not know yet that another manager's
 // delegate claimed it).
 func (m *Service) sweepQueue(ctx context.Context, now time.Time) {
@@ -249,8 +249,8 @@ func (m *Service) sweepQueue(ctx context.Context, now time.Time) {
 	pol := m.policy()
 	for acct, entries := range m.queue.snapshot() {
 		views, _ := m.liveViews(acct)
-		// others are the account's delegates connected to the other
-		// managers sharing the store, read once per account if needed.
+		// others are the account's known delegates (every record, live
+		// here or not), read once per account if needed.
 		var others []assign.Delegate
 		othersRead, othersUnknown := false, false
 		possible := map[string]bool{}
@@ -263,13 +263,13 @@ func (m *Service) sweepQueue(ctx context.Context, now time.Time) {
 			ok, known := possible[e.sig]
 			if !known {
 				ok = m.anyCouldRun(views, e, pol, now)
-				if !ok && m.st.Shared() {
+				if !ok {
 					if !othersRead {
 						othersRead = true
-						others, err = m.connectedElsewhere(ctx, acct, now)
+						others, err = m.knownDelegates(ctx, acct)
 						if err != nil {
 							// Cannot tell now: nothing is ended for it.
-							m.log.Warn("list the delegates connected to the other managers", "account", acct, "err", err)
+							m.log.Warn("list the known delegates", "account", acct, "err", err)
 							othersUnknown = true
 						}
 					}
@@ -289,7 +289,7 @@ func (m *Service) sweepQueue(ctx context.Context, now time.Time) {
 			if now.Sub(since) < m.window() {
 				continue
 			}
-			heads[id] = "no eligible delegate appeared within one liveness window (" + m.window().String() + ")"
+			heads[id] = "no known delegate can run this task, and none appeared within one liveness window (" + m.window().String() + ")"
 			ends = append(ends, e.task)
 		}
 	}
@@ -329,24 +329,17 @@ func (m *Service) anyCouldRun(views []assign.Delegate, e *queuedTask, pol assign
 	return false
 }
 
-// connectedElsewhere returns the views of an account's delegates that are
-// connected to another manager sharing the store: not live here, not
-// deregistered, and seen (as that manager last recorded) within the
-// liveness window.
-func (m *Service) connectedElsewhere(ctx context.Context, acct string, now time.Time) ([]assign.Delegate, error) {
+// knownDelegates returns the views of every instance of the account the
+// store keeps a record of (connected to any manager or not, deregistered
+// ones too: a one-shot delegate deregisters when it exits).
+func (m *Service) knownDelegates(ctx context.Context, acct string) ([]assign.Delegate, error) {
 	ins, err := m.st.ListInstances(ctx, acct)
 	if err != nil {
 		return nil, err
 	}
-	var out []assign.Delegate
-	for _, in := range ins {
-		if in.DeregisteredAt != nil || in.LastHeartbeat == nil || now.Sub(*in.LastHeartbeat) > m.window() {
-			continue
-		}
-		if l := m.hub.get(in.ID); l != nil && !l.isGone() {
-			continue
-		}
-		out = append(out, instanceView(in))
+	out := make([]assign.Delegate, len(ins))
+	for i, in := range ins {
+		out[i] = instanceView(in)
 	}
 	return out, nil
 }

@@ -243,7 +243,7 @@ func (m *Service) handleGetTask(w http.ResponseWriter, r *http.Request, acct str
 
 func (m *Service) handleCancelTask(w http.ResponseWriter, r *http.Request, acct string) {
 	id := r.PathValue("id")
-	t, err := m.st.FinishTask(r.Context(), acct, id, store.Result{Status: protocol.StatusCancelled, Error: "cancelled by user"}, m.cfg.Now())
+	t, err := m.st.FinishTask(r.Context(), acct, id, store.Result{Status: protocol.StatusCancelled, Error: strings.TrimSpace("cancelled by " + api.PrincipalLabel(api.CallerOf(r.Context()).Policy.Principal))}, m.cfg.Now())
 	if err != nil {
 		if errors.Is(err, store.ErrTaskTerminal) {
 			if cur, gerr := m.st.GetTask(r.Context(), acct, id); gerr == nil {

@@ -16,8 +16,9 @@ import (
 // through B, which has no delegate of its own. B's queue sweep must not
 // end as not_assigned a task that A's delegate can take (a queued one) or
 // has taken (a running one), however long they wait or run; once the
-// delegate has not been seen for a liveness window, the queued one is
-// not assigned, and the running one is left to its lease.
+// delegate has not been seen for a liveness window, the queued one still
+// waits for it (a known delegate) until its queue timeout, and the
+// running one is left to its lease.
 func TestSweepKeepsTasksOfTheOtherManagersDelegates(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	// Sweeps are run by the test, with chosen times: B's own sweep loop
@@ -79,11 +80,15 @@ func TestSweepKeepsTasksOfTheOtherManagersDelegates(t *testing.T) {
 	for _, at := range []time.Time{later.Add(window + time.Second), later.Add(2*window + 2*time.Second)} {
 		b.m.dispatch.SweepQueue(ctx, at)
 	}
-	if got := status(waiting.ID); got != protocol.StatusNotAssigned {
-		t.Errorf("a task whose only delegate is gone: %s, want %s", got, protocol.StatusNotAssigned)
+	if got := status(waiting.ID); got != protocol.StatusQueued {
+		t.Errorf("a task whose only delegate is not connected: %s, want %s until its queue timeout", got, protocol.StatusQueued)
 	}
 	if got := status(running.ID); got != protocol.StatusRunning {
 		t.Errorf("a running task: %s after its delegate was not seen for a window, want running (its lease decides)", got)
+	}
+	b.m.dispatch.SweepQueue(ctx, now.Add(cfg.DefaultQueueTimeout+time.Second))
+	if got := status(waiting.ID); got != protocol.StatusNotAssigned {
+		t.Errorf("a task past its queue timeout: %s, want %s", got, protocol.StatusNotAssigned)
 	}
 }
 

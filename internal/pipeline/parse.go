@@ -95,15 +95,68 @@ func Parse(src []byte) (*Pipeline, error) {
 		return nil, &Error{Problems: ps.problems}
 	}
 	p := ps.pipeline(doc.Content[0])
-	if len(ps.problems) == 0 {
-		ps.references(p)
-		ps.workspaces(p)
+	// The references and workspaces are checked even when the structure
+	// has problems, so that one apply reports them all; a problem they
+	// find that may only follow from a structural one is left out.
+	structural := len(ps.problems)
+	ps.references(p)
+	ps.workspaces(p)
+	if structural > 0 {
+		ps.problems = append(ps.problems[:structural:structural], independent(ps.problems[:structural], ps.problems[structural:])...)
 	}
 	if len(ps.problems) > 0 {
 		slices.SortStableFunc(ps.problems, func(a, b Problem) int { return a.Line - b.Line })
 		return nil, &Error{Problems: ps.problems}
 	}
 	return p, nil
+}
+
+// independent returns the problems of later that cannot follow from one of
+// structural: not in a step with a structural problem, and, for a
+// reference to another part of the file (an input, a step, its outputs,
+// a workspace), not when that part may be what is broken.
+func independent(structural, later []Problem) []Problem {
+	var out []Problem
+	for _, p := range later {
+		if !slices.ContainsFunc(structural, func(s Problem) bool { return follows(p, s) }) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func follows(p, s Problem) bool {
+	if sp := stepPath(p.Field); sp != "" && (underPath(s.Field, sp) || s.Field != "" && underPath(sp, s.Field)) {
+		return true
+	}
+	crossRef := false
+	for _, m := range []string{"no input named", "no stage named", "no step ", "does not declare the output", "empty_dir"} {
+		crossRef = crossRef || strings.Contains(p.Msg, m)
+	}
+	if !crossRef {
+		return false
+	}
+	ss := stepPath(s.Field)
+	return ss == "" || ss == s.Field || strings.HasSuffix(s.Field, ".name") || strings.Contains(s.Field, ".outputs") || strings.Contains(s.Field, ".volumes")
+}
+
+// stepPath is the step part of a field path (stages[0].steps[1] or
+// stages[0].steps[1].parallel[2]), "" when the field is not in a step.
+func stepPath(field string) string {
+	i := strings.Index(field, ".steps[")
+	if i < 0 {
+		return ""
+	}
+	end := i + strings.Index(field[i:], "]") + 1
+	if rest := field[end:]; strings.HasPrefix(rest, ".parallel[") {
+		end += strings.Index(rest, "]") + 1
+	}
+	return field[:end]
+}
+
+// underPath reports whether field is path or inside it.
+func underPath(field, path string) bool {
+	return field == path || strings.HasPrefix(field, path) && (field[len(path)] == '.' || field[len(path)] == '[')
 }
 
 // yamlProblem turns the YAML library's syntax error ("yaml: line 3: …")

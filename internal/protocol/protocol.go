@@ -1465,6 +1465,11 @@ type Explanation struct {
 	Status    string            `json:"status"`
 	Summary   string            `json:"summary"`
 	Delegates []DelegateVerdict `json:"delegates"`
+	// Outlook says, for a queued task no delegate can run now, what
+	// becomes of it: "no known delegate can run this: it ends not_assigned
+	// within …", or "waiting up to the queue timeout (…) for delegate …,
+	// which is not connected". Empty otherwise.
+	Outlook string `json:"outlook,omitempty"`
 }
 
 // DeletedDelegate answers the deletion of a delegate group.
@@ -1854,7 +1859,17 @@ type ApplyPipelineRequest struct {
 	Source  string `json:"source"`
 	Org     string `json:"org,omitempty"`
 	Project string `json:"project,omitempty"`
+	// DryRun makes every check of an apply and answers what it would do
+	// (Pipeline.Plan, Changes) without storing anything.
+	DryRun bool `json:"dry_run,omitempty"`
 }
+
+// Plans of an apply (Pipeline.Plan).
+const (
+	PlanCreated   = "created"
+	PlanChanged   = "changed"
+	PlanUnchanged = "unchanged"
+)
 
 // Pipeline is a stored pipeline definition.
 type Pipeline struct {
@@ -1875,6 +1890,13 @@ type Pipeline struct {
 	Changed bool `json:"changed,omitempty"`
 	// Webhook is its webhook, nil for none (not in listings).
 	Webhook *PipelineWebhook `json:"webhook,omitempty"`
+	// Plan, in an apply's answer, is PlanCreated, PlanChanged or
+	// PlanUnchanged; Changes says briefly what a changed one changes
+	// ("stage deploy: steps added smoke"). DryRun marks the answer of a
+	// dry run: nothing was stored, Version is the one an apply would store.
+	Plan    string   `json:"plan,omitempty"`
+	Changes []string `json:"changes,omitempty"`
+	DryRun  bool     `json:"dry_run,omitempty"`
 }
 
 // PipelineWebhook is a pipeline's webhook as a get shows it: never its

@@ -66,18 +66,28 @@ func (svc *Service) handleApplyPipeline(w http.ResponseWriter, r *http.Request, 
 	if !api.DecodeBody(w, r, &req) {
 		return
 	}
+	if req.DryRun {
+		// Kept apart from the applies that change something, refused or not
+		// (a refusal by the route's permission rule comes before the body is
+		// read: it stays pipeline.apply).
+		api.NoteAudit(r.Context(), func(e *store.AuditEvent) { e.Action = "pipeline.dry_run" })
+	}
 	org, project := strings.TrimSpace(req.Org), strings.TrimSpace(req.Project)
 	if strings.TrimSpace(req.Source) == "" {
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "source is empty: give the pipeline's YAML (legate pipeline apply -f FILE)")
 		return
 	}
+	// Every problem at once: the file's and the scope's.
 	p, err := pipeline.Parse([]byte(req.Source))
+	var problems []string
 	if err != nil {
-		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
-		return
+		problems = append(problems, err.Error())
 	}
 	if err := svc.scopes.CheckScope(r.Context(), acct, org, project); err != nil {
-		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
+		problems = append(problems, err.Error())
+	}
+	if len(problems) > 0 {
+		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", strings.Join(problems, "\n"))
 		return
 	}
 	caller := api.CallerOf(r.Context()).Policy
@@ -92,6 +102,10 @@ func (svc *Service) handleApplyPipeline(w http.ResponseWriter, r *http.Request, 
 	}
 	if suspend != "" {
 		suspend = "the pipeline was changed by " + by + ", who may not run it (" + suspend + ")"
+	}
+	if req.DryRun {
+		svc.planPipeline(w, r, acct, org, project, p, req.Source, suspend)
+		return
 	}
 	stored, changed, suspended, err := svc.st.ApplyPipelineSuspending(r.Context(), store.Pipeline{AccountID: acct, Org: org, Project: project, Name: p.Name,
 		Source: req.Source, UpdatedBy: by}, suspend, svc.now())
@@ -116,10 +130,49 @@ func (svc *Service) handleApplyPipeline(w http.ResponseWriter, r *http.Request, 
 	v := pipelineView(stored, true)
 	v.Changed = changed
 	status := http.StatusOK
-	if changed && stored.Version == 1 {
-		status = http.StatusCreated
+	v.Plan = protocol.PlanUnchanged
+	switch {
+	case changed && stored.Version == 1:
+		status, v.Plan = http.StatusCreated, protocol.PlanCreated
+	case changed:
+		v.Plan = protocol.PlanChanged
 	}
 	api.WriteJSON(w, status, v)
+}
+
+// planPipeline answers a dry run of an apply that passed its checks: what
+// the apply would do to the stored pipeline, and nothing stored. It is
+// audited as pipeline.dry_run, apart from the applies that change
+// something. suspend is why the apply would suspend the pipeline's
+// webhook, if it has one ("" when it would not).
+func (svc *Service) planPipeline(w http.ResponseWriter, r *http.Request, acct, org, project string, p *pipeline.Pipeline, src, suspend string) {
+	v := protocol.Pipeline{Name: p.Name, Description: p.Description, Org: org, Project: project, Version: 1,
+		Plan: protocol.PlanCreated, Changed: true, DryRun: true}
+	switch cur, err := svc.st.GetPipeline(r.Context(), acct, org, project, p.Name); {
+	case err == nil:
+		v.Version, v.Plan, v.Changed = cur.Version, protocol.PlanUnchanged, false
+		if v.Changes = pipeline.Changes([]byte(cur.Source), []byte(src)); v.Changes != nil {
+			v.Version, v.Plan, v.Changed = cur.Version+1, protocol.PlanChanged, true
+		}
+		v.CreatedAt, v.UpdatedAt, v.UpdatedBy = cur.CreatedAt, cur.UpdatedAt, cur.UpdatedBy
+	case !errors.Is(err, store.ErrNotFound):
+		api.StoreError(w, err, pipelineLabel(p.Name, org, project))
+		return
+	}
+	if v.Plan == protocol.PlanChanged && suspend != "" {
+		switch h, err := svc.st.WebhookOf(r.Context(), acct, org, project, p.Name); {
+		case err == nil && h.SuspendedReason == "":
+			v.Changes = append(v.Changes, "its webhook would be suspended: "+suspend)
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			api.StoreError(w, err, "the webhook of "+pipelineLabel(p.Name, org, project))
+			return
+		}
+	}
+	api.NoteAudit(r.Context(), func(e *store.AuditEvent) {
+		e.Resource, e.Org, e.Project = p.Name, org, project
+		e.Detail = "would be " + v.Plan + " (nothing stored)"
+	})
+	api.WriteJSON(w, http.StatusOK, v)
 }
 
 func (svc *Service) handleListPipelines(w http.ResponseWriter, r *http.Request, acct string) {
