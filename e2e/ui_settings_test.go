@@ -35,7 +35,12 @@ func (p settingsPage) fill(sel string, fields map[string]string) {
 	p.t.Helper()
 	var steps []chromedp.Action[chromedp.Void]
 	for name, v := range fields {
-		steps = append(steps, chromedp.SetValue(chromedp.CSS(fmt.Sprintf(`%s [name=%q]`, sel, name)), v))
+		field := fmt.Sprintf(`%s [name=%q]`, sel, name)
+		if v == "" { // SetValue takes an empty value for a failure
+			value(p.t, p.ctx, "clear "+field, chromedp.Evaluate[bool](fmt.Sprintf(`(function(){document.querySelector(%q).value="";return true})()`, field)))
+			continue
+		}
+		steps = append(steps, chromedp.SetValue(chromedp.CSS(field), v))
 	}
 	steps = append(steps, chromedp.Click(chromedp.CSS(sel+` button[type=submit]`)))
 	run(p.t, p.ctx, "fill and submit "+sel, steps...)
@@ -144,6 +149,11 @@ func TestUISettingsChanges(t *testing.T) {
 	screenshot(t, ctx, shots, "settings-users")
 	p.click(`tr[data-user="dora"] form[action="/settings/users/enable"] button`)
 	p.says("notice", "Enabled dora")
+	p.fill(`tr[data-user="dora"] form.set-password`, map[string]string{"password": "dora-new-pass-5678"})
+	p.says("notice", "Password of dora set")
+	if r := c.cliStdin("dora-new-pass-5678\n", []string{"LEGATE_API_KEY=", "XDG_CONFIG_HOME=" + t.TempDir()}, "login", "--user", "dora"); r.code != 0 {
+		t.Errorf("dora cannot log in with the password the page set: exit %d\n%s", r.code, r.stderr)
+	}
 
 	// Groups and their members.
 	p.open("groups")
@@ -243,7 +253,19 @@ func TestUISettingsChanges(t *testing.T) {
 	// Secrets: values go in and never come out.
 	const v1, v2 = "ui-secret-value-one-7f3a", "ui-secret-value-two-91bc"
 	p.open("secrets")
-	p.fill("#create-secret", map[string]string{"name": "UI_SECRET", "org": "eng", "value": v1})
+	// The API's words name the page's field, not the CLI's flag.
+	p.fill("#create-secret", map[string]string{"name": "UI_SECRET", "project": "web", "value": v1})
+	p.says("error", `the field "Organization"`)
+	if msg := value(t, ctx, "read the refusal", chromedp.Text(chromedp.CSS("p.error"))); strings.Contains(msg, "--org") {
+		t.Errorf("the refusal names a CLI flag: %q", msg)
+	}
+	if got := value(t, ctx, "read the refilled form", chromedp.Value(chromedp.CSS("#secret-project"))); got != "web" {
+		t.Errorf("the refused form is not filled again: project %q", got)
+	}
+	if strings.Contains(p.html(), v1) {
+		t.Error("a refused secret's value is sent back to the page")
+	}
+	p.fill("#create-secret", map[string]string{"name": "UI_SECRET", "org": "eng", "project": "", "value": v1})
 	p.says("notice", "Secret UI_SECRET created at org eng")
 	p.fill(`tr[data-secret="UI_SECRET"] form.update-secret`, map[string]string{"value": v2})
 	p.says("notice", "Secret UI_SECRET updated to version 2")

@@ -36,6 +36,14 @@ func accessActions() map[string]settingsAction {
 				Detail: "Its API keys and sessions are refused at once, until it is enabled again."}
 		}},
 		"users/enable": {do: setDisabled(false, "enable")},
+		"users/password": {do: func(ctx context.Context, s *user, f url.Values) (actionResult, error) {
+			pw := f.Get("password")
+			if pw == "" {
+				return actionResult{}, formError("type the new password in the field \"New password\"")
+			}
+			err := s.api.Admin(ctx, "set password", http.MethodPatch, userPath(f), protocol.UpdateUserRequest{Password: &pw}, nil)
+			return actionResult{notice: "Password of " + field(f, "name") + " set."}, err
+		}},
 		"users/delete": {confirm: func(f url.Values) confirmView {
 			return confirmView{Question: "Delete " + field(f, "name") + "?", Button: "Delete " + field(f, "name"),
 				Detail: "Its role bindings, API keys and sessions are deleted with it. This cannot be undone."}
