@@ -28,7 +28,6 @@ func accessActions() map[string]settingsAction {
 			return actionResult{notice: strings.ToUpper(verb[:1]) + verb[1:] + "d " + field(f, "name") + "."}, err
 		}
 	}
-	groupPath := func(f url.Values) string { return protocol.PathGroups + "/" + url.PathEscape(field(f, "group")) }
 	return map[string]settingsAction{
 		"users/create": {do: createUser},
 		"users/disable": {do: setDisabled(true, "disable"), confirm: func(f url.Values) confirmView {
@@ -50,34 +49,6 @@ func accessActions() map[string]settingsAction {
 		}, do: func(ctx context.Context, s *user, f url.Values) (actionResult, error) {
 			err := s.api.Admin(ctx, "delete user", http.MethodDelete, userPath(f), nil, nil)
 			return actionResult{notice: "Deleted " + field(f, "name") + "."}, err
-		}},
-		"groups/create": {do: func(ctx context.Context, s *user, f url.Values) (actionResult, error) {
-			if field(f, "group") == "" {
-				return actionResult{}, formError("give the group a name (the field \"Name\")")
-			}
-			err := s.api.Admin(ctx, "create group", http.MethodPost, protocol.PathGroups, protocol.CreateGroupRequest{Name: field(f, "group")}, nil)
-			return actionResult{notice: "Created group " + field(f, "group") + ". Add members to it, then bind a role to it on Role bindings."}, err
-		}},
-		"groups/delete": {confirm: func(f url.Values) confirmView {
-			return confirmView{Question: "Delete group " + field(f, "group") + "?", Button: "Delete group " + field(f, "group"),
-				Detail: "Its role bindings are deleted with it: its members lose what the group's roles gave them."}
-		}, do: func(ctx context.Context, s *user, f url.Values) (actionResult, error) {
-			err := s.api.Admin(ctx, "delete group", http.MethodDelete, groupPath(f), nil, nil)
-			return actionResult{notice: "Deleted group " + field(f, "group") + "."}, err
-		}},
-		"groups/add": {do: func(ctx context.Context, s *user, f url.Values) (actionResult, error) {
-			if field(f, "member") == "" {
-				return actionResult{}, formError("name the user or service account to add (the field \"Member\")")
-			}
-			err := s.api.Admin(ctx, "add member", http.MethodPost, groupPath(f)+"/members", protocol.GroupMemberRequest{Member: field(f, "member")}, nil)
-			return actionResult{notice: "Added " + field(f, "member") + " to group " + field(f, "group") + "."}, err
-		}},
-		"groups/remove": {confirm: func(f url.Values) confirmView {
-			return confirmView{Question: "Remove " + field(f, "member") + " from group " + field(f, "group") + "?", Button: "Remove " + field(f, "member"),
-				Detail: "It loses what the group's roles gave it."}
-		}, do: func(ctx context.Context, s *user, f url.Values) (actionResult, error) {
-			err := s.api.Admin(ctx, "remove member", http.MethodDelete, groupPath(f)+"/members/"+url.PathEscape(field(f, "member")), nil, nil)
-			return actionResult{notice: "Removed " + field(f, "member") + " from group " + field(f, "group") + "."}, err
 		}},
 		"roles/create": {do: createRole},
 		"roles/delete": {confirm: func(f url.Values) confirmView {
@@ -121,6 +92,40 @@ func accessActions() map[string]settingsAction {
 		}, do: func(ctx context.Context, s *user, f url.Values) (actionResult, error) {
 			_, err := s.api.RevokeAPIKey(ctx, field(f, "name"), f.Get("force") == "yes")
 			return actionResult{notice: "API key " + field(f, "name") + " revoked."}, err
+		}},
+	}
+}
+
+func groupActions() map[string]settingsAction {
+	groupPath := func(f url.Values) string { return protocol.PathGroups + "/" + url.PathEscape(field(f, "group")) }
+	return map[string]settingsAction{
+		"groups/create": {do: func(ctx context.Context, s *user, f url.Values) (actionResult, error) {
+			if field(f, "group") == "" {
+				return actionResult{}, formError("give the group a name (the field \"Name\")")
+			}
+			err := s.api.Admin(ctx, "create group", http.MethodPost, protocol.PathGroups, protocol.CreateGroupRequest{Name: field(f, "group")}, nil)
+			return actionResult{notice: "Created group " + field(f, "group") + ". Add members to it, then bind a role to it on Role bindings."}, err
+		}},
+		"groups/delete": {confirm: func(f url.Values) confirmView {
+			return confirmView{Question: "Delete group " + field(f, "group") + "?", Button: "Delete group " + field(f, "group"),
+				Detail: "Its role bindings are deleted with it: its members lose what the group's roles gave them."}
+		}, do: func(ctx context.Context, s *user, f url.Values) (actionResult, error) {
+			err := s.api.Admin(ctx, "delete group", http.MethodDelete, groupPath(f), nil, nil)
+			return actionResult{notice: "Deleted group " + field(f, "group") + "."}, err
+		}},
+		"groups/add": {do: func(ctx context.Context, s *user, f url.Values) (actionResult, error) {
+			if field(f, "member") == "" {
+				return actionResult{}, formError("name the user or service account to add (the field \"Member\")")
+			}
+			err := s.api.Admin(ctx, "add member", http.MethodPost, groupPath(f)+"/members", protocol.GroupMemberRequest{Member: field(f, "member")}, nil)
+			return actionResult{notice: "Added " + field(f, "member") + " to group " + field(f, "group") + "."}, err
+		}},
+		"groups/remove": {confirm: func(f url.Values) confirmView {
+			return confirmView{Question: "Remove " + field(f, "member") + " from group " + field(f, "group") + "?", Button: "Remove " + field(f, "member"),
+				Detail: "It loses what the group's roles gave it."}
+		}, do: func(ctx context.Context, s *user, f url.Values) (actionResult, error) {
+			err := s.api.Admin(ctx, "remove member", http.MethodDelete, groupPath(f)+"/members/"+url.PathEscape(field(f, "member")), nil, nil)
+			return actionResult{notice: "Removed " + field(f, "member") + " from group " + field(f, "group") + "."}, err
 		}},
 	}
 }

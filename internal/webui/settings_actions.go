@@ -129,6 +129,9 @@ func (u *UI) settingsActions() map[string]settingsAction {
 	for k, a := range resourceActions() {
 		out[k] = a
 	}
+	for k, a := range groupActions() {
+		out[k] = a
+	}
 	return out
 }
 
@@ -145,7 +148,7 @@ func (u *UI) handleSettingsAction(w http.ResponseWriter, r *http.Request, s *use
 		c := a.confirm(f)
 		c.Action = "/settings/" + key + "/" + name
 		for k, vs := range f {
-			if k == "csrf" || k == "confirm" || k == "force" {
+			if slices.Contains(secretFields, k) || k == "force" {
 				continue
 			}
 			for _, x := range vs {

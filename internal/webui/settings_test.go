@@ -57,4 +57,3 @@ func TestWhenAndWords(t *testing.T) {
 		t.Errorf("words of nothing = %q, want none", got)
 	}
 }
-
