@@ -331,13 +331,14 @@ func TestUISettingsChanges(t *testing.T) {
 	p.fill("#create-secret", map[string]string{"name": "REGISTRY_PASSWORD", "value": "reg-pass-2718"})
 	p.says("notice", "Secret REGISTRY_PASSWORD created")
 	p.open("tokens")
-	p.fill("#create-token", map[string]string{"name": "builders", "init_secrets": "REGISTRY_PASSWORD"})
+	p.fill("#create-token", map[string]string{"name": "builders", "init_secrets": "REGISTRY_PASSWORD", "uses": "3"})
 	p.says("notice", "Token builders created")
 	run(t, ctx, "see the token's init secrets", visible("#new-token-init-secrets"))
-	if out := c.mustCLI("token", "list"); !strings.Contains(out, "INIT-SECRETS") || !strings.Contains(out, "REGISTRY_PASSWORD") {
-		t.Errorf("token list does not show the init secret:\n%s", out)
+	if out := c.mustCLI("token", "list"); !strings.Contains(out, "INIT-SECRETS") || !strings.Contains(out, "REGISTRY_PASSWORD") || !strings.Contains(out, "uses-left=3/3") {
+		t.Errorf("token list does not show the init secret and the uses:\n%s", out)
 	}
 	p.open("tokens")
+	run(t, ctx, "see the token's uses", visible(`tr[data-token="builders"] .uses`))
 	p.fill("#create-token", map[string]string{"name": "other", "init_secrets": "NO_SUCH"})
 	p.says("error", "unknown secret NO_SUCH: the delegate token's account has none of that name")
 	if h := value(t, ctx, "read the error", chromedp.Text(chromedp.CSS("p.error"))); strings.Contains(h, "--") || strings.Contains(h, "task's") {

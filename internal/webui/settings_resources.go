@@ -104,6 +104,13 @@ func createToken(ctx context.Context, s *user, f url.Values) (actionResult, erro
 	if req.Project != "" && req.Org == "" {
 		return actionResult{}, formError("a project is in an organization: fill the field \"Organization\" too")
 	}
+	if u := field(f, "uses"); u != "" {
+		n, err := strconv.Atoi(u)
+		if err != nil || n < 1 {
+			return actionResult{}, formError("the field \"Uses\" takes how many delegate processes may register with the token, 1 or more (not " + strconv.Quote(u) + "); leave it empty for no limit")
+		}
+		req.Uses = n
+	}
 	t, err := s.api.CreateScopedToken(ctx, req)
 	return actionResult{token: &t, notice: "Token " + t.Name + " created: copy its value now, it is not shown again."}, err
 }
