@@ -57,3 +57,20 @@ func TestWhenAndWords(t *testing.T) {
 		t.Errorf("words of nothing = %q, want none", got)
 	}
 }
+
+// TestDestructiveActionsAsk: every action that deletes, revokes, disables,
+// removes or resets has a confirmation step, and the others none (a
+// create does not ask twice).
+func TestDestructiveActionsAsk(t *testing.T) {
+	u := &UI{}
+	for key, a := range u.settingsActions() {
+		verb := key[strings.Index(key, "/")+1:]
+		destructive := verb == "delete" || verb == "revoke" || verb == "disable" || verb == "remove" || verb == "reset"
+		if destructive != (a.confirm != nil) {
+			t.Errorf("settings action %s: destructive %v, asks first %v", key, destructive, a.confirm != nil)
+		}
+		if sectionOf(key[:strings.Index(key, "/")]) == nil {
+			t.Errorf("settings action %s is on no settings page", key)
+		}
+	}
+}
