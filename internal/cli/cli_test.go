@@ -59,8 +59,8 @@ func TestTokenCreateLastLineIsToken(t *testing.T) {
 func TestTokenListAndRevoke(t *testing.T) {
 	t.Parallel()
 	m := newFakeManager(t, outcomeSpec{})
-	for _, name := range []string{"ci", "prod"} {
-		if r := runCLI(t.Context(), m.env(), "", "token", "create", name); r.err != nil {
+	for _, args := range [][]string{{"ci"}, {"prod", "--init-secret", "REGISTRY_PASSWORD", "--init-secret", "CA"}} {
+		if r := runCLI(t.Context(), m.env(), "", append([]string{"token", "create"}, args...)...); r.err != nil {
 			t.Fatal(r.err)
 		}
 	}
@@ -72,9 +72,9 @@ func TestTokenListAndRevoke(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	want := "NAME  SCOPE    STATUS   CREATED  REVOKED\n" +
-		"ci    account  revoked  1m ago   0s ago\n" +
-		"prod  account  active   1m ago   -\n"
+	want := "NAME  SCOPE    STATUS   INIT-SECRETS          CREATED  REVOKED\n" +
+		"ci    account  revoked  -                     1m ago   0s ago\n" +
+		"prod  account  active   REGISTRY_PASSWORD,CA  1m ago   -\n"
 	if d := cmp.Diff(want, r.stdout); d != "" {
 		t.Errorf("table (-want +got):\n%s", d)
 	}

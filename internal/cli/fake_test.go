@@ -184,7 +184,7 @@ func (m *fakeManager) createToken(w http.ResponseWriter, r *http.Request) {
 	}
 	m.tokenReqs = append(m.tokenReqs, req)
 	tok := protocol.Token{Name: req.Name, CreatedAt: testNow.Add(-time.Minute), Status: protocol.TokenActive,
-		Org: req.Org, Project: req.Project}
+		Org: req.Org, Project: req.Project, InitSecrets: req.InitSecrets}
 	m.tokens = append(m.tokens, tok)
 	tok.Value = "tok_secret_" + req.Name
 	writeJSON(w, 201, tok)

@@ -166,10 +166,10 @@ func TestTokenScope(t *testing.T) {
 	}
 
 	r = ok(t, run("token", "list"))
-	want := "NAME    SCOPE            STATUS  CREATED  REVOKED\n" +
-		"ci      account          active  1m ago   -\n" +
-		"eng-ci  org/eng          active  1m ago   -\n" +
-		"web-ci  project/eng/web  active  1m ago   -\n"
+	want := "NAME    SCOPE            STATUS  INIT-SECRETS  CREATED  REVOKED\n" +
+		"ci      account          active  -             1m ago   -\n" +
+		"eng-ci  org/eng          active  -             1m ago   -\n" +
+		"web-ci  project/eng/web  active  -             1m ago   -\n"
 	if d := cmp.Diff(want, r.stdout); d != "" {
 		t.Errorf("table (-want +got):\n%s", d)
 	}

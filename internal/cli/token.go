@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -164,7 +165,7 @@ func (a *app) tokenListCmd() *cobra.Command {
 			}
 			now := a.now()
 			wide := out.is(formatWide)
-			header := []string{"NAME", "SCOPE", "STATUS", "CREATED", "REVOKED"}
+			header := []string{"NAME", "SCOPE", "STATUS", "INIT-SECRETS", "CREATED", "REVOKED"}
 			if wide {
 				header = append(header, "CREATED-AT", "REVOKED-AT")
 			}
@@ -181,7 +182,11 @@ func (a *app) tokenListCmd() *cobra.Command {
 				if tok.UsesLeft != nil {
 					status += fmt.Sprintf(",uses-left=%d/%d", *tok.UsesLeft, tok.Uses)
 				}
-				row := []string{tok.Name, scope(tok.Org, tok.Project), status, age(now, tok.CreatedAt), revoked}
+				initSecrets := "-"
+				if len(tok.InitSecrets) > 0 {
+					initSecrets = strings.Join(tok.InitSecrets, ",")
+				}
+				row := []string{tok.Name, scope(tok.Org, tok.Project), status, initSecrets, age(now, tok.CreatedAt), revoked}
 				if wide {
 					row = append(row, a.absTime(&tok.CreatedAt), a.absTime(tok.RevokedAt))
 				}

@@ -300,7 +300,7 @@ func (m *Service) handleCreateConfiguration(w http.ResponseWriter, r *http.Reque
 		api.WriteError(w, http.StatusBadRequest, protocol.CodeBadRequest, "%s", err.Error())
 		return
 	}
-	if !m.checkScriptSecrets(w, r, acct, req.Org, req.Project, req.Script) {
+	if !m.checkScriptSecrets(w, r, acct, req.Org, req.Project, req.Script, "configuration") {
 		return
 	}
 	c, err := m.st.CreateConfiguration(r.Context(), store.Configuration{AccountID: acct, Name: req.Name, Script: req.Script,
@@ -319,15 +319,15 @@ func (m *Service) handleCreateConfiguration(w http.ResponseWriter, r *http.Reque
 
 // checkScriptSecrets checks the stored secrets a configuration script
 // references as a task's are checked (secrets.Bind): each must resolve at
-// the configuration's scope and the caller must hold secret:access on it.
-// It answers and returns false when they do not.
-func (m *Service) checkScriptSecrets(w http.ResponseWriter, r *http.Request, acct, org, project, script string) bool {
+// the scope of what holds it (what: "configuration", "delegate token") and
+// the caller must hold secret:access on it. It answers and returns false when they do not.
+func (m *Service) checkScriptSecrets(w http.ResponseWriter, r *http.Request, acct, org, project, script, what string) bool {
 	if !secretref.Has(script) {
 		return true
 	}
 	spec := protocol.TaskSpec{Type: protocol.TaskShell, Shell: &protocol.ShellSpec{Script: script}, Org: org, Project: project}
 	caller := api.CallerOf(r.Context()).Policy
-	_, err := m.secrets.Bind(r.Context(), acct, spec, func(context.Context) (*access.Policy, error) { return caller, nil })
+	_, err := m.secrets.Bind(secretref.ReferredBy(r.Context(), what), acct, spec, func(context.Context) (*access.Policy, error) { return caller, nil })
 	if err != nil {
 		m.refuseSecrets(w, r, acct, caller, err)
 		return false
@@ -395,7 +395,7 @@ func (m *Service) handleUpdateConfiguration(w http.ResponseWriter, r *http.Reque
 			api.StoreError(w, err, "configuration "+strconv.Quote(name))
 			return
 		}
-		if !m.checkScriptSecrets(w, r, acct, old.Org, old.Project, script) {
+		if !m.checkScriptSecrets(w, r, acct, old.Org, old.Project, script, "configuration") {
 			return
 		}
 	}

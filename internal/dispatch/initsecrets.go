@@ -39,7 +39,7 @@ func (m *Service) checkInitSecrets(w http.ResponseWriter, r *http.Request, acct 
 		}
 		refs = append(refs, "${secrets."+n+"}")
 	}
-	return names, m.checkScriptSecrets(w, r, acct, req.Org, req.Project, strings.Join(refs, " "))
+	return names, m.checkScriptSecrets(w, r, acct, req.Org, req.Project, strings.Join(refs, " "), "delegate token")
 }
 
 // handleInitSecrets answers the values of the stored secrets a delegate's

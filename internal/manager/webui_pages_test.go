@@ -173,7 +173,7 @@ func TestUISettingsPages(t *testing.T) {
 		mustContain(t, "the admin's settings", page, `href="/settings/`+s+`"`)
 	}
 	pages := map[string][]string{
-		"tokens":         {`data-token="old"`, `action="/settings/tokens/old/revoke"`, `id="create-token"`},
+		"tokens":         {`data-token="old"`, `action="/settings/tokens/revoke"`, `name="name" value="old"`, `id="create-token"`},
 		"apikeys":        {`data-apikey="`},
 		"users":          {`data-user="vera"`, "viewer"},
 		"roles":          {`data-role="viewer"`, "pipeline:view"},
@@ -214,13 +214,18 @@ func TestUISettingsPages(t *testing.T) {
 	if strings.Contains(page, m[1]) {
 		t.Fatal("the token list shows a token's value")
 	}
-	resp, _ = b.do("POST", "/settings/tokens/fresh/revoke", url.Values{"csrf": {csrf}}, nil)
+	// A revoke asks first; only the confirmation's form revokes.
+	resp, page = b.do("POST", "/settings/tokens/revoke", url.Values{"csrf": {csrf}, "name": {"fresh"}}, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, `id="confirm-form"`) || !strings.Contains(page, `name="confirm" value="yes"`) {
+		t.Fatalf("revoke, the confirmation: %d\n%s", resp.StatusCode, page)
+	}
+	resp, _ = b.do("POST", "/settings/tokens/revoke", url.Values{"csrf": {csrf}, "name": {"fresh"}, "confirm": {"yes"}}, nil)
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("revoke: %d", resp.StatusCode)
 	}
 	_, page = b.get(resp.Header.Get("Location"))
 	mustContain(t, "the tokens after a revoke", page, `Token fresh revoked`)
-	if strings.Contains(page, `action="/settings/tokens/fresh/revoke"`) {
+	if strings.Contains(page, `name="name" value="fresh"`) {
 		t.Error("a revoked token is offered a revoke")
 	}
 
@@ -240,7 +245,7 @@ func TestUISettingsPages(t *testing.T) {
 	}
 	vcsrf := v.csrf("/settings")
 	for path, form := range map[string]url.Values{
-		"/settings/tokens/old/revoke": {"csrf": {vcsrf}},
+		"/settings/tokens/old/revoke": {"csrf": {vcsrf}, "confirm": {"yes"}},
 		"/settings/tokens":            {"csrf": {vcsrf}, "name": {"forged"}},
 	} {
 		if resp, page := v.do("POST", path, form, nil); resp.StatusCode != 403 || !strings.Contains(page, "vera") {

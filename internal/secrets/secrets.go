@@ -288,8 +288,8 @@ func (s *Service) Bind(ctx context.Context, acct string, spec protocol.TaskSpec,
 	for _, n := range names {
 		sec, ok := found[n]
 		if !ok {
-			return nil, &RefError{Status: http.StatusBadRequest, msg: fmt.Sprintf("unknown secret %s: the task's %s has none of that name (looked in %s); create it with legate secret create %s, or check the name (legate secret list)",
-				n, protocol.ScopeLabel(org, project), lookedIn(org, project), n)}
+			return nil, &RefError{Status: http.StatusBadRequest, msg: fmt.Sprintf("unknown secret %s: the %s's %s has none of that name (looked in %s); create it with legate secret create %s, or check the name (legate secret list)",
+				n, secretref.Referrer(ctx), protocol.ScopeLabel(org, project), lookedIn(org, project), n)}
 		}
 		out = append(out, store.BindingOf(sec))
 	}

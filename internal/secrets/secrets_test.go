@@ -19,6 +19,7 @@ import (
 	"github.com/legate-dev/legate/internal/leaktest"
 	"github.com/legate-dev/legate/internal/protocol"
 	"github.com/legate-dev/legate/internal/seal"
+	"github.com/legate-dev/legate/internal/secretref"
 	"github.com/legate-dev/legate/internal/store"
 )
 
@@ -173,6 +174,18 @@ func TestBindAndNeeds(t *testing.T) {
 		var re *RefError
 		if !errors.As(err, &re) || re.HTTPStatus() != tc.status || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Bind %q at %s/%s: %v; want %d saying %q", tc.spec.Shell.Script, tc.spec.Org, tc.spec.Project, err, tc.status, tc.want)
+		}
+	}
+
+	// A configuration's script and a token's init secrets are checked as a
+	// task's spec: the refusal names what refers to the secret.
+	for what, want := range map[string]string{
+		"configuration":  "unknown secret NONE: the configuration's org o1 has none of that name",
+		"delegate token": "unknown secret NONE: the delegate token's org o1 has none of that name",
+	} {
+		_, err := s.Bind(secretref.ReferredBy(ctx, what), "acc1", spec("echo ${secrets.NONE}", "o1", ""), all)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "task") {
+			t.Errorf("Bind for a %s: %v; want %q", what, err, want)
 		}
 	}
 

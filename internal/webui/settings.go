@@ -1,9 +1,11 @@
 package webui
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/client"
@@ -31,11 +33,13 @@ var sections = []section{
 	{"tokens", "Delegate tokens", below(access.TokenView)},
 	{"apikeys", "API keys", func(*access.Policy) bool { return true }},
 	{"users", "Users", below(access.UserView)},
+	{"groups", "Groups", below(access.UserView)},
 	{"roles", "Roles", below(access.UserView)},
 	{"bindings", "Role bindings", below(access.UserView)},
 	{"secrets", "Secrets", below(access.SecretView)},
 	{"connectors", "Connectors", below(access.ConnectorView)},
 	{"configurations", "Delegate configurations", below(access.ConfigurationView)},
+	{"limits", "Deployment limits", below(access.PipelineView)},
 	{"audit", "Audit log", func(p *access.Policy) bool { return p.Allows(access.AuditView, access.Account) }},
 }
 
@@ -45,23 +49,50 @@ type settingsView struct {
 	Title    string
 	Sections []section
 	Pager    pager
+	// Now is when the page was made, for the relative times.
+	Now time.Time
+	// Can says which forms the user's roles allow (the API decides; a
+	// form not allowed is replaced by a line that says what it needs).
+	Can settingsCan
+	// Form holds what a refused form sent, to fill it again (never a
+	// secret's value or a password).
+	Form url.Values
+	// Confirm, when set, is the page that asks before a destructive action.
+	Confirm *confirmView
 	// One of these is set, by Section.
 	Tokens         []tokenRow
 	CanCreateToken bool
 	NewToken       *protocol.Token
 	APIKeys        []apiKeyRow
+	NewAPIKey      *protocol.APIKey
 	Users          []protocol.User
+	Groups         []protocol.Group
 	Roles          []protocol.Role
+	Permissions    []access.Permission
 	Bindings       []bindingRow
 	Secrets        []scoped[protocol.Secret]
 	Connectors     []protocol.Connector
 	Configurations []scoped[protocol.Configuration]
+	Limits         *protocol.DeploymentLimits
 	Audit          auditView
 }
 
+// settingsCan is what the user may change, as far as the page can tell
+// before asking the API.
+type settingsCan struct {
+	ManageUsers        bool // user:manage on the account
+	Bind               bool // user:manage somewhere (bindings at an org or project)
+	EditSecrets        bool
+	EditConnectors     bool
+	DeleteConnectors   bool
+	EditConfigurations bool
+}
+
 type scoped[T any] struct {
-	Item  T
-	Scope string
+	Item      T
+	Scope     string
+	CanEdit   bool
+	CanDelete bool
 }
 
 type tokenRow struct {
@@ -77,7 +108,8 @@ type apiKeyRow struct {
 
 type bindingRow struct {
 	protocol.Binding
-	Scope string
+	Scope     string
+	CanDelete bool
 }
 
 type auditView struct {
@@ -104,33 +136,112 @@ func (u *UI) handleSettings(w http.ResponseWriter, r *http.Request, s *user) {
 	u.render(w, r, s, http.StatusOK, "settings", page{Title: "Settings", Nav: "settings", Data: v})
 }
 
-func (u *UI) handleSettingsSection(w http.ResponseWriter, r *http.Request, s *user) {
-	key := r.PathValue("section")
-	var sec *section
+func sectionOf(key string) *section {
 	for i := range sections {
 		if sections[i].Key == key {
-			sec = &sections[i]
+			return &sections[i]
 		}
 	}
+	return nil
+}
+
+// newSettingsView is the frame of a settings page of section sec.
+func (u *UI) newSettingsView(s *user, sec *section) settingsView {
+	p := s.policy
+	return settingsView{Section: sec.Key, Title: sec.Title, Sections: u.allowedSections(s), Now: u.cfg.Now(),
+		Can: settingsCan{
+			ManageUsers:        p.Allows(access.UserManage, access.Account),
+			Bind:               p.AllowsBelow(access.UserManage, access.Account),
+			EditSecrets:        p.AllowsBelow(access.SecretEdit, access.Account),
+			EditConnectors:     p.Allows(access.ConnectorEdit, access.Account),
+			DeleteConnectors:   p.Allows(access.ConnectorDelete, access.Account),
+			EditConfigurations: p.AllowsBelow(access.ConfigurationEdit, access.Account),
+		}}
+}
+
+func (u *UI) handleSettingsSection(w http.ResponseWriter, r *http.Request, s *user) {
+	key := r.PathValue("section")
+	sec := sectionOf(key)
 	if sec == nil {
 		u.errorPage(w, r, s, http.StatusNotFound, "There is no settings page "+key+".")
 		return
 	}
-	v := settingsView{Section: key, Title: sec.Title, Sections: u.allowedSections(s)}
+	v := u.newSettingsView(s, sec)
+	if err := u.loadSection(r, s, &v); err != nil {
+		u.apiError(w, r, s, err)
+		return
+	}
+	u.render(w, r, s, http.StatusOK, "settings", page{Title: sec.Title, Nav: "settings", Data: v})
+}
+
+// loadSection fills v with its section's list, a page of it.
+func (u *UI) loadSection(r *http.Request, s *user, v *settingsView) error {
 	q := r.URL.Query()
+	if r.Method != http.MethodGet {
+		q = url.Values{} // a refused form's page shows the first page
+	}
 	p := pageOf(q)
-	base := "/settings/" + key
 	more := false
-	ctx := r.Context()
 	var err error
-	switch key {
+	switch v.Section {
+	case "tokens", "apikeys", "secrets", "configurations", "connectors", "limits":
+		more, err = u.loadResources(r.Context(), s, v, p)
+	case "users", "groups", "roles", "bindings":
+		more, err = u.loadAccess(r.Context(), s, v, p)
+	case "audit":
+		v.Audit, err = u.auditPage(r, s, q)
+	}
+	v.Pager = newPager("/settings/"+v.Section, q, p, more)
+	return err
+}
+
+func (u *UI) loadAccess(ctx context.Context, s *user, v *settingsView, p int) (more bool, err error) {
+	switch v.Section {
+	case "users":
+		var l protocol.UserList
+		if err = s.api.Admin(ctx, "list users", http.MethodGet, protocol.PathUsers, nil, &l); err == nil {
+			v.Users, more = window(l.Users, p)
+		}
+	case "groups":
+		var l protocol.GroupList
+		if err = s.api.Admin(ctx, "list groups", http.MethodGet, protocol.PathGroups, nil, &l); err == nil {
+			v.Groups, more = window(l.Groups, p)
+		}
+	case "roles":
+		var l protocol.RoleList
+		if err = s.api.Admin(ctx, "list roles", http.MethodGet, protocol.PathRoles, nil, &l); err == nil {
+			v.Roles, more = window(l.Roles, p)
+		}
+		v.Permissions = access.All()
+	case "bindings":
+		var l protocol.BindingList
+		if err = s.api.Admin(ctx, "list bindings", http.MethodGet, protocol.PathBindings, nil, &l); err != nil {
+			return false, err
+		}
+		var rows []bindingRow
+		for _, b := range l.Bindings {
+			rows = append(rows, bindingRow{Binding: b, Scope: protocol.ScopeLabel(b.Org, b.Project),
+				CanDelete: s.policy.Allows(access.UserManage, access.Scope{Org: b.Org, Project: b.Project})})
+		}
+		v.Bindings, more = window(rows, p)
+		var roles protocol.RoleList
+		if err = s.api.Admin(ctx, "list roles", http.MethodGet, protocol.PathRoles, nil, &roles); err == nil {
+			v.Roles = roles.Roles
+		}
+	}
+	return more, err
+}
+
+func (u *UI) loadResources(ctx context.Context, s *user, v *settingsView, p int) (more bool, err error) {
+	at := func(org, project string) access.Scope { return access.Scope{Org: org, Project: project} }
+	switch v.Section {
 	case "tokens":
 		var l protocol.TokenList
 		if l, err = s.api.ListTokens(ctx); err == nil {
 			var rows []tokenRow
 			for _, t := range l.Tokens {
 				rows = append(rows, tokenRow{Token: t, Scope: protocol.ScopeLabel(t.Org, t.Project),
-					CanRevoke: t.Status == protocol.TokenActive && s.may(access.TokenDelete, access.Resource{Kind: "token", Name: t.Name, Scope: access.Scope{Org: t.Org, Project: t.Project}})})
+					CanRevoke: t.Status == protocol.TokenActive && s.may(access.TokenDelete, access.Resource{Kind: "token", Name: t.Name, Scope: at(t.Org, t.Project)})})
 			}
 			v.Tokens, more = window(rows, p)
 		}
@@ -145,31 +256,13 @@ func (u *UI) handleSettingsSection(w http.ResponseWriter, r *http.Request, s *us
 			}
 			v.APIKeys, more = window(rows, p)
 		}
-	case "users":
-		var l protocol.UserList
-		if err = s.api.Admin(ctx, "list users", http.MethodGet, protocol.PathUsers, nil, &l); err == nil {
-			v.Users, more = window(l.Users, p)
-		}
-	case "roles":
-		var l protocol.RoleList
-		if err = s.api.Admin(ctx, "list roles", http.MethodGet, protocol.PathRoles, nil, &l); err == nil {
-			v.Roles, more = window(l.Roles, p)
-		}
-	case "bindings":
-		var l protocol.BindingList
-		if err = s.api.Admin(ctx, "list bindings", http.MethodGet, protocol.PathBindings, nil, &l); err == nil {
-			var rows []bindingRow
-			for _, b := range l.Bindings {
-				rows = append(rows, bindingRow{Binding: b, Scope: protocol.ScopeLabel(b.Org, b.Project)})
-			}
-			v.Bindings, more = window(rows, p)
-		}
 	case "secrets":
 		var l protocol.SecretList
 		if l, err = s.api.ListSecrets(ctx); err == nil {
 			var rows []scoped[protocol.Secret]
 			for _, x := range l.Secrets {
-				rows = append(rows, scoped[protocol.Secret]{x, protocol.ScopeLabel(x.Org, x.Project)})
+				rows = append(rows, scoped[protocol.Secret]{Item: x, Scope: protocol.ScopeLabel(x.Org, x.Project),
+					CanEdit: s.policy.Allows(access.SecretEdit, at(x.Org, x.Project)), CanDelete: s.policy.Allows(access.SecretDelete, at(x.Org, x.Project))})
 			}
 			v.Secrets, more = window(rows, p)
 		}
@@ -183,19 +276,18 @@ func (u *UI) handleSettingsSection(w http.ResponseWriter, r *http.Request, s *us
 		if l, err = s.api.ListConfigurations(ctx); err == nil {
 			var rows []scoped[protocol.Configuration]
 			for _, x := range l.Configurations {
-				rows = append(rows, scoped[protocol.Configuration]{x, protocol.ScopeLabel(x.Org, x.Project)})
+				rows = append(rows, scoped[protocol.Configuration]{Item: x, Scope: protocol.ScopeLabel(x.Org, x.Project),
+					CanEdit: s.policy.Allows(access.ConfigurationEdit, at(x.Org, x.Project)), CanDelete: s.policy.Allows(access.ConfigurationDelete, at(x.Org, x.Project))})
 			}
 			v.Configurations, more = window(rows, p)
 		}
-	case "audit":
-		v.Audit, err = u.auditPage(r, s, q)
+	case "limits":
+		var l protocol.DeploymentLimits
+		if l, err = s.api.DeploymentLimits(ctx); err == nil {
+			v.Limits = &l
+		}
 	}
-	if err != nil {
-		u.apiError(w, r, s, err)
-		return
-	}
-	v.Pager = newPager(base, q, p, more)
-	u.render(w, r, s, http.StatusOK, "settings", page{Title: sec.Title, Nav: "settings", Data: v})
+	return more, err
 }
 
 // The audit log: pages of perPage events, newest first, by the API's
@@ -228,35 +320,4 @@ func (u *UI) auditPage(r *http.Request, s *user, q url.Values) (auditView, error
 		v.FirstURL = link("")
 	}
 	return v, nil
-}
-
-func (u *UI) handleCreateToken(w http.ResponseWriter, r *http.Request, s *user) {
-	req := protocol.CreateTokenRequest{Name: strings.TrimSpace(r.PostFormValue("name")), Org: strings.TrimSpace(r.PostFormValue("org")), Project: strings.TrimSpace(r.PostFormValue("project"))}
-	t, err := s.api.CreateScopedToken(r.Context(), req)
-	if err != nil {
-		u.apiError(w, r, s, err)
-		return
-	}
-	// The value shows once, on this answer (not cached, not in a URL).
-	v := settingsView{Section: "tokens", Title: "Delegate tokens", Sections: u.allowedSections(s), NewToken: &t}
-	u.render(w, r, s, http.StatusOK, "settings", page{Title: "Token created", Nav: "settings", Data: v,
-		Notice: "Token " + t.Name + " created: copy its value now, it is not shown again."})
-}
-
-func (u *UI) handleRevokeToken(w http.ResponseWriter, r *http.Request, s *user) {
-	name := r.PathValue("name")
-	if _, err := s.api.RevokeToken(r.Context(), name); err != nil {
-		u.apiError(w, r, s, err)
-		return
-	}
-	http.Redirect(w, r, "/settings/tokens?notice="+url.QueryEscape("Token "+name+" revoked."), http.StatusSeeOther)
-}
-
-func (u *UI) handleRevokeAPIKey(w http.ResponseWriter, r *http.Request, s *user) {
-	name := r.PathValue("name")
-	if _, err := s.api.RevokeAPIKey(r.Context(), name, false); err != nil {
-		u.apiError(w, r, s, err)
-		return
-	}
-	http.Redirect(w, r, "/settings/apikeys?notice="+url.QueryEscape("API key "+name+" revoked."), http.StatusSeeOther)
 }

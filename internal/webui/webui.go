@@ -183,6 +183,7 @@ func New(cfg Config) *UI {
 	u.mux.HandleFunc("POST /settings/tokens/{name}/revoke", u.signedIn(u.handleRevokeToken))
 	u.mux.HandleFunc("POST /settings/apikeys/{name}/revoke", u.signedIn(u.handleRevokeAPIKey))
 	u.delegatePageRoutes()
+	u.settingsRoutes()
 	u.mux.HandleFunc("/", u.handleNotFound)
 	return u
 }
