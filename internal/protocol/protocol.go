@@ -1875,6 +1875,9 @@ type Pipeline struct {
 	Changed bool `json:"changed,omitempty"`
 	// Webhook is its webhook, nil for none (not in listings).
 	Webhook *PipelineWebhook `json:"webhook,omitempty"`
+	// Inputs are the inputs its definition declares, in its order (not
+	// in listings): what a form that runs it asks for.
+	Inputs []PipelineInput `json:"inputs,omitempty"`
 }
 
 // PipelineWebhook is a pipeline's webhook as a get shows it: never its
@@ -1972,6 +1975,8 @@ type Run struct {
 	// RollbackOf is the deployment a rollback run (Trigger
 	// TriggerRollback) re-deploys over.
 	RollbackOf string `json:"rollback_of,omitempty"`
+	// RerunOf is the run a re-run (Trigger TriggerRerun) runs again.
+	RerunOf string `json:"rerun_of,omitempty"`
 }
 
 // RunStep is one step of a run.
@@ -1986,6 +1991,9 @@ type RunStep struct {
 	Error      string            `json:"error,omitempty"`
 	StartedAt  time.Time         `json:"started_at"`
 	FinishedAt *time.Time        `json:"finished_at,omitempty"`
+	// Order is the step's place in its pipeline's definition (from 0;
+	// Steps are in the order the steps started or were skipped).
+	Order int `json:"order"`
 }
 
 // RunList answers a run listing, newest first.
