@@ -182,6 +182,7 @@ func New(cfg Config) *UI {
 	u.mux.HandleFunc("POST /settings/tokens", u.signedIn(u.handleCreateToken))
 	u.mux.HandleFunc("POST /settings/tokens/{name}/revoke", u.signedIn(u.handleRevokeToken))
 	u.mux.HandleFunc("POST /settings/apikeys/{name}/revoke", u.signedIn(u.handleRevokeAPIKey))
+	u.runRoutes()
 	u.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		u.errorPage(w, r, nil, http.StatusNotFound, "There is no page at "+r.URL.Path+".")
 	})
