@@ -35,9 +35,9 @@ func (u *UI) runRoutes() {
 type formField struct {
 	// Name is the form value's name, ID the element's.
 	Name, ID, Label string
-	Value       string
-	Hint        string
-	Placeholder string
+	Value           string
+	Hint            string
+	Placeholder     string
 	// Error says what is wrong with the value, in the field's words.
 	Error     string
 	Multiline bool
