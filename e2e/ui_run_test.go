@@ -134,6 +134,16 @@ func TestUIRunFormsInBrowser(t *testing.T) {
 		t.Errorf("the re-run: rerun_of %q, inputs %v; want %s with who=fail greeting=hello", r.RerunOf, r.Inputs, first)
 	}
 
+	run(t, ctx, "re-run the first run with its own inputs",
+		chromedp.Navigate(c.url+"/runs/"+first),
+		submitForm(`#run-rerun-form`),
+		visible(`#run-rerun-of`),
+		visible(`#run-status.s-succeeded`))
+	same := value(t, ctx, "read the re-run's ID", chromedp.Evaluate[string](`location.pathname.split("/").pop()`))
+	if r := c.getRun(same); r.RerunOf != first || r.Inputs["who"] != "ana" || same == first {
+		t.Errorf("the re-run with the same inputs: %s, rerun_of %q, inputs %v; want a new run of %s with who=ana", same, r.RerunOf, r.Inputs, first)
+	}
+
 	// Cancel a running run from its page.
 	waiting := strings.TrimSpace(c.mustCLI("pipeline", "run", "greet", "--input", "who=wait", "--detach"))
 	run(t, ctx, "open a running run",
