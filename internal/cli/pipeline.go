@@ -554,7 +554,7 @@ survives manager restarts as its tasks do.`,
   legate run logs r_abc --follow
   legate run cancel r_abc`,
 	}
-	cmd.AddCommand(a.runListCmd(), a.runGetCmd(), a.runLogsCmd(), a.runCancelCmd())
+	cmd.AddCommand(a.runListCmd(), a.runGetCmd(), a.runLogsCmd(), a.runCancelCmd(), a.runRerunCmd())
 	return cmd
 }
 

@@ -1244,6 +1244,19 @@ func (c *Client) CancelRun(ctx context.Context, id string) (protocol.Run, error)
 	return out, err
 }
 
+// RerunRun starts a new run of a run's pipeline with the run's definition
+// and inputs, req's inputs in place of the run's; the answer's RerunOf
+// is id.
+func (c *Client) RerunRun(ctx context.Context, id string, req protocol.RerunRequest) (protocol.Run, error) {
+	const op = "re-run run"
+	if err := requireID(op, "run ID", id); err != nil {
+		return protocol.Run{}, err
+	}
+	var out protocol.Run
+	err := c.do(ctx, &call{op: op, method: http.MethodPost, path: protocol.PathRuns + "/" + seg(id) + "/rerun", in: req, out: &out})
+	return out, err
+}
+
 // CreateSignInLink asks for a one-time sign-in link of the web UI for the
 // caller, a user: its Path goes after the manager's URL (SignInURL).
 func (c *Client) CreateSignInLink(ctx context.Context) (protocol.SignInLink, error) {

@@ -276,6 +276,7 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 		"GET " + protocol.PathRuns:                                   {path: protocol.PathRuns},
 		"GET " + protocol.PathRuns + "/{id}":                         {path: runP, at: p1},
 		"POST " + protocol.PathRuns + "/{id}/cancel":                 {path: runP + "/cancel", at: p1},
+		"POST " + protocol.PathRuns + "/{id}/rerun":                  {path: runP + "/rerun", body: `{}`, at: p1},
 	}
 
 	// A user per built-in role and binding scope: the account, the

@@ -1897,6 +1897,9 @@ type Pipeline struct {
 	Plan    string   `json:"plan,omitempty"`
 	Changes []string `json:"changes,omitempty"`
 	DryRun  bool     `json:"dry_run,omitempty"`
+	// Inputs are the inputs its definition declares, in its order (not
+	// in listings): what a form that runs it asks for.
+	Inputs []PipelineInput `json:"inputs,omitempty"`
 }
 
 // PipelineWebhook is a pipeline's webhook as a get shows it: never its
@@ -1994,6 +1997,8 @@ type Run struct {
 	// RollbackOf is the deployment a rollback run (Trigger
 	// TriggerRollback) re-deploys over.
 	RollbackOf string `json:"rollback_of,omitempty"`
+	// RerunOf is the run a re-run (Trigger TriggerRerun) runs again.
+	RerunOf string `json:"rerun_of,omitempty"`
 }
 
 // RunStep is one step of a run.
@@ -2008,6 +2013,9 @@ type RunStep struct {
 	Error      string            `json:"error,omitempty"`
 	StartedAt  time.Time         `json:"started_at"`
 	FinishedAt *time.Time        `json:"finished_at,omitempty"`
+	// Order is the step's place in its pipeline's definition (from 0;
+	// Steps are in the order the steps started or were skipped).
+	Order int `json:"order"`
 }
 
 // RunList answers a run listing, newest first.

@@ -107,8 +107,8 @@ func busyWords(name string, connected []string, running int) string {
 // refusalWords says that the user may not do what, which permission it
 // needs where, and where an administrator grants it.
 func refusalWords(s *user, what string, perm access.Permission, scope string) string {
-	return fmt.Sprintf("You (%s) may not %s: that needs the permission %s at %s, which no role bound to you grants there. "+
-		"An administrator can bind you a role that has it, under Settings → Role bindings.", s.name(), what, perm, scope)
+	return fmt.Sprintf("You (%s) may not %s: that needs the permission %s at %s, which no role bound to you grants there; "+
+		grantHint+".", s.name(), what, perm, scope)
 }
 
 func (u *UI) handleDeleteDelegatePage(w http.ResponseWriter, r *http.Request, s *user) {

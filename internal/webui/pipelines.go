@@ -97,11 +97,12 @@ type pipelinesView struct {
 	Name      string
 	Pipelines []pipelineRow
 	Pager     pager
+	Now       time.Time
 }
 
 func (u *UI) handlePipelines(w http.ResponseWriter, r *http.Request, s *user) {
 	q := r.URL.Query()
-	v := pipelinesView{Name: strings.TrimSpace(q.Get("name"))}
+	v := pipelinesView{Name: strings.TrimSpace(q.Get("name")), Now: u.cfg.Now()}
 	list, err := s.api.ListPipelines(r.Context())
 	if err != nil {
 		u.apiError(w, r, s, err)
@@ -135,6 +136,7 @@ type runsView struct {
 	// older ones.
 	FirstURL string
 	NextURL  string
+	Now      time.Time
 }
 
 var runStatuses = []string{protocol.RunRunning, protocol.RunSucceeded, protocol.RunFailed, protocol.RunCancelled}
@@ -143,7 +145,7 @@ var runStatuses = []string{protocol.RunRunning, protocol.RunSucceeded, protocol.
 // from the cursor in q's "page". With scoped, only the runs of the
 // pipeline of scope org/project. Links keep q's other parameters.
 func (u *UI) runsPage(r *http.Request, s *user, base string, q url.Values, pipeline string, scoped bool, org, project, status string) (runsView, error) {
-	v := runsView{Pipeline: pipeline, Status: status, Statuses: runStatuses}
+	v := runsView{Pipeline: pipeline, Status: status, Statuses: runStatuses, Now: u.cfg.Now()}
 	cursor := q.Get("page")
 	list, err := s.api.ListRunsPage(r.Context(), client.RunQuery{Pipeline: pipeline, InScope: scoped, Org: org, Project: project,
 		Status: status, Limit: perPage, Page: cursor})
@@ -197,6 +199,10 @@ func (u *UI) handleRuns(w http.ResponseWriter, r *http.Request, s *user) {
 type pipelineView struct {
 	pipelineRow
 	Runs runsView
+	// CanRun: the user may run the pipeline; RunURL is its run form.
+	CanRun bool
+	RunURL string
+	Now    time.Time
 }
 
 func (u *UI) handlePipeline(w http.ResponseWriter, r *http.Request, s *user) {
@@ -212,7 +218,9 @@ func (u *UI) handlePipeline(w http.ResponseWriter, r *http.Request, s *user) {
 		u.apiError(w, r, s, err)
 		return
 	}
-	v := pipelineView{pipelineRow: pipelineRow{Pipeline: p, Scope: protocol.ScopeLabel(p.Org, p.Project), URL: pipelineURL(p.Name, p.Org, p.Project)}, Runs: runs}
+	v := pipelineView{pipelineRow: pipelineRow{Pipeline: p, Scope: protocol.ScopeLabel(p.Org, p.Project), URL: pipelineURL(p.Name, p.Org, p.Project)}, Runs: runs,
+		CanRun: s.may(access.PipelineExecute, pipelineResource(p.Name, p.Org, p.Project)), Now: u.cfg.Now()}
+	v.RunURL = "/pipelines/" + url.PathEscape(p.Name) + "/run" + scopeQuery(p.Org, p.Project)
 	u.render(w, r, s, http.StatusOK, "pipeline", page{Title: "Pipeline " + p.Name, Nav: "pipelines", Data: v})
 }
 
@@ -223,9 +231,16 @@ type runView struct {
 	Stages      []stageView
 	Terminal    bool
 	CanCancel   bool
-	// Step is the index (in Run.Steps) of the step whose output shows.
+	// Step is the index (in Run.Steps) of the step whose output shows:
+	// the failed step when one failed, else the latest with a task.
 	Step int
 	CSRF string
+	Now  time.Time
+	// Failed is the first step (in the pipeline's order) that did not
+	// succeed; nil when none.
+	Failed *stepView
+	// Took is how long the run took, once it ended.
+	Took string
 }
 
 type stageView struct {
@@ -239,7 +254,30 @@ type stepView struct {
 	Selected bool
 	// Delegate is the delegate that ran the step's task.
 	Delegate string
+	// Duration is how long it took, once it ended; Running that it
+	// runs (since StartedAt). A skipped step has neither.
 	Duration string
+	Running  bool
+}
+
+// stepFailed reports whether a step's status is an end other than success.
+func stepFailed(status string) bool {
+	switch status {
+	case protocol.StatusQueued, protocol.StatusRunning, protocol.StatusSucceeded, protocol.StepSkipped:
+		return false
+	}
+	return true
+}
+
+// pipelineOrder returns the indices of steps in their pipeline's order
+// (steps are stored in the order they started or were skipped).
+func pipelineOrder(steps []protocol.RunStep) []int {
+	idx := make([]int, len(steps))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return steps[a].Order - steps[b].Order })
+	return idx
 }
 
 func (u *UI) runView(r *http.Request, s *user, id string, step int) (runView, error) {
@@ -248,26 +286,51 @@ func (u *UI) runView(r *http.Request, s *user, id string, step int) (runView, er
 		return runView{}, err
 	}
 	v := runView{runRow: runRow{Run: run, Scope: protocol.ScopeLabel(run.Org, run.Project)}, PipelineURL: pipelineURL(run.Pipeline, run.Org, run.Project),
-		Terminal: run.Status != protocol.RunRunning, Step: step}
-	v.CanCancel = !v.Terminal && !run.CancelRequested && s.may(access.PipelineExecute, access.Resource{Kind: "pipeline", Name: run.Pipeline, Scope: access.Scope{Org: run.Org, Project: run.Project}})
+		Terminal: run.Status != protocol.RunRunning, Step: step, Now: u.cfg.Now()}
+	v.CanCancel = !v.Terminal && !run.CancelRequested && s.may(access.PipelineExecute, pipelineResource(run.Pipeline, run.Org, run.Project))
+	if run.FinishedAt != nil {
+		v.Took = took(run.FinishedAt.Sub(run.CreatedAt))
+	}
+	order := pipelineOrder(run.Steps)
+	failed := -1
+	for _, i := range order {
+		if stepFailed(run.Steps[i].Status) {
+			failed = i
+			break
+		}
+	}
 	if v.Step < 0 || v.Step >= len(run.Steps) || run.Steps[v.Step].TaskID == "" {
-		// The latest step with a task: the one most likely running.
 		v.Step = -1
-		for i, st := range run.Steps {
-			if st.TaskID != "" {
-				v.Step = i
+		if failed >= 0 && run.Steps[failed].TaskID != "" {
+			// What failed, not the "when: failure" steps that ran after.
+			v.Step = failed
+		} else {
+			// The latest step with a task: the one most likely running.
+			for i, st := range run.Steps {
+				if st.TaskID != "" {
+					v.Step = i
+				}
 			}
 		}
 	}
-	for i, st := range run.Steps {
+	for _, i := range order {
+		st := run.Steps[i]
 		sv := stepView{RunStep: st, Index: i, Selected: i == v.Step}
 		if st.TaskID != "" {
 			if t, err := s.api.GetTask(r.Context(), st.TaskID); err == nil && t.DelegateName != "" {
 				sv.Delegate = t.DelegateName + " (" + t.DelegateHostname + ")"
 			}
 		}
-		if st.FinishedAt != nil {
+		switch {
+		case st.Status == protocol.StepSkipped:
+		case st.FinishedAt != nil:
 			sv.Duration = took(st.FinishedAt.Sub(st.StartedAt))
+		case !v.Terminal:
+			sv.Running = true
+		}
+		if i == failed {
+			f := sv
+			v.Failed = &f
 		}
 		if n := len(v.Stages); n == 0 || v.Stages[n-1].Name != st.Stage {
 			v.Stages = append(v.Stages, stageView{Name: st.Stage})
@@ -283,26 +346,34 @@ type runPage struct {
 	EventsURL string
 	OutputURL string
 	StepName  string
+	// CanRerun: the user may run the run's pipeline.
+	CanRerun bool
 }
 
 func (u *UI) handleRun(w http.ResponseWriter, r *http.Request, s *user) {
-	id := r.PathValue("id")
 	step, err := strconv.Atoi(r.URL.Query().Get("step"))
 	if err != nil {
 		step = -1
 	}
+	u.renderRun(w, r, s, r.PathValue("id"), step, http.StatusOK, "")
+}
+
+// renderRun renders the page of run id with status, and errMsg (an
+// action of the page the API refused) when set.
+func (u *UI) renderRun(w http.ResponseWriter, r *http.Request, s *user, id string, step, status int, errMsg string) {
 	v, err := u.runView(r, s, id, step)
 	if err != nil {
 		u.apiError(w, r, s, err)
 		return
 	}
 	v.CSRF = s.csrf
-	p := runPage{Live: v, EventsURL: "/runs/" + url.PathEscape(id) + "/events?step=" + strconv.Itoa(v.Step)}
+	p := runPage{Live: v, EventsURL: "/runs/" + url.PathEscape(id) + "/events?step=" + strconv.Itoa(v.Step),
+		CanRerun: s.may(access.PipelineExecute, pipelineResource(v.Run.Pipeline, v.Run.Org, v.Run.Project))}
 	if v.Step >= 0 {
 		st := v.Run.Steps[v.Step]
 		p.OutputURL, p.StepName = "/tasks/"+url.PathEscape(st.TaskID)+"/output", st.Stage+" / "+st.Step
 	}
-	u.render(w, r, s, http.StatusOK, "run", page{Title: "Run " + id, Nav: "runs", Data: p})
+	u.render(w, r, s, status, "run", page{Title: "Run " + id, Nav: "runs", Error: errMsg, Data: p})
 }
 
 // handleRunEvents sends the run's stages and steps again whenever the
@@ -353,6 +424,10 @@ func (u *UI) handleRunEvents(w http.ResponseWriter, r *http.Request, s *user) {
 func (u *UI) handleCancelRun(w http.ResponseWriter, r *http.Request, s *user) {
 	id := r.PathValue("id")
 	if _, err := s.api.CancelRun(r.Context(), id); err != nil {
+		if st := statusOf(err); st == http.StatusForbidden || st == http.StatusConflict {
+			u.renderRun(w, r, s, id, -1, st, actionRefusal(err, "cancel run "+id))
+			return
+		}
 		u.apiError(w, r, s, err)
 		return
 	}

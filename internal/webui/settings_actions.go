@@ -67,6 +67,10 @@ var fieldsOfSection = map[string]map[string]string{
 	"limits":         {"per-hour": "Per hour", "per-day": "Per day", "default": "Back to the defaults"},
 }
 
+// grantHint is where a page sends someone who lacks a permission (the
+// API's own hint is a CLI command).
+const grantHint = "someone who manages users can bind you a role that has it under Settings → Role bindings"
+
 var (
 	flagWord   = regexp.MustCompile(`--([a-z][a-z-]*)`)
 	cliCommand = regexp.MustCompile(`legate [a-z][^();]*`)
@@ -79,7 +83,7 @@ var (
 // the CLI flags its message names become the page's fields that give the
 // same value.
 func refusalText(section string, err error) string {
-	msg := roleBindHint.ReplaceAllString(apiMessage(err), "(someone who manages users binds one on Settings › Role bindings)")
+	msg := roleBindHint.ReplaceAllString(apiMessage(err), "("+grantHint+")")
 	fields := fieldsOfSection[section]
 	// A flag in a whole command (legate project create --org ...) stays:
 	// the command is the advice, for a page this one is not.

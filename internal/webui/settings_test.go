@@ -26,7 +26,7 @@ func TestRefusalText(t *testing.T) {
 		{"secrets", apiErr(400, `unknown project "web" in org "eng" (legate project create --org eng web)`),
 			`(legate project create --org eng web)`, nil},
 		{"users", apiErr(403, `user bob lacks the permission user:manage on the account; a role with user:manage bound at the account or above grants it (legate role bind ROLE --user bob ...)`),
-			"Refused: user bob lacks the permission user:manage on the account; a role with user:manage bound at the account or above grants it (someone who manages users binds one on Settings › Role bindings)",
+			"Refused: user bob lacks the permission user:manage on the account; a role with user:manage bound at the account or above grants it (someone who manages users can bind you a role that has it under Settings → Role bindings)",
 			[]string{"legate role bind", "--user"}},
 		{"apikeys", apiErr(409, "… or revoke anyway with --force"), `revoke anyway with the field "Revoke it even if it is the account's last active key"`, nil},
 		{"limits", errors.New("connection refused"), "connection refused", nil},

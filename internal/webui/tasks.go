@@ -85,6 +85,9 @@ type tasksView struct {
 	// Queued and Running count the page's tasks in those states (the
 	// summary that screen readers hear when the list changes).
 	Queued, Running int
+	Now             time.Time
+	// CanRun: the user may run tasks somewhere (the Run a task link).
+	CanRun bool
 }
 
 type taskRow struct {
@@ -120,7 +123,7 @@ func cut(s string, n int) string {
 
 // tasksView reads the page of tasks that f asks for.
 func (u *UI) tasksView(ctx context.Context, s *user, f taskFilter) (tasksView, error) {
-	v := tasksView{Filter: f, Statuses: taskStatuses}
+	v := tasksView{Filter: f, Statuses: taskStatuses, Now: u.cfg.Now(), CanRun: s.policy.AllowsBelow(access.TaskRun, access.Account)}
 	limit := tasksPerPage
 	if f.Selector != "" {
 		limit = tasksBatch

@@ -184,6 +184,7 @@ func New(cfg Config) *UI {
 	u.mux.HandleFunc("POST /settings/apikeys/{name}/revoke", u.signedIn(u.handleRevokeAPIKey))
 	u.delegatePageRoutes()
 	u.settingsRoutes()
+	u.runRoutes()
 	u.mux.HandleFunc("/", u.handleNotFound)
 	return u
 }

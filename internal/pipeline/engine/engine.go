@@ -240,5 +240,6 @@ func (svc *Service) Routes() []api.Route {
 		// signed with the webhook's secret; it acts as who enabled it.
 		{Method: "POST", Pattern: protocol.PathHooks + "/{id}", Body: bodyWebhook, Public: svc.handleHook},
 		{Method: "POST", Pattern: protocol.PathRuns + "/{id}/cancel", Admin: svc.handleCancelRun, Rule: api.Rule{Perm: access.PipelineExecute, Scope: svc.atRun()}, Audit: "run.cancel"},
+		{Method: "POST", Pattern: protocol.PathRuns + "/{id}/rerun", Body: api.BodyPipeline, Admin: svc.handleRerun, Rule: api.Rule{Perm: access.PipelineExecute, Scope: svc.atRunPipeline(), Also: svc.rerunUses}, Audit: "run.rerun"},
 	}
 }

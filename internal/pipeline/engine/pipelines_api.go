@@ -42,6 +42,11 @@ func pipelineView(p store.Pipeline, withSource bool) protocol.Pipeline {
 		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 	if parsed, err := pipeline.Parse([]byte(p.Source)); err == nil {
 		v.Description = parsed.Description
+		if withSource {
+			for _, in := range parsed.Inputs {
+				v.Inputs = append(v.Inputs, protocol.PipelineInput{Name: in.Name, Description: in.Description, Default: in.Default})
+			}
+		}
 	}
 	if withSource {
 		v.Source = p.Source
@@ -54,9 +59,22 @@ func runView(r store.Run) protocol.Run {
 		Status: r.Status, CancelRequested: r.CancelRequested, Trigger: r.Trigger, TriggeredBy: r.TriggeredBy, Error: r.Error,
 		Delivery: r.Delivery, CreatedAt: r.CreatedAt, FinishedAt: api.UTC(r.FinishedAt), RollbackOf: r.RollbackOf,
 		Priority: protocol.PriorityOrNormal(r.Priority)}
-	for _, s := range r.Steps {
+	v.Trigger, v.RerunOf = splitTrigger(r.Trigger)
+	order := map[pipeline.StepRef]int{}
+	if len(r.Steps) > 0 {
+		if p, err := pipeline.Parse([]byte(r.Source)); err == nil {
+			for i, ref := range p.Steps() {
+				order[ref] = i
+			}
+		}
+	}
+	for i, s := range r.Steps {
+		o, ok := order[pipeline.StepRef{Stage: s.Stage, Step: s.Step}]
+		if !ok {
+			o = i
+		}
 		v.Steps = append(v.Steps, protocol.RunStep{Stage: s.Stage, Step: s.Step, TaskID: s.TaskID, Status: s.Status,
-			Outputs: s.Outputs, Error: s.Error, StartedAt: s.StartedAt, FinishedAt: api.UTC(s.FinishedAt)})
+			Outputs: s.Outputs, Error: s.Error, StartedAt: s.StartedAt, FinishedAt: api.UTC(s.FinishedAt), Order: o})
 	}
 	return v
 }

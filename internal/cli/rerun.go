@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/legate-dev/legate/internal/protocol"
+)
+
+// runRerunCmd is `legate run rerun ID`: a new run of the run's pipeline
+// with the run's definition and inputs, some replaced.
+func (a *app) runRerunCmd() *cobra.Command {
+	var (
+		out    outputFlags
+		inputs []string
+		detach bool
+	)
+	cmd := &cobra.Command{
+		Use:   "rerun ID [--input KEY=VALUE]... [--detach]",
+		Short: "Run a run's pipeline again, with the run's inputs (--input replaces some)",
+		Long: `Start a new run of run ID's pipeline with the definition run ID ran (its
+version, even when the pipeline was changed since: a re-run repeats what
+ran) and its inputs; each --input KEY=VALUE replaces one of them. The new
+run says which run it re-runs (legate run get shows "Triggered: rerun").
+It needs what running the pipeline needs (pipeline:execute at its scope,
+and what its steps use). Then, as legate pipeline run, it prints each
+step as it starts and ends, streams each step's output to stdout, and
+exits with the run's status: 0 when it succeeded, 1 when it failed, 130
+when it was cancelled. Ctrl-C stops following but leaves the run running.
+--detach prints the new run's ID and exits at once.`,
+		Example: `  legate run rerun r_abc
+  legate run rerun r_abc --input version=1.4.3 --detach`,
+		Args: cobra.ExactArgs(1),
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			in, err := parseKV("--input", inputs, nil)
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			run, err := c.RerunRun(cmd.Context(), args[0], protocol.RerunRequest{Inputs: in})
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if detach {
+				if out.structured() {
+					return out.print(w, run)
+				}
+				_, err := fmt.Fprintln(w, escape(run.ID))
+				return err
+			}
+			if !out.structured() {
+				fmt.Fprintf(cmd.ErrOrStderr(), "legate: run %s re-runs run %s\n", escape(run.ID), escape(run.RerunOf))
+			}
+			return a.followRun(cmd, c, run, &out)
+		}),
+	}
+	cmd.Flags().StringArrayVar(&inputs, "input", nil, "an input to replace, KEY=VALUE (repeatable; the others keep the run's values)")
+	cmd.Flags().BoolVar(&detach, "detach", false, "print the new run's ID (with -o: the run) and exit at once")
+	out.add(cmd, formatJSON, formatYAML)
+	return cmd
+}
