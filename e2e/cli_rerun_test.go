@@ -51,6 +51,9 @@ func TestCLIRunRerun(t *testing.T) {
 	if again.RerunOf != first.ID || again.Trigger != protocol.TriggerRerun || again.Inputs["who"] != "ana" || again.Inputs["greeting"] != "hello" {
 		t.Errorf("run rerun --detach -o json: %+v, want a re-run of %s with who=ana greeting=hello", again, first.ID)
 	}
+	if got := c.mustCLI("run", "get", again.ID); !strings.Contains(got, "Re-run of:") || !strings.Contains(got, "run "+first.ID) {
+		t.Errorf("run get of a re-run does not name the run it re-runs:\n%s", got)
+	}
 	for _, tt := range []struct {
 		args []string
 		want string

@@ -687,6 +687,9 @@ func (a *app) runDetail(w io.Writer, r protocol.Run) error {
 	if r.RollbackOf != "" {
 		t.row("Rolls back:", "deployment "+r.RollbackOf)
 	}
+	if r.RerunOf != "" {
+		t.row("Re-run of:", "run "+r.RerunOf)
+	}
 	t.row("Started:", a.timestamp(&r.CreatedAt))
 	if r.FinishedAt != nil {
 		t.row("Finished:", a.timestamp(r.FinishedAt))
