@@ -461,7 +461,9 @@ func TestUITaskPageExplainsAQueuedTask(t *testing.T) {
 		t.Errorf("a task that does not match the filter is listed")
 	}
 	_, page = b.get("/tasks/" + task.ID)
-	for _, want := range []string{"Why it waits", "explain-summary", `action="/tasks/` + task.ID + `/cancel"`, "Created"} {
+	// No delegate is known that could run it: the page says what becomes
+	// of it, as legate task explain does.
+	for _, want := range []string{"Why it waits", "explain-summary", "explain-outlook", "no known delegate can run this", `action="/tasks/` + task.ID + `/cancel"`, "Created"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("task page lacks %q:\n%s", want, page)
 		}
