@@ -152,7 +152,7 @@ func TestPipelineApplyRefusesWithTheLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := c.cli("pipeline", "apply", "-f", file)
-	if r.code == 0 || !strings.Contains(r.stderr, "line 6") || !strings.Contains(r.stderr, "shel") {
+	if r.code == 0 || !strings.Contains(r.stderr, "bad.yaml:6: ") || !strings.Contains(r.stderr, "shel") {
 		t.Errorf("apply of a bad file: exit %d, stderr %q; want the line (6) and the field (shel)", r.code, r.stderr)
 	}
 	if r := c.cli("pipeline", "list"); r.code != 0 || !strings.Contains(r.stderr, "No pipelines") {
