@@ -359,15 +359,7 @@ has no free deployment slot (legate limits).`,
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if detach {
-				if out.structured() {
-					return out.print(w, run)
-				}
-				_, err := fmt.Fprintln(w, escape(run.ID))
-				return err
-			}
-			return a.followRun(cmd, c, run, &out)
+			return a.startedRun(cmd, c, run, detach, &out, "")
 		}),
 	}
 	scopeFlags(cmd, &org, &project, "pipeline")
@@ -383,6 +375,24 @@ has no free deployment slot (legate limits).`,
 // until the run is over, and exits with its status. Without follow it
 // shows the output so far of the steps that started, once, and returns
 // nil.
+// startedRun shows a run just started: its ID (or, -o json|yaml, the
+// run) when detached; otherwise says first, on stderr, what it is (about:
+// "" for nothing) and follows it.
+func (a *app) startedRun(cmd *cobra.Command, c *client.Client, run protocol.Run, detach bool, out *outputFlags, about string) error {
+	w := cmd.OutOrStdout()
+	if detach {
+		if out.structured() {
+			return out.print(w, run)
+		}
+		_, err := fmt.Fprintln(w, escape(run.ID))
+		return err
+	}
+	if about != "" && !out.structured() {
+		fmt.Fprintf(cmd.ErrOrStderr(), "legate: %s\n", about)
+	}
+	return a.followRun(cmd, c, run, out)
+}
+
 func (a *app) followRun(cmd *cobra.Command, c *client.Client, run protocol.Run, o *outputFlags) error {
 	return a.showRun(cmd, c, run, o, true)
 }

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/legate-dev/legate/internal/protocol"
@@ -45,18 +43,7 @@ when it was cancelled. Ctrl-C stops following but leaves the run running.
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if detach {
-				if out.structured() {
-					return out.print(w, run)
-				}
-				_, err := fmt.Fprintln(w, escape(run.ID))
-				return err
-			}
-			if !out.structured() {
-				fmt.Fprintf(cmd.ErrOrStderr(), "legate: run %s re-runs run %s\n", escape(run.ID), escape(run.RerunOf))
-			}
-			return a.followRun(cmd, c, run, &out)
+			return a.startedRun(cmd, c, run, detach, &out, "run "+escape(run.ID)+" re-runs run "+escape(run.RerunOf))
 		}),
 	}
 	cmd.Flags().StringArrayVar(&inputs, "input", nil, "an input to replace, KEY=VALUE (repeatable; the others keep the run's values)")

@@ -445,17 +445,27 @@ func (svc *Service) pipelineUses(r *http.Request, acct string) ([]api.Need, erro
 		}
 		return nil, err
 	}
-	p, err := pipeline.Parse([]byte(stored.Source))
+	return svc.requestNeeds(r, acct, org, project, stored.Source, func(body []byte) map[string]string {
+		var req protocol.RunPipelineRequest
+		_ = json.Unmarshal(body, &req) // the handler reports a bad body
+		return req.Inputs
+	})
+}
+
+// requestNeeds is what running the definition source with the inputs of
+// the request's body (read without consuming it) needs: pipelineNeeds. A
+// definition that does not parse needs nothing here: the handler
+// refuses it.
+func (svc *Service) requestNeeds(r *http.Request, acct, org, project, source string, inputs func(body []byte) map[string]string) ([]api.Need, error) {
+	p, err := pipeline.Parse([]byte(source))
 	if err != nil {
-		return nil, nil // the handler refuses it
+		return nil, nil
 	}
 	body, err := api.PeekBody(r)
 	if err != nil {
 		return nil, err
 	}
-	var req protocol.RunPipelineRequest
-	_ = json.Unmarshal(body, &req) // the handler reports a bad body
-	return svc.pipelineNeeds(r.Context(), acct, org, project, p, req.Inputs)
+	return svc.pipelineNeeds(r.Context(), acct, org, project, p, inputs(body))
 }
 
 // pipelineNeeds is what running p with the given inputs needs: each step's

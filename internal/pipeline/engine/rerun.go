@@ -68,17 +68,11 @@ func (svc *Service) rerunUses(r *http.Request, acct string) ([]api.Need, error) 
 		}
 		return nil, err
 	}
-	p, err := pipeline.Parse([]byte(run.Source))
-	if err != nil {
-		return nil, nil // the handler refuses it
-	}
-	body, err := api.PeekBody(r)
-	if err != nil {
-		return nil, err
-	}
-	var req protocol.RerunRequest
-	_ = json.Unmarshal(body, &req) // the handler reports a bad body
-	return svc.pipelineNeeds(r.Context(), acct, run.Org, run.Project, p, rerunInputs(run, req))
+	return svc.requestNeeds(r, acct, run.Org, run.Project, run.Source, func(body []byte) map[string]string {
+		var req protocol.RerunRequest
+		_ = json.Unmarshal(body, &req) // the handler reports a bad body
+		return rerunInputs(run, req)
+	})
 }
 
 func (svc *Service) handleRerun(w http.ResponseWriter, r *http.Request, acct string) {
