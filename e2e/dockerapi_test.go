@@ -1,65 +1,22 @@
 package e2e
 
 import (
-	"bytes"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/legate-dev/legate/internal/podmantest"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
-// podmanService starts `podman system service` on a unix socket of the
-// test's own, socket-activated (the socket listens before podman starts:
-// nothing waits for it to appear), with the runtime and ulimits this
-// machine needs, and returns the socket's path.
+// podmanService starts podman's Docker-API service for the test
+// (podmantest.Service) once podmanOrSkip found podman and the image.
 func podmanService(t *testing.T) string {
 	t.Helper()
 	podmanOrSkip(t)
-	dir, err := os.MkdirTemp("", "dockerapi-e2e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	conf := "[containers]\ndefault_ulimits = [\"nofile=1024:1024\", \"nproc=1024:1024\"]\n"
-	if _, err := os.Stat("/usr/sbin/runc"); err == nil {
-		conf += "[engine]\nruntime = \"runc\"\n"
-	}
-	if err := os.WriteFile(filepath.Join(dir, "containers.conf"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "api.sock")
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.SetUnlinkOnClose(false)
-	f, err := l.File()
-	l.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	podman, _ := exec.LookPath("podman")
-	cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" system service --time=0`, podman)
-	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+filepath.Join(dir, "containers.conf"))
-	cmd.ExtraFiles = []*os.File{f}
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("podman system service:\n%s", log.String())
-		}
-	})
-	return sock
+	return podmantest.Service(t, "")
 }
 
 // TestContainerTaskThroughDockerAPISocket: a delegate with no podman or

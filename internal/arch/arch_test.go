@@ -54,6 +54,7 @@ var layout = map[string][]string{
 	"internal/leaktest":   nil,
 	"internal/pgtest":     nil,
 	"internal/promtest":   nil,
+	"internal/podmantest": nil,
 	"internal/promserver": nil,
 	"internal/proxytest":  nil,
 	"internal/testport":   nil,
@@ -143,11 +144,15 @@ func loadPackages(t *testing.T) map[string]*pkgInfo {
 }
 
 // TestLeaktestInTestsOnly: the goroutine-leak check is imported by test
-// files alone, so goleak is never linked into a binary.
+// files alone, so goleak is never linked into a binary; so are the test
+// helpers that start servers (podman's service).
 func TestLeaktestInTestsOnly(t *testing.T) {
 	for name, p := range loadPackages(t) {
 		if p.imports[module+"internal/leaktest"] || p.imports["go.uber.org/goleak"] && name != "internal/leaktest" {
 			t.Errorf("%s imports the leak check outside its _test.go files", name)
+		}
+		if p.imports[module+"internal/podmantest"] {
+			t.Errorf("%s imports podmantest outside its _test.go files", name)
 		}
 	}
 }

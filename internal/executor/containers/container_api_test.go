@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,79 +19,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/legate-dev/legate/internal/podmantest"
 	"github.com/legate-dev/legate/internal/protocol"
 )
-
-// StartPodmanService starts `podman system service` on a unix socket of
-// its own (socket-activated: the socket listens before podman starts, so
-// nothing waits for it to appear), configured as this machine needs
-// (runc, explicit ulimits), and returns the socket's path; it is stopped
-// when the test ends. It skips (fails under CI=true) without podman or
-// the test image.
-func startPodmanService(t *testing.T) string {
-	t.Helper()
-	unusable := func(why string) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no podman service can be started: %s (CI installs podman with scripts/podman-ensure)", why)
-		}
-		t.Skipf("no podman service can be started: %s (run scripts/podman-ensure)", why)
-	}
-	podman, err := exec.LookPath("podman")
-	if err != nil {
-		unusable(err.Error())
-	}
-	if out, err := exec.Command(podman, "image", "exists", testImage).CombinedOutput(); err != nil {
-		unusable("image " + testImage + " missing: " + strings.TrimSpace(string(out)))
-	}
-	// A short directory: a socket's path is at most 107 bytes.
-	dir, err := os.MkdirTemp("", "dockerapi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	conf := "[containers]\ndefault_ulimits = [\"nofile=1024:1024\", \"nproc=1024:1024\"]\n"
-	if _, err := os.Stat("/usr/sbin/runc"); err == nil {
-		conf += "[engine]\nruntime = \"runc\"\n"
-	}
-	if err := os.WriteFile(filepath.Join(dir, "containers.conf"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "api.sock")
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.SetUnlinkOnClose(false)
-	f, err := l.File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Close()
-	defer f.Close()
-	// LISTEN_PID must be podman's own PID: the shell execs into it.
-	cmd := exec.Command("/bin/sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" system service --time=0`, podman)
-	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+filepath.Join(dir, "containers.conf"))
-	cmd.ExtraFiles = []*os.File{f} // fd 3
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		unusable(err.Error())
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("podman system service:\n%s", log.String())
-		}
-	})
-	return sock
-}
 
 // apiForTest returns an Engine API backend on a podman service of the
 // test's own, with an owner of its own (see podmanForTest).
 func apiForTest(t *testing.T) *Runtime {
 	t.Helper()
-	sock := startPodmanService(t)
+	sock := podmantest.Service(t, testImage)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	owner := "test-dockerapi-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-" + hex.EncodeToString(b[:])
