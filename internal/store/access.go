@@ -371,6 +371,37 @@ func (s *Store) ListRoles(ctx context.Context, accountID string) ([]Role, error)
 	return out, rows.Err()
 }
 
+// UpdateRole replaces the description and permissions of the account's
+// custom role of that name and returns the role as it was before;
+// ErrNotFound.
+func (s *Store) UpdateRole(ctx context.Context, accountID, name, description string, permissions []string) (Role, error) {
+	perms, _ := json.Marshal(permissions)
+	var old Role
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var was string
+		var created int64
+		err := s.w(tx).queryRow(ctx, `SELECT account_id, name, description, permissions, created_at FROM roles WHERE account_id = ? AND name = ?`,
+			accountID, name).Scan(&old.AccountID, &old.Name, &old.Description, &was, &created)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(was), &old.Permissions); err != nil {
+			return fmt.Errorf("permissions: %w", err)
+		}
+		old.CreatedAt = fromMicros(created)
+		_, err = s.w(tx).exec(ctx, `UPDATE roles SET description = ?, permissions = ? WHERE account_id = ? AND name = ?`,
+			description, string(perms), accountID, name)
+		return err
+	})
+	if err != nil {
+		return Role{}, fmt.Errorf("update role %q: %w", name, err)
+	}
+	return old, nil
+}
+
 // DeleteRole deletes the account's custom role of that name; ErrNotFound,
 // or ErrInUse while a binding uses it.
 func (s *Store) DeleteRole(ctx context.Context, accountID, name string) error {

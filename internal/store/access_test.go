@@ -227,3 +227,40 @@ func TestSetPasswordEndsSignIns(t *testing.T) {
 		wantErr(t, "an unknown user", err, ErrNotFound)
 	})
 }
+
+// UpdateRole changes a custom role in place and returns it as it was, so
+// the caller can say what changed.
+func TestUpdateRole(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		was := Role{AccountID: "acc1", Name: "deleter", Description: "d", Permissions: []string{"delegate:delete"}, CreatedAt: t0}
+		if err := s.CreateRole(ctx, was); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateRole(ctx, Role{AccountID: "acc2", Name: "deleter", Description: "other", Permissions: []string{"task:view"}, CreatedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+		old, err := s.UpdateRole(ctx, "acc1", "deleter", "new words", []string{"delegate:delete", "delegate:view"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(was, old); diff != "" {
+			t.Errorf("the role as it was (-want +got):\n%s", diff)
+		}
+		rs, err := s.ListRoles(ctx, "acc1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Role{{AccountID: "acc1", Name: "deleter", Description: "new words", Permissions: []string{"delegate:delete", "delegate:view"}, CreatedAt: t0}}
+		if diff := cmp.Diff(want, rs); diff != "" {
+			t.Errorf("roles after the update (-want +got):\n%s", diff)
+		}
+		if rs, err := s.ListRoles(ctx, "acc2"); err != nil || len(rs) != 1 || rs[0].Description != "other" {
+			t.Errorf("the other account's role changed: %+v, %v", rs, err)
+		}
+		_, err = s.UpdateRole(ctx, "acc1", "nobody", "", []string{"task:view"})
+		wantErr(t, "update an unknown role", err, ErrNotFound)
+	})
+}
