@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/legate-dev/legate/internal/access"
+	"github.com/legate-dev/legate/internal/pgtest"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -91,4 +92,22 @@ func TestRoleUpdateTakesEffectAtOnce(t *testing.T) {
 	if st, body := tm.api(t, key, "PATCH", role, `{"permissions":["user:manage"]}`); st != http.StatusForbidden {
 		t.Errorf("a user without user:manage changes a role: %d %s", st, body)
 	}
+}
+
+// A role changed on one manager reaches the users bound to it on another,
+// whose cached policies the change drops by broadcast.
+func TestRoleUpdateReachesTheOtherManager(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	cfg := Config{APIKeyCacheTTL: time.Hour}
+	tms := startTestManagers(t, dsn, cfg, cfg)
+	a, b := tms[0], tms[1]
+	a.mustAPI(t, a.admin.APIKey, "POST", protocol.PathRoles, `{"name":"auditor","permissions":["task:view"]}`, 201)
+	key := a.userKey(t, "audra", "auditor", access.Scope{})
+	b.mustAPI(t, key, "GET", protocol.PathAudit, "", 403) // B caches audra's policy
+	eventually(t, 10*time.Second, "manager B listening", func() bool { return b.m.bus.Listening() })
+	a.mustAPI(t, a.admin.APIKey, "PATCH", protocol.PathRoles+"/auditor", `{"permissions":["task:view","audit:view"]}`, 200)
+	eventually(t, 10*time.Second, "manager B allowing the role's new permission", func() bool {
+		st, _ := b.api(t, key, "GET", protocol.PathAudit, "")
+		return st == http.StatusOK
+	})
 }
