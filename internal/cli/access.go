@@ -357,11 +357,15 @@ Built-in roles cannot be changed: create a custom role instead.`,
 			case req.Description == nil:
 				return usagef("nothing to change: give --permission, --add-permission, --remove-permission or --description")
 			}
-			var r protocol.Role
-			if err := a.call(cmd, "update role", http.MethodPatch, protocol.PathRoles+"/"+url.PathEscape(args[0]), req, &r); err != nil {
+			c, err := a.client()
+			if err != nil {
 				return err
 			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "Updated role %s: %s\n", r.Name, strings.Join(r.Permissions, ", "))
+			r, err := c.UpdateRole(cmd.Context(), args[0], req)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Updated role %s: %s\n", r.Name, strings.Join(r.Permissions, ", "))
 			return err
 		}),
 	}

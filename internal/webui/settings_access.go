@@ -178,8 +178,7 @@ func updateRole(ctx context.Context, s *user, f url.Values) (actionResult, error
 	if len(perms) == 0 {
 		return actionResult{}, formError("a role needs at least one permission: tick one in \"Permissions\" of role " + name + " (or delete the role)")
 	}
-	err := s.api.Admin(ctx, "update role", http.MethodPatch, protocol.PathRoles+"/"+url.PathEscape(name),
-		protocol.UpdateRoleRequest{Description: &desc, Permissions: &perms}, nil)
+	_, err := s.api.UpdateRole(ctx, name, protocol.UpdateRoleRequest{Description: &desc, Permissions: &perms})
 	return actionResult{notice: "Saved role " + name + ": whoever it is bound to has its new permissions now."}, err
 }
 
