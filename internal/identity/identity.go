@@ -49,7 +49,7 @@ type Store interface {
 	GroupsOf(ctx context.Context, principalID string) ([]string, error)
 	CreateRole(ctx context.Context, r store.Role) error
 	ListRoles(ctx context.Context, accountID string) ([]store.Role, error)
-	UpdateRole(ctx context.Context, accountID, name, description string, permissions []string) (store.Role, error)
+	UpdateRole(ctx context.Context, accountID, name string, c store.RoleChange) (was, now store.Role, err error)
 	DeleteRole(ctx context.Context, accountID, name string) error
 	CreateBinding(ctx context.Context, b store.Binding) error
 	DeleteBinding(ctx context.Context, b store.Binding) error

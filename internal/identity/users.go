@@ -434,51 +434,34 @@ func (s *Service) handleUpdateRole(w http.ResponseWriter, r *http.Request, acct 
 		api.BadRequest(w, "nothing to change: give the description, the permissions or both")
 		return
 	}
-	cur, err := s.customRole(r.Context(), acct, name)
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "no custom role named %q (legate role list)", name)
-			return
-		}
-		api.StoreError(w, err, "role "+strconv.Quote(name))
-		return
-	}
-	desc, perms := cur.Description, cur.Permissions
+	var change store.RoleChange
 	if req.Description != nil {
-		desc = strings.TrimSpace(*req.Description)
+		desc := strings.TrimSpace(*req.Description)
 		if err := protocol.CheckText("role description", desc, 1024); err != nil {
 			api.BadRequest(w, "%s", err.Error())
 			return
 		}
+		change.Description = &desc
 	}
 	if req.Permissions != nil {
-		var ok bool
-		if perms, ok = rolePermissions(w, *req.Permissions); !ok {
+		perms, ok := rolePermissions(w, *req.Permissions)
+		if !ok {
 			return
 		}
+		change.Permissions = perms
 	}
-	old, err := s.st.UpdateRole(r.Context(), acct, name, desc, perms)
+	old, now, err := s.st.UpdateRole(r.Context(), acct, name, change)
+	if errors.Is(err, store.ErrNotFound) {
+		api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "no custom role named %q (legate role list)", name)
+		return
+	}
 	if err != nil {
 		api.StoreError(w, err, "role "+strconv.Quote(name))
 		return
 	}
-	api.NoteAudit(r.Context(), func(e *store.AuditEvent) { e.Detail = roleChange(old, desc, perms) })
+	api.NoteAudit(r.Context(), func(e *store.AuditEvent) { e.Detail = roleChange(old, now.Description, now.Permissions) })
 	s.accessChanged(r.Context(), acct)
-	api.WriteJSON(w, http.StatusOK, protocol.Role{Name: name, Description: desc, Permissions: perms, CreatedAt: old.CreatedAt.UTC()})
-}
-
-// customRole returns the account's custom role of that name; ErrNotFound.
-func (s *Service) customRole(ctx context.Context, acct, name string) (store.Role, error) {
-	rs, err := s.st.ListRoles(ctx, acct)
-	if err != nil {
-		return store.Role{}, err
-	}
-	for _, r := range rs {
-		if r.Name == name {
-			return r, nil
-		}
-	}
-	return store.Role{}, store.ErrNotFound
+	api.WriteJSON(w, http.StatusOK, protocol.Role{Name: name, Description: now.Description, Permissions: now.Permissions, CreatedAt: now.CreatedAt.UTC()})
 }
 
 // roleChange says what an update changed of a role, for the audit log:
