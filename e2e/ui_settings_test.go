@@ -209,7 +209,7 @@ func TestUISettingsChanges(t *testing.T) {
 		t.Error("the binding removed on the page is still listed")
 	}
 	p.open("roles")
-	p.click(`tr[data-role="deployer"] button`)
+	p.click(`tr[data-role="deployer"] form[action="/settings/roles/delete"] button`)
 	p.confirm("Delete role deployer?")
 	p.says("notice", "Deleted role deployer")
 	p.open("groups")

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -246,7 +247,7 @@ a project, and applies to everything beneath it.`,
   legate role bind project-admin --user alice --org eng --project web
   legate role bindings`,
 	}
-	cmd.AddCommand(a.roleCreateCmd(), a.roleListCmd(), a.roleGetCmd(), a.roleDeleteCmd(),
+	cmd.AddCommand(a.roleCreateCmd(), a.roleListCmd(), a.roleGetCmd(), a.roleDeleteCmd(), a.roleUpdateCmd(),
 		a.roleBindingCmd("bind", "Bind a role to a user, service account or group", true),
 		a.roleBindingCmd("unbind", "Remove a binding", false), a.roleBindingsCmd())
 	return cmd
@@ -320,6 +321,83 @@ func (a *app) roleDeleteCmd() *cobra.Command {
 			return err
 		}),
 	}
+}
+
+// roleUpdateCmd changes a custom role in place. --add-permission and
+// --remove-permission edit the role's current list, read first; the API
+// takes the whole list.
+func (a *app) roleUpdateCmd() *cobra.Command {
+	var perms, add, remove []string
+	var desc string
+	update := &cobra.Command{
+		Use: "update NAME", Short: "Change a custom role's permissions or description", Args: cobra.ExactArgs(1),
+		Long: `Change a custom role in place: the users, service accounts and groups bound to
+it get its new permissions on their next request. --permission gives the whole
+new list; --add-permission and --remove-permission change the current one.
+Built-in roles cannot be changed: create a custom role instead.`,
+		Example: `  legate role update deleter --permission delegate:delete --permission delegate:view
+  legate role update deleter --add-permission task:view --remove-permission delegate:view
+  legate role update deleter --description "cleans up delegates"`,
+		RunE: a.run(func(cmd *cobra.Command, args []string) error {
+			var req protocol.UpdateRoleRequest
+			if cmd.Flags().Changed("description") {
+				req.Description = &desc
+			}
+			switch {
+			case len(perms) > 0 && len(add)+len(remove) > 0:
+				return usagef("give either --permission (the whole new list) or --add-permission/--remove-permission, not both")
+			case len(perms) > 0:
+				req.Permissions = &perms
+			case len(add)+len(remove) > 0:
+				next, err := a.editedPermissions(cmd, args[0], add, remove)
+				if err != nil {
+					return err
+				}
+				req.Permissions = &next
+			case req.Description == nil:
+				return usagef("nothing to change: give --permission, --add-permission, --remove-permission or --description")
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			r, err := c.UpdateRole(cmd.Context(), args[0], req)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Updated role %s: %s\n", r.Name, strings.Join(r.Permissions, ", "))
+			return err
+		}),
+	}
+	update.Flags().StringArrayVar(&perms, "permission", nil, "a permission RESOURCE:ACTION of the whole new list (repeat)")
+	update.Flags().StringArrayVar(&add, "add-permission", nil, "a permission RESOURCE:ACTION to add (repeat)")
+	update.Flags().StringArrayVar(&remove, "remove-permission", nil, "a permission RESOURCE:ACTION to remove (repeat)")
+	update.Flags().StringVar(&desc, "description", "", "what the role is for")
+	return update
+}
+
+// editedPermissions is the role's current permissions with add added and
+// remove removed; removing one the role lacks is a usage error.
+func (a *app) editedPermissions(cmd *cobra.Command, name string, add, remove []string) ([]string, error) {
+	var r protocol.Role
+	if err := a.call(cmd, "get role", http.MethodGet, protocol.PathRoles+"/"+url.PathEscape(name), nil, &r); err != nil {
+		return nil, err
+	}
+	out := slices.Clone(r.Permissions)
+	for _, p := range remove {
+		p = strings.ToLower(strings.TrimSpace(p))
+		i := slices.Index(out, p)
+		if i < 0 {
+			return nil, usagef("role %s has no permission %s (it has %s)", name, p, strings.Join(r.Permissions, ", "))
+		}
+		out = slices.Delete(out, i, i+1)
+	}
+	for _, p := range add {
+		if p = strings.ToLower(strings.TrimSpace(p)); !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // roleBindingCmd builds role bind (bind) and role unbind.

@@ -654,6 +654,8 @@ func TestEmptyIDRefused(t *testing.T) {
 	errs = append(errs, err)
 	_, err = c.DescribeDelegate(ctx, "")
 	errs = append(errs, err)
+	_, err = c.UpdateRole(ctx, "", protocol.UpdateRoleRequest{})
+	errs = append(errs, err)
 	for i, err := range errs {
 		if err == nil {
 			t.Errorf("call %d with an empty ID: no error", i)

@@ -49,6 +49,7 @@ type Store interface {
 	GroupsOf(ctx context.Context, principalID string) ([]string, error)
 	CreateRole(ctx context.Context, r store.Role) error
 	ListRoles(ctx context.Context, accountID string) ([]store.Role, error)
+	UpdateRole(ctx context.Context, accountID, name string, c store.RoleChange) (was, now store.Role, err error)
 	DeleteRole(ctx context.Context, accountID, name string) error
 	CreateBinding(ctx context.Context, b store.Binding) error
 	DeleteBinding(ctx context.Context, b store.Binding) error
@@ -178,6 +179,7 @@ func (s *Service) Routes() []api.Route {
 		{Method: "POST", Pattern: protocol.PathRoles, Body: api.BodySmall, Admin: s.handleCreateRole, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtAccount}, Audit: "role.create"},
 		{Method: "GET", Pattern: protocol.PathRoles, Admin: s.handleListRoles, Rule: api.Rule{Perm: access.UserView, List: true}},
 		{Method: "GET", Pattern: protocol.PathRoles + "/{name}", Admin: s.handleGetRole, Rule: api.Rule{Perm: access.UserView, Scope: api.Anywhere}},
+		{Method: "PATCH", Pattern: protocol.PathRoles + "/{name}", Body: api.BodySmall, Admin: s.handleUpdateRole, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtAccount}, Audit: "role.update"},
 		{Method: "DELETE", Pattern: protocol.PathRoles + "/{name}", Admin: s.handleDeleteRole, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtAccount}, Audit: "role.delete"},
 		{Method: "POST", Pattern: protocol.PathBindings, Body: api.BodySmall, Admin: s.handleCreateBinding, Rule: api.Rule{Perm: access.UserManage, Scope: api.AtBody}, Audit: "binding.create"},
 		{Method: "GET", Pattern: protocol.PathBindings, Admin: s.handleListBindings, Rule: api.Rule{Perm: access.UserView, List: true}},

@@ -380,22 +380,9 @@ func (s *Service) handleCreateRole(w http.ResponseWriter, r *http.Request, acct 
 		api.BadRequest(w, "%s", err.Error())
 		return
 	}
-	if len(req.Permissions) == 0 {
-		api.BadRequest(w, "a role needs at least one permission (--permission delegate:delete; legate role list shows the built-in roles' permissions)")
+	perms, ok := rolePermissions(w, req.Permissions)
+	if !ok {
 		return
-	}
-	var perms []string
-	for _, s := range req.Permissions {
-		ps, err := access.ParsePermission(s)
-		if err != nil {
-			api.BadRequest(w, "%s", err.Error())
-			return
-		}
-		for _, p := range ps {
-			if !slices.Contains(perms, string(p)) {
-				perms = append(perms, string(p))
-			}
-		}
 	}
 	role := store.Role{AccountID: acct, Name: req.Name, Description: req.Description, Permissions: perms, CreatedAt: s.cfg.Now()}
 	if err := s.st.CreateRole(r.Context(), role); err != nil {
@@ -404,6 +391,106 @@ func (s *Service) handleCreateRole(w http.ResponseWriter, r *http.Request, acct 
 	}
 	s.accessChanged(r.Context(), acct)
 	api.WriteJSON(w, http.StatusCreated, protocol.Role{Name: role.Name, Description: role.Description, Permissions: perms, CreatedAt: role.CreatedAt.UTC()})
+}
+
+// rolePermissions checks a role's permissions and expands "resource:*";
+// it answers the request when one is unknown or there are none.
+func rolePermissions(w http.ResponseWriter, in []string) ([]string, bool) {
+	if len(in) == 0 {
+		api.BadRequest(w, "a role needs at least one permission (--permission delegate:delete; legate role list shows the built-in roles' permissions)")
+		return nil, false
+	}
+	var perms []string
+	for _, s := range in {
+		ps, err := access.ParsePermission(s)
+		if err != nil {
+			api.BadRequest(w, "%s", err.Error())
+			return nil, false
+		}
+		for _, p := range ps {
+			if !slices.Contains(perms, string(p)) {
+				perms = append(perms, string(p))
+			}
+		}
+	}
+	return perms, true
+}
+
+// handleUpdateRole changes a custom role's description and permissions in
+// place. Every cached policy is dropped, so the users bound to the role
+// get its new permissions on their next request.
+func (s *Service) handleUpdateRole(w http.ResponseWriter, r *http.Request, acct string) {
+	name := r.PathValue("name")
+	if _, ok := access.Builtin(name); ok {
+		api.WriteError(w, http.StatusConflict, protocol.CodeConflict,
+			"%q is a built-in role and cannot be changed; create a custom role with the permissions you want instead (legate role get %s shows them; legate role create)", name, name)
+		return
+	}
+	var req protocol.UpdateRoleRequest
+	if !api.DecodeBody(w, r, &req) {
+		return
+	}
+	if req.Description == nil && req.Permissions == nil {
+		api.BadRequest(w, "nothing to change: give the description, the permissions or both")
+		return
+	}
+	var change store.RoleChange
+	if req.Description != nil {
+		desc := strings.TrimSpace(*req.Description)
+		if err := protocol.CheckText("role description", desc, 1024); err != nil {
+			api.BadRequest(w, "%s", err.Error())
+			return
+		}
+		change.Description = &desc
+	}
+	if req.Permissions != nil {
+		perms, ok := rolePermissions(w, *req.Permissions)
+		if !ok {
+			return
+		}
+		change.Permissions = perms
+	}
+	old, now, err := s.st.UpdateRole(r.Context(), acct, name, change)
+	if errors.Is(err, store.ErrNotFound) {
+		api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "no custom role named %q (legate role list)", name)
+		return
+	}
+	if err != nil {
+		api.StoreError(w, err, "role "+strconv.Quote(name))
+		return
+	}
+	api.NoteAudit(r.Context(), func(e *store.AuditEvent) { e.Detail = roleChange(old, now.Description, now.Permissions) })
+	s.accessChanged(r.Context(), acct)
+	api.WriteJSON(w, http.StatusOK, protocol.Role{Name: name, Description: now.Description, Permissions: now.Permissions, CreatedAt: now.CreatedAt.UTC()})
+}
+
+// roleChange says what an update changed of a role, for the audit log:
+// the permissions added and removed, and whether the description changed.
+func roleChange(old store.Role, desc string, perms []string) string {
+	var added, removed, parts []string
+	for _, p := range perms {
+		if !slices.Contains(old.Permissions, p) {
+			added = append(added, p)
+		}
+	}
+	for _, p := range old.Permissions {
+		if !slices.Contains(perms, p) {
+			removed = append(removed, p)
+		}
+	}
+	if len(added) > 0 {
+		parts = append(parts, "added "+strings.Join(added, ","))
+	}
+	if len(removed) > 0 {
+		parts = append(parts, "removed "+strings.Join(removed, ","))
+	}
+	if desc != old.Description {
+		parts = append(parts, "description changed")
+	}
+	if len(parts) == 0 {
+		return "no change"
+	}
+	return strings.Join(parts, "; ")
 }
 
 func (s *Service) roles(ctx context.Context, acct string) ([]protocol.Role, error) {

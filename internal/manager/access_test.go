@@ -251,6 +251,7 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 		"GET " + protocol.PathRoles:                                  {path: protocol.PathRoles},
 		"GET " + protocol.PathRoles + "/{name}":                      {path: protocol.PathRoles + "/custom", ensure: ensureRole},
 		"DELETE " + protocol.PathRoles + "/{name}":                   {path: protocol.PathRoles + "/custom", ensure: ensureRole},
+		"PATCH " + protocol.PathRoles + "/{name}":                    {path: protocol.PathRoles + "/custom", body: `{"permissions":["delegate:delete"]}`, ensure: ensureRole},
 		"POST " + protocol.PathBindings:                              {path: protocol.PathBindings, body: `{"role":"viewer","subject_kind":"user","subject":"victim","org":"o1","project":"p1"}`, at: p1, ensure: ensureVictim},
 		"GET " + protocol.PathBindings:                               {path: protocol.PathBindings},
 		"DELETE " + protocol.PathBindings:                            {path: protocol.PathBindings + "?role=viewer&subject_kind=user&subject=victim&org=o1&project=p1", at: p1, ensure: ensureBinding},

@@ -1582,6 +1582,13 @@ type CreateRoleRequest struct {
 	Permissions []string `json:"permissions"`
 }
 
+// UpdateRoleRequest changes a custom role in place: nil fields stay as
+// they are; Permissions, when given, is the role's whole new list.
+type UpdateRoleRequest struct {
+	Description *string   `json:"description,omitempty"`
+	Permissions *[]string `json:"permissions,omitempty"`
+}
+
 // Role describes a built-in or custom role.
 type Role struct {
 	Name        string    `json:"name"`

@@ -371,6 +371,56 @@ func (s *Store) ListRoles(ctx context.Context, accountID string) ([]Role, error)
 	return out, rows.Err()
 }
 
+// RoleChange is what UpdateRole changes of a role: a nil field stays as
+// it is (decided in the same write, so two edits of different fields do
+// not undo each other).
+type RoleChange struct {
+	Description *string
+	Permissions []string
+}
+
+// UpdateRole changes the account's custom role of that name and returns
+// it as it was before and as it is now; ErrNotFound.
+func (s *Store) UpdateRole(ctx context.Context, accountID, name string, c RoleChange) (was, now Role, err error) {
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var perms string
+		var created int64
+		// FOR UPDATE (PostgreSQL) holds the row against a concurrent
+		// edit between this read and the write; SQLite's writes are
+		// serialized anyway.
+		q := `SELECT account_id, name, description, permissions, created_at FROM roles WHERE account_id = ? AND name = ?`
+		if s.Shared() {
+			q += ` FOR UPDATE`
+		}
+		err := s.w(tx).queryRow(ctx, q, accountID, name).Scan(&was.AccountID, &was.Name, &was.Description, &perms, &created)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(perms), &was.Permissions); err != nil {
+			return fmt.Errorf("permissions: %w", err)
+		}
+		was.CreatedAt = fromMicros(created)
+		now = was
+		if c.Description != nil {
+			now.Description = *c.Description
+		}
+		if c.Permissions != nil {
+			now.Permissions = c.Permissions
+		}
+		b, _ := json.Marshal(now.Permissions)
+		_, err = s.w(tx).exec(ctx, `UPDATE roles SET description = ?, permissions = ? WHERE account_id = ? AND name = ?`,
+			now.Description, string(b), accountID, name)
+		return err
+	})
+	if err != nil {
+		return Role{}, Role{}, fmt.Errorf("update role %q: %w", name, err)
+	}
+	return was, now, nil
+}
+
 // DeleteRole deletes the account's custom role of that name; ErrNotFound,
 // or ErrInUse while a binding uses it.
 func (s *Store) DeleteRole(ctx context.Context, accountID, name string) error {

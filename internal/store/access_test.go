@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -225,5 +226,57 @@ func TestSetPasswordEndsSignIns(t *testing.T) {
 		}
 		_, err = s.SetPassword(ctx, "acc1", "nobody", "x", "", at(time.Minute))
 		wantErr(t, "an unknown user", err, ErrNotFound)
+	})
+}
+
+// UpdateRole changes a custom role in place and returns it as it was, so
+// the caller can say what changed.
+func TestUpdateRole(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		was := Role{AccountID: "acc1", Name: "deleter", Description: "d", Permissions: []string{"delegate:delete"}, CreatedAt: t0}
+		if err := s.CreateRole(ctx, was); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateRole(ctx, Role{AccountID: "acc2", Name: "deleter", Description: "other", Permissions: []string{"task:view"}, CreatedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+		words := "new words"
+		old, now, err := s.UpdateRole(ctx, "acc1", "deleter", RoleChange{Description: &words, Permissions: []string{"delegate:delete", "delegate:view"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(was, old); diff != "" {
+			t.Errorf("the role as it was (-want +got):\n%s", diff)
+		}
+		if now.Description != words || len(now.Permissions) != 2 {
+			t.Errorf("the role as it is: %+v", now)
+		}
+		rs, err := s.ListRoles(ctx, "acc1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Role{{AccountID: "acc1", Name: "deleter", Description: "new words", Permissions: []string{"delegate:delete", "delegate:view"}, CreatedAt: t0}}
+		if diff := cmp.Diff(want, rs); diff != "" {
+			t.Errorf("roles after the update (-want +got):\n%s", diff)
+		}
+		if rs, err := s.ListRoles(ctx, "acc2"); err != nil || len(rs) != 1 || rs[0].Description != "other" {
+			t.Errorf("the other account's role changed: %+v, %v", rs, err)
+		}
+		// A field left out stays: a description-only change keeps the
+		// permissions as they are in the store, not as a caller read them.
+		other := "only the words"
+		if _, now, err := s.UpdateRole(ctx, "acc1", "deleter", RoleChange{Description: &other}); err != nil ||
+			now.Description != other || !slices.Equal(now.Permissions, []string{"delegate:delete", "delegate:view"}) {
+			t.Errorf("description only: %+v, %v", now, err)
+		}
+		if _, now, err := s.UpdateRole(ctx, "acc1", "deleter", RoleChange{Permissions: []string{"task:view"}}); err != nil ||
+			now.Description != other || !slices.Equal(now.Permissions, []string{"task:view"}) {
+			t.Errorf("permissions only: %+v, %v", now, err)
+		}
+		_, _, err = s.UpdateRole(ctx, "acc1", "nobody", RoleChange{Permissions: []string{"task:view"}})
+		wantErr(t, "update an unknown role", err, ErrNotFound)
 	})
 }

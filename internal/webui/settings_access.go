@@ -4,8 +4,10 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
+	"github.com/legate-dev/legate/internal/access"
 	"github.com/legate-dev/legate/internal/protocol"
 )
 
@@ -51,6 +53,7 @@ func accessActions() map[string]settingsAction {
 			return actionResult{notice: "Deleted " + field(f, "name") + "."}, err
 		}},
 		"roles/create": {do: createRole},
+		"roles/update": {do: updateRole},
 		"roles/delete": {confirm: func(f url.Values) confirmView {
 			return confirmView{Question: "Delete role " + field(f, "name") + "?", Button: "Delete role " + field(f, "name"),
 				Detail: "A role that is bound cannot be deleted: remove its bindings first."}
@@ -163,6 +166,25 @@ func createRole(ctx context.Context, s *user, f url.Values) (actionResult, error
 	err := s.api.Admin(ctx, "create role", http.MethodPost, protocol.PathRoles, req, nil)
 	return actionResult{notice: "Created role " + req.Name + ". Bind it on Role bindings."}, err
 }
+
+// updateRole saves a role's edit form: its description and the whole
+// list of the permissions ticked.
+func updateRole(ctx context.Context, s *user, f url.Values) (actionResult, error) {
+	name, desc := field(f, "name"), field(f, "description")
+	perms := []string{}
+	for _, p := range f["permission"] {
+		perms = append(perms, strings.TrimSpace(p))
+	}
+	if len(perms) == 0 {
+		return actionResult{}, formError("a role needs at least one permission: tick one in \"Permissions\" of role " + name + " (or delete the role)")
+	}
+	_, err := s.api.UpdateRole(ctx, name, protocol.UpdateRoleRequest{Description: &desc, Permissions: &perms})
+	return actionResult{notice: "Saved role " + name + ": whoever it is bound to has its new permissions now."}, err
+}
+
+// granted says whether a role's permissions hold p (an edit form's box is
+// ticked).
+func granted(perms []string, p access.Permission) bool { return slices.Contains(perms, string(p)) }
 
 // bindingOf reads a binding from a form.
 func bindingOf(f url.Values) (protocol.Binding, error) {

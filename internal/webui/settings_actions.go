@@ -120,7 +120,7 @@ func when(now, t time.Time) template.HTML {
 var secretFields = []string{"csrf", "value", "password", "confirm"}
 
 func (u *UI) settingsRoutes() {
-	u.pages["settings"] = template.Must(template.New("settings").Funcs(funcs).Funcs(template.FuncMap{"when": when}).ParseFS(templateFS,
+	u.pages["settings"] = template.Must(template.New("settings").Funcs(funcs).Funcs(template.FuncMap{"when": when, "granted": granted}).ParseFS(templateFS,
 		"templates/layout.html", "templates/fragments.html", "templates/settings*.html"))
 	u.mux.HandleFunc("POST /settings/{section}/{action}", u.signedIn(u.handleSettingsAction))
 }
