@@ -54,6 +54,9 @@ func TestCLIRunRerun(t *testing.T) {
 	if got := c.mustCLI("run", "get", again.ID); !strings.Contains(got, "Re-run of:") || !strings.Contains(got, "run "+first.ID) {
 		t.Errorf("run get of a re-run does not name the run it re-runs:\n%s", got)
 	}
+	if got := c.mustCLI("run", "list", "-o", "wide"); !strings.Contains(got, "rerun of "+first.ID) {
+		t.Errorf("run list -o wide does not name the run a re-run re-runs:\n%s", got)
+	}
 	for _, tt := range []struct {
 		args []string
 		want string

@@ -187,7 +187,11 @@ func (a *app) runTable(w io.Writer, runs []protocol.Run, wide bool) error {
 		row := []string{r.ID, r.Pipeline, strconv.FormatInt(r.Version, 10), r.Status, age(now, r.CreatedAt), duration(max(end.Sub(r.CreatedAt), 0)),
 			r.TriggeredBy, scope(r.Org, r.Project)}
 		if wide {
-			row = append(row, r.Trigger, a.absTime(&r.CreatedAt), a.absTime(r.FinishedAt), r.Error)
+			trigger := r.Trigger
+			if r.RerunOf != "" {
+				trigger += " of " + r.RerunOf
+			}
+			row = append(row, trigger, a.absTime(&r.CreatedAt), a.absTime(r.FinishedAt), r.Error)
 		}
 		t.row(row...)
 	}

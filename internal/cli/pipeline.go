@@ -584,9 +584,12 @@ version, status, when it started, how long it took and who started it.
 
 --pipeline keeps the runs of pipelines of that name, --status those
 running, succeeded, failed or cancelled. --limit bounds the runs shown
-(100 by default); --all pages through every run that matches.`,
+(100 by default); --all pages through every run that matches. -o wide
+adds the trigger (a re-run's names the run it re-runs), the times and a
+failed run's error; -o name prints one run ID per line.`,
 		Example: `  legate run list
   legate run list --pipeline deploy-web --status failed
+  legate run list --status failed -o name | xargs -n1 legate run rerun --detach
   legate run list --all -o json | jq -r '.runs[].id'`,
 		Args: cobra.NoArgs,
 		RunE: a.run(func(cmd *cobra.Command, args []string) error {

@@ -376,6 +376,7 @@ func (s *Service) handleCreateRole(w http.ResponseWriter, r *http.Request, acct 
 		api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "%q is a built-in role; choose another name", req.Name)
 		return
 	}
+	req.Description = strings.TrimSpace(req.Description) // as an update does
 	if err := protocol.CheckText("role description", req.Description, 1024); err != nil {
 		api.BadRequest(w, "%s", err.Error())
 		return
