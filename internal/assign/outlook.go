@@ -58,6 +58,12 @@ func (p Policy) Outlook(verdicts []protocol.DelegateVerdict, known []Delegate, t
 	if !ok {
 		return "no known delegate can run this: it ends not_assigned within one liveness window (" + fmtDuration(p.window()) + ")"
 	}
+	if len(reasons) == 0 {
+		// Its record excludes it for nothing: what holds it is live state
+		// its verdict shows (a configuration script running), which
+		// clears by itself, as being busy does.
+		return ""
+	}
 	who := "delegate " + d.Name
 	if d.Hostname != "" {
 		who += " (" + d.Hostname + ")"

@@ -33,6 +33,10 @@ func TestOutlook(t *testing.T) {
 		{"a connected one that drains", excluded, []Delegate{draining, other}, "waiting up to the queue timeout (1h) for delegate batch (batch-3), which is draining now"},
 		{"an eligible delegate", []protocol.DelegateVerdict{{Name: "batch", Eligible: true}}, []Delegate{other}, ""},
 		{"a busy delegate", []protocol.DelegateVerdict{{Name: "batch", Reasons: []protocol.Reason{{Rule: protocol.RuleCapacity}}}}, []Delegate{other}, ""},
+		// Held by live state only (its configuration script runs): the
+		// stored record has no reason, so there is nothing to wait "for".
+		{"a delegate being configured", []protocol.DelegateVerdict{{Name: "batch", Reasons: []protocol.Reason{{Rule: protocol.RuleConfiguring}}}},
+			[]Delegate{{InstanceID: "i5", Name: "batch", Hostname: "batch-5", Tags: []string{"batch"}, LastSeen: now}}, ""},
 	} {
 		if got := p.Outlook(c.verdicts, c.known, task, nil, now, time.Hour); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)

@@ -331,15 +331,18 @@ func (m *Service) anyCouldRun(views []assign.Delegate, e *queuedTask, pol assign
 
 // knownDelegates returns the views of every instance of the account the
 // store keeps a record of (connected to any manager or not, deregistered
-// ones too: a one-shot delegate deregisters when it exits).
+// ones too: a one-shot delegate deregisters when it exits), but rejected
+// ones: refused at every call, they never come back to run a task.
 func (m *Service) knownDelegates(ctx context.Context, acct string) ([]assign.Delegate, error) {
 	ins, err := m.st.ListInstances(ctx, acct)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]assign.Delegate, len(ins))
-	for i, in := range ins {
-		out[i] = instanceView(in)
+	out := make([]assign.Delegate, 0, len(ins))
+	for _, in := range ins {
+		if in.Approval != protocol.ApprovalRejected {
+			out = append(out, instanceView(in))
+		}
 	}
 	return out, nil
 }

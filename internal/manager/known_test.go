@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +92,24 @@ func TestNotAssignedOnlyWhenNoKnownDelegateCanRunIt(t *testing.T) {
 	}
 	if !strings.HasPrefix(e.Outlook, "no known delegate can run this") {
 		t.Errorf("outlook once the delegate is deleted = %q, want the fast answer", e.Outlook)
+	}
+
+	// A rejected delegate is refused at every call: it never comes back,
+	// so a task only it could run gets the fast answer too.
+	var gated protocol.Token
+	if err := json.Unmarshal([]byte(tm.mustAPI(t, tm.admin.APIKey, "POST", protocol.PathTokens, `{"name":"gated","require_approval":true}`, 201)), &gated); err != nil {
+		t.Fatal(err)
+	}
+	tm.registerFake(t, tm.admin.AccountID, gated.Value, "rogue", "rogue-1", "rogue")
+	tm.mustAPI(t, tm.admin.APIKey, "POST", protocol.PathDelegates+"/rogue/reject", "", 200)
+	forRogue, err := admin.SubmitTask(ctx, protocol.TaskSpec{Shell: &protocol.ShellSpec{Script: "x"}, Selectors: []string{"rogue"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err = admin.ExplainTask(ctx, forRogue.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(e.Outlook, "no known delegate can run this") {
+		t.Errorf("outlook of a task only a rejected delegate could run = %q, want the fast answer", e.Outlook)
 	}
 }
