@@ -52,6 +52,16 @@ func ruleLabel(rule string) string {
 		return "at capacity"
 	case protocol.RuleThreshold:
 		return "over threshold"
+	case protocol.RuleConfiguring:
+		return "being configured"
+	case protocol.RulePendingApproval:
+		return "waiting for approval"
+	case protocol.RuleNoContainerRuntime:
+		return "without a container runtime"
+	case protocol.RuleTaskType:
+		return "without that task type"
+	case protocol.RuleUnresponsive:
+		return "unresponsive"
 	}
 	return rule
 }
