@@ -56,15 +56,21 @@ func (a *app) pipelineApplyCmd() *cobra.Command {
 		Short: "Store pipelines from their YAML files (a new version when one changed)",
 		Long: `Store the pipeline of each FILE (- for standard input) under the name it
 gives, at account level or at the level of --org (and --project). The
-manager checks every file first and refuses them with every problem at
-once, as FILE:LINE: field: message; then nothing is stored (with several
-files, none is). An apply of a changed file makes the next version; runs
-keep the version they started with.
+files are checked together first (a dry run of each on the manager):
+when one is refused, every problem of every file is printed, as
+FILE:LINE: field: message, and nothing is stored. Then they are applied
+one by one: if one still fails at the apply (its permission or the
+pipeline changed in between), the ones before it stay applied; the CLI
+names them and the ones not applied. An apply of a changed file makes
+the next version; runs keep the version they started with.
 
 --dry-run makes the same checks on the manager and prints the plan,
 storing nothing: per pipeline, created, changed (and briefly what: the
 stages, steps and fields that differ) or unchanged. It needs the same
-permission as an apply and is audited as pipeline.dry_run.`,
+permission as an apply and is audited as pipeline.dry_run, as is the
+check of each file before a plain apply. A manager older than dry runs
+refuses them: --dry-run then says so and nothing is stored; a plain
+apply stores the files one by one without the check first.`,
 		Example: `  legate pipeline apply -f deploy-web.yaml
   legate pipeline apply --dry-run -f build.yaml -f deploy-web.yaml
   legate pipeline apply -f - --org eng --project web < pipeline.yaml`,
@@ -89,12 +95,25 @@ permission as an apply and is audited as pipeline.dry_run.`,
 				return err
 			}
 			ctx := cmd.Context()
+			reqs := make([]protocol.ApplyPipelineRequest, len(srcs))
+			for i, src := range srcs {
+				reqs[i] = protocol.ApplyPipelineRequest{Source: src, Org: org, Project: project}
+			}
 			// Every file is checked (a dry run) before any is stored, so
 			// that one command reports every problem of every file.
 			plans := make([]protocol.Pipeline, len(files))
 			var problems []string
-			for i, src := range srcs {
-				plans[i], err = c.ApplyPipeline(ctx, protocol.ApplyPipelineRequest{Source: src, Org: org, Project: project, DryRun: true})
+			for i, req := range reqs {
+				plans[i], err = c.DryRunPipeline(ctx, req)
+				if client.NoRoute(err) {
+					// A manager older than dry runs: it refused the
+					// request, so it stored nothing.
+					if dryRun {
+						return &ExitError{Code: ExitFailure, Msg: "legate: the manager at " + c.BaseURL() +
+							" does not support dry runs (an older version): nothing was stored"}
+					}
+					return applyFiles(ctx, cmd.OutOrStdout(), &out, c, files, reqs, nil)
+				}
 				if err != nil {
 					problems = append(problems, fileProblems(files[i], err)...)
 				}
@@ -102,26 +121,10 @@ permission as an apply and is audited as pipeline.dry_run.`,
 			if len(problems) > 0 {
 				return &ExitError{Code: ExitFailure, Msg: strings.Join(problems, "\n")}
 			}
-			if old := !slices.ContainsFunc(plans, func(p protocol.Pipeline) bool { return p.DryRun }); old {
-				// A manager older than dry runs applied each file as it
-				// checked it.
-				if dryRun {
-					return &ExitError{Code: ExitFailure, Msg: "legate: the manager at " + c.BaseURL() +
-						" does not know dry runs (an older version): it APPLIED the files; legate pipeline get NAME shows what it stored"}
-				}
+			if dryRun {
 				return printPlans(cmd.OutOrStdout(), &out, plans)
 			}
-			if !dryRun {
-				for i, src := range srcs {
-					applied, err := c.ApplyPipeline(ctx, protocol.ApplyPipelineRequest{Source: src, Org: org, Project: project})
-					if err != nil {
-						return fmt.Errorf("%s: %w", fileLabel(files[i]), err)
-					}
-					applied.Changes = plans[i].Changes
-					plans[i] = applied
-				}
-			}
-			return printPlans(cmd.OutOrStdout(), &out, plans)
+			return applyFiles(ctx, cmd.OutOrStdout(), &out, c, files, reqs, plans)
 		}),
 	}
 	cmd.Flags().StringArrayVarP(&files, "file", "f", nil, "a pipeline's YAML file (- for standard input); repeat for several")
@@ -129,6 +132,40 @@ permission as an apply and is audited as pipeline.dry_run.`,
 	scopeFlags(cmd, &org, &project, "pipeline")
 	out.add(cmd, formatJSON, formatYAML)
 	return cmd
+}
+
+// applyFiles applies each file in turn and prints what each apply did,
+// with the changes of its dry run (plans, nil when there was none). When
+// one fails, the ones before it stay applied: it prints them and names
+// them in the error.
+func applyFiles(ctx context.Context, w io.Writer, out *outputFlags, c *client.Client, files []string, reqs []protocol.ApplyPipelineRequest, plans []protocol.Pipeline) error {
+	applied := make([]protocol.Pipeline, 0, len(reqs))
+	for i, req := range reqs {
+		p, err := c.ApplyPipeline(ctx, req)
+		if err != nil {
+			if i == 0 {
+				return fmt.Errorf("%s: %w", fileLabel(files[i]), err)
+			}
+			if perr := printPlans(w, out, applied); perr != nil {
+				return perr
+			}
+			return fmt.Errorf("%s: %w\nlegate: the files before it stay applied: %s; not applied: %s", fileLabel(files[i]), err,
+				strings.Join(mapLabels(files[:i]), ", "), strings.Join(mapLabels(files[i:]), ", "))
+		}
+		if plans != nil {
+			p.Changes = plans[i].Changes
+		}
+		applied = append(applied, p)
+	}
+	return printPlans(w, out, applied)
+}
+
+func mapLabels(files []string) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = fileLabel(f)
+	}
+	return out
 }
 
 func fileLabel(f string) string {

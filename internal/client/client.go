@@ -1121,6 +1121,27 @@ func (c *Client) ApplyPipeline(ctx context.Context, req protocol.ApplyPipelineRe
 	return out, err
 }
 
+// DryRunPipeline makes an apply's checks and answers what it would do
+// (Plan, Changes), storing nothing. A manager older than dry runs has no
+// route for it: NoRoute(err) reports that, and nothing was stored.
+func (c *Client) DryRunPipeline(ctx context.Context, req protocol.ApplyPipelineRequest) (protocol.Pipeline, error) {
+	var out protocol.Pipeline
+	err := c.do(ctx, &call{op: "dry-run pipeline", method: http.MethodPost, path: protocol.PathPipelinesDryRun, in: req, out: &out})
+	return out, err
+}
+
+// NoRoute reports whether err is a manager's answer that it has no such
+// route (404 "no route for ..." or 405): an older manager, which did
+// nothing with the request.
+func NoRoute(err error) bool {
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		return false
+	}
+	return pe.Status == http.StatusMethodNotAllowed ||
+		pe.Status == http.StatusNotFound && pe.Code == protocol.CodeNotFound && strings.HasPrefix(pe.Message, "no route for ")
+}
+
 // ListPipelines lists the pipelines the caller may view (without sources).
 func (c *Client) ListPipelines(ctx context.Context) (protocol.PipelineList, error) {
 	var out protocol.PipelineList

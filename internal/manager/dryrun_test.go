@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -26,7 +28,7 @@ func TestPipelineApplyDryRun(t *testing.T) {
 	plan := func(key, src string, want int) protocol.Pipeline {
 		t.Helper()
 		var p protocol.Pipeline
-		body := tm.mustAPI(t, key, "POST", protocol.PathPipelines, mustJSON(t, protocol.ApplyPipelineRequest{Source: src, DryRun: true}), want)
+		body := tm.mustAPI(t, key, "POST", protocol.PathPipelinesDryRun, mustJSON(t, protocol.ApplyPipelineRequest{Source: src}), want)
 		if want == http.StatusOK {
 			if err := json.Unmarshal([]byte(body), &p); err != nil {
 				t.Fatal(err)
@@ -66,7 +68,7 @@ func TestPipelineApplyDryRun(t *testing.T) {
 
 	// Every problem at once, the file's and the scope's.
 	bad := "name: bad\nstages:\n  - name: s\n    steps:\n      - name: a\n        shell: x\n        timout: 1m\n      - name: b\n        shell: y\n        env: {R: '${{ inputs.r }}'}\n"
-	_, body := tm.api(t, admin, "POST", protocol.PathPipelines, mustJSON(t, protocol.ApplyPipelineRequest{Source: bad, Org: "nowhere", DryRun: true}))
+	_, body := tm.api(t, admin, "POST", protocol.PathPipelinesDryRun, mustJSON(t, protocol.ApplyPipelineRequest{Source: bad, Org: "nowhere"}))
 	for _, want := range []string{"line 7: stages[0].steps[0].timout: unknown field", `no input named \"r\"`, `unknown org \"nowhere\"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("dry run of a bad file: %s\nwant %s", body, want)
@@ -83,21 +85,57 @@ func TestPipelineApplyDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(dry.Events) != 4 || !slices.ContainsFunc(dry.Events, func(e protocol.AuditEvent) bool { return e.Detail == "would be changed (nothing stored)" }) {
-		t.Errorf("audit of the dry runs: %+v, want them as pipeline.dry_run", dry.Events)
+	// vic's refusal came from the route's permission rule: a dry run's
+	// route, so it is a pipeline.dry_run, denied.
+	if len(dry.Events) != 5 || !slices.ContainsFunc(dry.Events, func(e protocol.AuditEvent) bool { return e.Detail == "would be changed (nothing stored)" }) ||
+		!slices.ContainsFunc(dry.Events, func(e protocol.AuditEvent) bool { return e.Outcome == "denied" }) {
+		t.Errorf("audit of the dry runs: %+v, want them as pipeline.dry_run, vic's refusal too", dry.Events)
 	}
 	applies, err := c.ListAudit(ctx, client.AuditQuery{Action: "pipeline.apply"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// vic's refusal came from the route's permission rule, before the
-	// body was read: it stays pipeline.apply, denied.
-	for _, e := range applies.Events {
-		if e.Outcome == "success" && e.Status != http.StatusCreated || e.Outcome == "failed" {
-			t.Errorf("pipeline.apply event %+v, want only the real apply and the refusal", e)
-		}
+	if len(applies.Events) != 1 || applies.Events[0].Status != http.StatusCreated {
+		t.Errorf("pipeline.apply events: %+v, want the real apply only", applies.Events)
 	}
-	if len(applies.Events) != 2 {
-		t.Errorf("pipeline.apply events: %+v, want the real apply and the refusal", applies.Events)
+}
+
+// TestPipelineApplyAuditsItsChecks: a plain legate pipeline apply of two
+// files checks both with a dry run, then applies them: the audit log holds
+// one pipeline.dry_run and one pipeline.apply per file, as docs/audit.md
+// says.
+func TestPipelineApplyAuditsItsChecks(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	ctx := context.Background()
+	dir := t.TempDir()
+	var args []string
+	for _, n := range []string{"web", "api"} {
+		f := filepath.Join(dir, n+".yaml")
+		src := "name: " + n + "\nstages:\n  - name: s\n    steps:\n      - name: a\n        shell: echo hi\n"
+		if err := os.WriteFile(f, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "-f", f)
+	}
+	if out, errOut, err := runLegate(ctx, tm, append([]string{"pipeline", "apply"}, args...)...); err != nil {
+		t.Fatalf("legate pipeline apply: %v\n%s%s", err, out, errOut)
+	}
+	c := tm.client(t, tm.admin.APIKey)
+	for action, want := range map[string]string{"pipeline.dry_run": "would be created (nothing stored)", "pipeline.apply": "version 1"} {
+		got, err := c.ListAudit(ctx, client.AuditQuery{Action: action})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range got.Events {
+			if e.Outcome != "success" || e.Detail != want {
+				t.Errorf("%s event %+v, want a success, detail %q", action, e, want)
+			}
+			names = append(names, e.Resource)
+		}
+		slices.Sort(names)
+		if strings.Join(names, ",") != "api,web" {
+			t.Errorf("%s events for %v, want one per file (api, web)", action, names)
+		}
 	}
 }

@@ -238,6 +238,11 @@ const (
 	// the scope in the query (?org=&project=) get (GET) and delete
 	// (DELETE); + "/{name}/runs" starts a run (POST RunPipelineRequest).
 	PathPipelines = "/api/v1/pipelines"
+	// PathPipelinesDryRun checks an apply (POST ApplyPipelineRequest) and
+	// answers what it would do, storing nothing. A route of its own, not a
+	// field of the apply: a manager older than dry runs answers it 404
+	// instead of storing the file. Since v4.
+	PathPipelinesDryRun = PathPipelines + "/dry-run"
 	// PathRuns lists pipeline runs (GET; ?pipeline=, limit); + "/{id}"
 	// gets one with its steps, + "/{id}/cancel" cancels it (POST). Since
 	// v4.
@@ -1867,7 +1872,9 @@ type ApplyPipelineRequest struct {
 	Org     string `json:"org,omitempty"`
 	Project string `json:"project,omitempty"`
 	// DryRun makes every check of an apply and answers what it would do
-	// (Pipeline.Plan, Changes) without storing anything.
+	// (Pipeline.Plan, Changes) without storing anything. Clients use
+	// PathPipelinesDryRun instead: a manager that does not know this field
+	// ignores it and stores the file.
 	DryRun bool `json:"dry_run,omitempty"`
 }
 

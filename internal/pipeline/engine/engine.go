@@ -228,6 +228,9 @@ func (svc *Service) Routes() []api.Route {
 		// Pipelines and their runs (pipelines_api.go). Running one also
 		// needs what submitting each of its steps as a task would.
 		{Method: "POST", Pattern: protocol.PathPipelines, Body: api.BodyPipeline, Admin: svc.handleApplyPipeline, Rule: api.Rule{Perm: access.PipelineEdit, Scope: api.AtBody}, Audit: "pipeline.apply"},
+		// A dry run has a route of its own, so that a manager that does
+		// not know it refuses it rather than storing the file.
+		{Method: "POST", Pattern: protocol.PathPipelinesDryRun, Body: api.BodyPipeline, Admin: svc.handleDryRunPipeline, Rule: api.Rule{Perm: access.PipelineEdit, Scope: api.AtBody}, Audit: "pipeline.dry_run"},
 		{Method: "GET", Pattern: protocol.PathPipelines, Admin: svc.handleListPipelines, Rule: api.Rule{Perm: access.PipelineView, List: true}},
 		{Method: "GET", Pattern: protocol.PathPipelines + "/{name}", Admin: svc.handleGetPipeline, Rule: api.Rule{Perm: access.PipelineView, Scope: api.AtQuery}},
 		{Method: "DELETE", Pattern: protocol.PathPipelines + "/{name}", Admin: svc.handleDeletePipeline, Rule: api.Rule{Perm: access.PipelineEdit, Scope: api.AtQuery}, Audit: "pipeline.delete"},

@@ -80,11 +80,24 @@ func runView(r store.Run) protocol.Run {
 }
 
 func (svc *Service) handleApplyPipeline(w http.ResponseWriter, r *http.Request, acct string) {
+	svc.applyPipeline(w, r, acct, false)
+}
+
+// handleDryRunPipeline is PathPipelinesDryRun: an apply's checks and its
+// plan, nothing stored (audited as pipeline.dry_run by its route).
+func (svc *Service) handleDryRunPipeline(w http.ResponseWriter, r *http.Request, acct string) {
+	svc.applyPipeline(w, r, acct, true)
+}
+
+// applyPipeline is an apply, or with dry (or the request's DryRun field,
+// which clients from before the dry-run route send) only its checks and
+// plan.
+func (svc *Service) applyPipeline(w http.ResponseWriter, r *http.Request, acct string, dry bool) {
 	var req protocol.ApplyPipelineRequest
 	if !api.DecodeBody(w, r, &req) {
 		return
 	}
-	if req.DryRun {
+	if req.DryRun && !dry {
 		// Kept apart from the applies that change something, refused or not
 		// (a refusal by the route's permission rule comes before the body is
 		// read: it stays pipeline.apply).
@@ -121,7 +134,7 @@ func (svc *Service) handleApplyPipeline(w http.ResponseWriter, r *http.Request, 
 	if suspend != "" {
 		suspend = "the pipeline was changed by " + by + ", who may not run it (" + suspend + ")"
 	}
-	if req.DryRun {
+	if req.DryRun || dry {
 		svc.planPipeline(w, r, acct, org, project, p, req.Source, suspend)
 		return
 	}
