@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -349,11 +348,9 @@ Built-in roles cannot be changed: create a custom role instead.`,
 			case len(perms) > 0:
 				req.Permissions = &perms
 			case len(add)+len(remove) > 0:
-				next, err := a.editedPermissions(cmd, args[0], add, remove)
-				if err != nil {
-					return err
-				}
-				req.Permissions = &next
+				// The manager edits the current list in its own write, so
+				// two people editing a role at once do not undo each other.
+				req.AddPermissions, req.RemovePermissions = add, remove
 			case req.Description == nil:
 				return usagef("nothing to change: give --permission, --add-permission, --remove-permission or --description")
 			}
@@ -374,30 +371,6 @@ Built-in roles cannot be changed: create a custom role instead.`,
 	update.Flags().StringArrayVar(&remove, "remove-permission", nil, "a permission RESOURCE:ACTION to remove (repeat)")
 	update.Flags().StringVar(&desc, "description", "", "what the role is for")
 	return update
-}
-
-// editedPermissions is the role's current permissions with add added and
-// remove removed; removing one the role lacks is a usage error.
-func (a *app) editedPermissions(cmd *cobra.Command, name string, add, remove []string) ([]string, error) {
-	var r protocol.Role
-	if err := a.call(cmd, "get role", http.MethodGet, protocol.PathRoles+"/"+url.PathEscape(name), nil, &r); err != nil {
-		return nil, err
-	}
-	out := slices.Clone(r.Permissions)
-	for _, p := range remove {
-		p = strings.ToLower(strings.TrimSpace(p))
-		i := slices.Index(out, p)
-		if i < 0 {
-			return nil, usagef("role %s has no permission %s (it has %s)", name, p, strings.Join(r.Permissions, ", "))
-		}
-		out = slices.Delete(out, i, i+1)
-	}
-	for _, p := range add {
-		if p = strings.ToLower(strings.TrimSpace(p)); !slices.Contains(out, p) {
-			out = append(out, p)
-		}
-	}
-	return out, nil
 }
 
 // roleBindingCmd builds role bind (bind) and role unbind.

@@ -394,6 +394,36 @@ func (s *Service) handleCreateRole(w http.ResponseWriter, r *http.Request, acct 
 	api.WriteJSON(w, http.StatusCreated, protocol.Role{Name: role.Name, Description: role.Description, Permissions: perms, CreatedAt: role.CreatedAt.UTC()})
 }
 
+// roleEdit checks the permissions to add and remove, expanded as on
+// create, into c; it answers the request when one is unknown.
+func roleEdit(w http.ResponseWriter, req protocol.UpdateRoleRequest, c *store.RoleChange) bool {
+	for _, s := range req.AddPermissions {
+		ps, err := access.ParsePermission(s)
+		if err != nil {
+			api.BadRequest(w, "%s", err.Error())
+			return false
+		}
+		for _, p := range ps {
+			if !slices.Contains(c.Add, string(p)) {
+				c.Add = append(c.Add, string(p))
+			}
+		}
+	}
+	for _, s := range req.RemovePermissions {
+		ps, err := access.ParsePermission(s)
+		if err != nil {
+			api.BadRequest(w, "%s", err.Error())
+			return false
+		}
+		rm := store.RoleRemoval{Asked: strings.ToLower(strings.TrimSpace(s))}
+		for _, p := range ps {
+			rm.Permissions = append(rm.Permissions, string(p))
+		}
+		c.Remove = append(c.Remove, rm)
+	}
+	return true
+}
+
 // rolePermissions checks a role's permissions and expands "resource:*";
 // it answers the request when one is unknown or there are none.
 func rolePermissions(w http.ResponseWriter, in []string) ([]string, bool) {
@@ -431,8 +461,13 @@ func (s *Service) handleUpdateRole(w http.ResponseWriter, r *http.Request, acct 
 	if !api.DecodeBody(w, r, &req) {
 		return
 	}
-	if req.Description == nil && req.Permissions == nil {
-		api.BadRequest(w, "nothing to change: give the description, the permissions or both")
+	edit := len(req.AddPermissions)+len(req.RemovePermissions) > 0
+	if req.Description == nil && req.Permissions == nil && !edit {
+		api.BadRequest(w, "nothing to change: give the description, the permissions (or permissions to add or remove) or both")
+		return
+	}
+	if req.Permissions != nil && edit {
+		api.BadRequest(w, "give either permissions (the whole new list) or add_permissions/remove_permissions, not both")
 		return
 	}
 	var change store.RoleChange
@@ -451,9 +486,21 @@ func (s *Service) handleUpdateRole(w http.ResponseWriter, r *http.Request, acct 
 		}
 		change.Permissions = perms
 	}
+	if edit && !roleEdit(w, req, &change) {
+		return
+	}
 	old, now, err := s.st.UpdateRole(r.Context(), acct, name, change)
 	if errors.Is(err, store.ErrNotFound) {
 		api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "no custom role named %q (legate role list)", name)
+		return
+	}
+	var ee *store.RoleEditError
+	if errors.As(err, &ee) {
+		if ee.Missing != "" {
+			api.BadRequest(w, "role %s has no permission %s (it has %s)", name, ee.Missing, strings.Join(ee.Has, ", "))
+		} else {
+			api.BadRequest(w, "removing those permissions would leave role %s with none: a role needs at least one (legate role delete %s removes it)", name, name)
+		}
 		return
 	}
 	if err != nil {

@@ -111,3 +111,54 @@ func TestRoleUpdateReachesTheOtherManager(t *testing.T) {
 		return st == http.StatusOK
 	})
 }
+
+// add_permissions and remove_permissions edit a role's current list in
+// the manager's own write: wildcards expand as on create (so removing
+// pipeline:* removes the expanded permissions stored), the audit says what
+// changed, and a permission the role lacks, an empty result, an unknown
+// permission and a mix with the whole list are refused with what to do.
+func TestRoleUpdateAddRemovePermissions(t *testing.T) {
+	tm := startTestManager(t, Config{})
+	admin := tm.admin.APIKey
+	tm.mustAPI(t, admin, "POST", protocol.PathRoles, `{"name":"runner","permissions":["task:view","pipeline:*"]}`, 201)
+	role := protocol.PathRoles + "/runner"
+	var got protocol.Role
+	if err := json.Unmarshal([]byte(tm.mustAPI(t, admin, "PATCH", role, `{"add_permissions":["audit:view","task:view"],"remove_permissions":["pipeline:*"]}`, 200)), &got); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got.Permissions, " ") != "task:view audit:view" {
+		t.Errorf("after add audit:view, remove pipeline:*: %v", got.Permissions)
+	}
+	var l protocol.AuditList
+	if err := json.Unmarshal([]byte(tm.mustAPI(t, admin, "GET", protocol.PathAudit+"?action=role.update", "", 200)), &l); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Events) == 0 || !strings.HasPrefix(l.Events[0].Detail, "added audit:view; removed pipeline:") {
+		t.Errorf("role.update audit: %+v", l.Events)
+	}
+	for _, c := range []struct {
+		what, body string
+		says       []string
+	}{
+		{"a permission the role lacks", `{"remove_permissions":["delegate:view"]}`, []string{"role runner has no permission delegate:view", "task:view, audit:view"}},
+		{"every permission", `{"remove_permissions":["task:view","audit:view"]}`, []string{"at least one", "legate role delete runner"}},
+		{"an unknown permission", `{"add_permissions":["task:fly"]}`, []string{"task:fly", "view, run"}},
+		{"both forms", `{"permissions":["task:view"],"add_permissions":["audit:view"]}`, []string{"not both"}},
+	} {
+		st, body := tm.api(t, admin, "PATCH", role, c.body)
+		if st != http.StatusBadRequest {
+			t.Errorf("%s: %d %s, want 400", c.what, st, body)
+		}
+		for _, s := range c.says {
+			if !strings.Contains(body, s) {
+				t.Errorf("%s: %s does not say %s", c.what, body, s)
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(tm.mustAPI(t, admin, "GET", role, "", 200)), &got); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got.Permissions, " ") != "task:view audit:view" {
+		t.Errorf("refused edits changed the role: %v", got.Permissions)
+	}
+}

@@ -1589,9 +1589,14 @@ type CreateRoleRequest struct {
 
 // UpdateRoleRequest changes a custom role in place: nil fields stay as
 // they are; Permissions, when given, is the role's whole new list.
+// AddPermissions and RemovePermissions instead edit the current list in
+// the manager's own write (so concurrent edits do not undo each other);
+// they cannot be given with Permissions.
 type UpdateRoleRequest struct {
-	Description *string   `json:"description,omitempty"`
-	Permissions *[]string `json:"permissions,omitempty"`
+	Description       *string   `json:"description,omitempty"`
+	Permissions       *[]string `json:"permissions,omitempty"`
+	AddPermissions    []string  `json:"add_permissions,omitempty"`
+	RemovePermissions []string  `json:"remove_permissions,omitempty"`
 }
 
 // Role describes a built-in or custom role.

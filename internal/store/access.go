@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -377,6 +379,53 @@ func (s *Store) ListRoles(ctx context.Context, accountID string) ([]Role, error)
 type RoleChange struct {
 	Description *string
 	Permissions []string
+	// Add and Remove edit the current permissions inside the same write,
+	// so two concurrent edits of the list both take effect.
+	Add    []string
+	Remove []RoleRemoval
+}
+
+// RoleRemoval is one permission asked to be removed (Asked, as given)
+// and what it stands for (a "resource:*" stands for several): the role
+// must hold at least one of them.
+type RoleRemoval struct {
+	Asked       string
+	Permissions []string
+}
+
+// RoleEditError refuses an Add/Remove edit: Missing is a removal the
+// role holds none of, or empty when the edit would leave no permission.
+type RoleEditError struct {
+	Missing string
+	Has     []string
+}
+
+func (e *RoleEditError) Error() string {
+	if e.Missing != "" {
+		return fmt.Sprintf("the role has no permission %s (it has %s)", e.Missing, strings.Join(e.Has, ", "))
+	}
+	return "the edit would leave the role without permissions"
+}
+
+// editPermissions is perms with c's removals and additions applied.
+func editPermissions(perms []string, c RoleChange) ([]string, error) {
+	out := slices.Clone(perms)
+	for _, r := range c.Remove {
+		n := len(out)
+		out = slices.DeleteFunc(out, func(p string) bool { return slices.Contains(r.Permissions, p) })
+		if len(out) == n {
+			return nil, &RoleEditError{Missing: r.Asked, Has: perms}
+		}
+	}
+	for _, p := range c.Add {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return nil, &RoleEditError{Has: perms}
+	}
+	return out, nil
 }
 
 // UpdateRole changes the account's custom role of that name and returns
@@ -409,6 +458,11 @@ func (s *Store) UpdateRole(ctx context.Context, accountID, name string, c RoleCh
 		}
 		if c.Permissions != nil {
 			now.Permissions = c.Permissions
+		}
+		if len(c.Add)+len(c.Remove) > 0 {
+			if now.Permissions, err = editPermissions(now.Permissions, c); err != nil {
+				return err
+			}
 		}
 		b, _ := json.Marshal(now.Permissions)
 		_, err = s.w(tx).exec(ctx, `UPDATE roles SET description = ?, permissions = ? WHERE account_id = ? AND name = ?`,

@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -278,5 +281,66 @@ func TestUpdateRole(t *testing.T) {
 		}
 		_, _, err = s.UpdateRole(ctx, "acc1", "nobody", RoleChange{Permissions: []string{"task:view"}})
 		wantErr(t, "update an unknown role", err, ErrNotFound)
+	})
+}
+
+// Add and Remove edit a role's permissions inside the update's own write:
+// two concurrent edits adding different permissions both take effect.
+func TestUpdateRoleAddRemove(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s := b.open(t)
+		ctx := context.Background()
+		if err := s.CreateRole(ctx, Role{AccountID: "acc1", Name: "r", Permissions: []string{"task:view"}, CreatedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			a, c := fmt.Sprintf("p%d:a", i), fmt.Sprintf("p%d:b", i)
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for j, p := range []string{a, c} {
+				wg.Go(func() {
+					_, _, errs[j] = s.UpdateRole(ctx, "acc1", "r", RoleChange{Add: []string{p}})
+				})
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			rs, err := s.ListRoles(ctx, "acc1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(rs[0].Permissions, a) || !slices.Contains(rs[0].Permissions, c) {
+				t.Fatalf("round %d: two concurrent additions, the role has %v", i, rs[0].Permissions)
+			}
+		}
+		// A removal stands for what it was expanded to; the role needs at
+		// least one of it.
+		_, now, err := s.UpdateRole(ctx, "acc1", "r", RoleChange{Remove: []RoleRemoval{{Asked: "p0:*", Permissions: []string{"p0:a", "p0:b", "p0:c"}}}, Add: []string{"x:y"}})
+		if err != nil || slices.Contains(now.Permissions, "p0:a") || slices.Contains(now.Permissions, "p0:b") || !slices.Contains(now.Permissions, "x:y") {
+			t.Errorf("remove p0:*, add x:y: %v, %v", now.Permissions, err)
+		}
+		_, _, err = s.UpdateRole(ctx, "acc1", "r", RoleChange{Remove: []RoleRemoval{{Asked: "p0:a", Permissions: []string{"p0:a"}}}})
+		var ee *RoleEditError
+		if !errors.As(err, &ee) || ee.Missing != "p0:a" {
+			t.Errorf("remove a permission the role lacks: %v", err)
+		}
+		if err := s.CreateRole(ctx, Role{AccountID: "acc1", Name: "one", Permissions: []string{"task:view"}, CreatedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = s.UpdateRole(ctx, "acc1", "one", RoleChange{Remove: []RoleRemoval{{Asked: "task:view", Permissions: []string{"task:view"}}}})
+		if !errors.As(err, &ee) || ee.Missing != "" {
+			t.Errorf("remove the last permission: %v", err)
+		}
+		rs, err := s.ListRoles(ctx, "acc1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			if r.Name == "one" && !slices.Equal(r.Permissions, []string{"task:view"}) {
+				t.Errorf("a refused edit changed the role: %+v", r)
+			}
+		}
 	})
 }

@@ -17,10 +17,12 @@ import (
 // and the action calls the API in-process (so it is allowed, refused and
 // audited exactly as the API's). A destructive action first answers a
 // page that asks to confirm it, whose form posts the same fields with
-// confirm=yes: the step works without JavaScript, and a script cannot
-// skip it. A refusal shows the section again with the API's reason in
-// the words of the page's fields, and the form filled as it was sent
-// (without any secret value or password).
+// confirm=yes: the step works without JavaScript. The guard against a
+// forged post is the CSRF token, not the page: a same-origin post that
+// carries confirm=yes and the token performs the action without it. A
+// refusal shows the section again with the API's reason in the words of
+// the page's fields, and the form filled as it was sent (without any
+// secret value or password).
 
 // settingsAction is one change a settings page offers.
 type settingsAction struct {
