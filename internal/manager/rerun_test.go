@@ -106,6 +106,31 @@ func TestRerunRefusals(t *testing.T) {
 	}
 }
 
+// TestRerunRefusesARecreatedPipeline: a pipeline deleted and created again
+// under the same name is another pipeline: a run of the deleted one is
+// not re-run (409 saying so), while a run of the new one is.
+func TestRerunRefusesARecreatedPipeline(t *testing.T) {
+	f := newRunFixture(t, Config{})
+	ctx := context.Background()
+	acct := f.tm.admin.AccountID
+	orig := f.start(t, nil)
+	f.tm.mustAPI(t, f.tm.admin.APIKey, "DELETE", protocol.PathPipelines+"/ship", "", 204)
+	if _, _, err := f.tm.st.ApplyPipeline(ctx, store.Pipeline{AccountID: acct, Name: "ship",
+		Source: strings.Replace(testRunPipeline, "shell: make", "shell: make v2", 1), UpdatedBy: "test"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	admin := f.tm.client(t, f.tm.admin.APIKey)
+	var pe *protocol.Error
+	_, err := admin.RerunRun(ctx, orig.ID, protocol.RerunRequest{})
+	if !errors.As(err, &pe) || pe.Status != http.StatusConflict || !strings.Contains(pe.Message, "deleted and created again") {
+		t.Errorf("re-run of a re-created pipeline's old run: %v, want 409 saying it was re-created", err)
+	}
+	again := f.start(t, nil)
+	if _, err := admin.RerunRun(ctx, again.ID, protocol.RerunRequest{}); err != nil {
+		t.Errorf("re-run of the re-created pipeline's own run: %v", err)
+	}
+}
+
 // TestRerunNeedsWhatItsStepsUse: a re-run is refused, naming the
 // permission, to a caller with pipeline:execute who lacks what the run's
 // steps use (a stored secret), as a run would be.

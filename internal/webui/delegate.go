@@ -75,7 +75,7 @@ func (u *UI) handleDelegate(w http.ResponseWriter, r *http.Request, s *user) {
 	for i, in := range d.Instances {
 		plain[i] = in.Delegate
 	}
-	replaced := replacements(plain)
+	replaced := replacements(plain, u.cfg.Liveness)
 	var res []access.Resource
 	hosts := map[string]bool{}
 	for i, in := range d.Instances {

@@ -56,7 +56,7 @@ func (u *UI) deleteDelegateView(r *http.Request, s *user, name string) (deleteDe
 	for i, in := range d.Instances {
 		plain[i] = in.Delegate
 	}
-	replaced := replacements(plain)
+	replaced := replacements(plain, u.cfg.Liveness)
 	var res []access.Resource
 	var connected []string
 	running := 0
@@ -66,12 +66,12 @@ func (u *UI) deleteDelegateView(r *http.Request, s *user, name string) (deleteDe
 		}
 		res = append(res, access.Resource{Kind: "delegate", Name: in.Name, Scope: access.Scope{Org: in.Org, Project: in.Project}})
 		st := "not connected"
-		switch _, ok := replaced[in.InstanceID]; {
+		switch rp, ok := replaced[in.InstanceID]; {
 		case in.Status == protocol.DelegateConnected:
 			st = "connected"
 			connected = append(connected, in.Hostname)
 		case ok:
-			st = "replaced by an upgrade"
+			st = rp.State()
 		case in.Status == protocol.DelegateDeregistered:
 			st = "stopped"
 		}

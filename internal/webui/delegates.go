@@ -115,7 +115,8 @@ type delegatesView struct {
 	Groups    []delegateGroup
 	Connected int    // instances connected, of those shown
 	Instances int    // instances shown, but for those replaced
-	Replaced  int    // instances replaced by another (an upgrade)
+	Replaced  int    // instances replaced by another (an upgrade, a restart)
+	Upgraded  int    // of those, the ones replaced by an upgrade
 	FirstURL  string // set past the first page
 	NextURL   string
 	EventsURL string
@@ -138,9 +139,13 @@ func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegate
 	for _, d := range list.Delegates {
 		members[strings.ToLower(d.Name)] = append(members[strings.ToLower(d.Name)], d)
 	}
+	// Replacements are found among the instances of this page: the list
+	// is paginated, so an instance whose replacement is on another page
+	// shows as not connected here (the delegate's page shows it replaced).
+	// No request per delegate: the page costs one list request.
 	replaced := map[string]replacement{}
 	for _, ins := range members {
-		maps.Copy(replaced, replacements(ins))
+		maps.Copy(replaced, replacements(ins, u.cfg.Liveness))
 	}
 	for _, d := range list.Delegates {
 		key := strings.ToLower(d.Name)
@@ -202,6 +207,9 @@ func (u *UI) delegatesView(r *http.Request, s *user, f delegateFilter) (delegate
 		for _, in := range g.Instances {
 			if in.Replaced != nil {
 				v.Replaced++
+				if in.Replaced.Upgrade() {
+					v.Upgraded++
+				}
 			} else {
 				v.Instances++
 			}

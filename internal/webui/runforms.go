@@ -27,6 +27,7 @@ func (u *UI) runRoutes() {
 	u.mux.HandleFunc("POST /pipelines/{name}/run", u.signedIn(u.handlePipelineRun))
 	u.mux.HandleFunc("GET /runs/{id}/rerun", u.signedIn(u.handleRerunForm))
 	u.mux.HandleFunc("POST /runs/{id}/rerun", u.signedIn(u.handleRerun))
+	u.rerunConfirmRoutes()
 	u.mux.HandleFunc("GET /tasks/new", u.signedIn(u.handleTaskRunForm))
 	u.mux.HandleFunc("POST /tasks/new", u.signedIn(u.handleTaskRun))
 }
@@ -88,6 +89,10 @@ type runForm struct {
 	// Denied says why the user's role does not allow it ("" when it
 	// does); the form stays, and the API decides.
 	Denied string
+	// Current is the pipeline's current version (0: unknown), Deploys
+	// what its definition deploys, for a re-run (see confirmRerun).
+	Current int64
+	Deploys []string
 }
 
 // pipelineRunFields are the fields of the pipeline's inputs, with the
@@ -195,6 +200,12 @@ func (u *UI) rerunForm(r *http.Request, s *user, given url.Values) (runForm, pro
 	// are the run's; the current definition only describes them.
 	desc, rank := map[string]string{}, map[string]int{}
 	if p, err := s.api.GetPipeline(r.Context(), run.Pipeline, run.Org, run.Project); err == nil {
+		v.Current = p.Version
+		if p.Version == run.Version {
+			// The run's definition is the current one (another version
+			// asks anyway).
+			v.Deploys = deploysOf(p.Source)
+		}
 		for i, in := range p.Inputs {
 			desc[in.Name], rank[in.Name] = in.Description, i+1
 		}
@@ -255,6 +266,9 @@ func (u *UI) handleRerun(w http.ResponseWriter, r *http.Request, s *user) {
 	v, run, err := u.rerunForm(r, s, given)
 	if err != nil {
 		u.apiError(w, r, s, err)
+		return
+	}
+	if !edited && u.confirmRerun(w, r, s, v) {
 		return
 	}
 	req := protocol.RerunRequest{}

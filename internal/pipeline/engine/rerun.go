@@ -89,12 +89,21 @@ func (svc *Service) handleRerun(w http.ResponseWriter, r *http.Request, acct str
 	}
 	label := pipelineLabel(orig.Pipeline, orig.Org, orig.Project)
 	// A deleted pipeline is not run again, even with an old definition.
-	if _, err := svc.st.GetPipeline(r.Context(), acct, orig.Org, orig.Project, orig.Pipeline); err != nil {
+	cur, err := svc.st.GetPipeline(r.Context(), acct, orig.Org, orig.Project, orig.Pipeline)
+	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			api.WriteError(w, http.StatusNotFound, protocol.CodeNotFound, "%s no longer exists: run %s cannot be re-run (apply the pipeline again, then run it)", label, id)
 			return
 		}
 		api.StoreError(w, err, label)
+		return
+	}
+	// Nor is one deleted and created again under its name: the run's
+	// definition belongs to the pipeline that was deleted. The pipeline
+	// the run ran was created before the run; one created after it, or
+	// whose versions have not reached the run's, is another pipeline.
+	if cur.CreatedAt.After(orig.CreatedAt) || cur.Version < orig.Version {
+		api.WriteError(w, http.StatusConflict, protocol.CodeConflict, "%s was deleted and created again since run %s: the run's definition is the deleted pipeline's and is not run again (start a run of the current pipeline instead)", label, id)
 		return
 	}
 	inputs := rerunInputs(orig, req)
