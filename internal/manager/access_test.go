@@ -268,6 +268,7 @@ func TestEveryRouteEnforcesItsRule(t *testing.T) {
 		"GET " + protocol.PathLimits:                                 {path: protocol.PathLimits},
 		"PUT " + protocol.PathLimits:                                 {path: protocol.PathLimits, body: `{"per_hour":40}`},
 		"POST " + protocol.PathPipelines:                             {path: protocol.PathPipelines, body: plBody, at: p1},
+		"POST " + protocol.PathPipelines + "/dry-run":                {path: protocol.PathPipelines + "/dry-run", body: plBody, at: p1},
 		"GET " + protocol.PathPipelines:                              {path: protocol.PathPipelines},
 		"GET " + protocol.PathPipelines + "/{name}":                  {path: plP, at: p1, ensure: ensurePipeline},
 		"DELETE " + protocol.PathPipelines + "/{name}":               {path: plP, at: p1, ensure: ensurePipeline},
