@@ -57,6 +57,18 @@ func TestCLIRunRerun(t *testing.T) {
 	if got := c.mustCLI("run", "list", "-o", "wide"); !strings.Contains(got, "rerun of "+first.ID) {
 		t.Errorf("run list -o wide does not name the run a re-run re-runs:\n%s", got)
 	}
+	// Of the current version it says nothing more; once the pipeline
+	// changed, a re-run says that it runs the old version.
+	if r := c.cli("run", "rerun", first.ID, "--detach"); r.code != 0 || strings.Contains(r.stderr, "which is at version") {
+		t.Errorf("re-run of the current version: exit %d, stderr %q; want no version warning", r.code, r.stderr)
+	}
+	if err := os.WriteFile(file, []byte(strings.Replace(rerunPipeline, `echo "$G, $W"`, `echo "$G, $W!"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.mustCLI("pipeline", "apply", "-f", file)
+	if r := c.cli("run", "rerun", first.ID, "--detach"); r.code != 0 || !strings.Contains(r.stderr, "runs version 1 of pipeline greet, which is at version 2 now") {
+		t.Errorf("re-run of an old version: exit %d, stderr %q; want it to say it runs version 1 of 2", r.code, r.stderr)
+	}
 	for _, tt := range []struct {
 		args []string
 		want string

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/legate-dev/legate/internal/protocol"
@@ -20,7 +22,8 @@ func (a *app) runRerunCmd() *cobra.Command {
 		Long: `Start a new run of run ID's pipeline with the definition run ID ran (its
 version, even when the pipeline was changed since: a re-run repeats what
 ran) and its inputs; each --input KEY=VALUE replaces one of them. The new
-run says which run it re-runs (legate run get shows "Triggered: rerun").
+run says which run it re-runs (legate run get shows "Re-run of"). When
+the pipeline was changed since, it says so on stderr.
 It needs what running the pipeline needs (pipeline:execute at its scope,
 and what its steps use). Then, as legate pipeline run, it prints each
 step as it starts and ends, streams each step's output to stdout, and
@@ -42,6 +45,12 @@ when it was cancelled. Ctrl-C stops following but leaves the run running.
 			run, err := c.RerunRun(cmd.Context(), args[0], protocol.RerunRequest{Inputs: in})
 			if err != nil {
 				return err
+			}
+			// An old definition runs again: say so, as the web UI asks
+			// first (unknown when the pipeline cannot be read: then nothing).
+			if p, err := c.GetPipeline(cmd.Context(), run.Pipeline, run.Org, run.Project); err == nil && p.Version != run.Version {
+				fmt.Fprintf(cmd.ErrOrStderr(), "legate: run %s runs version %d of pipeline %s, which is at version %d now (a re-run repeats what ran; legate pipeline run %s runs the current one)\n",
+					escape(run.ID), run.Version, escape(run.Pipeline), p.Version, escape(run.Pipeline))
 			}
 			return a.startedRun(cmd, c, run, detach, &out, "run "+escape(run.ID)+" re-runs run "+escape(run.RerunOf))
 		}),
